@@ -1,0 +1,28 @@
+# -*- Python -*-
+# lit configuration for the k3c test suite.
+import os
+import shutil
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "K3C"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.k3c_obj_root, "test")
+
+config.substitutions.append(("%k3c_src", config.k3c_src_root))
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+tool_dirs = [config.k3c_tools_dir, config.llvm_tools_dir]
+tools = ["k3-opt", "k3-compile", "k3-mkcheckpoint", "k3-ref"]
+llvm_config.add_tool_substitutions(
+    [t for t in tools if os.path.exists(os.path.join(config.k3c_tools_dir, t))],
+    tool_dirs)
+
+if shutil.which("ptxas") or os.path.exists("/usr/local/cuda/bin/ptxas"):
+    config.available_features.add("ptxas")

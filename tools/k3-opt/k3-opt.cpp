@@ -1,0 +1,25 @@
+//===- k3-opt.cpp - k3c IR-level driver -----------------------------------===//
+//
+// MlirOptMain with the k3 dialect, the dialects k3 IR uses (func, arith,
+// tensor) and every k3c pass registered. All `--mlir-*` flags come with it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/K3/IR/K3Dialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::registerTransformsPasses();
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::k3::K3Dialect, mlir::func::FuncDialect,
+                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "k3c IR driver: parse, verify, transform and print k3 IR\n",
+      registry));
+}
