@@ -1,0 +1,119 @@
+//===- Common.h - shared helpers of the models library ----------*- C++ -*-===//
+//
+// Error type, bf16 conversion and a portable seeded RNG. Nothing here depends
+// on LLVM/MLIR: the runtime links this library too.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3C_MODELS_COMMON_H
+#define K3C_MODELS_COMMON_H
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <unistd.h>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace k3 {
+
+/// The one error type of the models library: the message names the file,
+/// field, tensor or value that is wrong. Tools print it and exit non-zero.
+class Error : public std::runtime_error {
+public:
+  explicit Error(const std::string &msg) : std::runtime_error(msg) {}
+};
+
+/// bf16 <-> fp32, round to nearest even; NaN stays NaN (quiet).
+inline uint16_t floatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+inline float bf16ToFloat(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline float roundBf16(float f) { return bf16ToFloat(floatToBf16(f)); }
+
+/// IEEE half -> fp32 (for F16 checkpoints).
+inline float f16ToFloat(uint16_t h) {
+  uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  float v;
+  if (exp == 0)
+    v = std::ldexp(static_cast<float>(man), -24);
+  else if (exp == 31)
+    v = man ? NAN : INFINITY;
+  else
+    v = std::ldexp(static_cast<float>(man | 0x400), static_cast<int>(exp) - 25);
+  return sign ? -v : v;
+}
+
+/// SplitMix64: the same stream on every platform (std::normal_distribution
+/// is implementation-defined, so checkpoints would differ between libcs).
+class Rng {
+public:
+  explicit Rng(uint64_t seed) : state(seed) {}
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  /// Uniform in [0, 1).
+  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+  double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
+  /// Standard normal (Box-Muller).
+  double normal() {
+    double u1 = uniform(), u2 = uniform();
+    if (u1 < 1e-300)
+      u1 = 1e-300;
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+
+private:
+  uint64_t state;
+};
+
+/// A progress line on stderr: redrawn in place on a terminal, otherwise one
+/// line per quarter of the work (so logs stay short).
+class ProgressLine {
+public:
+  ProgressLine(const char *what, size_t total, bool enabled)
+      : what(what), total(total), enabled(enabled && total > 0),
+        tty(isatty(fileno(stderr)) != 0) {}
+  void update(size_t done) {
+    if (!enabled)
+      return;
+    if (tty) {
+      if (done == total || done % 64 == 0)
+        std::fprintf(stderr, "\r%s: %zu/%zu", what, done, total);
+      if (done == total)
+        std::fprintf(stderr, "\n");
+      return;
+    }
+    size_t quarter = done * 4 / total;
+    if (quarter > lastQuarter || done == total) {
+      lastQuarter = quarter;
+      std::fprintf(stderr, "%s: %zu/%zu (%zu%%)\n", what, done, total, done * 100 / total);
+    }
+  }
+
+private:
+  const char *what;
+  size_t total;
+  bool enabled, tty;
+  size_t lastQuarter = 0;
+};
+
+} // namespace k3
+
+#endif // K3C_MODELS_COMMON_H

@@ -1,0 +1,36 @@
+//===- ModelBuilder.h - model config -> k3 IR --------------------*- C++ -*-===//
+//
+// Emits one `k3` module per model: `@prefill` and `@decode` entry functions
+// (token ids, per-sequence lengths, cache lengths, KDA/conv states and MLA
+// caches in -> last-token logits and the new states out). Weights are function
+// arguments carrying their checkpoint name in `k3.weight`; routed experts of
+// a layer are one stacked argument (`!k3.mxfp4<E x N x K>` or a bf16 tensor).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3C_MODELS_MODELBUILDER_H
+#define K3C_MODELS_MODELBUILDER_H
+
+#include "models/Config.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace k3 {
+
+struct BuildOptions {
+  /// MLA cache capacity in tokens per sequence; 0 leaves it dynamic.
+  int64_t maxContext = 0;
+};
+
+/// Registers the dialects the builder emits into `ctx`.
+void loadBuilderDialects(mlir::MLIRContext &ctx);
+
+/// Builds and verifies the model module. Diagnostics go through the context.
+mlir::OwningOpRef<mlir::ModuleOp> buildModel(mlir::MLIRContext &ctx, const ModelConfig &config,
+                                             const BuildOptions &options = {});
+
+} // namespace k3
+
+#endif // K3C_MODELS_MODELBUILDER_H

@@ -1,0 +1,52 @@
+//===- k3-mkcheckpoint.cpp - write a seeded random test checkpoint --------===//
+
+#include "models/Config.h"
+#include "models/Generator.h"
+#include "tools/common/Args.h"
+
+#include <cstdio>
+
+static const char *kHelp = R"(k3-mkcheckpoint: write a deterministic random K3 / Kimi Linear checkpoint
+
+usage: k3-mkcheckpoint --config CONFIG.json -o DIR [--seed S] [--shards N]
+
+Writes DIR/config.json (a copy of CONFIG), N safetensors shards
+(model-0000i-of-0000N.safetensors) and model.safetensors.index.json, with the
+tensor names of the real checkpoint (MXFP4 experts when the config is
+quantized). The same seed gives the same bytes on every machine.
+
+options:
+  --config FILE   model config.json (e.g. models/configs/k3-tiny.json)
+  -o DIR          output directory (created)
+  --seed S        random seed (default 0)
+  --shards N      number of safetensors shards (default 2)
+  --quiet         no progress line
+  --help          this text
+)";
+
+int main(int argc, char **argv) {
+  try {
+    k3::Args args(argc, argv, {"config", "seed", "shards"}, {"help", "quiet"});
+    if (args.has("help")) {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+    if (!args.has("config") || !args.has("o") || !args.positional.empty())
+      throw k3::Error("need --config FILE and -o DIR (see --help)");
+    int64_t shards = args.getInt("shards", 2);
+    if (shards < 1 || shards > 99999)
+      throw k3::Error("--shards must be in 1..99999, got " + std::to_string(shards));
+    int64_t seed = args.getInt("seed", 0);
+    k3::ModelConfig c = k3::loadConfig(args.get("config"));
+    std::fprintf(stderr, "k3-mkcheckpoint: %s, %lld parameters, seed %lld\n",
+                 args.get("config").c_str(), static_cast<long long>(k3::parameterCount(c)),
+                 static_cast<long long>(seed));
+    k3::writeGeneratedCheckpoint(args.get("config"), args.get("o"), static_cast<uint64_t>(seed),
+                                 static_cast<int>(shards), !args.has("quiet"));
+    std::fprintf(stderr, "k3-mkcheckpoint: wrote %s\n", args.get("o").c_str());
+    return 0;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "k3-mkcheckpoint: error: %s\n", e.what());
+    return 1;
+  }
+}
