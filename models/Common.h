@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace k3 {
+namespace k3c {
 
 /// The one error type of the models library: the message names the file,
 /// field, tensor or value that is wrong. Tools print it and exit non-zero.
@@ -114,6 +114,6 @@ private:
   size_t lastQuarter = 0;
 };
 
-} // namespace k3
+} // namespace k3c
 
 #endif // K3C_MODELS_COMMON_H

@@ -11,7 +11,7 @@
 
 using json = nlohmann::json;
 
-namespace k3 {
+namespace k3c {
 
 namespace {
 
@@ -352,4 +352,4 @@ int64_t parameterCount(const ModelConfig &c) {
   return total;
 }
 
-} // namespace k3
+} // namespace k3c

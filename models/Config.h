@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace k3 {
+namespace k3c {
 
 enum class AttnKind { KDA, MLA };
 enum class FfnKind { Dense, MoE };
@@ -78,13 +78,13 @@ struct ModelConfig {
   int64_t attnIndex(int64_t li) const;
 };
 
-/// Parses and validates a config.json. Throws k3::Error naming the field.
+/// Parses and validates a config.json. Throws k3c::Error naming the field.
 ModelConfig loadConfig(const std::string &path);
 ModelConfig parseConfig(const std::string &jsonText, const std::string &source);
 
 /// Total parameter count (the checkpoint's logical elements, experts included).
 int64_t parameterCount(const ModelConfig &c);
 
-} // namespace k3
+} // namespace k3c
 
 #endif // K3C_MODELS_CONFIG_H

@@ -11,7 +11,7 @@
 
 namespace fs = std::filesystem;
 
-namespace k3 {
+namespace k3c {
 
 namespace {
 
@@ -116,4 +116,4 @@ void writeGeneratedCheckpoint(const std::string &configPath, const std::string &
   writeCheckpointShards(dir, tensors, shards);
 }
 
-} // namespace k3
+} // namespace k3c

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace k3 {
+namespace k3c {
 
 std::vector<TensorData> generateWeights(const ModelConfig &c, uint64_t seed,
                                         bool progress = false);
@@ -28,6 +28,6 @@ std::vector<TensorData> generateWeights(const ModelConfig &c, uint64_t seed,
 void writeGeneratedCheckpoint(const std::string &configPath, const std::string &dir,
                               uint64_t seed, int shards, bool progress = false);
 
-} // namespace k3
+} // namespace k3c
 
 #endif // K3C_MODELS_GENERATOR_H

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-namespace k3 {
+namespace k3c {
 
 void kdaRecurrentF64(int64_t T, int64_t dk, int64_t dv, const double *q, const double *k,
                      const double *v, const double *g, const double *beta, double *S,
@@ -106,4 +106,4 @@ void kdaChunkedF64(int64_t T, int64_t C, int64_t dk, int64_t dv, const double *q
   }
 }
 
-} // namespace k3
+} // namespace k3c

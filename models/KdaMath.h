@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-namespace k3 {
+namespace k3c {
 
 /// Token by token: S <- Diag(exp g_t) S; S <- S + beta_t k_t (v_t - S^T k_t)^T;
 /// o_t = S^T q_t.
@@ -28,6 +28,6 @@ void kdaChunkedF64(int64_t T, int64_t C, int64_t dk, int64_t dv, const double *q
                    const double *k, const double *v, const double *g, const double *beta,
                    double *S, double *o);
 
-} // namespace k3
+} // namespace k3c
 
 #endif // K3C_MODELS_KDAMATH_H

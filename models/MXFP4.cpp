@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-namespace k3::mxfp4 {
+namespace k3c::mxfp4 {
 
 namespace {
 constexpr float kE2M1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -117,4 +117,4 @@ void dequantize(const uint8_t *packed, const uint8_t *scales, int64_t rows, int6
     }
 }
 
-} // namespace k3::mxfp4
+} // namespace k3c::mxfp4

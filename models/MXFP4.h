@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace k3::mxfp4 {
+namespace k3c::mxfp4 {
 
 constexpr int64_t kBlock = 32;
 
@@ -44,6 +44,6 @@ void dequantize(const uint8_t *packed, const uint8_t *scales, int64_t rows, int6
 void unpackCodes(const uint8_t *packed, int64_t rows, int64_t cols, uint8_t *codes);
 void packCodes(const uint8_t *codes, int64_t rows, int64_t cols, uint8_t *packed);
 
-} // namespace k3::mxfp4
+} // namespace k3c::mxfp4
 
 #endif // K3C_MODELS_MXFP4_H

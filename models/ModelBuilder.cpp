@@ -14,7 +14,7 @@
 
 using namespace mlir;
 
-namespace k3 {
+namespace k3c {
 
 // The dialect's ops live in mlir::k3; this library's code in ::k3.
 using namespace mlir::k3;
@@ -283,4 +283,4 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &ctx, const ModelConfig &config,
   return module;
 }
 
-} // namespace k3
+} // namespace k3c

@@ -17,7 +17,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 
-namespace k3 {
+namespace k3c {
 
 struct BuildOptions {
   /// MLA cache capacity in tokens per sequence; 0 leaves it dynamic.
@@ -31,6 +31,6 @@ void loadBuilderDialects(mlir::MLIRContext &ctx);
 mlir::OwningOpRef<mlir::ModuleOp> buildModel(mlir::MLIRContext &ctx, const ModelConfig &config,
                                              const BuildOptions &options = {});
 
-} // namespace k3
+} // namespace k3c
 
 #endif // K3C_MODELS_MODELBUILDER_H

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace k3 {
+namespace k3c {
 
 inline void writeNpyF32(const std::string &path, const std::vector<int64_t> &shape,
                         const std::vector<float> &data) {
@@ -45,6 +45,6 @@ inline void writeNpyF32(const std::string &path, const std::vector<int64_t> &sha
     throw Error("write failed for '" + path + "'");
 }
 
-} // namespace k3
+} // namespace k3c
 
 #endif // K3C_MODELS_NPY_H

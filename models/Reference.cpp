@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <numeric>
 
-namespace k3 {
+namespace k3c {
 
 namespace {
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
@@ -452,4 +452,4 @@ Reference loadReference(const std::string &dir, Precision precision, bool progre
   return Reference(std::move(c), std::move(w), precision);
 }
 
-} // namespace k3
+} // namespace k3c

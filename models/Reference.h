@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace k3 {
+namespace k3c {
 
 enum class Precision { BF16, F32 };
 
@@ -44,7 +44,7 @@ public:
   SequenceState newSequence() const;
 
   /// Runs `ids` (one sequence) after whatever `state` holds; returns logits
-  /// [T, vocab] for every position. Throws k3::Error on an out-of-vocabulary
+  /// [T, vocab] for every position. Throws k3c::Error on an out-of-vocabulary
   /// id or a sequence longer than max_position_embeddings.
   std::vector<float> forward(const std::vector<int64_t> &ids, SequenceState &state,
                              const TraceFn &trace = nullptr) const;
@@ -78,6 +78,6 @@ private:
 Reference loadReference(const std::string &checkpointDir, Precision precision,
                         bool progress = false);
 
-} // namespace k3
+} // namespace k3c
 
 #endif // K3C_MODELS_REFERENCE_H

@@ -19,7 +19,7 @@
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-namespace k3 {
+namespace k3c {
 
 namespace {
 struct DTypeEntry {
@@ -170,15 +170,18 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path) 
                 "] outside the data buffer of " + std::to_string(dataSize) + " bytes");
     // dtype x shape must equal the byte length (overflow-checked).
     unsigned __int128 want = static_cast<unsigned __int128>(dtypeSize(t.dtype));
+    bool huge = false;
     for (int64_t d : t.shape) {
       want *= static_cast<unsigned __int128>(d);
-      if (want > static_cast<unsigned __int128>(dataSize))
+      if (want >> 64) {
+        huge = true;
         break;
+      }
     }
-    if (want != static_cast<unsigned __int128>(t.end - t.begin))
+    if (huge || want != static_cast<unsigned __int128>(t.end - t.begin))
       throw bad(std::string(dtypeName(t.dtype)) + " " + shapeStr(t.shape) + " needs " +
-                (want > dataSize ? std::string("more than the file holds")
-                                 : std::to_string(static_cast<uint64_t>(want)) + " bytes") +
+                (huge ? std::string("more bytes than any file holds")
+                      : std::to_string(static_cast<uint64_t>(want)) + " bytes") +
                 " but data_offsets span " + std::to_string(t.end - t.begin));
     f->byName[name] = f->infos.size();
     f->infos.push_back(std::move(t));
@@ -371,4 +374,4 @@ void writeCheckpointShards(const std::string &dir, const std::vector<TensorData>
   out << index.dump(2) << "\n";
 }
 
-} // namespace k3
+} // namespace k3c

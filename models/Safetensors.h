@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace k3 {
+namespace k3c {
 
 enum class DType { BF16, F16, F32, F64, U8, I8, I16, I32, I64, BOOL, F8_E4M3, F8_E5M2 };
 
@@ -98,6 +98,6 @@ private:
 void writeCheckpointShards(const std::string &dir, const std::vector<TensorData> &tensors,
                            int shards);
 
-} // namespace k3
+} // namespace k3c
 
 #endif // K3C_MODELS_SAFETENSORS_H

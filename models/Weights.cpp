@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <set>
 
-namespace k3 {
+namespace k3c {
 
 std::string layerName(int64_t li, const std::string &rest) {
   return "model.layers." + std::to_string(li) + "." + rest;
@@ -246,4 +246,4 @@ WeightsF32 loadWeightsF32(const ModelConfig &c, const CheckpointFiles &ckpt, boo
   return w;
 }
 
-} // namespace k3
+} // namespace k3c

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace k3 {
+namespace k3c {
 
 enum class WeightKind { Float, MXFP4Packed, MXFP4Scale };
 
@@ -39,7 +39,7 @@ std::string expertName(int64_t li, int64_t e, const char *w, const char *suffix)
 
 /// Checks that the checkpoint holds exactly the expected tensors with
 /// accepted shapes and dtypes. Tensors under vision_tower./mm_projector. are
-/// ignored (text-only compilation). Throws one k3::Error listing every problem.
+/// ignored (text-only compilation). Throws one k3c::Error listing every problem.
 void bindCheckpoint(const ModelConfig &c, const CheckpointFiles &ckpt);
 
 /// A dense fp32 tensor.
@@ -58,6 +58,6 @@ WeightsF32 loadWeightsF32(const ModelConfig &c, const CheckpointFiles &ckpt,
 /// Reads one float tensor (BF16/F16/F32) into fp32.
 F32Tensor readFloat(const CheckpointFiles &ckpt, const TensorInfo &t);
 
-} // namespace k3
+} // namespace k3c
 
 #endif // K3C_MODELS_WEIGHTS_H

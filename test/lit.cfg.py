@@ -2,6 +2,7 @@
 # lit configuration for the k3c test suite.
 import os
 import shutil
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -10,6 +11,7 @@ config.name = "K3C"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit"]
+config.substitutions.append(("%python", sys.executable))
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.k3c_obj_root, "test")
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace k3 {
+namespace k3c {
 
 class Args {
 public:
@@ -122,6 +122,6 @@ inline std::vector<int64_t> parseIdList(const std::string &s, const std::string 
   return out;
 }
 
-} // namespace k3
+} // namespace k3c
 
 #endif // K3C_TOOLS_COMMON_ARGS_H

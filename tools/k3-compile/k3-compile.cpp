@@ -74,16 +74,16 @@ int main(int argc, char **argv) {
       "  safetensors; tensors are checked against the config), or k3 IR (.mlir).\n");
 
   MLIRContext ctx;
-  ::k3::loadBuilderDialects(ctx);
+  ::k3c::loadBuilderDialects(ctx);
   Progress progress;
   OwningOpRef<ModuleOp> module;
   try {
     std::string configPath;
     if (fs::is_directory(inputPath.getValue())) {
       configPath = (fs::path(inputPath.getValue()) / "config.json").string();
-      ::k3::ModelConfig c = ::k3::loadConfig(configPath);
-      ::k3::CheckpointFiles ckpt = ::k3::CheckpointFiles::open(inputPath);
-      ::k3::bindCheckpoint(c, ckpt);
+      ::k3c::ModelConfig c = ::k3c::loadConfig(configPath);
+      ::k3c::CheckpointFiles ckpt = ::k3c::CheckpointFiles::open(inputPath);
+      ::k3c::bindCheckpoint(c, ckpt);
       progress.line("checkpoint " + inputPath + ": " + std::to_string(ckpt.names().size()) +
                     " tensors match the config");
     } else if (llvm::StringRef(inputPath).ends_with(".mlir")) {
@@ -104,15 +104,15 @@ int main(int argc, char **argv) {
       configPath = inputPath;
     }
     if (!module) {
-      ::k3::ModelConfig c = ::k3::loadConfig(configPath);
+      ::k3c::ModelConfig c = ::k3c::loadConfig(configPath);
       progress.line("config " + configPath + ": " + c.modelType + ", " +
                     std::to_string(c.numLayers) + " layers (" +
-                    std::to_string(c.count(::k3::AttnKind::KDA)) + " KDA, " +
-                    std::to_string(c.count(::k3::AttnKind::MLA)) + " MLA), " +
-                    std::to_string(::k3::parameterCount(c)) + " parameters");
-      ::k3::BuildOptions opts;
+                    std::to_string(c.count(::k3c::AttnKind::KDA)) + " KDA, " +
+                    std::to_string(c.count(::k3c::AttnKind::MLA)) + " MLA), " +
+                    std::to_string(::k3c::parameterCount(c)) + " parameters");
+      ::k3c::BuildOptions opts;
       opts.maxContext = maxContext;
-      module = ::k3::buildModel(ctx, c, opts);
+      module = ::k3c::buildModel(ctx, c, opts);
       if (!module) {
         llvm::errs() << "k3-compile: error: the built module failed to verify\n";
         return 1;

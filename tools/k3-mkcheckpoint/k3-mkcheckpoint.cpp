@@ -26,22 +26,22 @@ options:
 
 int main(int argc, char **argv) {
   try {
-    k3::Args args(argc, argv, {"config", "seed", "shards"}, {"help", "quiet"});
+    k3c::Args args(argc, argv, {"config", "seed", "shards"}, {"help", "quiet"});
     if (args.has("help")) {
       std::fputs(kHelp, stdout);
       return 0;
     }
     if (!args.has("config") || !args.has("o") || !args.positional.empty())
-      throw k3::Error("need --config FILE and -o DIR (see --help)");
+      throw k3c::Error("need --config FILE and -o DIR (see --help)");
     int64_t shards = args.getInt("shards", 2);
     if (shards < 1 || shards > 99999)
-      throw k3::Error("--shards must be in 1..99999, got " + std::to_string(shards));
+      throw k3c::Error("--shards must be in 1..99999, got " + std::to_string(shards));
     int64_t seed = args.getInt("seed", 0);
-    k3::ModelConfig c = k3::loadConfig(args.get("config"));
+    k3c::ModelConfig c = k3c::loadConfig(args.get("config"));
     std::fprintf(stderr, "k3-mkcheckpoint: %s, %lld parameters, seed %lld\n",
-                 args.get("config").c_str(), static_cast<long long>(k3::parameterCount(c)),
+                 args.get("config").c_str(), static_cast<long long>(k3c::parameterCount(c)),
                  static_cast<long long>(seed));
-    k3::writeGeneratedCheckpoint(args.get("config"), args.get("o"), static_cast<uint64_t>(seed),
+    k3c::writeGeneratedCheckpoint(args.get("config"), args.get("o"), static_cast<uint64_t>(seed),
                                  static_cast<int>(shards), !args.has("quiet"));
     std::fprintf(stderr, "k3-mkcheckpoint: wrote %s\n", args.get("o").c_str());
     return 0;

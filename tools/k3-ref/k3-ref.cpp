@@ -27,40 +27,40 @@ options:
 
 int main(int argc, char **argv) {
   try {
-    k3::Args args(argc, argv, {"prompt-ids", "batch", "max-new-tokens", "precision", "dump-logits"},
+    k3c::Args args(argc, argv, {"prompt-ids", "batch", "max-new-tokens", "precision", "dump-logits"},
                   {"help", "quiet"});
     if (args.has("help")) {
       std::fputs(kHelp, stdout);
       return 0;
     }
     if (args.positional.size() != 1)
-      throw k3::Error("need exactly one checkpoint directory (see --help)");
+      throw k3c::Error("need exactly one checkpoint directory (see --help)");
     std::vector<std::vector<int64_t>> prompts;
     if (args.has("prompt-ids"))
-      prompts.push_back(k3::parseIdList(args.get("prompt-ids"), "--prompt-ids"));
+      prompts.push_back(k3c::parseIdList(args.get("prompt-ids"), "--prompt-ids"));
     if (args.has("batch")) {
       std::ifstream in(args.get("batch"));
       if (!in)
-        throw k3::Error("cannot open --batch file '" + args.get("batch") + "'");
+        throw k3c::Error("cannot open --batch file '" + args.get("batch") + "'");
       std::string line;
       int n = 0;
       while (std::getline(in, line)) {
         ++n;
         if (line.find_first_not_of(" \t\r") == std::string::npos)
           continue;
-        prompts.push_back(k3::parseIdList(line, args.get("batch") + ":" + std::to_string(n)));
+        prompts.push_back(k3c::parseIdList(line, args.get("batch") + ":" + std::to_string(n)));
       }
     }
     if (prompts.empty())
-      throw k3::Error("no prompt: give --prompt-ids or --batch (see --help)");
+      throw k3c::Error("no prompt: give --prompt-ids or --batch (see --help)");
     int64_t steps = args.getInt("max-new-tokens", 8);
     if (steps < 1)
-      throw k3::Error("--max-new-tokens must be >= 1, got " + std::to_string(steps));
+      throw k3c::Error("--max-new-tokens must be >= 1, got " + std::to_string(steps));
     std::string p = args.get("precision", "bf16");
     if (p != "bf16" && p != "f32")
-      throw k3::Error("--precision must be bf16 or f32, got '" + p + "'");
-    k3::Reference ref = k3::loadReference(args.positional[0],
-                                          p == "bf16" ? k3::Precision::BF16 : k3::Precision::F32,
+      throw k3c::Error("--precision must be bf16 or f32, got '" + p + "'");
+    k3c::Reference ref = k3c::loadReference(args.positional[0],
+                                          p == "bf16" ? k3c::Precision::BF16 : k3c::Precision::F32,
                                           !args.has("quiet"));
     const int64_t V = ref.config().vocabSize;
     std::vector<float> dump(steps * prompts.size() * V);
@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
         std::copy(logits[s].begin(), logits[s].end(), dump.begin() + (s * prompts.size() + b) * V);
     }
     if (args.has("dump-logits"))
-      k3::writeNpyF32(args.get("dump-logits"),
+      k3c::writeNpyF32(args.get("dump-logits"),
                       {steps, static_cast<int64_t>(prompts.size()), V}, dump);
     return 0;
   } catch (const std::exception &e) {

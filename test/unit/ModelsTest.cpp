@@ -1,0 +1,557 @@
+//===- ModelsTest.cpp - configs, safetensors, MXFP4, KDA math, reference --===//
+
+#include "models/Common.h"
+#include "models/Config.h"
+#include "models/Generator.h"
+#include "models/KdaMath.h"
+#include "models/MXFP4.h"
+#include "models/Reference.h"
+#include "models/Safetensors.h"
+#include "models/Weights.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string configPath(const std::string &name) {
+  return std::string(K3C_SOURCE_DIR) + "/models/configs/" + name;
+}
+
+json readJson(const std::string &path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+/// Expects `f` to throw k3c::Error whose message contains `needle`.
+template <typename F> void expectError(F f, const std::string &needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error containing: " << needle;
+  } catch (const k3c::Error &e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << "message: " << e.what() << "\nexpected to contain: " << needle;
+  }
+}
+
+fs::path tempDir(const std::string &name) {
+  fs::path p = fs::temp_directory_path() / ("k3c-test-" + std::to_string(getpid()) + "-" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+//===----------------------------------------------------------------------===//
+// Configs
+//===----------------------------------------------------------------------===//
+
+TEST(Config, PublishedK3) {
+  k3c::ModelConfig c = k3c::loadConfig(configPath("k3.json"));
+  EXPECT_EQ(c.modelType, "kimi_k3");
+  EXPECT_EQ(c.weightPrefix, "language_model.");
+  EXPECT_EQ(c.numLayers, 93);
+  EXPECT_EQ(c.count(k3c::AttnKind::KDA), 69);
+  EXPECT_EQ(c.count(k3c::AttnKind::MLA), 24);
+  EXPECT_EQ(c.count(k3c::FfnKind::Dense), 1);
+  EXPECT_EQ(c.count(k3c::FfnKind::MoE), 92);
+  for (int64_t li = 0; li < 92; ++li)
+    EXPECT_EQ(c.attn[li] == k3c::AttnKind::MLA, (li + 1) % 4 == 0) << "layer " << li;
+  EXPECT_EQ(c.attn[92], k3c::AttnKind::MLA);
+  EXPECT_EQ(c.ffn[0], k3c::FfnKind::Dense);
+  EXPECT_EQ(*c.gateLowerBound, -5.0);
+  EXPECT_TRUE(c.fullRankGate && c.mlaOutputGate && c.expertsMxfp4);
+  EXPECT_EQ(c.latentDim, 3584);
+  EXPECT_EQ(c.sharedWidth(), 6144);
+  EXPECT_EQ(c.aLogPaddedSize(), 128);
+  EXPECT_EQ(c.attnResBlockSize, 12);
+  // Spec §1: 2.7795 T parameters.
+  EXPECT_NEAR(static_cast<double>(k3c::parameterCount(c)) / 1e12, 2.7795, 0.0005);
+}
+
+TEST(Config, ReducedAndKimiLinear) {
+  k3c::ModelConfig tiny = k3c::loadConfig(configPath("k3-tiny.json"));
+  EXPECT_EQ(tiny.weightPrefix, "");
+  std::vector<int64_t> mla;
+  for (int64_t li = 0; li < tiny.numLayers; ++li)
+    if (tiny.attn[li] == k3c::AttnKind::MLA)
+      mla.push_back(li);
+  EXPECT_EQ(mla, (std::vector<int64_t>{3, 7, 11, 12}));
+  // Spec §7.1: 3.05 M parameters.
+  EXPECT_NEAR(static_cast<double>(k3c::parameterCount(tiny)) / 1e6, 3.05, 0.01);
+  k3c::ModelConfig small = k3c::loadConfig(configPath("k3-small.json"));
+  EXPECT_EQ(small.numExperts, 256);
+  EXPECT_NEAR(static_cast<double>(k3c::parameterCount(small)) / 1e9, 111.7, 0.1);
+  k3c::ModelConfig kl = k3c::loadConfig(configPath("kimi-linear-48b-a3b.json"));
+  EXPECT_FALSE(kl.gateLowerBound.has_value());
+  EXPECT_FALSE(kl.fullRankGate);
+  EXPECT_EQ(kl.qLoraRank, 0);
+  EXPECT_FALSE(kl.mlaOutputGate);
+  EXPECT_EQ(kl.act, k3c::Act::SwiGLU);
+  EXPECT_EQ(kl.routedScalingFactor, 2.446);
+  EXPECT_FALSE(kl.hasAttnRes());
+  EXPECT_EQ(kl.latentDim, 0);
+  EXPECT_EQ(kl.count(k3c::AttnKind::MLA), 7);
+  EXPECT_EQ(kl.attn[26], k3c::AttnKind::MLA);
+}
+
+/// Applies `edit` to the tiny config and expects a config error naming `needle`.
+void expectConfigError(const std::function<void(json &)> &edit, const std::string &needle) {
+  json j = readJson(configPath("k3-tiny.json"));
+  edit(j);
+  expectError([&] { k3c::parseConfig(j.dump(), "tiny.json"); }, needle);
+}
+
+TEST(Config, ErrorsNameFieldAndValue) {
+  expectConfigError([](json &j) { j["model_type"] = "llama"; },
+                    "config field 'model_type' is 'llama'");
+  expectConfigError([](json &j) { j.erase("hidden_size"); },
+                    "config field 'hidden_size' is missing");
+  expectConfigError([](json &j) { j["hidden_size"] = "128"; },
+                    "'hidden_size' must be an integer, got \"128\"");
+  expectConfigError([](json &j) { j["linear_attn_config"]["num_heads"] = -4; },
+                    "'linear_attn_config.num_heads' must be positive, got -4");
+  expectConfigError([](json &j) { j["linear_attn_config"]["kda_layers"].push_back(4); },
+                    "'linear_attn_config.full_attn_layers' lists layer 4 twice or also in the other layer list");
+  expectConfigError([](json &j) { j["linear_attn_config"]["full_attn_layers"] = {4, 8, 12}; },
+                    "layer 13 is in neither");
+  expectConfigError([](json &j) { j["linear_attn_config"]["kda_layers"].push_back(14); },
+                    "lists layer 14, outside 1..13");
+  expectConfigError([](json &j) { j["num_experts_per_token"] = 17; },
+                    "'num_experts_per_token' = 17 exceeds num_experts = 16");
+  expectConfigError([](json &j) { j["linear_attn_config"]["gate_lower_bound"] = 2.0; },
+                    "'linear_attn_config.gate_lower_bound' (g_min) must be <= 0 and finite, got 2");
+  expectConfigError([](json &j) { j["num_expert_group"] = 8; },
+                    "'num_expert_group' = 8 is not supported");
+  expectConfigError([](json &j) { j["moe_intermediate_size"] = 48; },
+                    "'moe_intermediate_size' = 48 must be a multiple of 32 for MXFP4 experts");
+  expectConfigError([](json &j) { j["quantization_config"]["quant_method"] = "gptq"; },
+                    "quant_method 'gptq'");
+  expectConfigError([](json &j) { j["num_nextn_predict_layers"] = 1; },
+                    "'num_nextn_predict_layers' = 1 is not supported");
+  expectConfigError([](json &j) { j["hidden_act"] = "gelu"; }, "'hidden_act' is 'gelu'");
+  expectConfigError([](json &j) { j["num_key_value_heads"] = 2; },
+                    "'num_key_value_heads' = 2 must equal num_attention_heads = 4");
+  expectConfigError([](json &j) { j["mla_use_nope"] = false; }, "'mla_use_nope' = false");
+  expectError([] { k3c::parseConfig("{\"model_type\": ", "x.json"); }, "x.json: not valid JSON");
+  json k3 = readJson(configPath("k3.json"));
+  k3["text_config"]["routed_expert_hidden_size"] = 3585;
+  expectError([&] { k3c::parseConfig(k3.dump(), "k3.json"); },
+              "config field 'text_config.routed_expert_hidden_size' = 3585 must be a multiple of 32");
+  expectError([] { k3c::loadConfig("/nonexistent/config.json"); }, "cannot open config");
+}
+
+//===----------------------------------------------------------------------===//
+// Safetensors
+//===----------------------------------------------------------------------===//
+
+void writeRaw(const fs::path &p, const std::string &header, const std::string &data,
+              uint64_t claimedLen = UINT64_MAX) {
+  std::ofstream out(p, std::ios::binary);
+  uint64_t n = claimedLen == UINT64_MAX ? header.size() : claimedLen;
+  for (int i = 0; i < 8; ++i)
+    out.put(static_cast<char>(n >> (8 * i)));
+  out << header << data;
+}
+
+TEST(Safetensors, RoundTrip) {
+  fs::path dir = tempDir("st-roundtrip");
+  k3c::TensorData a{"a", k3c::DType::BF16, {2, 3}, std::vector<uint8_t>(12)};
+  k3c::TensorData b{"b.weight", k3c::DType::F32, {4}, std::vector<uint8_t>(16)};
+  k3c::TensorData c{"c", k3c::DType::U8, {3, 1}, {7, 8, 9}};
+  for (size_t i = 0; i < a.bytes.size(); ++i)
+    a.bytes[i] = static_cast<uint8_t>(i * 3);
+  float fv[4] = {1.5f, -2.0f, 3.25f, 0.0f};
+  std::memcpy(b.bytes.data(), fv, 16);
+  k3c::writeSafetensors((dir / "m.safetensors").string(), {&a, &b, &c}, {{"format", "pt"}});
+  auto f = k3c::SafetensorsFile::open((dir / "m.safetensors").string());
+  ASSERT_EQ(f->tensors().size(), 3u);
+  EXPECT_EQ(f->metadata().at("format"), "pt");
+  const k3c::TensorInfo *tb = f->find("b.weight");
+  ASSERT_NE(tb, nullptr);
+  EXPECT_EQ(tb->dtype, k3c::DType::F32);
+  EXPECT_EQ(tb->shape, (std::vector<int64_t>{4}));
+  EXPECT_EQ(std::memcmp(f->data(*tb), fv, 16), 0);
+  EXPECT_EQ(std::memcmp(f->data(*f->find("a")), a.bytes.data(), 12), 0);
+  EXPECT_EQ(f->data(*f->find("c"))[2], 9);
+  fs::remove_all(dir);
+}
+
+TEST(Safetensors, MalformedFilesGetClearErrors) {
+  fs::path dir = tempDir("st-bad");
+  auto check = [&](const std::string &name, const std::string &header, const std::string &data,
+                   const std::string &needle, uint64_t claimed = UINT64_MAX) {
+    fs::path p = dir / (name + ".safetensors");
+    writeRaw(p, header, data, claimed);
+    expectError([&] { k3c::SafetensorsFile::open(p.string()); }, needle);
+  };
+  {
+    std::ofstream(dir / "short.safetensors") << "abc";
+    expectError([&] { k3c::SafetensorsFile::open((dir / "short.safetensors").string()); },
+                "truncated: 3 bytes");
+  }
+  std::string ok = R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  check("huge", ok, std::string(8, '\0'), "exceeds the 100 MB limit", 1ull << 40);
+  check("pastend", ok, std::string(8, '\0'), "runs past the end of the file", ok.size() + 100);
+  check("json", "{\"x\": [", "", "header is not valid JSON");
+  check("range", R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+        std::string(8, '\0'), "outside the data buffer of 8 bytes");
+  check("mismatch", R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
+        std::string(8, '\0'), "F32 [3] needs 12 bytes but data_offsets span 8");
+  check("overlap",
+        R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+        std::string(12, '\0'), "overlaps the tensor before it");
+  check("gap", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", std::string(8, '\0'),
+        "gap in the data buffer before tensor 'x'");
+  check("dup",
+        R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+        std::string(8, '\0'), "tensor name 'x' appears twice");
+  check("dtype", R"({"x":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", std::string(1, '\0'),
+        "unknown dtype \"Q4\"");
+  check("negshape", R"({"x":{"dtype":"U8","shape":[-1],"data_offsets":[0,1]}})",
+        std::string(1, '\0'), "shape entries must be non-negative integers");
+  check("overflow", R"({"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
+        std::string(8, '\0'), "needs more bytes than any file holds");
+  check("tail", ok, std::string(12, '\0'), "data buffer has 12 bytes but the tensors cover 8");
+  expectError([&] { k3c::SafetensorsFile::open((dir / "absent.safetensors").string()); },
+              "cannot open");
+  fs::remove_all(dir);
+}
+
+//===----------------------------------------------------------------------===//
+// Checkpoints: generation, sharding, binding by name
+//===----------------------------------------------------------------------===//
+
+struct TinyCheckpoint : ::testing::Test {
+  static void SetUpTestSuite() {
+    dir = tempDir("tiny").string();
+    k3c::writeGeneratedCheckpoint(configPath("k3-tiny.json"), dir, /*seed=*/7, /*shards=*/3);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir); }
+  static std::string dir;
+};
+std::string TinyCheckpoint::dir;
+
+TEST_F(TinyCheckpoint, LoadsByNameWithShardsAndIndex) {
+  k3c::ModelConfig c = k3c::loadConfig(dir + "/config.json");
+  k3c::CheckpointFiles ckpt = k3c::CheckpointFiles::open(dir);
+  EXPECT_NO_THROW(k3c::bindCheckpoint(c, ckpt));
+  EXPECT_TRUE(fs::exists(dir + "/model-00003-of-00003.safetensors"));
+  const k3c::TensorInfo *p = ckpt.find("model.layers.1.block_sparse_moe.experts.15.w2.weight_packed");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->dtype, k3c::DType::U8);
+  EXPECT_EQ(p->shape, (std::vector<int64_t>{64, 16}));
+  const k3c::TensorInfo *s = ckpt.find("model.layers.1.block_sparse_moe.experts.15.w2.weight_scale");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->shape, (std::vector<int64_t>{64, 1}));
+  EXPECT_EQ(ckpt.find("model.layers.0.self_attn.q_conv1d.weight")->dtype, k3c::DType::F32);
+  EXPECT_EQ(ckpt.find("model.layers.0.self_attn.A_log")->shape, (std::vector<int64_t>{128}));
+  // Same seed, same bytes.
+  std::string again = tempDir("tiny-again").string();
+  k3c::writeGeneratedCheckpoint(configPath("k3-tiny.json"), again, 7, 3);
+  for (const char *f : {"model-00001-of-00003.safetensors", "model-00003-of-00003.safetensors"}) {
+    std::ifstream a(dir + "/" + f, std::ios::binary), b(again + "/" + f, std::ios::binary);
+    std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
+    EXPECT_TRUE(sa == sb) << f;
+  }
+  fs::remove_all(again);
+}
+
+TEST_F(TinyCheckpoint, BindingListsEveryProblemByName) {
+  k3c::ModelConfig c = k3c::loadConfig(configPath("k3-tiny.json"));
+  std::vector<k3c::TensorData> t = k3c::generateWeights(c, 1);
+  std::vector<k3c::TensorData> edited;
+  for (auto &x : t) {
+    if (x.name == "model.layers.5.self_attn.b_proj.weight")
+      continue; // missing
+    if (x.name == "model.layers.3.self_attn.kv_b_proj.weight")
+      x.shape = {x.shape[1], x.shape[0]}; // mis-shaped (same bytes)
+    edited.push_back(x);
+  }
+  edited.push_back({"model.layers.0.self_attn.extra.weight", k3c::DType::BF16, {2}, {0, 0, 0, 0}});
+  edited.push_back({"vision_tower.patch.weight", k3c::DType::BF16, {1}, {0, 0}}); // ignored
+  fs::path bad = tempDir("tiny-bad");
+  k3c::writeCheckpointShards(bad.string(), edited, 2);
+  k3c::CheckpointFiles ckpt = k3c::CheckpointFiles::open(bad.string());
+  try {
+    k3c::bindCheckpoint(c, ckpt);
+    ADD_FAILURE() << "binding should fail";
+  } catch (const k3c::Error &e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("1 missing, 1 unexpected, 1 mis-shaped"), std::string::npos) << m;
+    EXPECT_NE(m.find("missing: model.layers.5.self_attn.b_proj.weight [4, 128]"), std::string::npos) << m;
+    EXPECT_NE(m.find("unexpected: model.layers.0.self_attn.extra.weight"), std::string::npos) << m;
+    EXPECT_NE(m.find("mis-shaped: model.layers.3.self_attn.kv_b_proj.weight: BF16 [32, 128] in the "
+                     "checkpoint, expected BF16/F16/F32 [128, 32]"),
+              std::string::npos)
+        << m;
+    EXPECT_EQ(m.find("vision_tower"), std::string::npos) << m;
+  }
+  fs::remove_all(bad);
+}
+
+TEST_F(TinyCheckpoint, IndexAndShardErrors) {
+  fs::path bad = tempDir("tiny-index");
+  for (const auto &e : fs::directory_iterator(dir))
+    fs::copy_file(e.path(), bad / e.path().filename());
+  fs::remove(bad / "model-00002-of-00003.safetensors");
+  expectError([&] { k3c::CheckpointFiles::open(bad.string()); },
+              "model-00002-of-00003.safetensors' (named by the index) is missing");
+  // A truncated shard.
+  fs::copy_file(fs::path(dir) / "model-00002-of-00003.safetensors",
+                bad / "model-00002-of-00003.safetensors");
+  fs::resize_file(bad / "model-00002-of-00003.safetensors", 1000);
+  expectError([&] { k3c::CheckpointFiles::open(bad.string()); }, "model-00002-of-00003.safetensors'");
+  fs::remove_all(bad);
+  expectError([&] { k3c::CheckpointFiles::open("/nonexistent-ckpt"); }, "does not exist");
+}
+
+//===----------------------------------------------------------------------===//
+// MXFP4 (OCP MX v1.0)
+//===----------------------------------------------------------------------===//
+
+TEST(MXFP4, AllSixteenCodes) {
+  const float expect[16] = {0, .5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -.5f, -1, -1.5f, -2, -3, -4, -6};
+  for (uint8_t c = 0; c < 16; ++c) {
+    float v = k3c::mxfp4::decodeE2M1(c);
+    EXPECT_EQ(v, expect[c]) << int(c);
+    EXPECT_EQ(std::signbit(v), c >= 8) << int(c);
+    EXPECT_EQ(k3c::mxfp4::encodeE2M1(v), c) << int(c); // every code round-trips, -0 too
+  }
+}
+
+TEST(MXFP4, BothNibbles) {
+  // Byte 0x4A holds code 0xA (-1.0) for the even column, 0x4 (2.0) for the odd one.
+  uint8_t packed[1] = {0x4A}, scale[1] = {127}, codes[2];
+  std::vector<float> out(32);
+  uint8_t row[16] = {};
+  row[0] = 0x4A;
+  std::vector<uint8_t> sc(1, 127);
+  k3c::mxfp4::dequantize(row, sc.data(), 1, 32, out.data());
+  EXPECT_EQ(out[0], -1.0f);
+  EXPECT_EQ(out[1], 2.0f);
+  EXPECT_EQ(out[2], 0.0f);
+  k3c::mxfp4::unpackCodes(packed, 1, 2, codes);
+  EXPECT_EQ(codes[0], 0xA);
+  EXPECT_EQ(codes[1], 0x4);
+  uint8_t repacked;
+  k3c::mxfp4::packCodes(codes, 1, 2, &repacked);
+  EXPECT_EQ(repacked, 0x4A);
+  (void)scale;
+  // Random codes survive pack -> unpack for both nibble positions.
+  k3c::Rng rng(3);
+  std::vector<uint8_t> c(8 * 64), p(8 * 32), back(8 * 64);
+  for (auto &x : c)
+    x = rng.next() & 0xF;
+  k3c::mxfp4::packCodes(c.data(), 8, 64, p.data());
+  k3c::mxfp4::unpackCodes(p.data(), 8, 64, back.data());
+  EXPECT_EQ(c, back);
+}
+
+TEST(MXFP4, ScaleExtremesAndNaN) {
+  EXPECT_EQ(k3c::mxfp4::decodeE8M0(0x00), std::ldexp(1.0f, -127));
+  EXPECT_EQ(k3c::mxfp4::decodeE8M0(0xFE), std::ldexp(1.0f, 127));
+  EXPECT_EQ(k3c::mxfp4::decodeE8M0(127), 1.0f);
+  EXPECT_TRUE(std::isnan(k3c::mxfp4::decodeE8M0(0xFF)));
+  uint8_t row[16];
+  for (auto &b : row)
+    b = 0x21; // codes 1 (0.5) and 2 (1.0)
+  std::vector<float> out(32);
+  uint8_t s = 0x00;
+  k3c::mxfp4::dequantize(row, &s, 1, 32, out.data());
+  EXPECT_EQ(out[0], std::ldexp(0.5f, -127));
+  EXPECT_EQ(out[1], std::ldexp(1.0f, -127));
+  s = 0xFE;
+  k3c::mxfp4::dequantize(row, &s, 1, 32, out.data());
+  EXPECT_EQ(out[0], std::ldexp(0.5f, 127));
+  s = 0xFF;
+  for (auto &b : row)
+    b = 0x00;
+  k3c::mxfp4::dequantize(row, &s, 1, 32, out.data());
+  for (float v : out)
+    EXPECT_TRUE(std::isnan(v)); // NaN scale: every element NaN, even code 0
+  // A block holding NaN quantizes to the NaN scale.
+  float in[32] = {};
+  in[5] = NAN;
+  uint8_t codes[32], scale;
+  k3c::mxfp4::quantizeBlock(in, codes, scale);
+  EXPECT_EQ(scale, 0xFF);
+}
+
+TEST(MXFP4, ZeroBlock) {
+  float in[32] = {};
+  uint8_t codes[32], scale = 1;
+  k3c::mxfp4::quantizeBlock(in, codes, scale);
+  EXPECT_EQ(scale, 0x00);
+  for (uint8_t c : codes)
+    EXPECT_EQ(c, 0);
+}
+
+TEST(MXFP4, RoundsBetweenGridPointsToNearestEven) {
+  struct Case {
+    float in, out;
+  } cases[] = {{0.25f, 0.0f}, {0.3f, 0.5f},  {0.75f, 1.0f}, {1.25f, 1.0f}, {1.75f, 2.0f},
+               {2.5f, 2.0f},  {2.6f, 3.0f},  {3.5f, 4.0f},  {5.0f, 4.0f},  {5.1f, 6.0f},
+               {7.0f, 6.0f},  {-2.5f, -2.0f}, {-0.74f, -0.5f}, {1e9f, 6.0f}};
+  for (const Case &c : cases)
+    EXPECT_EQ(k3c::mxfp4::decodeE2M1(k3c::mxfp4::encodeE2M1(c.in)), c.out) << c.in;
+  // Scale selection: amax 6 -> 2^0; amax 1 -> 2^-2 (1.0 becomes code 6 = 4.0).
+  float in[32] = {};
+  in[0] = 6.0f;
+  in[1] = 0.75f;
+  uint8_t codes[32], scale;
+  k3c::mxfp4::quantizeBlock(in, codes, scale);
+  EXPECT_EQ(scale, 127);
+  EXPECT_EQ(codes[0], 7);
+  EXPECT_EQ(codes[1], 2); // 0.75 ties to 1.0
+  in[0] = 1.0f;
+  k3c::mxfp4::quantizeBlock(in, codes, scale);
+  EXPECT_EQ(scale, 125);
+  EXPECT_EQ(codes[0], 6);
+  EXPECT_EQ(codes[1], 5); // 0.75 / 0.25 = 3 exactly
+}
+
+TEST(MXFP4, GridValuesRoundTripExactly) {
+  k3c::Rng rng(11);
+  const int64_t rows = 4, cols = 96;
+  std::vector<float> w(rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      int e = static_cast<int>(rng.next() % 20) - 10;
+      for (int64_t i = 0; i < 32; ++i)
+        w[r * cols + b * 32 + i] =
+            std::ldexp(k3c::mxfp4::decodeE2M1(rng.next() & 0xF), e);
+      w[r * cols + b * 32] = std::ldexp(6.0f, e); // pin amax so the scale is 2^e
+    }
+  std::vector<uint8_t> packed, scales;
+  k3c::mxfp4::quantize(w.data(), rows, cols, packed, scales);
+  std::vector<float> back(rows * cols);
+  k3c::mxfp4::dequantize(packed.data(), scales.data(), rows, cols, back.data());
+  for (size_t i = 0; i < w.size(); ++i)
+    EXPECT_EQ(back[i], w[i]) << i;
+}
+
+//===----------------------------------------------------------------------===//
+// KDA: chunk form (C = 16) == recurrence, fp64
+//===----------------------------------------------------------------------===//
+
+TEST(KdaMath, ChunkedEqualsRecurrentFp64) {
+  const int64_t dk = 32, dv = 24;
+  for (int64_t T : {1, 15, 16, 17, 40, 48}) {
+    k3c::Rng rng(100 + T);
+    std::vector<double> q(T * dk), k(T * dk), v(T * dv), g(T * dk), beta(T), S0(dk * dv);
+    auto l2 = [&](double *x) {
+      double n = 0;
+      for (int64_t i = 0; i < dk; ++i)
+        n += x[i] * x[i];
+      for (int64_t i = 0; i < dk; ++i)
+        x[i] /= std::sqrt(n + 1e-6);
+    };
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < dk; ++i) {
+        q[t * dk + i] = rng.normal();
+        k[t * dk + i] = rng.normal();
+        // Bounded gate: g = -5 sigmoid(.) in (-5, 0), including values near -5.
+        g[t * dk + i] = -5.0 / (1.0 + std::exp(-3.0 * rng.normal()));
+      }
+      l2(&q[t * dk]);
+      l2(&k[t * dk]);
+      for (int64_t i = 0; i < dk; ++i)
+        q[t * dk + i] /= std::sqrt(static_cast<double>(dk));
+      for (int64_t j = 0; j < dv; ++j)
+        v[t * dv + j] = rng.normal();
+      beta[t] = rng.uniform();
+    }
+    for (double &s : S0)
+      s = 0.1 * rng.normal();
+    std::vector<double> Sa = S0, Sb = S0, oa(T * dv), ob(T * dv);
+    k3c::kdaRecurrentF64(T, dk, dv, q.data(), k.data(), v.data(), g.data(), beta.data(), Sa.data(),
+                        oa.data());
+    k3c::kdaChunkedF64(T, 16, dk, dv, q.data(), k.data(), v.data(), g.data(), beta.data(),
+                      Sb.data(), ob.data());
+    double maxErr = 0, maxRef = 0;
+    for (int64_t i = 0; i < T * dv; ++i) {
+      maxErr = std::max(maxErr, std::fabs(oa[i] - ob[i]));
+      maxRef = std::max(maxRef, std::fabs(oa[i]));
+    }
+    for (int64_t i = 0; i < dk * dv; ++i) {
+      maxErr = std::max(maxErr, std::fabs(Sa[i] - Sb[i]));
+      maxRef = std::max(maxRef, std::fabs(Sa[i]));
+    }
+    EXPECT_LE(maxErr, 1e-10 * std::max(1.0, maxRef)) << "T = " << T;
+    EXPECT_GT(maxRef, 0.01) << "T = " << T; // the test exercises real values
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Reference executor
+//===----------------------------------------------------------------------===//
+
+TEST_F(TinyCheckpoint, PrefillEqualsPrefillMinusOneThenDecode) {
+  for (k3c::Precision p : {k3c::Precision::F32, k3c::Precision::BF16}) {
+    k3c::Reference ref = k3c::loadReference(dir, p);
+    const int64_t V = ref.config().vocabSize;
+    for (int64_t T : {1, 16, 17, 40}) {
+      std::vector<int64_t> ids(T);
+      k3c::Rng rng(T);
+      for (auto &x : ids)
+        x = static_cast<int64_t>(rng.next() % V);
+      k3c::SequenceState full = ref.newSequence();
+      std::vector<float> a = ref.forward(ids, full);
+      ASSERT_EQ(a.size(), static_cast<size_t>(T * V));
+      k3c::SequenceState split = ref.newSequence();
+      std::vector<float> b;
+      if (T > 1)
+        ref.forward(std::vector<int64_t>(ids.begin(), ids.end() - 1), split);
+      b = ref.forward({ids.back()}, split);
+      double maxErr = 0, maxAbs = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        ASSERT_TRUE(std::isfinite(a[(T - 1) * V + v]));
+        maxErr = std::max(maxErr, static_cast<double>(std::fabs(a[(T - 1) * V + v] - b[v])));
+        maxAbs = std::max(maxAbs, static_cast<double>(std::fabs(b[v])));
+      }
+      EXPECT_LE(maxErr, 1e-5) << "T = " << T;
+      EXPECT_GT(maxAbs, 0.1) << "logits are not degenerate";
+      EXPECT_EQ(full.length, T);
+      EXPECT_EQ(split.length, T);
+      // The state after both paths is the same.
+      for (size_t i = 0; i < full.kda.size(); ++i)
+        for (size_t j = 0; j < full.kda[i].size(); ++j)
+          ASSERT_NEAR(full.kda[i][j], split.kda[i][j], 1e-5);
+    }
+  }
+}
+
+TEST_F(TinyCheckpoint, RejectsBadTokenIds) {
+  k3c::Reference ref = k3c::loadReference(dir, k3c::Precision::BF16);
+  k3c::SequenceState st = ref.newSequence();
+  expectError([&] { ref.forward({1, 512}, st); },
+              "token id 512 at position 1 is outside the vocabulary [0, 512)");
+  expectError([&] { ref.forward({-3}, st); }, "token id -3");
+}
+
+TEST_F(TinyCheckpoint, ActivationsStayWellScaled) {
+  k3c::Reference ref = k3c::loadReference(dir, k3c::Precision::F32);
+  k3c::SequenceState st = ref.newSequence();
+  std::vector<double> rms;
+  ref.forward({5, 6, 7, 8, 9, 10, 11, 12}, st,
+              [&](int64_t, const char *, const std::vector<float> &v) {
+                double s = 0;
+                for (float x : v)
+                  s += static_cast<double>(x) * x;
+                rms.push_back(std::sqrt(s / v.size()));
+              });
+  ASSERT_EQ(rms.size(), 26u); // attn + ffn per layer
+  for (double r : rms) {
+    EXPECT_GT(r, 1e-3);
+    EXPECT_LT(r, 1e2);
+  }
+}
+
+} // namespace
