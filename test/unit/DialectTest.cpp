@@ -35,7 +35,7 @@ TEST_F(K3DialectTest, MXFP4TypeRejectsUnalignedK) {
     return success();
   });
   auto bad = k3::MXFP4Type::getChecked(UnknownLoc::get(&ctx), &ctx,
-                                       ArrayRef<int64_t>{64, 100});
+                                       ArrayRef<int64_t>{64, 100}, k3::MXFP4LayoutAttr());
   EXPECT_FALSE(bad);
   EXPECT_NE(message.find("not a multiple of the block size 32"), std::string::npos)
       << message;

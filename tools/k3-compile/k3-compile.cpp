@@ -13,6 +13,7 @@
 #include "models/ModelBuilder.h"
 #include "models/Safetensors.h"
 #include "models/Weights.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -41,10 +42,24 @@ static cl::opt<std::string> inputPath(cl::Positional,
                                       cl::Required);
 static cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                        cl::value_desc("file"), cl::init("-"));
-enum class Emit { K3 };
-static cl::opt<Emit> emit("emit", cl::desc("What to emit"), cl::init(Emit::K3),
-                          cl::values(clEnumValN(Emit::K3, "k3",
-                                                "whole-model k3 IR (@prefill, @decode)")));
+enum class Emit { K3, Core, Fused };
+static cl::opt<Emit> emit(
+    "emit", cl::desc("What to emit"), cl::init(Emit::K3),
+    cl::values(clEnumValN(Emit::K3, "k3", "whole-model k3 IR (@prefill, @decode)"),
+               clEnumValN(Emit::Core, "core",
+                          "core ops after decomposition, KDA tiling and MXFP4 layout"),
+               clEnumValN(Emit::Fused, "fused", "fused k3.kernel regions")));
+static cl::opt<bool> report("report",
+                            cl::desc("Print the fusion report (kernels per layer with "
+                                     "estimated FLOPs and bytes); implies fusion"),
+                            cl::init(false));
+static cl::opt<int64_t> kdaChunk("kda-chunk-size",
+                                 cl::desc("Force the KDA chunk size (0: largest legal)"),
+                                 cl::init(0));
+static cl::opt<std::string> gammaType("kda-gamma-type",
+                                      cl::desc("Dtype holding the KDA decay factors Γ: "
+                                               "bf16, f16 or f32"),
+                                      cl::init("bf16"));
 static cl::opt<int64_t> maxContext("max-context",
                                    cl::desc("MLA cache capacity per sequence (0: dynamic)"),
                                    cl::init(0));
@@ -124,14 +139,45 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  if (emit != Emit::K3 || report) {
+    PassManager pm(&ctx);
+    if (failed(applyPassManagerCLOptions(pm)))
+      return 1;
+    if (emit == Emit::Core) {
+      pm.addPass(mlir::k3::createK3DecomposeLayersPass());
+      mlir::k3::K3KdaTilingLegalityPassOptions t;
+      t.chunkSize = kdaChunk;
+      t.gammaType = gammaType;
+      pm.addPass(mlir::k3::createK3KdaTilingLegalityPass(t));
+      pm.addPass(mlir::k3::createK3MXFP4LayoutPass());
+    } else {
+      mlir::k3::PipelineOptions o;
+      o.chunkSize = kdaChunk;
+      o.gammaType = gammaType;
+      mlir::k3::buildK3Pipeline(pm, o);
+    }
+    if (failed(pm.run(*module))) {
+      llvm::errs() << "k3-compile: error: the k3c pipeline failed (see the diagnostics above)\n";
+      return 1;
+    }
+    progress.line(emit == Emit::Core ? "decomposed, tiled and laid out"
+                                     : "fused into kernels");
+  }
+
   std::string err;
   auto out = openOutputFile(outputPath, &err);
   if (!out) {
     llvm::errs() << "k3-compile: error: " << err << "\n";
     return 1;
   }
-  module->print(out->os());
-  out->os() << "\n";
+  if (report) {
+    // The report goes with the output when that is a file, else to stderr.
+    mlir::k3::printFusionReport(*module, outputPath == "-" ? llvm::errs() : llvm::outs());
+  }
+  if (!(report && emit == Emit::K3)) {
+    module->print(out->os());
+    out->os() << "\n";
+  }
   out->keep();
   progress.line("wrote " + outputPath);
   return 0;

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/K3/IR/K3Dialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -16,6 +17,8 @@
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
+  mlir::k3::registerK3Passes();
+  mlir::k3::registerK3Pipelines();
   mlir::DialectRegistry registry;
   registry.insert<mlir::k3::K3Dialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();

@@ -29,6 +29,14 @@ def K3_RouterScore : I32EnumAttr<"RouterScore", "MoE router score function", [
   let genSpecializedAttr = 0;
 }
 
+def K3_ChunkPath : I32EnumAttr<"ChunkPath", "KDA chunk-form numerics path", [
+    I32EnumAttrCase<"factorized", 0>, // Kd = K*Γ, Ki = K/Γ: needs a bounded gate
+    I32EnumAttrCase<"pairwise", 1>    // exp(G_i - G_j) inside a tile: any gate
+  ]> {
+  let cppNamespace = "::mlir::k3";
+  let genSpecializedAttr = 0;
+}
+
 def K3_GateFormAttr : EnumAttr<K3_Dialect, K3_GateForm, "gate_form"> {
   let assemblyFormat = "`<` $value `>`";
 }
@@ -36,6 +44,10 @@ def K3_ActivationAttr : EnumAttr<K3_Dialect, K3_Activation, "activation"> {
   let assemblyFormat = "`<` $value `>`";
 }
 def K3_RouterScoreAttr : EnumAttr<K3_Dialect, K3_RouterScore, "router_score"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def K3_ChunkPathAttr : EnumAttr<K3_Dialect, K3_ChunkPath, "chunk_path"> {
   let assemblyFormat = "`<` $value `>`";
 }
 

@@ -506,22 +506,46 @@ LogicalResult ShortConvOp::verify() {
   auto in = c.shape(getInput(), "operand 'input'", 2);
   auto lens = c.shape(getSeqLens(), "operand 'seq_lens'", 1);
   auto w = c.shape(getWeight(), "operand 'weight'", 3);
-  if (!in || !lens || !w)
+  auto st = c.shape(getConvState(), "operand 'conv_state'", 3);
+  if (!in || !lens || !w || !st)
     return failure();
-  int64_t ch = (*in)[1], width = (*w)[2], n = (*lens)[0];
+  int64_t ch = (*in)[1], width = (*w)[2], n = (*lens)[0], off = getStateOffset();
   if (!ShapedType::isDynamic(width) && width < 1)
     return emitOpError() << "operand 'weight' kernel width must be >= 1, got " << width;
+  if (off < 0)
+    return emitOpError() << "attribute 'state_offset' must be >= 0, got " << off;
   std::string cw = str("channels of 'input' = " + Twine(ch));
   if (!c.dims(getWeight(), "operand 'weight'", {ch, 1, width},
               {cw, "depthwise", "kernel width"}) ||
-      !c.dims(getConvState(), "operand 'conv_state'", {n, width - 1, ch},
+      !c.dims(getConvState(), "operand 'conv_state'", {n, width - 1, (*st)[2]},
               {str("sequence count of 'seq_lens' = " + Twine(n)),
-               str("kernel width - 1 = " + Twine(width - 1)), cw}) ||
-      !c.sameType(getResult(), "result", getInput(), "'input'") ||
+               str("kernel width - 1 = " + Twine(width - 1)), "state channels"}))
+    return failure();
+  if (!ShapedType::isDynamic((*st)[2]) && !ShapedType::isDynamic(ch) && off + ch > (*st)[2])
+    return emitOpError() << "channels [" << off << ", " << off + ch
+                         << ") run past the " << (*st)[2] << " channels of 'conv_state'";
+  if (!c.sameType(getResult(), "result", getInput(), "'input'") ||
       !c.sameType(getNewConvState(), "result 'new_conv_state'", getConvState(),
                   "'conv_state'"))
     return failure();
   return success();
+}
+
+/// Checks that `v` is [T, heads * d] and returns d (dynamic if unknown).
+static std::optional<int64_t> perHeadWidth(Checker &c, Value v, StringRef name,
+                                           int64_t heads) {
+  auto s = c.shape(v, name, 2);
+  if (!s)
+    return std::nullopt;
+  int64_t width = (*s)[1];
+  if (ShapedType::isDynamic(width))
+    return ShapedType::kDynamic;
+  if (width % heads != 0) {
+    c.op->emitOpError() << name << " width " << width << " is not divisible by num_heads = "
+                        << heads;
+    return std::nullopt;
+  }
+  return width / heads;
 }
 
 LogicalResult KdaGateOp::verify() {
@@ -529,55 +553,62 @@ LogicalResult KdaGateOp::verify() {
   if (!c.positive(getNumHeads(), "num_heads") ||
       failed(verifyGate(c, getGateForm(), optF64(getLowerBound()), "lower_bound")))
     return failure();
-  auto in = c.shape(getLogits(), "operand 'logits'", 2);
-  if (!in)
+  int64_t h = getNumHeads();
+  auto d = perHeadWidth(c, getLogits(), "operand 'logits'", h);
+  if (!d)
     return failure();
-  int64_t h = getNumHeads(), width = (*in)[1];
-  if (!ShapedType::isDynamic(width) && width % h != 0)
-    return emitOpError() << "operand 'logits' width " << width
-                         << " is not divisible by num_heads = " << h;
-  int64_t d = ShapedType::isDynamic(width) ? width : width / h;
   auto alog = c.shape(getALog(), "operand 'a_log'", 1);
   if (!alog)
     return failure();
   if (!ShapedType::isDynamic((*alog)[0]) && (*alog)[0] < h)
     return emitOpError() << "operand 'a_log' has " << (*alog)[0]
                          << " entries, fewer than num_heads = " << h;
-  if (!c.dims(getDtBias(), "operand 'dt_bias'", {width},
-              {"width of 'logits'"}) ||
-      !c.dims(getResult(), "result", {(*in)[0], h, d},
-              {"token count of 'logits'", str("num_heads = " + Twine(h)),
-               "head_dim = width / num_heads"}))
+  int64_t width = dimOf(getLogits(), 1);
+  if (!c.dims(getDtBias(), "operand 'dt_bias'", {width}, {"width of 'logits'"}) ||
+      !c.dims(getResult(), "result", {dimOf(getLogits(), 0), width},
+              {"token count of 'logits'", "width of 'logits'"}))
     return failure();
   return success();
 }
 
 LogicalResult L2NormOp::verify() {
   Checker c(*this);
-  if (!c.positive(getEps().convertToDouble(), "eps") ||
+  if (!c.positive(getHeadDim(), "head_dim") ||
+      !c.positive(getEps().convertToDouble(), "eps") ||
       !c.positive(getScale().convertToDouble(), "scale"))
     return failure();
+  auto s = c.shape(getInput(), "operand 'input'", 2);
+  if (!s)
+    return failure();
+  if (!ShapedType::isDynamic((*s)[1]) && (*s)[1] % getHeadDim() != 0)
+    return emitOpError() << "operand 'input' width " << (*s)[1]
+                         << " is not divisible by head_dim = " << getHeadDim();
   return success();
 }
 
 LogicalResult DeltaRuleOp::verify() {
   Checker c(*this);
-  auto q = c.shape(getQ(), "operand 'q'", 3);
-  auto v = c.shape(getV(), "operand 'v'", 3);
-  auto lens = c.shape(getSeqLens(), "operand 'seq_lens'", 1);
-  if (!q || !v || !lens)
+  if (!c.positive(getNumHeads(), "num_heads"))
     return failure();
-  int64_t t = (*q)[0], h = (*q)[1], dk = (*q)[2], dv = (*v)[2], n = (*lens)[0];
+  int64_t h = getNumHeads();
+  auto st = c.shape(getState(), "operand 'state'", 4);
+  auto lens = c.shape(getSeqLens(), "operand 'seq_lens'", 1);
+  auto q = c.shape(getQ(), "operand 'q'", 2);
+  if (!st || !lens || !q)
+    return failure();
+  int64_t n = (*lens)[0], dv = (*st)[2], dk = (*st)[3], t = (*q)[0];
   std::string ts = "token count of 'q'";
-  std::string hs = str("heads of 'q' = " + Twine(h));
-  std::string ks = str("d_k of 'q' = " + Twine(dk));
-  std::string vs = str("d_v of 'v' = " + Twine(dv));
-  if (!c.sameType(getK(), "operand 'k'", getQ(), "'q'") ||
-      !c.dims(getV(), "operand 'v'", {t, h, dv}, {ts, hs, vs}) ||
-      !c.dims(getG(), "operand 'g'", {t, h, dk}, {ts, hs, ks}) ||
-      !c.dims(getBeta(), "operand 'beta'", {t, h}, {ts, hs}) ||
-      !c.dims(getState(), "operand 'state'", {n, h, dv, dk},
-              {str("sequence count of 'seq_lens' = " + Twine(n)), hs, vs, ks}) ||
+  std::string hw = str("num_heads = " + Twine(h));
+  std::string kw = str("num_heads * d_k = " + Twine(h) + " * " + Twine(dk));
+  std::string vw = str("num_heads * d_v = " + Twine(h) + " * " + Twine(dv));
+  auto mul = [&](int64_t a) { return ShapedType::isDynamic(a) ? a : h * a; };
+  if (!c.dims(getState(), "operand 'state'", {n, h, dv, dk},
+              {str("sequence count of 'seq_lens' = " + Twine(n)), hw, "d_v", "d_k"}) ||
+      !c.dims(getQ(), "operand 'q'", {t, mul(dk)}, {ts, kw}) ||
+      !c.sameType(getK(), "operand 'k'", getQ(), "'q'") ||
+      !c.dims(getV(), "operand 'v'", {t, mul(dv)}, {ts, vw}) ||
+      !c.dims(getG(), "operand 'g'", {t, mul(dk)}, {ts, kw}) ||
+      !c.dims(getBeta(), "operand 'beta'", {t, h}, {ts, hw}) ||
       !c.sameType(getResult(), "result", getV(), "'v'") ||
       !c.sameType(getNewState(), "result 'new_state'", getState(), "'state'"))
     return failure();
@@ -599,53 +630,56 @@ LogicalResult DeltaRuleOp::verify() {
       return emitOpError() << "attribute 'gamma_type' must be a float type, got "
                            << *gamma;
   }
+  if (getPath() && !getChunkSize())
+    return emitOpError() << "attribute 'path' requires 'chunk_size'";
   return success();
 }
 
 LogicalResult GatedRMSNormOp::verify() {
   Checker c(*this);
-  auto in = c.shape(getInput(), "operand 'input'", 3);
-  if (!in)
+  auto in = c.shape(getInput(), "operand 'input'", 2);
+  auto w = c.shape(getWeight(), "operand 'weight'", 1);
+  if (!in || !w || !c.positive(getEps().convertToDouble(), "eps"))
     return failure();
-  int64_t t = (*in)[0], h = (*in)[1], d = (*in)[2];
-  int64_t hd = ShapedType::isDynamic(h) || ShapedType::isDynamic(d)
-                   ? ShapedType::kDynamic
-                   : h * d;
-  std::string hw = str("heads * head_dim of 'input' = " + Twine(h) + " * " + Twine(d));
-  if (!c.dims(getGate(), "operand 'gate'", {t, hd}, {"token count of 'input'", hw}) ||
-      !c.dims(getWeight(), "operand 'weight'", {d}, {"head_dim of 'input'"}) ||
-      !c.dims(getResult(), "result", {t, hd}, {"token count of 'input'", hw}) ||
-      !c.positive(getEps().convertToDouble(), "eps"))
+  int64_t width = (*in)[1], d = (*w)[0];
+  if (!ShapedType::isDynamic(width) && !ShapedType::isDynamic(d) && (d <= 0 || width % d != 0))
+    return emitOpError() << "operand 'input' width " << width
+                         << " is not a multiple of the head dim " << d << " of 'weight'";
+  if (!c.sameType(getGate(), "operand 'gate'", getInput(), "'input'") ||
+      !c.dims(getResult(), "result", {(*in)[0], width},
+              {"token count of 'input'", "width of 'input'"}))
     return failure();
   return success();
 }
 
 LogicalResult MlaAttentionOp::verify() {
   Checker c(*this);
-  if (!c.positive(getQkNopeHeadDim(), "qk_nope_head_dim") ||
+  if (!c.positive(getNumHeads(), "num_heads") ||
+      !c.positive(getQkNopeHeadDim(), "qk_nope_head_dim") ||
       !c.positive(getVHeadDim(), "v_head_dim") ||
-      !c.positive(getSoftmaxScale().convertToDouble(), "softmax_scale"))
+      !c.positive(getSoftmaxScale().convertToDouble(), "softmax_scale") ||
+      !c.positive(getNormEps().convertToDouble(), "norm_eps"))
     return failure();
-  auto q = c.shape(getQ(), "operand 'q'", 3);
+  int64_t h = getNumHeads(), nope = getQkNopeHeadDim(), v = getVHeadDim();
+  auto qk = perHeadWidth(c, getQ(), "operand 'q'", h);
   auto lens = c.shape(getSeqLens(), "operand 'seq_lens'", 1);
-  if (!q || !lens)
+  if (!qk || !lens)
     return failure();
-  int64_t t = (*q)[0], h = (*q)[1], qk = (*q)[2], n = (*lens)[0];
-  int64_t nope = getQkNopeHeadDim(), v = getVHeadDim();
-  if (!ShapedType::isDynamic(qk) && qk < nope)
+  int64_t t = dimOf(getQ(), 0), n = (*lens)[0];
+  if (!ShapedType::isDynamic(*qk) && *qk < nope)
     return emitOpError() << "attribute 'qk_nope_head_dim' = " << nope
-                         << " exceeds the query head width " << qk;
-  int64_t rope = qk - nope, r = dimOf(getKvBProj(), 1);
+                         << " exceeds the query head width " << *qk;
+  int64_t rope = *qk - nope, r = dimOf(getKvBProj(), 1);
   std::string cw = str("latent rank of 'kv_b_proj' + rope dims = " + Twine(r) +
                        " + " + Twine(rope));
   std::string ns = str("sequence count of 'seq_lens' = " + Twine(n));
-  std::string ow = str("heads * v_head_dim = " + Twine(h) + " * " + Twine(v));
+  std::string ow = str("num_heads * v_head_dim = " + Twine(h) + " * " + Twine(v));
   if (!c.dims(getKvBProj(), "operand 'kv_b_proj'", {h * (nope + v), r},
-              {str("heads * (qk_nope_head_dim + v_head_dim) = " + Twine(h) +
+              {str("num_heads * (qk_nope_head_dim + v_head_dim) = " + Twine(h) +
                    " * " + Twine(nope + v)),
                "latent rank"}) ||
-      !c.dims(getLatent(), "operand 'latent'", {t, r + rope},
-              {"token count of 'q'", cw}) ||
+      !c.dims(getKv(), "operand 'kv'", {t, r + rope}, {"token count of 'q'", cw}) ||
+      !c.dims(getKvNorm(), "operand 'kv_norm'", {r}, {"latent rank of 'kv_b_proj'"}) ||
       !c.dims(getCache(), "operand 'cache'", {n, dimOf(getCache(), 1), r + rope},
               {ns, "cache capacity", cw}) ||
       !c.dims(getCacheLens(), "operand 'cache_lens'", {n}, {ns}) ||
@@ -735,6 +769,87 @@ LogicalResult MXFP4DequantOp::verify() {
   ArrayRef<int64_t> shape = getInput().getType().getShape();
   SmallVector<std::string> why(shape.size(), "logical shape of the input");
   return success(c.dims(getResult(), "result", shape, why));
+}
+
+//===----------------------------------------------------------------------===//
+// KernelOp
+//===----------------------------------------------------------------------===//
+
+void KernelOp::build(OpBuilder &b, OperationState &state, TypeRange resultTypes,
+                     ValueRange inputs, StringRef name, StringRef family) {
+  state.addOperands(inputs);
+  state.addTypes(resultTypes);
+  state.getOrAddProperties<Properties>().sym_name = b.getStringAttr(name);
+  state.getOrAddProperties<Properties>().family = b.getStringAttr(family);
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Value v : inputs)
+    block->addArgument(v.getType(), v.getLoc());
+}
+
+// k3.kernel "name" family "fam" (%a, %b) {attrs} : (ta, tb) -> (r) { body }
+ParseResult KernelOp::parse(OpAsmParser &parser, OperationState &result) {
+  std::string name, family;
+  SmallVector<OpAsmParser::UnresolvedOperand> operands;
+  SmallVector<OpAsmParser::Argument> args;
+  FunctionType fnType;
+  if (parser.parseString(&name) || parser.parseKeyword("family") ||
+      parser.parseString(&family) ||
+      parser.parseOperandList(operands, OpAsmParser::Delimiter::Paren) ||
+      parser.parseOptionalAttrDict(result.attributes) || parser.parseColon() ||
+      parser.parseType(fnType))
+    return failure();
+  if (fnType.getNumInputs() != operands.size())
+    return parser.emitError(parser.getCurrentLocation())
+           << "k3.kernel has " << operands.size() << " operands but its type lists "
+           << fnType.getNumInputs();
+  if (parser.resolveOperands(operands, fnType.getInputs(), parser.getCurrentLocation(),
+                             result.operands))
+    return failure();
+  result.addTypes(fnType.getResults());
+  Builder &b = parser.getBuilder();
+  result.getOrAddProperties<Properties>().sym_name = b.getStringAttr(name);
+  result.getOrAddProperties<Properties>().family = b.getStringAttr(family);
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body, /*arguments=*/{}, /*enableNameShadowing=*/false))
+    return failure();
+  KernelOp::ensureTerminator(*body, b, result.location);
+  return success();
+}
+
+void KernelOp::print(OpAsmPrinter &p) {
+  p << " ";
+  p.printString(getSymName());
+  p << " family ";
+  p.printString(getFamily());
+  p << " (" << getInputs() << ")";
+  p.printOptionalAttrDict((*this)->getAttrs(), {"sym_name", "family"});
+  p << " : ";
+  p.printFunctionalType(getInputs().getTypes(), getResultTypes());
+  p << " ";
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/true, /*printBlockTerminators=*/true);
+}
+
+LogicalResult KernelOp::verify() {
+  Block &block = getBody().front();
+  if (block.getNumArguments() != getInputs().size())
+    return emitOpError() << "body has " << block.getNumArguments()
+                         << " arguments but the kernel has " << getInputs().size()
+                         << " inputs";
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(block.getArgumentTypes(), getInputs())))
+    if (std::get<0>(pair) != std::get<1>(pair).getType())
+      return emitOpError() << "body argument #" << i << " has type " << std::get<0>(pair)
+                           << " but input #" << i << " has type "
+                           << std::get<1>(pair).getType();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError() << "yields " << yield.getValues().size()
+                         << " values whose types do not match its " << getNumResults()
+                         << " results";
+  if (getSymName().empty())
+    return emitOpError() << "needs a non-empty kernel name";
+  return success();
 }
 
 #define GET_OP_CLASSES

@@ -299,12 +299,16 @@ def K3_ShortConvOp : K3_PureOp<"short_conv"> {
   let summary = "causal depthwise short convolution + SiLU, with its window state";
   let description = [{
     `input` `[T, C]`, `weight` `[C, 1, W]` (tap W-1 multiplies the current
-    token), `conv_state` `[N, W-1, C]`: the previous W-1 inputs of each
-    sequence (zeros for a fresh one). Output `[T, C]` =
-    SiLU(sum_j weight[c, 0, j] * x[t - W + 1 + j, c]), and the updated window.
+    token). `conv_state` `[N, W-1, S]` holds the previous W-1 inputs of each
+    sequence (zeros for a fresh one) in channels `[state_offset, state_offset
+    + C)`; several convs (q, k, v of a KDA layer) share one state tensor at
+    different offsets. Output `[T, C]` = SiLU(sum_j weight[c, 0, j] *
+    x[t - W + 1 + j, c]) per sequence, and the state with this op's channels
+    replaced by the new window (other channels unchanged).
   }];
   let arguments = (ins K3_FloatTensor:$input, K3_FloatTensor:$weight,
-                       K3_FloatTensor:$conv_state, K3_IndexTensor:$seq_lens);
+                       K3_FloatTensor:$conv_state, K3_IndexTensor:$seq_lens,
+                       DefaultValuedAttr<K3_I64Attr, "0">:$state_offset);
   let results = (outs K3_FloatTensor:$result, K3_FloatTensor:$new_conv_state);
   let assemblyFormat = [{
     $input `,` $weight `,` $conv_state `,` $seq_lens attr-dict `:` functional-type(operands, results)
@@ -314,9 +318,9 @@ def K3_ShortConvOp : K3_PureOp<"short_conv"> {
 def K3_KdaGateOp : K3_PureOp<"kda_gate"> {
   let summary = "KDA forget gate g (log decay per key channel), fp32";
   let description = [{
-    From logits `z` `[T, H*d]`: bounded form `g = lower_bound *
-    sigmoid(exp(a_log[h]) * (z + dt_bias))`, softplus form `g =
-    -exp(a_log[h]) * softplus(z + dt_bias)`. Result `[T, H, d]` f32.
+    From logits `z` `[T, H*d]` (head-major channels): bounded form `g =
+    lower_bound * sigmoid(exp(a_log[h]) * (z + dt_bias))`, softplus form
+    `g = -exp(a_log[h]) * softplus(z + dt_bias)`. Result `[T, H*d]` f32.
   }];
   let arguments = (ins K3_FloatTensor:$logits, K3_F32Tensor:$a_log,
                        K3_F32Tensor:$dt_bias, K3_I64Attr:$num_heads,
@@ -330,7 +334,11 @@ def K3_KdaGateOp : K3_PureOp<"kda_gate"> {
 
 def K3_L2NormOp : K3_PureOp<"l2norm", [SameOperandsAndResultType]> {
   let summary = "per-head L2 normalization x / sqrt(sum x^2 + eps), then * scale";
-  let arguments = (ins K3_FloatTensor:$input, F64Attr:$eps,
+  let description = [{
+    `input` `[T, H*head_dim]`: each run of `head_dim` channels is divided by
+    sqrt(sum of squares + eps) and multiplied by `scale`; fp32 math.
+  }];
+  let arguments = (ins K3_FloatTensor:$input, K3_I64Attr:$head_dim, F64Attr:$eps,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale);
   let results = (outs K3_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -340,34 +348,46 @@ def K3_DeltaRuleOp : K3_PureOp<"delta_rule"> {
   let summary = "gated delta rule over a varlen batch, chunked, with explicit state";
   let description = [{
     The KDA recurrence per head (spec §4.3 step 8) over N sequences:
-    `S <- Diag(exp g_t) S; S <- S + beta_t k_t (v_t - Sᵀk_t)ᵀ; o_t = Sᵀ q_t`.
-    `q`, `k` `[T, H, d_k]` (already L2-normalized, q scaled), `v` `[T, H,
-    d_v]`, `g` `[T, H, d_k]` f32, `beta` `[T, H]` f32, `state` `[N, H, d_v,
-    d_k]`.
+    `S <- Diag(exp g_t) S; S <- S + beta_t k_t (v_t - Sᵀk_t)ᵀ; o_t = Sᵀ q_t`
+    with `beta_t = sigmoid(beta logits)`. Token tensors are head-major and
+    flat: `q`, `k`, `g` `[T, H*d_k]` (q, k already L2-normalized, q scaled;
+    g f32), `v` `[T, H*d_v]`, `beta` `[T, H]` logits; `state` `[N, H, d_v,
+    d_k]`. Result `[T, H*d_v]` and the new state.
 
-    `chunk_size` (C) and `tile` are the tiling decision: absent until the
-    tiling-legality pass sets them; C tokens per chunk in the factorized
-    chunk form (spec §4.4), `tile` the secondary tile inside a chunk.
-    `gamma_type` is the dtype the kernel holds Γ and Γ⁻¹ in.
+    The tiling decision (set by `--k3-kda-tiling-legality`): `chunk_size` C
+    tokens per chunk, `tile` the secondary (tensor-core M) tile, `gamma_type`
+    the dtype Γ = exp(cumsum g) and Γ⁻¹ are held in, `path` factorized
+    (Γ/Γ⁻¹ scaling, needs a bounded gate) or pairwise (exp(G_i - G_j)
+    inside a tile, safe for any gate). `varlen_masked`: every sequence is
+    chunked from its own first token and its last partial chunk is masked
+    (k = 0, beta = 0, g = 0 past the end), so no chunk spans two sequences.
   }];
   let arguments = (ins K3_FloatTensor:$q, K3_FloatTensor:$k, K3_FloatTensor:$v,
-                       K3_F32Tensor:$g, K3_F32Tensor:$beta,
+                       K3_F32Tensor:$g, K3_FloatTensor:$beta,
                        K3_FloatTensor:$state, K3_IndexTensor:$seq_lens,
+                       K3_I64Attr:$num_heads,
                        OptionalAttr<K3_I64Attr>:$chunk_size,
                        OptionalAttr<K3_I64Attr>:$tile,
-                       OptionalAttr<TypeAttr>:$gamma_type);
+                       OptionalAttr<TypeAttr>:$gamma_type,
+                       OptionalAttr<K3_ChunkPathAttr>:$path,
+                       UnitAttr:$varlen_masked);
   let results = (outs K3_FloatTensor:$result, K3_FloatTensor:$new_state);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $g `,` $beta `,` $state `,` $seq_lens attr-dict
     `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    int64_t getKeyDim() { return ::llvm::cast<::mlir::RankedTensorType>(getState().getType()).getDimSize(3); }
+    int64_t getValueDim() { return ::llvm::cast<::mlir::RankedTensorType>(getState().getType()).getDimSize(2); }
   }];
 }
 
 def K3_GatedRMSNormOp : K3_PureOp<"gated_rmsnorm"> {
   let summary = "per-head RMSNorm times sigmoid(gate), fp32 inside";
   let description = [{
-    `input` `[T, H, d]`, `gate` `[T, H*d]`, `weight` `[d]` shared by all
-    heads; result `[T, H*d]` = RMSNorm_head(input) * weight * sigmoid(gate).
+    `input` `[T, H*d]`, `gate` `[T, H*d]`, `weight` `[d]` shared by all
+    heads; result `[T, H*d]` = RMSNorm over each head's d channels * weight
+    * sigmoid(gate).
   }];
   let arguments = (ins K3_FloatTensor:$input, K3_FloatTensor:$gate,
                        K3_FloatTensor:$weight, F64Attr:$eps);
@@ -378,23 +398,24 @@ def K3_GatedRMSNormOp : K3_PureOp<"gated_rmsnorm"> {
 def K3_MlaAttentionOp : K3_PureOp<"mla_attention"> {
   let summary = "MLA attention core over the latent cache (absorbed form), optional output gate";
   let description = [{
-    `q` `[T, H, nope + rope]`, `latent` `[T, R + rope]` (normalized latent c
-    and k_pe of the new tokens), `cache` `[N, S_max, R + rope]` with
-    `cache_lens` valid rows, `kv_b_proj` `[H*(nope + v), R]`. Causal softmax
-    attention over cache + new tokens with `softmax_scale`; per head
-    `score = q_nope W_UK c + q_pe k_pe`, output `W_UV (sum p c)`. With `gate`
-    `[T, H*v]` the output is multiplied by sigmoid(gate). Results: `[T, H*v]`
-    and the cache with the new rows appended.
+    `q` `[T, H*(nope + rope)]` (head-major), `kv` `[T, R + rope]` the raw
+    `kv_a` projection of the new tokens (latent c, then k_pe); `kv_norm`
+    `[R]` RMSNorms c (eps `norm_eps`) before it is cached. `cache` `[N,
+    S_max, R + rope]` with `cache_lens` valid rows, `kv_b_proj` `[H*(nope +
+    v), R]`. Causal softmax attention over cache + new tokens with
+    `softmax_scale`: per head `score = q_nope W_UK c + q_pe k_pe`, output
+    `W_UV (sum p c)`. With `gate` `[T, H*v]` the output is multiplied by
+    sigmoid(gate). Results: `[T, H*v]` and the cache with the new rows.
   }];
-  let arguments = (ins K3_FloatTensor:$q, K3_FloatTensor:$latent,
+  let arguments = (ins K3_FloatTensor:$q, K3_FloatTensor:$kv, K3_FloatTensor:$kv_norm,
                        K3_FloatTensor:$cache, K3_IndexTensor:$cache_lens,
                        K3_IndexTensor:$seq_lens, K3_FloatTensor:$kv_b_proj,
                        Optional<K3_FloatTensor>:$gate,
-                       K3_I64Attr:$qk_nope_head_dim, K3_I64Attr:$v_head_dim,
-                       F64Attr:$softmax_scale);
+                       K3_I64Attr:$num_heads, K3_I64Attr:$qk_nope_head_dim,
+                       K3_I64Attr:$v_head_dim, F64Attr:$softmax_scale, F64Attr:$norm_eps);
   let results = (outs K3_FloatTensor:$result, K3_FloatTensor:$new_cache);
   let assemblyFormat = [{
-    $q `,` $latent `,` $cache `,` $cache_lens `,` $seq_lens `,` $kv_b_proj
+    $q `,` $kv `,` $kv_norm `,` $cache `,` $cache_lens `,` $seq_lens `,` $kv_b_proj
     (`gate` `(` $gate^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
 }
@@ -450,6 +471,53 @@ def K3_MXFP4DequantOp : K3_PureOp<"mxfp4_dequant"> {
   let arguments = (ins K3_MXFP4Type:$input);
   let results = (outs K3_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// L2: fused kernels
+//===----------------------------------------------------------------------===//
+
+def K3_KernelOp : K3_Op<"kernel", [IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">, RecursiveMemoryEffects]> {
+  let summary = "a fused region that becomes one kernel launch";
+  let description = [{
+    Produced by `--k3-fuse-kernels`. The body's block arguments are the
+    kernel's inputs (the operands, in order); `k3.yield` returns the values
+    that leave the kernel. Intermediates inside the body never reach global
+    memory. `sym_name` is the kernel's symbol: kernels with identical bodies
+    (identical layers) share it. `family` names the kernel family the
+    lowering picks; `bytes_per_token`/`flops_per_token` and
+    `weight_bytes` are the fusion pass's estimates for the report.
+
+    ```mlir
+    %y = k3.kernel "k3_kda_out_8e4f2a1c" family "kda_out" (%o, %g, %w, %wo)
+        : (...) -> tensor<?x128xbf16> {
+    ^bb0(...):
+      ...
+      k3.yield %r : tensor<?x128xbf16>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$inputs, StrAttr:$sym_name, StrAttr:$family,
+                       DefaultValuedAttr<K3_I64Attr, "0">:$weight_bytes,
+                       DefaultValuedAttr<K3_I64Attr, "0">:$bytes_per_token,
+                       DefaultValuedAttr<K3_I64Attr, "0">:$flops_per_token);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::TypeRange":$resultTypes, "::mlir::ValueRange":$inputs,
+                   "::llvm::StringRef":$name, "::llvm::StringRef":$family)>
+  ];
+}
+
+def K3_YieldOp : K3_Op<"yield", [Pure, HasParent<"KernelOp">, Terminator]> {
+  let summary = "returns the values that leave a k3.kernel";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+  let builders = [OpBuilder<(ins), [{ build($_builder, $_state, ::mlir::ValueRange()); }]>];
 }
 
 #endif // K3C_DIALECTS_K3_IR_K3OPS_TD

@@ -4,6 +4,7 @@
 #define K3C_DIALECTS_K3_IR_K3TYPES_TD
 
 include "dialects/K3/IR/K3Dialect.td"
+include "dialects/K3/IR/K3Attrs.td"
 include "mlir/IR/BuiltinTypeInterfaces.td"
 
 class K3_Type<string name, string typeMnemonic, list<Trait> traits = []>
@@ -25,11 +26,23 @@ def K3_MXFP4Type : K3_Type<"MXFP4", "mxfp4"> {
     scale tensors are available as `tensor<...xf4E2M1FN>` and
     `tensor<...x(K/32)xf8E8M0FNU>` through `k3.mxfp4_pack`.
 
+    Without a layout the bytes are in the checkpoint layout (K3's
+    compressed-tensors packing, spec §4.9); `--k3-mxfp4-layout` attaches
+    the kernel layout:
+
     ```mlir
     !k3.mxfp4<896x3072x3584>
+    !k3.mxfp4<896x3072x3584, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>
     ```
   }];
-  let parameters = (ins ArrayRefParameter<"int64_t", "logical shape">:$shape);
+  let parameters = (ins ArrayRefParameter<"int64_t", "logical shape">:$shape,
+                        OptionalParameter<"::mlir::k3::MXFP4LayoutAttr", "kernel layout">:$layout);
+  let builders = [
+    TypeBuilder<(ins "::llvm::ArrayRef<int64_t>":$shape), [{
+      return $_get($_ctxt, shape, ::mlir::k3::MXFP4LayoutAttr());
+    }]>
+  ];
+  let skipDefaultBuilders = 0;
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

@@ -464,6 +464,242 @@ func.func @moe_partial_shared(%x: tensor<?x16xbf16>, %r: tensor<8x16xbf16>, %w1:
 
 // -----
 
+func.func @short_conv_bad_state(%x: tensor<?x8xbf16>, %w: tensor<8x1x4xf32>, %s: tensor<?x4x8xbf16>, %l: tensor<?xi32>) {
+  // expected-error @below {{'k3.short_conv' op operand 'conv_state' dim 1 is 4, expected 3 (kernel width - 1 = 3)}}
+  %y, %ns = k3.short_conv %x, %w, %s, %l : (tensor<?x8xbf16>, tensor<8x1x4xf32>, tensor<?x4x8xbf16>, tensor<?xi32>) -> (tensor<?x8xbf16>, tensor<?x4x8xbf16>)
+  return
+}
+
+// -----
+
+func.func @short_conv_zero_width(%x: tensor<?x8xbf16>, %w: tensor<8x1x0xf32>, %s: tensor<?x0x8xbf16>, %l: tensor<?xi32>) {
+  // expected-error @below {{'k3.short_conv' op operand 'weight' kernel width must be >= 1, got 0}}
+  %y, %ns = k3.short_conv %x, %w, %s, %l : (tensor<?x8xbf16>, tensor<8x1x0xf32>, tensor<?x0x8xbf16>, tensor<?xi32>) -> (tensor<?x8xbf16>, tensor<?x0x8xbf16>)
+  return
+}
+
+// -----
+
+func.func @short_conv_offset_past_state(%x: tensor<?x8xbf16>, %w: tensor<8x1x4xf32>, %s: tensor<?x3x24xbf16>, %l: tensor<?xi32>) {
+  // expected-error @below {{'k3.short_conv' op channels [20, 28) run past the 24 channels of 'conv_state'}}
+  %y, %ns = k3.short_conv %x, %w, %s, %l {state_offset = 20 : i64} : (tensor<?x8xbf16>, tensor<8x1x4xf32>, tensor<?x3x24xbf16>, tensor<?xi32>) -> (tensor<?x8xbf16>, tensor<?x3x24xbf16>)
+  return
+}
+
+// -----
+
+func.func @short_conv_negative_offset(%x: tensor<?x8xbf16>, %w: tensor<8x1x4xf32>, %s: tensor<?x3x24xbf16>, %l: tensor<?xi32>) {
+  // expected-error @below {{'k3.short_conv' op attribute 'state_offset' must be >= 0, got -8}}
+  %y, %ns = k3.short_conv %x, %w, %s, %l {state_offset = -8 : i64} : (tensor<?x8xbf16>, tensor<8x1x4xf32>, tensor<?x3x24xbf16>, tensor<?xi32>) -> (tensor<?x8xbf16>, tensor<?x3x24xbf16>)
+  return
+}
+
+// -----
+
+func.func @kda_gate_indivisible(%z: tensor<?x10xbf16>, %a: tensor<3xf32>, %b: tensor<10xf32>) {
+  // expected-error @below {{'k3.kda_gate' op operand 'logits' width 10 is not divisible by num_heads = 3}}
+  %g = k3.kda_gate %z, %a, %b {num_heads = 3 : i64, gate_form = #k3.gate_form<softplus>}
+      : (tensor<?x10xbf16>, tensor<3xf32>, tensor<10xf32>) -> tensor<?x10xf32>
+  return
+}
+
+// -----
+
+func.func @kda_gate_short_a_log(%z: tensor<?x8xbf16>, %a: tensor<1xf32>, %b: tensor<8xf32>) {
+  // expected-error @below {{'k3.kda_gate' op operand 'a_log' has 1 entries, fewer than num_heads = 2}}
+  %g = k3.kda_gate %z, %a, %b {num_heads = 2 : i64, gate_form = #k3.gate_form<bounded_sigmoid>, lower_bound = -5.0 : f64}
+      : (tensor<?x8xbf16>, tensor<1xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @l2norm_zero_eps(%x: tensor<?x8xbf16>) {
+  // expected-error @below {{'k3.l2norm' op attribute 'eps' must be positive and finite, got 0.000000e+00}}
+  %y = k3.l2norm %x {head_dim = 4 : i64, eps = 0.0 : f64} : tensor<?x8xbf16>
+  return
+}
+
+// -----
+
+func.func @l2norm_indivisible(%x: tensor<?x10xbf16>) {
+  // expected-error @below {{'k3.l2norm' op operand 'input' width 10 is not divisible by head_dim = 4}}
+  %y = k3.l2norm %x {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<?x10xbf16>
+  return
+}
+
+// -----
+
+func.func @delta_rule_tile_without_chunk(%q: tensor<?x8xbf16>, %g: tensor<?x8xf32>, %b: tensor<?x2xbf16>, %s: tensor<?x2x4x4xf32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'k3.delta_rule' op attribute 'tile' requires 'chunk_size'}}
+  %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {num_heads = 2 : i64, tile = 16 : i64}
+      : (tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xf32>, tensor<?x2xbf16>, tensor<?x2x4x4xf32>, tensor<?xi32>)
+      -> (tensor<?x8xbf16>, tensor<?x2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @delta_rule_tile_not_dividing(%q: tensor<?x8xbf16>, %g: tensor<?x8xf32>, %b: tensor<?x2xbf16>, %s: tensor<?x2x4x4xf32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'k3.delta_rule' op attribute 'tile' = 12 does not divide chunk_size = 16}}
+  %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {num_heads = 2 : i64, chunk_size = 16 : i64, tile = 12 : i64}
+      : (tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xf32>, tensor<?x2xbf16>, tensor<?x2x4x4xf32>, tensor<?xi32>)
+      -> (tensor<?x8xbf16>, tensor<?x2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @delta_rule_zero_chunk(%q: tensor<?x8xbf16>, %g: tensor<?x8xf32>, %b: tensor<?x2xbf16>, %s: tensor<?x2x4x4xf32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'k3.delta_rule' op attribute 'chunk_size' must be positive, got 0}}
+  %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {num_heads = 2 : i64, chunk_size = 0 : i64}
+      : (tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xf32>, tensor<?x2xbf16>, tensor<?x2x4x4xf32>, tensor<?xi32>)
+      -> (tensor<?x8xbf16>, tensor<?x2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @delta_rule_gamma_type(%q: tensor<?x8xbf16>, %g: tensor<?x8xf32>, %b: tensor<?x2xbf16>, %s: tensor<?x2x4x4xf32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'k3.delta_rule' op attribute 'gamma_type' must be a float type, got 'i32'}}
+  %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {num_heads = 2 : i64, chunk_size = 16 : i64, gamma_type = i32}
+      : (tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xf32>, tensor<?x2xbf16>, tensor<?x2x4x4xf32>, tensor<?xi32>)
+      -> (tensor<?x8xbf16>, tensor<?x2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @delta_rule_path_without_chunk(%q: tensor<?x8xbf16>, %g: tensor<?x8xf32>, %b: tensor<?x2xbf16>, %s: tensor<?x2x4x4xf32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'k3.delta_rule' op attribute 'path' requires 'chunk_size'}}
+  %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {num_heads = 2 : i64, path = #k3.chunk_path<pairwise>}
+      : (tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xf32>, tensor<?x2xbf16>, tensor<?x2x4x4xf32>, tensor<?xi32>)
+      -> (tensor<?x8xbf16>, tensor<?x2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @delta_rule_bad_beta(%q: tensor<?x8xbf16>, %g: tensor<?x8xf32>, %b: tensor<?x3xbf16>, %s: tensor<?x2x4x4xf32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'k3.delta_rule' op operand 'beta' dim 1 is 3, expected 2 (num_heads = 2)}}
+  %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {num_heads = 2 : i64}
+      : (tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xf32>, tensor<?x3xbf16>, tensor<?x2x4x4xf32>, tensor<?xi32>)
+      -> (tensor<?x8xbf16>, tensor<?x2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @delta_rule_bad_heads(%q: tensor<?x8xbf16>, %g: tensor<?x8xf32>, %b: tensor<?x4xbf16>, %s: tensor<?x2x4x4xf32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'k3.delta_rule' op operand 'state' dim 1 is 2, expected 4 (num_heads = 4)}}
+  %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {num_heads = 4 : i64}
+      : (tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xf32>, tensor<?x4xbf16>, tensor<?x2x4x4xf32>, tensor<?xi32>)
+      -> (tensor<?x8xbf16>, tensor<?x2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @gated_rmsnorm_bad_head(%x: tensor<?x10xbf16>, %w: tensor<4xf32>) {
+  // expected-error @below {{'k3.gated_rmsnorm' op operand 'input' width 10 is not a multiple of the head dim 4 of 'weight'}}
+  %y = k3.gated_rmsnorm %x, %x, %w {eps = 1.0e-05 : f64} : (tensor<?x10xbf16>, tensor<?x10xbf16>, tensor<4xf32>) -> tensor<?x10xbf16>
+  return
+}
+
+// -----
+
+func.func @mla_core_nope_too_wide(%q: tensor<?x12xbf16>, %kv: tensor<?x10xbf16>, %kvn: tensor<8xbf16>, %c: tensor<?x32x10xbf16>, %l: tensor<?xi32>, %kvb: tensor<16x8xbf16>) {
+  // expected-error @below {{'k3.mla_attention' op attribute 'qk_nope_head_dim' = 8 exceeds the query head width 6}}
+  %o, %nc = k3.mla_attention %q, %kv, %kvn, %c, %l, %l, %kvb {num_heads = 2 : i64, qk_nope_head_dim = 8 : i64, v_head_dim = 4 : i64, softmax_scale = 0.4 : f64, norm_eps = 1.0e-06 : f64}
+      : (tensor<?x12xbf16>, tensor<?x10xbf16>, tensor<8xbf16>, tensor<?x32x10xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<16x8xbf16>)
+      -> (tensor<?x8xbf16>, tensor<?x32x10xbf16>)
+  return
+}
+
+// -----
+
+func.func @mla_core_bad_kv(%q: tensor<?x12xbf16>, %kv: tensor<?x9xbf16>, %kvn: tensor<8xbf16>, %c: tensor<?x32x10xbf16>, %l: tensor<?xi32>, %kvb: tensor<16x8xbf16>) {
+  // expected-error @below {{'k3.mla_attention' op operand 'kv' dim 1 is 9, expected 10 (latent rank of 'kv_b_proj' + rope dims = 8 + 2)}}
+  %o, %nc = k3.mla_attention %q, %kv, %kvn, %c, %l, %l, %kvb {num_heads = 2 : i64, qk_nope_head_dim = 4 : i64, v_head_dim = 4 : i64, softmax_scale = 0.4 : f64, norm_eps = 1.0e-06 : f64}
+      : (tensor<?x12xbf16>, tensor<?x9xbf16>, tensor<8xbf16>, tensor<?x32x10xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<16x8xbf16>)
+      -> (tensor<?x8xbf16>, tensor<?x32x10xbf16>)
+  return
+}
+
+// -----
+
+func.func @kernel_bad_yield(%x: tensor<?x8xbf16>) {
+  // expected-error @below {{'k3.kernel' op yields 1 values whose types do not match its 1 results}}
+  %y = k3.kernel "k" family "f" (%x) : (tensor<?x8xbf16>) -> tensor<?x8xf32> {
+  ^bb0(%a: tensor<?x8xbf16>):
+    k3.yield %a : tensor<?x8xbf16>
+  }
+  return
+}
+
+// -----
+
+func.func @kernel_bad_arg(%x: tensor<?x8xbf16>) {
+  // expected-error @below {{'k3.kernel' op body argument #0 has type 'tensor<?x4xbf16>' but input #0 has type 'tensor<?x8xbf16>'}}
+  %y = k3.kernel "k" family "f" (%x) : (tensor<?x8xbf16>) -> tensor<?x8xbf16> {
+  ^bb0(%a: tensor<?x4xbf16>):
+    %c = k3.l2norm %a {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<?x4xbf16>
+    k3.yield %c : tensor<?x4xbf16>
+  }
+  return
+}
+
+// -----
+
+func.func @kernel_arg_count(%x: tensor<?x8xbf16>) {
+  // expected-error @below {{'k3.kernel' op body has 0 arguments but the kernel has 1 inputs}}
+  k3.kernel "k" family "f" (%x) : (tensor<?x8xbf16>) -> () {
+    k3.yield
+  }
+  return
+}
+
+// -----
+
+func.func @kernel_empty_name(%x: tensor<?x8xbf16>) {
+  // expected-error @below {{'k3.kernel' op needs a non-empty kernel name}}
+  k3.kernel "" family "f" (%x) : (tensor<?x8xbf16>) -> () {
+  ^bb0(%a: tensor<?x8xbf16>):
+    k3.yield
+  }
+  return
+}
+
+// -----
+
+// expected-error @+1 {{mxfp4_layout k_tile must be 32, 64 or 128, got 48}}
+func.func @mxfp4_layout_bad_tile(%w: !k3.mxfp4<8x96, #k3.mxfp4_layout<n_tile = 8, k_tile = 48>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{mxfp4_layout n_tile must be 8 (the N of mma.m16n8k16), got 16}}
+func.func @mxfp4_layout_bad_ntile(%w: !k3.mxfp4<16x128, #k3.mxfp4_layout<n_tile = 16, k_tile = 128>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{MXFP4 weight rows 12 are not a multiple of the layout's n_tile 8}}
+func.func @mxfp4_layout_rows(%w: !k3.mxfp4<12x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{MXFP4 weight reduction dim 96 is not a multiple of the layout's k_tile 64}}
+func.func @mxfp4_layout_k(%w: !k3.mxfp4<8x96, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>) {
+  return
+}
+
+// -----
+
 func.func @embedding_bad_result(%i: tensor<?xi32>, %t: tensor<64x16xbf16>) {
   // expected-error @below {{'k3.embedding' op result dim 1 is 32, expected 16 (hidden size of 'table')}}
   %h = k3.embedding %i, %t : (tensor<?xi32>, tensor<64x16xbf16>) -> tensor<?x32xbf16>
@@ -548,126 +784,6 @@ func.func @linear_bad_k(%x: tensor<?x16xbf16>, %w: tensor<32x8xbf16>) {
 func.func @glu_negative_beta(%a: tensor<?x16xbf16>) {
   // expected-error @below {{'k3.glu' op attribute 'situ_linear_beta' must be positive and finite, got -2.500000e+01}}
   %y = k3.glu %a, %a {activation = #k3.activation<situ>, situ_beta = 4.0 : f64, situ_linear_beta = -25.0 : f64} : tensor<?x16xbf16>
-  return
-}
-
-// -----
-
-func.func @short_conv_bad_state(%x: tensor<?x8xbf16>, %w: tensor<8x1x4xf32>, %s: tensor<?x4x8xbf16>, %l: tensor<?xi32>) {
-  // expected-error @below {{'k3.short_conv' op operand 'conv_state' dim 1 is 4, expected 3 (kernel width - 1 = 3)}}
-  %y, %ns = k3.short_conv %x, %w, %s, %l : (tensor<?x8xbf16>, tensor<8x1x4xf32>, tensor<?x4x8xbf16>, tensor<?xi32>) -> (tensor<?x8xbf16>, tensor<?x4x8xbf16>)
-  return
-}
-
-// -----
-
-func.func @short_conv_zero_width(%x: tensor<?x8xbf16>, %w: tensor<8x1x0xf32>, %s: tensor<?x0x8xbf16>, %l: tensor<?xi32>) {
-  // expected-error @below {{'k3.short_conv' op operand 'weight' kernel width must be >= 1, got 0}}
-  %y, %ns = k3.short_conv %x, %w, %s, %l : (tensor<?x8xbf16>, tensor<8x1x0xf32>, tensor<?x0x8xbf16>, tensor<?xi32>) -> (tensor<?x8xbf16>, tensor<?x0x8xbf16>)
-  return
-}
-
-// -----
-
-func.func @kda_gate_indivisible(%z: tensor<?x10xbf16>, %a: tensor<3xf32>, %b: tensor<10xf32>) {
-  // expected-error @below {{'k3.kda_gate' op operand 'logits' width 10 is not divisible by num_heads = 3}}
-  %g = k3.kda_gate %z, %a, %b {num_heads = 3 : i64, gate_form = #k3.gate_form<softplus>}
-      : (tensor<?x10xbf16>, tensor<3xf32>, tensor<10xf32>) -> tensor<?x3x3xf32>
-  return
-}
-
-// -----
-
-func.func @kda_gate_short_a_log(%z: tensor<?x8xbf16>, %a: tensor<1xf32>, %b: tensor<8xf32>) {
-  // expected-error @below {{'k3.kda_gate' op operand 'a_log' has 1 entries, fewer than num_heads = 2}}
-  %g = k3.kda_gate %z, %a, %b {num_heads = 2 : i64, gate_form = #k3.gate_form<bounded_sigmoid>, lower_bound = -5.0 : f64}
-      : (tensor<?x8xbf16>, tensor<1xf32>, tensor<8xf32>) -> tensor<?x2x4xf32>
-  return
-}
-
-// -----
-
-func.func @l2norm_zero_eps(%x: tensor<?x2x4xbf16>) {
-  // expected-error @below {{'k3.l2norm' op attribute 'eps' must be positive and finite, got 0.000000e+00}}
-  %y = k3.l2norm %x {eps = 0.0 : f64} : tensor<?x2x4xbf16>
-  return
-}
-
-// -----
-
-func.func @delta_rule_tile_without_chunk(%q: tensor<?x2x4xbf16>, %g: tensor<?x2x4xf32>, %b: tensor<?x2xf32>, %s: tensor<?x2x4x4xf32>, %l: tensor<?xi32>) {
-  // expected-error @below {{'k3.delta_rule' op attribute 'tile' requires 'chunk_size'}}
-  %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {tile = 16 : i64}
-      : (tensor<?x2x4xbf16>, tensor<?x2x4xbf16>, tensor<?x2x4xbf16>, tensor<?x2x4xf32>, tensor<?x2xf32>, tensor<?x2x4x4xf32>, tensor<?xi32>)
-      -> (tensor<?x2x4xbf16>, tensor<?x2x4x4xf32>)
-  return
-}
-
-// -----
-
-func.func @delta_rule_tile_not_dividing(%q: tensor<?x2x4xbf16>, %g: tensor<?x2x4xf32>, %b: tensor<?x2xf32>, %s: tensor<?x2x4x4xf32>, %l: tensor<?xi32>) {
-  // expected-error @below {{'k3.delta_rule' op attribute 'tile' = 12 does not divide chunk_size = 16}}
-  %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {chunk_size = 16 : i64, tile = 12 : i64}
-      : (tensor<?x2x4xbf16>, tensor<?x2x4xbf16>, tensor<?x2x4xbf16>, tensor<?x2x4xf32>, tensor<?x2xf32>, tensor<?x2x4x4xf32>, tensor<?xi32>)
-      -> (tensor<?x2x4xbf16>, tensor<?x2x4x4xf32>)
-  return
-}
-
-// -----
-
-func.func @delta_rule_zero_chunk(%q: tensor<?x2x4xbf16>, %g: tensor<?x2x4xf32>, %b: tensor<?x2xf32>, %s: tensor<?x2x4x4xf32>, %l: tensor<?xi32>) {
-  // expected-error @below {{'k3.delta_rule' op attribute 'chunk_size' must be positive, got 0}}
-  %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {chunk_size = 0 : i64}
-      : (tensor<?x2x4xbf16>, tensor<?x2x4xbf16>, tensor<?x2x4xbf16>, tensor<?x2x4xf32>, tensor<?x2xf32>, tensor<?x2x4x4xf32>, tensor<?xi32>)
-      -> (tensor<?x2x4xbf16>, tensor<?x2x4x4xf32>)
-  return
-}
-
-// -----
-
-func.func @delta_rule_gamma_type(%q: tensor<?x2x4xbf16>, %g: tensor<?x2x4xf32>, %b: tensor<?x2xf32>, %s: tensor<?x2x4x4xf32>, %l: tensor<?xi32>) {
-  // expected-error @below {{'k3.delta_rule' op attribute 'gamma_type' must be a float type, got 'i32'}}
-  %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {chunk_size = 16 : i64, gamma_type = i32}
-      : (tensor<?x2x4xbf16>, tensor<?x2x4xbf16>, tensor<?x2x4xbf16>, tensor<?x2x4xf32>, tensor<?x2xf32>, tensor<?x2x4x4xf32>, tensor<?xi32>)
-      -> (tensor<?x2x4xbf16>, tensor<?x2x4x4xf32>)
-  return
-}
-
-// -----
-
-func.func @delta_rule_bad_beta(%q: tensor<?x2x4xbf16>, %g: tensor<?x2x4xf32>, %b: tensor<?x3xf32>, %s: tensor<?x2x4x4xf32>, %l: tensor<?xi32>) {
-  // expected-error @below {{'k3.delta_rule' op operand 'beta' dim 1 is 3, expected 2 (heads of 'q' = 2)}}
-  %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {}
-      : (tensor<?x2x4xbf16>, tensor<?x2x4xbf16>, tensor<?x2x4xbf16>, tensor<?x2x4xf32>, tensor<?x3xf32>, tensor<?x2x4x4xf32>, tensor<?xi32>)
-      -> (tensor<?x2x4xbf16>, tensor<?x2x4x4xf32>)
-  return
-}
-
-// -----
-
-func.func @gated_rmsnorm_bad_gate(%x: tensor<?x2x4xbf16>, %g: tensor<?x16xbf16>, %w: tensor<4xf32>) {
-  // expected-error @below {{'k3.gated_rmsnorm' op operand 'gate' dim 1 is 16, expected 8 (heads * head_dim of 'input' = 2 * 4)}}
-  %y = k3.gated_rmsnorm %x, %g, %w {eps = 1.0e-05 : f64} : (tensor<?x2x4xbf16>, tensor<?x16xbf16>, tensor<4xf32>) -> tensor<?x8xbf16>
-  return
-}
-
-// -----
-
-func.func @mla_core_nope_too_wide(%q: tensor<?x2x6xbf16>, %lat: tensor<?x10xbf16>, %c: tensor<?x32x10xbf16>, %l: tensor<?xi32>, %kvb: tensor<16x8xbf16>) {
-  // expected-error @below {{'k3.mla_attention' op attribute 'qk_nope_head_dim' = 8 exceeds the query head width 6}}
-  %o, %nc = k3.mla_attention %q, %lat, %c, %l, %l, %kvb {qk_nope_head_dim = 8 : i64, v_head_dim = 4 : i64, softmax_scale = 0.4 : f64}
-      : (tensor<?x2x6xbf16>, tensor<?x10xbf16>, tensor<?x32x10xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<16x8xbf16>)
-      -> (tensor<?x8xbf16>, tensor<?x32x10xbf16>)
-  return
-}
-
-// -----
-
-func.func @mla_core_bad_latent(%q: tensor<?x2x6xbf16>, %lat: tensor<?x9xbf16>, %c: tensor<?x32x10xbf16>, %l: tensor<?xi32>, %kvb: tensor<16x8xbf16>) {
-  // expected-error @below {{'k3.mla_attention' op operand 'latent' dim 1 is 9, expected 10 (latent rank of 'kv_b_proj' + rope dims = 8 + 2)}}
-  %o, %nc = k3.mla_attention %q, %lat, %c, %l, %l, %kvb {qk_nope_head_dim = 4 : i64, v_head_dim = 4 : i64, softmax_scale = 0.4 : f64}
-      : (tensor<?x2x6xbf16>, tensor<?x9xbf16>, tensor<?x32x10xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<16x8xbf16>)
-      -> (tensor<?x8xbf16>, tensor<?x32x10xbf16>)
   return
 }
 

@@ -176,52 +176,75 @@ func.func @mlp_head(%x: tensor<?x128xbf16>, %lens: tensor<?xi32>, %g: tensor<576
   return %logits : tensor<?x512xf32>
 }
 
-// The core (L1) ops of one KDA layer.
+// The core (L1) ops of one KDA layer (flat head-major token tensors).
 // CHECK-LABEL: func.func @kda_core
 func.func @kda_core(%x: tensor<?x128xbf16>, %lens: tensor<?xi32>, %w: tensor<128x128xbf16>,
-    %cw: tensor<128x1x4xf32>, %cs: tensor<?x3x128xbf16>, %alog: tensor<4xf32>,
-    %dt: tensor<128xf32>, %q: tensor<?x4x32xbf16>, %beta: tensor<?x4xf32>,
+    %cw: tensor<128x1x4xf32>, %cs: tensor<?x3x384xbf16>, %alog: tensor<4xf32>,
+    %dt: tensor<128xf32>, %b: tensor<?x4xbf16>,
     %state: tensor<?x4x32x32xf32>, %onorm: tensor<32xf32>) -> tensor<?x128xbf16> {
   // CHECK: k3.linear
   %p = k3.linear %x, %w : (tensor<?x128xbf16>, tensor<128x128xbf16>) -> tensor<?x128xbf16>
   // CHECK: k3.short_conv
-  %c, %ns = k3.short_conv %p, %cw, %cs, %lens
-      : (tensor<?x128xbf16>, tensor<128x1x4xf32>, tensor<?x3x128xbf16>, tensor<?xi32>)
-      -> (tensor<?x128xbf16>, tensor<?x3x128xbf16>)
+  // CHECK-SAME: state_offset = 128 : i64
+  %c, %ns = k3.short_conv %p, %cw, %cs, %lens {state_offset = 128 : i64}
+      : (tensor<?x128xbf16>, tensor<128x1x4xf32>, tensor<?x3x384xbf16>, tensor<?xi32>)
+      -> (tensor<?x128xbf16>, tensor<?x3x384xbf16>)
   // CHECK: k3.kda_gate
   // CHECK-SAME: lower_bound = -5.000000e+00 : f64
   %g = k3.kda_gate %p, %alog, %dt {num_heads = 4 : i64,
       gate_form = #k3.gate_form<bounded_sigmoid>, lower_bound = -5.0 : f64}
-      : (tensor<?x128xbf16>, tensor<4xf32>, tensor<128xf32>) -> tensor<?x4x32xf32>
+      : (tensor<?x128xbf16>, tensor<4xf32>, tensor<128xf32>) -> tensor<?x128xf32>
   // CHECK: k3.l2norm
-  %qn = k3.l2norm %q {eps = 1.0e-06 : f64, scale = 0.17677669529663687 : f64} : tensor<?x4x32xbf16>
+  %qn = k3.l2norm %c {head_dim = 32 : i64, eps = 1.0e-06 : f64, scale = 0.17677669529663687 : f64} : tensor<?x128xbf16>
   // CHECK: k3.delta_rule
   // CHECK-SAME: chunk_size = 16 : i64
-  // CHECK-SAME: gamma_type = f32
+  // CHECK-SAME: gamma_type = bf16
+  // CHECK-SAME: path = #k3.chunk_path<factorized>
   // CHECK-SAME: tile = 16 : i64
-  %o, %s2 = k3.delta_rule %qn, %qn, %q, %g, %beta, %state, %lens
-      {chunk_size = 16 : i64, tile = 16 : i64, gamma_type = f32}
-      : (tensor<?x4x32xbf16>, tensor<?x4x32xbf16>, tensor<?x4x32xbf16>, tensor<?x4x32xf32>,
-         tensor<?x4xf32>, tensor<?x4x32x32xf32>, tensor<?xi32>)
-      -> (tensor<?x4x32xbf16>, tensor<?x4x32x32xf32>)
+  // CHECK-SAME: varlen_masked
+  %o, %s2 = k3.delta_rule %qn, %qn, %c, %g, %b, %state, %lens
+      {num_heads = 4 : i64, chunk_size = 16 : i64, tile = 16 : i64, gamma_type = bf16,
+       path = #k3.chunk_path<factorized>, varlen_masked}
+      : (tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?x128xf32>,
+         tensor<?x4xbf16>, tensor<?x4x32x32xf32>, tensor<?xi32>)
+      -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>)
   // CHECK: k3.gated_rmsnorm
   %y = k3.gated_rmsnorm %o, %p, %onorm {eps = 1.0e-05 : f64}
-      : (tensor<?x4x32xbf16>, tensor<?x128xbf16>, tensor<32xf32>) -> tensor<?x128xbf16>
+      : (tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<32xf32>) -> tensor<?x128xbf16>
   return %y : tensor<?x128xbf16>
 }
 
 // CHECK-LABEL: func.func @mla_core
-func.func @mla_core(%q: tensor<?x4x24xbf16>, %lat: tensor<?x40xbf16>,
+func.func @mla_core(%q: tensor<?x96xbf16>, %kv: tensor<?x40xbf16>, %kvn: tensor<32xbf16>,
     %cache: tensor<?x64x40xbf16>, %clens: tensor<?xi32>, %lens: tensor<?xi32>,
     %kvb: tensor<128x32xbf16>, %gate: tensor<?x64xbf16>) -> tensor<?x64xbf16> {
   // CHECK: k3.mla_attention
   // CHECK-SAME: gate(
-  %o, %c = k3.mla_attention %q, %lat, %cache, %clens, %lens, %kvb gate(%gate)
-      {qk_nope_head_dim = 16 : i64, v_head_dim = 16 : i64, softmax_scale = 0.2041241452319315 : f64}
-      : (tensor<?x4x24xbf16>, tensor<?x40xbf16>, tensor<?x64x40xbf16>, tensor<?xi32>,
+  %o, %c = k3.mla_attention %q, %kv, %kvn, %cache, %clens, %lens, %kvb gate(%gate)
+      {num_heads = 4 : i64, qk_nope_head_dim = 16 : i64, v_head_dim = 16 : i64,
+       softmax_scale = 0.2041241452319315 : f64, norm_eps = 1.0e-06 : f64}
+      : (tensor<?x96xbf16>, tensor<?x40xbf16>, tensor<32xbf16>, tensor<?x64x40xbf16>, tensor<?xi32>,
          tensor<?xi32>, tensor<128x32xbf16>, tensor<?x64xbf16>)
       -> (tensor<?x64xbf16>, tensor<?x64x40xbf16>)
   return %o : tensor<?x64xbf16>
+}
+
+// A fused kernel region and an MXFP4 weight in the kernel layout.
+// CHECK-LABEL: func.func @kernel
+func.func @kernel(%x: tensor<?x128xbf16>, %w: tensor<64x128xbf16>,
+    %e: !k3.mxfp4<16x32x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>) -> tensor<?x64xbf16> {
+  // CHECK: k3.kernel "k3_proj_0" family "linear" (%{{.*}}, %{{.*}}) {flops_per_token = 16384 : i64}
+  // CHECK-SAME: : (tensor<?x128xbf16>, tensor<64x128xbf16>) -> tensor<?x64xbf16> {
+  // CHECK: ^bb0(%[[A:.*]]: tensor<?x128xbf16>, %[[B:.*]]: tensor<64x128xbf16>):
+  // CHECK: %[[Y:.*]] = k3.linear %[[A]], %[[B]]
+  // CHECK: k3.yield %[[Y]] : tensor<?x64xbf16>
+  %y = k3.kernel "k3_proj_0" family "linear" (%x, %w) {flops_per_token = 16384 : i64}
+      : (tensor<?x128xbf16>, tensor<64x128xbf16>) -> tensor<?x64xbf16> {
+  ^bb0(%a: tensor<?x128xbf16>, %b: tensor<64x128xbf16>):
+    %r = k3.linear %a, %b : (tensor<?x128xbf16>, tensor<64x128xbf16>) -> tensor<?x64xbf16>
+    k3.yield %r : tensor<?x64xbf16>
+  }
+  return %y : tensor<?x64xbf16>
 }
 
 // CHECK-LABEL: func.func @moe_core

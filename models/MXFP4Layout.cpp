@@ -1,0 +1,105 @@
+//===- MXFP4Layout.cpp - the MXFP4 kernel layout, defined once -----------===//
+
+#include "models/MXFP4Layout.h"
+#include "models/MXFP4.h"
+
+namespace k3c::mxfp4 {
+
+namespace {
+// Column offsets inside a 16-wide k step of the m16n8k16 B fragment.
+constexpr int64_t kFragCol[4] = {0, 1, 8, 9};
+} // namespace
+
+int64_t chooseKTile(int64_t k) {
+  for (int64_t t : {128, 64, 32})
+    if (k % t == 0)
+      return t;
+  return 32;
+}
+
+void kernelPayloadPosition(const KernelLayout &l, int64_t N, int64_t K, int64_t n, int64_t k,
+                           int64_t &byte, bool &high) {
+  (void)N;
+  int64_t tilesK = K / l.kTile;
+  int64_t tile = (n / l.nTile) * tilesK + k / l.kTile;
+  int64_t r = n % l.nTile, kk = k % l.kTile;
+  int64_t s = kk / 16, within = kk % 16;
+  int64_t c = (within % 8) / 2;          // which thread column
+  int64_t e = (within % 2) + 2 * (within / 8); // index into kFragCol
+  int64_t t = 4 * r + c;
+  int64_t j = 4 * s + e;                  // nibble index in the thread's run
+  int64_t bytesPerThread = l.kTile / 8;
+  byte = tile * (l.nTile * l.kTile / 2) + t * bytesPerThread + j / 2;
+  high = (j % 2) != 0;
+}
+
+int64_t kernelScaleOffset(const KernelLayout &l, int64_t N, int64_t K, int64_t n,
+                          int64_t block) {
+  (void)N;
+  int64_t tilesK = K / l.kTile, blocksPerTile = l.kTile / kBlock;
+  int64_t tile = (n / l.nTile) * tilesK + (block * kBlock) / l.kTile;
+  return tile * l.nTile * blocksPerTile + (n % l.nTile) * blocksPerTile + block % blocksPerTile;
+}
+
+void repackToKernel(const KernelLayout &l, int64_t count, int64_t N, int64_t K,
+                    const uint8_t *packed, const uint8_t *scales, uint8_t *outPacked,
+                    uint8_t *outScales) {
+  const int64_t pb = N * K / 2, sb = N * K / kBlock;
+  for (int64_t m = 0; m < count; ++m) {
+    const uint8_t *p = packed + m * pb, *sc = scales + m * sb;
+    uint8_t *op = outPacked + m * pb, *os = outScales + m * sb;
+    for (int64_t i = 0; i < pb; ++i)
+      op[i] = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) {
+        uint8_t b = p[n * (K / 2) + k / 2];
+        uint8_t code = (k % 2 == 0) ? (b & 0xF) : (b >> 4);
+        int64_t byte;
+        bool high;
+        kernelPayloadPosition(l, N, K, n, k, byte, high);
+        op[byte] |= high ? static_cast<uint8_t>(code << 4) : code;
+      }
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t b = 0; b < K / kBlock; ++b)
+        os[kernelScaleOffset(l, N, K, n, b)] = sc[n * (K / kBlock) + b];
+  }
+}
+
+void repackToCheckpoint(const KernelLayout &l, int64_t count, int64_t N, int64_t K,
+                        const uint8_t *packed, const uint8_t *scales, uint8_t *outPacked,
+                        uint8_t *outScales) {
+  const int64_t pb = N * K / 2, sb = N * K / kBlock;
+  for (int64_t m = 0; m < count; ++m) {
+    const uint8_t *p = packed + m * pb, *sc = scales + m * sb;
+    uint8_t *op = outPacked + m * pb, *os = outScales + m * sb;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; k += 2) {
+        uint8_t codes[2];
+        for (int64_t d = 0; d < 2; ++d) {
+          int64_t byte;
+          bool high;
+          kernelPayloadPosition(l, N, K, n, k + d, byte, high);
+          codes[d] = high ? (p[byte] >> 4) : (p[byte] & 0xF);
+        }
+        op[n * (K / 2) + k / 2] = static_cast<uint8_t>(codes[0] | (codes[1] << 4));
+      }
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t b = 0; b < K / kBlock; ++b)
+        os[n * (K / kBlock) + b] = sc[kernelScaleOffset(l, N, K, n, b)];
+  }
+}
+
+void dequantizeKernel(const KernelLayout &l, int64_t N, int64_t K, const uint8_t *packed,
+                      const uint8_t *scales, float *out) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      int64_t byte;
+      bool high;
+      kernelPayloadPosition(l, N, K, n, k, byte, high);
+      uint8_t code = high ? (packed[byte] >> 4) : (packed[byte] & 0xF);
+      out[n * K + k] =
+          decodeE2M1(code) * decodeE8M0(scales[kernelScaleOffset(l, N, K, n, k / kBlock)]);
+    }
+}
+
+} // namespace k3c::mxfp4

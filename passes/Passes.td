@@ -1,0 +1,76 @@
+//===- Passes.td - k3c transformation passes ----------------*- tablegen -*-===//
+//
+// One pass = one file = one flag = one lit test (test/Passes/<flag>.mlir).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3C_PASSES_PASSES_TD
+#define K3C_PASSES_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def K3DecomposeLayersPass : Pass<"k3-decompose-layers", "::mlir::ModuleOp"> {
+  let summary = "Decompose model-level k3 ops (L0) into core ops (L1)";
+  let description = [{
+    Rewrites `k3.kda`, `k3.gated_mla`, `k3.latent_moe`, `k3.mlp` and
+    `k3.lm_head` into `k3.linear`, `k3.short_conv`, `k3.kda_gate`,
+    `k3.l2norm`, `k3.delta_rule`, `k3.gated_rmsnorm`, `k3.mla_attention`,
+    `k3.moe_router`, `k3.expert_mlp`, `k3.moe_combine`, `k3.glu`,
+    `k3.rmsnorm` and `arith.addf`, following spec §4 op by op.
+  }];
+  let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::arith::ArithDialect"];
+}
+
+def K3KdaTilingLegalityPass : Pass<"k3-kda-tiling-legality", "::mlir::ModuleOp"> {
+  let summary = "Choose and verify the KDA chunk tiling under the gate's decay bound";
+  let description = [{
+    For every `k3.delta_rule`, finds the gate's lower bound g_min (from the
+    `k3.kda_gate` producing `g`) and picks the chunk size C: the largest of
+    64, 32, 16 for which the factorized chunk form keeps Γ⁻¹ = exp(C|g_min|)
+    and Γ = exp(-C|g_min|) finite and normal in `gamma-type` with a 2^4
+    margin, i.e. C|g_min| <= min(ln(max), -ln(min normal)) - ln 16. C must be
+    a multiple of the tensor-core M tile (16). An unbounded gate gets the
+    pairwise path (exp(G_i - G_j) inside 16-token tiles, no Γ⁻¹) with a
+    remark. A forced `chunk-size` that is illegal is an error printing C,
+    g_min, the dtype and the bound. Records chunk_size, tile, gamma_type,
+    path and varlen_masked on the op.
+  }];
+  let options = [
+    Option<"chunkSize", "chunk-size", "int64_t", /*default=*/"0",
+           "Force this chunk size (0: choose the largest legal one)">,
+    Option<"gammaType", "gamma-type", "std::string", /*default=*/"\"bf16\"",
+           "Dtype holding Γ and Γ⁻¹: bf16, f16 or f32">
+  ];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
+def K3MXFP4LayoutPass : Pass<"k3-mxfp4-layout", "::mlir::ModuleOp"> {
+  let summary = "Put routed-expert MXFP4 weights into the expert kernel's layout";
+  let description = [{
+    Rewrites every MXFP4 weight argument of the entry functions from the
+    checkpoint layout to `#k3.mxfp4_layout<n_tile = 8, k_tile = KT>` (KT the
+    largest of 128/64/32 dividing K): tiles whose per-thread 16-byte runs
+    are mma.m16n8k16 B fragments (docs/mxfp4-layout.md). The runtime's
+    repacker reads the same attribute (models/MXFP4Layout.h).
+  }];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
+def K3FuseKernelsPass : Pass<"k3-fuse-kernels", "::mlir::ModuleOp"> {
+  let summary = "Group core ops into k3.kernel regions, one per future kernel launch";
+  let description = [{
+    Forms the fused regions of docs/fusion.md (norm + projections, KDA conv +
+    gate, chunked delta rule, gated norm + output projection + residual, MLA
+    q up-projection, MLA attention + gate, router, experts, combine + norm +
+    up + shared add, ...). Values inside a region stay out of global memory.
+    Kernels with identical bodies (identical layers) share one name. With
+    `report` a remark per kernel gives its estimated bytes and FLOPs.
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Emit a remark per kernel with its cost estimates">
+  ];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
+#endif // K3C_PASSES_PASSES_TD
