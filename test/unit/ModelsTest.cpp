@@ -5,6 +5,7 @@
 #include "models/Generator.h"
 #include "models/KdaMath.h"
 #include "models/MXFP4.h"
+#include "models/MXFP4Layout.h"
 #include "models/Reference.h"
 #include "models/Safetensors.h"
 #include "models/Weights.h"
@@ -435,6 +436,64 @@ TEST(MXFP4, GridValuesRoundTripExactly) {
   k3c::mxfp4::dequantize(packed.data(), scales.data(), rows, cols, back.data());
   for (size_t i = 0; i < w.size(); ++i)
     EXPECT_EQ(back[i], w[i]) << i;
+}
+
+//===----------------------------------------------------------------------===//
+// MXFP4 kernel layout (#k3.mxfp4_layout): one description, exact round trip
+//===----------------------------------------------------------------------===//
+
+TEST(MXFP4Layout, RoundTripIsBitExactForEveryCodeAndScale) {
+  for (int64_t K : {32, 64, 128, 256}) {
+    const int64_t E = 3, N = 16;
+    k3c::mxfp4::KernelLayout l{8, k3c::mxfp4::chooseKTile(K)};
+    EXPECT_EQ(l.kTile, K == 32 ? 32 : K == 64 ? 64 : 128);
+    std::vector<uint8_t> codes(E * N * K), packed(E * N * K / 2), scales(E * N * K / 32);
+    for (size_t i = 0; i < codes.size(); ++i)
+      codes[i] = static_cast<uint8_t>((i * 7 + i / 16) % 16); // every code, both nibbles
+    for (size_t i = 0; i < scales.size(); ++i)
+      scales[i] = static_cast<uint8_t>(i * 37 % 256); // every scale byte incl. 0x00/0xFE/0xFF
+    for (int64_t e = 0; e < E; ++e)
+      k3c::mxfp4::packCodes(codes.data() + e * N * K, N, K, packed.data() + e * N * K / 2);
+    std::vector<uint8_t> kp(packed.size()), ks(scales.size()), bp(packed.size()), bs(scales.size());
+    k3c::mxfp4::repackToKernel(l, E, N, K, packed.data(), scales.data(), kp.data(), ks.data());
+    k3c::mxfp4::repackToCheckpoint(l, E, N, K, kp.data(), ks.data(), bp.data(), bs.data());
+    EXPECT_EQ(bp, packed) << "K = " << K;
+    EXPECT_EQ(bs, scales) << "K = " << K;
+    EXPECT_NE(kp, packed) << "the kernel layout permutes bytes";
+    // Dequantizing from either layout gives identical bits, NaN positions included.
+    for (int64_t e = 0; e < E; ++e) {
+      std::vector<float> a(N * K), b(N * K);
+      k3c::mxfp4::dequantize(packed.data() + e * N * K / 2, scales.data() + e * N * K / 32, N, K,
+                             a.data());
+      k3c::mxfp4::dequantizeKernel(l, N, K, kp.data() + e * N * K / 2, ks.data() + e * N * K / 32,
+                                   b.data());
+      for (int64_t i = 0; i < N * K; ++i)
+        ASSERT_TRUE(std::memcmp(&a[i], &b[i], 4) == 0 || (std::isnan(a[i]) && std::isnan(b[i])))
+            << "K = " << K << " element " << i;
+    }
+  }
+}
+
+TEST(MXFP4Layout, EachThreadHoldsItsMmaFragment) {
+  // K = 128: thread t of a tile owns 16 bytes = the B-fragment columns
+  // 16s + 2c + {0, 1, 8, 9} (s = 0..7) of row r = t / 4, c = t % 4.
+  const int64_t N = 8, K = 128;
+  k3c::mxfp4::KernelLayout l{8, 128};
+  for (int64_t t = 0; t < 32; ++t) {
+    int64_t r = t / 4, c = t % 4, j = 0;
+    for (int64_t s = 0; s < 8; ++s)
+      for (int64_t off : {0, 1, 8, 9}) {
+        int64_t byte;
+        bool high;
+        k3c::mxfp4::kernelPayloadPosition(l, N, K, r, 16 * s + 2 * c + off, byte, high);
+        EXPECT_EQ(byte, t * 16 + j / 2) << "thread " << t << " nibble " << j;
+        EXPECT_EQ(high, j % 2 == 1);
+        ++j;
+      }
+  }
+  // The row's four block scales are contiguous.
+  for (int64_t b = 0; b < 4; ++b)
+    EXPECT_EQ(k3c::mxfp4::kernelScaleOffset(l, N, K, 5, b), 5 * 4 + b);
 }
 
 //===----------------------------------------------------------------------===//

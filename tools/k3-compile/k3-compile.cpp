@@ -90,6 +90,10 @@ int main(int argc, char **argv) {
 
   MLIRContext ctx;
   ::k3c::loadBuilderDialects(ctx);
+  // Print every diagnostic (errors, warnings and the passes' remarks) with
+  // its location; a .mlir input installs a handler that also shows source lines.
+  llvm::SourceMgr emptySm;
+  SourceMgrDiagnosticHandler diagHandler(emptySm, &ctx);
   Progress progress;
   OwningOpRef<ModuleOp> module;
   try {

@@ -824,7 +824,14 @@ void KernelOp::print(OpAsmPrinter &p) {
   p << " family ";
   p.printString(getFamily());
   p << " (" << getInputs() << ")";
-  p.printOptionalAttrDict((*this)->getAttrs(), {"sym_name", "family"});
+  SmallVector<StringRef> elided = {"sym_name", "family"};
+  if (getWeightBytes() == 0)
+    elided.push_back("weight_bytes");
+  if (getBytesPerToken() == 0)
+    elided.push_back("bytes_per_token");
+  if (getFlopsPerToken() == 0)
+    elided.push_back("flops_per_token");
+  p.printOptionalAttrDict((*this)->getAttrs(), elided);
   p << " : ";
   p.printFunctionalType(getInputs().getTypes(), getResultTypes());
   p << " ";

@@ -1,0 +1,76 @@
+// RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels | FileCheck %s
+// RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels=report -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
+// RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels | k3-opt -o /dev/null
+
+// Two identical pre-norm KDA layers with residual adds: four kernels per
+// layer, and the second layer reuses the first layer's kernel names.
+// CHECK-LABEL: func.func @two_kda_layers
+// CHECK: %{{.*}}:6 = k3.kernel "[[IN:k3_kda_in_[0-9a-f]+]]" family "kda_in"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: k3.rmsnorm
+// CHECK-COUNT-6: k3.linear
+// CHECK-NEXT: k3.yield
+// CHECK: k3.kernel "[[CONV:k3_kda_conv_gate_[0-9a-f]+]]" family "kda_conv_gate"
+// CHECK-COUNT-3: k3.short_conv
+// CHECK: k3.linear
+// CHECK-NEXT: k3.kda_gate
+// CHECK-NEXT: k3.l2norm
+// CHECK-NEXT: k3.l2norm
+// CHECK-NEXT: k3.yield
+// CHECK: k3.kernel "[[CHUNK:k3_kda_chunk_[0-9a-f]+]]" family "kda_chunk"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: k3.delta_rule
+// CHECK-NEXT: k3.yield
+// CHECK: %[[H1:.*]] = k3.kernel "[[OUT:k3_kda_out_[0-9a-f]+]]" family "kda_out"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: k3.gated_rmsnorm
+// CHECK-NEXT: k3.linear
+// CHECK-NEXT: arith.addf
+// CHECK-NEXT: k3.yield
+// CHECK: k3.kernel "[[IN]]" family "kda_in" (%[[H1]],
+// CHECK: k3.kernel "[[CONV]]" family "kda_conv_gate"
+// CHECK: k3.kernel "[[CHUNK]]" family "kda_chunk"
+// CHECK: %[[H2:.*]] = k3.kernel "[[OUT]]" family "kda_out"
+// CHECK-NOT: k3.kernel
+// CHECK: return %[[H2]]
+
+// rmsnorm 512 + q,k,v,g 4 x 32768 + f_a 8192 + b 1024 FLOP per token; the
+// q/k/v/g/f_a/b weights are 4 x 32 KiB + 8 KiB + 1 KiB.
+// REPORT: remark: kernel [[IN:k3_kda_in_[0-9a-f]+]] (kda_in): 140800 FLOP/token, {{[0-9]+}} activation bytes/token, 140544 weight bytes
+// REPORT: remark: kernel {{k3_kda_conv_gate_[0-9a-f]+}} (kda_conv_gate)
+// REPORT: remark: kernel {{k3_kda_chunk_[0-9a-f]+}} (kda_chunk): 28672 FLOP/token
+// REPORT: remark: kernel {{k3_kda_out_[0-9a-f]+}} (kda_out)
+// REPORT: remark: kernel [[IN]] (kda_in)
+func.func @two_kda_layers(%x: tensor<?x128xbf16>, %lens: tensor<?xi32>,
+    %st0: tensor<?x4x32x32xf32>, %cs0: tensor<?x3x384xbf16>,
+    %st1: tensor<?x4x32x32xf32>, %cs1: tensor<?x3x384xbf16>,
+    %n0: tensor<128xbf16>, %n1: tensor<128xbf16>, %w0_q: tensor<128x128xbf16>, %w0_k: tensor<128x128xbf16>, %w0_v: tensor<128x128xbf16>, %w0_cq: tensor<128x1x4xf32>, %w0_ck: tensor<128x1x4xf32>, %w0_cv: tensor<128x1x4xf32>, %w0_fa: tensor<32x128xbf16>, %w0_fb: tensor<128x32xbf16>, %w0_dt: tensor<128xf32>, %w0_alog: tensor<4xf32>, %w0_b: tensor<4x128xbf16>, %w0_on: tensor<32xf32>, %w0_o: tensor<128x128xbf16>, %w0_g: tensor<128x128xbf16>, %w1_q: tensor<128x128xbf16>, %w1_k: tensor<128x128xbf16>, %w1_v: tensor<128x128xbf16>, %w1_cq: tensor<128x1x4xf32>, %w1_ck: tensor<128x1x4xf32>, %w1_cv: tensor<128x1x4xf32>, %w1_fa: tensor<32x128xbf16>, %w1_fb: tensor<128x32xbf16>, %w1_dt: tensor<128xf32>, %w1_alog: tensor<4xf32>, %w1_b: tensor<4x128xbf16>, %w1_on: tensor<32xf32>, %w1_o: tensor<128x128xbf16>, %w1_g: tensor<128x128xbf16>)
+    -> tensor<?x128xbf16> {
+  %xn0 = k3.rmsnorm %x, %n0 {eps = 1.0e-05 : f64} : (tensor<?x128xbf16>, tensor<128xbf16>) -> tensor<?x128xbf16>
+  %a0, %s0, %c0 = k3.kda %xn0, %lens, %st0, %cs0
+      weights(%w0_q, %w0_k, %w0_v, %w0_cq, %w0_ck, %w0_cv, %w0_fa, %w0_fb, %w0_dt, %w0_alog, %w0_b, %w0_on, %w0_o)
+      output_gate(%w0_g)
+      {num_heads = 4 : i64, head_dim = 32 : i64, gate_form = #k3.gate_form<bounded_sigmoid>,
+       gate_lower_bound = -5.0 : f64, norm_eps = 1.0e-05 : f64}
+      : (tensor<?x128xbf16>, tensor<?xi32>, tensor<?x4x32x32xf32>, tensor<?x3x384xbf16>,
+         tensor<128x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>,
+         tensor<128x1x4xf32>, tensor<128x1x4xf32>, tensor<128x1x4xf32>,
+         tensor<32x128xbf16>, tensor<128x32xbf16>, tensor<128xf32>, tensor<4xf32>,
+         tensor<4x128xbf16>, tensor<32xf32>, tensor<128x128xbf16>, tensor<128x128xbf16>)
+      -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>, tensor<?x3x384xbf16>)
+  %h1 = arith.addf %x, %a0 : tensor<?x128xbf16>
+  %xn1 = k3.rmsnorm %h1, %n1 {eps = 1.0e-05 : f64} : (tensor<?x128xbf16>, tensor<128xbf16>) -> tensor<?x128xbf16>
+  %a1, %s1, %c1 = k3.kda %xn1, %lens, %st1, %cs1
+      weights(%w1_q, %w1_k, %w1_v, %w1_cq, %w1_ck, %w1_cv, %w1_fa, %w1_fb, %w1_dt, %w1_alog, %w1_b, %w1_on, %w1_o)
+      output_gate(%w1_g)
+      {num_heads = 4 : i64, head_dim = 32 : i64, gate_form = #k3.gate_form<bounded_sigmoid>,
+       gate_lower_bound = -5.0 : f64, norm_eps = 1.0e-05 : f64}
+      : (tensor<?x128xbf16>, tensor<?xi32>, tensor<?x4x32x32xf32>, tensor<?x3x384xbf16>,
+         tensor<128x128xbf16>, tensor<128x128xbf16>, tensor<128x128xbf16>,
+         tensor<128x1x4xf32>, tensor<128x1x4xf32>, tensor<128x1x4xf32>,
+         tensor<32x128xbf16>, tensor<128x32xbf16>, tensor<128xf32>, tensor<4xf32>,
+         tensor<4x128xbf16>, tensor<32xf32>, tensor<128x128xbf16>, tensor<128x128xbf16>)
+      -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>, tensor<?x3x384xbf16>)
+  %h2 = arith.addf %h1, %a1 : tensor<?x128xbf16>
+  return %h2 : tensor<?x128xbf16>
+}
