@@ -13,7 +13,7 @@
 // CHECK: %[[Z:.*]] = k3.linear %[[FA]], %{{.*}} : (tensor<?x32xbf16>, tensor<128x32xbf16>) -> tensor<?x128xbf16>
 // CHECK: %[[G:.*]] = k3.kda_gate %[[Z]], %{{.*}}, %{{.*}} {gate_form = #k3.gate_form<bounded_sigmoid>, lower_bound = -5.000000e+00 : f64, num_heads = 4 : i64} {{.*}} -> tensor<?x128xf32>
 // CHECK: %[[B:.*]] = k3.linear %[[X]], %{{.*}} : (tensor<?x128xbf16>, tensor<4x128xbf16>) -> tensor<?x4xbf16>
-// CHECK: %[[QN:.*]] = k3.l2norm %[[QC]] {eps = 9.9999999999999995E-7 : f64, head_dim = 32 : i64, scale = 0.17677669529663687 : f64}
+// CHECK: %[[QN:.*]] = k3.l2norm %[[QC]] {eps = 9.9999999999999995E-7 : f64, head_dim = 32 : i64, scale = 0.17677669529663687 : f64} : tensor<?x128xbf16> -> tensor<?x128xf32>
 // CHECK: %[[KN:.*]] = k3.l2norm %[[KC]] {eps = 9.9999999999999995E-7 : f64, head_dim = 32 : i64} :
 // CHECK: %[[O:.*]], %[[NS:.*]] = k3.delta_rule %[[QN]], %[[KN]], %[[VC]], %[[G]], %[[B]], %[[ST]], %[[LENS]] {num_heads = 4 : i64}
 // CHECK: %[[GT:.*]] = k3.linear %[[X]], %{{.*}} : (tensor<?x128xbf16>, tensor<128x128xbf16>)

@@ -583,6 +583,9 @@ LogicalResult L2NormOp::verify() {
   if (!ShapedType::isDynamic((*s)[1]) && (*s)[1] % getHeadDim() != 0)
     return emitOpError() << "operand 'input' width " << (*s)[1]
                          << " is not divisible by head_dim = " << getHeadDim();
+  if (!c.dims(getResult(), "result", {(*s)[0], (*s)[1]},
+              {"token count of 'input'", "width of 'input'"}))
+    return failure();
   return success();
 }
 

@@ -332,16 +332,18 @@ def K3_KdaGateOp : K3_PureOp<"kda_gate"> {
   }];
 }
 
-def K3_L2NormOp : K3_PureOp<"l2norm", [SameOperandsAndResultType]> {
+def K3_L2NormOp : K3_PureOp<"l2norm"> {
   let summary = "per-head L2 normalization x / sqrt(sum x^2 + eps), then * scale";
   let description = [{
     `input` `[T, H*head_dim]`: each run of `head_dim` channels is divided by
-    sqrt(sum of squares + eps) and multiplied by `scale`; fp32 math.
+    sqrt(sum of squares + eps) and multiplied by `scale`; fp32 math. The
+    result (same shape) is usually f32: KDA normalizes q and k inside its
+    kernel and never rounds them back to bf16.
   }];
   let arguments = (ins K3_FloatTensor:$input, K3_I64Attr:$head_dim, F64Attr:$eps,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale);
   let results = (outs K3_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
 def K3_DeltaRuleOp : K3_PureOp<"delta_rule"> {

@@ -516,7 +516,15 @@ func.func @kda_gate_short_a_log(%z: tensor<?x8xbf16>, %a: tensor<1xf32>, %b: ten
 
 func.func @l2norm_zero_eps(%x: tensor<?x8xbf16>) {
   // expected-error @below {{'k3.l2norm' op attribute 'eps' must be positive and finite, got 0.000000e+00}}
-  %y = k3.l2norm %x {head_dim = 4 : i64, eps = 0.0 : f64} : tensor<?x8xbf16>
+  %y = k3.l2norm %x {head_dim = 4 : i64, eps = 0.0 : f64} : tensor<?x8xbf16> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @l2norm_bad_result(%x: tensor<?x8xbf16>) {
+  // expected-error @below {{'k3.l2norm' op result dim 1 is 4, expected 8 (width of 'input')}}
+  %y = k3.l2norm %x {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<?x8xbf16> -> tensor<?x4xf32>
   return
 }
 
@@ -524,7 +532,7 @@ func.func @l2norm_zero_eps(%x: tensor<?x8xbf16>) {
 
 func.func @l2norm_indivisible(%x: tensor<?x10xbf16>) {
   // expected-error @below {{'k3.l2norm' op operand 'input' width 10 is not divisible by head_dim = 4}}
-  %y = k3.l2norm %x {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<?x10xbf16>
+  %y = k3.l2norm %x {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<?x10xbf16> -> tensor<?x10xf32>
   return
 }
 
@@ -643,7 +651,7 @@ func.func @kernel_bad_arg(%x: tensor<?x8xbf16>) {
   // expected-error @below {{'k3.kernel' op body argument #0 has type 'tensor<?x4xbf16>' but input #0 has type 'tensor<?x8xbf16>'}}
   %y = k3.kernel "k" family "f" (%x) : (tensor<?x8xbf16>) -> tensor<?x8xbf16> {
   ^bb0(%a: tensor<?x4xbf16>):
-    %c = k3.l2norm %a {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<?x4xbf16>
+    %c = k3.l2norm %a {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<?x4xbf16> -> tensor<?x4xbf16>
     k3.yield %c : tensor<?x4xbf16>
   }
   return

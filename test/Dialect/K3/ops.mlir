@@ -195,7 +195,7 @@ func.func @kda_core(%x: tensor<?x128xbf16>, %lens: tensor<?xi32>, %w: tensor<128
       gate_form = #k3.gate_form<bounded_sigmoid>, lower_bound = -5.0 : f64}
       : (tensor<?x128xbf16>, tensor<4xf32>, tensor<128xf32>) -> tensor<?x128xf32>
   // CHECK: k3.l2norm
-  %qn = k3.l2norm %c {head_dim = 32 : i64, eps = 1.0e-06 : f64, scale = 0.17677669529663687 : f64} : tensor<?x128xbf16>
+  %qn = k3.l2norm %c {head_dim = 32 : i64, eps = 1.0e-06 : f64, scale = 0.17677669529663687 : f64} : tensor<?x128xbf16> -> tensor<?x128xf32>
   // CHECK: k3.delta_rule
   // CHECK-SAME: chunk_size = 16 : i64
   // CHECK-SAME: gamma_type = bf16
@@ -205,7 +205,7 @@ func.func @kda_core(%x: tensor<?x128xbf16>, %lens: tensor<?xi32>, %w: tensor<128
   %o, %s2 = k3.delta_rule %qn, %qn, %c, %g, %b, %state, %lens
       {num_heads = 4 : i64, chunk_size = 16 : i64, tile = 16 : i64, gamma_type = bf16,
        path = #k3.chunk_path<factorized>, varlen_masked}
-      : (tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?x128xf32>,
+      : (tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x128xbf16>, tensor<?x128xf32>,
          tensor<?x4xbf16>, tensor<?x4x32x32xf32>, tensor<?xi32>)
       -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>)
   // CHECK: k3.gated_rmsnorm
