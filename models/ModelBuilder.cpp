@@ -31,6 +31,7 @@ public:
       : ctx(ctx), c(c), opts(o), b(&ctx) {
     bf16 = b.getBF16Type();
     f32 = b.getF32Type();
+    act = o.f32Activations ? f32 : bf16;
     i32 = b.getI32Type();
   }
 
@@ -75,12 +76,12 @@ private:
       if (c.attn[li] == AttnKind::KDA) {
         stateArgs.push_back(arg(tensor({kDyn, c.kdaHeads, c.kdaHeadDim, c.kdaHeadDim}, f32),
                                 "k3.state", p + "kda_state"));
-        stateArgs.push_back(arg(tensor({kDyn, c.convKernel - 1, 3 * c.kdaProjDim()}, bf16),
+        stateArgs.push_back(arg(tensor({kDyn, c.convKernel - 1, 3 * c.kdaProjDim()}, act),
                                 "k3.state", p + "conv_state"));
       } else {
         int64_t cap = opts.maxContext > 0 ? opts.maxContext : kDyn;
         stateArgs.push_back(
-            arg(tensor({kDyn, cap, c.mlaCacheDim()}, bf16), "k3.state", p + "mla_cache"));
+            arg(tensor({kDyn, cap, c.mlaCacheDim()}, act), "k3.state", p + "mla_cache"));
       }
     }
     weightArg.clear();
@@ -149,8 +150,8 @@ private:
   void emitBody(Location loc) {
     Value ids = entry->getArgument(idsArg), lens = entry->getArgument(lensArg),
           cacheLens = entry->getArgument(cacheLensArg);
-    auto act = tensor({kDyn, c.hiddenSize}, bf16);
-    Value h = EmbeddingOp::create(b, nameLoc("embed", loc), act, ids,
+    auto actT = tensor({kDyn, c.hiddenSize}, act);
+    Value h = EmbeddingOp::create(b, nameLoc("embed", loc), actT, ids,
                                   W("model.embed_tokens.weight"));
     SmallVector<Value> newStates;
     size_t stateIdx = 0;
@@ -184,7 +185,7 @@ private:
         stateIdx += 2;
         auto L = [&](const char *r) { return LW(li, std::string("self_attn.") + r); };
         auto op = KdaOp::create(
-            b, nameLoc(lp + "self_attn", loc), act, st.getType(), conv.getType(), xn, lens, st,
+            b, nameLoc(lp + "self_attn", loc), actT, st.getType(), conv.getType(), xn, lens, st,
             conv, L("q_proj.weight"), L("k_proj.weight"), L("v_proj.weight"),
             L("q_conv1d.weight"), L("k_conv1d.weight"), L("v_conv1d.weight"),
             L("f_a_proj.weight"), L("f_b_proj.weight"), L("dt_bias"), L("A_log"),
@@ -201,7 +202,7 @@ private:
         Value cache = entry->getArgument(stateArgs[stateIdx++]);
         auto L = [&](const char *r) { return LW(li, std::string("self_attn.") + r); };
         auto op = GatedMlaOp::create(
-            b, nameLoc(lp + "self_attn", loc), act, cache.getType(), xn, lens, cache, cacheLens,
+            b, nameLoc(lp + "self_attn", loc), actT, cache.getType(), xn, lens, cache, cacheLens,
             L("q_a_proj.weight"), L("q_a_layernorm.weight"), L("q_b_proj.weight"),
             L("q_proj.weight"), L("kv_a_proj_with_mqa.weight"), L("kv_a_layernorm.weight"),
             L("kv_b_proj.weight"), L("g_proj.weight"), L("o_proj.weight"), i64(c.mlaHeads),
@@ -224,13 +225,13 @@ private:
                          nameLoc(lp + "post_attention_layernorm", loc));
       Value m;
       if (c.ffn[li] == FfnKind::Dense) {
-        m = MlpOp::create(b, nameLoc(lp + "mlp", loc), act, yn, LW(li, "mlp.gate_proj.weight"),
+        m = MlpOp::create(b, nameLoc(lp + "mlp", loc), actT, yn, LW(li, "mlp.gate_proj.weight"),
                           LW(li, "mlp.up_proj.weight"), LW(li, "mlp.down_proj.weight"), actAttr,
                           optF64(situ, c.situBeta), optF64(situ, c.situLinearBeta));
       } else {
         auto L = [&](const char *r) { return LW(li, std::string("block_sparse_moe.") + r); };
         m = LatentMoeOp::create(
-            b, nameLoc(lp + "block_sparse_moe", loc), act, yn, L("gate.weight"),
+            b, nameLoc(lp + "block_sparse_moe", loc), actT, yn, L("gate.weight"),
             L("gate.e_score_correction_bias"), L("routed_expert_down_proj.weight"),
             L("routed_expert_norm.weight"), L("routed_expert_up_proj.weight"), L("experts.w1"),
             L("experts.w3"), L("experts.w2"), L("shared_experts.gate_proj.weight"),
@@ -250,7 +251,7 @@ private:
                                    W("model.output_attn_res_proj.weight"),
                                    nameLoc("output_attn_res", loc))
                          : h;
-    Value last = LastTokensOp::create(b, nameLoc("last_tokens", loc), act, out, lens);
+    Value last = LastTokensOp::create(b, nameLoc("last_tokens", loc), actT, out, lens);
     Value fn = rmsnorm(last, W("model.norm.weight"), c.rmsNormEps, nameLoc("norm", loc));
     Value logits = LmHeadOp::create(b, nameLoc("lm_head", loc), tensor({kDyn, c.vocabSize}, f32),
                                     fn, W("lm_head.weight"));
@@ -263,7 +264,7 @@ private:
   const ModelConfig &c;
   BuildOptions opts;
   OpBuilder b;
-  Type bf16, f32, i32;
+  Type bf16, f32, i32, act;
   Block *entry = nullptr;
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;

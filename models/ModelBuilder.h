@@ -22,6 +22,9 @@ namespace k3c {
 struct BuildOptions {
   /// MLA cache capacity in tokens per sequence; 0 leaves it dynamic.
   int64_t maxContext = 0;
+  /// Activation (and conv window / MLA cache) dtype: bf16 (the model's
+  /// contract) or f32 (for checking kernels against the fp32 reference at 1e-5).
+  bool f32Activations = false;
 };
 
 /// Registers the dialects the builder emits into `ctx`.

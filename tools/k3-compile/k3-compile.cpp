@@ -9,11 +9,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/K3/IR/K3Dialect.h"
+#include "models/Common.h"
 #include "models/Config.h"
 #include "models/ModelBuilder.h"
 #include "models/Safetensors.h"
 #include "models/Weights.h"
 #include "passes/Passes.h"
+#include "lowering/Artifact.h"
+#include "lowering/Lowering.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -31,6 +34,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <unistd.h>
 #include <filesystem>
 
 using namespace mlir;
@@ -42,13 +46,27 @@ static cl::opt<std::string> inputPath(cl::Positional,
                                       cl::Required);
 static cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                        cl::value_desc("file"), cl::init("-"));
-enum class Emit { K3, Core, Fused };
+enum class Emit { K3, Core, Fused, Loops, LLVM, Artifact };
 static cl::opt<Emit> emit(
-    "emit", cl::desc("What to emit"), cl::init(Emit::K3),
+    "emit",
+    cl::desc("What to emit (default: an artifact directory when -o names one, else k3)"),
+    cl::init(Emit::K3),
     cl::values(clEnumValN(Emit::K3, "k3", "whole-model k3 IR (@prefill, @decode)"),
                clEnumValN(Emit::Core, "core",
                           "core ops after decomposition, KDA tiling and MXFP4 layout"),
-               clEnumValN(Emit::Fused, "fused", "fused k3.kernel regions")));
+               clEnumValN(Emit::Fused, "fused", "fused k3.kernel regions"),
+               clEnumValN(Emit::Loops, "loops", "each distinct kernel as loops over memrefs"),
+               clEnumValN(Emit::LLVM, "llvm", "host kernels as LLVM IR"),
+               clEnumValN(Emit::Artifact, "artifact",
+                          "the ahead-of-time artifact directory (manifest + kernels)")));
+static cl::opt<std::string> target("target",
+                                   cl::desc("Code generation target: host (x86-64 shared "
+                                            "library); sm_90a and both are not available yet"),
+                                   cl::init("host"));
+static cl::opt<int64_t> maxTokens("max-tokens", cl::desc("Artifact capacity: tokens per step"),
+                                  cl::init(512));
+static cl::opt<int64_t> maxSeqs("max-seqs", cl::desc("Artifact capacity: sequences per batch"),
+                                cl::init(16));
 static cl::opt<bool> report("report",
                             cl::desc("Print the fusion report (kernels per layer with "
                                      "estimated FLOPs and bytes); implies fusion"),
@@ -63,6 +81,11 @@ static cl::opt<std::string> gammaType("kda-gamma-type",
 static cl::opt<int64_t> maxContext("max-context",
                                    cl::desc("MLA cache capacity per sequence (0: dynamic)"),
                                    cl::init(0));
+static cl::opt<std::string> activationDtype(
+    "activation-dtype",
+    cl::desc("Activation, conv-window and MLA-cache dtype: bf16 (the model's contract) or f32 "
+             "(checks kernels against the fp32 reference at 1e-5)"),
+    cl::init("bf16"));
 static cl::opt<bool> quiet("quiet", cl::desc("No progress lines"), cl::init(false));
 
 namespace {
@@ -88,6 +111,21 @@ int main(int argc, char **argv) {
       "  Input: a HF config.json, a checkpoint directory (config.json +\n"
       "  safetensors; tensors are checked against the config), or k3 IR (.mlir).\n");
 
+  if (emit.getNumOccurrences() == 0 && outputPath != "-" &&
+      !llvm::StringRef(outputPath).ends_with(".mlir") &&
+      !llvm::StringRef(outputPath).ends_with(".ll"))
+    emit = Emit::Artifact;
+  if (emit == Emit::Artifact || emit == Emit::LLVM || emit == Emit::Loops) {
+    if (target != "host") {
+      llvm::errs() << "k3-compile: error: --target=" << target
+                   << " is not available yet; this build generates code for --target=host\n";
+      return 1;
+    }
+  }
+  if (emit == Emit::Artifact && outputPath == "-") {
+    llvm::errs() << "k3-compile: error: --emit=artifact needs -o DIR\n";
+    return 1;
+  }
   MLIRContext ctx;
   ::k3c::loadBuilderDialects(ctx);
   // Print every diagnostic (errors, warnings and the passes' remarks) with
@@ -96,6 +134,8 @@ int main(int argc, char **argv) {
   SourceMgrDiagnosticHandler diagHandler(emptySm, &ctx);
   Progress progress;
   OwningOpRef<ModuleOp> module;
+  ::k3c::ModelConfig config;
+  std::string checkpointDir;
   try {
     std::string configPath;
     if (fs::is_directory(inputPath.getValue())) {
@@ -103,6 +143,7 @@ int main(int argc, char **argv) {
       ::k3c::ModelConfig c = ::k3c::loadConfig(configPath);
       ::k3c::CheckpointFiles ckpt = ::k3c::CheckpointFiles::open(inputPath);
       ::k3c::bindCheckpoint(c, ckpt);
+      checkpointDir = inputPath;
       progress.line("checkpoint " + inputPath + ": " + std::to_string(ckpt.names().size()) +
                     " tensors match the config");
     } else if (llvm::StringRef(inputPath).ends_with(".mlir")) {
@@ -124,13 +165,19 @@ int main(int argc, char **argv) {
     }
     if (!module) {
       ::k3c::ModelConfig c = ::k3c::loadConfig(configPath);
+      config = c;
       progress.line("config " + configPath + ": " + c.modelType + ", " +
                     std::to_string(c.numLayers) + " layers (" +
                     std::to_string(c.count(::k3c::AttnKind::KDA)) + " KDA, " +
                     std::to_string(c.count(::k3c::AttnKind::MLA)) + " MLA), " +
                     std::to_string(::k3c::parameterCount(c)) + " parameters");
       ::k3c::BuildOptions opts;
-      opts.maxContext = maxContext;
+      if (activationDtype != "bf16" && activationDtype != "f32")
+        throw ::k3c::Error("--activation-dtype must be bf16 or f32, got '" + activationDtype + "'");
+      opts.f32Activations = activationDtype == "f32";
+      opts.maxContext = maxContext > 0 ? maxContext
+                        : emit == Emit::Artifact ? std::min<int64_t>(c.maxPositions > 0 ? c.maxPositions : 4096, 4096)
+                                                 : 0;
       module = ::k3c::buildModel(ctx, c, opts);
       if (!module) {
         llvm::errs() << "k3-compile: error: the built module failed to verify\n";
@@ -147,6 +194,10 @@ int main(int argc, char **argv) {
     PassManager pm(&ctx);
     if (failed(applyPassManagerCLOptions(pm)))
       return 1;
+    if (emit == Emit::Artifact && config.modelType.empty()) {
+      llvm::errs() << "k3-compile: error: an artifact needs a config.json or checkpoint input\n";
+      return 1;
+    }
     if (emit == Emit::Core) {
       pm.addPass(mlir::k3::createK3DecomposeLayersPass());
       mlir::k3::K3KdaTilingLegalityPassOptions t;
@@ -166,6 +217,74 @@ int main(int argc, char **argv) {
     }
     progress.line(emit == Emit::Core ? "decomposed, tiled and laid out"
                                      : "fused into kernels");
+  }
+
+  if (emit == Emit::Loops || emit == Emit::LLVM || emit == Emit::Artifact) {
+    std::vector<::k3c::lowering::KernelInfo> kernels;
+    auto loops = ::k3c::lowering::lowerKernelsToLoops(*module, kernels);
+    if (failed(loops)) {
+      llvm::errs() << "k3-compile: error: lowering the kernels failed\n";
+      return 1;
+    }
+    progress.line("lowered " + std::to_string(kernels.size()) + " distinct kernels to loops");
+    std::string err;
+    if (emit == Emit::Loops || emit == Emit::LLVM) {
+      auto out = openOutputFile(outputPath, &err);
+      if (!out) {
+        llvm::errs() << "k3-compile: error: " << err << "\n";
+        return 1;
+      }
+      if (emit == Emit::Loops) {
+        (*loops)->print(out->os());
+      } else {
+        std::string ir;
+        std::string tmp = (std::filesystem::temp_directory_path() /
+                           ("k3c-" + std::to_string(::getpid()) + ".so"))
+                              .string();
+        if (failed(::k3c::lowering::buildHostLibrary(**loops, kernels, tmp, &ir, err))) {
+          llvm::errs() << "k3-compile: error: " << err << "\n";
+          return 1;
+        }
+        std::filesystem::remove(tmp);
+        out->os() << ir;
+      }
+      out->keep();
+      return 0;
+    }
+    std::filesystem::create_directories(outputPath.getValue());
+    std::string lib = (std::filesystem::path(outputPath.getValue()) / "kernels_host.so").string();
+    if (failed(::k3c::lowering::buildHostLibrary(**loops, kernels, lib, nullptr, err))) {
+      llvm::errs() << "k3-compile: error: " << err << "\n";
+      return 1;
+    }
+    progress.line("compiled the host kernel library " + lib);
+    {
+      auto fusedOut = openOutputFile(
+          (std::filesystem::path(outputPath.getValue()) / "model.fused.mlir").string(), &err);
+      if (fusedOut) {
+        module->print(fusedOut->os());
+        fusedOut->keep();
+      }
+    }
+    ::k3c::lowering::ArtifactOptions ao;
+    ao.dir = outputPath;
+    ao.target = target;
+    ao.checkpointDir = checkpointDir;
+    ao.hostLibrary = lib;
+    ao.config = config;
+    ao.maxTokens = maxTokens;
+    ao.activationDtype = activationDtype;
+    ao.maxSeqs = maxSeqs;
+    ao.maxContext = maxContext > 0 ? maxContext
+                                   : std::min<int64_t>(config.maxPositions > 0 ? config.maxPositions : 4096, 4096);
+    if (failed(::k3c::lowering::writeArtifact(*module, kernels, ao, err))) {
+      llvm::errs() << "k3-compile: error: " << err << "\n";
+      return 1;
+    }
+    if (report)
+      mlir::k3::printFusionReport(*module, llvm::outs());
+    progress.line("wrote the artifact " + outputPath);
+    return 0;
   }
 
   std::string err;

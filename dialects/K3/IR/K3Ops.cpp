@@ -185,9 +185,7 @@ LogicalResult EmbeddingOp::verify() {
   if (!ids || !table)
     return failure();
   if (!c.dims(getResult(), "result", {(*ids)[0], (*table)[1]},
-              {"token count of 'ids'", "hidden size of 'table'"}) ||
-      !c.elementType(getResult(), "result",
-                     getElementTypeOrSelf(getTable().getType())))
+              {"token count of 'ids'", "hidden size of 'table'"}))
     return failure();
   return success();
 }

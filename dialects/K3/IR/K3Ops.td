@@ -41,7 +41,8 @@ class K3_PureOp<string mnemonic, list<Trait> traits = []>
 def K3_EmbeddingOp : K3_PureOp<"embedding"> {
   let summary = "token embedding lookup";
   let description = [{
-    Gathers rows of `table` ([vocab, D]) for each token id ([T]). No scaling.
+    Gathers rows of `table` ([vocab, D]) for each token id ([T]). No scaling;
+    the result may have a wider float type than the table (f32 activations).
 
     ```mlir
     %h = k3.embedding %ids, %table : (tensor<?xi32>, tensor<512x128xbf16>) -> tensor<?x128xbf16>

@@ -724,14 +724,6 @@ func.func @embedding_token_count(%i: tensor<3xi32>, %t: tensor<64x16xbf16>) {
 
 // -----
 
-func.func @embedding_dtype(%i: tensor<?xi32>, %t: tensor<64x16xbf16>) {
-  // expected-error @below {{'k3.embedding' op result must have element type 'bf16', got 'f32'}}
-  %h = k3.embedding %i, %t : (tensor<?xi32>, tensor<64x16xbf16>) -> tensor<?x16xf32>
-  return
-}
-
-// -----
-
 func.func @rmsnorm_bad_weight(%x: tensor<?x16xbf16>, %w: tensor<8xbf16>) {
   // expected-error @below {{'k3.rmsnorm' op operand 'weight' dim 0 is 8, expected 16 (last dim of 'input')}}
   %y = k3.rmsnorm %x, %w {eps = 1.0e-05 : f64} : (tensor<?x16xbf16>, tensor<8xbf16>) -> tensor<?x16xbf16>

@@ -1,0 +1,30 @@
+//===- Artifact.h - the ahead-of-time artifact writer -----------*- C++ -*-===//
+
+#ifndef K3C_LOWERING_ARTIFACT_H
+#define K3C_LOWERING_ARTIFACT_H
+
+#include "lowering/Lowering.h"
+#include "models/Config.h"
+
+namespace k3c::lowering {
+
+constexpr int kArtifactFormatVersion = 1;
+constexpr const char *kCompilerVersion = "0.1.0";
+
+struct ArtifactOptions {
+  std::string dir;           ///< the artifact directory
+  std::string target;        ///< "host"
+  std::string checkpointDir; ///< weights source ("" for config-only builds)
+  std::string hostLibrary;   ///< path of kernels_host.so inside `dir`
+  ModelConfig config;
+  int64_t maxTokens = 512, maxSeqs = 16, maxContext = 4096;
+  std::string activationDtype = "bf16";
+};
+
+/// Writes manifest.json for the fused module and its lowered kernels.
+mlir::LogicalResult writeArtifact(mlir::ModuleOp fused, const std::vector<KernelInfo> &kernels,
+                                  const ArtifactOptions &options, std::string &error);
+
+} // namespace k3c::lowering
+
+#endif // K3C_LOWERING_ARTIFACT_H

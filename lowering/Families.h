@@ -1,0 +1,44 @@
+//===- Families.h - per-family lowering of core ops to loops ---*- C++ -*-===//
+
+#ifndef K3C_LOWERING_FAMILIES_H
+#define K3C_LOWERING_FAMILIES_H
+
+#include "lowering/KernelBuilder.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+namespace k3c::lowering {
+
+/// Buffers of the values of one kernel body while it is lowered.
+struct LowerState {
+  llvm::DenseMap<mlir::Value, mlir::Value> buffer;    ///< tensor value -> memref
+  llvm::DenseMap<mlir::Value, MXFP4Buffers> mxfp4;    ///< MXFP4 value -> bytes
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Value>> scratch; ///< op-internal
+  mlir::Value get(mlir::Value v) const { return buffer.lookup(v); }
+};
+
+/// Extra buffers an op needs inside its kernel (shape dim 0 = operand 0's).
+struct ScratchNeed {
+  llvm::SmallVector<int64_t> shape; ///< dim 0 dynamic (-1) = tokens
+  mlir::Type elementType;
+};
+llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op);
+
+/// Each returns success() when it lowered `op`, failure() on error, and
+/// std::nullopt when `op` is not of its family.
+std::optional<mlir::LogicalResult> lowerDenseFamily(mlir::Operation *op, KernelBuilder &kb,
+                                                    LowerState &st);
+std::optional<mlir::LogicalResult> lowerKdaFamily(mlir::Operation *op, KernelBuilder &kb,
+                                                  LowerState &st);
+std::optional<mlir::LogicalResult> lowerMlaFamily(mlir::Operation *op, KernelBuilder &kb,
+                                                  LowerState &st);
+std::optional<mlir::LogicalResult> lowerMoeFamily(mlir::Operation *op, KernelBuilder &kb,
+                                                  LowerState &st);
+
+/// The operand a state result updates in place (KDA state, conv window, MLA
+/// cache), or null.
+mlir::Value tiedOperand(mlir::Value result);
+
+} // namespace k3c::lowering
+
+#endif // K3C_LOWERING_FAMILIES_H

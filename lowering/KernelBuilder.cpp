@@ -1,0 +1,143 @@
+//===- KernelBuilder.cpp - the tile-level layer kernels are written in ----===//
+
+#include "lowering/KernelBuilder.h"
+
+using namespace mlir;
+
+namespace k3c::lowering {
+
+Value KernelBuilder::toF32(Value v) {
+  Type t = v.getType();
+  if (t.isF32())
+    return v;
+  if (auto ft = dyn_cast<FloatType>(t)) {
+    if (ft.getWidth() < 32)
+      return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+    return arith::TruncFOp::create(b, loc, b.getF32Type(), v);
+  }
+  return arith::SIToFPOp::create(b, loc, b.getF32Type(), v);
+}
+
+Value KernelBuilder::fromF32(Value v, Type storage) {
+  if (storage.isF32())
+    return v;
+  if (auto ft = dyn_cast<FloatType>(storage)) {
+    if (ft.getWidth() < 32) // round to nearest even, like the reference
+      return arith::TruncFOp::create(b, loc, storage, v);
+    return arith::ExtFOp::create(b, loc, storage, v);
+  }
+  return arith::FPToSIOp::create(b, loc, storage, v);
+}
+
+void KernelBuilder::storeF32(Value v, Value memref, ValueRange indices) {
+  Type elt = cast<MemRefType>(memref.getType()).getElementType();
+  store(fromF32(v, elt), memref, indices);
+}
+
+void KernelBuilder::parallel(ValueRange ubs, const std::function<void(ValueRange)> &body) {
+  SmallVector<Value> lbs(ubs.size(), idx(0)), steps(ubs.size(), idx(1));
+  scf::ParallelOp::create(b, loc, lbs, ubs, steps,
+                          [&](OpBuilder &nb, Location, ValueRange ivs) {
+                            OpBuilder::InsertionGuard g(b);
+                            b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+                            body(ivs);
+                          });
+}
+
+void KernelBuilder::loop(Value lb, Value ub, const std::function<void(Value)> &body) {
+  scf::ForOp::create(b, loc, lb, ub, idx(1), ValueRange{},
+                     [&](OpBuilder &nb, Location, Value iv, ValueRange) {
+                       {
+                         OpBuilder::InsertionGuard g(b);
+                         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+                         body(iv);
+                       }
+                       scf::YieldOp::create(nb, loc);
+                     });
+}
+
+SmallVector<Value>
+KernelBuilder::loop(Value lb, Value ub, ValueRange inits,
+                    const std::function<SmallVector<Value>(Value, ValueRange)> &body) {
+  auto op = scf::ForOp::create(b, loc, lb, ub, idx(1), inits,
+                               [&](OpBuilder &nb, Location, Value iv, ValueRange args) {
+                                 SmallVector<Value> next;
+                                 {
+                                   OpBuilder::InsertionGuard g(b);
+                                   b.setInsertionPoint(nb.getInsertionBlock(),
+                                                       nb.getInsertionPoint());
+                                   next = body(iv, args);
+                                 }
+                                 scf::YieldOp::create(nb, loc, next);
+                               });
+  return SmallVector<Value>(op.getResults());
+}
+
+Value KernelBuilder::sum(Value lb, Value ub, const std::function<Value(Value)> &body) {
+  return loop(lb, ub, ValueRange{f32(0.0)}, [&](Value i, ValueRange acc) {
+    return SmallVector<Value>{fadd(acc[0], body(i))};
+  })[0];
+}
+
+void KernelBuilder::ifThen(Value cond, const std::function<void()> &then) {
+  auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&op.getThenRegion().front());
+  then();
+}
+
+Value KernelBuilder::seqOffset(Value seqLens, Value n) {
+  return loop(idx(0), n, ValueRange{idx(0)}, [&](Value i, ValueRange acc) {
+    return SmallVector<Value>{add(acc[0], seqLen(seqLens, i))};
+  })[0];
+}
+
+Value KernelBuilder::mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value k) {
+  ArrayRef<int64_t> shape = w.type.getShape();
+  int64_t N = shape[shape.size() - 2], K = shape.back();
+  Value byteIdx, high, scaleIdx;
+  Value matrixBytes = mul(e, N * K / 2), matrixScales = mul(e, N * K / 32);
+  if (auto layout = w.type.getLayout()) {
+    // models/MXFP4Layout.h, kernelPayloadPosition / kernelScaleOffset.
+    int64_t kt = layout.getKTile(), nt = layout.getNTile(), tilesK = K / kt;
+    Value tile = add(mul(div(n, nt), tilesK), div(k, kt));
+    Value r = rem(n, nt), kk = rem(k, kt);
+    Value s = div(kk, 16), within = rem(kk, 16);
+    Value c = div(rem(within, 8), 2);
+    Value eIdx = add(rem(within, 2), mul(div(within, 8), 2));
+    Value t = add(mul(r, 4), c), j = add(mul(s, 4), eIdx);
+    byteIdx = add(add(mul(tile, nt * kt / 2), mul(t, kt / 8)), div(j, 2));
+    high = ieq(rem(j, 2), idx(1));
+    int64_t bpt = kt / 32;
+    scaleIdx = add(add(mul(tile, nt * bpt), mul(r, bpt)), rem(div(k, 32), bpt));
+  } else {
+    byteIdx = add(mul(n, K / 2), div(k, 2));
+    high = ieq(rem(k, 2), idx(1));
+    scaleIdx = add(mul(n, K / 32), div(k, 32));
+  }
+  Type i32 = b.getI32Type();
+  Value byte = arith::ExtUIOp::create(b, loc, i32, load(w.payload, {add(matrixBytes, byteIdx)}));
+  Value c4 = arith::ConstantIntOp::create(b, loc, i32, 4);
+  Value c15 = arith::ConstantIntOp::create(b, loc, i32, 15);
+  Value code = arith::AndIOp::create(
+      b, loc, select(high, arith::ShRUIOp::create(b, loc, byte, c4), byte), c15);
+  // E2M1: bit 3 sign, bits 2..1 exponent, bit 0 mantissa.
+  auto ci = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i32, v); };
+  Value m = arith::AndIOp::create(b, loc, code, ci(1));
+  Value ex = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, code, ci(1)), ci(3));
+  Value mf = arith::UIToFPOp::create(b, loc, b.getF32Type(), m);
+  Value pow2 = select(ieq(ex, ci(1)), f32(1.0), select(ieq(ex, ci(2)), f32(2.0), f32(4.0)));
+  Value normal = fmul(pow2, fadd(f32(1.0), fmul(f32(0.5), mf)));
+  Value mag = select(ieq(ex, ci(0)), fmul(f32(0.5), mf), normal);
+  Value neg = ieq(arith::AndIOp::create(b, loc, code, ci(8)), ci(8));
+  Value val = select(neg, fneg(mag), mag);
+  // E8M0: 2^(s - 127); 0x00 is the subnormal 2^-127; 0xFF is NaN.
+  Value s8 = arith::ExtUIOp::create(b, loc, i32, load(w.scales, {add(matrixScales, scaleIdx)}));
+  Value bits = select(ieq(s8, ci(0)), ci(0x00400000),
+                      select(ieq(s8, ci(255)), ci(0x7fc00000),
+                             arith::ShLIOp::create(b, loc, s8, ci(23))));
+  Value scale = arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+  return fmul(val, scale);
+}
+
+} // namespace k3c::lowering

@@ -1,0 +1,135 @@
+//===- KernelBuilder.h - the tile-level layer kernels are written in -*- C++ -*-===//
+//
+// Kernel families (lowering/families/*.cpp) lower each core op inside a
+// k3.kernel to loops over memrefs with this builder: parallel loops over
+// independent outputs (scf.parallel; threads/blocks on the GPU, plain loops
+// on the host), sequential reductions (scf.for), fp32 math with explicit
+// rounding to each value's storage type. Tensor-core (mma/wgmma) and TMA
+// versions of the inner loops plug in here without changing the families.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3C_LOWERING_KERNELBUILDER_H
+#define K3C_LOWERING_KERNELBUILDER_H
+
+#include "dialects/K3/IR/K3Ops.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+
+#include <functional>
+
+namespace k3c::lowering {
+
+using mlir::Value;
+using mlir::ValueRange;
+
+/// An MXFP4 weight as kernel arguments: flat payload and scale bytes.
+struct MXFP4Buffers {
+  Value payload, scales;
+  mlir::k3::MXFP4Type type;
+};
+
+class KernelBuilder {
+public:
+  KernelBuilder(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
+
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+
+  // Constants and shapes.
+  Value idx(int64_t v) { return mlir::arith::ConstantIndexOp::create(b, loc, v); }
+  Value f32(double v) {
+    return mlir::arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(v)));
+  }
+  Value dim(Value memref, int64_t i) { return mlir::memref::DimOp::create(b, loc, memref, i); }
+
+  // Index arithmetic.
+  Value add(Value a, Value c) { return mlir::arith::AddIOp::create(b, loc, a, c); }
+  Value sub(Value a, Value c) { return mlir::arith::SubIOp::create(b, loc, a, c); }
+  Value mul(Value a, Value c) { return mlir::arith::MulIOp::create(b, loc, a, c); }
+  Value div(Value a, Value c) { return mlir::arith::DivUIOp::create(b, loc, a, c); }
+  Value rem(Value a, Value c) { return mlir::arith::RemUIOp::create(b, loc, a, c); }
+  Value add(Value a, int64_t c) { return add(a, idx(c)); }
+  Value mul(Value a, int64_t c) { return mul(a, idx(c)); }
+  Value div(Value a, int64_t c) { return div(a, idx(c)); }
+  Value rem(Value a, int64_t c) { return rem(a, idx(c)); }
+  Value ult(Value a, Value c) {
+    return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, a, c);
+  }
+  Value slt(Value a, Value c) {
+    return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::slt, a, c);
+  }
+  Value ieq(Value a, Value c) {
+    return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, a, c);
+  }
+  Value toIndex(Value intValue) {
+    return mlir::arith::IndexCastOp::create(b, loc, b.getIndexType(), intValue);
+  }
+  Value select(Value c, Value t, Value f) {
+    return mlir::arith::SelectOp::create(b, loc, c, t, f);
+  }
+
+  // Float math (fp32).
+  Value fadd(Value a, Value c) { return mlir::arith::AddFOp::create(b, loc, a, c); }
+  Value fsub(Value a, Value c) { return mlir::arith::SubFOp::create(b, loc, a, c); }
+  Value fmul(Value a, Value c) { return mlir::arith::MulFOp::create(b, loc, a, c); }
+  Value fdiv(Value a, Value c) { return mlir::arith::DivFOp::create(b, loc, a, c); }
+  Value fmax(Value a, Value c) { return mlir::arith::MaximumFOp::create(b, loc, a, c); }
+  Value fgt(Value a, Value c) {
+    return mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OGT, a, c);
+  }
+  Value fneg(Value a) { return mlir::arith::NegFOp::create(b, loc, a); }
+  Value exp(Value a) { return mlir::math::ExpOp::create(b, loc, a); }
+  Value tanh(Value a) { return mlir::math::TanhOp::create(b, loc, a); }
+  Value sqrt(Value a) { return mlir::math::SqrtOp::create(b, loc, a); }
+  Value log1p(Value a) { return mlir::math::Log1pOp::create(b, loc, a); }
+  Value rsqrt(Value a) { return fdiv(f32(1.0), sqrt(a)); }
+  Value sigmoid(Value a) { return fdiv(f32(1.0), fadd(f32(1.0), exp(fneg(a)))); }
+  Value silu(Value a) { return fmul(a, sigmoid(a)); }
+  /// softplus(x) = x for x > 20, else log1p(exp(x)) (the reference's form).
+  Value softplus(Value a) { return select(fgt(a, f32(20.0)), a, log1p(exp(a))); }
+
+  // Storage conversions: every value is stored in its memref's element type
+  // and computed on in fp32.
+  Value toF32(Value v);
+  Value fromF32(Value v, mlir::Type storage);
+  Value load(Value memref, ValueRange indices) {
+    return mlir::memref::LoadOp::create(b, loc, memref, indices);
+  }
+  Value loadF32(Value memref, ValueRange indices) { return toF32(load(memref, indices)); }
+  void store(Value v, Value memref, ValueRange indices) {
+    mlir::memref::StoreOp::create(b, loc, v, memref, indices);
+  }
+  /// Rounds fp32 `v` to the memref's element type and stores it.
+  void storeF32(Value v, Value memref, ValueRange indices);
+  /// fp32 -> the storage type -> fp32: the rounding a value gets when stored.
+  Value round(Value v, mlir::Type storage) { return toF32(fromF32(v, storage)); }
+
+  // Loops.
+  /// Independent iterations over [0, ubs[i]).
+  void parallel(ValueRange ubs, const std::function<void(ValueRange)> &body);
+  /// A sequential loop over [lb, ub).
+  void loop(Value lb, Value ub, const std::function<void(Value)> &body);
+  /// A sequential loop carrying `inits`; `body` returns the next values.
+  llvm::SmallVector<Value> loop(Value lb, Value ub, ValueRange inits,
+                                const std::function<llvm::SmallVector<Value>(Value, ValueRange)> &body);
+  /// Sum over [lb, ub) of body(i) in fp32, in index order.
+  Value sum(Value lb, Value ub, const std::function<Value(Value)> &body);
+  /// If-then with no results.
+  void ifThen(Value cond, const std::function<void()> &then);
+
+  /// Tokens before sequence `n` in a varlen batch: sum of seq_lens[0..n).
+  Value seqOffset(Value seqLens, Value n);
+  Value seqLen(Value seqLens, Value n) { return toIndex(load(seqLens, {n})); }
+
+  /// Element (row n, column k) of matrix `e` of an MXFP4 weight, in fp32.
+  Value mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value k);
+};
+
+} // namespace k3c::lowering
+
+#endif // K3C_LOWERING_KERNELBUILDER_H

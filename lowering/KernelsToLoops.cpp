@@ -1,0 +1,244 @@
+//===- KernelsToLoops.cpp - every distinct k3.kernel to a loop function ---===//
+//
+// Each distinct kernel (by name) becomes `func.func @<name>` over memrefs in
+// destination-passing style: the kernel's inputs (an MXFP4 input becomes its
+// payload and scale bytes), then its outputs, then scratch buffers for values
+// that stay inside the kernel. State results (KDA state, conv window, MLA
+// cache) update their input in place and are not separate arguments. The
+// calling convention is recorded in KernelInfo for the artifact manifest.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/Families.h"
+#include "lowering/Lowering.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/TypeUtilities.h"
+
+#include <set>
+
+using namespace mlir;
+using namespace mlir::k3;
+
+namespace k3c::lowering {
+
+Value tiedOperand(Value result) {
+  Operation *op = result.getDefiningOp();
+  if (!op)
+    return nullptr;
+  if (auto c = dyn_cast<ShortConvOp>(op); c && result == c.getNewConvState())
+    return c.getConvState();
+  if (auto d = dyn_cast<DeltaRuleOp>(op); d && result == d.getNewState())
+    return d.getState();
+  if (auto m = dyn_cast<MlaAttentionOp>(op); m && result == m.getNewCache())
+    return m.getCache();
+  return nullptr;
+}
+
+static std::string dtypeName(Type t) {
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF16())
+    return "f16";
+  if (t.isF32())
+    return "f32";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isInteger(64))
+    return "i64";
+  if (t.isInteger(8))
+    return "i8";
+  return "?";
+}
+
+namespace {
+
+class KernelLowering {
+public:
+  KernelLowering(KernelOp k, ModuleOp out) : kernel(k), out(out) {}
+
+  LogicalResult run(KernelInfo &info);
+
+private:
+  /// Adds a memref argument; returns its position.
+  int64_t addArg(KernelArg arg, MemRefType type) {
+    info->args.push_back(std::move(arg));
+    types.push_back(type);
+    return static_cast<int64_t>(types.size()) - 1;
+  }
+  /// The argument position holding `v`'s buffer (following in-place ties).
+  std::optional<int64_t> argOf(Value v) {
+    while (Value t = tiedOperand(v))
+      v = t;
+    auto it = position.find(v);
+    if (it == position.end())
+      return std::nullopt;
+    return it->second;
+  }
+  /// Dynamic dim 0 of an op result follows operand 0 (last_tokens: seq_lens).
+  std::pair<int64_t, int64_t> dimSource(Operation *op) {
+    Value src = isa<LastTokensOp>(op) ? op->getOperand(1) : op->getOperand(0);
+    return {*argOf(src), 0};
+  }
+  KernelArg describe(KernelArg::Kind kind, int64_t index, ShapedType t, Operation *producer) {
+    KernelArg a;
+    a.kind = kind;
+    a.index = index;
+    a.dtype = dtypeName(t.getElementType());
+    for (int64_t d : t.getShape())
+      a.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (t.isDynamicDim(d))
+        a.dynamicFrom.push_back(d == 0 && producer ? dimSource(producer)
+                                                   : std::pair<int64_t, int64_t>{-1, d});
+    return a;
+  }
+
+  KernelOp kernel;
+  ModuleOp out;
+  KernelInfo *info = nullptr;
+  SmallVector<Type> types;
+  llvm::DenseMap<Value, int64_t> position; // value -> arg position
+  llvm::DenseMap<Value, std::pair<int64_t, int64_t>> mxfp4Args;
+  llvm::DenseMap<Operation *, SmallVector<int64_t>> opScratch;
+};
+
+LogicalResult KernelLowering::run(KernelInfo &ki) {
+  info = &ki;
+  ki.name = kernel.getSymName().str();
+  ki.family = kernel.getFamily().str();
+  ki.flopsPerToken = kernel.getFlopsPerToken();
+  ki.bytesPerToken = kernel.getBytesPerToken();
+  ki.weightBytes = kernel.getWeightBytes();
+  Block &body = kernel.getBody().front();
+  auto yield = cast<YieldOp>(body.getTerminator());
+
+  // Inputs.
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    if (auto m = dyn_cast<MXFP4Type>(arg.getType())) {
+      int64_t n = 1;
+      for (int64_t d : m.getShape())
+        n *= d;
+      auto bytes = [&](int64_t count, int component) {
+        KernelArg a;
+        a.kind = KernelArg::Kind::Input;
+        a.index = i;
+        a.component = component;
+        a.dtype = "i8";
+        a.shape = {count};
+        return addArg(a, MemRefType::get({count}, IntegerType::get(out.getContext(), 8)));
+      };
+      int64_t p = bytes(n / 2, 0), s = bytes(n / 32, 1);
+      mxfp4Args[arg] = {p, s};
+      continue;
+    }
+    auto t = dyn_cast<RankedTensorType>(arg.getType());
+    if (!t)
+      return kernel.emitOpError() << "input #" << i << " has unsupported type " << arg.getType();
+    KernelArg a = describe(KernelArg::Kind::Input, i, t, nullptr);
+    for (auto &df : a.dynamicFrom)
+      df.first = static_cast<int64_t>(types.size()); // a dynamic input dim is its own source
+    position[arg] = addArg(a, MemRefType::get(t.getShape(), t.getElementType()));
+  }
+  // Outputs (results computed here), then scratch.
+  ki.resultAliases.assign(yield.getNumOperands(), -1);
+  llvm::DenseMap<Value, int64_t> outputIndex;
+  for (auto [p, v] : llvm::enumerate(yield.getValues())) {
+    Value root = v;
+    while (Value t = tiedOperand(root))
+      root = t;
+    if (auto ba = dyn_cast<BlockArgument>(root)) {
+      ki.resultAliases[p] = ba.getArgNumber();
+      continue;
+    }
+    if (!outputIndex.count(v))
+      outputIndex[v] = p;
+  }
+  for (Operation &op : body.without_terminator()) {
+    for (Value r : op.getResults()) {
+      if (tiedOperand(r))
+        continue;
+      auto t = dyn_cast<RankedTensorType>(r.getType());
+      if (!t)
+        return op.emitOpError() << "result of unsupported type " << r.getType();
+      auto it = outputIndex.find(r);
+      KernelArg::Kind kind = it != outputIndex.end() ? KernelArg::Kind::Output
+                                                     : KernelArg::Kind::Scratch;
+      int64_t index = it != outputIndex.end() ? it->second : static_cast<int64_t>(position.size());
+      position[r] = addArg(describe(kind, index, t, &op), MemRefType::get(t.getShape(),
+                                                                          t.getElementType()));
+    }
+    for (const ScratchNeed &need : scratchNeeds(&op)) {
+      auto t = RankedTensorType::get(
+          SmallVector<int64_t>(llvm::map_range(need.shape, [](int64_t d) {
+            return d < 0 ? ShapedType::kDynamic : d;
+          })),
+          need.elementType);
+      opScratch[&op].push_back(addArg(describe(KernelArg::Kind::Scratch, -1, t, &op),
+                                      MemRefType::get(t.getShape(), t.getElementType())));
+    }
+  }
+
+  // The function.
+  OpBuilder b = OpBuilder::atBlockEnd(out.getBody());
+  Location loc = kernel.getLoc();
+  auto fn = func::FuncOp::create(b, loc, ki.name, b.getFunctionType(types, {}));
+  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  LowerState st;
+  for (auto [v, pos] : position)
+    st.buffer[v] = entry->getArgument(pos);
+  for (auto [v, pos] : mxfp4Args)
+    st.mxfp4[v] = MXFP4Buffers{entry->getArgument(pos.first), entry->getArgument(pos.second),
+                               cast<MXFP4Type>(v.getType())};
+  for (auto &[op, list] : opScratch)
+    for (int64_t pos : list)
+      st.scratch[op].push_back(entry->getArgument(pos));
+  KernelBuilder kb(b, loc);
+  for (Operation &op : body.without_terminator()) {
+    for (Value r : op.getResults())
+      if (Value t = tiedOperand(r))
+        st.buffer[r] = st.buffer.lookup(t);
+    kb.loc = op.getLoc();
+    std::optional<LogicalResult> done;
+    for (auto lower : {lowerDenseFamily, lowerKdaFamily, lowerMlaFamily, lowerMoeFamily}) {
+      done = lower(&op, kb, st);
+      if (done)
+        break;
+    }
+    if (!done)
+      return op.emitOpError() << "has no lowering to loops (kernel " << ki.name << ")";
+    if (failed(*done))
+      return failure();
+  }
+  func::ReturnOp::create(b, loc);
+  return success();
+}
+
+} // namespace
+
+FailureOr<OwningOpRef<ModuleOp>> lowerKernelsToLoops(ModuleOp fused,
+                                                      std::vector<KernelInfo> &kernels) {
+  MLIRContext *ctx = fused.getContext();
+  ctx->loadDialect<func::FuncDialect, scf::SCFDialect, memref::MemRefDialect,
+                   arith::ArithDialect, math::MathDialect>();
+  OwningOpRef<ModuleOp> out = ModuleOp::create(fused.getLoc());
+  std::set<std::string> seen;
+  bool ok = true;
+  fused.walk([&](KernelOp k) {
+    if (!ok || !seen.insert(k.getSymName().str()).second)
+      return;
+    KernelInfo info;
+    if (failed(KernelLowering(k, *out).run(info))) {
+      ok = false;
+      return;
+    }
+    kernels.push_back(std::move(info));
+  });
+  if (!ok)
+    return failure();
+  return out;
+}
+
+} // namespace k3c::lowering

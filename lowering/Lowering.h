@@ -1,0 +1,57 @@
+//===- Lowering.h - fused kernels to loops, host code, the artifact -*- C++ -*-===//
+
+#ifndef K3C_LOWERING_LOWERING_H
+#define K3C_LOWERING_LOWERING_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/LLVM.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace k3c::lowering {
+
+/// One argument of a lowered kernel function (memref calling convention).
+struct KernelArg {
+  enum class Kind { Input, Output, Scratch };
+  Kind kind = Kind::Input;
+  int64_t index = 0;     ///< kernel input / result index (scratch: its number)
+  int component = -1;    ///< MXFP4 inputs: 0 = payload bytes, 1 = scale bytes
+  std::string dtype;     ///< bf16, f16, f32, i32, i64, i8
+  std::vector<int64_t> shape; ///< -1 for a dynamic dim
+  /// For each dynamic dim: the argument position and dim it equals.
+  std::vector<std::pair<int64_t, int64_t>> dynamicFrom;
+};
+
+struct KernelInfo {
+  std::string name, family;
+  std::vector<KernelArg> args;
+  /// Per kernel result: the input it aliases (state updated in place), or -1.
+  std::vector<int64_t> resultAliases;
+  int64_t flopsPerToken = 0, bytesPerToken = 0, weightBytes = 0;
+};
+
+/// Lowers every distinct k3.kernel of `fused` to a func.func over memrefs
+/// (scf loops, fp32 math, explicit rounding). Returns the kernel module and
+/// fills `kernels` with the calling convention of each.
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
+lowerKernelsToLoops(mlir::ModuleOp fused, std::vector<KernelInfo> &kernels);
+
+/// Lowers the loop module to the LLVM dialect (host target) and compiles it
+/// to a shared library at `soPath` (x86-64 object through LLVM's
+/// TargetMachine, linked with the system C compiler). `llvmIR` receives the
+/// LLVM IR text when non-null.
+mlir::LogicalResult buildHostLibrary(mlir::ModuleOp loops, const std::vector<KernelInfo> &kernels,
+                                     const std::string &soPath, std::string *llvmIR,
+                                     std::string &error);
+
+/// Lowers the loop module to the LLVM dialect for the host (used by
+/// buildHostLibrary and --emit=llvm).
+mlir::LogicalResult lowerLoopsToLLVMDialect(mlir::ModuleOp loops,
+                                            const std::vector<KernelInfo> &kernels);
+
+} // namespace k3c::lowering
+
+#endif // K3C_LOWERING_LOWERING_H

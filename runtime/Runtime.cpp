@@ -1,0 +1,668 @@
+//===- Runtime.cpp - artifact loading, memory plan, host execution --------===//
+
+#include "runtime/Runtime.h"
+
+#include "models/MXFP4Layout.h"
+#include "models/Safetensors.h"
+#include "models/Sha256.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace k3c::rt {
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+int64_t dtypeBytes(const std::string &d) {
+  if (d == "bf16" || d == "f16")
+    return 2;
+  if (d == "f32" || d == "i32")
+    return 4;
+  if (d == "i64")
+    return 8;
+  if (d == "i8")
+    return 1;
+  throw Error("artifact: unknown dtype '" + d + "'");
+}
+
+/// A host buffer: capacity-sized storage plus the dims of its current value.
+struct Buffer {
+  std::string dtype;
+  std::vector<int64_t> capacity; ///< dims the storage holds
+  std::vector<int64_t> dims;     ///< dims of the current contents
+  void *data = nullptr;
+  int64_t bytes = 0;
+  void allocate() {
+    bytes = dtypeBytes(dtype);
+    for (int64_t d : capacity)
+      bytes *= d;
+    // calloc: zeroed (fresh state) without touching pages that stay unused.
+    data = std::calloc(std::max<int64_t>(bytes, 1), 1);
+    if (!data)
+      throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+  }
+  ~Buffer() { std::free(data); }
+};
+
+struct ArgSpec {
+  std::string kind; // input, output, scratch
+  int64_t index = 0;
+  int component = -1; // MXFP4: 0 payload, 1 scales
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<std::pair<int64_t, int64_t>> dynamicFrom;
+};
+
+struct KernelSpec {
+  std::string name, family, symbol;
+  std::vector<ArgSpec> args;
+  std::vector<int64_t> resultAliases;
+  int64_t flopsPerToken = 0, bytesPerToken = 0, weightBytes = 0;
+  void (*fn)(void **) = nullptr;
+  std::vector<std::unique_ptr<Buffer>> scratch; // per scratch arg position
+};
+
+struct Value {
+  int64_t id;
+  std::string kind, name, dtype;
+  std::vector<int64_t> shape;
+  std::vector<std::string> dims;
+  bool mxfp4 = false;
+  int64_t nTile = 0, kTile = 0; // MXFP4 layout (0: checkpoint layout)
+  // Storage: activations own one; weights/states/inputs are shared by name.
+  Buffer *buf = nullptr, *scales = nullptr;
+};
+
+struct Launch {
+  KernelSpec *kernel;
+  std::vector<int64_t> inputs, outputs;
+};
+
+struct Entry {
+  std::vector<Value> values;
+  std::vector<Launch> launches;
+  std::vector<int64_t> returns;
+};
+
+/// Row-major memref descriptor words: allocated, aligned, offset, sizes, strides.
+struct Descriptor {
+  std::vector<int64_t> words;
+  void set(void *data, const std::vector<int64_t> &dims) {
+    size_t r = dims.size();
+    words.assign(3 + 2 * r, 0);
+    words[0] = reinterpret_cast<int64_t>(data);
+    words[1] = reinterpret_cast<int64_t>(data);
+    int64_t stride = 1;
+    for (size_t i = r; i-- > 0;) {
+      words[3 + i] = dims[i];
+      words[3 + r + i] = stride;
+      stride *= dims[i];
+    }
+  }
+};
+
+float toF32(const uint8_t *p, DType t) {
+  switch (t) {
+  case DType::BF16: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return bf16ToFloat(h);
+  }
+  case DType::F16: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return f16ToFloat(h);
+  }
+  case DType::F32: {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  default:
+    throw Error("not a float dtype");
+  }
+}
+
+class HostModel : public Model {
+public:
+  HostModel(const std::string &dir, const LoadOptions &o) : dir(dir), opts(o) { load(); }
+  ~HostModel() override {
+    if (lib)
+      dlclose(lib);
+  }
+
+  int64_t vocabSize() const override { return vocab; }
+  int64_t eosTokenId() const override { return eos; }
+  std::string checkpointPath() const override { return ckptPath; }
+  std::string activationDtype() const override { return actDtype; }
+  std::string deviceName() const override { return "cpu (host kernel library)"; }
+  const MemoryPlan &memoryPlan() const override { return plan; }
+  const std::vector<int64_t> &lengths() const override { return lens; }
+  void enableProfiling(bool on) override { profiling = on; }
+  std::vector<KernelProfile> profile() const override {
+    std::vector<KernelProfile> out;
+    for (auto &[name, p] : prof)
+      out.push_back(p);
+    std::sort(out.begin(), out.end(),
+              [](const KernelProfile &a, const KernelProfile &b) { return a.seconds > b.seconds; });
+    return out;
+  }
+
+  void reset(int64_t n) override {
+    if (n < 1 || n > plan.maxSeqs)
+      throw Error("batch of " + std::to_string(n) + " sequences exceeds the artifact's capacity of " +
+                  std::to_string(plan.maxSeqs) + " (compile with --max-seqs)");
+    batch = n;
+    lens.assign(n, 0);
+    for (auto &[name, b] : states)
+      std::memset(b->data, 0, b->bytes);
+  }
+
+  std::vector<float> prefill(const std::vector<std::vector<int64_t>> &prompts) override {
+    if (static_cast<int64_t>(prompts.size()) != batch)
+      throw Error("prefill got " + std::to_string(prompts.size()) + " prompts for a batch of " +
+                  std::to_string(batch) + " (call reset first)");
+    std::vector<int64_t> ids, seqLens;
+    for (const auto &p : prompts) {
+      if (p.empty())
+        throw Error("empty prompt");
+      ids.insert(ids.end(), p.begin(), p.end());
+      seqLens.push_back(static_cast<int64_t>(p.size()));
+    }
+    return run(entries["prefill"], ids, seqLens);
+  }
+
+  std::vector<float> decode(const std::vector<int64_t> &tokens) override {
+    if (static_cast<int64_t>(tokens.size()) != batch)
+      throw Error("decode got " + std::to_string(tokens.size()) + " tokens for a batch of " +
+                  std::to_string(batch));
+    return run(entries["decode"], tokens, std::vector<int64_t>(batch, 1));
+  }
+
+private:
+  void load();
+  void loadWeights(Entry &e);
+  std::vector<float> run(Entry &e, const std::vector<int64_t> &ids,
+                         const std::vector<int64_t> &seqLens);
+  Buffer *newBuffer(const std::string &dtype, std::vector<int64_t> cap) {
+    owned.push_back(std::make_unique<Buffer>());
+    Buffer *b = owned.back().get();
+    b->dtype = dtype;
+    b->capacity = std::move(cap);
+    b->allocate();
+    return b;
+  }
+
+  std::string dir;
+  LoadOptions opts;
+  json manifest;
+  void *lib = nullptr;
+  int64_t vocab = 0, eos = -1, maxPositions = 0;
+  std::string ckptPath, prefix, actDtype;
+  MemoryPlan plan;
+  std::map<std::string, KernelSpec> kernels;
+  std::map<std::string, Entry> entries;
+  std::vector<std::unique_ptr<Buffer>> owned;
+  std::map<std::string, Buffer *> weights, weightScales, states, inputs;
+  int64_t batch = 0;
+  std::vector<int64_t> lens;
+  bool profiling = false;
+  std::map<std::string, KernelProfile> prof;
+};
+
+void HostModel::load() {
+  fs::path mpath = fs::path(dir) / "manifest.json";
+  std::ifstream in(mpath);
+  if (!in)
+    throw Error("artifact '" + dir + "': no manifest.json");
+  try {
+    manifest = json::parse(in);
+  } catch (const json::exception &e) {
+    throw Error("artifact '" + dir + "': manifest.json is not valid JSON: " + e.what());
+  }
+  try {
+    if (manifest.value("format", "") != "k3c-artifact")
+      throw Error("artifact '" + dir + "': manifest.json is not a k3c artifact");
+    int version = manifest.value("format_version", -1);
+    if (version != kFormatVersion)
+      throw Error("artifact '" + dir + "' has format version " + std::to_string(version) +
+                  "; this runtime reads version " + std::to_string(kFormatVersion) +
+                  " (recompile with this k3c)");
+    if (opts.device == "cuda")
+      throw Error("--device cuda: this artifact has no GPU kernels (target '" +
+                  manifest.value("target", std::string("?")) +
+                  "'); the CUDA backend needs an sm_90a artifact");
+    const json &model = manifest.at("model");
+    vocab = model.at("vocab_size");
+    eos = model.value("eos_token_id", -1);
+    maxPositions = model.value("max_position_embeddings", 0);
+    prefix = model.value("weight_prefix", "");
+    actDtype = model.value("activation_dtype", "bf16");
+    const json &cap = manifest.at("capacity");
+    plan.maxTokens = cap.at("max_tokens");
+    plan.maxSeqs = opts.maxSeqs > 0 ? std::min<int64_t>(opts.maxSeqs, cap.at("max_seqs"))
+                                    : int64_t(cap.at("max_seqs"));
+    plan.maxContext = cap.at("max_context");
+    if (plan.maxSeqs > plan.maxTokens)
+      throw Error("artifact capacity: max_seqs > max_tokens");
+    ckptPath = manifest.at("checkpoint").value("path", "");
+    // Hashes: the kernel library and the checkpoint's config/index.
+    const json &libj = manifest.at("files").at("host_library");
+    fs::path libPath = fs::path(dir) / libj.at("path").get<std::string>();
+    if (!fs::exists(libPath))
+      throw Error("artifact '" + dir + "': kernel library " + libPath.string() + " is missing");
+    if (sha256File(libPath.string()) != libj.at("sha256").get<std::string>())
+      throw Error("artifact '" + dir + "': " + libPath.string() +
+                  " does not match its SHA-256 in manifest.json (corrupt or replaced)");
+    if (ckptPath.empty() || !fs::is_directory(ckptPath))
+      throw Error("artifact '" + dir + "': its checkpoint '" + ckptPath + "' is not available");
+    for (auto &[file, hash] : manifest.at("checkpoint").at("sha256").items())
+      if (sha256File((fs::path(ckptPath) / file).string()) != hash.get<std::string>())
+        throw Error("checkpoint '" + ckptPath + "': " + file +
+                    " changed since the artifact was compiled (SHA-256 mismatch)");
+    lib = dlopen(libPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      throw Error("cannot load " + libPath.string() + ": " + dlerror());
+    for (const json &k : manifest.at("kernels")) {
+      KernelSpec spec;
+      spec.name = k.at("name");
+      spec.family = k.at("family");
+      spec.symbol = k.at("host_symbol");
+      spec.resultAliases = k.at("result_aliases").get<std::vector<int64_t>>();
+      spec.flopsPerToken = k.value("flops_per_token", 0);
+      spec.bytesPerToken = k.value("bytes_per_token", 0);
+      spec.weightBytes = k.value("weight_bytes", 0);
+      for (const json &a : k.at("args")) {
+        ArgSpec as;
+        as.kind = a.at("kind");
+        as.index = a.at("index");
+        if (a.contains("component"))
+          as.component = a["component"] == "payload" ? 0 : 1;
+        as.dtype = a.at("dtype");
+        as.shape = a.at("shape").get<std::vector<int64_t>>();
+        for (const json &d : a.at("dynamic_from"))
+          as.dynamicFrom.push_back({d[0].get<int64_t>(), d[1].get<int64_t>()});
+        spec.args.push_back(as);
+      }
+      spec.fn = reinterpret_cast<void (*)(void **)>(dlsym(lib, spec.symbol.c_str()));
+      if (!spec.fn)
+        throw Error("kernel library has no symbol '" + spec.symbol + "' (kernel " + spec.name + ")");
+      // Scratch buffers, capacity-sized, reused by every launch of the kernel.
+      spec.scratch.resize(spec.args.size());
+      for (size_t i = 0; i < spec.args.size(); ++i)
+        if (spec.args[i].kind == "scratch") {
+          std::vector<int64_t> cap = spec.args[i].shape;
+          for (int64_t &d : cap)
+            if (d < 0)
+              d = plan.maxTokens;
+          spec.scratch[i] = std::make_unique<Buffer>();
+          spec.scratch[i]->dtype = spec.args[i].dtype;
+          spec.scratch[i]->capacity = cap;
+          spec.scratch[i]->allocate();
+          plan.scratchBytes += spec.scratch[i]->bytes;
+        }
+      kernels[spec.name] = std::move(spec);
+    }
+    for (const char *name : {"prefill", "decode"}) {
+      const json &ej = manifest.at("entries").at(name);
+      Entry e;
+      for (const json &v : ej.at("values")) {
+        Value val;
+        val.id = v.at("id");
+        val.kind = v.value("kind", "activation");
+        val.name = v.value("name", "");
+        val.dtype = v.at("dtype");
+        val.shape = v.at("shape").get<std::vector<int64_t>>();
+        if (v.contains("dims"))
+          val.dims = v["dims"].get<std::vector<std::string>>();
+        if (val.dtype == "mxfp4") {
+          val.mxfp4 = true;
+          if (v.contains("layout")) {
+            val.nTile = v["layout"].at("n_tile");
+            val.kTile = v["layout"].at("k_tile");
+          }
+        }
+        e.values.push_back(std::move(val));
+      }
+      for (const json &l : ej.at("launches")) {
+        auto it = kernels.find(l.at("kernel").get<std::string>());
+        if (it == kernels.end())
+          throw Error("manifest: launch of unknown kernel " + l.at("kernel").get<std::string>());
+        e.launches.push_back({&it->second, l.at("inputs").get<std::vector<int64_t>>(),
+                              l.at("outputs").get<std::vector<int64_t>>()});
+      }
+      e.returns = ej.at("returns").get<std::vector<int64_t>>();
+      entries[name] = std::move(e);
+    }
+  } catch (const json::exception &e) {
+    throw Error("artifact '" + dir + "': malformed manifest.json: " + e.what());
+  }
+  // Storage: inputs, states (per sequence slot) and weights are shared by both
+  // entries. Activations come from one pool: a buffer is reused once the last
+  // launch reading its value has run (entries never interleave, so prefill
+  // and decode draw from the same pool).
+  auto capOf = [&](const Value &val) {
+    std::vector<int64_t> cap = val.shape;
+    for (size_t i = 0; i < cap.size(); ++i)
+      if (cap[i] < 0) {
+        std::string d = i < val.dims.size() ? val.dims[i] : "";
+        cap[i] = d == "seqs" ? plan.maxSeqs : d == "context" ? plan.maxContext : plan.maxTokens;
+      }
+    return cap;
+  };
+  std::vector<Buffer *> pool; // free activation buffers
+  for (auto &[name, e] : entries) {
+    for (Value &v : e.values) {
+      if (v.kind == "input") {
+        auto &b = inputs[v.name];
+        if (!b)
+          b = newBuffer(v.dtype, capOf(v));
+        v.buf = b;
+      } else if (v.kind == "state") {
+        auto &b = states[v.name];
+        if (!b) {
+          b = newBuffer(v.dtype, capOf(v));
+          plan.stateBytes += b->bytes;
+          plan.stateBytesPerSeq += b->bytes / plan.maxSeqs;
+        }
+        v.buf = b;
+      }
+    }
+    std::vector<int64_t> lastUse(e.values.size(), -1);
+    for (size_t i = 0; i < e.launches.size(); ++i)
+      for (int64_t in : e.launches[i].inputs)
+        lastUse[in] = static_cast<int64_t>(i);
+    for (int64_t r : e.returns)
+      lastUse[r] = static_cast<int64_t>(e.launches.size());
+    std::vector<std::pair<int64_t, Buffer *>> live; // (last use, buffer)
+    std::vector<Buffer *> used;
+    for (size_t i = 0; i < e.launches.size(); ++i) {
+      Launch &l = e.launches[i];
+      for (auto it = live.begin(); it != live.end();)
+        if (it->first < static_cast<int64_t>(i)) {
+          pool.push_back(it->second);
+          it = live.erase(it);
+        } else {
+          ++it;
+        }
+      for (size_t p = 0; p < l.outputs.size(); ++p) {
+        if (l.kernel->resultAliases[p] >= 0)
+          continue; // a state updated in place
+        Value &v = e.values[l.outputs[p]];
+        std::vector<int64_t> cap = capOf(v);
+        int64_t bytes = dtypeBytes(v.dtype);
+        for (int64_t d : cap)
+          bytes *= d;
+        Buffer *best = nullptr;
+        for (Buffer *b : pool)
+          if (b->bytes >= bytes && (!best || b->bytes < best->bytes))
+            best = b;
+        if (best) {
+          pool.erase(std::find(pool.begin(), pool.end(), best));
+          best->dtype = v.dtype;
+          best->capacity = cap;
+        } else {
+          best = newBuffer(v.dtype, cap);
+          plan.activationBytes += best->bytes;
+        }
+        v.buf = best;
+        live.push_back({lastUse[v.id], best});
+        used.push_back(best);
+      }
+    }
+    for (auto &[last, b] : live)
+      pool.push_back(b);
+  }
+  loadWeights(entries["prefill"]);
+  for (Value &v : entries["decode"].values)
+    if (v.kind == "weight") {
+      v.buf = weights.at(v.name);
+      v.scales = v.mxfp4 ? weightScales.at(v.name) : nullptr;
+    }
+  reset(1);
+}
+
+void HostModel::loadWeights(Entry &e) {
+  CheckpointFiles ckpt = CheckpointFiles::open(ckptPath);
+  std::vector<Value *> ws;
+  for (Value &v : e.values)
+    if (v.kind == "weight")
+      ws.push_back(&v);
+  ProgressLine bar("loading weights (tensors)", ws.size(), opts.progress);
+  size_t done = 0;
+  auto need = [&](const std::string &name) -> const TensorInfo & {
+    const TensorInfo *t = ckpt.find(prefix + name);
+    if (!t)
+      throw Error("checkpoint '" + ckptPath + "' has no tensor '" + prefix + name +
+                  "' that the artifact needs");
+    return *t;
+  };
+  for (Value *v : ws) {
+    bar.update(++done);
+    if (v->mxfp4) {
+      // "<layer>.block_sparse_moe.experts.w1" -> experts.<e>.w1.weight_packed/scale
+      int64_t E = v->shape[0], N = v->shape[1], K = v->shape[2];
+      size_t dot = v->name.rfind('.');
+      std::string base = v->name.substr(0, dot), which = v->name.substr(dot + 1);
+      Buffer *p = newBuffer("i8", {E * N * K / 2});
+      Buffer *s = newBuffer("i8", {E * N * K / 32});
+      std::vector<uint8_t> cp(E * N * K / 2), cs(E * N * K / 32);
+      for (int64_t x = 0; x < E; ++x) {
+        std::string en = base + "." + std::to_string(x) + "." + which + ".";
+        const TensorInfo &tp = need(en + "weight_packed"), &ts = need(en + "weight_scale");
+        if (tp.numel() != N * K / 2 || ts.numel() != N * K / 32 || tp.dtype != DType::U8 ||
+            ts.dtype != DType::U8)
+          throw Error("tensor '" + prefix + en + "weight_packed/scale' has the wrong shape or "
+                      "dtype for [" + std::to_string(N) + ", " + std::to_string(K) + "] MXFP4");
+        std::memcpy(cp.data() + x * N * K / 2, ckpt.data(tp), N * K / 2);
+        std::memcpy(cs.data() + x * N * K / 32, ckpt.data(ts), N * K / 32);
+      }
+      if (v->kTile) {
+        mxfp4::KernelLayout l{v->nTile, v->kTile};
+        mxfp4::repackToKernel(l, E, N, K, cp.data(), cs.data(), static_cast<uint8_t *>(p->data),
+                              static_cast<uint8_t *>(s->data));
+      } else {
+        std::memcpy(p->data, cp.data(), cp.size());
+        std::memcpy(s->data, cs.data(), cs.size());
+      }
+      v->buf = weights[v->name] = p;
+      v->scales = weightScales[v->name] = s;
+      plan.weightBytes += p->bytes + s->bytes;
+      continue;
+    }
+    Buffer *b = newBuffer(v->dtype, v->shape);
+    int64_t n = 1;
+    for (int64_t d : v->shape)
+      n *= d;
+    size_t ex = v->name.find(".experts.");
+    std::vector<std::pair<const TensorInfo *, int64_t>> parts; // tensor, element offset
+    if (ex != std::string::npos) { // stacked dense experts (Kimi Linear)
+      int64_t E = v->shape[0];
+      size_t dot = v->name.rfind('.');
+      std::string base = v->name.substr(0, dot), which = v->name.substr(dot + 1);
+      for (int64_t x = 0; x < E; ++x)
+        parts.push_back({&need(base + "." + std::to_string(x) + "." + which + ".weight"),
+                         x * (n / E)});
+    } else {
+      parts.push_back({&need(v->name), 0});
+    }
+    bool aLog = v->name.size() > 5 && v->name.compare(v->name.size() - 5, 5, "A_log") == 0;
+    for (auto [t, off] : parts) {
+      int64_t count = parts.size() > 1 ? n / static_cast<int64_t>(parts.size()) : n;
+      if (t->numel() != count && !(aLog && t->numel() <= count))
+        throw Error("tensor '" + prefix + t->name + "' has " + std::to_string(t->numel()) +
+                    " elements; the artifact expects " + std::to_string(count));
+      const uint8_t *src = ckpt.data(*t);
+      int64_t es = dtypeSize(t->dtype);
+      for (int64_t i = 0; i < std::min(count, t->numel()); ++i) {
+        float f = toF32(src + i * es, t->dtype);
+        uint8_t *dst = static_cast<uint8_t *>(b->data);
+        if (v->dtype == "bf16") {
+          uint16_t h = floatToBf16(f);
+          std::memcpy(dst + 2 * (off + i), &h, 2);
+        } else if (v->dtype == "f32") {
+          std::memcpy(dst + 4 * (off + i), &f, 4);
+        } else {
+          throw Error("weight '" + v->name + "' has unsupported dtype " + v->dtype);
+        }
+      }
+    }
+    v->buf = weights[v->name] = b;
+    plan.weightBytes += b->bytes;
+  }
+}
+
+std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
+                                  const std::vector<int64_t> &seqLens) {
+  const int64_t T = static_cast<int64_t>(ids.size()), N = batch;
+  if (T > plan.maxTokens)
+    throw Error(std::to_string(T) + " tokens in one step exceed the artifact's capacity of " +
+                std::to_string(plan.maxTokens) + " (compile with --max-tokens)");
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t total = lens[n] + seqLens[n];
+    if (total > plan.maxContext || (maxPositions > 0 && total > maxPositions))
+      throw Error("sequence " + std::to_string(n) + " would hold " + std::to_string(total) +
+                  " tokens, more than the planned cache of " + std::to_string(plan.maxContext) +
+                  " (compile with --max-context)");
+  }
+  for (int64_t t = 0; t < T; ++t)
+    if (ids[t] < 0 || ids[t] >= vocab)
+      throw Error("token id " + std::to_string(ids[t]) + " is outside the vocabulary [0, " +
+                  std::to_string(vocab) + ")");
+  // Inputs.
+  for (Value &v : e.values) {
+    if (v.kind == "input") {
+      int32_t *p = static_cast<int32_t *>(v.buf->data);
+      if (v.name == "token_ids") {
+        for (int64_t t = 0; t < T; ++t)
+          p[t] = static_cast<int32_t>(ids[t]);
+        v.buf->dims = {T};
+      } else {
+        for (int64_t n = 0; n < N; ++n)
+          p[n] = static_cast<int32_t>(v.name == "seq_lens" ? seqLens[n] : lens[n]);
+        v.buf->dims = {N};
+      }
+    } else if (v.kind == "state") {
+      v.buf->dims = v.buf->capacity;
+      v.buf->dims[0] = N;
+    } else if (v.kind == "weight") {
+      v.buf->dims = v.buf->capacity;
+      if (v.scales)
+        v.scales->dims = v.scales->capacity;
+    }
+  }
+  std::vector<Buffer *> bufOf(e.values.size());
+  for (Value &v : e.values)
+    bufOf[v.id] = v.buf;
+  std::vector<Descriptor> desc;
+  std::vector<void *> argv;
+  for (Launch &l : e.launches) {
+    KernelSpec &k = *l.kernel;
+    // Outputs aliasing inputs (state updated in place) share their buffer.
+    for (size_t p = 0; p < l.outputs.size(); ++p)
+      if (k.resultAliases[p] >= 0)
+        bufOf[l.outputs[p]] = bufOf[l.inputs[k.resultAliases[p]]];
+    desc.assign(k.args.size(), Descriptor());
+    argv.assign(k.args.size(), nullptr);
+    std::vector<std::vector<int64_t>> dims(k.args.size());
+    for (size_t i = 0; i < k.args.size(); ++i) {
+      const ArgSpec &a = k.args[i];
+      Buffer *b = nullptr;
+      if (a.kind == "input") {
+        Buffer *in = bufOf[l.inputs[a.index]];
+        if (a.component == 1) {
+          // The scale bytes of an MXFP4 weight.
+          for (Value &v : e.values)
+            if (v.id == l.inputs[a.index])
+              b = v.scales;
+        } else {
+          b = in;
+        }
+      } else if (a.kind == "output") {
+        b = bufOf[l.outputs[a.index]];
+      } else {
+        b = k.scratch[i].get();
+      }
+      if (!b || !b->data)
+        throw Error("kernel " + k.name + ": argument " + std::to_string(i) + " has no buffer");
+      dims[i] = a.shape;
+      size_t dyn = 0;
+      for (size_t d = 0; d < dims[i].size(); ++d)
+        if (dims[i][d] < 0) {
+          auto [src, sd] = a.dynamicFrom[dyn++];
+          dims[i][d] = (a.kind == "input" || src < 0 || src == static_cast<int64_t>(i))
+                           ? b->dims[d]
+                           : dims[src][sd];
+        }
+      if (a.kind != "input")
+        b->dims = dims[i];
+      desc[i].set(b->data, dims[i]);
+      argv[i] = desc[i].words.data();
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    k.fn(argv.data());
+    if (profiling) {
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      KernelProfile &p = prof[k.name];
+      p.name = k.name;
+      p.family = k.family;
+      ++p.launches;
+      p.seconds += s;
+      p.flops += static_cast<double>(k.flopsPerToken) * T;
+      p.bytes += static_cast<double>(k.bytesPerToken) * T + k.weightBytes;
+    }
+  }
+  for (int64_t n = 0; n < N; ++n)
+    lens[n] += seqLens[n];
+  Buffer *logits = bufOf[e.returns[0]];
+  const float *lp = static_cast<const float *>(logits->data);
+  return std::vector<float>(lp, lp + N * vocab);
+}
+
+} // namespace
+
+std::unique_ptr<Model> Model::load(const std::string &artifactDir, const LoadOptions &o) {
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
+    throw Error("--device must be auto, cpu or cuda, got '" + o.device + "'");
+  return std::make_unique<HostModel>(artifactDir, o);
+}
+
+int64_t Sampler::sample(const float *logits, int64_t vocab) {
+  if (temperature <= 0)
+    return std::max_element(logits, logits + vocab) - logits;
+  std::vector<std::pair<double, int64_t>> p(vocab);
+  double mx = *std::max_element(logits, logits + vocab), z = 0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    p[i] = {std::exp((logits[i] - mx) / temperature), i};
+    z += p[i].first;
+  }
+  std::sort(p.begin(), p.end(), [](auto &a, auto &b) { return a.first > b.first; });
+  double keep = 0, cut = topP * z;
+  size_t n = 0;
+  while (n < p.size() && (n == 0 || keep < cut))
+    keep += p[n++].first;
+  double r = rng.uniform() * keep;
+  for (size_t i = 0; i < n; ++i) {
+    r -= p[i].first;
+    if (r <= 0)
+      return p[i].second;
+  }
+  return p[n - 1].second;
+}
+
+} // namespace k3c::rt

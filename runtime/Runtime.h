@@ -1,0 +1,84 @@
+//===- Runtime.h - the k3c runtime: load an artifact and run it -*- C++ -*-===//
+//
+// No LLVM/MLIR: reads manifest.json, verifies versions and hashes, loads the
+// host kernel library (dlopen), maps weights from the checkpoint (MXFP4
+// experts repacked into the kernel layout with models/MXFP4Layout.h), plans
+// memory (weights, activations, per-sequence KDA/conv state and MLA cache)
+// and executes the prefill and decode schedules. Errors are k3c::Error with
+// the artifact file, kernel or tensor named.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3C_RUNTIME_RUNTIME_H
+#define K3C_RUNTIME_RUNTIME_H
+
+#include "models/Common.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace k3c::rt {
+
+struct LoadOptions {
+  std::string device = "auto"; ///< auto, cpu, cuda
+  bool progress = false;
+  int64_t maxSeqs = 0;         ///< 0: the artifact's capacity
+};
+
+struct MemoryPlan {
+  int64_t weightBytes = 0, activationBytes = 0, stateBytes = 0, scratchBytes = 0;
+  int64_t stateBytesPerSeq = 0;
+  int64_t maxTokens = 0, maxSeqs = 0, maxContext = 0;
+};
+
+struct KernelProfile {
+  std::string name, family;
+  int64_t launches = 0;
+  double seconds = 0;
+  double flops = 0, bytes = 0;
+};
+
+class Model {
+public:
+  static std::unique_ptr<Model> load(const std::string &artifactDir, const LoadOptions &o);
+  virtual ~Model() = default;
+
+  virtual int64_t vocabSize() const = 0;
+  virtual int64_t eosTokenId() const = 0;
+  virtual std::string checkpointPath() const = 0;
+  /// bf16 (the model's contract) or f32 (kernels checked at fp32 tolerance).
+  virtual std::string activationDtype() const = 0;
+  virtual std::string deviceName() const = 0;
+  virtual const MemoryPlan &memoryPlan() const = 0;
+
+  /// Starts a batch of `n` fresh sequences (states zeroed, caches empty).
+  virtual void reset(int64_t n) = 0;
+  /// Prefill: one prompt per sequence of the batch; returns last-token
+  /// logits [n, vocab].
+  virtual std::vector<float> prefill(const std::vector<std::vector<int64_t>> &prompts) = 0;
+  /// Decode: one token per sequence; returns logits [n, vocab].
+  virtual std::vector<float> decode(const std::vector<int64_t> &tokens) = 0;
+  /// Tokens each sequence holds so far.
+  virtual const std::vector<int64_t> &lengths() const = 0;
+
+  virtual void enableProfiling(bool on) = 0;
+  virtual std::vector<KernelProfile> profile() const = 0;
+};
+
+/// Temperature / top-p sampling (temperature 0: greedy), seeded.
+class Sampler {
+public:
+  Sampler(double temperature, double topP, uint64_t seed)
+      : temperature(temperature), topP(topP), rng(seed) {}
+  int64_t sample(const float *logits, int64_t vocab);
+
+private:
+  double temperature, topP;
+  Rng rng;
+};
+
+} // namespace k3c::rt
+
+#endif // K3C_RUNTIME_RUNTIME_H

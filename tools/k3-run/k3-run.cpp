@@ -1,0 +1,202 @@
+//===- k3-run.cpp - execute a compiled k3c artifact -----------------------===//
+
+#include "models/Npy.h"
+#include "models/Reference.h"
+#include "runtime/Runtime.h"
+#include "tools/common/Args.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+static const char *kHelp = R"(k3-run: execute a compiled k3c artifact (prefill + decode)
+
+usage: k3-run ARTIFACT_DIR (--prompt-ids 1,2,3 | --batch FILE) [options]
+
+options:
+  --prompt-ids IDS       comma-separated prompt token ids
+  --batch FILE           several prompts (one comma-separated line each), decoded together
+  --max-new-tokens N     tokens to generate per sequence (default 8)
+  --device D             auto (default), cpu or cuda
+  --temperature T        0 (default) = greedy; > 0 samples
+  --top-p P              nucleus sampling mass (default 1.0)
+  --seed S               sampling seed (default 0)
+  --dump-logits FILE     float32 .npy [steps, batch, vocab], one row per generated position
+  --check                also run the reference executor on the same inputs and print the
+                         logits error per step (max abs, max rel, mean abs); exits 1 if the
+                         greedy tokens differ or the error exceeds the bf16 tolerance
+  --profile              per-kernel time, bytes, FLOPs and achieved rates
+  --quiet                no progress lines
+  --help                 this text
+)";
+
+namespace {
+
+struct Err {
+  double maxAbs = 0, maxRel = 0, meanAbs = 0;
+  bool nanMismatch = false;
+};
+
+Err compare(const float *a, const float *ref, int64_t n) {
+  Err e;
+  double scale = 0;
+  for (int64_t i = 0; i < n; ++i)
+    scale = std::max(scale, static_cast<double>(std::fabs(ref[i])));
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(a[i]) != std::isnan(ref[i]) || std::isinf(a[i]) != std::isinf(ref[i])) {
+      e.nanMismatch = true;
+      continue;
+    }
+    if (!std::isfinite(ref[i]))
+      continue;
+    double d = std::fabs(static_cast<double>(a[i]) - ref[i]);
+    e.maxAbs = std::max(e.maxAbs, d);
+    e.maxRel = std::max(e.maxRel, d / std::max(scale, 1e-30));
+    e.meanAbs += d / n;
+  }
+  return e;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    k3c::Args args(argc, argv,
+                   {"prompt-ids", "batch", "max-new-tokens", "device", "temperature", "top-p",
+                    "seed", "dump-logits"},
+                   {"help", "check", "profile", "quiet"});
+    if (args.has("help")) {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+    if (args.positional.size() != 1)
+      throw k3c::Error("need exactly one artifact directory (see --help)");
+    std::vector<std::vector<int64_t>> prompts;
+    if (args.has("prompt-ids"))
+      prompts.push_back(k3c::parseIdList(args.get("prompt-ids"), "--prompt-ids"));
+    if (args.has("batch")) {
+      std::ifstream in(args.get("batch"));
+      if (!in)
+        throw k3c::Error("cannot open --batch file '" + args.get("batch") + "'");
+      std::string line;
+      int n = 0;
+      while (std::getline(in, line)) {
+        ++n;
+        if (line.find_first_not_of(" \t\r") != std::string::npos)
+          prompts.push_back(k3c::parseIdList(line, args.get("batch") + ":" + std::to_string(n)));
+      }
+    }
+    if (prompts.empty())
+      throw k3c::Error("no prompt: give --prompt-ids or --batch (see --help)");
+    int64_t steps = args.getInt("max-new-tokens", 8);
+    if (steps < 1)
+      throw k3c::Error("--max-new-tokens must be >= 1, got " + std::to_string(steps));
+    double temperature = args.getDouble("temperature", 0.0), topP = args.getDouble("top-p", 1.0);
+    if (temperature < 0 || !(topP > 0 && topP <= 1))
+      throw k3c::Error("--temperature must be >= 0 and --top-p in (0, 1]");
+
+    k3c::rt::LoadOptions lo;
+    lo.device = args.get("device", "auto");
+    lo.progress = !args.has("quiet");
+    auto t0 = std::chrono::steady_clock::now();
+    auto model = k3c::rt::Model::load(args.positional[0], lo);
+    double loadS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto &plan = model->memoryPlan();
+    std::printf("device: %s\n", model->deviceName().c_str());
+    std::printf("memory plan: weights %.2f MB, activations %.2f MB, states %.2f MB (%.3f MB per "
+                "sequence; KDA state, conv window, MLA cache of %lld tokens), scratch %.2f MB; "
+                "capacity %lld tokens/step, %lld sequences\n",
+                plan.weightBytes / 1e6, plan.activationBytes / 1e6, plan.stateBytes / 1e6,
+                plan.stateBytesPerSeq / 1e6, static_cast<long long>(plan.maxContext),
+                plan.scratchBytes / 1e6, static_cast<long long>(plan.maxTokens),
+                static_cast<long long>(plan.maxSeqs));
+    std::printf("loaded in %.2f s\n", loadS);
+    model->enableProfiling(args.has("profile"));
+
+    const int64_t B = static_cast<int64_t>(prompts.size()), V = model->vocabSize();
+    k3c::rt::Sampler sampler(temperature, topP, static_cast<uint64_t>(args.getInt("seed", 0)));
+    model->reset(B);
+    std::vector<std::vector<int64_t>> generated(B);
+    std::vector<float> dump;
+    auto tp = std::chrono::steady_clock::now();
+    std::vector<float> logits = model->prefill(prompts);
+    double ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
+    std::vector<std::vector<float>> stepLogits;
+    auto td = std::chrono::steady_clock::now();
+    for (int64_t s = 0; s < steps; ++s) {
+      stepLogits.push_back(logits);
+      std::vector<int64_t> next(B);
+      for (int64_t b = 0; b < B; ++b) {
+        next[b] = sampler.sample(&logits[b * V], V);
+        generated[b].push_back(next[b]);
+      }
+      if (s + 1 < steps)
+        logits = model->decode(next);
+    }
+    double decodeS = std::chrono::duration<double>(std::chrono::steady_clock::now() - td).count();
+    for (int64_t b = 0; b < B; ++b) {
+      std::printf("sequence %lld: prompt %zu tokens -> generated", static_cast<long long>(b),
+                  prompts[b].size());
+      for (int64_t id : generated[b])
+        std::printf(" %lld", static_cast<long long>(id));
+      std::printf("\n");
+    }
+    std::printf("time to first token: %.2f ms; decode: %.1f tokens/s (%lld steps x %lld "
+                "sequences)\n",
+                ttft * 1e3, steps > 1 ? (steps - 1) * B / decodeS : 0.0,
+                static_cast<long long>(steps - 1), static_cast<long long>(B));
+    if (args.has("dump-logits")) {
+      dump.resize(steps * B * V);
+      for (int64_t s = 0; s < steps; ++s)
+        std::copy(stepLogits[s].begin(), stepLogits[s].end(), dump.begin() + s * B * V);
+      k3c::writeNpyF32(args.get("dump-logits"), {steps, B, V}, dump);
+    }
+    if (args.has("profile")) {
+      std::printf("%-34s %-14s %8s %10s %10s %10s\n", "kernel", "family", "launches", "ms",
+                  "GB/s", "GFLOP/s");
+      for (const auto &p : model->profile())
+        std::printf("%-34s %-14s %8lld %10.3f %10.3f %10.3f\n", p.name.c_str(), p.family.c_str(),
+                    static_cast<long long>(p.launches), p.seconds * 1e3,
+                    p.bytes / std::max(p.seconds, 1e-12) / 1e9,
+                    p.flops / std::max(p.seconds, 1e-12) / 1e9);
+    }
+    if (args.has("check")) {
+      // The reference executor on the same inputs (its own loader and math).
+      // The reference in the artifact's precision: f32 activations are checked
+      // at fp32 tolerance, bf16 ones at bf16 tolerance (rounding flips amplify
+      // through AttnRes and can change a near-tie top-k choice; spec §4.6).
+      bool f32 = model->activationDtype() == "f32";
+      k3c::Reference ref = k3c::loadReference(
+          model->checkpointPath(), f32 ? k3c::Precision::F32 : k3c::Precision::BF16, false);
+      bool ok = true;
+      const double tol = f32 ? 1e-5 : 2e-2; // relative to the logits' scale
+      for (int64_t b = 0; b < B; ++b) {
+        k3c::SequenceState st = ref.newSequence();
+        std::vector<float> l = ref.forward(prompts[b], st);
+        std::vector<float> last(l.end() - V, l.end());
+        for (int64_t s = 0; s < steps; ++s) {
+          Err e = compare(&stepLogits[s][b * V], last.data(), V);
+          int64_t refTok = std::max_element(last.begin(), last.end()) - last.begin();
+          bool sameTok = temperature > 0 || refTok == generated[b][s];
+          std::printf("check seq %lld step %lld: max abs %.3e, max rel %.3e, mean abs %.3e%s%s\n",
+                      static_cast<long long>(b), static_cast<long long>(s), e.maxAbs, e.maxRel,
+                      e.meanAbs, e.nanMismatch ? ", NaN/inf positions differ" : "",
+                      sameTok ? "" : ", greedy token differs");
+          ok &= !e.nanMismatch && e.maxRel <= tol && sameTok;
+          if (s + 1 < steps)
+            last = ref.forward({generated[b][s]}, st);
+        }
+      }
+      std::printf("check: %s (%s activations; tolerance: max rel %.0e of the logits' scale)\n",
+                  ok ? "PASSED" : "FAILED", f32 ? "f32" : "bf16", tol);
+      if (!ok)
+        return 1;
+    }
+    return 0;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "k3-run: error: %s\n", e.what());
+    return 1;
+  }
+}
