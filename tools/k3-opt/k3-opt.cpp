@@ -1,7 +1,7 @@
 //===- k3-opt.cpp - k3c IR-level driver -----------------------------------===//
 //
-// MlirOptMain with the k3 dialect, the dialects k3 IR uses (func, arith,
-// tensor) and every k3c pass registered. All `--mlir-*` flags come with it.
+// MlirOptMain with the k3 dialect, the dialects k3 IR and the lowered
+// kernels use (func, arith, tensor, scf, memref, math) and every k3c pass registered. All `--mlir-*` flags come with it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +10,9 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -21,7 +24,8 @@ int main(int argc, char **argv) {
   mlir::k3::registerK3Pipelines();
   mlir::DialectRegistry registry;
   registry.insert<mlir::k3::K3Dialect, mlir::func::FuncDialect,
-                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
+                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect,
+                  mlir::scf::SCFDialect, mlir::memref::MemRefDialect, mlir::math::MathDialect>();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "k3c IR driver: parse, verify, transform and print k3 IR\n",
       registry));
