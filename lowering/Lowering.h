@@ -8,6 +8,7 @@
 #include "mlir/Support/LLVM.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,20 @@ mlir::LogicalResult buildHostLibrary(mlir::ModuleOp loops, const std::vector<Ker
 /// buildHostLibrary and --emit=llvm).
 mlir::LogicalResult lowerLoopsToLLVMDialect(mlir::ModuleOp loops,
                                             const std::vector<KernelInfo> &kernels);
+
+/// Registers what the GPU pipeline needs (NVVM target, translations).
+void prepareGpuContext(mlir::MLIRContext &ctx);
+/// Loop kernels -> gpu.launch -> outlined gpu.module kernels in NVVM (sm_90a).
+mlir::LogicalResult lowerLoopsToGpu(mlir::ModuleOp loops, std::string &error);
+/// PTX text of every gpu.module (NVPTX TargetMachine, in-process).
+mlir::LogicalResult emitPtx(mlir::ModuleOp gpuLowered,
+                            std::map<std::string, std::string> &ptxByKernel,
+                            std::string &error);
+/// Assembles every PTX module with ptxas -arch=sm_90a when ptxas exists
+/// (`ran` tells whether it did); cubins are left in `workDir`.
+mlir::LogicalResult validateWithPtxas(const std::map<std::string, std::string> &ptx,
+                                      const std::string &workDir, std::string &error,
+                                      bool &ran);
 
 } // namespace k3c::lowering
 

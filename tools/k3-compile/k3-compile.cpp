@@ -46,7 +46,7 @@ static cl::opt<std::string> inputPath(cl::Positional,
                                       cl::Required);
 static cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                        cl::value_desc("file"), cl::init("-"));
-enum class Emit { K3, Core, Fused, Loops, LLVM, Artifact };
+enum class Emit { K3, Core, Fused, Loops, LLVM, Gpu, Ptx, Artifact };
 static cl::opt<Emit> emit(
     "emit",
     cl::desc("What to emit (default: an artifact directory when -o names one, else k3)"),
@@ -57,6 +57,8 @@ static cl::opt<Emit> emit(
                clEnumValN(Emit::Fused, "fused", "fused k3.kernel regions"),
                clEnumValN(Emit::Loops, "loops", "each distinct kernel as loops over memrefs"),
                clEnumValN(Emit::LLVM, "llvm", "host kernels as LLVM IR"),
+               clEnumValN(Emit::Gpu, "gpu", "kernels as gpu.module/NVVM with host launches"),
+               clEnumValN(Emit::Ptx, "ptx", "PTX (sm_90a) of every kernel"),
                clEnumValN(Emit::Artifact, "artifact",
                           "the ahead-of-time artifact directory (manifest + kernels)")));
 static cl::opt<std::string> target("target",
@@ -219,6 +221,36 @@ int main(int argc, char **argv) {
                                      : "fused into kernels");
   }
 
+  if (emit == Emit::Gpu || emit == Emit::Ptx) {
+    std::vector<::k3c::lowering::KernelInfo> kernels;
+    auto loops = ::k3c::lowering::lowerKernelsToLoops(*module, kernels);
+    std::string err;
+    if (failed(loops) || failed(::k3c::lowering::lowerLoopsToGpu(**loops, err))) {
+      llvm::errs() << "k3-compile: error: " << (err.empty() ? "lowering the kernels failed" : err)
+                   << "\n";
+      return 1;
+    }
+    progress.line("lowered " + std::to_string(kernels.size()) + " kernels to NVVM (sm_90a)");
+    auto out = openOutputFile(outputPath, &err);
+    if (!out) {
+      llvm::errs() << "k3-compile: error: " << err << "\n";
+      return 1;
+    }
+    if (emit == Emit::Gpu) {
+      (*loops)->print(out->os());
+    } else {
+      std::map<std::string, std::string> ptx;
+      if (failed(::k3c::lowering::emitPtx(**loops, ptx, err))) {
+        llvm::errs() << "k3-compile: error: " << err << "\n";
+        return 1;
+      }
+      for (auto &[name, text] : ptx)
+        out->os() << "// ===== kernel module " << name << "\n" << text << "\n";
+      progress.line("emitted PTX for " + std::to_string(ptx.size()) + " kernel modules");
+    }
+    out->keep();
+    return 0;
+  }
   if (emit == Emit::Loops || emit == Emit::LLVM || emit == Emit::Artifact) {
     std::vector<::k3c::lowering::KernelInfo> kernels;
     auto loops = ::k3c::lowering::lowerKernelsToLoops(*module, kernels);

@@ -1,0 +1,213 @@
+//===- GpuTarget.cpp - loop kernels -> sm_90a PTX + host launchers --------===//
+//
+// The same loop functions as the host target, for NVIDIA GPUs:
+//   scf.parallel tiled into thread blocks (1 x 128 threads over the innermost
+//   parallel dim) -> gpu.launch -> outlined gpu.func kernels -> NVVM ->
+//   PTX for sm_90a through LLVM's NVPTX TargetMachine in-process
+//   (gpu-module-to-binary, format isa). Math uses polynomial approximations
+//   (no libdevice). The host side of every kernel (grid sizes from the memref
+//   dims, launches) is compiled for x86-64 into kernels_cuda.so; it calls the
+//   mgpu* launch ABI that the k3c runtime implements on the CUDA driver API.
+// When ptxas is on PATH every module is assembled for sm_90a to validate it,
+// and ptxas errors name the kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/Lowering.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/Passes.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include <mutex>
+
+using namespace mlir;
+
+namespace k3c::lowering {
+
+static void registerGpuPipelinePasses() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    registerTransformsPasses();
+    registerSCFPasses();
+    registerGPUPasses();
+    registerConversionPasses();
+    arith::registerArithPasses();
+    math::registerMathPasses();
+  });
+}
+
+void prepareGpuContext(MLIRContext &ctx) {
+  DialectRegistry registry;
+  registerAllExtensions(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  ctx.appendDialectRegistry(registry);
+  ctx.loadDialect<gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect>();
+}
+
+// Device-side lowering, shared by --emit=ptx and the CUDA artifact: parallel
+// loops to thread blocks, outlining, then (after the math rewrite below) NVVM.
+// (Pipelines for a PassManager anchored on builtin.module: no outer wrapper.)
+static const char *kOutlinePipeline =
+    "func.func(scf-parallel-loop-tiling{parallel-loop-tile-sizes=1,128 no-min-max-bounds=true},"
+    "gpu-map-parallel-loops,convert-parallel-loops-to-gpu),"
+    "gpu-kernel-outlining,"
+    "nvvm-attach-target{chip=sm_90a features=+ptx80 O=3},"
+    "gpu.module(math-expand-ops)";
+static const char *kNvvmPipeline =
+    "gpu.module(lower-affine,arith-expand{include-bf16=true},convert-scf-to-cf,"
+    "convert-gpu-to-nvvm{index-bitwidth=64},canonicalize,cse,reconcile-unrealized-casts)";
+
+/// exp, log1p and sqrt as single PTX instructions (ex2.approx.ftz,
+/// lg2.approx.ftz, sqrt.rn) through inline asm, so no libdevice is needed and
+/// a machine without the CUDA toolkit still produces PTX.
+static void rewriteDeviceMath(ModuleOp m) {
+  m.walk([](gpu::GPUModuleOp gm) {
+    SmallVector<Operation *> ops;
+    gm.walk([&](Operation *op) {
+      if (isa<math::ExpOp, math::Log1pOp, math::SqrtOp>(op) && op->getResult(0).getType().isF32())
+        ops.push_back(op);
+    });
+    for (Operation *op : ops) {
+      OpBuilder b(op);
+      Location loc = op->getLoc();
+      Value x = op->getOperand(0);
+      Type t = x.getType();
+      auto c = [&](double v) {
+        return arith::ConstantOp::create(b, loc, b.getFloatAttr(t, v)).getResult();
+      };
+      auto ptx = [&](const char *text, Value in) -> Value {
+        return LLVM::InlineAsmOp::create(b, loc, t, ValueRange{in}, text, "=f,f",
+                                         /*has_side_effects=*/false, /*is_align_stack=*/false,
+                                         LLVM::tailcallkind::TailCallKind::None,
+                                         LLVM::AsmDialectAttr(), ArrayAttr())
+            .getResult(0);
+      };
+      Value r;
+      if (isa<math::ExpOp>(op))
+        r = ptx("ex2.approx.ftz.f32 $0, $1;",
+                arith::MulFOp::create(b, loc, x, c(1.4426950408889634)));
+      else if (isa<math::Log1pOp>(op))
+        r = arith::MulFOp::create(
+            b, loc, ptx("lg2.approx.ftz.f32 $0, $1;", arith::AddFOp::create(b, loc, x, c(1.0))),
+            c(0.6931471805599453));
+      else
+        r = ptx("sqrt.rn.f32 $0, $1;", x);
+      op->getResult(0).replaceAllUsesWith(r);
+      op->erase();
+    }
+  });
+}
+
+LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
+  registerGpuPipelinePasses();
+  prepareGpuContext(*loops.getContext());
+  for (const char *pipeline : {kOutlinePipeline, kNvvmPipeline}) {
+    PassManager pm(loops.getContext());
+    if (failed(parsePassPipeline(pipeline, pm))) {
+      error = std::string("internal error: GPU pass pipeline does not parse: ") + pipeline;
+      return failure();
+    }
+    if (getenv("K3C_DEBUG_GPU")) {
+      pm.printAsTextualPipeline(llvm::errs());
+      llvm::errs() << "\n";
+      pm.enableIRPrinting([](Pass *, Operation *) { return false; },
+                          [](Pass *p, Operation *) { return true; }, false, false);
+    }
+    if (failed(pm.run(loops))) {
+      error = "lowering the kernels to NVVM failed";
+      return failure();
+    }
+    if (pipeline == kOutlinePipeline)
+      rewriteDeviceMath(loops);
+  }
+  return success();
+}
+
+LogicalResult emitPtx(ModuleOp gpuLowered, std::map<std::string, std::string> &ptxByKernel,
+                      std::string &error) {
+  // gpu-module-to-binary with format isa leaves each module's PTX in a
+  // gpu.binary; run it on a clone so the caller keeps the NVVM form.
+  OwningOpRef<ModuleOp> clone = gpuLowered.clone();
+  llvm::InitializeAllTargets();
+  llvm::InitializeAllTargetMCs();
+  llvm::InitializeAllAsmPrinters();
+  PassManager pm(clone->getContext());
+  if (failed(parsePassPipeline("gpu-module-to-binary{format=isa}", pm)) ||
+      failed(pm.run(*clone))) {
+    error = "PTX generation (NVPTX TargetMachine) failed";
+    return failure();
+  }
+  clone->walk([&](gpu::BinaryOp bin) {
+    for (Attribute obj : bin.getObjects())
+      if (auto o = dyn_cast<gpu::ObjectAttr>(obj))
+        ptxByKernel[bin.getSymName().str()] = o.getObject().getValue().str();
+  });
+  return success();
+}
+
+LogicalResult validateWithPtxas(const std::map<std::string, std::string> &ptx,
+                                const std::string &workDir, std::string &error,
+                                bool &ran) {
+  ran = false;
+  auto ptxas = llvm::sys::findProgramByName("ptxas");
+  if (!ptxas) {
+    auto local = llvm::sys::findProgramByName("ptxas", {"/usr/local/cuda/bin"});
+    if (!local)
+      return success(); // no CUDA toolkit: the artifact carries PTX only
+    ptxas = local;
+  }
+  ran = true;
+  for (const auto &[name, text] : ptx) {
+    std::string in = workDir + "/" + name + ".ptx", out = workDir + "/" + name + ".cubin";
+    {
+      std::error_code ec;
+      llvm::raw_fd_ostream os(in, ec);
+      if (ec) {
+        error = "cannot write " + in;
+        return failure();
+      }
+      os << text;
+    }
+    std::string errFile = workDir + "/" + name + ".ptxas.log";
+    std::optional<StringRef> redirects[] = {std::nullopt, StringRef(errFile), StringRef(errFile)};
+    SmallVector<StringRef> argv = {*ptxas, "-arch=sm_90a", "-O3", in, "-o", out};
+    int rc = llvm::sys::ExecuteAndWait(*ptxas, argv, std::nullopt, redirects);
+    if (rc != 0) {
+      auto buf = llvm::MemoryBuffer::getFile(errFile);
+      error = "ptxas rejected kernel module " + name + ": " +
+              (buf ? (*buf)->getBuffer().str() : std::string("(no log)"));
+      return failure();
+    }
+    llvm::sys::fs::remove(errFile);
+    llvm::sys::fs::remove(in);
+  }
+  return success();
+}
+
+} // namespace k3c::lowering
