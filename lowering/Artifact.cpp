@@ -168,6 +168,12 @@ LogicalResult writeArtifact(ModuleOp fused, const std::vector<KernelInfo> &kerne
       files["host_library"] = {{"path", lib.filename().string()},
                                {"sha256", sha256File(o.hostLibrary)}};
     }
+    if (!o.cudaLibrary.empty()) {
+      fs::path lib(o.cudaLibrary);
+      files["cuda_library"] = {{"path", lib.filename().string()},
+                               {"sha256", sha256File(o.cudaLibrary)},
+                               {"arch", "sm_90a"}};
+    }
     m["files"] = files;
 
     ojson ks = ojson::array();

@@ -15,7 +15,8 @@ struct ArtifactOptions {
   std::string dir;           ///< the artifact directory
   std::string target;        ///< "host"
   std::string checkpointDir; ///< weights source ("" for config-only builds)
-  std::string hostLibrary;   ///< path of kernels_host.so inside `dir`
+  std::string hostLibrary;   ///< path of kernels_host.so inside `dir` ("" if none)
+  std::string cudaLibrary;   ///< path of kernels_cuda.so inside `dir` ("" if none)
   ModelConfig config;
   int64_t maxTokens = 512, maxSeqs = 16, maxContext = 4096;
   std::string activationDtype = "bf16";

@@ -11,6 +11,10 @@
 #include "lowering/Lowering.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -38,7 +42,20 @@ namespace k3c::lowering {
 LogicalResult lowerLoopsToLLVMDialect(ModuleOp loops, const std::vector<KernelInfo> &kernels) {
   MLIRContext *ctx = loops.getContext();
   ctx->loadDialect<LLVM::LLVMDialect, vector::VectorDialect>();
+  bool gpu = false;
+  loops.walk([&](gpu::GPUModuleOp) { gpu = true; });
   PassManager pm(ctx);
+  if (gpu) {
+    // Kernels already in NVVM: embed their PTX (gpu.binary) and lower the
+    // host side's launches to the mgpu* runtime ABI.
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
+    GpuModuleToBinaryPassOptions bin;
+    bin.compilationTarget = "isa"; // PTX; the driver JITs it for the device
+    pm.addPass(createGpuModuleToBinaryPass(bin));
+    pm.addNestedPass<func::FuncOp>(createLowerAffinePass());
+  }
   // bf16 <-> f32 as integer ops (round to nearest even): no libgcc/compiler-rt
   // helper (__truncsfbf2) is needed at load time.
   arith::ArithExpandOpsPassOptions expand;
@@ -50,6 +67,8 @@ LogicalResult lowerLoopsToLLVMDialect(ModuleOp loops, const std::vector<KernelIn
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
+  if (gpu)
+    pm.addPass(createGpuToLLVMConversionPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   if (failed(pm.run(loops)))
@@ -84,8 +103,9 @@ LogicalResult buildHostLibrary(ModuleOp loops, const std::vector<KernelInfo> &ke
   }
   registerBuiltinDialectTranslation(*loops.getContext());
   registerLLVMDialectTranslation(*loops.getContext());
+  registerGPUDialectTranslation(*loops.getContext());
   llvm::LLVMContext llvmCtx;
-  std::unique_ptr<llvm::Module> mod = translateModuleToLLVMIR(loops, llvmCtx, "k3c_host_kernels");
+  std::unique_ptr<llvm::Module> mod = translateModuleToLLVMIR(loops, llvmCtx, "k3c_kernels");
   if (!mod) {
     error = "translating the kernels to LLVM IR failed";
     return failure();

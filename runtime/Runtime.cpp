@@ -1,6 +1,7 @@
 //===- Runtime.cpp - artifact loading, memory plan, host execution --------===//
 
 #include "runtime/Runtime.h"
+#include "runtime/Cuda.h"
 
 #include "models/MXFP4Layout.h"
 #include "models/Safetensors.h"
@@ -40,23 +41,56 @@ int64_t dtypeBytes(const std::string &d) {
   throw Error("artifact: unknown dtype '" + d + "'");
 }
 
-/// A host buffer: capacity-sized storage plus the dims of its current value.
+/// A buffer on the host or the device: capacity-sized storage plus the dims
+/// of its current value. `data` is what kernels get (a device address on
+/// the GPU).
 struct Buffer {
   std::string dtype;
   std::vector<int64_t> capacity; ///< dims the storage holds
   std::vector<int64_t> dims;     ///< dims of the current contents
   void *data = nullptr;
   int64_t bytes = 0;
-  void allocate() {
+  bool device = false;
+  void allocate(bool onDevice, const std::string &what) {
+    device = onDevice;
     bytes = dtypeBytes(dtype);
     for (int64_t d : capacity)
       bytes *= d;
+    if (device) {
+      cuda::CUdeviceptr p = cuda::alloc(bytes, what);
+      cuda::zero(p, bytes);
+      data = reinterpret_cast<void *>(p);
+      return;
+    }
     // calloc: zeroed (fresh state) without touching pages that stay unused.
     data = std::calloc(std::max<int64_t>(bytes, 1), 1);
     if (!data)
-      throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+      throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes for " + what);
   }
-  ~Buffer() { std::free(data); }
+  void write(const void *src, size_t n) {
+    if (device)
+      cuda::upload(reinterpret_cast<cuda::CUdeviceptr>(data), src, n);
+    else
+      std::memcpy(data, src, n);
+  }
+  void read(void *dst, size_t n) const {
+    if (device)
+      cuda::download(dst, reinterpret_cast<cuda::CUdeviceptr>(data), n);
+    else
+      std::memcpy(dst, data, n);
+  }
+  void clear() {
+    if (device)
+      cuda::zero(reinterpret_cast<cuda::CUdeviceptr>(data), bytes);
+    else
+      std::memset(data, 0, bytes);
+  }
+  ~Buffer() {
+    if (device)
+      cuda::release(reinterpret_cast<cuda::CUdeviceptr>(data));
+    else
+      std::free(data);
+  }
 };
 
 struct ArgSpec {
@@ -150,7 +184,9 @@ public:
   int64_t eosTokenId() const override { return eos; }
   std::string checkpointPath() const override { return ckptPath; }
   std::string activationDtype() const override { return actDtype; }
-  std::string deviceName() const override { return "cpu (host kernel library)"; }
+  std::string deviceName() const override {
+    return gpu ? "cuda: " + cuda::deviceName() + " (sm_90a kernels)" : "cpu (host kernel library)";
+  }
   const MemoryPlan &memoryPlan() const override { return plan; }
   const std::vector<int64_t> &lengths() const override { return lens; }
   void enableProfiling(bool on) override { profiling = on; }
@@ -170,7 +206,7 @@ public:
     batch = n;
     lens.assign(n, 0);
     for (auto &[name, b] : states)
-      std::memset(b->data, 0, b->bytes);
+      b->clear();
   }
 
   std::vector<float> prefill(const std::vector<std::vector<int64_t>> &prompts) override {
@@ -199,12 +235,13 @@ private:
   void loadWeights(Entry &e);
   std::vector<float> run(Entry &e, const std::vector<int64_t> &ids,
                          const std::vector<int64_t> &seqLens);
-  Buffer *newBuffer(const std::string &dtype, std::vector<int64_t> cap) {
+  Buffer *newBuffer(const std::string &dtype, std::vector<int64_t> cap,
+                    const std::string &what = "a buffer") {
     owned.push_back(std::make_unique<Buffer>());
     Buffer *b = owned.back().get();
     b->dtype = dtype;
     b->capacity = std::move(cap);
-    b->allocate();
+    b->allocate(gpu, what);
     return b;
   }
 
@@ -222,6 +259,7 @@ private:
   int64_t batch = 0;
   std::vector<int64_t> lens;
   bool profiling = false;
+  bool gpu = false;
   std::map<std::string, KernelProfile> prof;
 };
 
@@ -243,10 +281,20 @@ void HostModel::load() {
       throw Error("artifact '" + dir + "' has format version " + std::to_string(version) +
                   "; this runtime reads version " + std::to_string(kFormatVersion) +
                   " (recompile with this k3c)");
-    if (opts.device == "cuda")
-      throw Error("--device cuda: this artifact has no GPU kernels (target '" +
-                  manifest.value("target", std::string("?")) +
-                  "'); the CUDA backend needs an sm_90a artifact");
+    bool hasCuda = manifest.at("files").contains("cuda_library");
+    bool hasHost = manifest.at("files").contains("host_library");
+    if (opts.device == "cuda" && !hasCuda)
+      throw Error("--device cuda: this artifact has no GPU kernels (compiled with --target=" +
+                  manifest.value("target", std::string("?")) + "; use --target=sm_90a or both)");
+    if (opts.device != "cpu" && hasCuda) {
+      std::string why;
+      gpu = cuda::initialize(why);
+      if (!gpu && opts.device == "cuda")
+        throw Error("--device cuda: " + why);
+    }
+    if (!gpu && !hasHost)
+      throw Error("artifact '" + dir + "' has no host kernels (compiled with --target=sm_90a) "
+                  "and no GPU is usable here");
     const json &model = manifest.at("model");
     vocab = model.at("vocab_size");
     eos = model.value("eos_token_id", -1);
@@ -260,9 +308,10 @@ void HostModel::load() {
     plan.maxContext = cap.at("max_context");
     if (plan.maxSeqs > plan.maxTokens)
       throw Error("artifact capacity: max_seqs > max_tokens");
-    ckptPath = manifest.at("checkpoint").value("path", "");
+    ckptPath = opts.checkpoint.empty() ? manifest.at("checkpoint").value("path", "")
+                                       : opts.checkpoint;
     // Hashes: the kernel library and the checkpoint's config/index.
-    const json &libj = manifest.at("files").at("host_library");
+    const json &libj = manifest.at("files").at(gpu ? "cuda_library" : "host_library");
     fs::path libPath = fs::path(dir) / libj.at("path").get<std::string>();
     if (!fs::exists(libPath))
       throw Error("artifact '" + dir + "': kernel library " + libPath.string() + " is missing");
@@ -275,7 +324,10 @@ void HostModel::load() {
       if (sha256File((fs::path(ckptPath) / file).string()) != hash.get<std::string>())
         throw Error("checkpoint '" + ckptPath + "': " + file +
                     " changed since the artifact was compiled (SHA-256 mismatch)");
+    // The CUDA launch library resolves the mgpu* ABI from this process.
     lib = dlopen(libPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (gpu)
+      cuda::checkLaunchError("(loading the kernel modules)");
     if (!lib)
       throw Error("cannot load " + libPath.string() + ": " + dlerror());
     for (const json &k : manifest.at("kernels")) {
@@ -313,7 +365,7 @@ void HostModel::load() {
           spec.scratch[i] = std::make_unique<Buffer>();
           spec.scratch[i]->dtype = spec.args[i].dtype;
           spec.scratch[i]->capacity = cap;
-          spec.scratch[i]->allocate();
+          spec.scratch[i]->allocate(gpu, "scratch of kernel " + spec.name);
           plan.scratchBytes += spec.scratch[i]->bytes;
         }
       kernels[spec.name] = std::move(spec);
@@ -376,7 +428,7 @@ void HostModel::load() {
       } else if (v.kind == "state") {
         auto &b = states[v.name];
         if (!b) {
-          b = newBuffer(v.dtype, capOf(v));
+          b = newBuffer(v.dtype, capOf(v), "state " + v.name);
           plan.stateBytes += b->bytes;
           plan.stateBytesPerSeq += b->bytes / plan.maxSeqs;
         }
@@ -459,8 +511,8 @@ void HostModel::loadWeights(Entry &e) {
       int64_t E = v->shape[0], N = v->shape[1], K = v->shape[2];
       size_t dot = v->name.rfind('.');
       std::string base = v->name.substr(0, dot), which = v->name.substr(dot + 1);
-      Buffer *p = newBuffer("i8", {E * N * K / 2});
-      Buffer *s = newBuffer("i8", {E * N * K / 32});
+      Buffer *p = newBuffer("i8", {E * N * K / 2}, "weight " + v->name);
+      Buffer *s = newBuffer("i8", {E * N * K / 32}, "weight " + v->name);
       std::vector<uint8_t> cp(E * N * K / 2), cs(E * N * K / 32);
       for (int64_t x = 0; x < E; ++x) {
         std::string en = base + "." + std::to_string(x) + "." + which + ".";
@@ -474,21 +526,24 @@ void HostModel::loadWeights(Entry &e) {
       }
       if (v->kTile) {
         mxfp4::KernelLayout l{v->nTile, v->kTile};
-        mxfp4::repackToKernel(l, E, N, K, cp.data(), cs.data(), static_cast<uint8_t *>(p->data),
-                              static_cast<uint8_t *>(s->data));
+        std::vector<uint8_t> kp(cp.size()), ks(cs.size());
+        mxfp4::repackToKernel(l, E, N, K, cp.data(), cs.data(), kp.data(), ks.data());
+        p->write(kp.data(), kp.size());
+        s->write(ks.data(), ks.size());
       } else {
-        std::memcpy(p->data, cp.data(), cp.size());
-        std::memcpy(s->data, cs.data(), cs.size());
+        p->write(cp.data(), cp.size());
+        s->write(cs.data(), cs.size());
       }
       v->buf = weights[v->name] = p;
       v->scales = weightScales[v->name] = s;
       plan.weightBytes += p->bytes + s->bytes;
       continue;
     }
-    Buffer *b = newBuffer(v->dtype, v->shape);
+    Buffer *b = newBuffer(v->dtype, v->shape, "weight " + v->name);
     int64_t n = 1;
     for (int64_t d : v->shape)
       n *= d;
+    std::vector<uint8_t> staging(b->bytes, 0);
     size_t ex = v->name.find(".experts.");
     std::vector<std::pair<const TensorInfo *, int64_t>> parts; // tensor, element offset
     if (ex != std::string::npos) { // stacked dense experts (Kimi Linear)
@@ -511,7 +566,7 @@ void HostModel::loadWeights(Entry &e) {
       int64_t es = dtypeSize(t->dtype);
       for (int64_t i = 0; i < std::min(count, t->numel()); ++i) {
         float f = toF32(src + i * es, t->dtype);
-        uint8_t *dst = static_cast<uint8_t *>(b->data);
+        uint8_t *dst = staging.data();
         if (v->dtype == "bf16") {
           uint16_t h = floatToBf16(f);
           std::memcpy(dst + 2 * (off + i), &h, 2);
@@ -522,6 +577,7 @@ void HostModel::loadWeights(Entry &e) {
         }
       }
     }
+    b->write(staging.data(), staging.size());
     v->buf = weights[v->name] = b;
     plan.weightBytes += b->bytes;
   }
@@ -547,16 +603,16 @@ std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
   // Inputs.
   for (Value &v : e.values) {
     if (v.kind == "input") {
-      int32_t *p = static_cast<int32_t *>(v.buf->data);
+      std::vector<int32_t> host;
       if (v.name == "token_ids") {
         for (int64_t t = 0; t < T; ++t)
-          p[t] = static_cast<int32_t>(ids[t]);
-        v.buf->dims = {T};
+          host.push_back(static_cast<int32_t>(ids[t]));
       } else {
         for (int64_t n = 0; n < N; ++n)
-          p[n] = static_cast<int32_t>(v.name == "seq_lens" ? seqLens[n] : lens[n]);
-        v.buf->dims = {N};
+          host.push_back(static_cast<int32_t>(v.name == "seq_lens" ? seqLens[n] : lens[n]));
       }
+      v.buf->write(host.data(), host.size() * sizeof(int32_t));
+      v.buf->dims = {static_cast<int64_t>(host.size())};
     } else if (v.kind == "state") {
       v.buf->dims = v.buf->capacity;
       v.buf->dims[0] = N;
@@ -615,9 +671,15 @@ std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
       argv[i] = desc[i].words.data();
     }
     auto t0 = std::chrono::steady_clock::now();
+    cuda::Timer timer;
+    if (profiling && gpu)
+      timer.begin();
     k.fn(argv.data());
+    if (gpu)
+      cuda::checkLaunchError(k.name);
     if (profiling) {
-      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      double s = gpu ? timer.endSeconds()
+                     : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       KernelProfile &p = prof[k.name];
       p.name = k.name;
       p.family = k.family;
@@ -630,8 +692,9 @@ std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
   for (int64_t n = 0; n < N; ++n)
     lens[n] += seqLens[n];
   Buffer *logits = bufOf[e.returns[0]];
-  const float *lp = static_cast<const float *>(logits->data);
-  return std::vector<float>(lp, lp + N * vocab);
+  std::vector<float> out(N * vocab);
+  logits->read(out.data(), out.size() * sizeof(float));
+  return out;
 }
 
 } // namespace

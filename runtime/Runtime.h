@@ -25,6 +25,10 @@ struct LoadOptions {
   std::string device = "auto"; ///< auto, cpu, cuda
   bool progress = false;
   int64_t maxSeqs = 0;         ///< 0: the artifact's capacity
+  /// Weights from this checkpoint instead of the compile-time path (an
+  /// artifact moved to another machine); its config and index must still
+  /// match the hashes in the manifest.
+  std::string checkpoint;
 };
 
 struct MemoryPlan {

@@ -34,6 +34,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <fstream>
 #include <unistd.h>
 #include <filesystem>
 
@@ -61,10 +62,11 @@ static cl::opt<Emit> emit(
                clEnumValN(Emit::Ptx, "ptx", "PTX (sm_90a) of every kernel"),
                clEnumValN(Emit::Artifact, "artifact",
                           "the ahead-of-time artifact directory (manifest + kernels)")));
-static cl::opt<std::string> target("target",
-                                   cl::desc("Code generation target: host (x86-64 shared "
-                                            "library); sm_90a and both are not available yet"),
-                                   cl::init("host"));
+static cl::opt<std::string> target(
+    "target",
+    cl::desc("Code generation target: host (x86-64 shared library), sm_90a (PTX kernels + "
+             "x86-64 launchers; cubins checked with ptxas when present) or both"),
+    cl::init("both"));
 static cl::opt<int64_t> maxTokens("max-tokens", cl::desc("Artifact capacity: tokens per step"),
                                   cl::init(512));
 static cl::opt<int64_t> maxSeqs("max-seqs", cl::desc("Artifact capacity: sequences per batch"),
@@ -117,12 +119,10 @@ int main(int argc, char **argv) {
       !llvm::StringRef(outputPath).ends_with(".mlir") &&
       !llvm::StringRef(outputPath).ends_with(".ll"))
     emit = Emit::Artifact;
-  if (emit == Emit::Artifact || emit == Emit::LLVM || emit == Emit::Loops) {
-    if (target != "host") {
-      llvm::errs() << "k3-compile: error: --target=" << target
-                   << " is not available yet; this build generates code for --target=host\n";
-      return 1;
-    }
+  if (target != "host" && target != "sm_90a" && target != "both") {
+    llvm::errs() << "k3-compile: error: --target must be host, sm_90a or both, got '" << target
+                 << "'\n";
+    return 1;
   }
   if (emit == Emit::Artifact && outputPath == "-") {
     llvm::errs() << "k3-compile: error: --emit=artifact needs -o DIR\n";
@@ -284,12 +284,42 @@ int main(int argc, char **argv) {
       return 0;
     }
     std::filesystem::create_directories(outputPath.getValue());
-    std::string lib = (std::filesystem::path(outputPath.getValue()) / "kernels_host.so").string();
-    if (failed(::k3c::lowering::buildHostLibrary(**loops, kernels, lib, nullptr, err))) {
-      llvm::errs() << "k3-compile: error: " << err << "\n";
-      return 1;
+    std::string lib, cudaLib;
+    if (target == "sm_90a" || target == "both") {
+      OwningOpRef<ModuleOp> gpuLoops = (*loops)->clone();
+      cudaLib = (std::filesystem::path(outputPath.getValue()) / "kernels_cuda.so").string();
+      std::map<std::string, std::string> ptx;
+      bool ranPtxas = false;
+      if (failed(::k3c::lowering::lowerLoopsToGpu(*gpuLoops, err)) ||
+          failed(::k3c::lowering::emitPtx(*gpuLoops, ptx, err))) {
+        llvm::errs() << "k3-compile: error: " << err << "\n";
+        return 1;
+      }
+      std::string ptxDir = (std::filesystem::path(outputPath.getValue()) / "ptx").string();
+      std::filesystem::create_directories(ptxDir);
+      if (failed(::k3c::lowering::validateWithPtxas(ptx, ptxDir, err, ranPtxas))) {
+        llvm::errs() << "k3-compile: error: " << err << "\n";
+        return 1;
+      }
+      for (auto &[name, text] : ptx) {
+        std::ofstream(ptxDir + "/" + name + ".ptx") << text;
+      }
+      progress.line(std::to_string(ptx.size()) + " PTX modules for sm_90a" +
+                    (ranPtxas ? ", assembled by ptxas (cubins in ptx/)" : " (no ptxas: PTX only)"));
+      if (failed(::k3c::lowering::buildHostLibrary(*gpuLoops, kernels, cudaLib, nullptr, err))) {
+        llvm::errs() << "k3-compile: error: " << err << "\n";
+        return 1;
+      }
+      progress.line("compiled the CUDA launch library " + cudaLib);
     }
-    progress.line("compiled the host kernel library " + lib);
+    if (target == "host" || target == "both") {
+      lib = (std::filesystem::path(outputPath.getValue()) / "kernels_host.so").string();
+      if (failed(::k3c::lowering::buildHostLibrary(**loops, kernels, lib, nullptr, err))) {
+        llvm::errs() << "k3-compile: error: " << err << "\n";
+        return 1;
+      }
+      progress.line("compiled the host kernel library " + lib);
+    }
     {
       auto fusedOut = openOutputFile(
           (std::filesystem::path(outputPath.getValue()) / "model.fused.mlir").string(), &err);
@@ -303,6 +333,7 @@ int main(int argc, char **argv) {
     ao.target = target;
     ao.checkpointDir = checkpointDir;
     ao.hostLibrary = lib;
+    ao.cudaLibrary = cudaLib;
     ao.config = config;
     ao.maxTokens = maxTokens;
     ao.activationDtype = activationDtype;

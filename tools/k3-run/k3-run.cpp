@@ -19,7 +19,10 @@ options:
   --prompt-ids IDS       comma-separated prompt token ids
   --batch FILE           several prompts (one comma-separated line each), decoded together
   --max-new-tokens N     tokens to generate per sequence (default 8)
-  --device D             auto (default), cpu or cuda
+  --device D             auto (default: the GPU when the artifact has sm_90a kernels and a GPU
+                         is present, else the CPU), cpu or cuda
+  --checkpoint DIR       weights from DIR instead of the path recorded at compile time (the
+                         config and index must match the artifact's SHA-256)
   --temperature T        0 (default) = greedy; > 0 samples
   --top-p P              nucleus sampling mass (default 1.0)
   --seed S               sampling seed (default 0)
@@ -65,7 +68,7 @@ int main(int argc, char **argv) {
   try {
     k3c::Args args(argc, argv,
                    {"prompt-ids", "batch", "max-new-tokens", "device", "temperature", "top-p",
-                    "seed", "dump-logits"},
+                    "seed", "dump-logits", "checkpoint"},
                    {"help", "check", "profile", "quiet"});
     if (args.has("help")) {
       std::fputs(kHelp, stdout);
@@ -100,6 +103,7 @@ int main(int argc, char **argv) {
     k3c::rt::LoadOptions lo;
     lo.device = args.get("device", "auto");
     lo.progress = !args.has("quiet");
+    lo.checkpoint = args.get("checkpoint");
     auto t0 = std::chrono::steady_clock::now();
     auto model = k3c::rt::Model::load(args.positional[0], lo);
     double loadS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

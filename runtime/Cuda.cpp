@@ -1,0 +1,248 @@
+//===- Cuda.cpp - CUDA driver loader and the mgpu* launch ABI -------------===//
+
+#include "runtime/Cuda.h"
+
+#include "models/Common.h"
+
+#include <dlfcn.h>
+#include <mutex>
+
+namespace k3c::rt::cuda {
+
+namespace {
+
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = void *;
+using CUmodule = void *;
+using CUfunction = void *;
+using CUstream = void *;
+using CUevent = void *;
+
+struct Driver {
+  void *lib = nullptr;
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDeviceGetCount)(int *);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDeviceGetName)(char *, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*cuMemGetInfo)(size_t *, size_t *);
+  CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, CUstream, void **, void **);
+  CUresult (*cuStreamCreate)(CUstream *, unsigned);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuEventCreate)(CUevent *, unsigned);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*cuGetErrorString)(CUresult, const char **);
+  CUcontext ctx = nullptr;
+  CUstream stream = nullptr;
+  std::string name;
+  bool ready = false;
+};
+
+Driver d;
+std::mutex launchMutex;
+std::string launchError;
+
+std::string errorText(CUresult r) {
+  const char *s = nullptr;
+  if (d.cuGetErrorString)
+    d.cuGetErrorString(r, &s);
+  return s ? s : ("CUDA error " + std::to_string(r));
+}
+
+void check(CUresult r, const char *call, const std::string &what = "") {
+  if (r != 0)
+    throw Error(std::string(call) + " failed: " + errorText(r) + (what.empty() ? "" : " (" + what + ")"));
+}
+
+template <typename F> bool bind(F &f, const char *name) {
+  f = reinterpret_cast<F>(dlsym(d.lib, name));
+  return f != nullptr;
+}
+
+} // namespace
+
+bool initialize(std::string &why) {
+  if (d.ready)
+    return true;
+  d.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!d.lib) {
+    why = "libcuda.so.1 not found (no NVIDIA driver)";
+    return false;
+  }
+  bool ok = bind(d.cuInit, "cuInit") && bind(d.cuDeviceGetCount, "cuDeviceGetCount") &&
+            bind(d.cuDeviceGet, "cuDeviceGet") && bind(d.cuDeviceGetName, "cuDeviceGetName") &&
+            bind(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") &&
+            bind(d.cuCtxSetCurrent, "cuCtxSetCurrent") &&
+            bind(d.cuCtxSynchronize, "cuCtxSynchronize") && bind(d.cuMemAlloc, "cuMemAlloc_v2") &&
+            bind(d.cuMemFree, "cuMemFree_v2") && bind(d.cuMemcpyHtoD, "cuMemcpyHtoD_v2") &&
+            bind(d.cuMemcpyDtoH, "cuMemcpyDtoH_v2") && bind(d.cuMemsetD8, "cuMemsetD8_v2") &&
+            bind(d.cuMemGetInfo, "cuMemGetInfo_v2") &&
+            bind(d.cuModuleLoadData, "cuModuleLoadData") &&
+            bind(d.cuModuleUnload, "cuModuleUnload") &&
+            bind(d.cuModuleGetFunction, "cuModuleGetFunction") &&
+            bind(d.cuLaunchKernel, "cuLaunchKernel") && bind(d.cuStreamCreate, "cuStreamCreate") &&
+            bind(d.cuStreamSynchronize, "cuStreamSynchronize") &&
+            bind(d.cuEventCreate, "cuEventCreate") && bind(d.cuEventRecord, "cuEventRecord") &&
+            bind(d.cuEventSynchronize, "cuEventSynchronize") &&
+            bind(d.cuEventElapsedTime, "cuEventElapsedTime") &&
+            bind(d.cuGetErrorString, "cuGetErrorString");
+  if (!ok) {
+    why = "libcuda.so.1 lacks a driver API entry point this runtime needs";
+    return false;
+  }
+  if (d.cuInit(0) != 0) {
+    why = "cuInit failed (no usable GPU)";
+    return false;
+  }
+  int count = 0;
+  if (d.cuDeviceGetCount(&count) != 0 || count == 0) {
+    why = "no CUDA device";
+    return false;
+  }
+  CUdevice dev;
+  check(d.cuDeviceGet(&dev, 0), "cuDeviceGet");
+  char name[256] = {};
+  check(d.cuDeviceGetName(name, sizeof(name), dev), "cuDeviceGetName");
+  d.name = name;
+  check(d.cuDevicePrimaryCtxRetain(&d.ctx, dev), "cuDevicePrimaryCtxRetain");
+  check(d.cuCtxSetCurrent(d.ctx), "cuCtxSetCurrent");
+  check(d.cuStreamCreate(&d.stream, 0), "cuStreamCreate");
+  d.ready = true;
+  return true;
+}
+
+bool available() { return d.ready; }
+std::string deviceName() { return d.name; }
+
+void memInfo(size_t &free, size_t &total) { check(d.cuMemGetInfo(&free, &total), "cuMemGetInfo"); }
+
+CUdeviceptr alloc(size_t bytes, const std::string &what) {
+  CUdeviceptr p = 0;
+  CUresult r = d.cuMemAlloc(&p, bytes ? bytes : 1);
+  if (r != 0) {
+    size_t free = 0, total = 0;
+    d.cuMemGetInfo(&free, &total);
+    throw Error("out of device memory allocating " + std::to_string(bytes) + " bytes for " + what +
+                " (" + std::to_string(free) + " of " + std::to_string(total) +
+                " bytes free): " + errorText(r));
+  }
+  return p;
+}
+
+void release(CUdeviceptr p) {
+  if (p && d.ready)
+    d.cuMemFree(p);
+}
+void upload(CUdeviceptr dst, const void *src, size_t bytes) {
+  check(d.cuMemcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
+}
+void download(void *dst, CUdeviceptr src, size_t bytes) {
+  check(d.cuStreamSynchronize(d.stream), "cuStreamSynchronize");
+  check(d.cuMemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
+}
+void zero(CUdeviceptr dst, size_t bytes) { check(d.cuMemsetD8(dst, 0, bytes), "cuMemsetD8"); }
+void synchronize(const char *where) { check(d.cuStreamSynchronize(d.stream), where); }
+
+void checkLaunchError(const std::string &kernel) {
+  std::lock_guard<std::mutex> g(launchMutex);
+  if (!launchError.empty()) {
+    std::string e = launchError;
+    launchError.clear();
+    throw Error("kernel " + kernel + ": " + e);
+  }
+}
+
+void Timer::begin() {
+  if (!start) {
+    check(d.cuEventCreate(&start, 0), "cuEventCreate");
+    check(d.cuEventCreate(&stop, 0), "cuEventCreate");
+  }
+  check(d.cuEventRecord(start, d.stream), "cuEventRecord");
+}
+
+double Timer::endSeconds() {
+  check(d.cuEventRecord(stop, d.stream), "cuEventRecord");
+  check(d.cuEventSynchronize(stop), "cuEventSynchronize");
+  float ms = 0;
+  check(d.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
+  return ms / 1e3;
+}
+
+} // namespace k3c::rt::cuda
+
+//===----------------------------------------------------------------------===//
+// The mgpu* ABI of MLIR's gpu-to-llvm lowering, called by the generated
+// launch code in kernels_cuda.so. Errors are recorded, not thrown: the
+// runtime checks them after each kernel entry point returns.
+//===----------------------------------------------------------------------===//
+
+using namespace k3c::rt::cuda;
+
+static void record(const char *call, int r) {
+  std::lock_guard<std::mutex> g(launchMutex);
+  if (launchError.empty())
+    launchError = std::string(call) + " failed: " + errorText(r);
+}
+
+extern "C" {
+
+__attribute__((visibility("default"))) void *mgpuModuleLoad(void *data, size_t) {
+  void *m = nullptr;
+  if (int r = d.cuModuleLoadData(&m, data))
+    record("cuModuleLoadData", r);
+  return m;
+}
+
+__attribute__((visibility("default"))) void *mgpuModuleLoadJIT(void *data, int) {
+  return mgpuModuleLoad(data, 0);
+}
+
+__attribute__((visibility("default"))) void mgpuModuleUnload(void *module) {
+  if (module && d.ready)
+    d.cuModuleUnload(module);
+}
+
+__attribute__((visibility("default"))) void *mgpuModuleGetFunction(void *module, const char *name) {
+  void *f = nullptr;
+  if (!module) {
+    record("cuModuleGetFunction (module failed to load)", 1);
+    return nullptr;
+  }
+  if (int r = d.cuModuleGetFunction(&f, module, name))
+    record("cuModuleGetFunction", r);
+  return f;
+}
+
+__attribute__((visibility("default"))) void
+mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t bx, intptr_t by,
+                 intptr_t bz, int32_t smem, void *stream, void **params, void **extra, size_t) {
+  if (!function)
+    return;
+  if (gx == 0 || gy == 0 || gz == 0)
+    return; // an empty grid (no tokens for this launch)
+  if (int r = d.cuLaunchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params, extra))
+    record("cuLaunchKernel", r);
+}
+
+__attribute__((visibility("default"))) void *mgpuStreamCreate() { return d.stream; }
+__attribute__((visibility("default"))) void mgpuStreamDestroy(void *) {}
+__attribute__((visibility("default"))) void mgpuStreamSynchronize(void *stream) {
+  if (int r = d.cuStreamSynchronize(stream))
+    record("cuStreamSynchronize", r);
+}
+
+} // extern "C"

@@ -1,0 +1,49 @@
+//===- Cuda.h - the CUDA driver API, loaded at run time ---------*- C++ -*-===//
+//
+// libcuda.so.1 is opened with dlopen, so the runtime builds and runs on
+// machines without CUDA; every call is checked and a failure names the call
+// (and the kernel when there is one). The mgpu* launch ABI that generated
+// launch code calls is implemented on top of it (Cuda.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3C_RUNTIME_CUDA_H
+#define K3C_RUNTIME_CUDA_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace k3c::rt::cuda {
+
+using CUdeviceptr = unsigned long long;
+
+/// Loads the driver, initializes device 0's primary context and a stream.
+/// Returns false (with a reason) when no usable GPU is present.
+bool initialize(std::string &why);
+bool available();
+std::string deviceName();
+/// Free and total device memory in bytes.
+void memInfo(size_t &free, size_t &total);
+
+CUdeviceptr alloc(size_t bytes, const std::string &what);
+void release(CUdeviceptr p);
+void upload(CUdeviceptr dst, const void *src, size_t bytes);
+void download(void *dst, CUdeviceptr src, size_t bytes);
+void zero(CUdeviceptr dst, size_t bytes);
+void synchronize(const char *where);
+
+/// Launch errors recorded by the mgpu* ABI (which cannot throw through
+/// generated code); checked after every kernel entry point.
+void checkLaunchError(const std::string &kernel);
+
+/// Device-event timing around a region (profiling).
+struct Timer {
+  void *start = nullptr, *stop = nullptr;
+  void begin();
+  double endSeconds();
+};
+
+} // namespace k3c::rt::cuda
+
+#endif // K3C_RUNTIME_CUDA_H
