@@ -102,9 +102,17 @@ static ojson scheduleOf(func::FuncOp fn) {
       std::vector<int64_t> ins, outs;
       for (Value v : k.getInputs())
         ins.push_back(id.lookup(v));
-      for (Value r : k.getResults()) {
+      auto yield = cast<mlir::k3::YieldOp>(k.getBody().front().getTerminator());
+      for (auto [ri, r] : llvm::enumerate(k.getResults())) {
         ojson d;
         d["kind"] = "activation";
+        // The residual stream after a layer (for k3-run --check per layer).
+        if (Operation *def = yield.getValues()[ri].getDefiningOp())
+          if (auto nl = dyn_cast<NameLoc>(def->getLoc())) {
+            StringRef n = nl.getName().getValue();
+            if (n.ends_with(".ffn_accumulate") || n.ends_with(".ffn_residual"))
+              d["trace"] = n.rsplit('.').first.str(); // "layers.N"
+          }
         auto rt = cast<RankedTensorType>(r.getType());
         d["dtype"] = dtypeOf(rt.getElementType());
         std::vector<int64_t> shape;

@@ -418,6 +418,8 @@ std::vector<float> Reference::forward(const std::vector<int64_t> &ids, SequenceS
     if (trace)
       trace(li, "ffn", m);
     add(cfg.hasAttnRes() ? prefix : h, m);
+    if (trace) // the residual stream (running block sum) after this layer
+      trace(li, "stream", cfg.hasAttnRes() ? prefix : h);
   }
   Vec out = cfg.hasAttnRes() ? attnRes(sources(), T, "model.output_attn_res_norm.weight",
                                        "model.output_attn_res_proj.weight")

@@ -33,7 +33,8 @@ struct SequenceState {
   int64_t length = 0;                   ///< tokens seen so far
 };
 
-/// Called with (layer, "attn" | "ffn", sublayer output [T, D]) when set.
+/// Called with (layer, "attn" | "ffn", sublayer output [T, D]) and (layer,
+/// "stream", the residual stream / running block sum after the layer).
 using TraceFn = std::function<void(int64_t, const char *, const std::vector<float> &)>;
 
 class Reference {

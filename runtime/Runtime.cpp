@@ -113,7 +113,7 @@ struct KernelSpec {
 
 struct Value {
   int64_t id;
-  std::string kind, name, dtype;
+  std::string kind, name, dtype, trace;
   std::vector<int64_t> shape;
   std::vector<std::string> dims;
   bool mxfp4 = false;
@@ -190,6 +190,8 @@ public:
   const MemoryPlan &memoryPlan() const override { return plan; }
   const std::vector<int64_t> &lengths() const override { return lens; }
   void enableProfiling(bool on) override { profiling = on; }
+  void enableTracing(bool on) override { tracing = on; }
+  const std::map<std::string, std::vector<float>> &trace() const override { return traces; }
   std::vector<KernelProfile> profile() const override {
     std::vector<KernelProfile> out;
     for (auto &[name, p] : prof)
@@ -258,8 +260,9 @@ private:
   std::map<std::string, Buffer *> weights, weightScales, states, inputs;
   int64_t batch = 0;
   std::vector<int64_t> lens;
-  bool profiling = false;
+  bool profiling = false, tracing = false;
   bool gpu = false;
+  std::map<std::string, std::vector<float>> traces;
   std::map<std::string, KernelProfile> prof;
 };
 
@@ -336,9 +339,9 @@ void HostModel::load() {
       spec.family = k.at("family");
       spec.symbol = k.at("host_symbol");
       spec.resultAliases = k.at("result_aliases").get<std::vector<int64_t>>();
-      spec.flopsPerToken = k.value("flops_per_token", 0);
-      spec.bytesPerToken = k.value("bytes_per_token", 0);
-      spec.weightBytes = k.value("weight_bytes", 0);
+      spec.flopsPerToken = k.value("flops_per_token", int64_t(0));
+      spec.bytesPerToken = k.value("bytes_per_token", int64_t(0));
+      spec.weightBytes = k.value("weight_bytes", int64_t(0));
       for (const json &a : k.at("args")) {
         ArgSpec as;
         as.kind = a.at("kind");
@@ -378,6 +381,7 @@ void HostModel::load() {
         val.id = v.at("id");
         val.kind = v.value("kind", "activation");
         val.name = v.value("name", "");
+        val.trace = v.value("trace", "");
         val.dtype = v.at("dtype");
         val.shape = v.at("shape").get<std::vector<int64_t>>();
         if (v.contains("dims"))
@@ -688,6 +692,23 @@ std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
       p.flops += static_cast<double>(k.flopsPerToken) * T;
       p.bytes += static_cast<double>(k.bytesPerToken) * T + k.weightBytes;
     }
+    if (tracing)
+      for (int64_t out : l.outputs) {
+        const Value &v = e.values[out];
+        if (v.trace.empty())
+          continue;
+        Buffer *b = bufOf[out];
+        int64_t n = 1;
+        for (int64_t d : b->dims)
+          n *= d;
+        std::vector<uint8_t> raw(n * dtypeBytes(b->dtype));
+        b->read(raw.data(), raw.size());
+        std::vector<float> f(n);
+        for (int64_t i = 0; i < n; ++i)
+          f[i] = toF32(raw.data() + i * dtypeBytes(b->dtype),
+                       b->dtype == "bf16" ? DType::BF16 : b->dtype == "f16" ? DType::F16 : DType::F32);
+        traces[v.trace] = std::move(f);
+      }
   }
   for (int64_t n = 0; n < N; ++n)
     lens[n] += seqLens[n];

@@ -15,6 +15,7 @@
 #include "models/Common.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,10 @@ public:
   virtual const std::vector<int64_t> &lengths() const = 0;
 
   virtual void enableProfiling(bool on) = 0;
+  /// Keeps, after each step, the residual stream after every layer
+  /// ("layers.N" -> [T, hidden] fp32) for per-layer checks.
+  virtual void enableTracing(bool on) = 0;
+  virtual const std::map<std::string, std::vector<float>> &trace() const = 0;
   virtual std::vector<KernelProfile> profile() const = 0;
 };
 

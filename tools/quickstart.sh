@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # README command 1: installs, builds and runs the main job on a fresh machine:
-# generate a k3-tiny checkpoint, compile it (whole-model k3 IR, verified),
-# and generate tokens from it.
+# generate a k3-tiny checkpoint, compile it ahead of time (PTX for sm_90a when
+# possible, plus the x86-64 host kernels), and generate tokens with k3-run
+# (on the GPU when one is present, otherwise on the CPU), checking the logits
+# against the reference executor.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
@@ -14,13 +16,16 @@ mkdir -p "$work"
 echo "== 1. generate a seeded k3-tiny checkpoint (HF layout, MXFP4 experts)"
 "$bin/k3-mkcheckpoint" --config models/configs/k3-tiny.json -o "$work/k3-tiny" --seed 0
 
-echo "== 2. compile it: checkpoint checked by name/shape/dtype, whole-model k3 IR"
-"$bin/k3-compile" "$work/k3-tiny" -o "$work/k3-tiny.mlir"
-echo "   $(grep -c '= k3\.' "$work/k3-tiny.mlir") k3 ops in $work/k3-tiny.mlir"
+echo "== 2. compile it ahead of time: checkpoint checked, passes, kernels, artifact"
+"$bin/k3-compile" "$work/k3-tiny" -o "$work/k3-tiny.k3c" --max-tokens 256 --max-seqs 4 \
+  --max-context 1024 --report > "$work/fusion-report.txt"
+echo "   fusion report: $work/fusion-report.txt"
 
-echo "== 3. generate tokens (reference executor on the CPU)"
-"$bin/k3-ref" "$work/k3-tiny" --prompt-ids 1,2,3,4,5,6,7,8 --max-new-tokens 16 \
-  --dump-logits "$work/logits.npy"
+echo "== 3. generate tokens (GPU if present, else CPU) and check against the reference"
+"$bin/k3-run" "$work/k3-tiny.k3c" --prompt-ids 1,2,3,4,5,6,7,8 --max-new-tokens 16 \
+  --check --dump-logits "$work/logits.npy"
 
 echo "== full K3 (93 layers, 2.78T parameters) from the released config.json"
-"$bin/k3-compile" models/configs/k3.json -o "$work/k3.mlir"
+"$bin/k3-compile" models/configs/k3.json --emit=fused --report -o "$work/k3.fused.mlir" \
+  > "$work/k3-fusion-report.txt"
+tail -n 1 "$work/k3-fusion-report.txt"

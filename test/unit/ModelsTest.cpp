@@ -600,7 +600,9 @@ TEST_F(TinyCheckpoint, ActivationsStayWellScaled) {
   k3c::SequenceState st = ref.newSequence();
   std::vector<double> rms;
   ref.forward({5, 6, 7, 8, 9, 10, 11, 12}, st,
-              [&](int64_t, const char *, const std::vector<float> &v) {
+              [&](int64_t, const char *what, const std::vector<float> &v) {
+                if (std::string(what) == "stream")
+                  return;
                 double s = 0;
                 for (float x : v)
                   s += static_cast<double>(x) * x;

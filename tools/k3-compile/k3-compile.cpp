@@ -90,6 +90,11 @@ static cl::opt<std::string> activationDtype(
     cl::desc("Activation, conv-window and MLA-cache dtype: bf16 (the model's contract) or f32 "
              "(checks kernels against the fp32 reference at 1e-5)"),
     cl::init("bf16"));
+static cl::opt<std::string> dumpKernelsTo(
+    "dump-kernels-to",
+    cl::desc("Write every distinct kernel's stages to DIR: <kernel>.loops.mlir (and, for "
+             "sm_90a, the PTX of its modules)"),
+    cl::value_desc("dir"), cl::init(""));
 static cl::opt<bool> quiet("quiet", cl::desc("No progress lines"), cl::init(false));
 
 namespace {
@@ -260,6 +265,23 @@ int main(int argc, char **argv) {
     }
     progress.line("lowered " + std::to_string(kernels.size()) + " distinct kernels to loops");
     std::string err;
+    if (!dumpKernelsTo.empty()) {
+      std::filesystem::create_directories(dumpKernelsTo.getValue());
+      for (auto fn : (*loops)->getOps<func::FuncOp>()) {
+        std::string path =
+            (std::filesystem::path(dumpKernelsTo.getValue()) / (fn.getName().str() + ".loops.mlir"))
+                .string();
+        auto f = openOutputFile(path, &err);
+        if (!f) {
+          llvm::errs() << "k3-compile: error: " << err << "\n";
+          return 1;
+        }
+        fn->print(f->os());
+        f->os() << "\n";
+        f->keep();
+      }
+      progress.line("dumped " + std::to_string(kernels.size()) + " kernels to " + dumpKernelsTo);
+    }
     if (emit == Emit::Loops || emit == Emit::LLVM) {
       auto out = openOutputFile(outputPath, &err);
       if (!out) {
@@ -303,6 +325,9 @@ int main(int argc, char **argv) {
       }
       for (auto &[name, text] : ptx) {
         std::ofstream(ptxDir + "/" + name + ".ptx") << text;
+        if (!dumpKernelsTo.empty())
+          std::ofstream((std::filesystem::path(dumpKernelsTo.getValue()) / (name + ".ptx")).string())
+              << text;
       }
       progress.line(std::to_string(ptx.size()) + " PTX modules for sm_90a" +
                     (ranPtxas ? ", assembled by ptxas (cubins in ptx/)" : " (no ptxas: PTX only)"));

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 static const char *kHelp = R"(k3-run: execute a compiled k3c artifact (prefill + decode)
 
@@ -118,6 +119,7 @@ int main(int argc, char **argv) {
                 static_cast<long long>(plan.maxSeqs));
     std::printf("loaded in %.2f s\n", loadS);
     model->enableProfiling(args.has("profile"));
+    model->enableTracing(args.has("check"));
 
     const int64_t B = static_cast<int64_t>(prompts.size()), V = model->vocabSize();
     k3c::rt::Sampler sampler(temperature, topP, static_cast<uint64_t>(args.getInt("seed", 0)));
@@ -127,6 +129,8 @@ int main(int argc, char **argv) {
     auto tp = std::chrono::steady_clock::now();
     std::vector<float> logits = model->prefill(prompts);
     double ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
+    std::map<std::string, std::vector<float>> prefillTrace = model->trace();
+    model->enableTracing(false);
     std::vector<std::vector<float>> stepLogits;
     auto td = std::chrono::steady_clock::now();
     for (int64_t s = 0; s < steps; ++s) {
@@ -158,13 +162,25 @@ int main(int argc, char **argv) {
       k3c::writeNpyF32(args.get("dump-logits"), {steps, B, V}, dump);
     }
     if (args.has("profile")) {
-      std::printf("%-34s %-14s %8s %10s %10s %10s\n", "kernel", "family", "launches", "ms",
-                  "GB/s", "GFLOP/s");
-      for (const auto &p : model->profile())
-        std::printf("%-34s %-14s %8lld %10.3f %10.3f %10.3f\n", p.name.c_str(), p.family.c_str(),
-                    static_cast<long long>(p.launches), p.seconds * 1e3,
-                    p.bytes / std::max(p.seconds, 1e-12) / 1e9,
-                    p.flops / std::max(p.seconds, 1e-12) / 1e9);
+      // Fractions of the H200's measured limits (docs/perf.md): 4.3 TB/s copy,
+      // 790 TFLOP/s dense bf16. On the CPU only the rates are printed.
+      bool gpu = model->deviceName().rfind("cuda", 0) == 0;
+      std::printf("%-34s %-14s %8s %10s %10s %10s %8s %8s\n", "kernel", "family", "launches", "ms",
+                  "GB/s", "GFLOP/s", "%BW", "%FLOP");
+      double total = 0;
+      for (const auto &p : model->profile()) {
+        double s = std::max(p.seconds, 1e-12), bw = p.bytes / s / 1e9, fl = p.flops / s / 1e9;
+        total += p.seconds;
+        if (gpu)
+          std::printf("%-34s %-14s %8lld %10.3f %10.3f %10.3f %7.3f%% %7.4f%%\n", p.name.c_str(),
+                      p.family.c_str(), static_cast<long long>(p.launches), p.seconds * 1e3, bw,
+                      fl, 100 * bw / 4300.0, 100 * fl / 790000.0);
+        else
+          std::printf("%-34s %-14s %8lld %10.3f %10.3f %10.3f %8s %8s\n", p.name.c_str(),
+                      p.family.c_str(), static_cast<long long>(p.launches), p.seconds * 1e3, bw,
+                      fl, "-", "-");
+      }
+      std::printf("total kernel time: %.3f ms\n", total * 1e3);
     }
     if (args.has("check")) {
       // The reference executor on the same inputs (its own loader and math).
@@ -179,9 +195,31 @@ int main(int argc, char **argv) {
       // Relative to the logits' scale. bf16: measured 1-3e-2 on k3-tiny after
       // 13 layers of rounding flips (docs/runtime.md), so 5e-2.
       const double tol = f32 ? 1e-5 : 5e-2;
+      int64_t tokenOffset = 0;
       for (int64_t b = 0; b < B; ++b) {
         k3c::SequenceState st = ref.newSequence();
-        std::vector<float> l = ref.forward(prompts[b], st);
+        // Per layer (prefill): the residual stream after each layer.
+        std::vector<std::pair<int64_t, std::vector<float>>> refStream;
+        std::vector<float> l = ref.forward(prompts[b], st,
+                                           [&](int64_t li, const char *what,
+                                               const std::vector<float> &v) {
+                                             if (std::string(what) == "stream")
+                                               refStream.push_back({li, v});
+                                           });
+        const int64_t T = static_cast<int64_t>(prompts[b].size());
+        for (const auto &[li, rv] : refStream) {
+          auto it = prefillTrace.find("layers." + std::to_string(li));
+          if (it == prefillTrace.end())
+            continue;
+          const int64_t D = static_cast<int64_t>(rv.size()) / T;
+          Err e = compare(it->second.data() + tokenOffset * D, rv.data(), T * D);
+          std::printf("check seq %lld layer %2lld (prefill, residual stream): max abs %.3e, "
+                      "max rel %.3e, mean abs %.3e%s\n",
+                      static_cast<long long>(b), static_cast<long long>(li), e.maxAbs, e.maxRel,
+                      e.meanAbs, e.nanMismatch ? ", NaN/inf positions differ" : "");
+          ok &= !e.nanMismatch;
+        }
+        tokenOffset += T;
         std::vector<float> last(l.end() - V, l.end());
         for (int64_t s = 0; s < steps; ++s) {
           Err e = compare(&stepLogits[s][b * V], last.data(), V);
