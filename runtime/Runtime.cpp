@@ -690,7 +690,10 @@ std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
       ++p.launches;
       p.seconds += s;
       p.flops += static_cast<double>(k.flopsPerToken) * T;
-      p.bytes += static_cast<double>(k.bytesPerToken) * T + k.weightBytes;
+      // An embedding gathers T rows of its table, not the whole table.
+      p.bytes += static_cast<double>(k.bytesPerToken) * T +
+                 (k.family == "embed" ? static_cast<double>(k.bytesPerToken) * T
+                                      : static_cast<double>(k.weightBytes));
     }
     if (tracing)
       for (int64_t out : l.outputs) {

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds the bundle bench/h200.sh runs on the GPU machine, in .dev/ (git-ignored):
+# k3-run/k3-ref/k3-mkcheckpoint binaries, k3-tiny checkpoints and artifacts
+# (sm_90a), and a full-width 2-layer k3-small slice artifact whose checkpoint
+# the benchmark regenerates on the GPU machine from the same seed (the
+# manifest's SHA-256 of config.json and the index proves it is the same).
+# Carry .dev to the GPU machine and run: bash .dev/h200.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=build/bin
+D=.dev
+mkdir -p $D/bin
+cp $B/k3-run $B/k3-ref $B/k3-mkcheckpoint $D/bin/
+$B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o $D/ckpt-tiny --seed 11 --quiet
+$B/k3-compile $D/ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
+$B/k3-compile $D/ckpt-tiny -o $D/tiny-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024 --target=sm_90a --quiet
+$B/k3-compile $D/ckpt-tiny -o $D/tiny-oom --max-tokens 100000 --max-seqs 100000 --max-context 8192 --target=sm_90a --quiet
+python3 - <<'PY'
+import json
+k = json.load(open('models/configs/k3-small.json'))
+t = k['text_config']
+t['num_hidden_layers'] = 2
+t['linear_attn_config']['kda_layers'] = [1]
+t['linear_attn_config']['full_attn_layers'] = [2]
+t['num_experts'] = 0
+t.pop('quantization_config', None)
+t['attn_res_block_size'] = 2
+json.dump(k, open('.dev/slice.json', 'w'), indent=1)
+PY
+[ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
+$B/k3-compile /tmp/slice -o $D/slice-bf16 --max-tokens 256 --max-seqs 8 --max-context 512 --target=sm_90a --quiet
+rm -rf $D/*/ptx
+printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
+cp bench/h200.sh $D/h200.sh
+du -sh $D
