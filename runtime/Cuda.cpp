@@ -46,6 +46,13 @@ struct Driver {
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*cuGetErrorString)(CUresult, const char **);
+  CUresult (*cuStreamBeginCapture)(CUstream, int);
+  CUresult (*cuStreamEndCapture)(CUstream, void **);
+  CUresult (*cuGraphInstantiateWithFlags)(void **, void *, unsigned long long);
+  CUresult (*cuGraphLaunch)(void *, CUstream);
+  CUresult (*cuGraphExecDestroy)(void *);
+  CUresult (*cuGraphDestroy)(void *);
+  bool capturing = false;
   CUcontext ctx = nullptr;
   CUstream stream = nullptr;
   std::string name;
@@ -100,6 +107,14 @@ bool initialize(std::string &why) {
             bind(d.cuEventSynchronize, "cuEventSynchronize") &&
             bind(d.cuEventElapsedTime, "cuEventElapsedTime") &&
             bind(d.cuGetErrorString, "cuGetErrorString");
+  // Graph support is optional: without it decode runs eagerly.
+  if (!(bind(d.cuStreamBeginCapture, "cuStreamBeginCapture_v2") &&
+        bind(d.cuStreamEndCapture, "cuStreamEndCapture") &&
+        bind(d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags") &&
+        bind(d.cuGraphLaunch, "cuGraphLaunch") &&
+        bind(d.cuGraphExecDestroy, "cuGraphExecDestroy") &&
+        bind(d.cuGraphDestroy, "cuGraphDestroy")))
+    d.cuStreamBeginCapture = nullptr;
   if (!ok) {
     why = "libcuda.so.1 lacks a driver API entry point this runtime needs";
     return false;
@@ -164,6 +179,34 @@ void checkLaunchError(const std::string &kernel) {
     launchError.clear();
     throw Error("kernel " + kernel + ": " + e);
   }
+}
+
+bool beginCapture() {
+  if (!d.cuStreamBeginCapture)
+    return false;
+  // Relaxed mode: the loader's other driver calls (module/function lookups)
+  // stay legal while capturing.
+  if (d.cuStreamBeginCapture(d.stream, /*CU_STREAM_CAPTURE_MODE_RELAXED=*/2) != 0)
+    return false;
+  d.capturing = true;
+  return true;
+}
+
+void *endCapture() {
+  d.capturing = false;
+  void *graph = nullptr, *exec = nullptr;
+  if (d.cuStreamEndCapture(d.stream, &graph) != 0 || !graph)
+    return nullptr;
+  CUresult r = d.cuGraphInstantiateWithFlags(&exec, graph, 0);
+  d.cuGraphDestroy(graph);
+  return r == 0 ? exec : nullptr;
+}
+
+void launchGraph(void *exec) { check(d.cuGraphLaunch(exec, d.stream), "cuGraphLaunch"); }
+
+void destroyGraph(void *exec) {
+  if (exec && d.ready)
+    d.cuGraphExecDestroy(exec);
 }
 
 void Timer::begin() {
@@ -241,6 +284,8 @@ mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t
 __attribute__((visibility("default"))) void *mgpuStreamCreate() { return d.stream; }
 __attribute__((visibility("default"))) void mgpuStreamDestroy(void *) {}
 __attribute__((visibility("default"))) void mgpuStreamSynchronize(void *stream) {
+  if (d.capturing)
+    return; // inside a CUDA graph capture: ordering comes from the stream
   if (int r = d.cuStreamSynchronize(stream))
     record("cuStreamSynchronize", r);
 }

@@ -37,6 +37,14 @@ void synchronize(const char *where);
 /// generated code); checked after every kernel entry point.
 void checkLaunchError(const std::string &kernel);
 
+/// CUDA graphs: capture the launches issued between begin and end on the
+/// runtime's stream (stream synchronizations requested by the generated code
+/// are skipped while capturing), then replay them.
+bool beginCapture();
+void *endCapture(); ///< an executable graph, or null if capture failed
+void launchGraph(void *exec);
+void destroyGraph(void *exec);
+
 /// Device-event timing around a region (profiling).
 struct Timer {
   void *start = nullptr, *stop = nullptr;

@@ -176,6 +176,8 @@ class HostModel : public Model {
 public:
   HostModel(const std::string &dir, const LoadOptions &o) : dir(dir), opts(o) { load(); }
   ~HostModel() override {
+    for (auto &[n, g] : decodeGraphs)
+      cuda::destroyGraph(g);
     if (lib)
       dlclose(lib);
   }
@@ -229,14 +231,15 @@ public:
     if (static_cast<int64_t>(tokens.size()) != batch)
       throw Error("decode got " + std::to_string(tokens.size()) + " tokens for a batch of " +
                   std::to_string(batch));
-    return run(entries["decode"], tokens, std::vector<int64_t>(batch, 1));
+    return run(entries["decode"], tokens, std::vector<int64_t>(batch, 1), /*graph=*/true);
   }
 
 private:
   void load();
   void loadWeights(Entry &e);
   std::vector<float> run(Entry &e, const std::vector<int64_t> &ids,
-                         const std::vector<int64_t> &seqLens);
+                         const std::vector<int64_t> &seqLens, bool graph = false);
+  void launchAll(Entry &e, int64_t T);
   Buffer *newBuffer(const std::string &dtype, std::vector<int64_t> cap,
                     const std::string &what = "a buffer") {
     owned.push_back(std::make_unique<Buffer>());
@@ -261,6 +264,9 @@ private:
   int64_t batch = 0;
   std::vector<int64_t> lens;
   bool profiling = false, tracing = false;
+  std::map<int64_t, void *> decodeGraphs; // batch size -> executable graph
+  Buffer *returnBuf = nullptr;             // the logits buffer of the last run
+  bool graphsOk = true;
   bool gpu = false;
   std::map<std::string, std::vector<float>> traces;
   std::map<std::string, KernelProfile> prof;
@@ -588,7 +594,7 @@ void HostModel::loadWeights(Entry &e) {
 }
 
 std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
-                                  const std::vector<int64_t> &seqLens) {
+                                  const std::vector<int64_t> &seqLens, bool graph) {
   const int64_t T = static_cast<int64_t>(ids.size()), N = batch;
   if (T > plan.maxTokens)
     throw Error(std::to_string(T) + " tokens in one step exceed the artifact's capacity of " +
@@ -626,6 +632,35 @@ std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
         v.scales->dims = v.scales->capacity;
     }
   }
+  // Decode on the GPU replays one CUDA graph per batch size: the launches,
+  // their buffers and dims are the same every step; only the uploaded inputs
+  // (token ids, cache lengths) change.
+  bool useGraph = graph && gpu && graphsOk && !profiling && !tracing;
+  auto it = decodeGraphs.find(N);
+  if (useGraph && it != decodeGraphs.end()) {
+    cuda::launchGraph(it->second);
+  } else if (useGraph && cuda::beginCapture()) {
+    launchAll(e, T);
+    void *exec = cuda::endCapture();
+    if (exec) {
+      decodeGraphs[N] = exec;
+      cuda::launchGraph(exec);
+    } else {
+      graphsOk = false; // capture unsupported here: run eagerly from now on
+      launchAll(e, T);
+    }
+  } else {
+    launchAll(e, T);
+  }
+  for (int64_t n = 0; n < N; ++n)
+    lens[n] += seqLens[n];
+  Buffer *logits = e.values[e.returns[0]].buf ? e.values[e.returns[0]].buf : returnBuf;
+  std::vector<float> out(N * vocab);
+  logits->read(out.data(), out.size() * sizeof(float));
+  return out;
+}
+
+void HostModel::launchAll(Entry &e, int64_t T) {
   std::vector<Buffer *> bufOf(e.values.size());
   for (Value &v : e.values)
     bufOf[v.id] = v.buf;
@@ -713,12 +748,7 @@ std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
         traces[v.trace] = std::move(f);
       }
   }
-  for (int64_t n = 0; n < N; ++n)
-    lens[n] += seqLens[n];
-  Buffer *logits = bufOf[e.returns[0]];
-  std::vector<float> out(N * vocab);
-  logits->read(out.data(), out.size() * sizeof(float));
-  return out;
+  returnBuf = bufOf[e.returns[0]];
 }
 
 } // namespace
