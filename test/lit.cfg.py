@@ -28,3 +28,11 @@ llvm_config.add_tool_substitutions(
 
 if shutil.which("ptxas") or os.path.exists("/usr/local/cuda/bin/ptxas"):
     config.available_features.add("ptxas")
+
+# A usable NVIDIA driver (GPU tests need one; the no-GPU error test needs none).
+try:
+    import ctypes
+    ctypes.CDLL("libcuda.so.1")
+    config.available_features.add("cuda-driver")
+except OSError:
+    pass
