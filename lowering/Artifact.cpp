@@ -30,19 +30,6 @@ using ojson = nlohmann::ordered_json;
 
 namespace k3c::lowering {
 
-static std::string dtypeOf(Type t) {
-  if (t.isBF16())
-    return "bf16";
-  if (t.isF16())
-    return "f16";
-  if (t.isF32())
-    return "f32";
-  if (t.isInteger(32))
-    return "i32";
-  if (t.isInteger(64))
-    return "i64";
-  return "?";
-}
 
 /// Symbolic dims of entry arguments: tokens (T), sequences (N), context (S).
 static ojson describeType(Type t, StringRef kind, StringRef name) {
@@ -55,7 +42,7 @@ static ojson describeType(Type t, StringRef kind, StringRef name) {
     return v;
   }
   auto rt = cast<RankedTensorType>(t);
-  v["dtype"] = dtypeOf(rt.getElementType());
+  v["dtype"] = dtypeName(rt.getElementType());
   std::vector<int64_t> shape;
   std::vector<std::string> dims;
   for (auto [i, d] : llvm::enumerate(rt.getShape())) {
@@ -114,7 +101,7 @@ static ojson scheduleOf(func::FuncOp fn) {
               d["trace"] = n.rsplit('.').first.str(); // "layers.N"
           }
         auto rt = cast<RankedTensorType>(r.getType());
-        d["dtype"] = dtypeOf(rt.getElementType());
+        d["dtype"] = dtypeName(rt.getElementType());
         std::vector<int64_t> shape;
         for (int64_t s : rt.getShape())
           shape.push_back(ShapedType::isDynamic(s) ? -1 : s);

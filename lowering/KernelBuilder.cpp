@@ -6,6 +6,15 @@ using namespace mlir;
 
 namespace k3c::lowering {
 
+Value KernelBuilder::glu(k3::Activation act, std::optional<APFloat> beta,
+                         std::optional<APFloat> linearBeta, Value a, Value b) {
+  if (act == k3::Activation::swiglu)
+    return fmul(silu(a), b);
+  Value b1 = f32(beta->convertToDouble()), b2 = f32(linearBeta->convertToDouble());
+  Value g = fmul(fmul(b1, tanh(fdiv(a, b1))), sigmoid(a));
+  return fmul(g, fmul(b2, tanh(fdiv(b, b2))));
+}
+
 Value KernelBuilder::toF32(Value v) {
   Type t = v.getType();
   if (t.isF32())

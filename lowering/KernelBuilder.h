@@ -93,6 +93,10 @@ public:
   /// softplus(x) = x for x > 20, else log1p(exp(x)) (the reference's form).
   Value softplus(Value a) { return select(fgt(a, f32(20.0)), a, log1p(exp(a))); }
 
+  /// The gated activation act(gate, up): SiTU-GLU with betas (b1, b2) or SwiGLU.
+  Value glu(mlir::k3::Activation act, std::optional<llvm::APFloat> beta,
+            std::optional<llvm::APFloat> linearBeta, Value gate, Value up);
+
   // Storage conversions: every value is stored in its memref's element type
   // and computed on in fp32.
   Value toF32(Value v);

@@ -35,7 +35,7 @@ Value tiedOperand(Value result) {
   return nullptr;
 }
 
-static std::string dtypeName(Type t) {
+std::string dtypeName(Type t) {
   if (t.isBF16())
     return "bf16";
   if (t.isF16())

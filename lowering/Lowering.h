@@ -14,6 +14,9 @@
 
 namespace k3c::lowering {
 
+/// The artifact's name of an element type: bf16, f16, f32, i8, i32, i64.
+std::string dtypeName(mlir::Type t);
+
 /// One argument of a lowered kernel function (memref calling convention).
 struct KernelArg {
   enum class Kind { Input, Output, Scratch };

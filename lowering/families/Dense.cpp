@@ -13,14 +13,6 @@ using namespace mlir::k3;
 
 namespace k3c::lowering {
 
-static Value activation(KernelBuilder &kb, Activation act, std::optional<APFloat> beta,
-                        std::optional<APFloat> linearBeta, Value a, Value b) {
-  if (act == Activation::swiglu)
-    return kb.fmul(kb.silu(a), b);
-  Value b1 = kb.f32(beta->convertToDouble()), b2 = kb.f32(linearBeta->convertToDouble());
-  Value gate = kb.fmul(kb.fmul(b1, kb.tanh(kb.fdiv(a, b1))), kb.sigmoid(a));
-  return kb.fmul(gate, kb.fmul(b2, kb.tanh(kb.fdiv(b, b2))));
-}
 
 std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto lin = dyn_cast<LinearOp>(op)) {
@@ -56,7 +48,7 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
   if (auto glu = dyn_cast<GluOp>(op)) {
     Value a = st.get(glu.getGate()), b = st.get(glu.getUp()), y = st.get(glu.getResult());
     kb.parallel({kb.dim(y, 0), kb.dim(y, 1)}, [&](ValueRange iv) {
-      Value v = activation(kb, glu.getActivation(), glu.getSituBeta(), glu.getSituLinearBeta(),
+      Value v = kb.glu(glu.getActivation(), glu.getSituBeta(), glu.getSituLinearBeta(),
                            kb.loadF32(a, iv), kb.loadF32(b, iv));
       kb.storeF32(v, y, iv);
     });

@@ -32,14 +32,6 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
   return {};
 }
 
-static Value activation(KernelBuilder &kb, Activation act, std::optional<APFloat> beta,
-                        std::optional<APFloat> linearBeta, Value a, Value b) {
-  if (act == Activation::swiglu)
-    return kb.fmul(kb.silu(a), b);
-  Value b1 = kb.f32(beta->convertToDouble()), b2 = kb.f32(linearBeta->convertToDouble());
-  Value gate = kb.fmul(kb.fmul(b1, kb.tanh(kb.fdiv(a, b1))), kb.sigmoid(a));
-  return kb.fmul(gate, kb.fmul(b2, kb.tanh(kb.fdiv(b, b2))));
-}
 
 std::optional<LogicalResult> lowerMoeFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto router = dyn_cast<MoeRouterOp>(op)) {
@@ -129,7 +121,7 @@ std::optional<LogicalResult> lowerMoeFamily(Operation *op, KernelBuilder &kb, Lo
       Value b = kb.round(kb.sum(kb.idx(0), kb.idx(L), [&](Value l) {
         return kb.fmul(kb.loadF32(z, {iv[0], l}), weight(experts.getW3(), e, iv[2], l));
       }), act);
-      kb.storeF32(activation(kb, experts.getActivation(), experts.getSituBeta(),
+      kb.storeF32(kb.glu(experts.getActivation(), experts.getSituBeta(),
                              experts.getSituLinearBeta(), a, b),
                   hid, iv);
     });

@@ -11,6 +11,7 @@
 #include "models/Common.h"
 
 #include <cstdint>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -120,6 +121,29 @@ inline std::vector<int64_t> parseIdList(const std::string &s, const std::string 
     start = comma + 1;
   }
   return out;
+}
+
+/// The prompts of --prompt-ids and/or --batch FILE (one comma-separated
+/// line per prompt; blank lines skipped). Errors name the file and line.
+inline std::vector<std::vector<int64_t>> readPrompts(const Args &args) {
+  std::vector<std::vector<int64_t>> prompts;
+  if (args.has("prompt-ids"))
+    prompts.push_back(parseIdList(args.get("prompt-ids"), "--prompt-ids"));
+  if (args.has("batch")) {
+    std::ifstream in(args.get("batch"));
+    if (!in)
+      throw Error("cannot open --batch file '" + args.get("batch") + "'");
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+      ++n;
+      if (line.find_first_not_of(" \t\r") != std::string::npos)
+        prompts.push_back(parseIdList(line, args.get("batch") + ":" + std::to_string(n)));
+    }
+  }
+  if (prompts.empty())
+    throw Error("no prompt: give --prompt-ids or --batch (see --help)");
+  return prompts;
 }
 
 } // namespace k3c

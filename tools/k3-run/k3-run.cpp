@@ -77,23 +77,7 @@ int main(int argc, char **argv) {
     }
     if (args.positional.size() != 1)
       throw k3c::Error("need exactly one artifact directory (see --help)");
-    std::vector<std::vector<int64_t>> prompts;
-    if (args.has("prompt-ids"))
-      prompts.push_back(k3c::parseIdList(args.get("prompt-ids"), "--prompt-ids"));
-    if (args.has("batch")) {
-      std::ifstream in(args.get("batch"));
-      if (!in)
-        throw k3c::Error("cannot open --batch file '" + args.get("batch") + "'");
-      std::string line;
-      int n = 0;
-      while (std::getline(in, line)) {
-        ++n;
-        if (line.find_first_not_of(" \t\r") != std::string::npos)
-          prompts.push_back(k3c::parseIdList(line, args.get("batch") + ":" + std::to_string(n)));
-      }
-    }
-    if (prompts.empty())
-      throw k3c::Error("no prompt: give --prompt-ids or --batch (see --help)");
+    std::vector<std::vector<int64_t>> prompts = k3c::readPrompts(args);
     int64_t steps = args.getInt("max-new-tokens", 8);
     if (steps < 1)
       throw k3c::Error("--max-new-tokens must be >= 1, got " + std::to_string(steps));
