@@ -103,8 +103,8 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
         });
         scores.push_back(dot);
       }
-      Value mx = scores[0];
-      for (Value s : ArrayRef<Value>(scores).drop_front())
+      Value mx = kb.f32(-INFINITY);
+      for (Value s : scores)
         mx = kb.fmax(mx, s);
       Value z = kb.f32(0.0), acc = kb.f32(0.0);
       SmallVector<Value> e;
