@@ -265,7 +265,6 @@ private:
   std::vector<int64_t> lens;
   bool profiling = false, tracing = false;
   std::map<int64_t, void *> decodeGraphs; // batch size -> executable graph
-  Buffer *returnBuf = nullptr;             // the logits buffer of the last run
   bool graphsOk = true;
   bool gpu = false;
   std::map<std::string, std::vector<float>> traces;
@@ -654,7 +653,7 @@ std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
   }
   for (int64_t n = 0; n < N; ++n)
     lens[n] += seqLens[n];
-  Buffer *logits = e.values[e.returns[0]].buf ? e.values[e.returns[0]].buf : returnBuf;
+  Buffer *logits = e.values[e.returns[0]].buf;
   std::vector<float> out(N * vocab);
   logits->read(out.data(), out.size() * sizeof(float));
   return out;
@@ -681,10 +680,7 @@ void HostModel::launchAll(Entry &e, int64_t T) {
       if (a.kind == "input") {
         Buffer *in = bufOf[l.inputs[a.index]];
         if (a.component == 1) {
-          // The scale bytes of an MXFP4 weight.
-          for (Value &v : e.values)
-            if (v.id == l.inputs[a.index])
-              b = v.scales;
+          b = e.values[l.inputs[a.index]].scales; // the scale bytes of an MXFP4 weight
         } else {
           b = in;
         }
@@ -748,7 +744,6 @@ void HostModel::launchAll(Entry &e, int64_t T) {
         traces[v.trace] = std::move(f);
       }
   }
-  returnBuf = bufOf[e.returns[0]];
 }
 
 } // namespace
