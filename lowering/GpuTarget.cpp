@@ -154,12 +154,6 @@ LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
       error = std::string("internal error: GPU pass pipeline does not parse: ") + pipeline;
       return failure();
     }
-    if (getenv("K3C_DEBUG_GPU")) {
-      pm.printAsTextualPipeline(llvm::errs());
-      llvm::errs() << "\n";
-      pm.enableIRPrinting([](Pass *, Operation *) { return false; },
-                          [](Pass *p, Operation *) { return true; }, false, false);
-    }
     if (failed(pm.run(loops))) {
       error = "lowering the kernels to NVVM failed";
       return failure();

@@ -88,6 +88,17 @@ Value KernelBuilder::sum(Value lb, Value ub, const std::function<Value(Value)> &
   })[0];
 }
 
+Value KernelBuilder::ifElse(Value cond, const std::function<Value()> &then,
+                            const std::function<Value()> &otherwise) {
+  auto op = scf::IfOp::create(b, loc, b.getF32Type(), cond, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&op.getThenRegion().front());
+  scf::YieldOp::create(b, loc, then());
+  b.setInsertionPointToStart(&op.getElseRegion().front());
+  scf::YieldOp::create(b, loc, otherwise());
+  return op.getResult(0);
+}
+
 void KernelBuilder::ifThen(Value cond, const std::function<void()> &then) {
   auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard g(b);

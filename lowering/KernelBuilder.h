@@ -123,6 +123,10 @@ public:
                                 const std::function<llvm::SmallVector<Value>(Value, ValueRange)> &body);
   /// Sum over [lb, ub) of body(i) in fp32, in index order.
   Value sum(Value lb, Value ub, const std::function<Value(Value)> &body);
+  /// An fp32 value computed by `then` when `cond` holds, else by `otherwise`
+  /// (only the taken side runs: guarded loads stay in bounds).
+  Value ifElse(Value cond, const std::function<Value()> &then,
+               const std::function<Value()> &otherwise);
   /// If-then with no results.
   void ifThen(Value cond, const std::function<void()> &then);
 

@@ -33,16 +33,10 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
           // ps < W-1 reads window row ps, else input row start + ps - (W-1).
           Value ps = kb.add(t, kb.idx(j));
           Value inSeq = kb.ult(ps, Wm1);
-          auto ifOp = scf::IfOp::create(kb.b, kb.loc, kb.b.getF32Type(), inSeq, true);
-          {
-            OpBuilder::InsertionGuard g(kb.b);
-            kb.b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-            scf::YieldOp::create(kb.b, kb.loc, kb.loadF32(state, {n, ps, sc}));
-            kb.b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-            Value row = kb.add(start, kb.sub(ps, Wm1));
-            scf::YieldOp::create(kb.b, kb.loc, kb.loadF32(x, {row, c}));
-          }
-          u = kb.fadd(u, kb.fmul(kb.loadF32(w, {c, kb.idx(0), kb.idx(j)}), ifOp.getResult(0)));
+          Value in = kb.ifElse(
+              inSeq, [&] { return kb.loadF32(state, {n, ps, sc}); },
+              [&] { return kb.loadF32(x, {kb.add(start, kb.sub(ps, Wm1)), c}); });
+          u = kb.fadd(u, kb.fmul(kb.loadF32(w, {c, kb.idx(0), kb.idx(j)}), in));
         }
         kb.storeF32(kb.silu(u), y, {kb.add(start, t), c});
       });
@@ -52,16 +46,10 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
       kb.loop(kb.idx(0), Wm1, [&](Value r) {
         Value ci = kb.add(len, r);
         Value fromOld = kb.ult(ci, Wm1);
-        auto ifOp = scf::IfOp::create(kb.b, kb.loc, kb.b.getF32Type(), fromOld, true);
-        {
-          OpBuilder::InsertionGuard g(kb.b);
-          kb.b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-          scf::YieldOp::create(kb.b, kb.loc, kb.loadF32(state, {n, ci, sc}));
-          kb.b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-          scf::YieldOp::create(kb.b, kb.loc,
-                               kb.loadF32(x, {kb.add(start, kb.sub(ci, Wm1)), c}));
-        }
-        kb.storeF32(ifOp.getResult(0), state, {n, r, sc});
+        Value v = kb.ifElse(
+            fromOld, [&] { return kb.loadF32(state, {n, ci, sc}); },
+            [&] { return kb.loadF32(x, {kb.add(start, kb.sub(ci, Wm1)), c}); });
+        kb.storeF32(v, state, {n, r, sc});
       });
     });
     return success();

@@ -40,21 +40,19 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
           past = kb.toIndex(kb.load(cacheLens, {n}));
     kb.loop(kb.idx(0), len, [&](Value t) {
       Value row = kb.add(start, t), pos = kb.add(past, t);
-      auto ifOp = scf::IfOp::create(kb.b, kb.loc, kb.b.getF32Type(), kb.ult(c, kb.idx(R)), true);
-      {
-        OpBuilder::InsertionGuard g(kb.b);
-        kb.b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-        Value ss = kb.sum(kb.idx(0), kb.idx(R), [&](Value i) {
-          Value v = kb.loadF32(kv, {row, i});
-          return kb.fmul(v, v);
-        });
-        Value inv = kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(R))), eps));
-        Value xn = kb.round(kb.fmul(kb.loadF32(kv, {row, c}), inv), act);
-        scf::YieldOp::create(kb.b, kb.loc, kb.fmul(xn, kb.loadF32(kvNorm, {c})));
-        kb.b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-        scf::YieldOp::create(kb.b, kb.loc, kb.loadF32(kv, {row, c}));
-      }
-      kb.storeF32(ifOp.getResult(0), cache, {n, pos, c});
+      Value v = kb.ifElse(
+          kb.ult(c, kb.idx(R)),
+          [&] { // latent channel: RMSNorm'd, rounded like the reference's norm
+            Value ss = kb.sum(kb.idx(0), kb.idx(R), [&](Value i) {
+              Value e = kb.loadF32(kv, {row, i});
+              return kb.fmul(e, e);
+            });
+            Value inv = kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(R))), eps));
+            Value xn = kb.round(kb.fmul(kb.loadF32(kv, {row, c}), inv), act);
+            return kb.fmul(xn, kb.loadF32(kvNorm, {c}));
+          },
+          [&] { return kb.loadF32(kv, {row, c}); }); // k_pe: raw
+      kb.storeF32(v, cache, {n, pos, c});
     });
   });
 
