@@ -24,6 +24,20 @@ struct ScratchNeed {
 };
 llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op);
 
+// Tile sizes of the block programs (GPU; the host runs one thread a block).
+constexpr int64_t kRowThreads = 256;    ///< row reductions: threads per row
+constexpr int64_t kLinearThreads = 256; ///< linear: 8 warps a block
+constexpr int64_t kTokTile = 8;         ///< linear: tokens a block
+constexpr int64_t kRowsPerWarp = 4;     ///< linear: weight rows a warp
+constexpr int64_t kChunkBytes = 32768;  ///< linear: staged x bytes a K chunk
+
+/// 1 / sqrt(mean(x[row, :d]^2) + eps) by a block-wide reduction (`red`:
+/// shared f32 [warps]).
+mlir::Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, mlir::Value x, mlir::Value row,
+                      int64_t d, mlir::Value eps, mlir::Value red);
+/// The tiled y = x W^T block program (Dense.cpp).
+void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y);
+
 /// Each returns success() when it lowered `op`, failure() on error, and
 /// std::nullopt when `op` is not of its family.
 std::optional<mlir::LogicalResult> lowerDenseFamily(mlir::Operation *op, KernelBuilder &kb,

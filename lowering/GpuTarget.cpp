@@ -35,6 +35,7 @@
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
@@ -78,6 +79,7 @@ void prepareGpuContext(MLIRContext &ctx) {
   registerConvertMemRefToLLVMInterface(registry);
   index::registerConvertIndexToLLVMInterface(registry);
   ub::registerConvertUBToLLVMInterface(registry);
+  vector::registerConvertVectorToLLVMInterface(registry);
   registerConvertNVVMToLLVMInterface(registry);
   NVVM::registerConvertGpuToNVVMInterface(registry);
   gpu::registerConvertGpuToLLVMInterface(registry);
@@ -145,6 +147,16 @@ static void rewriteDeviceMath(ModuleOp m) {
   });
 }
 
+/// Shared-memory buffers are read 16 bytes at a time: align them so.
+static void alignSharedMemory(ModuleOp m) {
+  m.walk([](gpu::GPUFuncOp fn) {
+    auto align = StringAttr::get(fn.getContext(), LLVM::LLVMDialect::getAlignAttrName());
+    for (unsigned i = 0; i < fn.getNumWorkgroupAttributions(); ++i)
+      fn.setWorkgroupAttributionAttr(i, align,
+                                     IntegerAttr::get(IntegerType::get(fn.getContext(), 64), 16));
+  });
+}
+
 LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
   registerGpuPipelinePasses();
   prepareGpuContext(*loops.getContext());
@@ -158,8 +170,10 @@ LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
       error = "lowering the kernels to NVVM failed";
       return failure();
     }
-    if (pipeline == kOutlinePipeline)
+    if (pipeline == kOutlinePipeline) {
       rewriteDeviceMath(loops);
+      alignSharedMemory(loops);
+    }
   }
   return success();
 }

@@ -73,6 +73,29 @@ LogicalResult lowerLoopsToLLVMDialect(ModuleOp loops, const std::vector<KernelIn
   pm.addPass(createReconcileUnrealizedCastsPass());
   if (failed(pm.run(loops)))
     return failure();
+  // x86 has no bf16 arithmetic: LLVM legalizes a (vectorized) select of bf16
+  // values through the __truncsfbf2 libcall, which older libgcc lacks. The
+  // library carries its own (round to nearest even, quiet NaN).
+  if (!loops.lookupSymbol("__truncsfbf2")) {
+    OpBuilder b = OpBuilder::atBlockEnd(loops.getBody());
+    Location loc = loops.getLoc();
+    Type f32 = b.getF32Type(), i32 = b.getI32Type();
+    auto fn = LLVM::LLVMFuncOp::create(b, loc, "__truncsfbf2",
+                                       LLVM::LLVMFunctionType::get(b.getBF16Type(), {f32}));
+    Block *entry = fn.addEntryBlock(b);
+    OpBuilder fb = OpBuilder::atBlockEnd(entry);
+    auto c = [&](int32_t v) { return LLVM::ConstantOp::create(fb, loc, i32, v).getResult(); };
+    Value x = entry->getArgument(0);
+    Value bits = LLVM::BitcastOp::create(fb, loc, i32, x);
+    Value lsb = LLVM::AndOp::create(fb, loc, LLVM::LShrOp::create(fb, loc, bits, c(16)), c(1));
+    Value r = LLVM::LShrOp::create(
+        fb, loc, LLVM::AddOp::create(fb, loc, LLVM::AddOp::create(fb, loc, bits, c(0x7FFF)), lsb),
+        c(16));
+    Value nan = LLVM::FCmpOp::create(fb, loc, LLVM::FCmpPredicate::uno, x, x);
+    Value sel = LLVM::SelectOp::create(fb, loc, nan, c(0x7FC0), r);
+    Value h = LLVM::TruncOp::create(fb, loc, fb.getI16Type(), sel);
+    LLVM::ReturnOp::create(fb, loc, LLVM::BitcastOp::create(fb, loc, fb.getBF16Type(), h).getResult());
+  }
   // Uniform entry points: k3k_<name>(void **args) -> _mlir_ciface_<name>(args[0], ...).
   OpBuilder b = OpBuilder::atBlockEnd(loops.getBody());
   Location loc = loops.getLoc();

@@ -2,6 +2,9 @@
 
 #include "lowering/KernelBuilder.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
 using namespace mlir;
 
 namespace k3c::lowering {
@@ -82,6 +85,187 @@ KernelBuilder::loop(Value lb, Value ub, ValueRange inits,
   return SmallVector<Value>(op.getResults());
 }
 
+void KernelBuilder::loopStep(Value lb, Value ub, Value step,
+                             const std::function<void(Value)> &body) {
+  scf::ForOp::create(b, loc, lb, ub, step, ValueRange{},
+                     [&](OpBuilder &nb, Location, Value iv, ValueRange) {
+                       {
+                         OpBuilder::InsertionGuard g(b);
+                         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+                         body(iv);
+                       }
+                       scf::YieldOp::create(nb, loc);
+                     });
+}
+
+SmallVector<Value>
+KernelBuilder::loopStep(Value lb, Value ub, Value step, ValueRange inits,
+                        const std::function<SmallVector<Value>(Value, ValueRange)> &body) {
+  auto op = scf::ForOp::create(b, loc, lb, ub, step, inits,
+                               [&](OpBuilder &nb, Location, Value iv, ValueRange args) {
+                                 SmallVector<Value> next;
+                                 {
+                                   OpBuilder::InsertionGuard g(b);
+                                   b.setInsertionPoint(nb.getInsertionBlock(),
+                                                       nb.getInsertionPoint());
+                                   next = body(iv, args);
+                                 }
+                                 scf::YieldOp::create(nb, loc, next);
+                               });
+  return SmallVector<Value>(op.getResults());
+}
+
+void KernelBuilder::blocks(ValueRange grid, int64_t threads,
+                           const std::function<void(ValueRange, ThreadBlock &)> &body) {
+  if (!gpu()) {
+    // The host runs blocks one after another: one stack buffer at the kernel
+    // function's entry serves every block.
+    Operation *fn = b.getInsertionBlock()->getParentOp();
+    if (!isa<func::FuncOp>(fn))
+      fn = fn->getParentOfType<func::FuncOp>();
+    Block *entry = &cast<func::FuncOp>(fn).getBody().front();
+    parallel(grid, [&](ValueRange bid) {
+      ThreadBlock tb;
+      tb.hostEntry = entry;
+      tb.tid = tb.warp = tb.lane = idx(0);
+      body(bid, tb);
+    });
+    return;
+  }
+  assert(threads % 32 == 0 && "GPU blocks are whole warps");
+  Value total = grid[0];
+  for (Value g : grid.drop_front())
+    total = mul(total, g);
+  ifThen(ult(idx(0), total), [&] {
+    Value one = idx(1);
+    auto launch = gpu::LaunchOp::create(b, loc, total, one, one, idx(threads), one, one);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    Value flat = launch.getBlockIds().x;
+    SmallVector<Value> bid(grid.size());
+    for (int64_t i = static_cast<int64_t>(grid.size()) - 1; i >= 0; --i) {
+      bid[i] = i ? rem(flat, grid[i]) : flat;
+      if (i)
+        flat = div(flat, grid[i]);
+    }
+    ThreadBlock tb;
+    tb.tid = launch.getThreadIds().x;
+    tb.warp = div(tb.tid, 32);
+    tb.lane = rem(tb.tid, 32);
+    tb.threads = threads;
+    tb.warps = threads / 32;
+    tb.lanes = 32;
+    tb.launch = launch;
+    body(bid, tb);
+    gpu::TerminatorOp::create(b, loc);
+  });
+}
+
+Value KernelBuilder::shared(ThreadBlock &tb, ArrayRef<int64_t> shape, Type elementType) {
+  if (tb.launch) {
+    auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+    auto t = MemRefType::get(shape, elementType, MemRefLayoutAttrInterface{}, space);
+    return tb.launch.addWorkgroupAttribution(t, loc);
+  }
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(tb.hostEntry);
+  return memref::AllocaOp::create(b, loc, MemRefType::get(shape, elementType));
+}
+
+void KernelBuilder::barrier(ThreadBlock &tb) {
+  if (tb.launch)
+    gpu::BarrierOp::create(b, loc);
+}
+
+static Value shuffleReduce(KernelBuilder &kb, ThreadBlock &tb, Value v, bool isMax) {
+  if (!tb.launch)
+    return v;
+  Type i32 = kb.b.getI32Type();
+  Value width = arith::ConstantIntOp::create(kb.b, kb.loc, i32, 32);
+  for (int64_t off = 16; off >= 1; off /= 2) {
+    Value o = arith::ConstantIntOp::create(kb.b, kb.loc, i32, off);
+    Value other =
+        gpu::ShuffleOp::create(kb.b, kb.loc, v, o, width, gpu::ShuffleMode::XOR).getShuffleResult();
+    v = isMax ? kb.fmax(v, other) : kb.fadd(v, other);
+  }
+  return v;
+}
+
+Value KernelBuilder::warpSum(ThreadBlock &tb, Value v) { return shuffleReduce(*this, tb, v, false); }
+Value KernelBuilder::warpMax(ThreadBlock &tb, Value v) { return shuffleReduce(*this, tb, v, true); }
+
+Value KernelBuilder::blockSum(ThreadBlock &tb, Value v, Value red) {
+  v = warpSum(tb, v);
+  if (tb.warps == 1)
+    return v;
+  ifThen(ieq(tb.lane, idx(0)), [&] { store(v, red, {tb.warp}); });
+  barrier(tb);
+  Value total = f32(0.0);
+  for (int64_t w = 0; w < tb.warps; ++w)
+    total = fadd(total, load(red, {idx(w)}));
+  barrier(tb); // `red` may be reused right after
+  return total;
+}
+
+int64_t KernelBuilder::vecWidth(Value memref, int64_t rowLength) {
+  if (!gpu())
+    return 1;
+  Type elt = cast<MemRefType>(memref.getType()).getElementType();
+  int64_t bytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
+  for (int64_t w = 16 / bytes; w > 1; w /= 2)
+    if (rowLength % w == 0)
+      return w;
+  return 1;
+}
+
+SmallVector<Value> KernelBuilder::loadVec(Value memref, ValueRange indices, int64_t width) {
+  SmallVector<Value> out;
+  if (width == 1 || !gpu()) {
+    SmallVector<Value> at(indices);
+    for (int64_t j = 0; j < width; ++j) {
+      at.back() = j ? add(indices.back(), j) : indices.back();
+      out.push_back(loadF32(memref, at));
+    }
+    return out;
+  }
+  Type elt = cast<MemRefType>(memref.getType()).getElementType();
+  int64_t bytes = elt.getIntOrFloatBitWidth() / 8;
+  auto vt = VectorType::get({width}, elt);
+  Value v = vector::LoadOp::create(b, loc, vt, memref, indices, /*nontemporal=*/false,
+                                   llvm::MaybeAlign(std::min<int64_t>(16, width * bytes)));
+  for (int64_t j = 0; j < width; ++j)
+    out.push_back(toF32(vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{j})));
+  return out;
+}
+
+void KernelBuilder::copyVec(Value src, ValueRange srcIdx, Value dst, ValueRange dstIdx,
+                            int64_t width) {
+  if (width == 1 || !gpu()) {
+    SmallVector<Value> s(srcIdx), d(dstIdx);
+    for (int64_t j = 0; j < width; ++j) {
+      s.back() = j ? add(srcIdx.back(), j) : srcIdx.back();
+      d.back() = j ? add(dstIdx.back(), j) : dstIdx.back();
+      store(load(src, s), dst, d);
+    }
+    return;
+  }
+  Type elt = cast<MemRefType>(src.getType()).getElementType();
+  auto align = llvm::MaybeAlign(std::min<int64_t>(16, width * elt.getIntOrFloatBitWidth() / 8));
+  auto vt = VectorType::get({width}, elt);
+  Value v = vector::LoadOp::create(b, loc, vt, src, srcIdx, false, align);
+  vector::StoreOp::create(b, loc, v, dst, dstIdx, false, align);
+}
+
+void KernelBuilder::zeroVec(Value dst, ValueRange dstIdx, int64_t width) {
+  Type elt = cast<MemRefType>(dst.getType()).getElementType();
+  Value zero = fromF32(f32(0.0), elt);
+  SmallVector<Value> d(dstIdx);
+  for (int64_t j = 0; j < width; ++j) {
+    d.back() = j ? add(dstIdx.back(), j) : dstIdx.back();
+    store(zero, dst, d);
+  }
+}
+
 Value KernelBuilder::sum(Value lb, Value ub, const std::function<Value(Value)> &body) {
   return loop(lb, ub, ValueRange{f32(0.0)}, [&](Value i, ValueRange acc) {
     return SmallVector<Value>{fadd(acc[0], body(i))};
@@ -104,6 +288,16 @@ void KernelBuilder::ifThen(Value cond, const std::function<void()> &then) {
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(&op.getThenRegion().front());
   then();
+}
+
+void KernelBuilder::ifThenElse(Value cond, const std::function<void()> &then,
+                               const std::function<void()> &otherwise) {
+  auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&op.getThenRegion().front());
+  then();
+  b.setInsertionPointToStart(&op.getElseRegion().front());
+  otherwise();
 }
 
 Value KernelBuilder::seqOffset(Value seqLens, Value n) {

@@ -1,11 +1,23 @@
 //===- KernelBuilder.h - the tile-level layer kernels are written in -*- C++ -*-===//
 //
 // Kernel families (lowering/families/*.cpp) lower each core op inside a
-// k3.kernel to loops over memrefs with this builder: parallel loops over
-// independent outputs (scf.parallel; threads/blocks on the GPU, plain loops
-// on the host), sequential reductions (scf.for), fp32 math with explicit
-// rounding to each value's storage type. Tensor-core (mma/wgmma) and TMA
-// versions of the inner loops plug in here without changing the families.
+// k3.kernel with this builder, for one target at a time:
+//
+//  * `parallel`: independent outputs (scf.parallel; the GPU pipeline tiles it
+//    into 128-thread blocks) for elementwise work;
+//  * `blocks`: cooperative thread-block programs: a grid of blocks, each
+//    with `threads` threads that share memory (`shared`), synchronize
+//    (`barrier`), reduce across a warp or the block (`warpSum`,
+//    `blockSum`) and read global memory 16 bytes at a time (`loadVec`,
+//    `copyVec`). On the GPU a block is a gpu.launch block; on the host it
+//    is one iteration of a parallel loop run by a single thread (threads =
+//    warps = lanes = 1, shared memory on the stack), so the same family code
+//    is correct for both: it must only assume that its strided loops cover
+//    [lb, ub) whatever the thread count.
+//
+// Values are computed in fp32 with explicit rounding to each value's storage
+// type. Tensor-core (mma/wgmma) and TMA versions of the inner loops plug in
+// behind `blocks` without changing the families' structure.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,8 +25,10 @@
 #define K3C_LOWERING_KERNELBUILDER_H
 
 #include "dialects/K3/IR/K3Ops.h"
+#include "lowering/Lowering.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -33,12 +47,24 @@ struct MXFP4Buffers {
   mlir::k3::MXFP4Type type;
 };
 
+/// One thread block of a cooperative kernel (KernelBuilder::blocks). On the
+/// host: one thread (tid = warp = lane = 0).
+struct ThreadBlock {
+  Value tid, warp, lane;
+  int64_t threads = 1, warps = 1, lanes = 1;
+  mlir::gpu::LaunchOp launch; ///< null on the host
+  mlir::Block *hostEntry = nullptr; ///< host: where shared buffers are allocated
+};
+
 class KernelBuilder {
 public:
-  KernelBuilder(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
+  KernelBuilder(mlir::OpBuilder &b, mlir::Location loc, Target target = Target::Host)
+      : b(b), loc(loc), target(target) {}
 
   mlir::OpBuilder &b;
   mlir::Location loc;
+  Target target;
+  bool gpu() const { return target == Target::Gpu; }
 
   // Constants and shapes.
   Value idx(int64_t v) { return mlir::arith::ConstantIndexOp::create(b, loc, v); }
@@ -57,6 +83,8 @@ public:
   Value mul(Value a, int64_t c) { return mul(a, idx(c)); }
   Value div(Value a, int64_t c) { return div(a, idx(c)); }
   Value rem(Value a, int64_t c) { return rem(a, idx(c)); }
+  Value minu(Value a, Value c) { return mlir::arith::MinUIOp::create(b, loc, a, c); }
+  Value ceilDiv(Value a, int64_t c) { return div(add(a, c - 1), c); }
   Value ult(Value a, Value c) {
     return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, a, c);
   }
@@ -66,6 +94,7 @@ public:
   Value ieq(Value a, Value c) {
     return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, a, c);
   }
+  Value andi(Value a, Value c) { return mlir::arith::AndIOp::create(b, loc, a, c); }
   Value toIndex(Value intValue) {
     return mlir::arith::IndexCastOp::create(b, loc, b.getIndexType(), intValue);
   }
@@ -129,6 +158,50 @@ public:
                const std::function<Value()> &otherwise);
   /// If-then with no results.
   void ifThen(Value cond, const std::function<void()> &then);
+  /// If-then-else with no results.
+  void ifThenElse(Value cond, const std::function<void()> &then,
+                  const std::function<void()> &otherwise);
+
+  /// A sequential loop over [lb, ub) with step `step`.
+  void loopStep(Value lb, Value ub, Value step, const std::function<void(Value)> &body);
+  llvm::SmallVector<Value>
+  loopStep(Value lb, Value ub, Value step, ValueRange inits,
+           const std::function<llvm::SmallVector<Value>(Value, ValueRange)> &body);
+
+  // Cooperative thread blocks.
+  /// A grid of `grid` blocks (row-major block ids) of `threads` threads on
+  /// the GPU (a multiple of 32), one thread per block on the host. A grid
+  /// with no blocks launches nothing.
+  void blocks(ValueRange grid, int64_t threads,
+              const std::function<void(ValueRange, ThreadBlock &)> &body);
+  /// Block-shared memory: workgroup memory on the GPU (16-byte aligned), a
+  /// stack buffer on the host.
+  Value shared(ThreadBlock &tb, llvm::ArrayRef<int64_t> shape, mlir::Type elementType);
+  /// Synchronizes the block's threads (nothing on the host).
+  void barrier(ThreadBlock &tb);
+  /// Sum / max over a warp's lanes (butterfly shuffles; all lanes get it).
+  Value warpSum(ThreadBlock &tb, Value v);
+  Value warpMax(ThreadBlock &tb, Value v);
+  /// Sum over the block's threads; `red` is shared f32 [warps] scratch.
+  /// Every thread gets the total; contains barriers (call uniformly).
+  Value blockSum(ThreadBlock &tb, Value v, Value red);
+  /// [lb, ub) split over the block's threads / a warp's lanes / the warps.
+  void strided(ThreadBlock &tb, Value lb, Value ub, const std::function<void(Value)> &body) {
+    loopStep(add(lb, tb.tid), ub, idx(tb.threads), body);
+  }
+  /// `width` consecutive elements of the innermost dim starting at
+  /// `indices`, as fp32: one 16-byte (or narrower) vector load on the GPU.
+  /// The caller guarantees alignment (row length and start multiples of
+  /// `width`, buffers 16-byte aligned).
+  llvm::SmallVector<Value> loadVec(Value memref, ValueRange indices, int64_t width);
+  /// Copies `width` consecutive elements (same element type), vectorized on
+  /// the GPU.
+  void copyVec(Value src, ValueRange srcIdx, Value dst, ValueRange dstIdx, int64_t width);
+  /// Stores `width` zeros of dst's element type at dstIdx.
+  void zeroVec(Value dst, ValueRange dstIdx, int64_t width);
+  /// The widest vector (elements) a 16-byte load of `memref`'s element type
+  /// allows for rows of `rowLength` elements: 1 on the host.
+  int64_t vecWidth(Value memref, int64_t rowLength);
 
   /// Tokens before sequence `n` in a varlen batch: sum of seq_lens[0..n).
   Value seqOffset(Value seqLens, Value n);

@@ -13,6 +13,7 @@
 #include "lowering/Lowering.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/TypeUtilities.h"
 
 #include <set>
@@ -55,7 +56,8 @@ namespace {
 
 class KernelLowering {
 public:
-  KernelLowering(KernelOp k, ModuleOp out) : kernel(k), out(out) {}
+  KernelLowering(KernelOp k, ModuleOp out, Target target)
+      : kernel(k), out(out), target(target) {}
 
   LogicalResult run(KernelInfo &info);
 
@@ -96,6 +98,7 @@ private:
 
   KernelOp kernel;
   ModuleOp out;
+  Target target;
   KernelInfo *info = nullptr;
   SmallVector<Type> types;
   llvm::DenseMap<Value, int64_t> position; // value -> arg position
@@ -195,7 +198,7 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
   for (auto &[op, list] : opScratch)
     for (int64_t pos : list)
       st.scratch[op].push_back(entry->getArgument(pos));
-  KernelBuilder kb(b, loc);
+  KernelBuilder kb(b, loc, target);
   for (Operation &op : body.without_terminator()) {
     for (Value r : op.getResults())
       if (Value t = tiedOperand(r))
@@ -219,10 +222,12 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
 } // namespace
 
 FailureOr<OwningOpRef<ModuleOp>> lowerKernelsToLoops(ModuleOp fused,
-                                                      std::vector<KernelInfo> &kernels) {
+                                                      std::vector<KernelInfo> &kernels,
+                                                      Target target) {
   MLIRContext *ctx = fused.getContext();
   ctx->loadDialect<func::FuncDialect, scf::SCFDialect, memref::MemRefDialect,
-                   arith::ArithDialect, math::MathDialect>();
+                   arith::ArithDialect, math::MathDialect, gpu::GPUDialect,
+                   vector::VectorDialect>();
   OwningOpRef<ModuleOp> out = ModuleOp::create(fused.getLoc());
   std::set<std::string> seen;
   bool ok = true;
@@ -230,7 +235,7 @@ FailureOr<OwningOpRef<ModuleOp>> lowerKernelsToLoops(ModuleOp fused,
     if (!ok || !seen.insert(k.getSymName().str()).second)
       return;
     KernelInfo info;
-    if (failed(KernelLowering(k, *out).run(info))) {
+    if (failed(KernelLowering(k, *out, target).run(info))) {
       ok = false;
       return;
     }

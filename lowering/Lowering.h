@@ -14,6 +14,10 @@
 
 namespace k3c::lowering {
 
+/// What kernels are lowered for: the host (x86-64 loops, one thread per
+/// block) or the GPU (gpu.launch thread blocks, sm_90a).
+enum class Target { Host, Gpu };
+
 /// The artifact's name of an element type: bf16, f16, f32, i8, i32, i64.
 std::string dtypeName(mlir::Type t);
 
@@ -38,10 +42,12 @@ struct KernelInfo {
 };
 
 /// Lowers every distinct k3.kernel of `fused` to a func.func over memrefs
-/// (scf loops, fp32 math, explicit rounding). Returns the kernel module and
-/// fills `kernels` with the calling convention of each.
+/// (scf loops and, for the GPU, gpu.launch thread blocks; fp32 math,
+/// explicit rounding). Returns the kernel module and fills `kernels` with
+/// the calling convention of each (the same for both targets).
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
-lowerKernelsToLoops(mlir::ModuleOp fused, std::vector<KernelInfo> &kernels);
+lowerKernelsToLoops(mlir::ModuleOp fused, std::vector<KernelInfo> &kernels,
+                    Target target = Target::Host);
 
 /// Lowers the loop module to the LLVM dialect (host target) and compiles it
 /// to a shared library at `soPath` (x86-64 object through LLVM's

@@ -1,8 +1,10 @@
 //===- Dense.cpp - linear, norms, activations, AttnRes, gathers -----------===//
 //
-// Kernel contracts: docs/kernels.md. Every output element is one parallel
-// iteration; reductions run in index order in fp32; results round once to
-// their storage type (the reference's rounding points, spec §4.1).
+// Kernel contracts: docs/kernels.md. The linear layer is a tiled block
+// program (lowerLinear); row reductions (RMSNorm, AttnRes) run one block per
+// row with block-wide reductions; elementwise ops are one parallel
+// iteration per element. Reductions accumulate in fp32; results round once
+// to their storage type (the reference's rounding points, spec §4.1).
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,35 +15,106 @@ using namespace mlir::k3;
 
 namespace k3c::lowering {
 
+Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, int64_t d, Value eps,
+                Value red) {
+  Value part = kb.loopStep(tb.tid, kb.idx(d), kb.idx(tb.threads), ValueRange{kb.f32(0.0)},
+                           [&](Value i, ValueRange a) {
+                             Value v = kb.loadF32(x, {row, i});
+                             return SmallVector<Value>{kb.fadd(a[0], kb.fmul(v, v))};
+                           })[0];
+  Value ss = kb.blockSum(tb, part, red);
+  return kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))), eps));
+}
+
+/// y[T, O] = x[T, K] W[O, K]^T, tiled: a block computes kTokTile tokens x
+/// (kRowsPerWarp * warps) output rows. The block stages its tokens' x in
+/// shared memory, kChunkBytes per token at a time (16-byte loads); each warp
+/// owns kRowsPerWarp rows of W and its lanes split K, reading W 16 bytes at a
+/// time (each row streamed once per token tile), then reduce by shuffles.
+/// On the host: one thread per block, the same loop nest, scalar loads.
+void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y) {
+  auto xt = cast<MemRefType>(x.getType());
+  int64_t K = xt.getDimSize(1), O = cast<MemRefType>(w.getType()).getDimSize(0);
+  int64_t xBytes = xt.getElementTypeBitWidth() / 8;
+  int64_t vw = std::min(kb.vecWidth(x, K), kb.vecWidth(w, K));
+  int64_t kc = std::min<int64_t>(K, kChunkBytes / (kTokTile * xBytes));
+  kc -= kc % vw;
+  int64_t chunks = (K + kc - 1) / kc;
+  Value T = kb.dim(x, 0);
+  int64_t warps = kb.gpu() ? kLinearThreads / 32 : 1, rowsPerBlock = kRowsPerWarp * warps;
+  kb.blocks({kb.ceilDiv(T, kTokTile), kb.idx((O + rowsPerBlock - 1) / rowsPerBlock)},
+            kLinearThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value xs = kb.shared(tb, {kTokTile, kc}, xt.getElementType());
+    Value t0 = kb.mul(bid[0], kTokTile);
+    Value r0 = kb.add(kb.mul(bid[1], rowsPerBlock), kb.mul(tb.warp, kRowsPerWarp));
+    // Rows past O read row O-1 and are not stored.
+    SmallVector<Value> rows;
+    for (int64_t r = 0; r < kRowsPerWarp; ++r)
+      rows.push_back(kb.minu(kb.add(r0, r), kb.idx(O - 1)));
+    SmallVector<Value> zeros(kRowsPerWarp * kTokTile, kb.f32(0.0));
+    SmallVector<Value> acc = kb.loop(kb.idx(0), kb.idx(chunks), zeros, [&](Value c,
+                                                                             ValueRange a) {
+      Value k0 = kb.mul(c, kc);
+      Value len = K % kc ? kb.minu(kb.idx(kc), kb.sub(kb.idx(K), k0)) : kb.idx(kc);
+      Value vecs = kb.div(len, vw);
+      kb.strided(tb, kb.idx(0), kb.mul(vecs, kTokTile), [&](Value i) {
+        Value tt = kb.div(i, vecs), kv = kb.mul(kb.rem(i, vecs), vw), t = kb.add(t0, tt);
+        kb.ifThenElse(
+            kb.ult(t, T), [&] { kb.copyVec(x, {t, kb.add(k0, kv)}, xs, {tt, kv}, vw); },
+            [&] { kb.zeroVec(xs, {tt, kv}, vw); });
+      });
+      kb.barrier(tb);
+      SmallVector<Value> next = kb.loopStep(
+          kb.mul(tb.lane, vw), len, kb.idx(tb.lanes * vw), a, [&](Value kv, ValueRange in) {
+            SmallVector<SmallVector<Value>> xv;
+            for (int64_t tt = 0; tt < kTokTile; ++tt)
+              xv.push_back(kb.loadVec(xs, {kb.idx(tt), kv}, vw));
+            SmallVector<Value> out(in);
+            for (int64_t r = 0; r < kRowsPerWarp; ++r) {
+              SmallVector<Value> wv = kb.loadVec(w, {rows[r], kb.add(k0, kv)}, vw);
+              for (int64_t tt = 0; tt < kTokTile; ++tt) {
+                Value &o = out[r * kTokTile + tt];
+                for (int64_t j = 0; j < vw; ++j)
+                  o = kb.fadd(o, kb.fmul(wv[j], xv[tt][j]));
+              }
+            }
+            return out;
+          });
+      kb.barrier(tb);
+      return next;
+    });
+    for (int64_t r = 0; r < kRowsPerWarp; ++r)
+      for (int64_t tt = 0; tt < kTokTile; ++tt) {
+        Value v = kb.warpSum(tb, acc[r * kTokTile + tt]);
+        Value t = kb.add(t0, kb.idx(tt)), o = kb.add(r0, kb.idx(r));
+        Value ok = kb.andi(kb.andi(kb.ieq(tb.lane, kb.idx(0)), kb.ult(t, T)),
+                           kb.ult(o, kb.idx(O)));
+        kb.ifThen(ok, [&] { kb.storeF32(v, y, {t, o}); });
+      }
+  });
+}
+
 
 std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto lin = dyn_cast<LinearOp>(op)) {
-    // y[t, o] = sum_i x[t, i] W[o, i]
-    Value x = st.get(lin.getInput()), w = st.get(lin.getWeight()), y = st.get(lin.getResult());
-    Value K = kb.dim(w, 1);
-    kb.parallel({kb.dim(y, 0), kb.dim(y, 1)}, [&](ValueRange iv) {
-      Value acc = kb.sum(kb.idx(0), K, [&](Value i) {
-        return kb.fmul(kb.loadF32(x, {iv[0], i}), kb.loadF32(w, {iv[1], i}));
-      });
-      kb.storeF32(acc, y, {iv[0], iv[1]});
-    });
+    lowerLinear(kb, st.get(lin.getInput()), st.get(lin.getWeight()), st.get(lin.getResult()));
     return success();
   }
   if (auto norm = dyn_cast<RMSNormOp>(op)) {
     // KimiRMSNorm: x * rsqrt(mean x^2 + eps), rounded to x's type, times w.
+    // One block per row: block-wide sum of squares, then the row strided.
     Value x = st.get(norm.getInput()), w = st.get(norm.getWeight()), y = st.get(norm.getResult());
     Type xt = cast<MemRefType>(x.getType()).getElementType();
-    Value D = kb.dim(x, 1);
     int64_t d = cast<MemRefType>(x.getType()).getDimSize(1);
-    kb.parallel({kb.dim(x, 0), D}, [&](ValueRange iv) {
-      Value ss = kb.sum(kb.idx(0), D, [&](Value i) {
-        Value v = kb.loadF32(x, {iv[0], i});
-        return kb.fmul(v, v);
+    Value eps = kb.f32(norm.getEps().convertToDouble());
+    kb.blocks({kb.dim(x, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
+      Value row = bid[0];
+      Value red = kb.shared(tb, {tb.warps}, kb.b.getF32Type());
+      Value inv = rowInvRms(kb, tb, x, row, d, eps, red);
+      kb.strided(tb, kb.idx(0), kb.idx(d), [&](Value i) {
+        Value xn = kb.round(kb.fmul(kb.loadF32(x, {row, i}), inv), xt);
+        kb.storeF32(kb.fmul(xn, kb.loadF32(w, {i})), y, {row, i});
       });
-      Value inv = kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))),
-                                   kb.f32(norm.getEps().convertToDouble())));
-      Value xn = kb.round(kb.fmul(kb.loadF32(x, {iv[0], iv[1]}), inv), xt);
-      kb.storeF32(kb.fmul(xn, kb.loadF32(w, {iv[1]})), y, {iv[0], iv[1]});
     });
     return success();
   }
@@ -81,7 +154,8 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
   }
   if (auto mix = dyn_cast<AttnResOp>(op)) {
     // Spec §4.6: scores of the RMS-normalized sources against w_norm * w_proj,
-    // softmax over sources in fp32, mix of the raw sources.
+    // softmax over sources in fp32, mix of the raw sources. One block per
+    // row: two block-wide reductions per source, then the mix strided.
     SmallVector<Value> src;
     for (Value v : mix.getSources())
       src.push_back(st.get(v));
@@ -89,32 +163,36 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
           y = st.get(mix.getResult());
     int64_t d = cast<MemRefType>(y.getType()).getDimSize(1);
     Value D = kb.idx(d), eps = kb.f32(mix.getEps().convertToDouble());
-    kb.parallel({kb.dim(y, 0), D}, [&](ValueRange iv) {
+    kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
+      Value row = bid[0];
+      Value red = kb.shared(tb, {tb.warps}, kb.b.getF32Type());
       SmallVector<Value> scores;
       for (Value s : src) {
-        Value ss = kb.sum(kb.idx(0), D, [&](Value i) {
-          Value v = kb.loadF32(s, {iv[0], i});
-          return kb.fmul(v, v);
-        });
-        Value inv = kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))), eps));
-        Value dot = kb.sum(kb.idx(0), D, [&](Value i) {
-          Value q = kb.fmul(kb.loadF32(wn, {i}), kb.loadF32(wp, {kb.idx(0), i}));
-          return kb.fmul(kb.fmul(kb.loadF32(s, {iv[0], i}), inv), q);
-        });
-        scores.push_back(dot);
+        Value inv = rowInvRms(kb, tb, s, row, d, eps, red);
+        Value part = kb.loopStep(tb.tid, D, kb.idx(tb.threads), ValueRange{kb.f32(0.0)},
+                                 [&](Value i, ValueRange a) {
+                                   Value q = kb.fmul(kb.loadF32(wn, {i}),
+                                                     kb.loadF32(wp, {kb.idx(0), i}));
+                                   Value v = kb.fmul(kb.loadF32(s, {row, i}), q);
+                                   return SmallVector<Value>{kb.fadd(a[0], v)};
+                                 })[0];
+        scores.push_back(kb.fmul(kb.blockSum(tb, part, red), inv));
       }
       Value mx = kb.f32(-INFINITY);
       for (Value s : scores)
         mx = kb.fmax(mx, s);
-      Value z = kb.f32(0.0), acc = kb.f32(0.0);
+      Value z = kb.f32(0.0);
       SmallVector<Value> e;
       for (Value s : scores) {
         e.push_back(kb.exp(kb.fsub(s, mx)));
         z = kb.fadd(z, e.back());
       }
-      for (auto [w, s] : llvm::zip(e, src))
-        acc = kb.fadd(acc, kb.fmul(kb.fdiv(w, z), kb.loadF32(s, {iv[0], iv[1]})));
-      kb.storeF32(acc, y, {iv[0], iv[1]});
+      kb.strided(tb, kb.idx(0), D, [&](Value i) {
+        Value acc = kb.f32(0.0);
+        for (auto [w, s] : llvm::zip(e, src))
+          acc = kb.fadd(acc, kb.fmul(kb.fdiv(w, z), kb.loadF32(s, {row, i})));
+        kb.storeF32(acc, y, {row, i});
+      });
     });
     return success();
   }

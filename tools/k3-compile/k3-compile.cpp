@@ -228,7 +228,8 @@ int main(int argc, char **argv) {
 
   if (emit == Emit::Gpu || emit == Emit::Ptx) {
     std::vector<::k3c::lowering::KernelInfo> kernels;
-    auto loops = ::k3c::lowering::lowerKernelsToLoops(*module, kernels);
+    auto loops =
+        ::k3c::lowering::lowerKernelsToLoops(*module, kernels, ::k3c::lowering::Target::Gpu);
     std::string err;
     if (failed(loops) || failed(::k3c::lowering::lowerLoopsToGpu(**loops, err))) {
       llvm::errs() << "k3-compile: error: " << (err.empty() ? "lowering the kernels failed" : err)
@@ -308,7 +309,14 @@ int main(int argc, char **argv) {
     std::filesystem::create_directories(outputPath.getValue());
     std::string lib, cudaLib;
     if (target == "sm_90a" || target == "both") {
-      OwningOpRef<ModuleOp> gpuLoops = (*loops)->clone();
+      std::vector<::k3c::lowering::KernelInfo> gpuKernels; // same calling convention
+      auto gpuLowered = ::k3c::lowering::lowerKernelsToLoops(*module, gpuKernels,
+                                                              ::k3c::lowering::Target::Gpu);
+      if (failed(gpuLowered)) {
+        llvm::errs() << "k3-compile: error: lowering the kernels for sm_90a failed\n";
+        return 1;
+      }
+      OwningOpRef<ModuleOp> gpuLoops = std::move(*gpuLowered);
       cudaLib = (std::filesystem::path(outputPath.getValue()) / "kernels_cuda.so").string();
       std::map<std::string, std::string> ptx;
       bool ranPtxas = false;
