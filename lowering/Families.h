@@ -30,6 +30,7 @@ constexpr int64_t kLinearThreads = 256; ///< linear: 8 warps a block
 constexpr int64_t kTokTile = 8;         ///< linear: tokens a block
 constexpr int64_t kRowsPerWarp = 4;     ///< linear: weight rows a warp
 constexpr int64_t kChunkBytes = 32768;  ///< linear: staged x bytes a K chunk
+constexpr int64_t kMlaThreads = 256;    ///< MLA: a block per (token, head)
 
 /// 1 / sqrt(mean(x[row, :d]^2) + eps) by a block-wide reduction (`red`:
 /// shared f32 [warps]).

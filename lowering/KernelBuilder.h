@@ -88,6 +88,9 @@ public:
   Value ult(Value a, Value c) {
     return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, a, c);
   }
+  Value ule(Value a, Value c) {
+    return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ule, a, c);
+  }
   Value slt(Value a, Value c) {
     return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::slt, a, c);
   }

@@ -2,10 +2,12 @@
 //
 // Kernel contract: docs/kernels.md. Phase 1 appends the new tokens' latent
 // (RMSNorm'd c, raw k_pe) to each sequence's cache; phase 2 runs causal
-// softmax attention of every new token over its sequence's cache, with k_nope
-// and v recomputed from the cached latent through kv_b (rounded to the
-// activation type, as the reference's kv_b projection is), and the optional
-// sigmoid output gate.
+// softmax attention of every new token over its sequence's cache in the
+// latent space (kv_b absorbed into the query and the output: k_nope and v are
+// never materialized) with an online softmax, and the optional sigmoid
+// output gate. The reference rounds k_nope and v to the activation type;
+// the absorbed form does not (exact in f32 builds, within bf16 tolerance in
+// bf16 builds).
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,72 +35,148 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
   Value eps = kb.f32(attn.getNormEps().convertToDouble());
   Value scale = kb.f32(attn.getSoftmaxScale().convertToDouble());
 
-  // Phase 1: append (n, channel) over the sequence's new tokens.
-  kb.parallel({kb.dim(lens, 0), kb.idx(cd)}, [&](ValueRange iv) {
-    Value n = iv[0], c = iv[1];
+  int64_t vwCache = kb.vecWidth(cache, cd), vwKvb = kb.vecWidth(kvb, R);
+  if (R % vwCache)
+    vwCache = 1;
+
+  // Phase 1: one block per sequence appends its new tokens' latent (RMSNorm'd
+  // c, rounded like the reference's norm, then raw k_pe) to its cache.
+  kb.blocks({kb.dim(lens, 0)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value n = bid[0];
+    Value red = kb.shared(tb, {tb.warps}, kb.b.getF32Type());
     Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n),
           past = kb.toIndex(kb.load(cacheLens, {n}));
     kb.loop(kb.idx(0), len, [&](Value t) {
       Value row = kb.add(start, t), pos = kb.add(past, t);
-      Value v = kb.ifElse(
-          kb.ult(c, kb.idx(R)),
-          [&] { // latent channel: RMSNorm'd, rounded like the reference's norm
-            Value ss = kb.sum(kb.idx(0), kb.idx(R), [&](Value i) {
-              Value e = kb.loadF32(kv, {row, i});
-              return kb.fmul(e, e);
-            });
-            Value inv = kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(R))), eps));
-            Value xn = kb.round(kb.fmul(kb.loadF32(kv, {row, c}), inv), act);
-            return kb.fmul(xn, kb.loadF32(kvNorm, {c}));
-          },
-          [&] { return kb.loadF32(kv, {row, c}); }); // k_pe: raw
-      kb.storeF32(v, cache, {n, pos, c});
+      Value inv = rowInvRms(kb, tb, kv, row, R, eps, red);
+      kb.strided(tb, kb.idx(0), kb.idx(cd), [&](Value c) {
+        Value v = kb.ifElse(
+            kb.ult(c, kb.idx(R)),
+            [&] {
+              Value xn = kb.round(kb.fmul(kb.loadF32(kv, {row, c}), inv), act);
+              return kb.fmul(xn, kb.loadF32(kvNorm, {c}));
+            },
+            [&] { return kb.loadF32(kv, {row, c}); });
+        kb.storeF32(v, cache, {n, pos, c});
+      });
     });
   });
 
-  // Phase 2: one iteration per (sequence, head, value channel).
-  kb.parallel({kb.dim(lens, 0), kb.idx(H), kb.idx(dv)}, [&](ValueRange iv) {
-    Value n = iv[0], h = iv[1], j = iv[2];
-    Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n),
-          past = kb.toIndex(kb.load(cacheLens, {n}));
-    Value kRow0 = kb.mul(h, nope + dv), vRow = kb.add(kb.add(kb.mul(h, nope + dv), nope), j);
-    // Up-projection of cached latent s through kv_b row `r`, rounded.
-    auto up = [&](Value s, Value r) {
-      Value acc = kb.sum(kb.idx(0), kb.idx(R), [&](Value i) {
-        return kb.fmul(kb.loadF32(cache, {n, s, i}), kb.loadF32(kvb, {r, i}));
+  // Phase 2: one block per (token, head), absorbed into the latent space:
+  //   q_abs = q_nope . W_k (R), scores = [q_abs, q_pe] . cache[s] * scale,
+  //   o_lat = softmax-weighted sum of cache[s][:R] (online softmax: each warp
+  //   streams its share of the cached positions keeping a running max, sum and
+  //   o_lat, then the warps merge), out = W_v . o_lat, times the gate.
+  int64_t cw = cd; // q_abs (R) then q_pe (rope)
+  kb.blocks({kb.dim(q, 0), kb.idx(H)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value row = bid[0], h = bid[1];
+    Value qa = kb.shared(tb, {cw}, kb.b.getF32Type());
+    Value acc = kb.shared(tb, {tb.warps, R}, kb.b.getF32Type());
+    Value ml = kb.shared(tb, {2 * tb.warps}, kb.b.getF32Type());
+    Value olat = kb.shared(tb, {R}, kb.b.getF32Type());
+    // The row's sequence n and its first row.
+    Value N = kb.dim(lens, 0);
+    auto found = kb.loop(kb.idx(0), N, ValueRange{kb.idx(0), kb.idx(0), kb.idx(0)},
+                         [&](Value i, ValueRange a) {
+                           Value end = kb.add(a[0], kb.seqLen(lens, i));
+                           Value in = kb.andi(kb.ule(a[0], row), kb.ult(row, end));
+                           return SmallVector<Value>{end, kb.select(in, i, a[1]),
+                                                     kb.select(in, a[0], a[2])};
+                         });
+    Value n = found[1], start = found[2];
+    Value past = kb.toIndex(kb.load(cacheLens, {n}));
+    Value visible = kb.add(kb.add(past, kb.sub(row, start)), kb.idx(1));
+    Value qBase = kb.mul(h, qk), kRow0 = kb.mul(h, nope + dv), vRow0 = kb.add(kRow0, nope);
+
+    // q_abs[r] = sum_i q_nope[i] W_kv_b[kRow0 + i, r]; q_pe copied.
+    kb.strided(tb, kb.idx(0), kb.idx(R), [&](Value r) {
+      Value a = kb.sum(kb.idx(0), kb.idx(nope), [&](Value i) {
+        return kb.fmul(kb.loadF32(q, {row, kb.add(qBase, i)}),
+                       kb.loadF32(kvb, {kb.add(kRow0, i), r}));
       });
-      return kb.round(acc, act);
-    };
-    kb.loop(kb.idx(0), len, [&](Value t) {
-      Value row = kb.add(start, t), visible = kb.add(kb.add(past, t), kb.idx(1));
-      Value qBase = kb.mul(h, qk);
-      auto score = [&](Value s) {
-        Value dn = kb.sum(kb.idx(0), kb.idx(nope), [&](Value i) {
-          return kb.fmul(kb.loadF32(q, {row, kb.add(qBase, i)}), up(s, kb.add(kRow0, i)));
+      kb.store(a, qa, {r});
+    });
+    kb.strided(tb, kb.idx(0), kb.idx(rope), [&](Value c) {
+      kb.store(kb.loadF32(q, {row, kb.add(kb.add(qBase, nope), c)}), qa, {kb.add(kb.idx(R), c)});
+    });
+    // Each warp clears its o_lat accumulator row.
+    kb.loopStep(tb.lane, kb.idx(R), kb.idx(tb.lanes),
+                [&](Value r) { kb.store(kb.f32(0.0), acc, {tb.warp, r}); });
+    kb.barrier(tb);
+
+    // Online softmax: warp w takes positions w, w + warps, ...
+    auto mlState = kb.loopStep(
+        tb.warp, visible, kb.idx(tb.warps), ValueRange{kb.f32(-INFINITY), kb.f32(0.0)},
+        [&](Value s, ValueRange a) {
+          Value part = kb.loopStep(kb.mul(tb.lane, vwCache), kb.idx(cd),
+                                   kb.idx(tb.lanes * vwCache), ValueRange{kb.f32(0.0)},
+                                   [&](Value c, ValueRange p) {
+                                     SmallVector<Value> cv = kb.loadVec(cache, {n, s, c}, vwCache);
+                                     SmallVector<Value> qv = kb.loadVec(qa, {c}, vwCache);
+                                     Value x = p[0];
+                                     for (int64_t j = 0; j < vwCache; ++j)
+                                       x = kb.fadd(x, kb.fmul(cv[j], qv[j]));
+                                     return SmallVector<Value>{x};
+                                   })[0];
+          Value score = kb.fmul(kb.warpSum(tb, part), scale);
+          Value m = kb.fmax(a[0], score);
+          Value alpha = kb.exp(kb.fsub(a[0], m)), p = kb.exp(kb.fsub(score, m));
+          kb.loopStep(kb.mul(tb.lane, vwCache), kb.idx(R), kb.idx(tb.lanes * vwCache),
+                      [&](Value r) {
+                        SmallVector<Value> cv = kb.loadVec(cache, {n, s, r}, vwCache);
+                        for (int64_t j = 0; j < vwCache; ++j) {
+                          Value rj = j ? kb.add(r, j) : r;
+                          Value o = kb.load(acc, {tb.warp, rj});
+                          kb.store(kb.fadd(kb.fmul(o, alpha), kb.fmul(p, cv[j])), acc,
+                                   {tb.warp, rj});
+                        }
+                      });
+          return SmallVector<Value>{m, kb.fadd(kb.fmul(a[1], alpha), p)};
         });
-        Value dr = kb.sum(kb.idx(0), kb.idx(rope), [&](Value i) {
-          return kb.fmul(kb.loadF32(q, {row, kb.add(kb.add(qBase, nope), i)}),
-                         kb.loadF32(cache, {n, s, kb.add(kb.idx(R), i)}));
-        });
-        return kb.fmul(kb.fadd(dn, dr), scale);
-      };
-      Value mx = kb.loop(kb.idx(0), visible, ValueRange{kb.f32(-INFINITY)},
-                         [&](Value s, ValueRange a) {
-                           return SmallVector<Value>{kb.fmax(a[0], score(s))};
-                         })[0];
-      auto sums = kb.loop(kb.idx(0), visible, ValueRange{kb.f32(0.0), kb.f32(0.0)},
-                          [&](Value s, ValueRange a) {
-                            Value p = kb.exp(kb.fsub(score(s), mx));
-                            return SmallVector<Value>{kb.fadd(a[0], p),
-                                                      kb.fadd(a[1], kb.fmul(p, up(s, vRow)))};
-                          });
-      Value o = kb.fdiv(sums[1], sums[0]);
+    kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
+      kb.store(mlState[0], ml, {tb.warp});
+      kb.store(mlState[1], ml, {kb.add(tb.warp, tb.warps)});
+    });
+    kb.barrier(tb);
+    // Merge the warps.
+    Value M = kb.f32(-INFINITY);
+    for (int64_t w = 0; w < tb.warps; ++w)
+      M = kb.fmax(M, kb.load(ml, {kb.idx(w)}));
+    SmallVector<Value> wScale;
+    Value L = kb.f32(0.0);
+    for (int64_t w = 0; w < tb.warps; ++w) {
+      wScale.push_back(kb.exp(kb.fsub(kb.load(ml, {kb.idx(w)}), M)));
+      L = kb.fadd(L, kb.fmul(kb.load(ml, {kb.idx(tb.warps + w)}), wScale.back()));
+    }
+    kb.strided(tb, kb.idx(0), kb.idx(R), [&](Value r) {
+      Value o = kb.f32(0.0);
+      for (int64_t w = 0; w < tb.warps; ++w)
+        o = kb.fadd(o, kb.fmul(kb.load(acc, {kb.idx(w), r}), wScale[w]));
+      kb.store(kb.fdiv(o, L), olat, {r});
+    });
+    kb.barrier(tb);
+    // out[row, h, j] = W_kv_b[vRow0 + j, :] . o_lat, a warp per j.
+    kb.loopStep(tb.warp, kb.idx(dv), kb.idx(tb.warps), [&](Value j) {
+      Value part = kb.loopStep(kb.mul(tb.lane, vwKvb), kb.idx(R), kb.idx(tb.lanes * vwKvb),
+                               ValueRange{kb.f32(0.0)}, [&](Value r, ValueRange p) {
+                                 SmallVector<Value> wv =
+                                     kb.loadVec(kvb, {kb.add(vRow0, j), r}, vwKvb);
+                                 SmallVector<Value> ov = kb.loadVec(olat, {r}, vwKvb);
+                                 Value x = p[0];
+                                 for (int64_t k = 0; k < vwKvb; ++k)
+                                   x = kb.fadd(x, kb.fmul(wv[k], ov[k]));
+                                 return SmallVector<Value>{x};
+                               })[0];
+      Value o = kb.warpSum(tb, part);
       Value col = kb.add(kb.mul(h, dv), j);
-      if (gate) {
-        o = kb.round(o, outType);
-        o = kb.fmul(o, kb.round(kb.sigmoid(kb.loadF32(gate, {row, col})), outType));
-      }
-      kb.storeF32(o, out, {row, col});
+      kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
+        Value v = o;
+        if (gate) {
+          v = kb.round(v, outType);
+          v = kb.fmul(v, kb.round(kb.sigmoid(kb.loadF32(gate, {row, col})), outType));
+        }
+        kb.storeF32(v, out, {row, col});
+      });
     });
   });
   return success();
