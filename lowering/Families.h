@@ -31,11 +31,29 @@ constexpr int64_t kTokTile = 8;         ///< linear: tokens a block
 constexpr int64_t kRowsPerWarp = 4;     ///< linear: weight rows a warp
 constexpr int64_t kChunkBytes = 32768;  ///< linear: staged x bytes a K chunk
 constexpr int64_t kMlaThreads = 256;    ///< MLA: a block per (token, head)
+constexpr int64_t kGroupThreads = 256;  ///< MoE: the grouping block
+constexpr int64_t kExpertThreads = 256; ///< MoE: grouped expert GEMM blocks
 
 /// 1 / sqrt(mean(x[row, :d]^2) + eps) by a block-wide reduction (`red`:
 /// shared f32 [warps]).
 mlir::Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, mlir::Value x, mlir::Value row,
                       int64_t d, mlir::Value eps, mlir::Value red);
+/// An activation row of a GEMM tile: whether it exists, and the indices of
+/// its first element without the last (column) index.
+struct ActRow {
+  mlir::Value valid;
+  llvm::SmallVector<mlir::Value> prefix;
+};
+/// One block's share of a row GEMM (Dense.cpp): for kTokTile activation rows
+/// of `a` (rowOf(tt)) and `nRows` weight rows per warp (wLoad(r, k, width):
+/// `width` fp32 weights of the warp's r-th row from column k), returns each
+/// lane's partial sums acc[r * kTokTile + tt] over K (finish with warpSum).
+/// The rows are staged through shared memory in chunks; `vw` is the vector
+/// width of the loads (K a multiple of it).
+llvm::SmallVector<mlir::Value>
+gemmTile(KernelBuilder &kb, ThreadBlock &tb, mlir::Value a, int64_t K, int64_t vw, int64_t nRows,
+         const std::function<ActRow(mlir::Value)> &rowOf,
+         const std::function<llvm::SmallVector<mlir::Value>(int64_t, mlir::Value, int64_t)> &wLoad);
 /// The tiled y = x W^T block program (Dense.cpp).
 void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y);
 

@@ -26,63 +26,82 @@ Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, int64_t 
   return kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))), eps));
 }
 
+SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t K, int64_t vw,
+                            int64_t nRows, const std::function<ActRow(Value)> &rowOf,
+                            const std::function<SmallVector<Value>(int64_t, Value, int64_t)> &wLoad) {
+  auto at = cast<MemRefType>(a.getType());
+  int64_t aBytes = at.getElementTypeBitWidth() / 8;
+  int64_t kc = std::min<int64_t>(K, kChunkBytes / (kTokTile * aBytes));
+  kc -= kc % vw;
+  int64_t chunks = (K + kc - 1) / kc;
+  Value xs = kb.shared(tb, {kTokTile, kc}, at.getElementType());
+  SmallVector<Value> zeros(nRows * kTokTile, kb.f32(0.0));
+  return kb.loop(kb.idx(0), kb.idx(chunks), zeros, [&](Value c, ValueRange acc) {
+    Value k0 = kb.mul(c, kc);
+    Value len = K % kc ? kb.minu(kb.idx(kc), kb.sub(kb.idx(K), k0)) : kb.idx(kc);
+    Value vecs = kb.div(len, vw);
+    // Stage the tile's activation rows (zeros for rows past the end).
+    kb.strided(tb, kb.idx(0), kb.mul(vecs, kTokTile), [&](Value i) {
+      Value tt = kb.div(i, vecs), kv = kb.mul(kb.rem(i, vecs), vw);
+      ActRow row = rowOf(tt);
+      kb.ifThenElse(
+          row.valid,
+          [&] {
+            SmallVector<Value> src(row.prefix);
+            src.push_back(kb.add(k0, kv));
+            kb.copyVec(a, src, xs, {tt, kv}, vw);
+          },
+          [&] { kb.zeroVec(xs, {tt, kv}, vw); });
+    });
+    kb.barrier(tb);
+    SmallVector<Value> next = kb.loopStep(
+        kb.mul(tb.lane, vw), len, kb.idx(tb.lanes * vw), acc, [&](Value kv, ValueRange in) {
+          SmallVector<SmallVector<Value>> xv;
+          for (int64_t tt = 0; tt < kTokTile; ++tt)
+            xv.push_back(kb.loadVec(xs, {kb.idx(tt), kv}, vw));
+          SmallVector<Value> out(in);
+          for (int64_t r = 0; r < nRows; ++r) {
+            SmallVector<Value> wv = wLoad(r, kb.add(k0, kv), vw);
+            for (int64_t tt = 0; tt < kTokTile; ++tt) {
+              Value &o = out[r * kTokTile + tt];
+              for (int64_t j = 0; j < vw; ++j)
+                o = kb.fadd(o, kb.fmul(wv[j], xv[tt][j]));
+            }
+          }
+          return out;
+        });
+    kb.barrier(tb);
+    return next;
+  });
+}
+
 /// y[T, O] = x[T, K] W[O, K]^T, tiled: a block computes kTokTile tokens x
-/// (kRowsPerWarp * warps) output rows. The block stages its tokens' x in
-/// shared memory, kChunkBytes per token at a time (16-byte loads); each warp
-/// owns kRowsPerWarp rows of W and its lanes split K, reading W 16 bytes at a
-/// time (each row streamed once per token tile), then reduce by shuffles.
-/// On the host: one thread per block, the same loop nest, scalar loads.
+/// (kRowsPerWarp * warps) output rows through gemmTile: the block stages its
+/// tokens' x in shared memory, kChunkBytes at a time (16-byte loads); each
+/// warp owns kRowsPerWarp rows of W and its lanes split K, reading W 16 bytes
+/// at a time (each row streamed once per token tile), then reduce by
+/// shuffles. On the host: one thread per block, the same loop nest.
 void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y) {
   auto xt = cast<MemRefType>(x.getType());
   int64_t K = xt.getDimSize(1), O = cast<MemRefType>(w.getType()).getDimSize(0);
-  int64_t xBytes = xt.getElementTypeBitWidth() / 8;
   int64_t vw = std::min(kb.vecWidth(x, K), kb.vecWidth(w, K));
-  int64_t kc = std::min<int64_t>(K, kChunkBytes / (kTokTile * xBytes));
-  kc -= kc % vw;
-  int64_t chunks = (K + kc - 1) / kc;
   Value T = kb.dim(x, 0);
   int64_t warps = kb.gpu() ? kLinearThreads / 32 : 1, rowsPerBlock = kRowsPerWarp * warps;
   kb.blocks({kb.ceilDiv(T, kTokTile), kb.idx((O + rowsPerBlock - 1) / rowsPerBlock)},
             kLinearThreads, [&](ValueRange bid, ThreadBlock &tb) {
-    Value xs = kb.shared(tb, {kTokTile, kc}, xt.getElementType());
     Value t0 = kb.mul(bid[0], kTokTile);
     Value r0 = kb.add(kb.mul(bid[1], rowsPerBlock), kb.mul(tb.warp, kRowsPerWarp));
     // Rows past O read row O-1 and are not stored.
     SmallVector<Value> rows;
     for (int64_t r = 0; r < kRowsPerWarp; ++r)
       rows.push_back(kb.minu(kb.add(r0, r), kb.idx(O - 1)));
-    SmallVector<Value> zeros(kRowsPerWarp * kTokTile, kb.f32(0.0));
-    SmallVector<Value> acc = kb.loop(kb.idx(0), kb.idx(chunks), zeros, [&](Value c,
-                                                                             ValueRange a) {
-      Value k0 = kb.mul(c, kc);
-      Value len = K % kc ? kb.minu(kb.idx(kc), kb.sub(kb.idx(K), k0)) : kb.idx(kc);
-      Value vecs = kb.div(len, vw);
-      kb.strided(tb, kb.idx(0), kb.mul(vecs, kTokTile), [&](Value i) {
-        Value tt = kb.div(i, vecs), kv = kb.mul(kb.rem(i, vecs), vw), t = kb.add(t0, tt);
-        kb.ifThenElse(
-            kb.ult(t, T), [&] { kb.copyVec(x, {t, kb.add(k0, kv)}, xs, {tt, kv}, vw); },
-            [&] { kb.zeroVec(xs, {tt, kv}, vw); });
-      });
-      kb.barrier(tb);
-      SmallVector<Value> next = kb.loopStep(
-          kb.mul(tb.lane, vw), len, kb.idx(tb.lanes * vw), a, [&](Value kv, ValueRange in) {
-            SmallVector<SmallVector<Value>> xv;
-            for (int64_t tt = 0; tt < kTokTile; ++tt)
-              xv.push_back(kb.loadVec(xs, {kb.idx(tt), kv}, vw));
-            SmallVector<Value> out(in);
-            for (int64_t r = 0; r < kRowsPerWarp; ++r) {
-              SmallVector<Value> wv = kb.loadVec(w, {rows[r], kb.add(k0, kv)}, vw);
-              for (int64_t tt = 0; tt < kTokTile; ++tt) {
-                Value &o = out[r * kTokTile + tt];
-                for (int64_t j = 0; j < vw; ++j)
-                  o = kb.fadd(o, kb.fmul(wv[j], xv[tt][j]));
-              }
-            }
-            return out;
-          });
-      kb.barrier(tb);
-      return next;
-    });
+    SmallVector<Value> acc = gemmTile(
+        kb, tb, x, K, vw, kRowsPerWarp,
+        [&](Value tt) {
+          Value t = kb.add(t0, tt);
+          return ActRow{kb.ult(t, T), {t}};
+        },
+        [&](int64_t r, Value k, int64_t width) { return kb.loadVec(w, {rows[r], k}, width); });
     for (int64_t r = 0; r < kRowsPerWarp; ++r)
       for (int64_t tt = 0; tt < kTokTile; ++tt) {
         Value v = kb.warpSum(tb, acc[r * kTokTile + tt]);
@@ -93,7 +112,6 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y) {
       }
   });
 }
-
 
 std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto lin = dyn_cast<LinearOp>(op)) {

@@ -2,7 +2,8 @@
 //
 // Kernel contracts: docs/kernels.md. The router keeps its fp32 scores in a
 // scratch buffer and selects top-k on score + bias (ties: lower expert id),
-// slots in descending order; the expert MLP dequantizes MXFP4 weights in
+// slots in descending order; the expert MLP groups the routed (token, slot)
+// pairs by expert and runs grouped GEMMs that dequantize MXFP4 weights in
 // registers from the #k3.mxfp4_layout bytes.
 //
 //===----------------------------------------------------------------------===//
@@ -27,11 +28,164 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
       inter = m.getShape()[1];
     else
       inter = cast<RankedTensorType>(x.getW1().getType()).getDimSize(1);
-    return {ScratchNeed{{-1, k, inter}, res.getElementType()}};
+    int64_t experts = isa<MXFP4Type>(x.getW1().getType())
+                          ? cast<MXFP4Type>(x.getW1().getType()).getShape()[0]
+                          : cast<RankedTensorType>(x.getW1().getType()).getDimSize(0);
+    // Hidden activations per (token, slot); expert group offsets; the
+    // (token, slot) pairs ordered by expert.
+    return {ScratchNeed{{-1, k, inter}, res.getElementType()},
+            ScratchNeed{{experts + 1}, IntegerType::get(ctx, 32)},
+            ScratchNeed{{-1, k}, IntegerType::get(ctx, 32)}};
   }
   return {};
 }
 
+
+/// The routed experts as grouped GEMMs. Launch 1 (one block) groups the
+/// (token, slot) pairs by expert: counts, offsets (groups[e] .. groups[e+1]),
+/// pairs in token order within a group (deterministic, no atomics). Launch 2,
+/// a block per (expert, 32 hidden rows): the expert's tokens in tiles of
+/// kTokTile, gathered into shared memory, times W1 and W3 rows dequantized
+/// from MXFP4 in registers, GLU, into `hid`. Launch 3, a block per (expert,
+/// 32 latent rows): hid times W2. Each weight row is streamed once per token
+/// tile of its expert instead of once per token.
+static void lowerGroupedExperts(ExpertMlpOp experts, KernelBuilder &kb, LowerState &st) {
+  Operation *op = experts.getOperation();
+  Value z = st.get(experts.getInput()), idx = st.get(experts.getIndices()),
+        y = st.get(experts.getResult());
+  Value hid = st.scratch[op][0], groups = st.scratch[op][1], perm = st.scratch[op][2];
+  auto res = cast<MemRefType>(y.getType());
+  int64_t K = res.getDimSize(1), L = res.getDimSize(2);
+  int64_t I = cast<MemRefType>(hid.getType()).getDimSize(2);
+  int64_t E = cast<MemRefType>(groups.getType()).getDimSize(0) - 1;
+  Type act = res.getElementType(), i32 = kb.b.getI32Type();
+  Value T = kb.dim(z, 0), P = kb.mul(T, K);
+  auto toI32 = [&](Value v) { return arith::IndexCastOp::create(kb.b, kb.loc, i32, v).getResult(); };
+  auto expertOf = [&](Value p) { return kb.toIndex(kb.load(idx, {kb.div(p, K), kb.rem(p, K)})); };
+
+  // 1. Group the pairs by expert.
+  kb.blocks({kb.idx(1)}, kGroupThreads, [&](ValueRange, ThreadBlock &tb) {
+    kb.strided(tb, kb.idx(0), kb.idx(E), [&](Value e) {
+      Value n = kb.loop(kb.idx(0), P, ValueRange{kb.idx(0)}, [&](Value p, ValueRange a) {
+        return SmallVector<Value>{kb.select(kb.ieq(expertOf(p), e), kb.add(a[0], 1), a[0])};
+      })[0];
+      kb.store(toI32(n), groups, {e});
+    });
+    kb.barrier(tb);
+    kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
+      Value total = kb.loop(kb.idx(0), kb.idx(E), ValueRange{kb.idx(0)}, [&](Value e, ValueRange a) {
+        Value n = kb.toIndex(kb.load(groups, {e}));
+        kb.store(toI32(a[0]), groups, {e});
+        return SmallVector<Value>{kb.add(a[0], n)};
+      })[0];
+      kb.store(toI32(total), groups, {kb.idx(E)});
+    });
+    kb.barrier(tb);
+    kb.strided(tb, kb.idx(0), kb.idx(E), [&](Value e) {
+      Value start = kb.toIndex(kb.load(groups, {e}));
+      kb.loop(kb.idx(0), P, ValueRange{start}, [&](Value p, ValueRange a) {
+        Value mine = kb.ieq(expertOf(p), e);
+        kb.ifThen(mine, [&] { kb.store(toI32(p), perm, {kb.div(a[0], K), kb.rem(a[0], K)}); });
+        return SmallVector<Value>{kb.select(mine, kb.add(a[0], 1), a[0])};
+      });
+    });
+  });
+
+  // W[e, n, k..k+width) from a dense or MXFP4 stacked weight, in fp32.
+  auto weights = [&](Value tensor, Value e, Value n, Value k, int64_t width) {
+    auto it = st.mxfp4.find(tensor);
+    if (it == st.mxfp4.end())
+      return kb.loadVec(st.get(tensor), {e, n, k}, width);
+    SmallVector<Value> out;
+    for (int64_t j = 0; j < width; ++j)
+      out.push_back(kb.mxfp4Element(it->second, e, n, j ? kb.add(k, j) : k));
+    return out;
+  };
+  auto denseWidth = [&](Value tensor, int64_t rowLen) {
+    return st.mxfp4.count(tensor) ? kb.vecWidth(z, rowLen)
+                                  : std::min(kb.vecWidth(z, rowLen),
+                                             kb.vecWidth(st.get(tensor), rowLen));
+  };
+  int64_t warps = kb.gpu() ? kExpertThreads / 32 : 1, rowsPerBlock = kRowsPerWarp * warps;
+  // A tile of an expert's group: pair ids of tile rows tt (valid if < end).
+  auto pairAt = [&](Value pos) { return kb.toIndex(kb.load(perm, {kb.div(pos, K), kb.rem(pos, K)})); };
+
+  // 2. hid[pair, i] = act(z W1[e, i], z W3[e, i]) for the expert's pairs.
+  int64_t vwUp = std::min(denseWidth(experts.getW1(), L), denseWidth(experts.getW3(), L));
+  kb.blocks({kb.idx(E), kb.idx((I + rowsPerBlock - 1) / rowsPerBlock)}, kExpertThreads,
+            [&](ValueRange bid, ThreadBlock &tb) {
+    Value e = bid[0];
+    Value r0 = kb.add(kb.mul(bid[1], rowsPerBlock), kb.mul(tb.warp, kRowsPerWarp));
+    SmallVector<Value> rows;
+    for (int64_t r = 0; r < kRowsPerWarp; ++r)
+      rows.push_back(kb.minu(kb.add(r0, r), kb.idx(I - 1)));
+    Value begin = kb.toIndex(kb.load(groups, {e})), end = kb.toIndex(kb.load(groups, {kb.add(e, 1)}));
+    kb.loopStep(begin, end, kb.idx(kTokTile), [&](Value g0) {
+      SmallVector<Value> acc = gemmTile(
+          kb, tb, z, L, vwUp, 2 * kRowsPerWarp,
+          [&](Value tt) {
+            Value pos = kb.add(g0, tt), ok = kb.ult(pos, end);
+            Value pair = pairAt(kb.minu(pos, kb.sub(end, kb.idx(1))));
+            return ActRow{ok, {kb.div(pair, K)}};
+          },
+          [&](int64_t r, Value k, int64_t width) {
+            return r < kRowsPerWarp ? weights(experts.getW1(), e, rows[r], k, width)
+                                    : weights(experts.getW3(), e, rows[r - kRowsPerWarp], k, width);
+          });
+      for (int64_t r = 0; r < kRowsPerWarp; ++r)
+        for (int64_t tt = 0; tt < kTokTile; ++tt) {
+          Value a = kb.round(kb.warpSum(tb, acc[r * kTokTile + tt]), act);
+          Value b = kb.round(kb.warpSum(tb, acc[(kRowsPerWarp + r) * kTokTile + tt]), act);
+          Value pos = kb.add(g0, kb.idx(tt)), i = kb.add(r0, kb.idx(r));
+          Value ok = kb.andi(kb.andi(kb.ieq(tb.lane, kb.idx(0)), kb.ult(pos, end)),
+                             kb.ult(i, kb.idx(I)));
+          kb.ifThen(ok, [&] {
+            Value pair = pairAt(pos);
+            kb.storeF32(kb.glu(experts.getActivation(), experts.getSituBeta(),
+                               experts.getSituLinearBeta(), a, b),
+                        hid, {kb.div(pair, K), kb.rem(pair, K), i});
+          });
+        }
+    });
+  });
+
+  // 3. y[pair, l] = hid[pair] W2[e, l] for the expert's pairs.
+  int64_t vwDown = std::min(kb.vecWidth(hid, I), st.mxfp4.count(experts.getW2())
+                                                    ? kb.vecWidth(hid, I)
+                                                    : kb.vecWidth(st.get(experts.getW2()), I));
+  kb.blocks({kb.idx(E), kb.idx((L + rowsPerBlock - 1) / rowsPerBlock)}, kExpertThreads,
+            [&](ValueRange bid, ThreadBlock &tb) {
+    Value e = bid[0];
+    Value r0 = kb.add(kb.mul(bid[1], rowsPerBlock), kb.mul(tb.warp, kRowsPerWarp));
+    SmallVector<Value> rows;
+    for (int64_t r = 0; r < kRowsPerWarp; ++r)
+      rows.push_back(kb.minu(kb.add(r0, r), kb.idx(L - 1)));
+    Value begin = kb.toIndex(kb.load(groups, {e})), end = kb.toIndex(kb.load(groups, {kb.add(e, 1)}));
+    kb.loopStep(begin, end, kb.idx(kTokTile), [&](Value g0) {
+      SmallVector<Value> acc = gemmTile(
+          kb, tb, hid, I, vwDown, kRowsPerWarp,
+          [&](Value tt) {
+            Value pos = kb.add(g0, tt), ok = kb.ult(pos, end);
+            Value pair = pairAt(kb.minu(pos, kb.sub(end, kb.idx(1))));
+            return ActRow{ok, {kb.div(pair, K), kb.rem(pair, K)}};
+          },
+          [&](int64_t r, Value k, int64_t width) {
+            return weights(experts.getW2(), e, rows[r], k, width);
+          });
+      for (int64_t r = 0; r < kRowsPerWarp; ++r)
+        for (int64_t tt = 0; tt < kTokTile; ++tt) {
+          Value v = kb.warpSum(tb, acc[r * kTokTile + tt]);
+          Value pos = kb.add(g0, kb.idx(tt)), l = kb.add(r0, kb.idx(r));
+          Value ok = kb.andi(kb.andi(kb.ieq(tb.lane, kb.idx(0)), kb.ult(pos, end)),
+                             kb.ult(l, kb.idx(L)));
+          kb.ifThen(ok, [&] {
+            Value pair = pairAt(pos);
+            kb.storeF32(v, y, {kb.div(pair, K), kb.rem(pair, K), l});
+          });
+        }
+    });
+  });
+}
 
 std::optional<LogicalResult> lowerMoeFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto router = dyn_cast<MoeRouterOp>(op)) {
@@ -99,39 +253,7 @@ std::optional<LogicalResult> lowerMoeFamily(Operation *op, KernelBuilder &kb, Lo
     return success();
   }
   if (auto experts = dyn_cast<ExpertMlpOp>(op)) {
-    Value z = st.get(experts.getInput()), idx = st.get(experts.getIndices()),
-          y = st.get(experts.getResult());
-    Value hid = st.scratch[op][0];
-    auto res = cast<MemRefType>(y.getType());
-    int64_t K = res.getDimSize(1), L = res.getDimSize(2);
-    int64_t I = cast<MemRefType>(hid.getType()).getDimSize(2);
-    // W[e, n, k] from a dense or MXFP4 stacked weight.
-    auto weight = [&](Value tensor, Value e, Value n, Value k) -> Value {
-      auto it = st.mxfp4.find(tensor);
-      if (it != st.mxfp4.end())
-        return kb.mxfp4Element(it->second, e, n, k);
-      return kb.loadF32(st.get(tensor), {e, n, k});
-    };
-    Type act = res.getElementType();
-    kb.parallel({kb.dim(z, 0), kb.idx(K), kb.idx(I)}, [&](ValueRange iv) {
-      Value e = kb.toIndex(kb.load(idx, {iv[0], iv[1]}));
-      Value a = kb.round(kb.sum(kb.idx(0), kb.idx(L), [&](Value l) {
-        return kb.fmul(kb.loadF32(z, {iv[0], l}), weight(experts.getW1(), e, iv[2], l));
-      }), act);
-      Value b = kb.round(kb.sum(kb.idx(0), kb.idx(L), [&](Value l) {
-        return kb.fmul(kb.loadF32(z, {iv[0], l}), weight(experts.getW3(), e, iv[2], l));
-      }), act);
-      kb.storeF32(kb.glu(experts.getActivation(), experts.getSituBeta(),
-                             experts.getSituLinearBeta(), a, b),
-                  hid, iv);
-    });
-    kb.parallel({kb.dim(z, 0), kb.idx(K), kb.idx(L)}, [&](ValueRange iv) {
-      Value e = kb.toIndex(kb.load(idx, {iv[0], iv[1]}));
-      Value acc = kb.sum(kb.idx(0), kb.idx(I), [&](Value i) {
-        return kb.fmul(kb.loadF32(hid, {iv[0], iv[1], i}), weight(experts.getW2(), e, iv[2], i));
-      });
-      kb.storeF32(acc, y, iv);
-    });
+    lowerGroupedExperts(experts, kb, st);
     return success();
   }
   if (auto combine = dyn_cast<MoeCombineOp>(op)) {
