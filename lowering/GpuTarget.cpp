@@ -51,6 +51,7 @@
 #include "llvm/Support/TargetSelect.h"
 
 #include <mutex>
+#include <thread>
 
 using namespace mlir;
 
@@ -179,20 +180,26 @@ LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
 }
 
 LogicalResult emitPtx(ModuleOp gpuLowered, std::map<std::string, std::string> &ptxByKernel,
-                      std::string &error) {
+                      std::string &error, bool inPlace) {
   // gpu-module-to-binary with format isa leaves each module's PTX in a
-  // gpu.binary; run it on a clone so the caller keeps the NVVM form.
-  OwningOpRef<ModuleOp> clone = gpuLowered.clone();
+  // gpu.binary: in place (the launch library then embeds this PTX without
+  // generating it again) or on a clone so the caller keeps the NVVM form.
+  OwningOpRef<ModuleOp> clone;
+  ModuleOp target = gpuLowered;
+  if (!inPlace) {
+    clone = gpuLowered.clone();
+    target = *clone;
+  }
   llvm::InitializeAllTargets();
   llvm::InitializeAllTargetMCs();
   llvm::InitializeAllAsmPrinters();
-  PassManager pm(clone->getContext());
+  PassManager pm(target->getContext());
   if (failed(parsePassPipeline("gpu-module-to-binary{format=isa}", pm)) ||
-      failed(pm.run(*clone))) {
+      failed(pm.run(target))) {
     error = "PTX generation (NVPTX TargetMachine) failed";
     return failure();
   }
-  clone->walk([&](gpu::BinaryOp bin) {
+  target->walk([&](gpu::BinaryOp bin) {
     for (Attribute obj : bin.getObjects())
       if (auto o = dyn_cast<gpu::ObjectAttr>(obj))
         ptxByKernel[bin.getSymName().str()] = o.getObject().getValue().str();
@@ -212,6 +219,26 @@ LogicalResult validateWithPtxas(const std::map<std::string, std::string> &ptx,
     ptxas = local;
   }
   ran = true;
+  // Up to one ptxas per core at a time.
+  struct Job {
+    std::string name, in, log;
+    llvm::sys::ProcessInfo pi;
+  };
+  unsigned width = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<Job> running;
+  std::string rejected;
+  auto finish = [&](Job &j) {
+    std::string msg;
+    llvm::sys::ProcessInfo done = llvm::sys::Wait(j.pi, std::nullopt, &msg);
+    if (done.ReturnCode != 0 && rejected.empty()) {
+      auto buf = llvm::MemoryBuffer::getFile(j.log);
+      rejected = "ptxas rejected kernel module " + j.name + ": " +
+                (buf ? (*buf)->getBuffer().str() : msg.empty() ? std::string("(no log)") : msg);
+      return;
+    }
+    llvm::sys::fs::remove(j.log);
+    llvm::sys::fs::remove(j.in);
+  };
   for (const auto &[name, text] : ptx) {
     std::string in = workDir + "/" + name + ".ptx", out = workDir + "/" + name + ".cubin";
     {
@@ -223,18 +250,27 @@ LogicalResult validateWithPtxas(const std::map<std::string, std::string> &ptx,
       }
       os << text;
     }
-    std::string errFile = workDir + "/" + name + ".ptxas.log";
-    std::optional<StringRef> redirects[] = {std::nullopt, StringRef(errFile), StringRef(errFile)};
+    if (running.size() >= width) {
+      finish(running.front());
+      running.erase(running.begin());
+    }
+    Job j{name, in, workDir + "/" + name + ".ptxas.log", {}};
+    std::optional<StringRef> redirects[] = {std::nullopt, StringRef(j.log), StringRef(j.log)};
     SmallVector<StringRef> argv = {*ptxas, "-arch=sm_90a", "-O3", in, "-o", out};
-    int rc = llvm::sys::ExecuteAndWait(*ptxas, argv, std::nullopt, redirects);
-    if (rc != 0) {
-      auto buf = llvm::MemoryBuffer::getFile(errFile);
-      error = "ptxas rejected kernel module " + name + ": " +
-              (buf ? (*buf)->getBuffer().str() : std::string("(no log)"));
+    std::string msg;
+    bool execFailed = false;
+    j.pi = llvm::sys::ExecuteNoWait(*ptxas, argv, std::nullopt, redirects, 0, &msg, &execFailed);
+    if (execFailed) {
+      error = "cannot run ptxas: " + msg;
       return failure();
     }
-    llvm::sys::fs::remove(errFile);
-    llvm::sys::fs::remove(in);
+    running.push_back(std::move(j));
+  }
+  for (Job &j : running)
+    finish(j);
+  if (!rejected.empty()) {
+    error = rejected;
+    return failure();
   }
   return success();
 }

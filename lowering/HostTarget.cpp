@@ -43,7 +43,10 @@ LogicalResult lowerLoopsToLLVMDialect(ModuleOp loops, const std::vector<KernelIn
   MLIRContext *ctx = loops.getContext();
   ctx->loadDialect<LLVM::LLVMDialect, vector::VectorDialect>();
   bool gpu = false;
-  loops.walk([&](gpu::GPUModuleOp) { gpu = true; });
+  loops.walk([&](Operation *op) {
+    if (isa<gpu::GPUModuleOp, gpu::BinaryOp>(op))
+      gpu = true;
+  });
   PassManager pm(ctx);
   if (gpu) {
     // Kernels already in NVVM: embed their PTX (gpu.binary) and lower the

@@ -67,10 +67,13 @@ void prepareGpuContext(mlir::MLIRContext &ctx);
 /// Loop kernels -> gpu.launch -> outlined gpu.module kernels in NVVM (sm_90a).
 mlir::LogicalResult lowerLoopsToGpu(mlir::ModuleOp loops, std::string &error);
 /// PTX text of every gpu.module (NVPTX TargetMachine, in-process).
+/// With `inPlace`, the gpu.modules become gpu.binary ops carrying that PTX
+/// (what buildHostLibrary embeds); otherwise the module is left as is.
 mlir::LogicalResult emitPtx(mlir::ModuleOp gpuLowered,
                             std::map<std::string, std::string> &ptxByKernel,
-                            std::string &error);
-/// Assembles every PTX module with ptxas -arch=sm_90a when ptxas exists
+                            std::string &error, bool inPlace = false);
+/// Assembles every PTX module with ptxas -arch=sm_90a (one process per core
+/// at a time) when ptxas exists
 /// (`ran` tells whether it did); cubins are left in `workDir`.
 mlir::LogicalResult validateWithPtxas(const std::map<std::string, std::string> &ptx,
                                       const std::string &workDir, std::string &error,

@@ -321,7 +321,7 @@ int main(int argc, char **argv) {
       std::map<std::string, std::string> ptx;
       bool ranPtxas = false;
       if (failed(::k3c::lowering::lowerLoopsToGpu(*gpuLoops, err)) ||
-          failed(::k3c::lowering::emitPtx(*gpuLoops, ptx, err))) {
+          failed(::k3c::lowering::emitPtx(*gpuLoops, ptx, err, /*inPlace=*/true))) {
         llvm::errs() << "k3-compile: error: " << err << "\n";
         return 1;
       }
