@@ -12,6 +12,147 @@ using namespace mlir::k3;
 
 namespace k3c::lowering {
 
+/// The chunked delta rule (spec §4.4), C = the tiling pass's chunk size (its
+/// 16-token tile when the chunk's buffers exceed shared memory): a
+/// block per (sequence, head) walks the sequence's chunks. Per chunk:
+///  A. threads over key channels c: the in-chunk cumulative gate G, then
+///     Kd = k e^G, Qd = q e^G, Kr = k e^(G_last - G) and e^G_last into shared
+///     memory; beta = sigmoid(logits);
+///  B. threads over (i, j) pairs: L = beta_i (k_i . k_j e^(G_i - G_j)) (j < i)
+///     and M = q_i . k_j e^(G_i - G_j) (j <= i), the exponent taken per pair
+///     on the pairwise path and as Kd_i . (k_j e^-G_j) on the factorized path;
+///  C. a warp per value row j of the state S[j, :] (lanes over c, coalesced):
+///     W = beta (v - Kd S[j]), U = (I + L)^-1 W by forward substitution
+///     (every lane holds U[:, j]), o = Qd S[j] + M U,
+///     S[j] <- e^G_last * S[j] + Kr^T U, in place.
+/// Returns false (nothing emitted) when the op has no chunk size or the
+/// chunk buffers do not fit the shared-memory budget.
+static bool lowerChunkedDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
+  if (!rule.getChunkSize())
+    return false;
+  int64_t C = *rule.getChunkSize(), H = rule.getNumHeads(), dk = rule.getKeyDim(),
+          dv = rule.getValueDim();
+  bool pairwise = rule.getPath() && *rule.getPath() == ChunkPath::pairwise;
+  auto smemBytes = [&](int64_t c) { return 4 * (4 * c * dk + c * dv + 2 * c * c + c + dk); };
+  // A chunk whose buffers exceed the budget runs as chunks of the pass's
+  // 16-token tile: the chunk form is exact for any chunk length, and a
+  // smaller one only keeps the gate products smaller.
+  if (smemBytes(C) > kSharedBudget && rule.getTile())
+    C = *rule.getTile();
+  if (smemBytes(C) > kSharedBudget)
+    return false;
+  Value q = st.get(rule.getQ()), k = st.get(rule.getK()), v = st.get(rule.getV()),
+        g = st.get(rule.getG()), beta = st.get(rule.getBeta()), S = st.get(rule.getState()),
+        lens = st.get(rule.getSeqLens()), o = st.get(rule.getResult());
+  Type f32 = kb.b.getF32Type();
+  kb.blocks({kb.dim(lens, 0), kb.idx(H)}, kKdaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value n = bid[0], h = bid[1];
+    Value G = kb.shared(tb, {C, dk}, f32), Kd = kb.shared(tb, {C, dk}, f32),
+          Qd = kb.shared(tb, {C, dk}, f32), Kr = kb.shared(tb, {C, dk}, f32),
+          U = kb.shared(tb, {C, dv}, f32), L = kb.shared(tb, {C, C}, f32),
+          M = kb.shared(tb, {C, C}, f32), B = kb.shared(tb, {C}, f32),
+          Gl = kb.shared(tb, {dk}, f32);
+    Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n);
+    Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv);
+    kb.loopStep(kb.idx(0), len, kb.idx(C), [&](Value t0) {
+      Value nc = kb.minu(kb.idx(C), kb.sub(len, t0));
+      Value row0 = kb.add(start, t0);
+      auto rowOf = [&](Value r) { return kb.add(row0, r); };
+      // A. Cumulative gate and the decayed q/k.
+      kb.strided(tb, kb.idx(0), kb.idx(dk), [&](Value c) {
+        Value col = kb.add(kbase, c);
+        Value last = kb.loop(kb.idx(0), nc, ValueRange{kb.f32(0.0)}, [&](Value r, ValueRange a) {
+          Value acc = kb.fadd(a[0], kb.loadF32(g, {rowOf(r), col}));
+          kb.store(acc, G, {r, c});
+          return SmallVector<Value>{acc};
+        })[0];
+        kb.store(kb.exp(last), Gl, {c});
+        kb.loop(kb.idx(0), nc, [&](Value r) {
+          Value gr = kb.load(G, {r, c}), e = kb.exp(gr);
+          Value kv = kb.loadF32(k, {rowOf(r), col});
+          kb.store(kb.fmul(kv, e), Kd, {r, c});
+          kb.store(kb.fmul(kb.loadF32(q, {rowOf(r), col}), e), Qd, {r, c});
+          kb.store(kb.fmul(kv, kb.exp(kb.fsub(last, gr))), Kr, {r, c});
+        });
+      });
+      kb.strided(tb, kb.idx(0), nc, [&](Value r) {
+        kb.store(kb.sigmoid(kb.loadF32(beta, {rowOf(r), h})), B, {r});
+      });
+      kb.barrier(tb);
+      // B. L and M over (i, j) pairs of the chunk.
+      kb.strided(tb, kb.idx(0), kb.idx(C * C), [&](Value p) {
+        Value i = kb.div(p, C), j = kb.rem(p, C);
+        kb.ifThen(kb.andi(kb.ult(i, nc), kb.ule(j, i)), [&] {
+          auto pair = kb.loop(kb.idx(0), kb.idx(dk), ValueRange{kb.f32(0.0), kb.f32(0.0)},
+                              [&](Value c, ValueRange a) {
+                                Value col = kb.add(kbase, c);
+                                Value kj = kb.loadF32(k, {rowOf(j), col});
+                                Value gj = kb.load(G, {j, c});
+                                Value ki, qi;
+                                if (pairwise) {
+                                  Value d = kb.exp(kb.fsub(kb.load(G, {i, c}), gj));
+                                  ki = kb.fmul(kb.loadF32(k, {rowOf(i), col}), d);
+                                  qi = kb.fmul(kb.loadF32(q, {rowOf(i), col}), d);
+                                } else {
+                                  kj = kb.fmul(kj, kb.exp(kb.fneg(gj)));
+                                  ki = kb.load(Kd, {i, c});
+                                  qi = kb.load(Qd, {i, c});
+                                }
+                                return SmallVector<Value>{kb.fadd(a[0], kb.fmul(ki, kj)),
+                                                          kb.fadd(a[1], kb.fmul(qi, kj))};
+                              });
+          kb.store(kb.select(kb.ult(j, i), kb.fmul(kb.load(B, {i}), pair[0]), kb.f32(0.0)), L,
+                   {i, j});
+          kb.store(pair[1], M, {i, j});
+        });
+      });
+      kb.barrier(tb);
+      // C. A warp per value row j of the state.
+      kb.loopStep(tb.warp, kb.idx(dv), kb.idx(tb.warps), [&](Value j) {
+        auto laneDot = [&](Value A, Value r) {
+          Value part = kb.loopStep(tb.lane, kb.idx(dk), kb.idx(tb.lanes), ValueRange{kb.f32(0.0)},
+                                   [&](Value c, ValueRange a) {
+                                     return SmallVector<Value>{kb.fadd(
+                                         a[0], kb.fmul(kb.load(A, {r, c}),
+                                                       kb.load(S, {n, h, j, c})))};
+                                   })[0];
+          return kb.warpSum(tb, part);
+        };
+        Value vcol = kb.add(vbase, j);
+        // W and the forward substitution; every lane writes (and later reads
+        // only) its own identical copy of U[:, j].
+        kb.loop(kb.idx(0), nc, [&](Value r) {
+          Value w = kb.fmul(kb.load(B, {r}),
+                            kb.fsub(kb.loadF32(v, {rowOf(r), vcol}), laneDot(Kd, r)));
+          Value u = kb.loop(kb.idx(0), r, ValueRange{w}, [&](Value s2, ValueRange a) {
+            return SmallVector<Value>{
+                kb.fsub(a[0], kb.fmul(kb.load(L, {r, s2}), kb.load(U, {s2, j})))};
+          })[0];
+          kb.store(u, U, {r, j});
+        });
+        kb.loop(kb.idx(0), nc, [&](Value r) {
+          Value acc = kb.loop(kb.idx(0), kb.add(r, 1), ValueRange{laneDot(Qd, r)},
+                              [&](Value s2, ValueRange a) {
+                                return SmallVector<Value>{kb.fadd(
+                                    a[0], kb.fmul(kb.load(M, {r, s2}), kb.load(U, {s2, j})))};
+                              })[0];
+          kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] { kb.storeF32(acc, o, {rowOf(r), vcol}); });
+        });
+        kb.loopStep(tb.lane, kb.idx(dk), kb.idx(tb.lanes), [&](Value c) {
+          Value acc = kb.fmul(kb.load(Gl, {c}), kb.load(S, {n, h, j, c}));
+          acc = kb.loop(kb.idx(0), nc, ValueRange{acc}, [&](Value r, ValueRange a) {
+            return SmallVector<Value>{
+                kb.fadd(a[0], kb.fmul(kb.load(Kr, {r, c}), kb.load(U, {r, j})))};
+          })[0];
+          kb.storeF32(acc, S, {n, h, j, c});
+        });
+      });
+      kb.barrier(tb); // the next chunk overwrites the shared buffers
+    });
+  });
+  return true;
+}
+
 std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto conv = dyn_cast<ShortConvOp>(op)) {
     // One iteration per (sequence, channel): the causal window over the
@@ -89,7 +230,11 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     return success();
   }
   if (auto rule = dyn_cast<DeltaRuleOp>(op)) {
-    // Row j of the [d_v, d_k] state of (sequence n, head h) evolves on its own:
+    if (lowerChunkedDeltaRule(rule, kb, st))
+      return success();
+    // Token-by-token fallback (no chunk size, or chunk buffers over the
+    // shared-memory budget). Row j of the [d_v, d_k] state of (sequence n,
+    // head h) evolves on its own:
     //   S[j,:] <- S[j,:] * exp(g_t);  u = beta_t (v_t[j] - S[j,:] . k_t)
     //   S[j,:] <- S[j,:] + u k_t;     o_t[j] = S[j,:] . q_t
     // so every (n, h, j) is one parallel iteration looping over the tokens.
