@@ -33,6 +33,7 @@ constexpr int64_t kChunkBytes = 32768;  ///< linear: staged x bytes a K chunk
 constexpr int64_t kMlaThreads = 256;    ///< MLA: a block per (token, head)
 constexpr int64_t kGroupThreads = 256;  ///< MoE: the grouping block
 constexpr int64_t kExpertThreads = 256; ///< MoE: grouped expert GEMM blocks
+constexpr int64_t kRouterThreads = 256; ///< MoE router: a block per token
 constexpr int64_t kKdaThreads = 256;    ///< KDA: a block per (sequence, head)
 constexpr int64_t kSharedBudget = 48 * 1024; ///< static shared memory a block
 

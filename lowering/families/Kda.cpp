@@ -12,6 +12,17 @@ using namespace mlir::k3;
 
 namespace k3c::lowering {
 
+/// Sum of squares of x[row, base .. base + d) over a warp's lanes.
+static Value headSumSq(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, Value base,
+                       int64_t d) {
+  Value part = kb.loopStep(tb.lane, kb.idx(d), kb.idx(tb.lanes), ValueRange{kb.f32(0.0)},
+                           [&](Value i, ValueRange a) {
+                             Value v = kb.loadF32(x, {row, kb.add(base, i)});
+                             return SmallVector<Value>{kb.fadd(a[0], kb.fmul(v, v))};
+                           })[0];
+  return kb.warpSum(tb, part);
+}
+
 /// The chunked delta rule (spec §4.4), C = the tiling pass's chunk size (its
 /// 16-token tile when the chunk's buffers exceed shared memory): a
 /// block per (sequence, head) walks the sequence's chunks. Per chunk:
@@ -218,14 +229,14 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     int64_t width = cast<MemRefType>(x.getType()).getDimSize(1);
     Value eps = kb.f32(l2.getEps().convertToDouble()),
           scale = kb.f32(l2.getScale().convertToDouble());
-    kb.parallel({kb.dim(x, 0), kb.idx(width)}, [&](ValueRange iv) {
-      Value base = kb.mul(kb.div(iv[1], d), d);
-      Value ss = kb.sum(kb.idx(0), kb.idx(d), [&](Value i) {
-        Value v = kb.loadF32(x, {iv[0], kb.add(base, i)});
-        return kb.fmul(v, v);
+    // A warp per (token, head): lanes reduce the head's squares.
+    kb.blocks({kb.dim(x, 0), kb.idx(width / d)}, 32, [&](ValueRange bid, ThreadBlock &tb) {
+      Value row = bid[0], base = kb.mul(bid[1], d);
+      Value inv = kb.rsqrt(kb.fadd(headSumSq(kb, tb, x, row, base, d), eps));
+      kb.loopStep(tb.lane, kb.idx(d), kb.idx(tb.lanes), [&](Value i) {
+        Value col = kb.add(base, i);
+        kb.storeF32(kb.fmul(kb.fmul(kb.loadF32(x, {row, col}), inv), scale), y, {row, col});
       });
-      Value inv = kb.rsqrt(kb.fadd(ss, eps));
-      kb.storeF32(kb.fmul(kb.fmul(kb.loadF32(x, iv), inv), scale), y, iv);
     });
     return success();
   }
@@ -278,15 +289,15 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     int64_t d = cast<MemRefType>(w.getType()).getDimSize(0);
     int64_t width = cast<MemRefType>(x.getType()).getDimSize(1);
     Value eps = kb.f32(norm.getEps().convertToDouble());
-    kb.parallel({kb.dim(x, 0), kb.idx(width)}, [&](ValueRange iv) {
-      Value base = kb.mul(kb.div(iv[1], d), d);
-      Value ss = kb.sum(kb.idx(0), kb.idx(d), [&](Value i) {
-        Value v = kb.loadF32(x, {iv[0], kb.add(base, i)});
-        return kb.fmul(v, v);
-      });
+    kb.blocks({kb.dim(x, 0), kb.idx(width / d)}, 32, [&](ValueRange bid, ThreadBlock &tb) {
+      Value row = bid[0], base = kb.mul(bid[1], d);
+      Value ss = headSumSq(kb, tb, x, row, base, d);
       Value inv = kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))), eps));
-      Value val = kb.fmul(kb.fmul(kb.loadF32(x, iv), inv), kb.loadF32(w, {kb.rem(iv[1], d)}));
-      kb.storeF32(kb.fmul(val, kb.sigmoid(kb.loadF32(gate, iv))), y, iv);
+      kb.loopStep(tb.lane, kb.idx(d), kb.idx(tb.lanes), [&](Value i) {
+        Value col = kb.add(base, i);
+        Value val = kb.fmul(kb.fmul(kb.loadF32(x, {row, col}), inv), kb.loadF32(w, {i}));
+        kb.storeF32(kb.fmul(val, kb.sigmoid(kb.loadF32(gate, {row, col}))), y, {row, col});
+      });
     });
     return success();
   }

@@ -196,14 +196,27 @@ std::optional<LogicalResult> lowerMoeFamily(Operation *op, KernelBuilder &kb, Lo
     int64_t E = cast<MemRefType>(w.getType()).getDimSize(0);
     int64_t D = cast<MemRefType>(w.getType()).getDimSize(1), K = router.getTopK();
     bool sigmoid = router.getScore() == RouterScore::sigmoid;
-    kb.parallel({kb.dim(x, 0)}, [&](ValueRange iv) {
-      Value t = iv[0];
-      kb.loop(kb.idx(0), kb.idx(E), [&](Value e) {
-        Value l = kb.sum(kb.idx(0), kb.idx(D), [&](Value d) {
-          return kb.fmul(kb.loadF32(x, {t, d}), kb.loadF32(w, {e, d}));
-        });
-        kb.store(sigmoid ? kb.sigmoid(l) : l, scores, {t, e});
+    // A block per token: a warp per expert logit (lanes split D, 16-byte
+    // loads), then one thread normalizes and selects the top k.
+    int64_t vw = std::min(kb.vecWidth(x, D), kb.vecWidth(w, D));
+    kb.blocks({kb.dim(x, 0)}, kRouterThreads, [&](ValueRange bid, ThreadBlock &tb) {
+      Value t = bid[0];
+      kb.loopStep(tb.warp, kb.idx(E), kb.idx(tb.warps), [&](Value e) {
+        Value part = kb.loopStep(kb.mul(tb.lane, vw), kb.idx(D), kb.idx(tb.lanes * vw),
+                                 ValueRange{kb.f32(0.0)}, [&](Value d, ValueRange a) {
+                                   SmallVector<Value> xv = kb.loadVec(x, {t, d}, vw);
+                                   SmallVector<Value> wv = kb.loadVec(w, {e, d}, vw);
+                                   Value acc = a[0];
+                                   for (int64_t j = 0; j < vw; ++j)
+                                     acc = kb.fadd(acc, kb.fmul(xv[j], wv[j]));
+                                   return SmallVector<Value>{acc};
+                                 })[0];
+        Value l = kb.warpSum(tb, part);
+        kb.ifThen(kb.ieq(tb.lane, kb.idx(0)),
+                  [&] { kb.store(sigmoid ? kb.sigmoid(l) : l, scores, {t, e}); });
       });
+      kb.barrier(tb);
+      kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
       if (!sigmoid) { // softmax over experts
         Value mx = kb.loop(kb.idx(0), kb.idx(E), ValueRange{kb.f32(-INFINITY)},
                            [&](Value e, ValueRange a) {
@@ -249,6 +262,7 @@ std::optional<LogicalResult> lowerMoeFamily(Operation *op, KernelBuilder &kb, Lo
           s = kb.fdiv(s, kb.fadd(total, kb.f32(1e-20)));
         kb.store(kb.fmul(s, scaling), wts, {t, kb.idx(slot)});
       }
+      });
     });
     return success();
   }
