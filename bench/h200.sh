@@ -29,4 +29,18 @@ for b in 1 8; do
   rm -f sp.txt; for i in $(seq $b); do seq -s, $i $((i+31)) >> sp.txt; done
   k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --batch sp.txt --max-new-tokens 8 --quiet | grep -E "time to first|loaded"
 done
+echo "== k3-small slice bf16 vs the reference"
+k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids 1,2,3,4 --max-new-tokens 3 --check --quiet | grep -E "step|check:"
 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 32) --max-new-tokens 8 --profile --quiet | sed -n '/^kernel/,$p'
+echo "== peer: torch bf16 GEMV/GEMM (cuBLAS) on the slice's dense up-projection shape"
+python3 - <<'PY'
+import torch, time
+for (t, k, n) in [(1, 7168, 67584), (8, 7168, 67584), (32, 7168, 67584), (1, 16384, 7168)]:
+    x = torch.randn(t, k, device='cuda', dtype=torch.bfloat16)
+    w = torch.randn(n, k, device='cuda', dtype=torch.bfloat16)
+    for _ in range(3): y = x @ w.t()
+    torch.cuda.synchronize(); s = time.perf_counter(); r = 50
+    for _ in range(r): y = x @ w.t()
+    torch.cuda.synchronize(); dt = (time.perf_counter() - s) / r
+    print(f"torch x[{t},{k}] @ W[{n},{k}]^T: {dt*1e6:8.1f} us  {w.numel()*2/dt/1e9:7.0f} GB/s")
+PY
