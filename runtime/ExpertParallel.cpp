@@ -1,0 +1,167 @@
+//===- ExpertParallel.cpp - expert placement, in-process transport -------===//
+
+#include "runtime/ExpertParallel.h"
+
+#include "models/Common.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace k3c::rt {
+
+Placement planPlacement(const std::vector<int64_t> &load, int64_t ranks, bool balance) {
+  if (ranks < 1)
+    throw Error("expert parallelism needs at least one rank, got " + std::to_string(ranks));
+  Placement p;
+  p.ranks = ranks;
+  p.experts = static_cast<int64_t>(load.size());
+  int64_t E = p.experts, per = (E + ranks - 1) / ranks;
+  p.shares.assign(E, {});
+  p.computed.assign(ranks, 0);
+  p.replicas.assign(ranks, 0);
+  for (int64_t e = 0; e < E; ++e) {
+    if (load[e] < 0)
+      throw Error("expert " + std::to_string(e) + " has a negative pair count");
+    p.computed[homeRank(e, E, ranks)] += load[e];
+  }
+  // Targets: ⌈P/R⌉ for the first P mod R ranks, ⌊P/R⌋ for the rest.
+  int64_t total = std::accumulate(load.begin(), load.end(), int64_t{0});
+  std::vector<int64_t> target(ranks, total / ranks);
+  for (int64_t r = 0; r < total % ranks; ++r)
+    ++target[r];
+  // What stays home, per expert (reduced as pairs move away).
+  std::vector<int64_t> home(load);
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> away(E);
+  if (balance && ranks > 1) {
+    // Donors: ranks above target; receivers: ranks below. A donor gives its
+    // experts' pairs, the largest expert first.
+    int64_t recv = 0;
+    auto nextReceiver = [&] {
+      while (recv < ranks && p.computed[recv] >= target[recv])
+        ++recv;
+    };
+    for (int64_t d = 0; d < ranks; ++d) {
+      if (p.computed[d] <= target[d])
+        continue;
+      std::vector<int64_t> mine;
+      for (int64_t e = d * per; e < std::min(E, (d + 1) * per); ++e)
+        mine.push_back(e);
+      std::stable_sort(mine.begin(), mine.end(),
+                       [&](int64_t a, int64_t b) { return home[a] > home[b]; });
+      for (int64_t e : mine) {
+        while (p.computed[d] > target[d] && home[e] > 0) {
+          nextReceiver();
+          // Skip receivers whose replica budget is spent.
+          while (recv < ranks && p.replicas[recv] >= per &&
+                 (away[e].empty() || away[e].back().first != recv)) {
+            ++recv;
+            nextReceiver();
+          }
+          if (recv >= ranks)
+            break;
+          int64_t n = std::min({p.computed[d] - target[d], target[recv] - p.computed[recv], home[e]});
+          if (away[e].empty() || away[e].back().first != recv) {
+            away[e].push_back({recv, 0});
+            ++p.replicas[recv];
+          }
+          away[e].back().second += n;
+          home[e] -= n;
+          p.computed[d] -= n;
+          p.computed[recv] += n;
+        }
+      }
+    }
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    if (home[e] > 0 || away[e].empty())
+      p.shares[e].push_back({homeRank(e, E, ranks), home[e]});
+    for (auto &s : away[e])
+      p.shares[e].push_back(s);
+  }
+  return p;
+}
+
+std::vector<int64_t> countPairs(const int32_t *idx, int64_t pairs, int64_t experts) {
+  std::vector<int64_t> c(experts, 0);
+  for (int64_t i = 0; i < pairs; ++i) {
+    if (idx[i] < 0 || idx[i] >= experts)
+      throw Error("router chose expert " + std::to_string(idx[i]) + " outside [0, " +
+                  std::to_string(experts) + ")");
+    ++c[idx[i]];
+  }
+  return c;
+}
+
+class InProcessTransport : public Transport {
+public:
+  InProcessTransport(InProcessHub &hub, int64_t rank) : hub(hub), me(rank) {}
+  int64_t rank() const override { return me; }
+  int64_t size() const override { return hub.ranks; }
+  void allToAll(const std::vector<std::vector<uint8_t>> &send,
+                std::vector<std::vector<uint8_t>> &recv) override {
+    if (static_cast<int64_t>(send.size()) != hub.ranks)
+      throw Error("EP rank " + std::to_string(me) + ": all-to-all with " +
+                  std::to_string(send.size()) + " messages for " + std::to_string(hub.ranks) +
+                  " ranks");
+    {
+      std::lock_guard<std::mutex> g(hub.mu);
+      for (int64_t d = 0; d < hub.ranks; ++d) {
+        hub.box[me][d] = send[d];
+        bytesSent += static_cast<int64_t>(send[d].size());
+      }
+    }
+    hub.barrier(me);
+    recv.assign(hub.ranks, {});
+    {
+      std::lock_guard<std::mutex> g(hub.mu);
+      for (int64_t s = 0; s < hub.ranks; ++s)
+        recv[s] = std::move(hub.box[s][me]);
+    }
+    hub.barrier(me);
+  }
+  void abort(const std::string &why) override {
+    std::lock_guard<std::mutex> g(hub.mu);
+    if (hub.failure.empty())
+      hub.failure = "EP rank " + std::to_string(me) + " failed: " + why;
+    hub.cv.notify_all();
+  }
+
+private:
+  InProcessHub &hub;
+  int64_t me;
+};
+
+InProcessHub::InProcessHub(int64_t ranks, std::chrono::milliseconds timeout)
+    : ranks(ranks), timeout(timeout) {
+  if (ranks < 1)
+    throw Error("expert parallelism needs at least one rank, got " + std::to_string(ranks));
+  box.assign(ranks, std::vector<std::vector<uint8_t>>(ranks));
+}
+
+std::unique_ptr<Transport> InProcessHub::transport(int64_t rank) {
+  return std::make_unique<InProcessTransport>(*this, rank);
+}
+
+void InProcessHub::barrier(int64_t rank) {
+  std::unique_lock<std::mutex> g(mu);
+  if (!failure.empty())
+    throw Error(failure);
+  int64_t gen = generation;
+  if (++arrived == ranks) {
+    arrived = 0;
+    ++generation;
+    cv.notify_all();
+    return;
+  }
+  bool ok = cv.wait_for(g, timeout, [&] { return generation != gen || !failure.empty(); });
+  if (!failure.empty())
+    throw Error(failure);
+  if (!ok) {
+    failure = "EP rank " + std::to_string(rank) + ": timed out after " +
+              std::to_string(timeout.count()) + " ms waiting for the other ranks";
+    cv.notify_all();
+    throw Error(failure);
+  }
+}
+
+} // namespace k3c::rt
