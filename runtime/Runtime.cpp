@@ -1,6 +1,7 @@
 //===- Runtime.cpp - artifact loading, memory plan, host execution --------===//
 
 #include "runtime/Runtime.h"
+#include "runtime/ExpertParallel.h"
 #include "runtime/Cuda.h"
 
 #include "models/MXFP4Layout.h"
@@ -72,6 +73,18 @@ struct Buffer {
       cuda::upload(reinterpret_cast<cuda::CUdeviceptr>(data), src, n);
     else
       std::memcpy(data, src, n);
+  }
+  void writeAt(size_t off, const void *src, size_t n) {
+    if (device)
+      cuda::upload(reinterpret_cast<cuda::CUdeviceptr>(data) + off, src, n);
+    else
+      std::memcpy(static_cast<uint8_t *>(data) + off, src, n);
+  }
+  void readAt(size_t off, void *dst, size_t n) const {
+    if (device)
+      cuda::download(dst, reinterpret_cast<cuda::CUdeviceptr>(data) + off, n);
+    else
+      std::memcpy(dst, static_cast<const uint8_t *>(data) + off, n);
   }
   void read(void *dst, size_t n) const {
     if (device)
@@ -194,6 +207,7 @@ public:
   void enableProfiling(bool on) override { profiling = on; }
   void enableTracing(bool on) override { tracing = on; }
   const std::map<std::string, std::vector<float>> &trace() const override { return traces; }
+  const EpStats &epStats() const override { return ep; }
   std::vector<KernelProfile> profile() const override {
     std::vector<KernelProfile> out;
     for (auto &[name, p] : prof)
@@ -240,6 +254,11 @@ private:
   std::vector<float> run(Entry &e, const std::vector<int64_t> &ids,
                          const std::vector<int64_t> &seqLens, bool graph = false);
   void launchAll(Entry &e, int64_t T);
+  /// One kernel launch with a buffer per argument (inputs carry their dims).
+  void launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, int64_t T);
+  /// The routed experts of one MoE layer across the EP group.
+  void runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf);
+  void shardExperts();
   Buffer *newBuffer(const std::string &dtype, std::vector<int64_t> cap,
                     const std::string &what = "a buffer") {
     owned.push_back(std::make_unique<Buffer>());
@@ -269,6 +288,8 @@ private:
   bool gpu = false;
   std::map<std::string, std::vector<float>> traces;
   std::map<std::string, KernelProfile> prof;
+  EpStats ep;
+  Buffer *epZ = nullptr, *epIdx = nullptr, *epY = nullptr; // received pairs
 };
 
 void HostModel::load() {
@@ -367,9 +388,14 @@ void HostModel::load() {
       for (size_t i = 0; i < spec.args.size(); ++i)
         if (spec.args[i].kind == "scratch") {
           std::vector<int64_t> cap = spec.args[i].shape;
+          // Under EP the expert kernel runs on the pairs a rank receives:
+          // up to every rank's tokens x slots, one row each.
+          int64_t rows = plan.maxTokens;
+          if (opts.ep && spec.family == "moe_experts" && cap.size() >= 2)
+            rows = plan.maxTokens * cap[1] * opts.ep->size();
           for (int64_t &d : cap)
             if (d < 0)
-              d = plan.maxTokens;
+              d = rows;
           spec.scratch[i] = std::make_unique<Buffer>();
           spec.scratch[i]->dtype = spec.args[i].dtype;
           spec.scratch[i]->capacity = cap;
@@ -495,6 +521,8 @@ void HostModel::load() {
       v.buf = weights.at(v.name);
       v.scales = v.mxfp4 ? weightScales.at(v.name) : nullptr;
     }
+  if (opts.ep)
+    shardExperts();
   reset(1);
 }
 
@@ -663,68 +691,27 @@ void HostModel::launchAll(Entry &e, int64_t T) {
   std::vector<Buffer *> bufOf(e.values.size());
   for (Value &v : e.values)
     bufOf[v.id] = v.buf;
-  std::vector<Descriptor> desc;
-  std::vector<void *> argv;
   for (Launch &l : e.launches) {
     KernelSpec &k = *l.kernel;
     // Outputs aliasing inputs (state updated in place) share their buffer.
     for (size_t p = 0; p < l.outputs.size(); ++p)
       if (k.resultAliases[p] >= 0)
         bufOf[l.outputs[p]] = bufOf[l.inputs[k.resultAliases[p]]];
-    desc.assign(k.args.size(), Descriptor());
-    argv.assign(k.args.size(), nullptr);
-    std::vector<std::vector<int64_t>> dims(k.args.size());
-    for (size_t i = 0; i < k.args.size(); ++i) {
-      const ArgSpec &a = k.args[i];
-      Buffer *b = nullptr;
-      if (a.kind == "input") {
-        Buffer *in = bufOf[l.inputs[a.index]];
-        if (a.component == 1) {
-          b = e.values[l.inputs[a.index]].scales; // the scale bytes of an MXFP4 weight
-        } else {
-          b = in;
-        }
-      } else if (a.kind == "output") {
-        b = bufOf[l.outputs[a.index]];
-      } else {
-        b = k.scratch[i].get();
+    if (opts.ep && k.family == "moe_experts") {
+      runExpertsEP(e, l, bufOf);
+    } else {
+      std::vector<Buffer *> argBuf(k.args.size(), nullptr);
+      for (size_t i = 0; i < k.args.size(); ++i) {
+        const ArgSpec &a = k.args[i];
+        if (a.kind == "input")
+          argBuf[i] = a.component == 1 ? e.values[l.inputs[a.index]].scales
+                                       : bufOf[l.inputs[a.index]];
+        else if (a.kind == "output")
+          argBuf[i] = bufOf[l.outputs[a.index]];
+        else
+          argBuf[i] = k.scratch[i].get();
       }
-      if (!b || !b->data)
-        throw Error("kernel " + k.name + ": argument " + std::to_string(i) + " has no buffer");
-      dims[i] = a.shape;
-      size_t dyn = 0;
-      for (size_t d = 0; d < dims[i].size(); ++d)
-        if (dims[i][d] < 0) {
-          auto [src, sd] = a.dynamicFrom[dyn++];
-          dims[i][d] = (a.kind == "input" || src < 0 || src == static_cast<int64_t>(i))
-                           ? b->dims[d]
-                           : dims[src][sd];
-        }
-      if (a.kind != "input")
-        b->dims = dims[i];
-      desc[i].set(b->data, dims[i]);
-      argv[i] = desc[i].words.data();
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    cuda::Timer timer;
-    if (profiling && gpu)
-      timer.begin();
-    k.fn(argv.data());
-    if (gpu)
-      cuda::checkLaunchError(k.name);
-    if (profiling) {
-      double s = gpu ? timer.endSeconds()
-                     : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      KernelProfile &p = prof[k.name];
-      p.name = k.name;
-      p.family = k.family;
-      ++p.launches;
-      p.seconds += s;
-      p.flops += static_cast<double>(k.flopsPerToken) * T;
-      // An embedding gathers T rows of its table, not the whole table.
-      p.bytes += static_cast<double>(k.bytesPerToken) * T +
-                 (k.family == "embed" ? static_cast<double>(k.bytesPerToken) * T
-                                      : static_cast<double>(k.weightBytes));
+      launchOne(k, argBuf, T);
     }
     if (tracing)
       for (int64_t out : l.outputs) {
@@ -744,6 +731,326 @@ void HostModel::launchAll(Entry &e, int64_t T) {
         traces[v.trace] = std::move(f);
       }
   }
+}
+
+void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, int64_t T) {
+  std::vector<Descriptor> desc(k.args.size());
+  std::vector<void *> argv(k.args.size(), nullptr);
+  std::vector<std::vector<int64_t>> dims(k.args.size());
+  for (size_t i = 0; i < k.args.size(); ++i) {
+    const ArgSpec &a = k.args[i];
+    Buffer *b = argBuf[i];
+    if (!b || !b->data)
+      throw Error("kernel " + k.name + ": argument " + std::to_string(i) + " has no buffer");
+    dims[i] = a.shape;
+    size_t dyn = 0;
+    for (size_t d = 0; d < dims[i].size(); ++d)
+      if (dims[i][d] < 0) {
+        auto [src, sd] = a.dynamicFrom[dyn++];
+        dims[i][d] = (a.kind == "input" || src < 0 || src == static_cast<int64_t>(i))
+                         ? b->dims[d]
+                         : dims[src][sd];
+      }
+    if (a.kind != "input")
+      b->dims = dims[i];
+    desc[i].set(b->data, dims[i]);
+    argv[i] = desc[i].words.data();
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  cuda::Timer timer;
+  if (profiling && gpu)
+    timer.begin();
+  k.fn(argv.data());
+  if (gpu)
+    cuda::checkLaunchError(k.name);
+  if (profiling) {
+    double s = gpu ? timer.endSeconds()
+                   : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    KernelProfile &p = prof[k.name];
+    p.name = k.name;
+    p.family = k.family;
+    ++p.launches;
+    p.seconds += s;
+    p.flops += static_cast<double>(k.flopsPerToken) * T;
+    // An embedding gathers T rows of its table, not the whole table.
+    p.bytes += static_cast<double>(k.bytesPerToken) * T +
+               (k.family == "embed" ? static_cast<double>(k.bytesPerToken) * T
+                                    : static_cast<double>(k.weightBytes));
+  }
+}
+
+namespace {
+
+/// Byte-level message building for the EP exchange.
+struct Writer {
+  std::vector<uint8_t> bytes;
+  template <typename T> void put(const T &v) {
+    const auto *p = reinterpret_cast<const uint8_t *>(&v);
+    bytes.insert(bytes.end(), p, p + sizeof(T));
+  }
+  void put(const uint8_t *p, size_t n) { bytes.insert(bytes.end(), p, p + n); }
+};
+struct Reader {
+  const std::vector<uint8_t> &bytes;
+  size_t at = 0;
+  template <typename T> T get() {
+    if (at + sizeof(T) > bytes.size())
+      throw Error("EP: truncated message from another rank");
+    T v;
+    std::memcpy(&v, bytes.data() + at, sizeof(T));
+    at += sizeof(T);
+    return v;
+  }
+  const uint8_t *take(size_t n) {
+    if (at + n > bytes.size())
+      throw Error("EP: truncated message from another rank");
+    const uint8_t *p = bytes.data() + at;
+    at += n;
+    return p;
+  }
+  bool done() const { return at == bytes.size(); }
+};
+
+} // namespace
+
+/// Per expert, the byte ranges of its weights: every stacked expert weight
+/// (MXFP4 payload and scales, or a dense [E, ...] tensor) holds expert e's
+/// bytes at [e * size / E, (e + 1) * size / E).
+static std::vector<Buffer *> expertWeightBuffers(Entry &e, Launch &l) {
+  std::vector<Buffer *> out;
+  for (size_t i = 2; i < l.inputs.size(); ++i) {
+    const auto &v = e.values[l.inputs[i]];
+    out.push_back(v.buf);
+    if (v.scales)
+      out.push_back(v.scales);
+  }
+  return out;
+}
+
+void HostModel::shardExperts() {
+  // Each rank keeps only its home experts' weights; other experts' bytes are
+  // zeroed and arrive from their home rank when this rank computes them.
+  const int64_t R = opts.ep->size(), me = opts.ep->rank();
+  Entry &en = entries["prefill"]; // the weights both entries share
+  for (Launch &l : en.launches) {
+      if (l.kernel->family != "moe_experts")
+        continue;
+      int64_t E = en.values[l.inputs[2]].shape[0];
+      for (Buffer *b : expertWeightBuffers(en, l)) {
+        int64_t per = b->bytes / E;
+        std::vector<uint8_t> zeros(per, 0);
+        for (int64_t x = 0; x < E; ++x)
+          if (homeRank(x, E, R) != me)
+            b->writeAt(x * per, zeros.data(), per);
+      }
+    }
+}
+
+void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) {
+  Transport &tr = *opts.ep;
+  const int64_t R = tr.size(), me = tr.rank();
+  KernelSpec &k = *l.kernel;
+  Buffer *zb = bufOf[l.inputs[0]], *ib = bufOf[l.inputs[1]];
+  const int64_t T = zb->dims[0], L = zb->dims[1], K = ib->dims[1];
+  const int64_t E = e.values[l.inputs[2]].shape[0];
+  const int64_t zes = dtypeBytes(zb->dtype), rowBytes = L * zes;
+  auto now = [] { return std::chrono::steady_clock::now(); };
+  auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+  ++ep.layers;
+  std::vector<uint8_t> z(T * rowBytes);
+  std::vector<int32_t> idx(T * K);
+  if (T > 0) {
+    zb->read(z.data(), z.size());
+    ib->read(idx.data(), idx.size() * sizeof(int32_t));
+  }
+  int64_t sent0 = tr.bytesSent;
+
+  // 1. Counts from every rank; the same plan everywhere.
+  auto t0 = now();
+  std::vector<int64_t> mine = countPairs(idx.data(), T * K, E);
+  std::vector<std::vector<uint8_t>> send(R), recv;
+  for (int64_t d = 0; d < R; ++d) {
+    Writer w;
+    w.put(reinterpret_cast<const uint8_t *>(mine.data()), mine.size() * sizeof(int64_t));
+    send[d] = std::move(w.bytes);
+  }
+  tr.allToAll(send, recv);
+  std::vector<std::vector<int64_t>> counts(R, std::vector<int64_t>(E));
+  std::vector<int64_t> load(E, 0);
+  for (int64_t s = 0; s < R; ++s) {
+    if (static_cast<int64_t>(recv[s].size()) != E * 8)
+      throw Error("EP: rank " + std::to_string(s) + " sent counts for a different expert count");
+    std::memcpy(counts[s].data(), recv[s].data(), E * 8);
+    for (int64_t x = 0; x < E; ++x)
+      load[x] += counts[s][x];
+  }
+  auto t1 = now();
+  Placement pl = planPlacement(load, R, opts.epBalance);
+  auto t2 = now();
+  ep.planSeconds += secs(t1, t2);
+
+  // 2. Replica weights from their home ranks.
+  std::vector<Buffer *> wbufs = expertWeightBuffers(e, l);
+  for (auto &m : send)
+    m.clear();
+  std::vector<int64_t> fetched;
+  for (int64_t x = 0; x < E; ++x) {
+    int64_t home = homeRank(x, E, R);
+    for (auto [d, n] : pl.shares[x]) {
+      if (d == home || n == 0)
+        continue;
+      if (d == me)
+        fetched.push_back(x);
+      if (home != me)
+        continue;
+      Writer w;
+      w.put(static_cast<int32_t>(x));
+      for (Buffer *b : wbufs) {
+        int64_t per = b->bytes / E;
+        std::vector<uint8_t> bytes(per);
+        b->readAt(x * per, bytes.data(), per);
+        w.put(bytes.data(), per);
+      }
+      send[d].insert(send[d].end(), w.bytes.begin(), w.bytes.end());
+    }
+  }
+  tr.allToAll(send, recv);
+  for (int64_t s = 0; s < R; ++s) {
+    Reader r{recv[s]};
+    while (!r.done()) {
+      int32_t x = r.get<int32_t>();
+      if (x < 0 || x >= E || homeRank(x, E, R) != s)
+        throw Error("EP: rank " + std::to_string(s) + " sent weights of expert " +
+                    std::to_string(x) + " it does not own");
+      for (Buffer *b : wbufs) {
+        int64_t per = b->bytes / E;
+        b->writeAt(x * per, r.take(per), per);
+      }
+      ++ep.replicasFetched;
+    }
+  }
+
+  // 3. Dispatch: each of my pairs goes to the rank whose share holds its
+  //    position in the expert's global order (source rank, then local order).
+  std::vector<int64_t> seen(E, 0), before(E, 0);
+  for (int64_t x = 0; x < E; ++x)
+    for (int64_t s = 0; s < me; ++s)
+      before[x] += counts[s][x];
+  std::vector<std::vector<int32_t>> sentPairs(R);
+  for (auto &m : send)
+    m.clear();
+  for (int64_t p = 0; p < T * K; ++p) {
+    int32_t x = idx[p];
+    int64_t g = before[x] + seen[x]++, acc = 0, dest = -1;
+    for (auto [d, n] : pl.shares[x]) {
+      if (g < acc + n) {
+        dest = d;
+        break;
+      }
+      acc += n;
+    }
+    if (dest < 0)
+      throw Error("EP: the placement lost a pair of expert " + std::to_string(x));
+    Writer w;
+    w.put(x);
+    w.put(z.data() + (p / K) * rowBytes, rowBytes);
+    send[dest].insert(send[dest].end(), w.bytes.begin(), w.bytes.end());
+    sentPairs[dest].push_back(static_cast<int32_t>(p));
+    if (dest != me)
+      ++ep.pairsSent;
+  }
+  tr.allToAll(send, recv);
+  auto t3 = now();
+
+  // 4. The compiled expert kernel on the received pairs: one row each, the
+  //    expert in slot 0 and no expert (-1) in the other slots.
+  std::vector<int64_t> fromRank(R, 0);
+  int64_t n = 0;
+  for (int64_t s = 0; s < R; ++s) {
+    if (recv[s].size() % (4 + rowBytes))
+      throw Error("EP: malformed dispatch message from rank " + std::to_string(s));
+    fromRank[s] = static_cast<int64_t>(recv[s].size()) / (4 + rowBytes);
+    n += fromRank[s];
+  }
+  ep.pairsComputed += n;
+  Buffer *yb = bufOf[l.outputs[0]];
+  const int64_t yes = dtypeBytes(yb->dtype), outRow = L * yes;
+  if (!epZ) {
+    int64_t cap = plan.maxTokens * K * R;
+    epZ = newBuffer(zb->dtype, {cap, L}, "EP received latents");
+    epIdx = newBuffer("i32", {cap, K}, "EP received experts");
+    epY = newBuffer(yb->dtype, {cap, K, L}, "EP expert outputs");
+  }
+  std::vector<uint8_t> yrows(n * outRow);
+  if (n > 0) {
+    std::vector<uint8_t> zr(n * rowBytes);
+    std::vector<int32_t> ir(n * K, -1);
+    int64_t row = 0;
+    for (int64_t s = 0; s < R; ++s) {
+      Reader r{recv[s]};
+      for (int64_t j = 0; j < fromRank[s]; ++j, ++row) {
+        ir[row * K] = r.get<int32_t>();
+        std::memcpy(zr.data() + row * rowBytes, r.take(rowBytes), rowBytes);
+      }
+    }
+    epZ->write(zr.data(), zr.size());
+    epZ->dims = {n, L};
+    epIdx->write(ir.data(), ir.size() * sizeof(int32_t));
+    epIdx->dims = {n, K};
+    std::vector<Buffer *> argBuf(k.args.size(), nullptr);
+    for (size_t i = 0; i < k.args.size(); ++i) {
+      const ArgSpec &a = k.args[i];
+      if (a.kind == "input")
+        argBuf[i] = a.index == 0   ? epZ
+                    : a.index == 1 ? epIdx
+                    : a.component == 1 ? e.values[l.inputs[a.index]].scales
+                                       : bufOf[l.inputs[a.index]];
+      else if (a.kind == "output")
+        argBuf[i] = epY;
+      else
+        argBuf[i] = k.scratch[i].get();
+    }
+    auto t4 = now();
+    launchOne(k, argBuf, n);
+    if (gpu)
+      cuda::synchronize("the EP expert kernel");
+    ep.expertSeconds += secs(t4, now());
+    // Slot 0 of every row.
+    std::vector<uint8_t> all(n * K * outRow);
+    epY->read(all.data(), all.size());
+    for (int64_t r = 0; r < n; ++r)
+      std::memcpy(yrows.data() + r * outRow, all.data() + r * K * outRow, outRow);
+  }
+  auto t5 = now();
+
+  // 5. Combine: outputs back to their sources, in the order they came.
+  int64_t row = 0;
+  for (int64_t s = 0; s < R; ++s) {
+    send[s].assign(yrows.begin() + row * outRow, yrows.begin() + (row + fromRank[s]) * outRow);
+    row += fromRank[s];
+  }
+  tr.allToAll(send, recv);
+  std::vector<uint8_t> y(T * K * outRow, 0);
+  for (int64_t d = 0; d < R; ++d) {
+    if (static_cast<int64_t>(recv[d].size()) != static_cast<int64_t>(sentPairs[d].size()) * outRow)
+      throw Error("EP: rank " + std::to_string(d) + " returned " + std::to_string(recv[d].size()) +
+                  " bytes of expert outputs for " + std::to_string(sentPairs[d].size()) + " pairs");
+    for (size_t j = 0; j < sentPairs[d].size(); ++j)
+      std::memcpy(y.data() + sentPairs[d][j] * outRow, recv[d].data() + j * outRow, outRow);
+  }
+  if (T > 0)
+    yb->write(y.data(), y.size());
+  yb->dims = {T, K, L};
+
+  // 6. Replicas are dropped after the layer (a later step fetches again).
+  for (int64_t x : fetched)
+    for (Buffer *b : wbufs) {
+      int64_t per = b->bytes / E;
+      std::vector<uint8_t> zeros(per, 0);
+      b->writeAt(x * per, zeros.data(), per);
+    }
+  ep.exchangeSeconds += secs(t0, t1) + secs(t2, t3) + secs(t5, now());
+  ep.bytesSent += tr.bytesSent - sent0;
 }
 
 } // namespace

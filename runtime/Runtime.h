@@ -22,6 +22,8 @@
 
 namespace k3c::rt {
 
+class Transport;
+
 struct LoadOptions {
   std::string device = "auto"; ///< auto, cpu, cuda
   bool progress = false;
@@ -30,6 +32,21 @@ struct LoadOptions {
   /// artifact moved to another machine); its config and index must still
   /// match the hashes in the manifest.
   std::string checkpoint;
+  /// Expert parallelism: this model is one rank of the group `ep` connects
+  /// (not owned). Routed experts live on their home ranks; each MoE layer
+  /// exchanges its routed pairs through `ep` (docs/runtime.md).
+  Transport *ep = nullptr;
+  bool epBalance = true; ///< balanced placement (replicas of hot experts)
+};
+
+/// What expert parallelism did so far on one rank.
+struct EpStats {
+  int64_t layers = 0;           ///< MoE layer executions
+  int64_t pairsSent = 0;        ///< routed pairs dispatched to other ranks
+  int64_t pairsComputed = 0;    ///< pairs this rank's experts computed
+  int64_t replicasFetched = 0;  ///< expert weights fetched from home ranks
+  int64_t bytesSent = 0;        ///< through the transport
+  double exchangeSeconds = 0, planSeconds = 0, expertSeconds = 0;
 };
 
 struct MemoryPlan {
@@ -74,6 +91,7 @@ public:
   virtual void enableTracing(bool on) = 0;
   virtual const std::map<std::string, std::vector<float>> &trace() const = 0;
   virtual std::vector<KernelProfile> profile() const = 0;
+  virtual const EpStats &epStats() const = 0;
 };
 
 /// Temperature / top-p sampling (temperature 0: greedy), seeded.

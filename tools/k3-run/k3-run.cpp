@@ -2,6 +2,7 @@
 
 #include "models/Npy.h"
 #include "models/Reference.h"
+#include "runtime/ExpertParallel.h"
 #include "runtime/Runtime.h"
 #include "tools/common/Args.h"
 
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 static const char *kHelp = R"(k3-run: execute a compiled k3c artifact (prefill + decode)
 
@@ -32,6 +34,12 @@ options:
                          logits error per step (max abs, max rel, mean abs); exits 1 if the
                          greedy tokens differ or the error exceeds the bf16 tolerance
   --profile              per-kernel time, bytes, FLOPs and achieved rates
+  --ep R                 expert parallelism over R ranks (threads of this process, one model
+                         each, CPU): the prompts are split into R contiguous groups, the routed
+                         experts of every MoE layer are sharded over the ranks and the routed
+                         pairs exchanged each layer (docs/runtime.md); prints per-rank EP
+                         statistics. Decodes exactly --max-new-tokens steps.
+  --ep-no-balance        keep every expert on its home rank (no replicas of hot experts)
   --quiet                no progress lines
   --help                 this text
 )";
@@ -63,14 +71,128 @@ Err compare(const float *a, const float *ref, int64_t n) {
   return e;
 }
 
+/// --ep R: R ranks as threads, one model each, connected in-process.
+int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64_t>> &prompts,
+                      int64_t steps, double temperature, double topP, k3c::rt::LoadOptions lo) {
+  int64_t R = args.getInt("ep", 1);
+  const int64_t B = static_cast<int64_t>(prompts.size());
+  if (R < 1)
+    throw k3c::Error("--ep must be >= 1, got " + std::to_string(R));
+  if (B < R)
+    throw k3c::Error("--ep " + std::to_string(R) + " needs at least one prompt per rank, got " +
+                     std::to_string(B) + " prompts");
+  if (args.has("check") || args.has("profile"))
+    throw k3c::Error("--ep runs do not support --check or --profile (compare --dump-logits "
+                     "with a run without --ep)");
+  if (lo.device == "auto")
+    lo.device = "cpu";
+  if (lo.device != "cpu" && R > 1)
+    throw k3c::Error("--ep " + std::to_string(R) + " with --device " + lo.device +
+                     ": ranks on several GPUs need one process per GPU (not built yet); "
+                     "--ep runs on the CPU");
+  lo.epBalance = !args.has("ep-no-balance");
+  k3c::rt::InProcessHub hub(R);
+  struct RankResult {
+    std::vector<std::vector<float>> stepLogits;
+    std::vector<std::vector<int64_t>> generated;
+    std::string error;
+    k3c::rt::EpStats stats;
+    int64_t first = 0, count = 0, vocab = 0;
+    double seconds = 0;
+  };
+  std::vector<RankResult> res(R);
+  auto rankMain = [&](int64_t r) {
+    RankResult &out = res[r];
+    auto transport = hub.transport(r);
+    try {
+      out.first = r * B / R;
+      out.count = (r + 1) * B / R - out.first;
+      k3c::rt::LoadOptions o = lo;
+      o.ep = transport.get();
+      o.progress = lo.progress && r == 0;
+      auto model = k3c::rt::Model::load(args.positional[0], o);
+      out.vocab = model->vocabSize();
+      std::vector<std::vector<int64_t>> mine(prompts.begin() + out.first,
+                                             prompts.begin() + out.first + out.count);
+      k3c::rt::Sampler sampler(temperature, topP,
+                               static_cast<uint64_t>(args.getInt("seed", 0)) + r);
+      auto t0 = std::chrono::steady_clock::now();
+      model->reset(out.count);
+      std::vector<float> logits = model->prefill(mine);
+      out.generated.resize(out.count);
+      for (int64_t s = 0; s < steps; ++s) {
+        out.stepLogits.push_back(logits);
+        std::vector<int64_t> next(out.count);
+        for (int64_t b = 0; b < out.count; ++b) {
+          next[b] = sampler.sample(&logits[b * out.vocab], out.vocab);
+          out.generated[b].push_back(next[b]);
+        }
+        if (s + 1 < steps)
+          logits = model->decode(next);
+      }
+      out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      out.stats = model->epStats();
+    } catch (const std::exception &e) {
+      out.error = e.what();
+      transport->abort(e.what()); // the other ranks stop instead of waiting
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int64_t r = 1; r < R; ++r)
+    threads.emplace_back(rankMain, r);
+  rankMain(0);
+  for (auto &t : threads)
+    t.join();
+  bool failed = false;
+  for (int64_t r = 0; r < R; ++r)
+    if (!res[r].error.empty()) {
+      std::fprintf(stderr, "k3-run: error: EP rank %lld: %s\n", static_cast<long long>(r),
+                   res[r].error.c_str());
+      failed = true;
+    }
+  if (failed)
+    return 1;
+  const int64_t V = res[0].vocab;
+  std::printf("expert parallelism: %lld ranks (in-process), placement %s\n",
+              static_cast<long long>(R), lo.epBalance ? "balanced" : "home experts only");
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t b = 0; b < res[r].count; ++b) {
+      std::printf("sequence %lld: prompt %zu tokens -> generated",
+                  static_cast<long long>(res[r].first + b), prompts[res[r].first + b].size());
+      for (int64_t id : res[r].generated[b])
+        std::printf(" %lld", static_cast<long long>(id));
+      std::printf("\n");
+    }
+  std::printf("%-6s %6s %10s %10s %10s %10s %12s %12s %10s\n", "rank", "seqs", "moe-layers",
+              "computed", "sent", "replicas", "bytes", "exchange-ms", "plan-ms");
+  for (int64_t r = 0; r < R; ++r) {
+    const auto &st = res[r].stats;
+    std::printf("%-6lld %6lld %10lld %10lld %10lld %10lld %12lld %12.3f %10.3f\n",
+                static_cast<long long>(r), static_cast<long long>(res[r].count),
+                static_cast<long long>(st.layers), static_cast<long long>(st.pairsComputed),
+                static_cast<long long>(st.pairsSent), static_cast<long long>(st.replicasFetched),
+                static_cast<long long>(st.bytesSent), st.exchangeSeconds * 1e3,
+                st.planSeconds * 1e3);
+  }
+  if (args.has("dump-logits")) {
+    std::vector<float> dump(steps * B * V);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t s = 0; s < steps; ++s)
+        std::copy(res[r].stepLogits[s].begin(), res[r].stepLogits[s].end(),
+                  dump.begin() + (s * B + res[r].first) * V);
+    k3c::writeNpyF32(args.get("dump-logits"), {steps, B, V}, dump);
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   try {
     k3c::Args args(argc, argv,
                    {"prompt-ids", "batch", "max-new-tokens", "device", "temperature", "top-p",
-                    "seed", "dump-logits", "checkpoint"},
-                   {"help", "check", "profile", "quiet"});
+                    "seed", "dump-logits", "checkpoint", "ep"},
+                   {"help", "check", "profile", "quiet", "ep-no-balance"});
     if (args.has("help")) {
       std::fputs(kHelp, stdout);
       return 0;
@@ -89,6 +211,8 @@ int main(int argc, char **argv) {
     lo.device = args.get("device", "auto");
     lo.progress = !args.has("quiet");
     lo.checkpoint = args.get("checkpoint");
+    if (args.has("ep"))
+      return runExpertParallel(args, prompts, steps, temperature, topP, lo);
     auto t0 = std::chrono::steady_clock::now();
     auto model = k3c::rt::Model::load(args.positional[0], lo);
     double loadS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
