@@ -9,6 +9,19 @@ export PATH=$PWD/bin:$PATH
 echo "== machine"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "== k3-tiny f32 on the GPU vs the reference (per layer + logits)"
 k3-run tiny-f32 --checkpoint ckpt-tiny --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "layer (0|6|12) |step 3|check:"
+echo "== expert parallelism, R = 1 over NCCL (k3-tiny f32, MXFP4 experts) vs the run without EP"
+k3-run tiny-f32 --checkpoint ckpt-tiny --device cuda --batch batch.txt --max-new-tokens 4 --quiet --dump-logits plain.npy > /dev/null
+k3-run tiny-f32 --checkpoint ckpt-tiny --device cuda --batch batch.txt --max-new-tokens 4 --quiet --ep 1 --dump-logits ep1.npy | tail -3
+k3-run tiny-f32 --checkpoint ckpt-tiny --device cpu --batch batch.txt --max-new-tokens 4 --quiet --ep 4 --dump-logits ep4cpu.npy | tail -5
+python3 -c "
+import numpy as n
+a = n.load('plain.npy')
+for f in ['ep1', 'ep4cpu']:
+    b = n.load(f + '.npy'); e = abs(a - b).max() / abs(a).max()
+    print(f, 'vs GPU run without EP: max rel', e, 'tokens equal', bool((a.argmax(-1) == b.argmax(-1)).all()), 'PASS' if e < 1e-5 else 'FAIL')
+"
+echo "== EP exchange bandwidth and planner time (NCCL, R = 1)"
+k3-ep-bench --transport nccl --iters 20
 echo "== k3-tiny bf16 decode throughput (prompt 64 tokens, 32 new tokens)"
 printf "%-8s %12s %16s\n" batch "TTFT ms" "decode tok/s"
 for b in 1 4 8; do

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 B=build/bin
 D=.dev
 mkdir -p $D/bin
-cp $B/k3-run $B/k3-ref $B/k3-mkcheckpoint $D/bin/
+cp $B/k3-run $B/k3-ref $B/k3-mkcheckpoint $B/k3-ep-bench $D/bin/
 $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o $D/ckpt-tiny --seed 11 --quiet
 $B/k3-compile $D/ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
 $B/k3-compile $D/ckpt-tiny -o $D/tiny-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024 --target=sm_90a --quiet

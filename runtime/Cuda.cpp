@@ -41,6 +41,7 @@ struct Driver {
                              unsigned, unsigned, CUstream, void **, void **);
   CUresult (*cuStreamCreate)(CUstream *, unsigned);
   CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamQuery)(CUstream);
   CUresult (*cuEventCreate)(CUevent *, unsigned);
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventSynchronize)(CUevent);
@@ -103,6 +104,7 @@ bool initialize(std::string &why) {
             bind(d.cuModuleGetFunction, "cuModuleGetFunction") &&
             bind(d.cuLaunchKernel, "cuLaunchKernel") && bind(d.cuStreamCreate, "cuStreamCreate") &&
             bind(d.cuStreamSynchronize, "cuStreamSynchronize") &&
+            bind(d.cuStreamQuery, "cuStreamQuery") &&
             bind(d.cuEventCreate, "cuEventCreate") && bind(d.cuEventRecord, "cuEventRecord") &&
             bind(d.cuEventSynchronize, "cuEventSynchronize") &&
             bind(d.cuEventElapsedTime, "cuEventElapsedTime") &&
@@ -171,6 +173,16 @@ void download(void *dst, CUdeviceptr src, size_t bytes) {
 }
 void zero(CUdeviceptr dst, size_t bytes) { check(d.cuMemsetD8(dst, 0, bytes), "cuMemsetD8"); }
 void synchronize(const char *where) { check(d.cuStreamSynchronize(d.stream), where); }
+
+void *stream() { return d.stream; }
+
+bool streamDone(const char *where) {
+  CUresult r = d.cuStreamQuery(d.stream);
+  if (r == 600) // CUDA_ERROR_NOT_READY
+    return false;
+  check(r, where);
+  return true;
+}
 
 void checkLaunchError(const std::string &kernel) {
   std::lock_guard<std::mutex> g(launchMutex);

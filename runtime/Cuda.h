@@ -32,6 +32,10 @@ void upload(CUdeviceptr dst, const void *src, size_t bytes);
 void download(void *dst, CUdeviceptr src, size_t bytes);
 void zero(CUdeviceptr dst, size_t bytes);
 void synchronize(const char *where);
+/// The runtime's stream (a CUstream), for libraries that enqueue on it.
+void *stream();
+/// Whether the stream's work has finished (throws on an error).
+bool streamDone(const char *where);
 
 /// Launch errors recorded by the mgpu* ABI (which cannot throw through
 /// generated code); checked after every kernel entry point.

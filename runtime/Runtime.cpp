@@ -662,7 +662,8 @@ std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
   // Decode on the GPU replays one CUDA graph per batch size: the launches,
   // their buffers and dims are the same every step; only the uploaded inputs
   // (token ids, cache lengths) change.
-  bool useGraph = graph && gpu && graphsOk && !profiling && !tracing;
+  // (Not under EP: the exchange between kernels runs on the host.)
+  bool useGraph = graph && gpu && graphsOk && !profiling && !tracing && !opts.ep;
   auto it = decodeGraphs.find(N);
   if (useGraph && it != decodeGraphs.end()) {
     cuda::launchGraph(it->second);

@@ -2,7 +2,9 @@
 
 #include "models/Npy.h"
 #include "models/Reference.h"
+#include "runtime/Cuda.h"
 #include "runtime/ExpertParallel.h"
+#include "runtime/Nccl.h"
 #include "runtime/Runtime.h"
 #include "tools/common/Args.h"
 
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
 #include <map>
 #include <thread>
 
@@ -34,11 +37,15 @@ options:
                          logits error per step (max abs, max rel, mean abs); exits 1 if the
                          greedy tokens differ or the error exceeds the bf16 tolerance
   --profile              per-kernel time, bytes, FLOPs and achieved rates
-  --ep R                 expert parallelism over R ranks (threads of this process, one model
-                         each, CPU): the prompts are split into R contiguous groups, the routed
-                         experts of every MoE layer are sharded over the ranks and the routed
-                         pairs exchanged each layer (docs/runtime.md); prints per-rank EP
-                         statistics. Decodes exactly --max-new-tokens steps.
+  --ep R                 expert parallelism over R ranks: the prompts are split into R
+                         contiguous groups, the routed experts of every MoE layer are sharded
+                         over the ranks and the routed pairs exchanged each layer
+                         (docs/runtime.md); prints per-rank EP statistics and decodes exactly
+                         --max-new-tokens steps. On the CPU: R threads of this process. With
+                         --device cuda: NCCL, one process per GPU; R = 1 runs here, R > 1 needs
+                         a launcher that starts R processes with K3C_EP_RANK, K3C_EP_WORLD (= R)
+                         and K3C_EP_ID_FILE (a path all ranks see) set; each writes its own
+                         --dump-logits FILE.rank<r>.npy.
   --ep-no-balance        keep every expert on its home rank (no replicas of hot experts)
   --quiet                no progress lines
   --help                 this text
@@ -86,12 +93,30 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
                      "with a run without --ep)");
   if (lo.device == "auto")
     lo.device = "cpu";
-  if (lo.device != "cpu" && R > 1)
-    throw k3c::Error("--ep " + std::to_string(R) + " with --device " + lo.device +
-                     ": ranks on several GPUs need one process per GPU (not built yet); "
-                     "--ep runs on the CPU");
+  const char *worldEnv = std::getenv("K3C_EP_WORLD");
+  bool nccl = lo.device == "cuda";
+  int64_t only = -1; // multi-process: the one rank this process runs
+  if (worldEnv) {
+    if (!nccl)
+      throw k3c::Error("K3C_EP_WORLD is set: multi-process EP runs over NCCL (--device cuda)");
+    if (std::atoll(worldEnv) != R)
+      throw k3c::Error("--ep " + std::to_string(R) + " but K3C_EP_WORLD=" + worldEnv);
+    const char *rankEnv = std::getenv("K3C_EP_RANK");
+    if (!rankEnv)
+      throw k3c::Error("K3C_EP_WORLD is set but K3C_EP_RANK is not");
+    only = std::atoll(rankEnv);
+    if (only < 0 || only >= R)
+      throw k3c::Error("K3C_EP_RANK=" + std::string(rankEnv) + " is outside [0, " +
+                       std::to_string(R) + ")");
+  } else if (nccl && R > 1) {
+    throw k3c::Error("--ep " + std::to_string(R) + " with --device cuda: ranks on several GPUs "
+                     "need one process per GPU (set K3C_EP_RANK, K3C_EP_WORLD, K3C_EP_ID_FILE; "
+                     "docs/runtime.md)");
+  }
   lo.epBalance = !args.has("ep-no-balance");
-  k3c::rt::InProcessHub hub(R);
+  std::unique_ptr<k3c::rt::InProcessHub> hub;
+  if (!nccl)
+    hub = std::make_unique<k3c::rt::InProcessHub>(R);
   struct RankResult {
     std::vector<std::vector<float>> stepLogits;
     std::vector<std::vector<int64_t>> generated;
@@ -103,8 +128,19 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
   std::vector<RankResult> res(R);
   auto rankMain = [&](int64_t r) {
     RankResult &out = res[r];
-    auto transport = hub.transport(r);
+    std::unique_ptr<k3c::rt::Transport> transport;
     try {
+      if (hub) {
+        transport = hub->transport(r);
+      } else {
+        // NCCL needs this process's CUDA context first.
+        std::string why;
+        if (!k3c::rt::cuda::initialize(why))
+          throw k3c::Error("--device cuda: " + why);
+        const char *idFile = std::getenv("K3C_EP_ID_FILE");
+        transport = k3c::rt::makeNcclTransport(r, R, idFile ? idFile : "",
+                                               std::chrono::seconds(120));
+      }
       out.first = r * B / R;
       out.count = (r + 1) * B / R - out.first;
       k3c::rt::LoadOptions o = lo;
@@ -134,17 +170,26 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
       out.stats = model->epStats();
     } catch (const std::exception &e) {
       out.error = e.what();
-      transport->abort(e.what()); // the other ranks stop instead of waiting
+      if (transport)
+        transport->abort(e.what()); // the other ranks stop instead of waiting
     }
   };
-  std::vector<std::thread> threads;
-  for (int64_t r = 1; r < R; ++r)
-    threads.emplace_back(rankMain, r);
-  rankMain(0);
-  for (auto &t : threads)
-    t.join();
+  std::vector<int64_t> mineRanks;
+  if (only >= 0) {
+    mineRanks = {only};
+    rankMain(only);
+  } else {
+    std::vector<std::thread> threads;
+    for (int64_t r = 1; r < R; ++r)
+      threads.emplace_back(rankMain, r);
+    rankMain(0);
+    for (auto &t : threads)
+      t.join();
+    for (int64_t r = 0; r < R; ++r)
+      mineRanks.push_back(r);
+  }
   bool failed = false;
-  for (int64_t r = 0; r < R; ++r)
+  for (int64_t r : mineRanks)
     if (!res[r].error.empty()) {
       std::fprintf(stderr, "k3-run: error: EP rank %lld: %s\n", static_cast<long long>(r),
                    res[r].error.c_str());
@@ -152,10 +197,11 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
     }
   if (failed)
     return 1;
-  const int64_t V = res[0].vocab;
-  std::printf("expert parallelism: %lld ranks (in-process), placement %s\n",
-              static_cast<long long>(R), lo.epBalance ? "balanced" : "home experts only");
-  for (int64_t r = 0; r < R; ++r)
+  const int64_t V = res[mineRanks[0]].vocab;
+  std::printf("expert parallelism: %lld ranks (%s), placement %s\n", static_cast<long long>(R),
+              nccl ? (only >= 0 ? "NCCL, one process per rank" : "NCCL") : "in-process",
+              lo.epBalance ? "balanced" : "home experts only");
+  for (int64_t r : mineRanks)
     for (int64_t b = 0; b < res[r].count; ++b) {
       std::printf("sequence %lld: prompt %zu tokens -> generated",
                   static_cast<long long>(res[r].first + b), prompts[res[r].first + b].size());
@@ -165,7 +211,7 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
     }
   std::printf("%-6s %6s %10s %10s %10s %10s %12s %12s %10s\n", "rank", "seqs", "moe-layers",
               "computed", "sent", "replicas", "bytes", "exchange-ms", "plan-ms");
-  for (int64_t r = 0; r < R; ++r) {
+  for (int64_t r : mineRanks) {
     const auto &st = res[r].stats;
     std::printf("%-6lld %6lld %10lld %10lld %10lld %10lld %12lld %12.3f %10.3f\n",
                 static_cast<long long>(r), static_cast<long long>(res[r].count),
@@ -174,7 +220,14 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
                 static_cast<long long>(st.bytesSent), st.exchangeSeconds * 1e3,
                 st.planSeconds * 1e3);
   }
-  if (args.has("dump-logits")) {
+  if (args.has("dump-logits") && only >= 0) {
+    const RankResult &rr = res[only];
+    std::vector<float> dump(steps * rr.count * V);
+    for (int64_t s = 0; s < steps; ++s)
+      std::copy(rr.stepLogits[s].begin(), rr.stepLogits[s].end(), dump.begin() + s * rr.count * V);
+    k3c::writeNpyF32(args.get("dump-logits") + ".rank" + std::to_string(only) + ".npy",
+                     {steps, rr.count, V}, dump);
+  } else if (args.has("dump-logits")) {
     std::vector<float> dump(steps * B * V);
     for (int64_t r = 0; r < R; ++r)
       for (int64_t s = 0; s < steps; ++s)

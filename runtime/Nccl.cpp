@@ -1,0 +1,234 @@
+//===- Nccl.cpp - the EP transport over NCCL ------------------------------===//
+
+#include "runtime/Nccl.h"
+
+#include "models/Common.h"
+#include "runtime/Cuda.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace k3c::rt {
+
+namespace {
+
+struct UniqueId {
+  char internal[128];
+};
+using Comm = void *;
+using Result = int; // ncclResult_t: 0 success, 7 in progress
+constexpr int kUint8 = 1;
+
+struct Nccl {
+  void *lib = nullptr;
+  Result (*getUniqueId)(UniqueId *) = nullptr;
+  Result (*commInitRank)(Comm *, int, UniqueId, int) = nullptr;
+  Result (*commDestroy)(Comm) = nullptr;
+  Result (*commAbort)(Comm) = nullptr;
+  Result (*commGetAsyncError)(Comm, Result *) = nullptr;
+  Result (*send)(const void *, size_t, int, int, Comm, void *) = nullptr;
+  Result (*recv)(void *, size_t, int, int, Comm, void *) = nullptr;
+  Result (*groupStart)() = nullptr;
+  Result (*groupEnd)() = nullptr;
+  const char *(*errorString)(Result) = nullptr;
+  int (*getVersion)(int *) = nullptr;
+
+  void load() {
+    if (lib)
+      return;
+    lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      throw Error("EP over NCCL: libnccl.so.2 not found (install NCCL or run --ep on the CPU)");
+    auto bind = [&](auto &fn, const char *name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      if (!fn)
+        throw Error(std::string("EP over NCCL: libnccl.so.2 has no ") + name);
+    };
+    bind(getUniqueId, "ncclGetUniqueId");
+    bind(commInitRank, "ncclCommInitRank");
+    bind(commDestroy, "ncclCommDestroy");
+    bind(commAbort, "ncclCommAbort");
+    bind(commGetAsyncError, "ncclCommGetAsyncError");
+    bind(send, "ncclSend");
+    bind(recv, "ncclRecv");
+    bind(groupStart, "ncclGroupStart");
+    bind(groupEnd, "ncclGroupEnd");
+    bind(errorString, "ncclGetErrorString");
+    bind(getVersion, "ncclGetVersion");
+  }
+};
+
+Nccl &nccl() {
+  static Nccl n;
+  n.load();
+  return n;
+}
+
+class NcclTransport : public Transport {
+public:
+  NcclTransport(int64_t rank, int64_t size, const std::string &idFile,
+                std::chrono::milliseconds timeout)
+      : me(rank), n(size), timeout(timeout) {
+    Nccl &nc = nccl();
+    if (!cuda::available())
+      throw Error("EP over NCCL needs the CUDA device (run with --device cuda)");
+    UniqueId id;
+    if (size == 1 || rank == 0) {
+      check(nc.getUniqueId(&id), "ncclGetUniqueId");
+      if (size > 1) {
+        std::string tmp = idFile + ".tmp";
+        std::ofstream(tmp, std::ios::binary).write(id.internal, sizeof(id.internal));
+        std::filesystem::rename(tmp, idFile);
+      }
+    } else {
+      auto start = std::chrono::steady_clock::now();
+      while (true) {
+        std::ifstream in(idFile, std::ios::binary);
+        if (in && in.read(id.internal, sizeof(id.internal)))
+          break;
+        if (std::chrono::steady_clock::now() - start > timeout)
+          throw Error("EP rank " + std::to_string(rank) + ": no NCCL id from rank 0 in " +
+                      idFile + " after " + std::to_string(timeout.count()) + " ms");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    check(nc.commInitRank(&comm, static_cast<int>(size), id, static_cast<int>(rank)),
+          "ncclCommInitRank");
+  }
+  ~NcclTransport() override {
+    if (comm)
+      nccl().commDestroy(comm);
+    for (auto p : {sendBuf, recvBuf})
+      if (p)
+        cuda::release(p);
+  }
+  int64_t rank() const override { return me; }
+  int64_t size() const override { return n; }
+
+  void allToAll(const std::vector<std::vector<uint8_t>> &send,
+                std::vector<std::vector<uint8_t>> &recv) override {
+    if (failed)
+      throw Error(failure);
+    // Sizes first (8 bytes to and from every rank), then the bytes.
+    std::vector<std::vector<uint8_t>> sizes(n), got;
+    for (int64_t d = 0; d < n; ++d) {
+      uint64_t s = send[d].size();
+      sizes[d].resize(8);
+      std::memcpy(sizes[d].data(), &s, 8);
+    }
+    exchange(sizes, got);
+    std::vector<size_t> in(n);
+    for (int64_t s = 0; s < n; ++s)
+      std::memcpy(&in[s], got[s].data(), 8);
+    exchange(send, recv, &in);
+    for (auto &m : send)
+      bytesSent += static_cast<int64_t>(m.size());
+  }
+
+  void abort(const std::string &why) override {
+    failed = true;
+    failure = "EP rank " + std::to_string(me) + " failed: " + why;
+    if (comm) {
+      nccl().commAbort(comm);
+      comm = nullptr;
+    }
+  }
+
+private:
+  void check(Result r, const char *call) {
+    if (r != 0 && r != 7)
+      throw Error(std::string("EP over NCCL: ") + call + " failed: " + nccl().errorString(r));
+  }
+  void ensure(cuda::CUdeviceptr &buf, size_t &cap, size_t need) {
+    if (need <= cap)
+      return;
+    if (buf)
+      cuda::release(buf);
+    cap = std::max<size_t>(need, 2 * cap);
+    buf = cuda::alloc(cap, "EP staging buffer");
+  }
+  /// One grouped send/recv round; `known` gives the receive sizes.
+  void exchange(const std::vector<std::vector<uint8_t>> &send,
+                std::vector<std::vector<uint8_t>> &recv, const std::vector<size_t> *known = nullptr) {
+    Nccl &nc = nccl();
+    std::vector<size_t> sOff(n + 1, 0), rOff(n + 1, 0);
+    for (int64_t d = 0; d < n; ++d) {
+      sOff[d + 1] = sOff[d] + send[d].size();
+      rOff[d + 1] = rOff[d] + (known ? (*known)[d] : send[d].size());
+    }
+    ensure(sendBuf, sendCap, std::max<size_t>(sOff[n], 1));
+    ensure(recvBuf, recvCap, std::max<size_t>(rOff[n], 1));
+    std::vector<uint8_t> host(sOff[n]);
+    for (int64_t d = 0; d < n; ++d)
+      std::memcpy(host.data() + sOff[d], send[d].data(), send[d].size());
+    if (!host.empty())
+      cuda::upload(sendBuf, host.data(), host.size());
+    void *stream = cuda::stream();
+    check(nc.groupStart(), "ncclGroupStart");
+    for (int64_t p = 0; p < n; ++p) {
+      size_t sb = sOff[p + 1] - sOff[p], rb = rOff[p + 1] - rOff[p];
+      if (sb)
+        check(nc.send(reinterpret_cast<void *>(sendBuf + sOff[p]), sb, kUint8,
+                      static_cast<int>(p), comm, stream),
+              "ncclSend");
+      if (rb)
+        check(nc.recv(reinterpret_cast<void *>(recvBuf + rOff[p]), rb, kUint8,
+                      static_cast<int>(p), comm, stream),
+              "ncclRecv");
+    }
+    check(nc.groupEnd(), "ncclGroupEnd");
+    wait();
+    std::vector<uint8_t> back(rOff[n]);
+    if (!back.empty())
+      cuda::download(back.data(), recvBuf, back.size());
+    recv.assign(n, {});
+    for (int64_t s = 0; s < n; ++s)
+      recv[s].assign(back.begin() + rOff[s], back.begin() + rOff[s + 1]);
+  }
+  /// Polls the stream and NCCL's async error until done or the timeout.
+  void wait() {
+    auto start = std::chrono::steady_clock::now();
+    while (!cuda::streamDone("NCCL all-to-all")) {
+      Result async = 0;
+      nccl().commGetAsyncError(comm, &async);
+      if (async != 0 && async != 7) {
+        std::string why = std::string("NCCL error: ") + nccl().errorString(async);
+        abort(why);
+        throw Error(failure);
+      }
+      if (std::chrono::steady_clock::now() - start > timeout) {
+        abort("timed out after " + std::to_string(timeout.count()) +
+              " ms in an all-to-all (a peer rank died or stalled)");
+        throw Error(failure);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  int64_t me, n;
+  std::chrono::milliseconds timeout;
+  Comm comm = nullptr;
+  cuda::CUdeviceptr sendBuf = 0, recvBuf = 0;
+  size_t sendCap = 0, recvCap = 0;
+  bool failed = false;
+  std::string failure;
+};
+
+} // namespace
+
+std::unique_ptr<Transport> makeNcclTransport(int64_t rank, int64_t size, const std::string &idFile,
+                                             std::chrono::milliseconds timeout) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw Error("EP over NCCL: rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                " is not a valid rank");
+  if (size > 1 && idFile.empty())
+    throw Error("EP over NCCL with " + std::to_string(size) +
+                " ranks needs a rendezvous file (K3C_EP_ID_FILE)");
+  return std::make_unique<NcclTransport>(rank, size, idFile, timeout);
+}
+
+} // namespace k3c::rt

@@ -1,0 +1,146 @@
+//===- k3-ep-bench.cpp - EP dispatch/combine bandwidth and planner time ---===//
+
+#include "models/Common.h"
+#include "runtime/Cuda.h"
+#include "runtime/ExpertParallel.h"
+#include "runtime/Nccl.h"
+#include "tools/common/Args.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+static const char *kHelp = R"(k3-ep-bench: expert-parallel exchange and placement benchmark
+
+usage: k3-ep-bench [--transport inproc|nccl] [--ranks R] [--iters N]
+
+Prints two tables:
+  1. all-to-all bandwidth against message size (bytes each rank sends to each
+     other rank; what dispatch and combine do every MoE layer): time per
+     exchange and GB/s sent per rank. inproc: R threads of this process
+     (default R = 4); nccl: this process's GPU, R = 1 (self send/recv through
+     NCCL, including the host<->device staging k3-run uses), or R processes
+     started with K3C_EP_RANK / K3C_EP_WORLD / K3C_EP_ID_FILE.
+  2. placement planner time per step for K3's router (384 experts, top 8) at
+     512 tokens per rank, uniform and Zipf-skewed routing, R = 2, 4, 8, with
+     the resulting imbalance (max - min routed pairs per rank).
+
+options:
+  --transport T   inproc (default) or nccl
+  --ranks R       ranks (inproc default 4; nccl: 1 or K3C_EP_WORLD)
+  --iters N       exchanges per message size (default 20)
+  --help          this text
+)";
+
+using namespace k3c;
+using namespace k3c::rt;
+
+static void bandwidth(Transport &t, int64_t iters, bool print) {
+  const int64_t R = t.size();
+  if (print) {
+    std::printf("%-14s %12s %14s\n", "message bytes", "us/exchange", "GB/s per rank");
+  }
+  for (int64_t bytes : {int64_t(4) << 10, int64_t(64) << 10, int64_t(1) << 20, int64_t(8) << 20,
+                        int64_t(64) << 20}) {
+    std::vector<std::vector<uint8_t>> send(R), recv;
+    for (int64_t d = 0; d < R; ++d)
+      send[d].assign(bytes, static_cast<uint8_t>(d + 1));
+    t.allToAll(send, recv); // warm-up
+    for (int64_t s = 0; s < R; ++s)
+      if (recv[s].size() != static_cast<size_t>(bytes) || recv[s][0] != t.rank() + 1)
+        throw Error("all-to-all delivered the wrong bytes from rank " + std::to_string(s));
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < iters; ++i)
+      t.allToAll(send, recv);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+    if (print)
+      std::printf("%-14lld %12.1f %14.2f\n", static_cast<long long>(bytes), s * 1e6,
+                  static_cast<double>(bytes * R) / s / 1e9);
+  }
+}
+
+static void planner() {
+  const int64_t E = 384, K = 8, T = 512;
+  std::printf("\n%-8s %-6s %14s %18s %18s\n", "routing", "ranks", "us/plan", "imbalance before",
+              "imbalance after");
+  for (const char *kind : {"uniform", "zipf1.2"})
+    for (int64_t R : {2, 4, 8}) {
+      std::mt19937_64 g(42);
+      std::vector<double> w(E, 1.0);
+      if (kind[0] == 'z')
+        for (int64_t e = 0; e < E; ++e)
+          w[e] = 1.0 / std::pow(static_cast<double>(e + 1), 1.2);
+      std::discrete_distribution<int64_t> d(w.begin(), w.end());
+      std::vector<int64_t> load(E, 0);
+      for (int64_t i = 0; i < T * K * R; ++i)
+        ++load[d(g)];
+      auto spread = [](const Placement &p) {
+        auto [mn, mx] = std::minmax_element(p.computed.begin(), p.computed.end());
+        return *mx - *mn;
+      };
+      int64_t before = spread(planPlacement(load, R, false)), after = 0;
+      const int reps = 200;
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < reps; ++i)
+        after = spread(planPlacement(load, R, true));
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+      std::printf("%-8s %-6lld %14.2f %18lld %18lld\n", kind, static_cast<long long>(R), s * 1e6,
+                  static_cast<long long>(before), static_cast<long long>(after));
+    }
+}
+
+int main(int argc, char **argv) {
+  try {
+    Args args(argc, argv, {"transport", "ranks", "iters"}, {"help"});
+    if (args.has("help")) {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+    std::string kind = args.get("transport", "inproc");
+    int64_t iters = args.getInt("iters", 20);
+    if (kind == "inproc") {
+      int64_t R = args.getInt("ranks", 4);
+      InProcessHub hub(R);
+      std::printf("transport: in-process, %lld ranks (threads)\n", static_cast<long long>(R));
+      std::vector<std::string> errors(R);
+      std::vector<std::thread> threads;
+      for (int64_t r = 0; r < R; ++r)
+        threads.emplace_back([&, r] {
+          auto t = hub.transport(r);
+          try {
+            bandwidth(*t, iters, r == 0);
+          } catch (const std::exception &e) {
+            errors[r] = e.what();
+            t->abort(e.what());
+          }
+        });
+      for (auto &t : threads)
+        t.join();
+      for (auto &e : errors)
+        if (!e.empty())
+          throw Error(e);
+    } else if (kind == "nccl") {
+      const char *world = std::getenv("K3C_EP_WORLD"), *rank = std::getenv("K3C_EP_RANK"),
+                 *idFile = std::getenv("K3C_EP_ID_FILE");
+      int64_t R = world ? std::atoll(world) : args.getInt("ranks", 1);
+      int64_t me = rank ? std::atoll(rank) : 0;
+      std::string why;
+      if (!cuda::initialize(why))
+        throw Error("--transport nccl: " + why);
+      auto t = makeNcclTransport(me, R, idFile ? idFile : "", std::chrono::seconds(60));
+      std::printf("transport: NCCL, %lld ranks, this is rank %lld (%s)\n",
+                  static_cast<long long>(R), static_cast<long long>(me), cuda::deviceName().c_str());
+      bandwidth(*t, iters, me == 0);
+    } else {
+      throw Error("--transport must be inproc or nccl, got '" + kind + "'");
+    }
+    planner();
+    return 0;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "k3-ep-bench: error: %s\n", e.what());
+    return 1;
+  }
+}
