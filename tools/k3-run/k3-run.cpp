@@ -45,7 +45,8 @@ options:
                          --device cuda: NCCL, one process per GPU; R = 1 runs here, R > 1 needs
                          a launcher that starts R processes with K3C_EP_RANK, K3C_EP_WORLD (= R)
                          and K3C_EP_ID_FILE (a path all ranks see) set; each writes its own
-                         --dump-logits FILE.rank<r>.npy.
+                         --dump-logits FILE.rank<r>.npy. K3C_EP_TIMEOUT_S (default 120): how
+                         long a rank waits for the others before it aborts with an error.
   --ep-no-balance        keep every expert on its home rank (no replicas of hot experts)
   --quiet                no progress lines
   --help                 this text
@@ -138,8 +139,10 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
         if (!k3c::rt::cuda::initialize(why))
           throw k3c::Error("--device cuda: " + why);
         const char *idFile = std::getenv("K3C_EP_ID_FILE");
+        const char *timeoutEnv = std::getenv("K3C_EP_TIMEOUT_S");
+        int64_t timeoutS = timeoutEnv ? std::atoll(timeoutEnv) : 120;
         transport = k3c::rt::makeNcclTransport(r, R, idFile ? idFile : "",
-                                               std::chrono::seconds(120));
+                                               std::chrono::seconds(std::max<int64_t>(1, timeoutS)));
       }
       out.first = r * B / R;
       out.count = (r + 1) * B / R - out.first;
