@@ -13,8 +13,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <map>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <thread>
 
 static const char *kHelp = R"(k3-run: execute a compiled k3c artifact (prefill + decode)
@@ -42,9 +48,10 @@ options:
                          over the ranks and the routed pairs exchanged each layer
                          (docs/runtime.md); prints per-rank EP statistics and decodes exactly
                          --max-new-tokens steps. On the CPU: R threads of this process. With
-                         --device cuda: NCCL, one process per GPU; R = 1 runs here, R > 1 needs
-                         a launcher that starts R processes with K3C_EP_RANK, K3C_EP_WORLD (= R)
-                         and K3C_EP_ID_FILE (a path all ranks see) set; each writes its own
+                         --device cuda: NCCL, one process per GPU: k3-run starts R processes
+                         (rank r on GPU r) on this host; on several hosts, start one process
+                         per GPU with any launcher and set K3C_EP_RANK, K3C_EP_WORLD (= R) and
+                         K3C_EP_ID_FILE (a path all ranks see). Each GPU rank writes its own
                          --dump-logits FILE.rank<r>.npy. K3C_EP_TIMEOUT_S (default 120): how
                          long a rank waits for the others before it aborts with an error.
   --ep-no-balance        keep every expert on its home rank (no replicas of hot experts)
@@ -80,8 +87,73 @@ Err compare(const float *a, const float *ref, int64_t n) {
 }
 
 /// --ep R: R ranks as threads, one model each, connected in-process.
+/// --ep R --device cuda on one host: R processes of this program, rank r on
+/// GPU r (the r-th entry of CUDA_VISIBLE_DEVICES when set), meeting through a
+/// rendezvous file. A rank that fails stops the others.
+int launchRanks(int64_t R, int argc, char **argv) {
+  std::string idFile = (std::filesystem::temp_directory_path() /
+                        ("k3c-ep-" + std::to_string(::getpid()) + ".id"))
+                           .string();
+  std::filesystem::remove(idFile);
+  std::vector<std::string> devices;
+  if (const char *vis = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::string v = vis;
+    for (size_t a = 0, b; a <= v.size(); a = b + 1) {
+      b = v.find(',', a);
+      if (b == std::string::npos)
+        b = v.size();
+      if (b > a)
+        devices.push_back(v.substr(a, b - a));
+    }
+  }
+  std::vector<pid_t> pids;
+  for (int64_t r = 0; r < R; ++r) {
+    pid_t pid = ::fork();
+    if (pid < 0)
+      throw k3c::Error("--ep: cannot start rank " + std::to_string(r));
+    if (pid == 0) {
+      ::setenv("K3C_EP_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("K3C_EP_WORLD", std::to_string(R).c_str(), 1);
+      ::setenv("K3C_EP_ID_FILE", idFile.c_str(), 1);
+      std::string dev = r < static_cast<int64_t>(devices.size()) ? devices[r] : std::to_string(r);
+      ::setenv("CUDA_VISIBLE_DEVICES", dev.c_str(), 1);
+      ::execv("/proc/self/exe", argv);
+      std::fprintf(stderr, "k3-run: error: EP rank %lld: cannot exec: %s\n",
+                   static_cast<long long>(r), std::strerror(errno));
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  (void)argc;
+  int failedRank = -1, failedStatus = 0;
+  for (size_t left = pids.size(); left > 0; --left) {
+    int status = 0;
+    pid_t pid = ::wait(&status);
+    if (pid < 0)
+      break;
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    auto it = std::find(pids.begin(), pids.end(), pid);
+    if (!ok && failedRank < 0 && it != pids.end()) {
+      failedRank = static_cast<int>(it - pids.begin());
+      failedStatus = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      for (pid_t other : pids) // the others must not wait for it forever
+        if (other != pid)
+          ::kill(other, SIGTERM);
+    }
+  }
+  std::filesystem::remove(idFile);
+  if (failedRank >= 0) {
+    std::fprintf(stderr,
+                 "k3-run: error: EP rank %d failed (exit status %d); stopped the other ranks\n",
+                 failedRank, failedStatus);
+    return 1;
+  }
+  return 0;
+}
+
 int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64_t>> &prompts,
-                      int64_t steps, double temperature, double topP, k3c::rt::LoadOptions lo) {
+                      int64_t steps, double temperature, double topP, k3c::rt::LoadOptions lo,
+                      int argc, char **argv) {
   int64_t R = args.getInt("ep", 1);
   const int64_t B = static_cast<int64_t>(prompts.size());
   if (R < 1)
@@ -110,9 +182,7 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
       throw k3c::Error("K3C_EP_RANK=" + std::string(rankEnv) + " is outside [0, " +
                        std::to_string(R) + ")");
   } else if (nccl && R > 1) {
-    throw k3c::Error("--ep " + std::to_string(R) + " with --device cuda: ranks on several GPUs "
-                     "need one process per GPU (set K3C_EP_RANK, K3C_EP_WORLD, K3C_EP_ID_FILE; "
-                     "docs/runtime.md)");
+    return launchRanks(R, argc, argv);
   }
   lo.epBalance = !args.has("ep-no-balance");
   std::unique_ptr<k3c::rt::InProcessHub> hub;
@@ -268,7 +338,7 @@ int main(int argc, char **argv) {
     lo.progress = !args.has("quiet");
     lo.checkpoint = args.get("checkpoint");
     if (args.has("ep"))
-      return runExpertParallel(args, prompts, steps, temperature, topP, lo);
+      return runExpertParallel(args, prompts, steps, temperature, topP, lo, argc, argv);
     auto t0 = std::chrono::steady_clock::now();
     auto model = k3c::rt::Model::load(args.positional[0], lo);
     double loadS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
