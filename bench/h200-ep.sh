@@ -13,6 +13,7 @@ k3-run tiny-f32 --checkpoint ckpt-tiny --device cuda --batch batch.txt --max-new
 python3 -c "
 import numpy as n
 a = n.load('plain.npy')
+for f in ['ep1']:
     b = n.load(f + '.npy'); e = abs(a - b).max() / abs(a).max()
     print(f, 'vs GPU run without EP: max rel', e, 'tokens equal', bool((a.argmax(-1) == b.argmax(-1)).all()), 'PASS' if e < 1e-5 else 'FAIL')
 "
