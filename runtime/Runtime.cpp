@@ -258,7 +258,23 @@ private:
   void launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, int64_t T);
   /// The routed experts of one MoE layer across the EP group.
   void runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf);
-  void shardExperts();
+  /// Under EP: a rank stores its home experts in slots [0, home) and up to
+  /// min(⌈E/R⌉, E - home) replicas after them.
+  struct ExpertSlots {
+    int64_t first = 0, home = 0, slots = 0;
+  };
+  ExpertSlots expertSlots(int64_t E) const {
+    ExpertSlots s;
+    if (!opts.ep) {
+      s.home = s.slots = E;
+      return s;
+    }
+    int64_t R = opts.ep->size(), me = opts.ep->rank(), per = (E + R - 1) / R;
+    s.first = std::min(E, me * per);
+    s.home = std::min(E, s.first + per) - s.first;
+    s.slots = std::max<int64_t>(1, s.home + std::min(per, E - s.home));
+    return s;
+  }
   Buffer *newBuffer(const std::string &dtype, std::vector<int64_t> cap,
                     const std::string &what = "a buffer") {
     owned.push_back(std::make_unique<Buffer>());
@@ -521,8 +537,6 @@ void HostModel::load() {
       v.buf = weights.at(v.name);
       v.scales = v.mxfp4 ? weightScales.at(v.name) : nullptr;
     }
-  if (opts.ep)
-    shardExperts();
   reset(1);
 }
 
@@ -548,23 +562,27 @@ void HostModel::loadWeights(Entry &e) {
       int64_t E = v->shape[0], N = v->shape[1], K = v->shape[2];
       size_t dot = v->name.rfind('.');
       std::string base = v->name.substr(0, dot), which = v->name.substr(dot + 1);
-      Buffer *p = newBuffer("i8", {E * N * K / 2}, "weight " + v->name);
-      Buffer *s = newBuffer("i8", {E * N * K / 32}, "weight " + v->name);
-      std::vector<uint8_t> cp(E * N * K / 2), cs(E * N * K / 32);
-      for (int64_t x = 0; x < E; ++x) {
+      // Under EP only the home experts are loaded (slots 0..home-1).
+      ExpertSlots es = expertSlots(E);
+      const int64_t S = es.slots;
+      Buffer *p = newBuffer("i8", {S * N * K / 2}, "weight " + v->name);
+      Buffer *s = newBuffer("i8", {S * N * K / 32}, "weight " + v->name);
+      std::vector<uint8_t> cp(S * N * K / 2), cs(S * N * K / 32);
+      for (int64_t slot = 0; slot < es.home; ++slot) {
+        int64_t x = es.first + slot;
         std::string en = base + "." + std::to_string(x) + "." + which + ".";
         const TensorInfo &tp = need(en + "weight_packed"), &ts = need(en + "weight_scale");
         if (tp.numel() != N * K / 2 || ts.numel() != N * K / 32 || tp.dtype != DType::U8 ||
             ts.dtype != DType::U8)
           throw Error("tensor '" + prefix + en + "weight_packed/scale' has the wrong shape or "
                       "dtype for [" + std::to_string(N) + ", " + std::to_string(K) + "] MXFP4");
-        std::memcpy(cp.data() + x * N * K / 2, ckpt.data(tp), N * K / 2);
-        std::memcpy(cs.data() + x * N * K / 32, ckpt.data(ts), N * K / 32);
+        std::memcpy(cp.data() + slot * N * K / 2, ckpt.data(tp), N * K / 2);
+        std::memcpy(cs.data() + slot * N * K / 32, ckpt.data(ts), N * K / 32);
       }
       if (v->kTile) {
         mxfp4::KernelLayout l{v->nTile, v->kTile};
         std::vector<uint8_t> kp(cp.size()), ks(cs.size());
-        mxfp4::repackToKernel(l, E, N, K, cp.data(), cs.data(), kp.data(), ks.data());
+        mxfp4::repackToKernel(l, S, N, K, cp.data(), cs.data(), kp.data(), ks.data());
         p->write(kp.data(), kp.size());
         s->write(ks.data(), ks.size());
       } else {
@@ -576,26 +594,33 @@ void HostModel::loadWeights(Entry &e) {
       plan.weightBytes += p->bytes + s->bytes;
       continue;
     }
-    Buffer *b = newBuffer(v->dtype, v->shape, "weight " + v->name);
+    bool stacked = v->name.find(".experts.") != std::string::npos;
+    std::vector<int64_t> cap = v->shape;
     int64_t n = 1;
     for (int64_t d : v->shape)
       n *= d;
+    int64_t perExpert = stacked ? n / v->shape[0] : n;
+    ExpertSlots es;
+    if (stacked) { // under EP: only the home experts, in slots
+      es = expertSlots(v->shape[0]);
+      cap[0] = es.slots;
+    }
+    Buffer *b = newBuffer(v->dtype, cap, "weight " + v->name);
     std::vector<uint8_t> staging(b->bytes, 0);
-    size_t ex = v->name.find(".experts.");
     std::vector<std::pair<const TensorInfo *, int64_t>> parts; // tensor, element offset
-    if (ex != std::string::npos) { // stacked dense experts (Kimi Linear)
-      int64_t E = v->shape[0];
+    if (stacked) { // stacked dense experts (Kimi Linear)
       size_t dot = v->name.rfind('.');
       std::string base = v->name.substr(0, dot), which = v->name.substr(dot + 1);
-      for (int64_t x = 0; x < E; ++x)
-        parts.push_back({&need(base + "." + std::to_string(x) + "." + which + ".weight"),
-                         x * (n / E)});
+      for (int64_t slot = 0; slot < es.home; ++slot)
+        parts.push_back(
+            {&need(base + "." + std::to_string(es.first + slot) + "." + which + ".weight"),
+             slot * perExpert});
     } else {
       parts.push_back({&need(v->name), 0});
     }
     bool aLog = v->name.size() > 5 && v->name.compare(v->name.size() - 5, 5, "A_log") == 0;
     for (auto [t, off] : parts) {
-      int64_t count = parts.size() > 1 ? n / static_cast<int64_t>(parts.size()) : n;
+      int64_t count = perExpert;
       if (t->numel() != count && !(aLog && t->numel() <= count))
         throw Error("tensor '" + prefix + t->name + "' has " + std::to_string(t->numel()) +
                     " elements; the artifact expects " + std::to_string(count));
@@ -814,9 +839,9 @@ struct Reader {
 
 } // namespace
 
-/// Per expert, the byte ranges of its weights: every stacked expert weight
-/// (MXFP4 payload and scales, or a dense [E, ...] tensor) holds expert e's
-/// bytes at [e * size / E, (e + 1) * size / E).
+/// The stacked routed-expert weights of a launch (MXFP4 payload and scales,
+/// or dense [slots, ...] tensors): local slot i's bytes are at
+/// [i * size / slots, (i + 1) * size / slots).
 static std::vector<Buffer *> expertWeightBuffers(Entry &e, Launch &l) {
   std::vector<Buffer *> out;
   for (size_t i = 2; i < l.inputs.size(); ++i) {
@@ -826,25 +851,6 @@ static std::vector<Buffer *> expertWeightBuffers(Entry &e, Launch &l) {
       out.push_back(v.scales);
   }
   return out;
-}
-
-void HostModel::shardExperts() {
-  // Each rank keeps only its home experts' weights; other experts' bytes are
-  // zeroed and arrive from their home rank when this rank computes them.
-  const int64_t R = opts.ep->size(), me = opts.ep->rank();
-  Entry &en = entries["prefill"]; // the weights both entries share
-  for (Launch &l : en.launches) {
-      if (l.kernel->family != "moe_experts")
-        continue;
-      int64_t E = en.values[l.inputs[2]].shape[0];
-      for (Buffer *b : expertWeightBuffers(en, l)) {
-        int64_t per = b->bytes / E;
-        std::vector<uint8_t> zeros(per, 0);
-        for (int64_t x = 0; x < E; ++x)
-          if (homeRank(x, E, R) != me)
-            b->writeAt(x * per, zeros.data(), per);
-      }
-    }
 }
 
 void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) {
@@ -894,6 +900,8 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
   std::vector<Buffer *> wbufs = expertWeightBuffers(e, l);
   for (auto &m : send)
     m.clear();
+  const ExpertSlots es = expertSlots(E);
+  auto slotBytes = [&](Buffer *b) { return b->bytes / es.slots; };
   std::vector<int64_t> fetched;
   for (int64_t x = 0; x < E; ++x) {
     int64_t home = homeRank(x, E, R);
@@ -907,25 +915,35 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
       Writer w;
       w.put(static_cast<int32_t>(x));
       for (Buffer *b : wbufs) {
-        int64_t per = b->bytes / E;
+        int64_t per = slotBytes(b);
         std::vector<uint8_t> bytes(per);
-        b->readAt(x * per, bytes.data(), per);
+        b->readAt((x - es.first) * per, bytes.data(), per);
         w.put(bytes.data(), per);
       }
       send[d].insert(send[d].end(), w.bytes.begin(), w.bytes.end());
     }
   }
+  // Local slots: home experts first, then this step's replicas.
+  if (static_cast<int64_t>(fetched.size()) > es.slots - es.home)
+    throw Error("EP: the placement gives rank " + std::to_string(me) + " " +
+                std::to_string(fetched.size()) + " replicas; it has room for " +
+                std::to_string(es.slots - es.home));
+  std::map<int64_t, int64_t> slotOf;
+  for (int64_t x = es.first; x < es.first + es.home; ++x)
+    slotOf[x] = x - es.first;
+  for (size_t j = 0; j < fetched.size(); ++j)
+    slotOf[fetched[j]] = es.home + static_cast<int64_t>(j);
   tr.allToAll(send, recv);
   for (int64_t s = 0; s < R; ++s) {
     Reader r{recv[s]};
     while (!r.done()) {
       int32_t x = r.get<int32_t>();
-      if (x < 0 || x >= E || homeRank(x, E, R) != s)
+      if (x < 0 || x >= E || homeRank(x, E, R) != s || !slotOf.count(x))
         throw Error("EP: rank " + std::to_string(s) + " sent weights of expert " +
-                    std::to_string(x) + " it does not own");
+                    std::to_string(x) + " that it does not own or this rank did not ask for");
       for (Buffer *b : wbufs) {
-        int64_t per = b->bytes / E;
-        b->writeAt(x * per, r.take(per), per);
+        int64_t per = slotBytes(b);
+        b->writeAt(slotOf[x] * per, r.take(per), per);
       }
       ++ep.replicasFetched;
     }
@@ -990,7 +1008,12 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     for (int64_t s = 0; s < R; ++s) {
       Reader r{recv[s]};
       for (int64_t j = 0; j < fromRank[s]; ++j, ++row) {
-        ir[row * K] = r.get<int32_t>();
+        int32_t x = r.get<int32_t>();
+        auto it = slotOf.find(x);
+        if (it == slotOf.end())
+          throw Error("EP: rank " + std::to_string(s) + " sent a pair of expert " +
+                      std::to_string(x) + " that this rank does not hold");
+        ir[row * K] = static_cast<int32_t>(it->second);
         std::memcpy(zr.data() + row * rowBytes, r.take(rowBytes), rowBytes);
       }
     }
@@ -1044,11 +1067,11 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
   yb->dims = {T, K, L};
 
   // 6. Replicas are dropped after the layer (a later step fetches again).
-  for (int64_t x : fetched)
+  for (size_t j = 0; j < fetched.size(); ++j)
     for (Buffer *b : wbufs) {
-      int64_t per = b->bytes / E;
+      int64_t per = slotBytes(b);
       std::vector<uint8_t> zeros(per, 0);
-      b->writeAt(x * per, zeros.data(), per);
+      b->writeAt((es.home + static_cast<int64_t>(j)) * per, zeros.data(), per);
     }
   ep.exchangeSeconds += secs(t0, t1) + secs(t2, t3) + secs(t5, now());
   ep.bytesSent += tr.bytesSent - sent0;

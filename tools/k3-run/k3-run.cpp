@@ -194,7 +194,7 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
     std::string error;
     k3c::rt::EpStats stats;
     int64_t first = 0, count = 0, vocab = 0;
-    double seconds = 0;
+    double seconds = 0, weightMB = 0;
   };
   std::vector<RankResult> res(R);
   auto rankMain = [&](int64_t r) {
@@ -221,6 +221,7 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
       o.progress = lo.progress && r == 0;
       auto model = k3c::rt::Model::load(args.positional[0], o);
       out.vocab = model->vocabSize();
+      out.weightMB = model->memoryPlan().weightBytes / 1e6;
       std::vector<std::vector<int64_t>> mine(prompts.begin() + out.first,
                                              prompts.begin() + out.first + out.count);
       k3c::rt::Sampler sampler(temperature, topP,
@@ -282,16 +283,17 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
         std::printf(" %lld", static_cast<long long>(id));
       std::printf("\n");
     }
-  std::printf("%-6s %6s %10s %10s %10s %10s %12s %12s %10s\n", "rank", "seqs", "moe-layers",
-              "computed", "sent", "replicas", "bytes", "exchange-ms", "plan-ms");
+  std::printf("%-6s %6s %10s %10s %10s %10s %12s %12s %10s %11s\n", "rank", "seqs",
+              "moe-layers", "computed", "sent", "replicas", "bytes", "exchange-ms", "plan-ms",
+              "weights-MB");
   for (int64_t r : mineRanks) {
     const auto &st = res[r].stats;
-    std::printf("%-6lld %6lld %10lld %10lld %10lld %10lld %12lld %12.3f %10.3f\n",
+    std::printf("%-6lld %6lld %10lld %10lld %10lld %10lld %12lld %12.3f %10.3f %11.2f\n",
                 static_cast<long long>(r), static_cast<long long>(res[r].count),
                 static_cast<long long>(st.layers), static_cast<long long>(st.pairsComputed),
                 static_cast<long long>(st.pairsSent), static_cast<long long>(st.replicasFetched),
                 static_cast<long long>(st.bytesSent), st.exchangeSeconds * 1e3,
-                st.planSeconds * 1e3);
+                st.planSeconds * 1e3, res[r].weightMB);
   }
   if (args.has("dump-logits") && only >= 0) {
     const RankResult &rr = res[only];
