@@ -56,35 +56,6 @@ void KernelBuilder::parallel(ValueRange ubs, const std::function<void(ValueRange
                           });
 }
 
-void KernelBuilder::loop(Value lb, Value ub, const std::function<void(Value)> &body) {
-  scf::ForOp::create(b, loc, lb, ub, idx(1), ValueRange{},
-                     [&](OpBuilder &nb, Location, Value iv, ValueRange) {
-                       {
-                         OpBuilder::InsertionGuard g(b);
-                         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-                         body(iv);
-                       }
-                       scf::YieldOp::create(nb, loc);
-                     });
-}
-
-SmallVector<Value>
-KernelBuilder::loop(Value lb, Value ub, ValueRange inits,
-                    const std::function<SmallVector<Value>(Value, ValueRange)> &body) {
-  auto op = scf::ForOp::create(b, loc, lb, ub, idx(1), inits,
-                               [&](OpBuilder &nb, Location, Value iv, ValueRange args) {
-                                 SmallVector<Value> next;
-                                 {
-                                   OpBuilder::InsertionGuard g(b);
-                                   b.setInsertionPoint(nb.getInsertionBlock(),
-                                                       nb.getInsertionPoint());
-                                   next = body(iv, args);
-                                 }
-                                 scf::YieldOp::create(nb, loc, next);
-                               });
-  return SmallVector<Value>(op.getResults());
-}
-
 void KernelBuilder::loopStep(Value lb, Value ub, Value step,
                              const std::function<void(Value)> &body) {
   scf::ForOp::create(b, loc, lb, ub, step, ValueRange{},

@@ -149,10 +149,14 @@ public:
   /// Independent iterations over [0, ubs[i]).
   void parallel(ValueRange ubs, const std::function<void(ValueRange)> &body);
   /// A sequential loop over [lb, ub).
-  void loop(Value lb, Value ub, const std::function<void(Value)> &body);
+  void loop(Value lb, Value ub, const std::function<void(Value)> &body) {
+    loopStep(lb, ub, idx(1), body);
+  }
   /// A sequential loop carrying `inits`; `body` returns the next values.
   llvm::SmallVector<Value> loop(Value lb, Value ub, ValueRange inits,
-                                const std::function<llvm::SmallVector<Value>(Value, ValueRange)> &body);
+                                const std::function<llvm::SmallVector<Value>(Value, ValueRange)> &body) {
+    return loopStep(lb, ub, idx(1), inits, body);
+  }
   /// Sum over [lb, ub) of body(i) in fp32, in index order.
   Value sum(Value lb, Value ub, const std::function<Value(Value)> &body);
   /// An fp32 value computed by `then` when `cond` holds, else by `otherwise`

@@ -110,81 +110,79 @@ static void lowerGroupedExperts(ExpertMlpOp experts, KernelBuilder &kb, LowerSta
   // A tile of an expert's group: pair ids of tile rows tt (valid if < end).
   auto pairAt = [&](Value pos) { return kb.toIndex(kb.load(perm, {kb.div(pos, K), kb.rem(pos, K)})); };
 
+  // One grouped GEMM launch: a block per (expert, rowsPerBlock output rows)
+  // walks the expert's pairs in tiles of kTokTile, `a`'s rows gathered by
+  // `prefix(pair)`, `nRows` weight rows a warp (wLoad), then stores each
+  // (row r, tile row tt) result through `store(acc, r, pos, i)`.
+  auto groupedGemm = [&](Value a, int64_t inner, int64_t outer, int64_t vw, int64_t nRows,
+                         const std::function<SmallVector<Value>(ValueRange)> &prefix,
+                         const std::function<SmallVector<Value>(Value, ArrayRef<Value>, int64_t,
+                                                                Value, int64_t)> &wLoad,
+                         const std::function<void(ArrayRef<Value>, int64_t, int64_t, Value,
+                                                  Value, Value)> &store) {
+    kb.blocks({kb.idx(E), kb.idx((outer + rowsPerBlock - 1) / rowsPerBlock)}, kExpertThreads,
+              [&](ValueRange bid, ThreadBlock &tb) {
+      Value e = bid[0];
+      Value r0 = kb.add(kb.mul(bid[1], rowsPerBlock), kb.mul(tb.warp, kRowsPerWarp));
+      SmallVector<Value> rows;
+      for (int64_t r = 0; r < kRowsPerWarp; ++r)
+        rows.push_back(kb.minu(kb.add(r0, r), kb.idx(outer - 1)));
+      Value begin = kb.toIndex(kb.load(groups, {e})),
+            end = kb.toIndex(kb.load(groups, {kb.add(e, 1)}));
+      kb.loopStep(begin, end, kb.idx(kTokTile), [&](Value g0) {
+        SmallVector<Value> acc = gemmTile(
+            kb, tb, a, inner, vw, nRows,
+            [&](Value tt) {
+              Value pos = kb.add(g0, tt), ok = kb.ult(pos, end);
+              Value pair = pairAt(kb.minu(pos, kb.sub(end, kb.idx(1))));
+              return ActRow{ok, prefix({kb.div(pair, K), kb.rem(pair, K)})};
+            },
+            [&](int64_t r, Value k, int64_t width) { return wLoad(e, rows, r, k, width); });
+        for (int64_t r = 0; r < kRowsPerWarp; ++r)
+          for (int64_t tt = 0; tt < kTokTile; ++tt) {
+            Value pos = kb.add(g0, kb.idx(tt)), i = kb.add(r0, kb.idx(r));
+            Value ok = kb.andi(kb.andi(kb.ieq(tb.lane, kb.idx(0)), kb.ult(pos, end)),
+                               kb.ult(i, kb.idx(outer)));
+            SmallVector<Value> sums;
+            for (int64_t q = r; q < nRows; q += kRowsPerWarp)
+              sums.push_back(kb.warpSum(tb, acc[q * kTokTile + tt]));
+            kb.ifThen(ok, [&] {
+              Value pair = pairAt(pos);
+              store(sums, r, tt, kb.div(pair, K), kb.rem(pair, K), i);
+            });
+          }
+      });
+    });
+  };
+
   // 2. hid[pair, i] = act(z W1[e, i], z W3[e, i]) for the expert's pairs.
   int64_t vwUp = std::min(denseWidth(experts.getW1(), L), denseWidth(experts.getW3(), L));
-  kb.blocks({kb.idx(E), kb.idx((I + rowsPerBlock - 1) / rowsPerBlock)}, kExpertThreads,
-            [&](ValueRange bid, ThreadBlock &tb) {
-    Value e = bid[0];
-    Value r0 = kb.add(kb.mul(bid[1], rowsPerBlock), kb.mul(tb.warp, kRowsPerWarp));
-    SmallVector<Value> rows;
-    for (int64_t r = 0; r < kRowsPerWarp; ++r)
-      rows.push_back(kb.minu(kb.add(r0, r), kb.idx(I - 1)));
-    Value begin = kb.toIndex(kb.load(groups, {e})), end = kb.toIndex(kb.load(groups, {kb.add(e, 1)}));
-    kb.loopStep(begin, end, kb.idx(kTokTile), [&](Value g0) {
-      SmallVector<Value> acc = gemmTile(
-          kb, tb, z, L, vwUp, 2 * kRowsPerWarp,
-          [&](Value tt) {
-            Value pos = kb.add(g0, tt), ok = kb.ult(pos, end);
-            Value pair = pairAt(kb.minu(pos, kb.sub(end, kb.idx(1))));
-            return ActRow{ok, {kb.div(pair, K)}};
-          },
-          [&](int64_t r, Value k, int64_t width) {
-            return r < kRowsPerWarp ? weights(experts.getW1(), e, rows[r], k, width)
-                                    : weights(experts.getW3(), e, rows[r - kRowsPerWarp], k, width);
-          });
-      for (int64_t r = 0; r < kRowsPerWarp; ++r)
-        for (int64_t tt = 0; tt < kTokTile; ++tt) {
-          Value a = kb.round(kb.warpSum(tb, acc[r * kTokTile + tt]), act);
-          Value b = kb.round(kb.warpSum(tb, acc[(kRowsPerWarp + r) * kTokTile + tt]), act);
-          Value pos = kb.add(g0, kb.idx(tt)), i = kb.add(r0, kb.idx(r));
-          Value ok = kb.andi(kb.andi(kb.ieq(tb.lane, kb.idx(0)), kb.ult(pos, end)),
-                             kb.ult(i, kb.idx(I)));
-          kb.ifThen(ok, [&] {
-            Value pair = pairAt(pos);
-            kb.storeF32(kb.glu(experts.getActivation(), experts.getSituBeta(),
-                               experts.getSituLinearBeta(), a, b),
-                        hid, {kb.div(pair, K), kb.rem(pair, K), i});
-          });
-        }
-    });
-  });
+  groupedGemm(
+      z, L, I, vwUp, 2 * kRowsPerWarp, [&](ValueRange ts) { return SmallVector<Value>{ts[0]}; },
+      [&](Value e, ArrayRef<Value> rows, int64_t r, Value k, int64_t width) {
+        return r < kRowsPerWarp ? weights(experts.getW1(), e, rows[r], k, width)
+                                : weights(experts.getW3(), e, rows[r - kRowsPerWarp], k, width);
+      },
+      [&](ArrayRef<Value> sums, int64_t, int64_t, Value t, Value slot, Value i) {
+        Value a = kb.round(sums[0], act), b = kb.round(sums[1], act);
+        kb.storeF32(kb.glu(experts.getActivation(), experts.getSituBeta(),
+                           experts.getSituLinearBeta(), a, b),
+                    hid, {t, slot, i});
+      });
 
   // 3. y[pair, l] = hid[pair] W2[e, l] for the expert's pairs.
   int64_t vwDown = std::min(kb.vecWidth(hid, I), st.mxfp4.count(experts.getW2())
                                                     ? kb.vecWidth(hid, I)
                                                     : kb.vecWidth(st.get(experts.getW2()), I));
-  kb.blocks({kb.idx(E), kb.idx((L + rowsPerBlock - 1) / rowsPerBlock)}, kExpertThreads,
-            [&](ValueRange bid, ThreadBlock &tb) {
-    Value e = bid[0];
-    Value r0 = kb.add(kb.mul(bid[1], rowsPerBlock), kb.mul(tb.warp, kRowsPerWarp));
-    SmallVector<Value> rows;
-    for (int64_t r = 0; r < kRowsPerWarp; ++r)
-      rows.push_back(kb.minu(kb.add(r0, r), kb.idx(L - 1)));
-    Value begin = kb.toIndex(kb.load(groups, {e})), end = kb.toIndex(kb.load(groups, {kb.add(e, 1)}));
-    kb.loopStep(begin, end, kb.idx(kTokTile), [&](Value g0) {
-      SmallVector<Value> acc = gemmTile(
-          kb, tb, hid, I, vwDown, kRowsPerWarp,
-          [&](Value tt) {
-            Value pos = kb.add(g0, tt), ok = kb.ult(pos, end);
-            Value pair = pairAt(kb.minu(pos, kb.sub(end, kb.idx(1))));
-            return ActRow{ok, {kb.div(pair, K), kb.rem(pair, K)}};
-          },
-          [&](int64_t r, Value k, int64_t width) {
-            return weights(experts.getW2(), e, rows[r], k, width);
-          });
-      for (int64_t r = 0; r < kRowsPerWarp; ++r)
-        for (int64_t tt = 0; tt < kTokTile; ++tt) {
-          Value v = kb.warpSum(tb, acc[r * kTokTile + tt]);
-          Value pos = kb.add(g0, kb.idx(tt)), l = kb.add(r0, kb.idx(r));
-          Value ok = kb.andi(kb.andi(kb.ieq(tb.lane, kb.idx(0)), kb.ult(pos, end)),
-                             kb.ult(l, kb.idx(L)));
-          kb.ifThen(ok, [&] {
-            Value pair = pairAt(pos);
-            kb.storeF32(v, y, {kb.div(pair, K), kb.rem(pair, K), l});
-          });
-        }
-    });
-  });
+  groupedGemm(
+      hid, I, L, vwDown, kRowsPerWarp,
+      [&](ValueRange ts) { return SmallVector<Value>{ts[0], ts[1]}; },
+      [&](Value e, ArrayRef<Value> rows, int64_t r, Value k, int64_t width) {
+        return weights(experts.getW2(), e, rows[r], k, width);
+      },
+      [&](ArrayRef<Value> sums, int64_t, int64_t, Value t, Value slot, Value l) {
+        kb.storeF32(sums[0], y, {t, slot, l});
+      });
 }
 
 std::optional<LogicalResult> lowerMoeFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
