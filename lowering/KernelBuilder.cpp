@@ -178,6 +178,20 @@ Value KernelBuilder::blockSum(ThreadBlock &tb, Value v, Value red) {
   return total;
 }
 
+Value KernelBuilder::warpDot(ThreadBlock &tb, int64_t len, int64_t width,
+                             const std::function<SmallVector<Value>(Value)> &a,
+                             const std::function<SmallVector<Value>(Value)> &b) {
+  Value part = loopStep(mul(tb.lane, width), idx(len), idx(tb.lanes * width),
+                        ValueRange{f32(0.0)}, [&](Value k, ValueRange acc) {
+                          SmallVector<Value> av = a(k), bv = b(k);
+                          Value x = acc[0];
+                          for (int64_t j = 0; j < width; ++j)
+                            x = fadd(x, fmul(av[j], bv[j]));
+                          return SmallVector<Value>{x};
+                        })[0];
+  return warpSum(tb, part);
+}
+
 int64_t KernelBuilder::vecWidth(Value memref, int64_t rowLength) {
   if (!gpu())
     return 1;

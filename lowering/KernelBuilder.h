@@ -192,6 +192,12 @@ public:
   /// Sum over the block's threads; `red` is shared f32 [warps] scratch.
   /// Every thread gets the total; contains barriers (call uniformly).
   Value blockSum(ThreadBlock &tb, Value v, Value red);
+  /// The dot product over [0, len) of two rows, split over a warp's lanes
+  /// `width` elements at a time (16-byte loads), summed across the warp:
+  /// a(k) and b(k) give `width` fp32 values from index k.
+  Value warpDot(ThreadBlock &tb, int64_t len, int64_t width,
+                const std::function<llvm::SmallVector<Value>(Value)> &a,
+                const std::function<llvm::SmallVector<Value>(Value)> &b);
   /// [lb, ub) split over the block's threads / a warp's lanes / the warps.
   void strided(ThreadBlock &tb, Value lb, Value ub, const std::function<void(Value)> &body) {
     loopStep(add(lb, tb.tid), ub, idx(tb.threads), body);

@@ -108,17 +108,11 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
     auto mlState = kb.loopStep(
         tb.warp, visible, kb.idx(tb.warps), ValueRange{kb.f32(-INFINITY), kb.f32(0.0)},
         [&](Value s, ValueRange a) {
-          Value part = kb.loopStep(kb.mul(tb.lane, vwCache), kb.idx(cd),
-                                   kb.idx(tb.lanes * vwCache), ValueRange{kb.f32(0.0)},
-                                   [&](Value c, ValueRange p) {
-                                     SmallVector<Value> cv = kb.loadVec(cache, {n, s, c}, vwCache);
-                                     SmallVector<Value> qv = kb.loadVec(qa, {c}, vwCache);
-                                     Value x = p[0];
-                                     for (int64_t j = 0; j < vwCache; ++j)
-                                       x = kb.fadd(x, kb.fmul(cv[j], qv[j]));
-                                     return SmallVector<Value>{x};
-                                   })[0];
-          Value score = kb.fmul(kb.warpSum(tb, part), scale);
+          Value score = kb.fmul(
+              kb.warpDot(
+                  tb, cd, vwCache, [&](Value c) { return kb.loadVec(cache, {n, s, c}, vwCache); },
+                  [&](Value c) { return kb.loadVec(qa, {c}, vwCache); }),
+              scale);
           Value m = kb.fmax(a[0], score);
           Value alpha = kb.exp(kb.fsub(a[0], m)), p = kb.exp(kb.fsub(score, m));
           kb.loopStep(kb.mul(tb.lane, vwCache), kb.idx(R), kb.idx(tb.lanes * vwCache),
@@ -157,17 +151,9 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
     kb.barrier(tb);
     // out[row, h, j] = W_kv_b[vRow0 + j, :] . o_lat, a warp per j.
     kb.loopStep(tb.warp, kb.idx(dv), kb.idx(tb.warps), [&](Value j) {
-      Value part = kb.loopStep(kb.mul(tb.lane, vwKvb), kb.idx(R), kb.idx(tb.lanes * vwKvb),
-                               ValueRange{kb.f32(0.0)}, [&](Value r, ValueRange p) {
-                                 SmallVector<Value> wv =
-                                     kb.loadVec(kvb, {kb.add(vRow0, j), r}, vwKvb);
-                                 SmallVector<Value> ov = kb.loadVec(olat, {r}, vwKvb);
-                                 Value x = p[0];
-                                 for (int64_t k = 0; k < vwKvb; ++k)
-                                   x = kb.fadd(x, kb.fmul(wv[k], ov[k]));
-                                 return SmallVector<Value>{x};
-                               })[0];
-      Value o = kb.warpSum(tb, part);
+      Value o = kb.warpDot(
+          tb, R, vwKvb, [&](Value r) { return kb.loadVec(kvb, {kb.add(vRow0, j), r}, vwKvb); },
+          [&](Value r) { return kb.loadVec(olat, {r}, vwKvb); });
       Value col = kb.add(kb.mul(h, dv), j);
       kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
         Value v = o;

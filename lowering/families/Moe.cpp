@@ -200,16 +200,9 @@ std::optional<LogicalResult> lowerMoeFamily(Operation *op, KernelBuilder &kb, Lo
     kb.blocks({kb.dim(x, 0)}, kRouterThreads, [&](ValueRange bid, ThreadBlock &tb) {
       Value t = bid[0];
       kb.loopStep(tb.warp, kb.idx(E), kb.idx(tb.warps), [&](Value e) {
-        Value part = kb.loopStep(kb.mul(tb.lane, vw), kb.idx(D), kb.idx(tb.lanes * vw),
-                                 ValueRange{kb.f32(0.0)}, [&](Value d, ValueRange a) {
-                                   SmallVector<Value> xv = kb.loadVec(x, {t, d}, vw);
-                                   SmallVector<Value> wv = kb.loadVec(w, {e, d}, vw);
-                                   Value acc = a[0];
-                                   for (int64_t j = 0; j < vw; ++j)
-                                     acc = kb.fadd(acc, kb.fmul(xv[j], wv[j]));
-                                   return SmallVector<Value>{acc};
-                                 })[0];
-        Value l = kb.warpSum(tb, part);
+        Value l = kb.warpDot(
+            tb, D, vw, [&](Value d) { return kb.loadVec(x, {t, d}, vw); },
+            [&](Value d) { return kb.loadVec(w, {e, d}, vw); });
         kb.ifThen(kb.ieq(tb.lane, kb.idx(0)),
                   [&] { kb.store(sigmoid ? kb.sigmoid(l) : l, scores, {t, e}); });
       });
