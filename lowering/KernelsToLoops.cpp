@@ -243,6 +243,58 @@ FailureOr<OwningOpRef<ModuleOp>> lowerKernelsToLoops(ModuleOp fused,
   });
   if (!ok)
     return failure();
+  // Expert parallelism moves rows of the routed experts' latents and outputs
+  // between ranks: one row-gather kernel per (dtype, width) of those tensors,
+  // dst[i, :] = src[rows[i], :] (the runtime composes permutes, unpermutes
+  // and slot extraction from it; docs/runtime.md).
+  std::set<std::pair<std::string, int64_t>> rowKinds;
+  fused.walk([&](ExpertMlpOp x) {
+    auto in = cast<RankedTensorType>(x.getInput().getType());
+    auto res = cast<RankedTensorType>(x.getResult().getType());
+    rowKinds.insert({dtypeName(in.getElementType()), in.getDimSize(1)});
+    rowKinds.insert({dtypeName(res.getElementType()), res.getDimSize(2)});
+  });
+  for (auto [dt, width] : rowKinds) {
+    Type elt = dt == "bf16" ? Type(BFloat16Type::get(ctx))
+               : dt == "f16" ? Type(Float16Type::get(ctx))
+                             : Type(Float32Type::get(ctx));
+    KernelInfo info;
+    info.name = "k3_ep_rows_" + dt + "_" + std::to_string(width);
+    info.family = "ep_rows";
+    KernelArg src, rows, dst;
+    src.kind = rows.kind = KernelArg::Kind::Input;
+    src.index = 0;
+    rows.index = 1;
+    src.dtype = dst.dtype = dt;
+    rows.dtype = "i32";
+    src.shape = dst.shape = {-1, width};
+    rows.shape = {-1};
+    src.dynamicFrom = {{0, 0}};
+    rows.dynamicFrom = {{1, 0}};
+    dst.kind = KernelArg::Kind::Output;
+    dst.index = 0;
+    dst.dynamicFrom = {{1, 0}};
+    info.args = {src, rows, dst};
+    info.bytesPerToken = 2 * width * (elt.getIntOrFloatBitWidth() / 8);
+    OpBuilder b = OpBuilder::atBlockEnd(out->getBody());
+    Location loc = fused.getLoc();
+    auto rowsT = MemRefType::get({ShapedType::kDynamic, width}, elt);
+    auto fn = func::FuncOp::create(
+        b, loc, info.name,
+        b.getFunctionType({rowsT, MemRefType::get({ShapedType::kDynamic}, b.getI32Type()), rowsT},
+                          {}));
+    fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+    Block *entry = fn.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    KernelBuilder kb(b, loc, target);
+    Value srcM = entry->getArgument(0), rowsM = entry->getArgument(1), dstM = entry->getArgument(2);
+    kb.parallel({kb.dim(dstM, 0), kb.idx(width)}, [&](ValueRange iv) {
+      Value r = kb.toIndex(kb.load(rowsM, {iv[0]}));
+      kb.store(kb.load(srcM, {r, iv[1]}), dstM, iv);
+    });
+    func::ReturnOp::create(b, loc);
+    kernels.push_back(std::move(info));
+  }
   return out;
 }
 

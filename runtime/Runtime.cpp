@@ -98,7 +98,10 @@ struct Buffer {
     else
       std::memset(data, 0, bytes);
   }
+  bool owns = true; ///< false for a view of another buffer's storage
   ~Buffer() {
+    if (!owns)
+      return;
     if (device)
       cuda::release(reinterpret_cast<cuda::CUdeviceptr>(data));
     else
@@ -305,7 +308,13 @@ private:
   std::map<std::string, std::vector<float>> traces;
   std::map<std::string, KernelProfile> prof;
   EpStats ep;
-  Buffer *epZ = nullptr, *epIdx = nullptr, *epY = nullptr; // received pairs
+  // EP buffers: received pairs (latents, experts, outputs), rows to send,
+  // rows received back, slot-0 outputs, row indices for the row kernel.
+  Buffer *epZ = nullptr, *epIdx = nullptr, *epY = nullptr, *epSend = nullptr,
+         *epRecv = nullptr, *epOut = nullptr, *epRows = nullptr;
+  /// dst[i] = src[rows[i]] with the compiled k3_ep_rows kernel.
+  void gatherRows(Buffer *src, std::vector<int64_t> srcDims, const std::vector<int32_t> &rows,
+                  Buffer *dst);
 };
 
 void HostModel::load() {
@@ -853,6 +862,25 @@ static std::vector<Buffer *> expertWeightBuffers(Entry &e, Launch &l) {
   return out;
 }
 
+void HostModel::gatherRows(Buffer *src, std::vector<int64_t> srcDims,
+                           const std::vector<int32_t> &rows, Buffer *dst) {
+  if (rows.empty())
+    return;
+  std::string name = "k3_ep_rows_" + src->dtype + "_" + std::to_string(srcDims[1]);
+  auto it = kernels.find(name);
+  if (it == kernels.end())
+    throw Error("artifact has no EP row kernel " + name + " (recompile it with this k3c)");
+  epRows->write(rows.data(), rows.size() * sizeof(int32_t));
+  epRows->dims = {static_cast<int64_t>(rows.size())};
+  Buffer view; // src as [rows, width] without owning it
+  view.owns = false;
+  view.device = src->device;
+  view.dtype = src->dtype;
+  view.data = src->data;
+  view.dims = std::move(srcDims);
+  launchOne(it->second, {&view, epRows, dst}, static_cast<int64_t>(rows.size()));
+}
+
 void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) {
   Transport &tr = *opts.ep;
   const int64_t R = tr.size(), me = tr.rank();
@@ -871,6 +899,17 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     ib->read(idx.data(), idx.size() * sizeof(int32_t));
   }
   int64_t sent0 = tr.bytesSent;
+  Buffer *yb = bufOf[l.outputs[0]];
+  if (!epZ) {
+    int64_t cap = plan.maxTokens * K * R, mine = plan.maxTokens * K;
+    epZ = newBuffer(zb->dtype, {cap, L}, "EP received latents");
+    epIdx = newBuffer("i32", {cap, K}, "EP received experts");
+    epY = newBuffer(yb->dtype, {cap, K, L}, "EP expert outputs");
+    epOut = newBuffer(yb->dtype, {cap, L}, "EP slot-0 outputs");
+    epSend = newBuffer(zb->dtype, {mine, L}, "EP rows to send");
+    epRecv = newBuffer(yb->dtype, {mine, L}, "EP outputs received");
+    epRows = newBuffer("i32", {cap}, "EP row indices");
+  }
 
   // 1. Counts from every rank; the same plan everywhere.
   auto t0 = now();
@@ -955,9 +994,7 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
   for (int64_t x = 0; x < E; ++x)
     for (int64_t s = 0; s < me; ++s)
       before[x] += counts[s][x];
-  std::vector<std::vector<int32_t>> sentPairs(R);
-  for (auto &m : send)
-    m.clear();
+  std::vector<std::vector<int32_t>> sentPairs(R), sentExperts(R);
   for (int64_t p = 0; p < T * K; ++p) {
     int32_t x = idx[p];
     int64_t g = before[x] + seen[x]++, acc = 0, dest = -1;
@@ -970,13 +1007,31 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     }
     if (dest < 0)
       throw Error("EP: the placement lost a pair of expert " + std::to_string(x));
-    Writer w;
-    w.put(x);
-    w.put(z.data() + (p / K) * rowBytes, rowBytes);
-    send[dest].insert(send[dest].end(), w.bytes.begin(), w.bytes.end());
     sentPairs[dest].push_back(static_cast<int32_t>(p));
+    sentExperts[dest].push_back(x);
     if (dest != me)
       ++ep.pairsSent;
+  }
+  // The permute: the rows to send, destination by destination, gathered on
+  // the device by the compiled row kernel.
+  std::vector<int32_t> sendRows;
+  for (int64_t d = 0; d < R; ++d)
+    for (int32_t p : sentPairs[d])
+      sendRows.push_back(static_cast<int32_t>(p / K));
+  std::vector<uint8_t> packed(sendRows.size() * rowBytes);
+  if (!sendRows.empty()) {
+    gatherRows(zb, {T, L}, sendRows, epSend);
+    epSend->read(packed.data(), packed.size());
+  }
+  // Message to d: its experts (int32 each), then its rows.
+  size_t at = 0;
+  for (int64_t d = 0; d < R; ++d) {
+    Writer w;
+    w.put(reinterpret_cast<const uint8_t *>(sentExperts[d].data()),
+          sentExperts[d].size() * sizeof(int32_t));
+    w.put(packed.data() + at, sentPairs[d].size() * rowBytes);
+    at += sentPairs[d].size() * rowBytes;
+    send[d] = std::move(w.bytes);
   }
   tr.allToAll(send, recv);
   auto t3 = now();
@@ -992,14 +1047,7 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     n += fromRank[s];
   }
   ep.pairsComputed += n;
-  Buffer *yb = bufOf[l.outputs[0]];
   const int64_t yes = dtypeBytes(yb->dtype), outRow = L * yes;
-  if (!epZ) {
-    int64_t cap = plan.maxTokens * K * R;
-    epZ = newBuffer(zb->dtype, {cap, L}, "EP received latents");
-    epIdx = newBuffer("i32", {cap, K}, "EP received experts");
-    epY = newBuffer(yb->dtype, {cap, K, L}, "EP expert outputs");
-  }
   std::vector<uint8_t> yrows(n * outRow);
   if (n > 0) {
     std::vector<uint8_t> zr(n * rowBytes);
@@ -1007,15 +1055,17 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     int64_t row = 0;
     for (int64_t s = 0; s < R; ++s) {
       Reader r{recv[s]};
-      for (int64_t j = 0; j < fromRank[s]; ++j, ++row) {
+      for (int64_t j = 0; j < fromRank[s]; ++j) {
         int32_t x = r.get<int32_t>();
         auto it = slotOf.find(x);
         if (it == slotOf.end())
           throw Error("EP: rank " + std::to_string(s) + " sent a pair of expert " +
                       std::to_string(x) + " that this rank does not hold");
-        ir[row * K] = static_cast<int32_t>(it->second);
-        std::memcpy(zr.data() + row * rowBytes, r.take(rowBytes), rowBytes);
+        ir[(row + j) * K] = static_cast<int32_t>(it->second);
       }
+      std::memcpy(zr.data() + row * rowBytes, r.take(fromRank[s] * rowBytes),
+                  fromRank[s] * rowBytes);
+      row += fromRank[s];
     }
     epZ->write(zr.data(), zr.size());
     epZ->dims = {n, L};
@@ -1039,11 +1089,12 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     if (gpu)
       cuda::synchronize("the EP expert kernel");
     ep.expertSeconds += secs(t4, now());
-    // Slot 0 of every row.
-    std::vector<uint8_t> all(n * K * outRow);
-    epY->read(all.data(), all.size());
+    // Slot 0 of every row (the unpermute's first half, on the device).
+    std::vector<int32_t> slot0(n);
     for (int64_t r = 0; r < n; ++r)
-      std::memcpy(yrows.data() + r * outRow, all.data() + r * K * outRow, outRow);
+      slot0[r] = static_cast<int32_t>(r * K);
+    gatherRows(epY, {n * K, L}, slot0, epOut);
+    epOut->read(yrows.data(), yrows.size());
   }
   auto t5 = now();
 
@@ -1054,16 +1105,22 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     row += fromRank[s];
   }
   tr.allToAll(send, recv);
-  std::vector<uint8_t> y(T * K * outRow, 0);
+  // The unpermute: every pair's output row, back in [T, K] order, gathered on
+  // the device from the rows as received.
+  std::vector<uint8_t> back;
+  std::vector<int32_t> inverse(T * K, -1);
   for (int64_t d = 0; d < R; ++d) {
     if (static_cast<int64_t>(recv[d].size()) != static_cast<int64_t>(sentPairs[d].size()) * outRow)
       throw Error("EP: rank " + std::to_string(d) + " returned " + std::to_string(recv[d].size()) +
                   " bytes of expert outputs for " + std::to_string(sentPairs[d].size()) + " pairs");
     for (size_t j = 0; j < sentPairs[d].size(); ++j)
-      std::memcpy(y.data() + sentPairs[d][j] * outRow, recv[d].data() + j * outRow, outRow);
+      inverse[sentPairs[d][j]] = static_cast<int32_t>(back.size() / outRow + j);
+    back.insert(back.end(), recv[d].begin(), recv[d].end());
   }
-  if (T > 0)
-    yb->write(y.data(), y.size());
+  if (T > 0) {
+    epRecv->write(back.data(), back.size());
+    gatherRows(epRecv, {T * K, L}, inverse, yb);
+  }
   yb->dims = {T, K, L};
 
   // 6. Replicas are dropped after the layer (a later step fetches again).
