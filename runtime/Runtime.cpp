@@ -20,6 +20,9 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <exception>
+#include <functional>
+#include <thread>
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -257,6 +260,13 @@ private:
   std::vector<float> run(Entry &e, const std::vector<int64_t> &ids,
                          const std::vector<int64_t> &seqLens, bool graph = false);
   void launchAll(Entry &e, int64_t T);
+  void launchEach(Entry &e, int64_t T, std::vector<Buffer *> &bufOf, std::thread &pending,
+                  std::exception_ptr &pendingError, std::vector<int64_t> &pendingOut,
+                  const std::function<void()> &join);
+  /// Under EP: moves each shared-expert launch after the routed-expert launch
+  /// that follows it (when nothing in between reads its result), so the
+  /// shared experts compute while the routed pairs are exchanged.
+  static void overlapSharedExperts(Entry &e);
   /// One kernel launch with a buffer per argument (inputs carry their dims).
   void launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, int64_t T);
   /// The routed experts of one MoE layer across the EP group.
@@ -459,6 +469,8 @@ void HostModel::load() {
                               l.at("outputs").get<std::vector<int64_t>>()});
       }
       e.returns = ej.at("returns").get<std::vector<int64_t>>();
+      if (opts.ep)
+        overlapSharedExperts(e);
       entries[name] = std::move(e);
     }
   } catch (const json::exception &e) {
@@ -722,18 +734,86 @@ std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
   return out;
 }
 
+void HostModel::overlapSharedExperts(Entry &e) {
+  auto &ls = e.launches;
+  for (size_t i = 0; i < ls.size(); ++i) {
+    if (ls[i].kernel->family != "moe_shared")
+      continue;
+    for (size_t j = i + 1; j < ls.size(); ++j) {
+      bool reads = false;
+      for (int64_t in : ls[j].inputs)
+        reads |= std::find(ls[i].outputs.begin(), ls[i].outputs.end(), in) != ls[i].outputs.end();
+      if (reads)
+        break;
+      if (ls[j].kernel->family == "moe_experts") {
+        Launch shared = ls[i];
+        ls.erase(ls.begin() + i);
+        ls.insert(ls.begin() + j, shared); // now right after the routed experts
+        i = j;
+        break;
+      }
+    }
+  }
+}
+
 void HostModel::launchAll(Entry &e, int64_t T) {
   std::vector<Buffer *> bufOf(e.values.size());
   for (Value &v : e.values)
     bufOf[v.id] = v.buf;
+  // Under EP on the host, the routed experts' exchange runs on a worker
+  // thread while the following launches that do not read its result (the
+  // shared experts) run here.
+  std::thread pending;
+  std::exception_ptr pendingError;
+  std::vector<int64_t> pendingOut;
+  auto join = [&] {
+    if (!pending.joinable())
+      return;
+    pending.join();
+    pendingOut.clear();
+    if (pendingError)
+      std::rethrow_exception(std::exchange(pendingError, nullptr));
+  };
+  try {
+    launchEach(e, T, bufOf, pending, pendingError, pendingOut, join);
+  } catch (...) {
+    if (pending.joinable()) {
+      opts.ep->abort("a kernel launch failed on this rank");
+      pending.join();
+    }
+    throw;
+  }
+  join();
+}
+
+void HostModel::launchEach(Entry &e, int64_t T, std::vector<Buffer *> &bufOf,
+                           std::thread &pending, std::exception_ptr &pendingError,
+                           std::vector<int64_t> &pendingOut, const std::function<void()> &join) {
   for (Launch &l : e.launches) {
     KernelSpec &k = *l.kernel;
+    for (int64_t in : l.inputs)
+      if (std::find(pendingOut.begin(), pendingOut.end(), in) != pendingOut.end()) {
+        join();
+        break;
+      }
     // Outputs aliasing inputs (state updated in place) share their buffer.
     for (size_t p = 0; p < l.outputs.size(); ++p)
       if (k.resultAliases[p] >= 0)
         bufOf[l.outputs[p]] = bufOf[l.inputs[k.resultAliases[p]]];
     if (opts.ep && k.family == "moe_experts") {
-      runExpertsEP(e, l, bufOf);
+      join(); // one exchange at a time
+      if (!gpu && !profiling && !tracing) {
+        pendingOut = l.outputs;
+        pending = std::thread([this, &e, &l, &bufOf, &pendingError] {
+          try {
+            runExpertsEP(e, l, bufOf);
+          } catch (...) {
+            pendingError = std::current_exception();
+          }
+        });
+      } else {
+        runExpertsEP(e, l, bufOf);
+      }
     } else {
       std::vector<Buffer *> argBuf(k.args.size(), nullptr);
       for (size_t i = 0; i < k.args.size(); ++i) {
