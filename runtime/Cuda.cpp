@@ -62,7 +62,7 @@ struct Driver {
 
 Driver d;
 std::mutex launchMutex;
-std::string launchError;
+thread_local std::string launchError; // per thread: each checks its own launches
 
 std::string errorText(CUresult r) {
   const char *s = nullptr;
@@ -175,6 +175,11 @@ void zero(CUdeviceptr dst, size_t bytes) { check(d.cuMemsetD8(dst, 0, bytes), "c
 void synchronize(const char *where) { check(d.cuStreamSynchronize(d.stream), where); }
 
 void *stream() { return d.stream; }
+
+void bindThread() {
+  if (d.ready)
+    check(d.cuCtxSetCurrent(d.ctx), "cuCtxSetCurrent");
+}
 
 bool streamDone(const char *where) {
   CUresult r = d.cuStreamQuery(d.stream);

@@ -32,6 +32,9 @@ void upload(CUdeviceptr dst, const void *src, size_t bytes);
 void download(void *dst, CUdeviceptr src, size_t bytes);
 void zero(CUdeviceptr dst, size_t bytes);
 void synchronize(const char *where);
+/// Makes the runtime's context current on the calling thread (a worker
+/// thread that launches kernels or copies).
+void bindThread();
 /// The runtime's stream (a CUstream), for libraries that enqueue on it.
 void *stream();
 /// Whether the stream's work has finished (throws on an error).

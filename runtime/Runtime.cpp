@@ -760,9 +760,9 @@ void HostModel::launchAll(Entry &e, int64_t T) {
   std::vector<Buffer *> bufOf(e.values.size());
   for (Value &v : e.values)
     bufOf[v.id] = v.buf;
-  // Under EP on the host, the routed experts' exchange runs on a worker
-  // thread while the following launches that do not read its result (the
-  // shared experts) run here.
+  // Under EP the routed experts' exchange runs on a worker thread while the
+  // following launches that do not read its result (the shared experts) run
+  // here (on the GPU: enqueued on the same stream from both threads).
   std::thread pending;
   std::exception_ptr pendingError;
   std::vector<int64_t> pendingOut;
@@ -802,10 +802,12 @@ void HostModel::launchEach(Entry &e, int64_t T, std::vector<Buffer *> &bufOf,
         bufOf[l.outputs[p]] = bufOf[l.inputs[k.resultAliases[p]]];
     if (opts.ep && k.family == "moe_experts") {
       join(); // one exchange at a time
-      if (!gpu && !profiling && !tracing) {
+      if (!profiling && !tracing) {
         pendingOut = l.outputs;
         pending = std::thread([this, &e, &l, &bufOf, &pendingError] {
           try {
+            if (gpu)
+              cuda::bindThread();
             runExpertsEP(e, l, bufOf);
           } catch (...) {
             pendingError = std::current_exception();
