@@ -3,8 +3,10 @@
 #include "runtime/ExpertParallel.h"
 
 #include "models/Common.h"
+#include "runtime/Cuda.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 namespace k3c::rt {
@@ -79,6 +81,37 @@ Placement planPlacement(const std::vector<int64_t> &load, int64_t ranks, bool ba
       p.shares[e].push_back(s);
   }
   return p;
+}
+
+void Transport::allToAllBuffers(const void *send, const std::vector<size_t> &sendCounts,
+                                void *recv, const std::vector<size_t> &recvCounts, bool device) {
+  const int64_t R = size();
+  std::vector<std::vector<uint8_t>> out(R), in;
+  size_t at = 0;
+  for (int64_t d = 0; d < R; ++d) {
+    out[d].resize(sendCounts[d]);
+    if (sendCounts[d] == 0)
+      continue;
+    if (device)
+      cuda::download(out[d].data(), reinterpret_cast<cuda::CUdeviceptr>(send) + at, sendCounts[d]);
+    else
+      std::memcpy(out[d].data(), static_cast<const uint8_t *>(send) + at, sendCounts[d]);
+    at += sendCounts[d];
+  }
+  allToAll(out, in);
+  at = 0;
+  for (int64_t s = 0; s < R; ++s) {
+    if (in[s].size() != recvCounts[s])
+      throw Error("EP: rank " + std::to_string(s) + " sent " + std::to_string(in[s].size()) +
+                  " bytes where " + std::to_string(recvCounts[s]) + " were expected");
+    if (recvCounts[s] == 0)
+      continue;
+    if (device)
+      cuda::upload(reinterpret_cast<cuda::CUdeviceptr>(recv) + at, in[s].data(), recvCounts[s]);
+    else
+      std::memcpy(static_cast<uint8_t *>(recv) + at, in[s].data(), recvCounts[s]);
+    at += recvCounts[s];
+  }
 }
 
 std::vector<int64_t> countPairs(const int32_t *idx, int64_t pairs, int64_t experts) {

@@ -60,6 +60,13 @@ public:
   /// Rank r sends send[d] to every rank d and receives recv[s] from every s.
   virtual void allToAll(const std::vector<std::vector<uint8_t>> &send,
                         std::vector<std::vector<uint8_t>> &recv) = 0;
+  /// Rank r sends sendCounts[d] bytes to each d from `send` (contiguous, in
+  /// rank order) and receives recvCounts[s] bytes from each s into `recv`
+  /// (the same layout). `device`: the pointers are CUDA device memory. The
+  /// default stages through host messages; NCCL sends device buffers
+  /// directly.
+  virtual void allToAllBuffers(const void *send, const std::vector<size_t> &sendCounts, void *recv,
+                               const std::vector<size_t> &recvCounts, bool device);
   /// Marks the group failed (a rank's own error), so no rank waits forever.
   virtual void abort(const std::string &why) = 0;
   /// Bytes sent so far (for the dispatch/combine benchmark).

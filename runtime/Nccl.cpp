@@ -129,6 +129,36 @@ public:
       bytesSent += static_cast<int64_t>(m.size());
   }
 
+  void allToAllBuffers(const void *send, const std::vector<size_t> &sendCounts, void *recv,
+                       const std::vector<size_t> &recvCounts, bool device) override {
+    if (!device) {
+      Transport::allToAllBuffers(send, sendCounts, recv, recvCounts, device);
+      return;
+    }
+    if (failed)
+      throw Error(failure);
+    // Device buffers: NCCL reads and writes them where they are.
+    Nccl &nc = nccl();
+    void *stream = cuda::stream();
+    size_t so = 0, ro = 0;
+    check(nc.groupStart(), "ncclGroupStart");
+    for (int64_t p = 0; p < n; ++p) {
+      if (sendCounts[p])
+        check(nc.send(static_cast<const uint8_t *>(send) + so, sendCounts[p], kUint8,
+                      static_cast<int>(p), comm, stream),
+              "ncclSend");
+      if (recvCounts[p])
+        check(nc.recv(static_cast<uint8_t *>(recv) + ro, recvCounts[p], kUint8,
+                      static_cast<int>(p), comm, stream),
+              "ncclRecv");
+      so += sendCounts[p];
+      ro += recvCounts[p];
+      bytesSent += static_cast<int64_t>(sendCounts[p]);
+    }
+    check(nc.groupEnd(), "ncclGroupEnd");
+    wait();
+  }
+
   void abort(const std::string &why) override {
     failed = true;
     failure = "EP rank " + std::to_string(me) + " failed: " + why;

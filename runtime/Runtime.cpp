@@ -1100,56 +1100,51 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
   for (int64_t d = 0; d < R; ++d)
     for (int32_t p : sentPairs[d])
       sendRows.push_back(static_cast<int32_t>(p / K));
-  std::vector<uint8_t> packed(sendRows.size() * rowBytes);
-  if (!sendRows.empty()) {
+  if (!sendRows.empty())
     gatherRows(zb, {T, L}, sendRows, epSend);
-    epSend->read(packed.data(), packed.size());
-  }
-  // Message to d: its experts (int32 each), then its rows.
-  size_t at = 0;
+  // Each destination's experts (small, through host messages) ...
   for (int64_t d = 0; d < R; ++d) {
     Writer w;
     w.put(reinterpret_cast<const uint8_t *>(sentExperts[d].data()),
           sentExperts[d].size() * sizeof(int32_t));
-    w.put(packed.data() + at, sentPairs[d].size() * rowBytes);
-    at += sentPairs[d].size() * rowBytes;
     send[d] = std::move(w.bytes);
   }
   tr.allToAll(send, recv);
-  auto t3 = now();
-
-  // 4. The compiled expert kernel on the received pairs: one row each, the
-  //    expert in slot 0 and no expert (-1) in the other slots.
   std::vector<int64_t> fromRank(R, 0);
   int64_t n = 0;
   for (int64_t s = 0; s < R; ++s) {
-    if (recv[s].size() % (4 + rowBytes))
+    if (recv[s].size() % 4)
       throw Error("EP: malformed dispatch message from rank " + std::to_string(s));
-    fromRank[s] = static_cast<int64_t>(recv[s].size()) / (4 + rowBytes);
+    fromRank[s] = static_cast<int64_t>(recv[s].size()) / 4;
     n += fromRank[s];
   }
+  // ... then the rows, buffer to buffer (device to device over NCCL).
+  std::vector<size_t> sendBytes(R), recvBytes(R);
+  for (int64_t d = 0; d < R; ++d) {
+    sendBytes[d] = sentPairs[d].size() * rowBytes;
+    recvBytes[d] = fromRank[d] * rowBytes;
+  }
+  tr.allToAllBuffers(epSend->data, sendBytes, epZ->data, recvBytes, gpu);
+  auto t3 = now();
+
+  // 4. The compiled expert kernel on the received pairs: one row each, the
+  //    expert's local slot in top-k slot 0 and no expert (-1) in the others.
   ep.pairsComputed += n;
   const int64_t yes = dtypeBytes(yb->dtype), outRow = L * yes;
-  std::vector<uint8_t> yrows(n * outRow);
   if (n > 0) {
-    std::vector<uint8_t> zr(n * rowBytes);
     std::vector<int32_t> ir(n * K, -1);
     int64_t row = 0;
     for (int64_t s = 0; s < R; ++s) {
       Reader r{recv[s]};
-      for (int64_t j = 0; j < fromRank[s]; ++j) {
+      for (int64_t j = 0; j < fromRank[s]; ++j, ++row) {
         int32_t x = r.get<int32_t>();
         auto it = slotOf.find(x);
         if (it == slotOf.end())
           throw Error("EP: rank " + std::to_string(s) + " sent a pair of expert " +
                       std::to_string(x) + " that this rank does not hold");
-        ir[(row + j) * K] = static_cast<int32_t>(it->second);
+        ir[row * K] = static_cast<int32_t>(it->second);
       }
-      std::memcpy(zr.data() + row * rowBytes, r.take(fromRank[s] * rowBytes),
-                  fromRank[s] * rowBytes);
-      row += fromRank[s];
     }
-    epZ->write(zr.data(), zr.size());
     epZ->dims = {n, L};
     epIdx->write(ir.data(), ir.size() * sizeof(int32_t));
     epIdx->dims = {n, K};
@@ -1176,33 +1171,24 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     for (int64_t r = 0; r < n; ++r)
       slot0[r] = static_cast<int32_t>(r * K);
     gatherRows(epY, {n * K, L}, slot0, epOut);
-    epOut->read(yrows.data(), yrows.size());
   }
   auto t5 = now();
 
-  // 5. Combine: outputs back to their sources, in the order they came.
-  int64_t row = 0;
-  for (int64_t s = 0; s < R; ++s) {
-    send[s].assign(yrows.begin() + row * outRow, yrows.begin() + (row + fromRank[s]) * outRow);
-    row += fromRank[s];
-  }
-  tr.allToAll(send, recv);
-  // The unpermute: every pair's output row, back in [T, K] order, gathered on
-  // the device from the rows as received.
-  std::vector<uint8_t> back;
-  std::vector<int32_t> inverse(T * K, -1);
+  // 5. Combine: outputs back to their sources in the order they came
+  //    (buffer to buffer), then the unpermute gathers every pair's output row
+  //    back into [T, K] order on the device.
   for (int64_t d = 0; d < R; ++d) {
-    if (static_cast<int64_t>(recv[d].size()) != static_cast<int64_t>(sentPairs[d].size()) * outRow)
-      throw Error("EP: rank " + std::to_string(d) + " returned " + std::to_string(recv[d].size()) +
-                  " bytes of expert outputs for " + std::to_string(sentPairs[d].size()) + " pairs");
-    for (size_t j = 0; j < sentPairs[d].size(); ++j)
-      inverse[sentPairs[d][j]] = static_cast<int32_t>(back.size() / outRow + j);
-    back.insert(back.end(), recv[d].begin(), recv[d].end());
+    sendBytes[d] = fromRank[d] * outRow;
+    recvBytes[d] = sentPairs[d].size() * outRow;
   }
-  if (T > 0) {
-    epRecv->write(back.data(), back.size());
+  tr.allToAllBuffers(epOut->data, sendBytes, epRecv->data, recvBytes, gpu);
+  std::vector<int32_t> inverse(T * K, -1);
+  int64_t pos = 0;
+  for (int64_t d = 0; d < R; ++d)
+    for (int32_t p : sentPairs[d])
+      inverse[p] = static_cast<int32_t>(pos++);
+  if (T > 0)
     gatherRows(epRecv, {T * K, L}, inverse, yb);
-  }
   yb->dims = {T, K, L};
 
   // 6. Replicas are dropped after the layer (a later step fetches again).

@@ -20,7 +20,8 @@ usage: k3-ep-bench [--transport inproc|nccl] [--ranks R] [--iters N]
 Prints two tables:
   1. all-to-all bandwidth against message size (bytes each rank sends to each
      other rank; what dispatch and combine do every MoE layer): time per
-     exchange and GB/s sent per rank. inproc: R threads of this process
+     exchange and GB/s sent per rank; with nccl also from device buffers
+     (what k3-run's EP exchange sends). inproc: R threads of this process
      (default R = 4); nccl: this process's GPU, R = 1 (self send/recv through
      NCCL, including the host<->device staging k3-run uses), or R processes
      started with K3C_EP_RANK / K3C_EP_WORLD / K3C_EP_ID_FILE.
@@ -59,6 +60,46 @@ static void bandwidth(Transport &t, int64_t iters, bool print) {
     if (print)
       std::printf("%-14lld %12.1f %14.2f\n", static_cast<long long>(bytes), s * 1e6,
                   static_cast<double>(bytes * R) / s / 1e9);
+  }
+}
+
+/// The same sweep with the bytes in device memory (what k3-run's EP exchange
+/// sends over NCCL: the permuted rows where the row kernel wrote them).
+static void deviceBandwidth(Transport &t, int64_t iters, bool print) {
+  const int64_t R = t.size();
+  if (print)
+    std::printf("\ndevice buffers\n%-14s %12s %14s\n", "message bytes", "us/exchange",
+                "GB/s per rank");
+  for (int64_t bytes : {int64_t(4) << 10, int64_t(64) << 10, int64_t(1) << 20, int64_t(8) << 20,
+                        int64_t(64) << 20}) {
+    size_t total = static_cast<size_t>(bytes * R);
+    cuda::CUdeviceptr src = cuda::alloc(total, "benchmark send buffer"),
+                      dst = cuda::alloc(total, "benchmark receive buffer");
+    std::vector<uint8_t> host(total);
+    for (int64_t d = 0; d < R; ++d)
+      std::fill(host.begin() + d * bytes, host.begin() + (d + 1) * bytes,
+                static_cast<uint8_t>(7 * t.rank() + d + 1));
+    cuda::upload(src, host.data(), total);
+    std::vector<size_t> counts(R, static_cast<size_t>(bytes));
+    auto *s = reinterpret_cast<void *>(src);
+    auto *r = reinterpret_cast<void *>(dst);
+    t.allToAllBuffers(s, counts, r, counts, true); // warm-up and check
+    cuda::download(host.data(), dst, total);
+    for (int64_t from = 0; from < R; ++from)
+      if (host[from * bytes] != static_cast<uint8_t>(7 * from + t.rank() + 1) ||
+          host[(from + 1) * bytes - 1] != static_cast<uint8_t>(7 * from + t.rank() + 1))
+        throw Error("device all-to-all delivered the wrong bytes from rank " +
+                    std::to_string(from));
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < iters; ++i)
+      t.allToAllBuffers(s, counts, r, counts, true);
+    double sec =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+    if (print)
+      std::printf("%-14lld %12.1f %14.2f\n", static_cast<long long>(bytes), sec * 1e6,
+                  static_cast<double>(bytes * R) / sec / 1e9);
+    cuda::release(src);
+    cuda::release(dst);
   }
 }
 
@@ -134,6 +175,7 @@ int main(int argc, char **argv) {
       std::printf("transport: NCCL, %lld ranks, this is rank %lld (%s)\n",
                   static_cast<long long>(R), static_cast<long long>(me), cuda::deviceName().c_str());
       bandwidth(*t, iters, me == 0);
+      deviceBandwidth(*t, iters, me == 0);
     } else {
       throw Error("--transport must be inproc or nccl, got '" + kind + "'");
     }
