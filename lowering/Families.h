@@ -30,6 +30,7 @@ constexpr int64_t kLinearThreads = 256; ///< linear: 8 warps a block
 constexpr int64_t kTokTile = 8;         ///< linear: tokens a block
 constexpr int64_t kRowsPerWarp = 4;     ///< linear: weight rows a warp
 constexpr int64_t kChunkBytes = 32768;  ///< linear: staged x bytes a K chunk
+constexpr int64_t kChunkBytesOneToken = 8192; ///< linear, one-token tile
 constexpr int64_t kMlaThreads = 256;    ///< MLA: a block per (token, head)
 constexpr int64_t kGroupThreads = 256;  ///< MoE: the grouping block
 constexpr int64_t kExpertThreads = 256; ///< MoE: grouped expert GEMM blocks
@@ -47,16 +48,17 @@ struct ActRow {
   mlir::Value valid;
   llvm::SmallVector<mlir::Value> prefix;
 };
-/// One block's share of a row GEMM (Dense.cpp): for kTokTile activation rows
+/// One block's share of a row GEMM (Dense.cpp): for `tokTile` activation rows
 /// of `a` (rowOf(tt)) and `nRows` weight rows per warp (wLoad(r, k, width):
 /// `width` fp32 weights of the warp's r-th row from column k), returns each
-/// lane's partial sums acc[r * kTokTile + tt] over K (finish with warpSum).
+/// lane's partial sums acc[r * tokTile + tt] over K (finish with warpSum).
 /// The rows are staged through shared memory in chunks; `vw` is the vector
 /// width of the loads (K a multiple of it).
 llvm::SmallVector<mlir::Value>
 gemmTile(KernelBuilder &kb, ThreadBlock &tb, mlir::Value a, int64_t K, int64_t vw, int64_t nRows,
          const std::function<ActRow(mlir::Value)> &rowOf,
-         const std::function<llvm::SmallVector<mlir::Value>(int64_t, mlir::Value, int64_t)> &wLoad);
+         const std::function<llvm::SmallVector<mlir::Value>(int64_t, mlir::Value, int64_t)> &wLoad,
+         int64_t tokTile = kTokTile);
 /// The tiled y = x W^T block program (Dense.cpp).
 void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y);
 

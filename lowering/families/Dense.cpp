@@ -28,20 +28,24 @@ Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, int64_t 
 
 SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t K, int64_t vw,
                             int64_t nRows, const std::function<ActRow(Value)> &rowOf,
-                            const std::function<SmallVector<Value>(int64_t, Value, int64_t)> &wLoad) {
+                            const std::function<SmallVector<Value>(int64_t, Value, int64_t)> &wLoad,
+                            int64_t tokTile) {
   auto at = cast<MemRefType>(a.getType());
   int64_t aBytes = at.getElementTypeBitWidth() / 8;
-  int64_t kc = std::min<int64_t>(K, kChunkBytes / (kTokTile * aBytes));
+  // A one-token tile shares its launch with the kTokTile one: a smaller chunk
+  // keeps their shared memory together under the static limit.
+  int64_t budget = tokTile == 1 ? kChunkBytesOneToken : kChunkBytes;
+  int64_t kc = std::min<int64_t>(K, budget / (tokTile * aBytes));
   kc -= kc % vw;
   int64_t chunks = (K + kc - 1) / kc;
-  Value xs = kb.shared(tb, {kTokTile, kc}, at.getElementType());
-  SmallVector<Value> zeros(nRows * kTokTile, kb.f32(0.0));
+  Value xs = kb.shared(tb, {tokTile, kc}, at.getElementType());
+  SmallVector<Value> zeros(nRows * tokTile, kb.f32(0.0));
   return kb.loop(kb.idx(0), kb.idx(chunks), zeros, [&](Value c, ValueRange acc) {
     Value k0 = kb.mul(c, kc);
     Value len = K % kc ? kb.minu(kb.idx(kc), kb.sub(kb.idx(K), k0)) : kb.idx(kc);
     Value vecs = kb.div(len, vw);
     // Stage the tile's activation rows (zeros for rows past the end).
-    kb.strided(tb, kb.idx(0), kb.mul(vecs, kTokTile), [&](Value i) {
+    kb.strided(tb, kb.idx(0), kb.mul(vecs, tokTile), [&](Value i) {
       Value tt = kb.div(i, vecs), kv = kb.mul(kb.rem(i, vecs), vw);
       ActRow row = rowOf(tt);
       kb.ifThenElse(
@@ -57,13 +61,13 @@ SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t
     SmallVector<Value> next = kb.loopStep(
         kb.mul(tb.lane, vw), len, kb.idx(tb.lanes * vw), acc, [&](Value kv, ValueRange in) {
           SmallVector<SmallVector<Value>> xv;
-          for (int64_t tt = 0; tt < kTokTile; ++tt)
+          for (int64_t tt = 0; tt < tokTile; ++tt)
             xv.push_back(kb.loadVec(xs, {kb.idx(tt), kv}, vw));
           SmallVector<Value> out(in);
           for (int64_t r = 0; r < nRows; ++r) {
             SmallVector<Value> wv = wLoad(r, kb.add(k0, kv), vw);
-            for (int64_t tt = 0; tt < kTokTile; ++tt) {
-              Value &o = out[r * kTokTile + tt];
+            for (int64_t tt = 0; tt < tokTile; ++tt) {
+              Value &o = out[r * tokTile + tt];
               for (int64_t j = 0; j < vw; ++j)
                 o = kb.fadd(o, kb.fmul(wv[j], xv[tt][j]));
             }
@@ -80,7 +84,10 @@ SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t
 /// tokens' x in shared memory, kChunkBytes at a time (16-byte loads); each
 /// warp owns kRowsPerWarp rows of W and its lanes split K, reading W 16 bytes
 /// at a time (each row streamed once per token tile), then reduce by
-/// shuffles. On the host: one thread per block, the same loop nest.
+/// shuffles. On the GPU a single-token step (decode at batch 1) branches,
+/// uniformly for the whole launch, to a one-token tile (no arithmetic on
+/// empty rows); one launch, one module. On the host: one thread per block,
+/// the same loop nest.
 void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y) {
   auto xt = cast<MemRefType>(x.getType());
   int64_t K = xt.getDimSize(1), O = cast<MemRefType>(w.getType()).getDimSize(0);
@@ -89,27 +96,36 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y) {
   int64_t warps = kb.gpu() ? kLinearThreads / 32 : 1, rowsPerBlock = kRowsPerWarp * warps;
   kb.blocks({kb.ceilDiv(T, kTokTile), kb.idx((O + rowsPerBlock - 1) / rowsPerBlock)},
             kLinearThreads, [&](ValueRange bid, ThreadBlock &tb) {
-    Value t0 = kb.mul(bid[0], kTokTile);
     Value r0 = kb.add(kb.mul(bid[1], rowsPerBlock), kb.mul(tb.warp, kRowsPerWarp));
     // Rows past O read row O-1 and are not stored.
     SmallVector<Value> rows;
     for (int64_t r = 0; r < kRowsPerWarp; ++r)
       rows.push_back(kb.minu(kb.add(r0, r), kb.idx(O - 1)));
-    SmallVector<Value> acc = gemmTile(
-        kb, tb, x, K, vw, kRowsPerWarp,
-        [&](Value tt) {
-          Value t = kb.add(t0, tt);
-          return ActRow{kb.ult(t, T), {t}};
-        },
-        [&](int64_t r, Value k, int64_t width) { return kb.loadVec(w, {rows[r], k}, width); });
-    for (int64_t r = 0; r < kRowsPerWarp; ++r)
-      for (int64_t tt = 0; tt < kTokTile; ++tt) {
-        Value v = kb.warpSum(tb, acc[r * kTokTile + tt]);
-        Value t = kb.add(t0, kb.idx(tt)), o = kb.add(r0, kb.idx(r));
-        Value ok = kb.andi(kb.andi(kb.ieq(tb.lane, kb.idx(0)), kb.ult(t, T)),
-                           kb.ult(o, kb.idx(O)));
-        kb.ifThen(ok, [&] { kb.storeF32(v, y, {t, o}); });
-      }
+    auto tile = [&](int64_t tokTile) {
+      Value t0 = kb.mul(bid[0], kTokTile);
+      SmallVector<Value> acc = gemmTile(
+          kb, tb, x, K, vw, kRowsPerWarp,
+          [&](Value tt) {
+            Value t = kb.add(t0, tt);
+            return ActRow{kb.ult(t, T), {t}};
+          },
+          [&](int64_t r, Value k, int64_t width) { return kb.loadVec(w, {rows[r], k}, width); },
+          tokTile);
+      for (int64_t r = 0; r < kRowsPerWarp; ++r)
+        for (int64_t tt = 0; tt < tokTile; ++tt) {
+          Value v = kb.warpSum(tb, acc[r * tokTile + tt]);
+          Value t = kb.add(t0, kb.idx(tt)), o = kb.add(r0, kb.idx(r));
+          Value ok = kb.andi(kb.andi(kb.ieq(tb.lane, kb.idx(0)), kb.ult(t, T)),
+                             kb.ult(o, kb.idx(O)));
+          kb.ifThen(ok, [&] { kb.storeF32(v, y, {t, o}); });
+        }
+    };
+    if (!kb.gpu()) {
+      tile(kTokTile);
+      return;
+    }
+    kb.ifThenElse(
+        kb.ieq(T, kb.idx(1)), [&] { tile(1); }, [&] { tile(kTokTile); });
   });
 }
 
