@@ -21,7 +21,6 @@
 #include <map>
 #include <numeric>
 #include <exception>
-#include <functional>
 #include <thread>
 
 namespace fs = std::filesystem;
@@ -82,6 +81,12 @@ struct Buffer {
       cuda::upload(reinterpret_cast<cuda::CUdeviceptr>(data) + off, src, n);
     else
       std::memcpy(static_cast<uint8_t *>(data) + off, src, n);
+  }
+  void clearAt(size_t off, size_t n) {
+    if (device)
+      cuda::zero(reinterpret_cast<cuda::CUdeviceptr>(data) + off, n);
+    else
+      std::memset(static_cast<uint8_t *>(data) + off, 0, n);
   }
   void readAt(size_t off, void *dst, size_t n) const {
     if (device)
@@ -191,6 +196,29 @@ float toF32(const uint8_t *p, DType t) {
   }
 }
 
+/// The routed experts' exchange (EP) running on a worker thread while the
+/// launches that do not read its result (the shared experts) run on the
+/// caller's (on the GPU: enqueued on the same stream from both threads).
+struct PendingExchange {
+  std::thread thread;
+  std::exception_ptr error;
+  std::vector<int64_t> outputs;
+  bool feeds(const Launch &l) const {
+    for (int64_t in : l.inputs)
+      if (std::find(outputs.begin(), outputs.end(), in) != outputs.end())
+        return true;
+    return false;
+  }
+  void join() {
+    if (!thread.joinable())
+      return;
+    thread.join();
+    outputs.clear();
+    if (error)
+      std::rethrow_exception(std::exchange(error, nullptr));
+  }
+};
+
 class HostModel : public Model {
 public:
   HostModel(const std::string &dir, const LoadOptions &o) : dir(dir), opts(o) { load(); }
@@ -260,13 +288,29 @@ private:
   std::vector<float> run(Entry &e, const std::vector<int64_t> &ids,
                          const std::vector<int64_t> &seqLens, bool graph = false);
   void launchAll(Entry &e, int64_t T);
-  void launchEach(Entry &e, int64_t T, std::vector<Buffer *> &bufOf, std::thread &pending,
-                  std::exception_ptr &pendingError, std::vector<int64_t> &pendingOut,
-                  const std::function<void()> &join);
+  void launchStep(Entry &e, Launch &l, int64_t T, std::vector<Buffer *> &bufOf,
+                  PendingExchange &pending);
   /// Under EP: moves each shared-expert launch after the routed-expert launch
   /// that follows it (when nothing in between reads its result), so the
   /// shared experts compute while the routed pairs are exchanged.
   static void overlapSharedExperts(Entry &e);
+  /// The buffer of each argument of launch `l` (MXFP4 scale bytes for scale
+  /// components, the kernel's own scratch).
+  std::vector<Buffer *> argBuffers(Entry &e, Launch &l, const std::vector<Buffer *> &bufOf) {
+    KernelSpec &k = *l.kernel;
+    std::vector<Buffer *> argBuf(k.args.size(), nullptr);
+    for (size_t i = 0; i < k.args.size(); ++i) {
+      const ArgSpec &a = k.args[i];
+      if (a.kind == "input")
+        argBuf[i] = a.component == 1 ? e.values[l.inputs[a.index]].scales
+                                     : bufOf[l.inputs[a.index]];
+      else if (a.kind == "output")
+        argBuf[i] = bufOf[l.outputs[a.index]];
+      else
+        argBuf[i] = k.scratch[i].get();
+    }
+    return argBuf;
+  }
   /// One kernel launch with a buffer per argument (inputs carry their dims).
   void launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, int64_t T);
   /// The routed experts of one MoE layer across the EP group.
@@ -760,94 +804,65 @@ void HostModel::launchAll(Entry &e, int64_t T) {
   std::vector<Buffer *> bufOf(e.values.size());
   for (Value &v : e.values)
     bufOf[v.id] = v.buf;
-  // Under EP the routed experts' exchange runs on a worker thread while the
-  // following launches that do not read its result (the shared experts) run
-  // here (on the GPU: enqueued on the same stream from both threads).
-  std::thread pending;
-  std::exception_ptr pendingError;
-  std::vector<int64_t> pendingOut;
-  auto join = [&] {
-    if (!pending.joinable())
-      return;
-    pending.join();
-    pendingOut.clear();
-    if (pendingError)
-      std::rethrow_exception(std::exchange(pendingError, nullptr));
-  };
+  PendingExchange pending;
   try {
-    launchEach(e, T, bufOf, pending, pendingError, pendingOut, join);
+    for (Launch &l : e.launches)
+      launchStep(e, l, T, bufOf, pending);
+    pending.join();
   } catch (...) {
-    if (pending.joinable()) {
+    if (pending.thread.joinable()) { // its peers must not wait for this rank
       opts.ep->abort("a kernel launch failed on this rank");
-      pending.join();
+      pending.thread.join();
     }
     throw;
   }
-  join();
 }
 
-void HostModel::launchEach(Entry &e, int64_t T, std::vector<Buffer *> &bufOf,
-                           std::thread &pending, std::exception_ptr &pendingError,
-                           std::vector<int64_t> &pendingOut, const std::function<void()> &join) {
-  for (Launch &l : e.launches) {
-    KernelSpec &k = *l.kernel;
-    for (int64_t in : l.inputs)
-      if (std::find(pendingOut.begin(), pendingOut.end(), in) != pendingOut.end()) {
-        join();
-        break;
-      }
-    // Outputs aliasing inputs (state updated in place) share their buffer.
-    for (size_t p = 0; p < l.outputs.size(); ++p)
-      if (k.resultAliases[p] >= 0)
-        bufOf[l.outputs[p]] = bufOf[l.inputs[k.resultAliases[p]]];
-    if (opts.ep && k.family == "moe_experts") {
-      join(); // one exchange at a time
-      if (!profiling && !tracing) {
-        pendingOut = l.outputs;
-        pending = std::thread([this, &e, &l, &bufOf, &pendingError] {
-          try {
-            if (gpu)
-              cuda::bindThread();
-            runExpertsEP(e, l, bufOf);
-          } catch (...) {
-            pendingError = std::current_exception();
-          }
-        });
-      } else {
-        runExpertsEP(e, l, bufOf);
-      }
+void HostModel::launchStep(Entry &e, Launch &l, int64_t T, std::vector<Buffer *> &bufOf,
+                           PendingExchange &pending) {
+  KernelSpec &k = *l.kernel;
+  if (pending.feeds(l))
+    pending.join();
+  // Outputs aliasing inputs (state updated in place) share their buffer.
+  for (size_t p = 0; p < l.outputs.size(); ++p)
+    if (k.resultAliases[p] >= 0)
+      bufOf[l.outputs[p]] = bufOf[l.inputs[k.resultAliases[p]]];
+  if (opts.ep && k.family == "moe_experts") {
+    pending.join(); // one exchange at a time
+    if (!profiling && !tracing) {
+      pending.outputs = l.outputs;
+      pending.thread = std::thread([this, &e, &l, &bufOf, &pending] {
+        try {
+          if (gpu)
+            cuda::bindThread();
+          runExpertsEP(e, l, bufOf);
+        } catch (...) {
+          pending.error = std::current_exception();
+        }
+      });
     } else {
-      std::vector<Buffer *> argBuf(k.args.size(), nullptr);
-      for (size_t i = 0; i < k.args.size(); ++i) {
-        const ArgSpec &a = k.args[i];
-        if (a.kind == "input")
-          argBuf[i] = a.component == 1 ? e.values[l.inputs[a.index]].scales
-                                       : bufOf[l.inputs[a.index]];
-        else if (a.kind == "output")
-          argBuf[i] = bufOf[l.outputs[a.index]];
-        else
-          argBuf[i] = k.scratch[i].get();
-      }
-      launchOne(k, argBuf, T);
+      runExpertsEP(e, l, bufOf);
     }
-    if (tracing)
-      for (int64_t out : l.outputs) {
-        const Value &v = e.values[out];
-        if (v.trace.empty())
-          continue;
-        Buffer *b = bufOf[out];
-        int64_t n = 1;
-        for (int64_t d : b->dims)
-          n *= d;
-        std::vector<uint8_t> raw(n * dtypeBytes(b->dtype));
-        b->read(raw.data(), raw.size());
-        std::vector<float> f(n);
-        for (int64_t i = 0; i < n; ++i)
-          f[i] = toF32(raw.data() + i * dtypeBytes(b->dtype),
-                       b->dtype == "bf16" ? DType::BF16 : b->dtype == "f16" ? DType::F16 : DType::F32);
-        traces[v.trace] = std::move(f);
-      }
+  } else {
+    launchOne(k, argBuffers(e, l, bufOf), T);
   }
+  if (tracing)
+    for (int64_t out : l.outputs) {
+      const Value &v = e.values[out];
+      if (v.trace.empty())
+        continue;
+      Buffer *b = bufOf[out];
+      int64_t n = 1;
+      for (int64_t d : b->dims)
+        n *= d;
+      std::vector<uint8_t> raw(n * dtypeBytes(b->dtype));
+      b->read(raw.data(), raw.size());
+      std::vector<float> f(n);
+      for (int64_t i = 0; i < n; ++i)
+        f[i] = toF32(raw.data() + i * dtypeBytes(b->dtype),
+                     b->dtype == "bf16" ? DType::BF16 : b->dtype == "f16" ? DType::F16 : DType::F32);
+      traces[v.trace] = std::move(f);
+    }
 }
 
 void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, int64_t T) {
@@ -974,12 +989,9 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
   auto now = [] { return std::chrono::steady_clock::now(); };
   auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   ++ep.layers;
-  std::vector<uint8_t> z(T * rowBytes);
-  std::vector<int32_t> idx(T * K);
-  if (T > 0) {
-    zb->read(z.data(), z.size());
+  std::vector<int32_t> idx(T * K); // the router's choices (the latents stay on the device)
+  if (T > 0)
     ib->read(idx.data(), idx.size() * sizeof(int32_t));
-  }
   int64_t sent0 = tr.bytesSent;
   Buffer *yb = bufOf[l.outputs[0]];
   if (!epZ) {
@@ -1148,18 +1160,15 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     epZ->dims = {n, L};
     epIdx->write(ir.data(), ir.size() * sizeof(int32_t));
     epIdx->dims = {n, K};
-    std::vector<Buffer *> argBuf(k.args.size(), nullptr);
+    // The launch's own buffers, with the received pairs in place of the
+    // latents, expert ids and outputs.
+    std::vector<Buffer *> argBuf = argBuffers(e, l, bufOf);
     for (size_t i = 0; i < k.args.size(); ++i) {
       const ArgSpec &a = k.args[i];
-      if (a.kind == "input")
-        argBuf[i] = a.index == 0   ? epZ
-                    : a.index == 1 ? epIdx
-                    : a.component == 1 ? e.values[l.inputs[a.index]].scales
-                                       : bufOf[l.inputs[a.index]];
+      if (a.kind == "input" && (a.index == 0 || a.index == 1))
+        argBuf[i] = a.index == 0 ? epZ : epIdx;
       else if (a.kind == "output")
         argBuf[i] = epY;
-      else
-        argBuf[i] = k.scratch[i].get();
     }
     auto t4 = now();
     launchOne(k, argBuf, n);
@@ -1193,11 +1202,8 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
 
   // 6. Replicas are dropped after the layer (a later step fetches again).
   for (size_t j = 0; j < fetched.size(); ++j)
-    for (Buffer *b : wbufs) {
-      int64_t per = slotBytes(b);
-      std::vector<uint8_t> zeros(per, 0);
-      b->writeAt((es.home + static_cast<int64_t>(j)) * per, zeros.data(), per);
-    }
+    for (Buffer *b : wbufs)
+      b->clearAt((es.home + static_cast<int64_t>(j)) * slotBytes(b), slotBytes(b));
   ep.exchangeSeconds += secs(t0, t1) + secs(t2, t3) + secs(t5, now());
   ep.bytesSent += tr.bytesSent - sent0;
 }
