@@ -148,22 +148,18 @@ void KernelBuilder::barrier(ThreadBlock &tb) {
     gpu::BarrierOp::create(b, loc);
 }
 
-static Value shuffleReduce(KernelBuilder &kb, ThreadBlock &tb, Value v, bool isMax) {
+Value KernelBuilder::warpSum(ThreadBlock &tb, Value v) {
   if (!tb.launch)
     return v;
-  Type i32 = kb.b.getI32Type();
-  Value width = arith::ConstantIntOp::create(kb.b, kb.loc, i32, 32);
+  Type i32 = b.getI32Type();
+  Value width = arith::ConstantIntOp::create(b, loc, i32, 32);
   for (int64_t off = 16; off >= 1; off /= 2) {
-    Value o = arith::ConstantIntOp::create(kb.b, kb.loc, i32, off);
-    Value other =
-        gpu::ShuffleOp::create(kb.b, kb.loc, v, o, width, gpu::ShuffleMode::XOR).getShuffleResult();
-    v = isMax ? kb.fmax(v, other) : kb.fadd(v, other);
+    Value o = arith::ConstantIntOp::create(b, loc, i32, off);
+    v = fadd(v, gpu::ShuffleOp::create(b, loc, v, o, width, gpu::ShuffleMode::XOR)
+                    .getShuffleResult());
   }
   return v;
 }
-
-Value KernelBuilder::warpSum(ThreadBlock &tb, Value v) { return shuffleReduce(*this, tb, v, false); }
-Value KernelBuilder::warpMax(ThreadBlock &tb, Value v) { return shuffleReduce(*this, tb, v, true); }
 
 Value KernelBuilder::blockSum(ThreadBlock &tb, Value v, Value red) {
   v = warpSum(tb, v);

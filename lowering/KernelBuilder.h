@@ -186,9 +186,8 @@ public:
   Value shared(ThreadBlock &tb, llvm::ArrayRef<int64_t> shape, mlir::Type elementType);
   /// Synchronizes the block's threads (nothing on the host).
   void barrier(ThreadBlock &tb);
-  /// Sum / max over a warp's lanes (butterfly shuffles; all lanes get it).
+  /// Sum over a warp's lanes (butterfly shuffles; all lanes get it).
   Value warpSum(ThreadBlock &tb, Value v);
-  Value warpMax(ThreadBlock &tb, Value v);
   /// Sum over the block's threads; `red` is shared f32 [warps] scratch.
   /// Every thread gets the total; contains barriers (call uniformly).
   Value blockSum(ThreadBlock &tb, Value v, Value red);

@@ -15,12 +15,8 @@ namespace k3c::lowering {
 /// Sum of squares of x[row, base .. base + d) over a warp's lanes.
 static Value headSumSq(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, Value base,
                        int64_t d) {
-  Value part = kb.loopStep(tb.lane, kb.idx(d), kb.idx(tb.lanes), ValueRange{kb.f32(0.0)},
-                           [&](Value i, ValueRange a) {
-                             Value v = kb.loadF32(x, {row, kb.add(base, i)});
-                             return SmallVector<Value>{kb.fadd(a[0], kb.fmul(v, v))};
-                           })[0];
-  return kb.warpSum(tb, part);
+  auto elem = [&](Value i) { return SmallVector<Value>{kb.loadF32(x, {row, kb.add(base, i)})}; };
+  return kb.warpDot(tb, d, 1, elem, elem);
 }
 
 /// The chunked delta rule (spec §4.4), C = the tiling pass's chunk size (its
@@ -120,14 +116,11 @@ static bool lowerChunkedDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerStat
       kb.barrier(tb);
       // C. A warp per value row j of the state.
       kb.loopStep(tb.warp, kb.idx(dv), kb.idx(tb.warps), [&](Value j) {
+        // A[r, :] . S[j, :] over the warp's lanes.
         auto laneDot = [&](Value A, Value r) {
-          Value part = kb.loopStep(tb.lane, kb.idx(dk), kb.idx(tb.lanes), ValueRange{kb.f32(0.0)},
-                                   [&](Value c, ValueRange a) {
-                                     return SmallVector<Value>{kb.fadd(
-                                         a[0], kb.fmul(kb.load(A, {r, c}),
-                                                       kb.load(S, {n, h, j, c})))};
-                                   })[0];
-          return kb.warpSum(tb, part);
+          return kb.warpDot(
+              tb, dk, 1, [&](Value c) { return SmallVector<Value>{kb.load(A, {r, c})}; },
+              [&](Value c) { return SmallVector<Value>{kb.load(S, {n, h, j, c})}; });
         };
         Value vcol = kb.add(vbase, j);
         // W and the forward substitution; every lane writes (and later reads
