@@ -138,25 +138,10 @@ public:
     if (failed)
       throw Error(failure);
     // Device buffers: NCCL reads and writes them where they are.
-    Nccl &nc = nccl();
-    void *stream = cuda::stream();
-    size_t so = 0, ro = 0;
-    check(nc.groupStart(), "ncclGroupStart");
-    for (int64_t p = 0; p < n; ++p) {
-      if (sendCounts[p])
-        check(nc.send(static_cast<const uint8_t *>(send) + so, sendCounts[p], kUint8,
-                      static_cast<int>(p), comm, stream),
-              "ncclSend");
-      if (recvCounts[p])
-        check(nc.recv(static_cast<uint8_t *>(recv) + ro, recvCounts[p], kUint8,
-                      static_cast<int>(p), comm, stream),
-              "ncclRecv");
-      so += sendCounts[p];
-      ro += recvCounts[p];
-      bytesSent += static_cast<int64_t>(sendCounts[p]);
-    }
-    check(nc.groupEnd(), "ncclGroupEnd");
-    wait();
+    sendRecv(static_cast<const uint8_t *>(send), sendCounts, static_cast<uint8_t *>(recv),
+             recvCounts);
+    for (size_t c : sendCounts)
+      bytesSent += static_cast<int64_t>(c);
   }
 
   void abort(const std::string &why) override {
@@ -181,43 +166,56 @@ private:
     cap = std::max<size_t>(need, 2 * cap);
     buf = cuda::alloc(cap, "EP staging buffer");
   }
-  /// One grouped send/recv round; `known` gives the receive sizes.
-  void exchange(const std::vector<std::vector<uint8_t>> &send,
-                std::vector<std::vector<uint8_t>> &recv, const std::vector<size_t> *known = nullptr) {
+  /// One grouped ncclSend/ncclRecv round between device buffers laid out
+  /// rank by rank, waited for (with the async-error and timeout checks).
+  void sendRecv(const uint8_t *send, const std::vector<size_t> &sendCounts, uint8_t *recv,
+                const std::vector<size_t> &recvCounts) {
     Nccl &nc = nccl();
-    std::vector<size_t> sOff(n + 1, 0), rOff(n + 1, 0);
-    for (int64_t d = 0; d < n; ++d) {
-      sOff[d + 1] = sOff[d] + send[d].size();
-      rOff[d + 1] = rOff[d] + (known ? (*known)[d] : send[d].size());
-    }
-    ensure(sendBuf, sendCap, std::max<size_t>(sOff[n], 1));
-    ensure(recvBuf, recvCap, std::max<size_t>(rOff[n], 1));
-    std::vector<uint8_t> host(sOff[n]);
-    for (int64_t d = 0; d < n; ++d)
-      std::memcpy(host.data() + sOff[d], send[d].data(), send[d].size());
-    if (!host.empty())
-      cuda::upload(sendBuf, host.data(), host.size());
     void *stream = cuda::stream();
+    size_t so = 0, ro = 0;
     check(nc.groupStart(), "ncclGroupStart");
     for (int64_t p = 0; p < n; ++p) {
-      size_t sb = sOff[p + 1] - sOff[p], rb = rOff[p + 1] - rOff[p];
-      if (sb)
-        check(nc.send(reinterpret_cast<void *>(sendBuf + sOff[p]), sb, kUint8,
-                      static_cast<int>(p), comm, stream),
+      if (sendCounts[p])
+        check(nc.send(send + so, sendCounts[p], kUint8, static_cast<int>(p), comm, stream),
               "ncclSend");
-      if (rb)
-        check(nc.recv(reinterpret_cast<void *>(recvBuf + rOff[p]), rb, kUint8,
-                      static_cast<int>(p), comm, stream),
+      if (recvCounts[p])
+        check(nc.recv(recv + ro, recvCounts[p], kUint8, static_cast<int>(p), comm, stream),
               "ncclRecv");
+      so += sendCounts[p];
+      ro += recvCounts[p];
     }
     check(nc.groupEnd(), "ncclGroupEnd");
     wait();
-    std::vector<uint8_t> back(rOff[n]);
+  }
+  /// One round through the staging buffers; `known` gives the receive sizes.
+  void exchange(const std::vector<std::vector<uint8_t>> &send,
+                std::vector<std::vector<uint8_t>> &recv, const std::vector<size_t> *known = nullptr) {
+    std::vector<size_t> sb(n), rb(n);
+    for (int64_t d = 0; d < n; ++d) {
+      sb[d] = send[d].size();
+      rb[d] = known ? (*known)[d] : sb[d];
+    }
+    std::vector<uint8_t> host;
+    for (const auto &m : send)
+      host.insert(host.end(), m.begin(), m.end());
+    size_t inBytes = 0;
+    for (size_t c : rb)
+      inBytes += c;
+    ensure(sendBuf, sendCap, std::max<size_t>(host.size(), 1));
+    ensure(recvBuf, recvCap, std::max<size_t>(inBytes, 1));
+    if (!host.empty())
+      cuda::upload(sendBuf, host.data(), host.size());
+    sendRecv(reinterpret_cast<const uint8_t *>(sendBuf), sb, reinterpret_cast<uint8_t *>(recvBuf),
+             rb);
+    std::vector<uint8_t> back(inBytes);
     if (!back.empty())
       cuda::download(back.data(), recvBuf, back.size());
     recv.assign(n, {});
-    for (int64_t s = 0; s < n; ++s)
-      recv[s].assign(back.begin() + rOff[s], back.begin() + rOff[s + 1]);
+    size_t at = 0;
+    for (int64_t s = 0; s < n; ++s) {
+      recv[s].assign(back.begin() + at, back.begin() + at + rb[s]);
+      at += rb[s];
+    }
   }
   /// Polls the stream and NCCL's async error until done or the timeout.
   void wait() {
