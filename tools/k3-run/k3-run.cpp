@@ -90,7 +90,7 @@ Err compare(const float *a, const float *ref, int64_t n) {
 /// --ep R --device cuda on one host: R processes of this program, rank r on
 /// GPU r (the r-th entry of CUDA_VISIBLE_DEVICES when set), meeting through a
 /// rendezvous file. A rank that fails stops the others.
-int launchRanks(int64_t R, int argc, char **argv) {
+int launchRanks(int64_t R, char **argv) {
   std::string idFile = (std::filesystem::temp_directory_path() /
                         ("k3c-ep-" + std::to_string(::getpid()) + ".id"))
                            .string();
@@ -124,7 +124,6 @@ int launchRanks(int64_t R, int argc, char **argv) {
     }
     pids.push_back(pid);
   }
-  (void)argc;
   int failedRank = -1, failedStatus = 0;
   for (size_t left = pids.size(); left > 0; --left) {
     int status = 0;
@@ -153,7 +152,7 @@ int launchRanks(int64_t R, int argc, char **argv) {
 
 int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64_t>> &prompts,
                       int64_t steps, double temperature, double topP, k3c::rt::LoadOptions lo,
-                      int argc, char **argv) {
+                      char **argv) {
   int64_t R = args.getInt("ep", 1);
   const int64_t B = static_cast<int64_t>(prompts.size());
   if (R < 1)
@@ -182,7 +181,7 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
       throw k3c::Error("K3C_EP_RANK=" + std::string(rankEnv) + " is outside [0, " +
                        std::to_string(R) + ")");
   } else if (nccl && R > 1) {
-    return launchRanks(R, argc, argv);
+    return launchRanks(R, argv);
   }
   lo.epBalance = !args.has("ep-no-balance");
   std::unique_ptr<k3c::rt::InProcessHub> hub;
@@ -340,7 +339,7 @@ int main(int argc, char **argv) {
     lo.progress = !args.has("quiet");
     lo.checkpoint = args.get("checkpoint");
     if (args.has("ep"))
-      return runExpertParallel(args, prompts, steps, temperature, topP, lo, argc, argv);
+      return runExpertParallel(args, prompts, steps, temperature, topP, lo, argv);
     auto t0 = std::chrono::steady_clock::now();
     auto model = k3c::rt::Model::load(args.positional[0], lo);
     double loadS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
