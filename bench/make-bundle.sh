@@ -31,5 +31,5 @@ PY
 $B/k3-compile /tmp/slice -o $D/slice-bf16 --max-tokens 256 --max-seqs 8 --max-context 512 --target=sm_90a --quiet
 rm -rf $D/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/h200.sh bench/h200-ep.sh $D/
+cp bench/h200.sh bench/h200-ep.sh bench/h200-x2-ep.sh $D/
 du -sh $D
