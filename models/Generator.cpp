@@ -5,9 +5,13 @@
 #include "models/MXFP4.h"
 #include "models/Weights.h"
 
+#include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 namespace fs = std::filesystem;
 
@@ -71,44 +75,82 @@ std::vector<uint8_t> toBytes(const std::vector<float> &v, DType t) {
 
 } // namespace
 
-std::vector<TensorData> generateWeights(const ModelConfig &c, uint64_t seed, bool progress) {
+std::vector<TensorData> generateWeights(const ModelConfig &c, const GenerateOptions &o) {
+  if (!(o.routerSkew >= 0) || o.routerSkew > 10)
+    throw Error("router skew must be in [0, 10], got " + std::to_string(o.routerSkew));
   std::vector<WeightSpec> specs = expectedWeights(c);
+  // One random stream per tensor (seed and tensor index mixed), so tensors
+  // are generated in parallel and the bytes do not depend on the thread
+  // count. Slot 2i holds tensor i, 2i+1 its MXFP4 scale.
+  std::vector<TensorData> slots(2 * specs.size());
+  std::vector<char> filled(2 * specs.size(), 0);
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex mu;
+  std::string failure;
+  ProgressLine bar("generating weights (tensors)", specs.size(), o.progress);
+  auto work = [&] {
+    for (size_t i; (i = next++) < specs.size();) {
+      try {
+        const WeightSpec &s = specs[i];
+        Rng rng(Rng(o.seed ^ (0x51ed270b27a1f3c5ull * (i + 1))).next());
+        if (s.kind != WeightKind::MXFP4Scale) {
+          TensorData t;
+          t.name = c.weightPrefix + s.name;
+          t.shape = s.shapes.front();
+          if (s.kind == WeightKind::MXFP4Packed) {
+            std::vector<int64_t> logical = {t.shape[0], t.shape[1] * 2};
+            std::vector<float> w = initValues(s, logical, c, rng);
+            TensorData scale;
+            mxfp4::quantize(w.data(), logical[0], logical[1], t.bytes, scale.bytes);
+            t.dtype = DType::U8;
+            scale.name = c.weightPrefix + s.name.substr(0, s.name.size() - 13) + "weight_scale";
+            scale.dtype = DType::U8;
+            scale.shape = {logical[0], logical[1] / mxfp4::kBlock};
+            slots[2 * i + 1] = std::move(scale);
+            filled[2 * i + 1] = 1;
+          } else {
+            t.dtype = s.storeType;
+            std::vector<float> v = initValues(s, t.shape, c, rng);
+            if (o.routerSkew > 0 && endsWith(s.name, "e_score_correction_bias"))
+              for (size_t e = 0; e < v.size(); ++e) // Zipf-like: low expert ids are hot
+                v[e] -= static_cast<float>(o.routerSkew * std::log1p(static_cast<double>(e)) /
+                                           std::log(static_cast<double>(v.size()) + 1.0));
+            t.bytes = toBytes(v, t.dtype);
+          }
+          slots[2 * i] = std::move(t);
+          filled[2 * i] = 1;
+        }
+      } catch (const std::exception &e) {
+        std::lock_guard<std::mutex> g(mu);
+        if (failure.empty())
+          failure = e.what();
+      }
+      size_t d = ++done;
+      std::lock_guard<std::mutex> g(mu);
+      bar.update(d);
+    }
+  };
+  unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 32));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < n; ++t)
+    pool.emplace_back(work);
+  work();
+  for (auto &t : pool)
+    t.join();
+  if (!failure.empty())
+    throw Error("generating weights: " + failure);
   std::vector<TensorData> out;
   out.reserve(specs.size());
-  Rng rng(seed);
-  ProgressLine bar("generating weights (tensors)", specs.size(), progress);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const WeightSpec &s = specs[i];
-    bar.update(i + 1);
-    if (s.kind == WeightKind::MXFP4Scale)
-      continue; // written together with its payload
-    TensorData t;
-    t.name = c.weightPrefix + s.name;
-    t.shape = s.shapes.front();
-    if (s.kind == WeightKind::MXFP4Packed) {
-      std::vector<int64_t> logical = {t.shape[0], t.shape[1] * 2};
-      std::vector<float> w = initValues(s, logical, c, rng);
-      TensorData scale;
-      mxfp4::quantize(w.data(), logical[0], logical[1], t.bytes, scale.bytes);
-      t.dtype = DType::U8;
-      scale.name = c.weightPrefix + s.name.substr(0, s.name.size() - 13) + "weight_scale";
-      scale.dtype = DType::U8;
-      scale.shape = {logical[0], logical[1] / mxfp4::kBlock};
-      out.push_back(std::move(t));
-      out.push_back(std::move(scale));
-      continue;
-    }
-    t.dtype = s.storeType;
-    t.bytes = toBytes(initValues(s, t.shape, c, rng), t.dtype);
-    out.push_back(std::move(t));
-  }
+  for (size_t j = 0; j < slots.size(); ++j)
+    if (filled[j])
+      out.push_back(std::move(slots[j]));
   return out;
 }
 
 void writeGeneratedCheckpoint(const std::string &configPath, const std::string &dir,
-                              uint64_t seed, int shards, bool progress) {
+                              const GenerateOptions &o, int shards) {
   ModelConfig c = loadConfig(configPath);
-  std::vector<TensorData> tensors = generateWeights(c, seed, progress);
+  std::vector<TensorData> tensors = generateWeights(c, o);
   fs::create_directories(dir);
   fs::path dst = fs::path(dir) / "config.json";
   if (!fs::exists(dst) || !fs::equivalent(configPath, dst))

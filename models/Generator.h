@@ -20,13 +20,23 @@
 
 namespace k3c {
 
-std::vector<TensorData> generateWeights(const ModelConfig &c, uint64_t seed,
-                                        bool progress = false);
+struct GenerateOptions {
+  uint64_t seed = 0;
+  bool progress = false;
+  /// Skewed routing for EP benchmarks: subtracts s·ln(1+e)/ln(E+1) from the
+  /// router's selection bias of expert e, so low expert ids are chosen more
+  /// often (Zipf-like). 0: the plain N(0, 0.01) bias.
+  double routerSkew = 0;
+};
+
+/// Every tensor of `c`'s checkpoint, generated in parallel (one random stream
+/// per tensor, so the bytes do not depend on the thread count).
+std::vector<TensorData> generateWeights(const ModelConfig &c, const GenerateOptions &o);
 
 /// Generates the weights of `configPath`'s model and writes config.json (a
 /// copy of the input) and `shards` safetensors shards with an index to `dir`.
 void writeGeneratedCheckpoint(const std::string &configPath, const std::string &dir,
-                              uint64_t seed, int shards, bool progress = false);
+                              const GenerateOptions &o, int shards);
 
 } // namespace k3c
 

@@ -86,32 +86,60 @@ Placement planPlacement(const std::vector<int64_t> &load, int64_t ranks, bool ba
 void Transport::allToAllBuffers(const void *send, const std::vector<size_t> &sendCounts,
                                 void *recv, const std::vector<size_t> &recvCounts, bool device) {
   const int64_t R = size();
+  if (static_cast<int64_t>(sendCounts.size()) != R || static_cast<int64_t>(recvCounts.size()) != R)
+    throw Error("EP: allToAllBuffers needs one count per rank (" + std::to_string(R) + ")");
+  std::vector<Piece> out, in;
+  size_t so = 0, ro = 0;
+  for (int64_t p = 0; p < R; ++p) {
+    if (sendCounts[p])
+      out.push_back({p, static_cast<uint8_t *>(const_cast<void *>(send)) + so, sendCounts[p]});
+    if (recvCounts[p])
+      in.push_back({p, static_cast<uint8_t *>(recv) + ro, recvCounts[p]});
+    so += sendCounts[p];
+    ro += recvCounts[p];
+  }
+  exchangePieces(out, in, device);
+}
+
+void Transport::exchangePieces(const std::vector<Piece> &sends, const std::vector<Piece> &recvs,
+                               bool device) {
+  const int64_t R = size();
+  auto checkPeer = [&](const Piece &p) {
+    if (p.peer < 0 || p.peer >= R)
+      throw Error("EP: a piece for rank " + std::to_string(p.peer) + " in a group of " +
+                  std::to_string(R));
+  };
   std::vector<std::vector<uint8_t>> out(R), in;
-  size_t at = 0;
-  for (int64_t d = 0; d < R; ++d) {
-    out[d].resize(sendCounts[d]);
-    if (sendCounts[d] == 0)
+  for (const Piece &p : sends) {
+    checkPeer(p);
+    auto &m = out[p.peer];
+    size_t at = m.size();
+    m.resize(at + p.bytes);
+    if (p.bytes == 0)
       continue;
     if (device)
-      cuda::download(out[d].data(), reinterpret_cast<cuda::CUdeviceptr>(send) + at, sendCounts[d]);
+      cuda::download(m.data() + at, reinterpret_cast<cuda::CUdeviceptr>(p.ptr), p.bytes);
     else
-      std::memcpy(out[d].data(), static_cast<const uint8_t *>(send) + at, sendCounts[d]);
-    at += sendCounts[d];
+      std::memcpy(m.data() + at, p.ptr, p.bytes);
   }
   allToAll(out, in);
-  at = 0;
-  for (int64_t s = 0; s < R; ++s) {
-    if (in[s].size() != recvCounts[s])
-      throw Error("EP: rank " + std::to_string(s) + " sent " + std::to_string(in[s].size()) +
-                  " bytes where " + std::to_string(recvCounts[s]) + " were expected");
-    if (recvCounts[s] == 0)
-      continue;
-    if (device)
-      cuda::upload(reinterpret_cast<cuda::CUdeviceptr>(recv) + at, in[s].data(), recvCounts[s]);
-    else
-      std::memcpy(static_cast<uint8_t *>(recv) + at, in[s].data(), recvCounts[s]);
-    at += recvCounts[s];
+  std::vector<size_t> at(R, 0);
+  for (const Piece &p : recvs) {
+    checkPeer(p);
+    if (at[p.peer] + p.bytes > in[p.peer].size())
+      throw Error("EP: rank " + std::to_string(p.peer) + " sent " +
+                  std::to_string(in[p.peer].size()) + " bytes where more were expected");
+    if (p.bytes && device)
+      cuda::upload(reinterpret_cast<cuda::CUdeviceptr>(p.ptr), in[p.peer].data() + at[p.peer],
+                   p.bytes);
+    else if (p.bytes)
+      std::memcpy(p.ptr, in[p.peer].data() + at[p.peer], p.bytes);
+    at[p.peer] += p.bytes;
   }
+  for (int64_t s = 0; s < R; ++s)
+    if (at[s] != in[s].size())
+      throw Error("EP: rank " + std::to_string(s) + " sent " + std::to_string(in[s].size()) +
+                  " bytes where " + std::to_string(at[s]) + " were expected");
 }
 
 std::vector<int64_t> countPairs(const int32_t *idx, int64_t pairs, int64_t experts) {

@@ -67,6 +67,19 @@ public:
   /// directly.
   virtual void allToAllBuffers(const void *send, const std::vector<size_t> &sendCounts, void *recv,
                                const std::vector<size_t> &recvCounts, bool device);
+  /// A piece of a grouped exchange: `bytes` at `ptr`, to or from `peer`.
+  struct Piece {
+    int64_t peer = 0;
+    void *ptr = nullptr;
+    size_t bytes = 0;
+  };
+  /// Sends and receives every piece in one collective round, with no size
+  /// messages: both sides know the pieces. Pieces between the same two ranks
+  /// match in the order they are listed; a size mismatch throws. `device`:
+  /// CUDA device pointers (NCCL moves them directly; the default stages
+  /// them through host messages). allToAllBuffers is one piece per peer.
+  virtual void exchangePieces(const std::vector<Piece> &sends, const std::vector<Piece> &recvs,
+                              bool device);
   /// Marks the group failed (a rank's own error), so no rank waits forever.
   virtual void abort(const std::string &why) = 0;
   /// Bytes sent so far (for the dispatch/combine benchmark).

@@ -129,19 +129,56 @@ public:
       bytesSent += static_cast<int64_t>(m.size());
   }
 
-  void allToAllBuffers(const void *send, const std::vector<size_t> &sendCounts, void *recv,
-                       const std::vector<size_t> &recvCounts, bool device) override {
-    if (!device) {
-      Transport::allToAllBuffers(send, sendCounts, recv, recvCounts, device);
-      return;
-    }
+  void exchangePieces(const std::vector<Piece> &sends, const std::vector<Piece> &recvs,
+                      bool device) override {
     if (failed)
       throw Error(failure);
-    // Device buffers: NCCL reads and writes them where they are.
-    sendRecv(static_cast<const uint8_t *>(send), sendCounts, static_cast<uint8_t *>(recv),
-             recvCounts);
-    for (size_t c : sendCounts)
-      bytesSent += static_cast<int64_t>(c);
+    for (const auto *list : {&sends, &recvs})
+      for (const Piece &p : *list)
+        if (p.peer < 0 || p.peer >= n)
+          throw Error("EP: a piece for rank " + std::to_string(p.peer) + " in a group of " +
+                      std::to_string(n));
+    size_t out = 0;
+    for (const Piece &p : sends)
+      out += p.bytes;
+    if (device) {
+      // Device memory: NCCL reads and writes the pieces where they are.
+      group(sends, recvs);
+    } else {
+      // Host memory: through the staging buffers, in piece order.
+      size_t in = 0;
+      for (const Piece &p : recvs)
+        in += p.bytes;
+      ensure(sendBuf, sendCap, std::max<size_t>(out, 1));
+      ensure(recvBuf, recvCap, std::max<size_t>(in, 1));
+      std::vector<uint8_t> host(out);
+      std::vector<Piece> ds, dr;
+      size_t at = 0;
+      for (const Piece &p : sends) {
+        if (p.bytes)
+          std::memcpy(host.data() + at, p.ptr, p.bytes);
+        ds.push_back({p.peer, reinterpret_cast<void *>(sendBuf + at), p.bytes});
+        at += p.bytes;
+      }
+      at = 0;
+      for (const Piece &p : recvs) {
+        dr.push_back({p.peer, reinterpret_cast<void *>(recvBuf + at), p.bytes});
+        at += p.bytes;
+      }
+      if (out)
+        cuda::upload(sendBuf, host.data(), out);
+      group(ds, dr);
+      std::vector<uint8_t> back(in);
+      if (in)
+        cuda::download(back.data(), recvBuf, in);
+      at = 0;
+      for (const Piece &p : recvs) {
+        if (p.bytes)
+          std::memcpy(p.ptr, back.data() + at, p.bytes);
+        at += p.bytes;
+      }
+    }
+    bytesSent += static_cast<int64_t>(out);
   }
 
   void abort(const std::string &why) override {
@@ -166,56 +203,36 @@ private:
     cap = std::max<size_t>(need, 2 * cap);
     buf = cuda::alloc(cap, "EP staging buffer");
   }
-  /// One grouped ncclSend/ncclRecv round between device buffers laid out
-  /// rank by rank, waited for (with the async-error and timeout checks).
-  void sendRecv(const uint8_t *send, const std::vector<size_t> &sendCounts, uint8_t *recv,
-                const std::vector<size_t> &recvCounts) {
+  /// One grouped ncclSend/ncclRecv round over device pieces (pieces between
+  /// two ranks match in order), waited for with the async-error and timeout
+  /// checks.
+  void group(const std::vector<Piece> &sends, const std::vector<Piece> &recvs) {
     Nccl &nc = nccl();
     void *stream = cuda::stream();
-    size_t so = 0, ro = 0;
     check(nc.groupStart(), "ncclGroupStart");
-    for (int64_t p = 0; p < n; ++p) {
-      if (sendCounts[p])
-        check(nc.send(send + so, sendCounts[p], kUint8, static_cast<int>(p), comm, stream),
-              "ncclSend");
-      if (recvCounts[p])
-        check(nc.recv(recv + ro, recvCounts[p], kUint8, static_cast<int>(p), comm, stream),
-              "ncclRecv");
-      so += sendCounts[p];
-      ro += recvCounts[p];
-    }
+    for (const Piece &p : sends)
+      if (p.bytes)
+        check(nc.send(p.ptr, p.bytes, kUint8, static_cast<int>(p.peer), comm, stream), "ncclSend");
+    for (const Piece &p : recvs)
+      if (p.bytes)
+        check(nc.recv(p.ptr, p.bytes, kUint8, static_cast<int>(p.peer), comm, stream), "ncclRecv");
     check(nc.groupEnd(), "ncclGroupEnd");
     wait();
   }
-  /// One round through the staging buffers; `known` gives the receive sizes.
+  /// Host messages of any size: the sizes first (8 bytes to and from every
+  /// rank), then the bytes; both through the staging buffers.
   void exchange(const std::vector<std::vector<uint8_t>> &send,
                 std::vector<std::vector<uint8_t>> &recv, const std::vector<size_t> *known = nullptr) {
-    std::vector<size_t> sb(n), rb(n);
-    for (int64_t d = 0; d < n; ++d) {
-      sb[d] = send[d].size();
-      rb[d] = known ? (*known)[d] : sb[d];
-    }
-    std::vector<uint8_t> host;
-    for (const auto &m : send)
-      host.insert(host.end(), m.begin(), m.end());
-    size_t inBytes = 0;
-    for (size_t c : rb)
-      inBytes += c;
-    ensure(sendBuf, sendCap, std::max<size_t>(host.size(), 1));
-    ensure(recvBuf, recvCap, std::max<size_t>(inBytes, 1));
-    if (!host.empty())
-      cuda::upload(sendBuf, host.data(), host.size());
-    sendRecv(reinterpret_cast<const uint8_t *>(sendBuf), sb, reinterpret_cast<uint8_t *>(recvBuf),
-             rb);
-    std::vector<uint8_t> back(inBytes);
-    if (!back.empty())
-      cuda::download(back.data(), recvBuf, back.size());
+    std::vector<Piece> out, in;
     recv.assign(n, {});
-    size_t at = 0;
-    for (int64_t s = 0; s < n; ++s) {
-      recv[s].assign(back.begin() + at, back.begin() + at + rb[s]);
-      at += rb[s];
+    for (int64_t d = 0; d < n; ++d) {
+      recv[d].resize(known ? (*known)[d] : send[d].size());
+      out.push_back({d, const_cast<uint8_t *>(send[d].data()), send[d].size()});
+      in.push_back({d, recv[d].data(), recv[d].size()});
     }
+    int64_t counted = bytesSent; // allToAll counts its payload itself
+    exchangePieces(out, in, /*device=*/false);
+    bytesSent = counted;
   }
   /// Polls the stream and NCCL's async error until done or the timeout.
   void wait() {

@@ -279,6 +279,11 @@ public:
     if (static_cast<int64_t>(tokens.size()) != batch)
       throw Error("decode got " + std::to_string(tokens.size()) + " tokens for a batch of " +
                   std::to_string(batch));
+    decoding = true;
+    struct Reset {
+      bool &flag;
+      ~Reset() { flag = false; }
+    } reset{decoding};
     return run(entries["decode"], tokens, std::vector<int64_t>(batch, 1), /*graph=*/true);
   }
 
@@ -362,6 +367,7 @@ private:
   std::map<std::string, std::vector<float>> traces;
   std::map<std::string, KernelProfile> prof;
   EpStats ep;
+  bool decoding = false; ///< inside decode() (EP statistics split)
   // EP buffers: received pairs (latents, experts, outputs), rows to send,
   // rows received back, slot-0 outputs, row indices for the row kernel.
   Buffer *epZ = nullptr, *epIdx = nullptr, *epY = nullptr, *epSend = nullptr,
@@ -1005,55 +1011,53 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     epRows = newBuffer("i32", {cap}, "EP row indices");
   }
 
-  // 1. Counts from every rank; the same plan everywhere.
+  // 1. Counts from every rank (fixed size, one round); the same plan
+  //    everywhere.
   auto t0 = now();
   std::vector<int64_t> mine = countPairs(idx.data(), T * K, E);
-  std::vector<std::vector<uint8_t>> send(R), recv;
-  for (int64_t d = 0; d < R; ++d) {
-    Writer w;
-    w.put(reinterpret_cast<const uint8_t *>(mine.data()), mine.size() * sizeof(int64_t));
-    send[d] = std::move(w.bytes);
-  }
-  tr.allToAll(send, recv);
-  std::vector<std::vector<int64_t>> counts(R, std::vector<int64_t>(E));
-  std::vector<int64_t> load(E, 0);
-  for (int64_t s = 0; s < R; ++s) {
-    if (static_cast<int64_t>(recv[s].size()) != E * 8)
-      throw Error("EP: rank " + std::to_string(s) + " sent counts for a different expert count");
-    std::memcpy(counts[s].data(), recv[s].data(), E * 8);
-    for (int64_t x = 0; x < E; ++x)
-      load[x] += counts[s][x];
-  }
+  std::vector<int64_t> out(R * E), all(R * E);
+  for (int64_t d = 0; d < R; ++d)
+    std::copy(mine.begin(), mine.end(), out.begin() + d * E);
+  std::vector<size_t> countBytes(R, E * sizeof(int64_t));
+  tr.allToAllBuffers(out.data(), countBytes, all.data(), countBytes, /*device=*/false);
+  // cum[s][x]: pairs of expert x on ranks before s (the global pair order is
+  // source rank, then the source's order).
+  std::vector<std::vector<int64_t>> cum(R + 1, std::vector<int64_t>(E, 0));
+  for (int64_t s = 0; s < R; ++s)
+    for (int64_t x = 0; x < E; ++x) {
+      if (all[s * E + x] < 0)
+        throw Error("EP: rank " + std::to_string(s) + " sent a negative pair count");
+      cum[s + 1][x] = cum[s][x] + all[s * E + x];
+    }
+  if (!std::equal(mine.begin(), mine.end(), all.begin() + me * E))
+    throw Error("EP: this rank's counts came back changed from the exchange");
   auto t1 = now();
-  Placement pl = planPlacement(load, R, opts.epBalance);
+  Placement pl = planPlacement(cum[R], R, opts.epBalance);
   auto t2 = now();
   ep.planSeconds += secs(t1, t2);
 
-  // 2. Replica weights from their home ranks.
+  // 2. Replica weights from their home ranks, slot to slot (device to device
+  //    over NCCL): every rank derives the same pieces from the plan.
   std::vector<Buffer *> wbufs = expertWeightBuffers(e, l);
-  for (auto &m : send)
-    m.clear();
   const ExpertSlots es = expertSlots(E);
   auto slotBytes = [&](Buffer *b) { return b->bytes / es.slots; };
+  auto slotPtr = [&](Buffer *b, int64_t slot) {
+    return static_cast<void *>(static_cast<uint8_t *>(b->data) + slot * slotBytes(b));
+  };
   std::vector<int64_t> fetched;
+  std::vector<Transport::Piece> wsend, wrecv;
+  bool anyReplica = false;
   for (int64_t x = 0; x < E; ++x) {
     int64_t home = homeRank(x, E, R);
     for (auto [d, n] : pl.shares[x]) {
       if (d == home || n == 0)
         continue;
-      if (d == me)
+      anyReplica = true;
+      if (d == me && (fetched.empty() || fetched.back() != x))
         fetched.push_back(x);
-      if (home != me)
-        continue;
-      Writer w;
-      w.put(static_cast<int32_t>(x));
-      for (Buffer *b : wbufs) {
-        int64_t per = slotBytes(b);
-        std::vector<uint8_t> bytes(per);
-        b->readAt((x - es.first) * per, bytes.data(), per);
-        w.put(bytes.data(), per);
-      }
-      send[d].insert(send[d].end(), w.bytes.begin(), w.bytes.end());
+      if (home == me)
+        for (Buffer *b : wbufs)
+          wsend.push_back({d, slotPtr(b, x - es.first), static_cast<size_t>(slotBytes(b))});
     }
   }
   // Local slots: home experts first, then this step's replicas.
@@ -1061,37 +1065,28 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     throw Error("EP: the placement gives rank " + std::to_string(me) + " " +
                 std::to_string(fetched.size()) + " replicas; it has room for " +
                 std::to_string(es.slots - es.home));
-  std::map<int64_t, int64_t> slotOf;
+  std::vector<int64_t> slotOf(E, -1);
   for (int64_t x = es.first; x < es.first + es.home; ++x)
     slotOf[x] = x - es.first;
-  for (size_t j = 0; j < fetched.size(); ++j)
-    slotOf[fetched[j]] = es.home + static_cast<int64_t>(j);
-  tr.allToAll(send, recv);
-  for (int64_t s = 0; s < R; ++s) {
-    Reader r{recv[s]};
-    while (!r.done()) {
-      int32_t x = r.get<int32_t>();
-      if (x < 0 || x >= E || homeRank(x, E, R) != s || !slotOf.count(x))
-        throw Error("EP: rank " + std::to_string(s) + " sent weights of expert " +
-                    std::to_string(x) + " that it does not own or this rank did not ask for");
-      for (Buffer *b : wbufs) {
-        int64_t per = slotBytes(b);
-        b->writeAt(slotOf[x] * per, r.take(per), per);
-      }
-      ++ep.replicasFetched;
-    }
+  for (size_t j = 0; j < fetched.size(); ++j) {
+    int64_t x = fetched[j], slot = es.home + static_cast<int64_t>(j);
+    slotOf[x] = slot;
+    for (Buffer *b : wbufs)
+      wrecv.push_back({homeRank(x, E, R), slotPtr(b, slot), static_cast<size_t>(slotBytes(b))});
   }
+  if (anyReplica) // the same answer on every rank: the round is collective
+    tr.exchangePieces(wsend, wrecv, gpu);
+  ep.replicasFetched += static_cast<int64_t>(fetched.size());
 
   // 3. Dispatch: each of my pairs goes to the rank whose share holds its
-  //    position in the expert's global order (source rank, then local order).
-  std::vector<int64_t> seen(E, 0), before(E, 0);
-  for (int64_t x = 0; x < E; ++x)
-    for (int64_t s = 0; s < me; ++s)
-      before[x] += counts[s][x];
-  std::vector<std::vector<int32_t>> sentPairs(R), sentExperts(R);
+  //    position in the expert's global order, grouped by expert (so the
+  //    receiver knows every row's expert from the counts and the plan: no
+  //    expert ids travel).
+  std::vector<int64_t> seen(E, 0);
+  std::vector<std::vector<int32_t>> sentPairs(R);
   for (int64_t p = 0; p < T * K; ++p) {
     int32_t x = idx[p];
-    int64_t g = before[x] + seen[x]++, acc = 0, dest = -1;
+    int64_t g = cum[me][x] + seen[x]++, acc = 0, dest = -1;
     for (auto [d, n] : pl.shares[x]) {
       if (g < acc + n) {
         dest = d;
@@ -1102,35 +1097,41 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     if (dest < 0)
       throw Error("EP: the placement lost a pair of expert " + std::to_string(x));
     sentPairs[dest].push_back(static_cast<int32_t>(p));
-    sentExperts[dest].push_back(x);
     if (dest != me)
       ++ep.pairsSent;
   }
+  for (auto &v : sentPairs)
+    std::stable_sort(v.begin(), v.end(), [&](int32_t a, int32_t b) { return idx[a] < idx[b]; });
+  // What I receive from each source: per expert (ascending), the overlap of
+  // the source's pairs with my shares; each row's local expert slot.
+  std::vector<int64_t> fromRank(R, 0);
+  std::vector<int32_t> rowSlot;
+  for (int64_t s = 0; s < R; ++s)
+    for (int64_t x = 0; x < E; ++x) {
+      int64_t lo = cum[s][x], hi = cum[s + 1][x], acc = 0;
+      if (lo == hi)
+        continue;
+      for (auto [d, n] : pl.shares[x]) {
+        int64_t ov = std::min(hi, acc + n) - std::max(lo, acc);
+        acc += n;
+        if (d != me || ov <= 0)
+          continue;
+        if (slotOf[x] < 0)
+          throw Error("EP: the placement sends pairs of expert " + std::to_string(x) +
+                      " to rank " + std::to_string(me) + ", which does not hold it");
+        rowSlot.insert(rowSlot.end(), ov, static_cast<int32_t>(slotOf[x]));
+        fromRank[s] += ov;
+      }
+    }
+  const int64_t n = static_cast<int64_t>(rowSlot.size());
   // The permute: the rows to send, destination by destination, gathered on
-  // the device by the compiled row kernel.
+  // the device by the compiled row kernel, then sent buffer to buffer.
   std::vector<int32_t> sendRows;
   for (int64_t d = 0; d < R; ++d)
     for (int32_t p : sentPairs[d])
       sendRows.push_back(static_cast<int32_t>(p / K));
   if (!sendRows.empty())
     gatherRows(zb, {T, L}, sendRows, epSend);
-  // Each destination's experts (small, through host messages) ...
-  for (int64_t d = 0; d < R; ++d) {
-    Writer w;
-    w.put(reinterpret_cast<const uint8_t *>(sentExperts[d].data()),
-          sentExperts[d].size() * sizeof(int32_t));
-    send[d] = std::move(w.bytes);
-  }
-  tr.allToAll(send, recv);
-  std::vector<int64_t> fromRank(R, 0);
-  int64_t n = 0;
-  for (int64_t s = 0; s < R; ++s) {
-    if (recv[s].size() % 4)
-      throw Error("EP: malformed dispatch message from rank " + std::to_string(s));
-    fromRank[s] = static_cast<int64_t>(recv[s].size()) / 4;
-    n += fromRank[s];
-  }
-  // ... then the rows, buffer to buffer (device to device over NCCL).
   std::vector<size_t> sendBytes(R), recvBytes(R);
   for (int64_t d = 0; d < R; ++d) {
     sendBytes[d] = sentPairs[d].size() * rowBytes;
@@ -1145,18 +1146,8 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
   const int64_t yes = dtypeBytes(yb->dtype), outRow = L * yes;
   if (n > 0) {
     std::vector<int32_t> ir(n * K, -1);
-    int64_t row = 0;
-    for (int64_t s = 0; s < R; ++s) {
-      Reader r{recv[s]};
-      for (int64_t j = 0; j < fromRank[s]; ++j, ++row) {
-        int32_t x = r.get<int32_t>();
-        auto it = slotOf.find(x);
-        if (it == slotOf.end())
-          throw Error("EP: rank " + std::to_string(s) + " sent a pair of expert " +
-                      std::to_string(x) + " that this rank does not hold");
-        ir[row * K] = static_cast<int32_t>(it->second);
-      }
-    }
+    for (int64_t r = 0; r < n; ++r)
+      ir[r * K] = rowSlot[r];
     epZ->dims = {n, L};
     epIdx->write(ir.data(), ir.size() * sizeof(int32_t));
     epIdx->dims = {n, K};
@@ -1204,7 +1195,13 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
   for (size_t j = 0; j < fetched.size(); ++j)
     for (Buffer *b : wbufs)
       b->clearAt((es.home + static_cast<int64_t>(j)) * slotBytes(b), slotBytes(b));
-  ep.exchangeSeconds += secs(t0, t1) + secs(t2, t3) + secs(t5, now());
+  auto tEnd = now();
+  ep.exchangeSeconds += secs(t0, t1) + secs(t2, t3) + secs(t5, tEnd);
+  ep.moeSeconds += secs(t0, tEnd);
+  if (decoding) {
+    ++ep.decodeLayers;
+    ep.decodeMoeSeconds += secs(t0, tEnd);
+  }
   ep.bytesSent += tr.bytesSent - sent0;
 }
 

@@ -47,6 +47,10 @@ struct EpStats {
   int64_t replicasFetched = 0;  ///< expert weights fetched from home ranks
   int64_t bytesSent = 0;        ///< through the transport
   double exchangeSeconds = 0, planSeconds = 0, expertSeconds = 0;
+  /// Wall time of the routed-expert part of MoE layers (counts to combine),
+  /// all of them and those of decode steps.
+  double moeSeconds = 0, decodeMoeSeconds = 0;
+  int64_t decodeLayers = 0; ///< MoE layer executions in decode steps
 };
 
 struct MemoryPlan {

@@ -165,6 +165,69 @@ TEST(InProcessTransport, AllToAllDeliversEveryMessage) {
   }
 }
 
+TEST(InProcessTransport, PiecesMatchInOrderWithoutSizeMessages) {
+  // Rank r sends rank d pieces of sizes 1..(r+d+1) filled with (r, d, piece);
+  // the receiver lists the same pieces into separate buffers.
+  const int64_t R = 3;
+  InProcessHub hub(R);
+  std::vector<std::vector<std::vector<uint8_t>>> got(R); // [me][piece]
+  std::vector<std::string> errors(R);
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < R; ++r)
+    threads.emplace_back([&, r] {
+      auto t = hub.transport(r);
+      std::vector<std::vector<uint8_t>> out;
+      std::vector<Transport::Piece> sends, recvs;
+      for (int64_t d = 0; d < R; ++d)
+        for (int64_t j = 0; j <= r + d; ++j)
+          out.emplace_back(static_cast<size_t>(j + 1), static_cast<uint8_t>(100 * r + 10 * d + j));
+      for (int64_t d = 0, at = 0; d < R; ++d)
+        for (int64_t j = 0; j <= r + d; ++j, ++at)
+          sends.push_back({d, out[at].data(), out[at].size()});
+      for (int64_t s = 0; s < R; ++s)
+        for (int64_t j = 0; j <= s + r; ++j)
+          got[r].emplace_back(static_cast<size_t>(j + 1), 0);
+      for (int64_t s = 0, at = 0; s < R; ++s)
+        for (int64_t j = 0; j <= s + r; ++j, ++at)
+          recvs.push_back({s, got[r][at].data(), got[r][at].size()});
+      try {
+        t->exchangePieces(sends, recvs, false);
+      } catch (const Error &e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto &t : threads)
+    t.join();
+  for (int64_t r = 0; r < R; ++r) {
+    EXPECT_EQ(errors[r], "");
+    for (int64_t s = 0, at = 0; s < R; ++s)
+      for (int64_t j = 0; j <= s + r; ++j, ++at)
+        for (uint8_t b : got[r][at])
+          EXPECT_EQ(b, static_cast<uint8_t>(100 * s + 10 * r + j)) << r << " " << s << " " << j;
+  }
+}
+
+TEST(InProcessTransport, PiecesOfTheWrongSizeAreAnError) {
+  InProcessHub hub(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      auto t = hub.transport(r);
+      std::vector<uint8_t> out(8, 1), in(r == 0 ? 4 : 8);
+      try {
+        t->exchangePieces({{1 - r, out.data(), out.size()}}, {{1 - r, in.data(), in.size()}}, false);
+      } catch (const Error &e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto &t : threads)
+    t.join();
+  EXPECT_NE(errors[0].find("EP: rank 1 sent 8 bytes where 4 were expected"), std::string::npos)
+      << errors[0];
+  EXPECT_EQ(errors[1], "");
+}
+
 TEST(InProcessTransport, AFailedRankStopsTheOthers) {
   InProcessHub hub(3, std::chrono::seconds(30));
   std::vector<std::string> errors(3);

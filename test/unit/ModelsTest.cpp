@@ -232,7 +232,7 @@ TEST(Safetensors, MalformedFilesGetClearErrors) {
 struct TinyCheckpoint : ::testing::Test {
   static void SetUpTestSuite() {
     dir = tempDir("tiny").string();
-    k3c::writeGeneratedCheckpoint(configPath("k3-tiny.json"), dir, /*seed=*/7, /*shards=*/3);
+    k3c::writeGeneratedCheckpoint(configPath("k3-tiny.json"), dir, {/*seed=*/7}, /*shards=*/3);
   }
   static void TearDownTestSuite() { fs::remove_all(dir); }
   static std::string dir;
@@ -255,7 +255,7 @@ TEST_F(TinyCheckpoint, LoadsByNameWithShardsAndIndex) {
   EXPECT_EQ(ckpt.find("model.layers.0.self_attn.A_log")->shape, (std::vector<int64_t>{128}));
   // Same seed, same bytes.
   std::string again = tempDir("tiny-again").string();
-  k3c::writeGeneratedCheckpoint(configPath("k3-tiny.json"), again, 7, 3);
+  k3c::writeGeneratedCheckpoint(configPath("k3-tiny.json"), again, {7}, 3);
   for (const char *f : {"model-00001-of-00003.safetensors", "model-00003-of-00003.safetensors"}) {
     std::ifstream a(dir + "/" + f, std::ios::binary), b(again + "/" + f, std::ios::binary);
     std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
@@ -266,7 +266,7 @@ TEST_F(TinyCheckpoint, LoadsByNameWithShardsAndIndex) {
 
 TEST_F(TinyCheckpoint, BindingListsEveryProblemByName) {
   k3c::ModelConfig c = k3c::loadConfig(configPath("k3-tiny.json"));
-  std::vector<k3c::TensorData> t = k3c::generateWeights(c, 1);
+  std::vector<k3c::TensorData> t = k3c::generateWeights(c, {1});
   std::vector<k3c::TensorData> edited;
   for (auto &x : t) {
     if (x.name == "model.layers.5.self_attn.b_proj.weight")
