@@ -27,9 +27,22 @@ t.pop('quantization_config', None)
 t['attn_res_block_size'] = 2
 json.dump(k, open('.dev/slice.json', 'w'), indent=1)
 PY
+python3 - <<'PY'
+import json
+k = json.load(open('models/configs/k3-small.json'))
+t = k['text_config']
+t['num_hidden_layers'] = 2
+t['linear_attn_config']['kda_layers'] = [1]
+t['linear_attn_config']['full_attn_layers'] = [2]
+t['first_k_dense_replace'] = 0
+t['attn_res_block_size'] = 2
+json.dump(k, open('.dev/slice-moe.json', 'w'), indent=1)
+PY
+[ -d /tmp/slice-moe ] || $B/k3-mkcheckpoint --config $D/slice-moe.json -o /tmp/slice-moe --seed 3
+$B/k3-compile /tmp/slice-moe -o $D/slice-moe --max-tokens 1024 --max-seqs 16 --max-context 128 --target=sm_90a --quiet
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
 $B/k3-compile /tmp/slice -o $D/slice-bf16 --max-tokens 256 --max-seqs 8 --max-context 512 --target=sm_90a --quiet
 rm -rf $D/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/h200.sh bench/h200-ep.sh bench/h200-x2-ep.sh $D/
+cp bench/h200.sh bench/h200-ep.sh bench/ep-gpus.sh bench/nccl-alltoall.py $D/
 du -sh $D

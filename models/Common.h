@@ -71,16 +71,25 @@ public:
   /// Uniform in [0, 1).
   double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
-  /// Standard normal (Box-Muller).
+  /// Standard normal (Box-Muller; both values of a pair are used).
   double normal() {
+    if (haveSpare) {
+      haveSpare = false;
+      return spare;
+    }
     double u1 = uniform(), u2 = uniform();
     if (u1 < 1e-300)
       u1 = 1e-300;
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    double r = std::sqrt(-2.0 * std::log(u1)), a = 6.283185307179586 * u2;
+    spare = r * std::sin(a);
+    haveSpare = true;
+    return r * std::cos(a);
   }
 
 private:
   uint64_t state;
+  double spare = 0;
+  bool haveSpare = false;
 };
 
 /// A progress line on stderr: redrawn in place on a terminal, otherwise one

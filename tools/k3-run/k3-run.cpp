@@ -282,19 +282,22 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
         std::printf(" %lld", static_cast<long long>(id));
       std::printf("\n");
     }
-  std::printf("%-6s %6s %10s %10s %10s %10s %12s %12s %10s %11s %10s %10s %15s\n", "rank",
+  std::printf("%-6s %6s %10s %10s %10s %10s %12s %12s %10s %11s %10s %10s %16s %15s\n", "rank",
               "seqs", "moe-layers", "computed", "sent", "replicas", "bytes", "exchange-ms",
-              "plan-ms", "weights-MB", "expert-ms", "moe-ms", "decode-layer-us");
+              "plan-ms", "weights-MB", "expert-ms", "moe-ms", "prefill-layer-ms",
+              "decode-layer-us");
   for (int64_t r : mineRanks) {
     const auto &st = res[r].stats;
+    const int64_t prefillLayers = st.layers - st.decodeLayers;
     std::printf("%-6lld %6lld %10lld %10lld %10lld %10lld %12lld %12.3f %10.3f %11.2f %10.3f "
-                "%10.3f %15.1f\n",
+                "%10.3f %16.3f %15.1f\n",
                 static_cast<long long>(r), static_cast<long long>(res[r].count),
                 static_cast<long long>(st.layers), static_cast<long long>(st.pairsComputed),
                 static_cast<long long>(st.pairsSent), static_cast<long long>(st.replicasFetched),
                 static_cast<long long>(st.bytesSent), st.exchangeSeconds * 1e3,
                 st.planSeconds * 1e3, res[r].weightMB, st.expertSeconds * 1e3,
                 st.moeSeconds * 1e3,
+                prefillLayers ? (st.moeSeconds - st.decodeMoeSeconds) * 1e3 / prefillLayers : 0.0,
                 st.decodeLayers ? st.decodeMoeSeconds * 1e6 / st.decodeLayers : 0.0);
   }
   if (args.has("dump-logits") && only >= 0) {
