@@ -44,5 +44,5 @@ $B/k3-compile /tmp/slice-moe -o $D/slice-moe --max-tokens 1024 --max-seqs 16 --m
 $B/k3-compile /tmp/slice -o $D/slice-bf16 --max-tokens 256 --max-seqs 8 --max-context 512 --target=sm_90a --quiet
 rm -rf $D/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/h200.sh bench/h200-ep.sh bench/ep-gpus.sh bench/nccl-alltoall.py $D/
+cp bench/h200.sh bench/h200-ep.sh bench/ep-gpus.sh bench/nccl-alltoall.py bench/skew-router.py $D/
 du -sh $D

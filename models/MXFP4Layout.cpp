@@ -3,6 +3,10 @@
 #include "models/MXFP4Layout.h"
 #include "models/MXFP4.h"
 
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
 namespace k3c::mxfp4 {
 
 namespace {
@@ -45,24 +49,76 @@ void repackToKernel(const KernelLayout &l, int64_t count, int64_t N, int64_t K,
                     const uint8_t *packed, const uint8_t *scales, uint8_t *outPacked,
                     uint8_t *outScales) {
   const int64_t pb = N * K / 2, sb = N * K / kBlock;
-  for (int64_t m = 0; m < count; ++m) {
-    const uint8_t *p = packed + m * pb, *sc = scales + m * sb;
-    uint8_t *op = outPacked + m * pb, *os = outScales + m * sb;
-    for (int64_t i = 0; i < pb; ++i)
-      op[i] = 0;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k) {
-        uint8_t b = p[n * (K / 2) + k / 2];
-        uint8_t code = (k % 2 == 0) ? (b & 0xF) : (b >> 4);
-        int64_t byte;
-        bool high;
-        kernelPayloadPosition(l, N, K, n, k, byte, high);
-        op[byte] |= high ? static_cast<uint8_t>(code << 4) : code;
-      }
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t b = 0; b < K / kBlock; ++b)
-        os[kernelScaleOffset(l, N, K, n, b)] = sc[n * (K / kBlock) + b];
+  if (N % l.nTile || K % l.kTile || l.kTile % kBlock) {
+    // Not whole tiles: element by element (kept for completeness; the layout
+    // pass only picks tiles that divide the matrix).
+    for (int64_t m = 0; m < count; ++m) {
+      const uint8_t *p = packed + m * pb, *sc = scales + m * sb;
+      uint8_t *op = outPacked + m * pb, *os = outScales + m * sb;
+      std::fill(op, op + pb, 0);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) {
+          uint8_t b = p[n * (K / 2) + k / 2];
+          uint8_t code = (k % 2 == 0) ? (b & 0xF) : (b >> 4);
+          int64_t byte;
+          bool high;
+          kernelPayloadPosition(l, N, K, n, k, byte, high);
+          op[byte] |= high ? static_cast<uint8_t>(code << 4) : code;
+        }
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t b = 0; b < K / kBlock; ++b)
+          os[kernelScaleOffset(l, N, K, n, b)] = sc[n * (K / kBlock) + b];
+    }
+    return;
   }
+  // Whole tiles: the permutation inside a tile is the same for every tile,
+  // so it is tabulated once (nibble index 2 * byte + high), and row tiles of
+  // all matrices are repacked in parallel (they write disjoint bytes).
+  const int64_t tileBytes = l.nTile * l.kTile / 2, tilesK = K / l.kTile;
+  std::vector<int32_t> nib(l.nTile * l.kTile);
+  for (int64_t r = 0; r < l.nTile; ++r)
+    for (int64_t kk = 0; kk < l.kTile; ++kk) {
+      int64_t byte;
+      bool high;
+      kernelPayloadPosition(l, l.nTile, l.kTile, r, kk, byte, high);
+      nib[r * l.kTile + kk] = static_cast<int32_t>(2 * byte + (high ? 1 : 0));
+    }
+  const int64_t rowTiles = N / l.nTile, items = count * rowTiles;
+  const int64_t bpt = l.kTile / kBlock;
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t it; (it = next.fetch_add(1)) < items;) {
+      const int64_t m = it / rowTiles, nt = it % rowTiles;
+      const uint8_t *p = packed + m * pb, *sc = scales + m * sb;
+      uint8_t *op = outPacked + m * pb, *os = outScales + m * sb;
+      for (int64_t kt = 0; kt < tilesK; ++kt) {
+        uint8_t *tile = op + (nt * tilesK + kt) * tileBytes;
+        std::fill(tile, tile + tileBytes, 0);
+        for (int64_t r = 0; r < l.nTile; ++r) {
+          const uint8_t *src = p + (nt * l.nTile + r) * (K / 2) + kt * l.kTile / 2;
+          const int32_t *pos = nib.data() + r * l.kTile;
+          for (int64_t kk = 0; kk < l.kTile; kk += 2) {
+            uint8_t b = src[kk / 2];
+            int32_t lo = pos[kk], hi = pos[kk + 1];
+            tile[lo >> 1] |= (lo & 1) ? static_cast<uint8_t>((b & 0xF) << 4) : (b & 0xF);
+            tile[hi >> 1] |= (hi & 1) ? static_cast<uint8_t>(b & 0xF0) : (b >> 4);
+          }
+          for (int64_t kb = 0; kb < bpt; ++kb)
+            os[(nt * tilesK + kt) * l.nTile * bpt + r * bpt + kb] =
+                sc[(nt * l.nTile + r) * (K / kBlock) + kt * bpt + kb];
+        }
+      }
+    }
+  };
+  unsigned threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 32));
+  if (items < 64)
+    threads = 1;
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t)
+    pool.emplace_back(work);
+  work();
+  for (auto &t : pool)
+    t.join();
 }
 
 void repackToCheckpoint(const KernelLayout &l, int64_t count, int64_t N, int64_t K,

@@ -697,6 +697,11 @@ void HostModel::loadWeights(Entry &e) {
                     " elements; the artifact expects " + std::to_string(count));
       const uint8_t *src = ckpt.data(*t);
       int64_t es = dtypeSize(t->dtype);
+      if ((v->dtype == "bf16" && t->dtype == DType::BF16) ||
+          (v->dtype == "f32" && t->dtype == DType::F32)) {
+        std::memcpy(staging.data() + off * es, src, std::min(count, t->numel()) * es);
+        continue; // same dtype: the bytes as they are
+      }
       for (int64_t i = 0; i < std::min(count, t->numel()); ++i) {
         float f = toF32(src + i * es, t->dtype);
         uint8_t *dst = staging.data();

@@ -474,6 +474,36 @@ TEST(MXFP4Layout, RoundTripIsBitExactForEveryCodeAndScale) {
   }
 }
 
+TEST(MXFP4Layout, ParallelTiledRepackPlacesEveryNibbleWhereTheLayoutSays) {
+  // 40 matrices x 3 row tiles: the repack runs on several threads; every
+  // nibble and scale must sit where kernelPayloadPosition/kernelScaleOffset
+  // put it.
+  const int64_t E = 40, N = 24, K = 256;
+  k3c::mxfp4::KernelLayout l{8, k3c::mxfp4::chooseKTile(K)};
+  std::vector<uint8_t> packed(E * N * K / 2), scales(E * N * K / 32);
+  for (size_t i = 0; i < packed.size(); ++i)
+    packed[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  for (size_t i = 0; i < scales.size(); ++i)
+    scales[i] = static_cast<uint8_t>(i * 91 + 7);
+  std::vector<uint8_t> kp(packed.size()), ks(scales.size());
+  k3c::mxfp4::repackToKernel(l, E, N, K, packed.data(), scales.data(), kp.data(), ks.data());
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t k = 0; k < K; ++k) {
+        uint8_t b = packed[e * N * K / 2 + n * K / 2 + k / 2];
+        uint8_t code = k % 2 ? b >> 4 : b & 0xF;
+        int64_t byte;
+        bool high;
+        k3c::mxfp4::kernelPayloadPosition(l, N, K, n, k, byte, high);
+        uint8_t got = kp[e * N * K / 2 + byte];
+        ASSERT_EQ(high ? got >> 4 : got & 0xF, code) << e << " " << n << " " << k;
+      }
+      for (int64_t blk = 0; blk < K / 32; ++blk)
+        ASSERT_EQ(ks[e * N * K / 32 + k3c::mxfp4::kernelScaleOffset(l, N, K, n, blk)],
+                  scales[e * N * K / 32 + n * K / 32 + blk]);
+    }
+}
+
 TEST(MXFP4Layout, EachThreadHoldsItsMmaFragment) {
   // K = 128: thread t of a tile owns 16 bytes = the B-fragment columns
   // 16s + 2c + {0, 1, 8, 9} (s = 0..7) of row r = t / 4, c = t % 4.
