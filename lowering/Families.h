@@ -53,12 +53,23 @@ struct ActRow {
 /// `width` fp32 weights of the warp's r-th row from column k), returns each
 /// lane's partial sums acc[r * tokTile + tt] over K (finish with warpSum).
 /// The rows are staged through shared memory in chunks; `vw` is the vector
-/// width of the loads (K a multiple of it).
+/// width of the loads (K a multiple of it). With `mxRow` (MXFP4 weights in
+/// the #k3.mxfp4_layout kernel layout, every row of one k_tile), lanes
+/// instead take (k tile, thread column c) items: one 16-byte load (k_tile
+/// 128) is the 32 nibbles of the row's mma fragment run, decoded by bit
+/// operations and scaled per 32-column block, against the matching columns
+/// 16s + 2c + {0, 1, 8, 9} of the staged activations (wLoad is unused).
+/// Row r of a GEMM tile's weights as one matrix of an MXFP4 stacked weight:
+/// the buffers, the matrix (expert) and the row.
+struct MxRow {
+  const MXFP4Buffers *w = nullptr;
+  mlir::Value matrix, row;
+};
 llvm::SmallVector<mlir::Value>
 gemmTile(KernelBuilder &kb, ThreadBlock &tb, mlir::Value a, int64_t K, int64_t vw, int64_t nRows,
          const std::function<ActRow(mlir::Value)> &rowOf,
          const std::function<llvm::SmallVector<mlir::Value>(int64_t, mlir::Value, int64_t)> &wLoad,
-         int64_t tokTile = kTokTile);
+         int64_t tokTile = kTokTile, const std::function<MxRow(int64_t)> &mxRow = {});
 /// The tiled y = x W^T block program (Dense.cpp).
 void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y);
 

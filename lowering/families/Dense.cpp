@@ -10,6 +10,8 @@
 
 #include "lowering/Families.h"
 
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
 using namespace mlir;
 using namespace mlir::k3;
 
@@ -26,10 +28,152 @@ Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, int64_t 
   return kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))), eps));
 }
 
+/// The kernel-layout tile width shared by every row of an MXFP4 GEMM tile,
+/// or 0 when the fragment path does not apply.
+static int64_t mxKTile(const std::function<MxRow(int64_t)> &mxRow, int64_t nRows, int64_t K) {
+  if (!mxRow)
+    return 0;
+  int64_t kt = 0;
+  for (int64_t r = 0; r < nRows; ++r) {
+    MxRow m = mxRow(r);
+    auto layout = m.w->type.getLayout();
+    if (!layout || layout.getNTile() != 8 || m.w->type.getShape().back() != K)
+      return 0;
+    if (kt && layout.getKTile() != kt)
+      return 0;
+    kt = layout.getKTile();
+  }
+  return K % kt ? 0 : kt;
+}
+
+/// E2M1 code (low 4 bits of `nib`, i32) to fp32 by bit operations: magnitude
+/// m = nib & 7 is 0, 0.5, or 2^(m/2 - 1) * (1 + (m & 1) / 2) = bits
+/// (m + 252) << 22 for m >= 2; bit 3 is the sign.
+static Value e2m1Bits(KernelBuilder &kb, Value nib) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type i32 = b.getI32Type();
+  auto ci = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i32, v).getResult(); };
+  Value mag = arith::AndIOp::create(b, loc, nib, ci(7));
+  Value big = arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, mag, ci(252)), ci(22));
+  Value small = arith::MulIOp::create(b, loc, mag, ci(0x3F000000));
+  Value ge2 = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, mag, ci(2));
+  Value bits = kb.select(ge2, big, small);
+  Value sign = arith::ShLIOp::create(b, loc, arith::AndIOp::create(b, loc, nib, ci(8)), ci(28));
+  return arith::BitcastOp::create(b, loc, b.getF32Type(),
+                                  arith::OrIOp::create(b, loc, bits, sign));
+}
+
+/// E8M0 scale byte (i32) to fp32: 2^(s - 127); 0 is 2^-127, 255 is NaN.
+static Value e8m0(KernelBuilder &kb, Value s8) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type i32 = b.getI32Type();
+  auto ci = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i32, v).getResult(); };
+  Value bits = kb.select(kb.ieq(s8, ci(0)), ci(0x00400000),
+                         kb.select(kb.ieq(s8, ci(255)), ci(0x7fc00000),
+                                   arith::ShLIOp::create(b, loc, s8, ci(23))));
+  return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+}
+
+/// `words` little-endian i32 words of an i8 buffer from byte `at` (4-byte
+/// aligned): one vector load on the GPU, byte loads on the host.
+static SmallVector<Value> loadWords(KernelBuilder &kb, Value bytes, Value at, int64_t words) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type i32 = b.getI32Type();
+  SmallVector<Value> out;
+  if (kb.gpu()) {
+    auto vt = VectorType::get({4 * words}, b.getI8Type());
+    Value v = vector::LoadOp::create(b, loc, vt, bytes, ValueRange{at}, /*nontemporal=*/false,
+                                     llvm::MaybeAlign(std::min<int64_t>(16, 4 * words)));
+    Value w = vector::BitCastOp::create(b, loc, VectorType::get({words}, i32), v);
+    for (int64_t j = 0; j < words; ++j)
+      out.push_back(vector::ExtractOp::create(b, loc, w, ArrayRef<int64_t>{j}));
+    return out;
+  }
+  for (int64_t j = 0; j < words; ++j) {
+    Value word;
+    for (int64_t q = 0; q < 4; ++q) {
+      Value byte = arith::ExtUIOp::create(b, loc, i32, kb.load(bytes, {kb.add(at, 4 * j + q)}));
+      if (q)
+        byte = arith::ShLIOp::create(
+            b, loc, byte, arith::ConstantIntOp::create(b, loc, i32, 8 * q).getResult());
+      word = q ? arith::OrIOp::create(b, loc, word, byte).getResult() : byte;
+    }
+    out.push_back(word);
+  }
+  return out;
+}
+
+/// The fragment inner loop of gemmTile for MXFP4 rows (see Families.h): over
+/// this chunk's (k tile, column c) items, lanes strided.
+static SmallVector<Value> mxfp4Chunk(KernelBuilder &kb, ThreadBlock &tb, Value xs, Value k0,
+                                     Value len, int64_t kt, int64_t nRows, int64_t tokTile,
+                                     const std::function<MxRow(int64_t)> &mxRow, ValueRange acc) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type i32 = b.getI32Type();
+  auto ci = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i32, v).getResult(); };
+  const int64_t nt = 8, runBytes = kt / 8, bpt = kt / 32;
+  Value items = kb.mul(kb.div(len, kt), 4);
+  return kb.loopStep(tb.lane, items, kb.idx(tb.lanes), acc, [&](Value item, ValueRange in) {
+    Value ti = kb.div(item, 4), c = kb.rem(item, 4);
+    Value kLocal = kb.mul(ti, kt), kTileIdx = kb.add(kb.div(k0, kt), ti);
+    // Each row's fragment run (runBytes bytes) and its bpt scale bytes.
+    SmallVector<SmallVector<Value>> words(nRows);
+    SmallVector<Value> scaleAt(nRows);
+    SmallVector<const MXFP4Buffers *> bufs(nRows);
+    for (int64_t r = 0; r < nRows; ++r) {
+      MxRow m = mxRow(r);
+      ArrayRef<int64_t> shape = m.w->type.getShape();
+      int64_t N = shape[shape.size() - 2], K = shape.back(), tilesK = K / kt;
+      Value tile = kb.add(kb.mul(kb.div(m.row, nt), tilesK), kTileIdx);
+      Value rr = kb.rem(m.row, nt), t = kb.add(kb.mul(rr, 4), c);
+      Value at = kb.add(kb.mul(m.matrix, N * K / 2),
+                        kb.add(kb.mul(tile, nt * kt / 2), kb.mul(t, runBytes)));
+      words[r] = loadWords(kb, m.w->payload, at, runBytes / 4);
+      scaleAt[r] = kb.add(kb.mul(m.matrix, N * K / 32),
+                          kb.add(kb.mul(tile, nt * bpt), kb.mul(rr, bpt)));
+      bufs[r] = m.w;
+    }
+    SmallVector<Value> out(in);
+    for (int64_t blk = 0; blk < bpt; ++blk) {
+      SmallVector<Value> scale(nRows);
+      for (int64_t r = 0; r < nRows; ++r)
+        scale[r] = e8m0(kb, arith::ExtUIOp::create(b, loc, i32,
+                                                   kb.load(bufs[r]->scales,
+                                                           {kb.add(scaleAt[r], blk)})));
+      // Bytes 4·blk .. 4·blk+3 of the run: steps s = 2·blk, 2·blk+1, each a
+      // byte for columns 2c, 2c+1 and one for 2c+8, 2c+9.
+      for (int64_t q = 4 * blk; q < 4 * blk + 4; ++q) {
+        int64_t s = q / 2, half = q % 2;
+        Value col = kb.add(kb.add(kLocal, 16 * s + 8 * half), kb.mul(c, 2));
+        SmallVector<SmallVector<Value>> xv;
+        for (int64_t tt = 0; tt < tokTile; ++tt)
+          xv.push_back(kb.loadVec(xs, {kb.idx(tt), col}, 2));
+        for (int64_t r = 0; r < nRows; ++r) {
+          Value word = words[r][q / 4];
+          int64_t shift = 8 * (q % 4);
+          Value lo = arith::ShRUIOp::create(b, loc, word, ci(shift));
+          Value hi = arith::ShRUIOp::create(b, loc, word, ci(shift + 4));
+          Value wlo = kb.fmul(e2m1Bits(kb, lo), scale[r]);
+          Value whi = kb.fmul(e2m1Bits(kb, hi), scale[r]);
+          for (int64_t tt = 0; tt < tokTile; ++tt) {
+            Value &o = out[r * tokTile + tt];
+            o = kb.fadd(o, kb.fadd(kb.fmul(wlo, xv[tt][0]), kb.fmul(whi, xv[tt][1])));
+          }
+        }
+      }
+    }
+    return out;
+  });
+}
+
 SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t K, int64_t vw,
                             int64_t nRows, const std::function<ActRow(Value)> &rowOf,
                             const std::function<SmallVector<Value>(int64_t, Value, int64_t)> &wLoad,
-                            int64_t tokTile) {
+                            int64_t tokTile, const std::function<MxRow(int64_t)> &mxRow) {
   auto at = cast<MemRefType>(a.getType());
   int64_t aBytes = at.getElementTypeBitWidth() / 8;
   // A one-token tile shares its launch with the kTokTile one: a smaller chunk
@@ -37,6 +181,9 @@ SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t
   int64_t budget = tokTile == 1 ? kChunkBytesOneToken : kChunkBytes;
   int64_t kc = std::min<int64_t>(K, budget / (tokTile * aBytes));
   kc -= kc % vw;
+  const int64_t kt = mxKTile(mxRow, nRows, K);
+  if (kt)
+    kc -= kc % kt; // chunks of whole k tiles
   int64_t chunks = (K + kc - 1) / kc;
   Value xs = kb.shared(tb, {tokTile, kc}, at.getElementType());
   SmallVector<Value> zeros(nRows * tokTile, kb.f32(0.0));
@@ -58,6 +205,11 @@ SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t
           [&] { kb.zeroVec(xs, {tt, kv}, vw); });
     });
     kb.barrier(tb);
+    if (kt) {
+      SmallVector<Value> next = mxfp4Chunk(kb, tb, xs, k0, len, kt, nRows, tokTile, mxRow, acc);
+      kb.barrier(tb);
+      return next;
+    }
     SmallVector<Value> next = kb.loopStep(
         kb.mul(tb.lane, vw), len, kb.idx(tb.lanes * vw), acc, [&](Value kv, ValueRange in) {
           SmallVector<SmallVector<Value>> xv;

@@ -119,7 +119,8 @@ static void lowerGroupedExperts(ExpertMlpOp experts, KernelBuilder &kb, LowerSta
                          const std::function<SmallVector<Value>(Value, ArrayRef<Value>, int64_t,
                                                                 Value, int64_t)> &wLoad,
                          const std::function<void(ArrayRef<Value>, int64_t, int64_t, Value,
-                                                  Value, Value)> &store) {
+                                                  Value, Value)> &store,
+                         const std::function<MxRow(Value, ArrayRef<Value>, int64_t)> &mxOf) {
     kb.blocks({kb.idx(E), kb.idx((outer + rowsPerBlock - 1) / rowsPerBlock)}, kExpertThreads,
               [&](ValueRange bid, ThreadBlock &tb) {
       Value e = bid[0];
@@ -137,7 +138,10 @@ static void lowerGroupedExperts(ExpertMlpOp experts, KernelBuilder &kb, LowerSta
               Value pair = pairAt(kb.minu(pos, kb.sub(end, kb.idx(1))));
               return ActRow{ok, prefix({kb.div(pair, K), kb.rem(pair, K)})};
             },
-            [&](int64_t r, Value k, int64_t width) { return wLoad(e, rows, r, k, width); });
+            [&](int64_t r, Value k, int64_t width) { return wLoad(e, rows, r, k, width); },
+            kTokTile,
+            mxOf ? std::function<MxRow(int64_t)>([&](int64_t r) { return mxOf(e, rows, r); })
+                 : std::function<MxRow(int64_t)>());
         for (int64_t r = 0; r < kRowsPerWarp; ++r)
           for (int64_t tt = 0; tt < kTokTile; ++tt) {
             Value pos = kb.add(g0, kb.idx(tt)), i = kb.add(r0, kb.idx(r));
@@ -155,6 +159,20 @@ static void lowerGroupedExperts(ExpertMlpOp experts, KernelBuilder &kb, LowerSta
     });
   };
 
+  // MXFP4 rows for the fragment path of gemmTile: rows r < kRowsPerWarp of
+  // `first`, the rest of `second` (W1 / W3 of the up projection), when every
+  // weight involved is MXFP4.
+  auto mxOf = [&](Value first, Value second) -> std::function<MxRow(Value, ArrayRef<Value>, int64_t)> {
+    if (!st.mxfp4.count(first) || (second && !st.mxfp4.count(second)))
+      return {};
+    const MXFP4Buffers *a = &st.mxfp4.find(first)->second;
+    const MXFP4Buffers *b = second ? &st.mxfp4.find(second)->second : a;
+    return [a, b](Value e, ArrayRef<Value> rows, int64_t r) {
+      int64_t n = static_cast<int64_t>(rows.size());
+      return r < n ? MxRow{a, e, rows[r]} : MxRow{b, e, rows[r - n]};
+    };
+  };
+
   // 2. hid[pair, i] = act(z W1[e, i], z W3[e, i]) for the expert's pairs.
   int64_t vwUp = std::min(denseWidth(experts.getW1(), L), denseWidth(experts.getW3(), L));
   groupedGemm(
@@ -168,7 +186,8 @@ static void lowerGroupedExperts(ExpertMlpOp experts, KernelBuilder &kb, LowerSta
         kb.storeF32(kb.glu(experts.getActivation(), experts.getSituBeta(),
                            experts.getSituLinearBeta(), a, b),
                     hid, {t, slot, i});
-      });
+      },
+      mxOf(experts.getW1(), experts.getW3()));
 
   // 3. y[pair, l] = hid[pair] W2[e, l] for the expert's pairs.
   int64_t vwDown = std::min(kb.vecWidth(hid, I), st.mxfp4.count(experts.getW2())
@@ -182,7 +201,8 @@ static void lowerGroupedExperts(ExpertMlpOp experts, KernelBuilder &kb, LowerSta
       },
       [&](ArrayRef<Value> sums, int64_t, int64_t, Value t, Value slot, Value l) {
         kb.storeF32(sums[0], y, {t, slot, l});
-      });
+      },
+      mxOf(experts.getW2(), Value()));
 }
 
 std::optional<LogicalResult> lowerMoeFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
