@@ -15,6 +15,8 @@ cd "$(dirname "$0")"
 export PATH=$PWD/bin:$PATH NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 K3C_EP_TIMEOUT_S=120
 R=$(nvidia-smi -L | wc -l)
 echo "== $R GPUs"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+echo "== k3-tiny f32 (MXFP4 experts) on GPU 0 vs the reference executor"
+CUDA_VISIBLE_DEVICES=0 timeout 60 k3-run tiny-f32 --checkpoint ckpt-tiny --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "step 3|check:"
 echo "== checkpoints: k3-small MoE slice, uniform and skewed routing (same seed; ${SECONDS}s)"
 ( time k3-mkcheckpoint --config slice-moe.json -o /tmp/sm-uniform --seed 3 --quiet ) 2>&1 | grep -E "real|error"
 # The skewed copy: the same bytes as k3-mkcheckpoint --router-skew 0.3 (ep.test checks that).

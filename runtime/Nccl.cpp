@@ -250,7 +250,12 @@ private:
               " ms in an all-to-all (a peer rank died or stalled)");
         throw Error(failure);
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      // Spin (yielding) for the first 2 ms: a small exchange finishes in
+      // tens of microseconds, and a sleep's granularity would dominate it.
+      if (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(2))
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 
