@@ -76,23 +76,11 @@ struct Buffer {
     else
       std::memcpy(data, src, n);
   }
-  void writeAt(size_t off, const void *src, size_t n) {
-    if (device)
-      cuda::upload(reinterpret_cast<cuda::CUdeviceptr>(data) + off, src, n);
-    else
-      std::memcpy(static_cast<uint8_t *>(data) + off, src, n);
-  }
   void clearAt(size_t off, size_t n) {
     if (device)
       cuda::zero(reinterpret_cast<cuda::CUdeviceptr>(data) + off, n);
     else
       std::memset(static_cast<uint8_t *>(data) + off, 0, n);
-  }
-  void readAt(size_t off, void *dst, size_t n) const {
-    if (device)
-      cuda::download(dst, reinterpret_cast<cuda::CUdeviceptr>(data) + off, n);
-    else
-      std::memcpy(dst, static_cast<const uint8_t *>(data) + off, n);
   }
   void read(void *dst, size_t n) const {
     if (device)
@@ -921,40 +909,6 @@ void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, in
                                     : static_cast<double>(k.weightBytes));
   }
 }
-
-namespace {
-
-/// Byte-level message building for the EP exchange.
-struct Writer {
-  std::vector<uint8_t> bytes;
-  template <typename T> void put(const T &v) {
-    const auto *p = reinterpret_cast<const uint8_t *>(&v);
-    bytes.insert(bytes.end(), p, p + sizeof(T));
-  }
-  void put(const uint8_t *p, size_t n) { bytes.insert(bytes.end(), p, p + n); }
-};
-struct Reader {
-  const std::vector<uint8_t> &bytes;
-  size_t at = 0;
-  template <typename T> T get() {
-    if (at + sizeof(T) > bytes.size())
-      throw Error("EP: truncated message from another rank");
-    T v;
-    std::memcpy(&v, bytes.data() + at, sizeof(T));
-    at += sizeof(T);
-    return v;
-  }
-  const uint8_t *take(size_t n) {
-    if (at + n > bytes.size())
-      throw Error("EP: truncated message from another rank");
-    const uint8_t *p = bytes.data() + at;
-    at += n;
-    return p;
-  }
-  bool done() const { return at == bytes.size(); }
-};
-
-} // namespace
 
 /// The stacked routed-expert weights of a launch (MXFP4 payload and scales,
 /// or dense [slots, ...] tensors): local slot i's bytes are at
