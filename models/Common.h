@@ -8,7 +8,14 @@
 #ifndef K3C_MODELS_COMMON_H
 #define K3C_MODELS_COMMON_H
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
 #include <cstdint>
 #include <cstdio>
 #include <unistd.h>
@@ -122,6 +129,39 @@ private:
   bool enabled, tty;
   size_t lastQuarter = 0;
 };
+
+/// Runs body(i) for every i in [0, n) on up to min(cores, 32) threads (one
+/// thread when n < minParallel), items handed out in order; the first
+/// exception a body throws is rethrown once every thread has stopped.
+inline void parallelFor(size_t n, const std::function<void(size_t)> &body,
+                        size_t minParallel = 2) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr failure;
+  auto work = [&] {
+    for (size_t i; (i = next++) < n;) {
+      try {
+        body(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> g(mu);
+        if (!failure)
+          failure = std::current_exception();
+        next = n; // the others stop after their current item
+      }
+    }
+  };
+  unsigned threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 32));
+  if (n < minParallel)
+    threads = 1;
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t)
+    pool.emplace_back(work);
+  work();
+  for (auto &t : pool)
+    t.join();
+  if (failure)
+    std::rethrow_exception(failure);
+}
 
 } // namespace k3c
 

@@ -5,13 +5,11 @@
 #include "models/MXFP4.h"
 #include "models/Weights.h"
 
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <thread>
 
 namespace fs = std::filesystem;
 
@@ -83,67 +81,46 @@ std::vector<TensorData> generateWeights(const ModelConfig &c, const GenerateOpti
   // are generated in parallel and the bytes do not depend on the thread
   // count. Slot 2i holds tensor i, 2i+1 its MXFP4 scale.
   std::vector<TensorData> slots(2 * specs.size());
-  std::vector<char> filled(2 * specs.size(), 0);
-  std::atomic<size_t> next{0}, done{0};
+  std::atomic<size_t> done{0};
   std::mutex mu;
-  std::string failure;
   ProgressLine bar("generating weights (tensors)", specs.size(), o.progress);
-  auto work = [&] {
-    for (size_t i; (i = next++) < specs.size();) {
-      try {
-        const WeightSpec &s = specs[i];
-        Rng rng(Rng(o.seed ^ (0x51ed270b27a1f3c5ull * (i + 1))).next());
-        if (s.kind != WeightKind::MXFP4Scale) {
-          TensorData t;
-          t.name = c.weightPrefix + s.name;
-          t.shape = s.shapes.front();
-          if (s.kind == WeightKind::MXFP4Packed) {
-            std::vector<int64_t> logical = {t.shape[0], t.shape[1] * 2};
-            std::vector<float> w = initValues(s, logical, c, rng);
-            TensorData scale;
-            mxfp4::quantize(w.data(), logical[0], logical[1], t.bytes, scale.bytes);
-            t.dtype = DType::U8;
-            scale.name = c.weightPrefix + s.name.substr(0, s.name.size() - 13) + "weight_scale";
-            scale.dtype = DType::U8;
-            scale.shape = {logical[0], logical[1] / mxfp4::kBlock};
-            slots[2 * i + 1] = std::move(scale);
-            filled[2 * i + 1] = 1;
-          } else {
-            t.dtype = s.storeType;
-            std::vector<float> v = initValues(s, t.shape, c, rng);
-            if (o.routerSkew > 0 && endsWith(s.name, "e_score_correction_bias"))
-              for (size_t e = 0; e < v.size(); ++e) // Zipf-like: low expert ids are hot
-                v[e] -= static_cast<float>(o.routerSkew * std::log1p(static_cast<double>(e)) /
-                                           std::log(static_cast<double>(v.size()) + 1.0));
-            t.bytes = toBytes(v, t.dtype);
-          }
-          slots[2 * i] = std::move(t);
-          filled[2 * i] = 1;
-        }
-      } catch (const std::exception &e) {
-        std::lock_guard<std::mutex> g(mu);
-        if (failure.empty())
-          failure = e.what();
+  parallelFor(specs.size(), [&](size_t i) {
+    const WeightSpec &s = specs[i];
+    if (s.kind != WeightKind::MXFP4Scale) { // scales come with their payload
+      Rng rng(Rng(o.seed ^ (0x51ed270b27a1f3c5ull * (i + 1))).next());
+      TensorData t;
+      t.name = c.weightPrefix + s.name;
+      t.shape = s.shapes.front();
+      if (s.kind == WeightKind::MXFP4Packed) {
+        std::vector<int64_t> logical = {t.shape[0], t.shape[1] * 2};
+        std::vector<float> w = initValues(s, logical, c, rng);
+        TensorData scale;
+        mxfp4::quantize(w.data(), logical[0], logical[1], t.bytes, scale.bytes);
+        t.dtype = DType::U8;
+        scale.name = c.weightPrefix + s.name.substr(0, s.name.size() - 13) + "weight_scale";
+        scale.dtype = DType::U8;
+        scale.shape = {logical[0], logical[1] / mxfp4::kBlock};
+        slots[2 * i + 1] = std::move(scale);
+      } else {
+        t.dtype = s.storeType;
+        std::vector<float> v = initValues(s, t.shape, c, rng);
+        if (o.routerSkew > 0 && endsWith(s.name, "e_score_correction_bias"))
+          for (size_t e = 0; e < v.size(); ++e) // Zipf-like: low expert ids are hot
+            v[e] -= static_cast<float>(o.routerSkew * std::log1p(static_cast<double>(e)) /
+                                       std::log(static_cast<double>(v.size()) + 1.0));
+        t.bytes = toBytes(v, t.dtype);
       }
-      size_t d = ++done;
-      std::lock_guard<std::mutex> g(mu);
-      bar.update(d);
+      slots[2 * i] = std::move(t);
     }
-  };
-  unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 32));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n; ++t)
-    pool.emplace_back(work);
-  work();
-  for (auto &t : pool)
-    t.join();
-  if (!failure.empty())
-    throw Error("generating weights: " + failure);
+    size_t d = ++done;
+    std::lock_guard<std::mutex> g(mu);
+    bar.update(d);
+  });
   std::vector<TensorData> out;
   out.reserve(specs.size());
-  for (size_t j = 0; j < slots.size(); ++j)
-    if (filled[j])
-      out.push_back(std::move(slots[j]));
+  for (TensorData &t : slots)
+    if (!t.name.empty())
+      out.push_back(std::move(t));
   return out;
 }
 

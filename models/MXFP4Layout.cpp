@@ -1,11 +1,10 @@
 //===- MXFP4Layout.cpp - the MXFP4 kernel layout, defined once -----------===//
 
 #include "models/MXFP4Layout.h"
+#include "models/Common.h"
 #include "models/MXFP4.h"
 
 #include <algorithm>
-#include <atomic>
-#include <thread>
 
 namespace k3c::mxfp4 {
 
@@ -85,40 +84,32 @@ void repackToKernel(const KernelLayout &l, int64_t count, int64_t N, int64_t K,
     }
   const int64_t rowTiles = N / l.nTile, items = count * rowTiles;
   const int64_t bpt = l.kTile / kBlock;
-  std::atomic<int64_t> next{0};
-  auto work = [&] {
-    for (int64_t it; (it = next.fetch_add(1)) < items;) {
-      const int64_t m = it / rowTiles, nt = it % rowTiles;
-      const uint8_t *p = packed + m * pb, *sc = scales + m * sb;
-      uint8_t *op = outPacked + m * pb, *os = outScales + m * sb;
-      for (int64_t kt = 0; kt < tilesK; ++kt) {
-        uint8_t *tile = op + (nt * tilesK + kt) * tileBytes;
-        std::fill(tile, tile + tileBytes, 0);
-        for (int64_t r = 0; r < l.nTile; ++r) {
-          const uint8_t *src = p + (nt * l.nTile + r) * (K / 2) + kt * l.kTile / 2;
-          const int32_t *pos = nib.data() + r * l.kTile;
-          for (int64_t kk = 0; kk < l.kTile; kk += 2) {
-            uint8_t b = src[kk / 2];
-            int32_t lo = pos[kk], hi = pos[kk + 1];
-            tile[lo >> 1] |= (lo & 1) ? static_cast<uint8_t>((b & 0xF) << 4) : (b & 0xF);
-            tile[hi >> 1] |= (hi & 1) ? static_cast<uint8_t>(b & 0xF0) : (b >> 4);
+  parallelFor(
+      static_cast<size_t>(items),
+      [&](size_t it) {
+        const int64_t m = static_cast<int64_t>(it) / rowTiles,
+                      nt = static_cast<int64_t>(it) % rowTiles;
+        const uint8_t *p = packed + m * pb, *sc = scales + m * sb;
+        uint8_t *op = outPacked + m * pb, *os = outScales + m * sb;
+        for (int64_t kt = 0; kt < tilesK; ++kt) {
+          uint8_t *tile = op + (nt * tilesK + kt) * tileBytes;
+          std::fill(tile, tile + tileBytes, 0);
+          for (int64_t r = 0; r < l.nTile; ++r) {
+            const uint8_t *src = p + (nt * l.nTile + r) * (K / 2) + kt * l.kTile / 2;
+            const int32_t *pos = nib.data() + r * l.kTile;
+            for (int64_t kk = 0; kk < l.kTile; kk += 2) {
+              uint8_t b = src[kk / 2];
+              int32_t lo = pos[kk], hi = pos[kk + 1];
+              tile[lo >> 1] |= (lo & 1) ? static_cast<uint8_t>((b & 0xF) << 4) : (b & 0xF);
+              tile[hi >> 1] |= (hi & 1) ? static_cast<uint8_t>(b & 0xF0) : (b >> 4);
+            }
+            for (int64_t kb = 0; kb < bpt; ++kb)
+              os[(nt * tilesK + kt) * l.nTile * bpt + r * bpt + kb] =
+                  sc[(nt * l.nTile + r) * (K / kBlock) + kt * bpt + kb];
           }
-          for (int64_t kb = 0; kb < bpt; ++kb)
-            os[(nt * tilesK + kt) * l.nTile * bpt + r * bpt + kb] =
-                sc[(nt * l.nTile + r) * (K / kBlock) + kt * bpt + kb];
         }
-      }
-    }
-  };
-  unsigned threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 32));
-  if (items < 64)
-    threads = 1;
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t)
-    pool.emplace_back(work);
-  work();
-  for (auto &t : pool)
-    t.join();
+      },
+      /*minParallel=*/64);
 }
 
 void repackToCheckpoint(const KernelLayout &l, int64_t count, int64_t N, int64_t K,
