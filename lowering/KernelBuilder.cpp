@@ -312,27 +312,53 @@ Value KernelBuilder::mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value
   }
   Type i32 = b.getI32Type();
   Value byte = arith::ExtUIOp::create(b, loc, i32, load(w.payload, {add(matrixBytes, byteIdx)}));
-  Value c4 = arith::ConstantIntOp::create(b, loc, i32, 4);
-  Value c15 = arith::ConstantIntOp::create(b, loc, i32, 15);
-  Value code = arith::AndIOp::create(
-      b, loc, select(high, arith::ShRUIOp::create(b, loc, byte, c4), byte), c15);
-  // E2M1: bit 3 sign, bits 2..1 exponent, bit 0 mantissa.
-  auto ci = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i32, v); };
-  Value m = arith::AndIOp::create(b, loc, code, ci(1));
-  Value ex = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, code, ci(1)), ci(3));
-  Value mf = arith::UIToFPOp::create(b, loc, b.getF32Type(), m);
-  Value pow2 = select(ieq(ex, ci(1)), f32(1.0), select(ieq(ex, ci(2)), f32(2.0), f32(4.0)));
-  Value normal = fmul(pow2, fadd(f32(1.0), fmul(f32(0.5), mf)));
-  Value mag = select(ieq(ex, ci(0)), fmul(f32(0.5), mf), normal);
-  Value neg = ieq(arith::AndIOp::create(b, loc, code, ci(8)), ci(8));
-  Value val = select(neg, fneg(mag), mag);
-  // E8M0: 2^(s - 127); 0x00 is the subnormal 2^-127; 0xFF is NaN.
+  Value code = select(high, arith::ShRUIOp::create(b, loc, byte, i32Const(4)), byte);
   Value s8 = arith::ExtUIOp::create(b, loc, i32, load(w.scales, {add(matrixScales, scaleIdx)}));
-  Value bits = select(ieq(s8, ci(0)), ci(0x00400000),
-                      select(ieq(s8, ci(255)), ci(0x7fc00000),
-                             arith::ShLIOp::create(b, loc, s8, ci(23))));
-  Value scale = arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
-  return fmul(val, scale);
+  return fmul(e2m1ToF32(code), e8m0ToF32(s8));
+}
+
+Value KernelBuilder::e2m1ToF32(Value nib) {
+  Value mag = arith::AndIOp::create(b, loc, nib, i32Const(7));
+  Value big = arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, mag, i32Const(252)),
+                                    i32Const(22));
+  Value small = arith::MulIOp::create(b, loc, mag, i32Const(0x3F000000));
+  Value ge2 = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, mag, i32Const(2));
+  Value sign = arith::ShLIOp::create(b, loc, arith::AndIOp::create(b, loc, nib, i32Const(8)),
+                                     i32Const(28));
+  return arith::BitcastOp::create(b, loc, b.getF32Type(),
+                                  arith::OrIOp::create(b, loc, select(ge2, big, small), sign));
+}
+
+Value KernelBuilder::e8m0ToF32(Value s8) {
+  Value bits = select(ieq(s8, i32Const(0)), i32Const(0x00400000),
+                      select(ieq(s8, i32Const(255)), i32Const(0x7fc00000),
+                             arith::ShLIOp::create(b, loc, s8, i32Const(23))));
+  return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+}
+
+SmallVector<Value> KernelBuilder::loadWords(Value bytes, Value at, int64_t words) {
+  Type i32 = b.getI32Type();
+  SmallVector<Value> out;
+  if (gpu()) {
+    auto vt = VectorType::get({4 * words}, b.getI8Type());
+    Value v = vector::LoadOp::create(b, loc, vt, bytes, ValueRange{at}, /*nontemporal=*/false,
+                                     llvm::MaybeAlign(std::min<int64_t>(16, 4 * words)));
+    Value w = vector::BitCastOp::create(b, loc, VectorType::get({words}, i32), v);
+    for (int64_t j = 0; j < words; ++j)
+      out.push_back(vector::ExtractOp::create(b, loc, w, ArrayRef<int64_t>{j}));
+    return out;
+  }
+  for (int64_t j = 0; j < words; ++j) {
+    Value word;
+    for (int64_t q = 0; q < 4; ++q) {
+      Value byte = arith::ExtUIOp::create(b, loc, i32, load(bytes, {add(at, 4 * j + q)}));
+      if (q)
+        byte = arith::ShLIOp::create(b, loc, byte, i32Const(8 * q));
+      word = q ? arith::OrIOp::create(b, loc, word, byte).getResult() : byte;
+    }
+    out.push_back(word);
+  }
+  return out;
 }
 
 } // namespace k3c::lowering

@@ -71,6 +71,9 @@ public:
   Value f32(double v) {
     return mlir::arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(v)));
   }
+  Value i32Const(int64_t v) {
+    return mlir::arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+  }
   Value dim(Value memref, int64_t i) { return mlir::memref::DimOp::create(b, loc, memref, i); }
 
   // Index arithmetic.
@@ -221,6 +224,16 @@ public:
 
   /// Element (row n, column k) of matrix `e` of an MXFP4 weight, in fp32.
   Value mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value k);
+  /// The E2M1 code in the low 4 bits of `nib` (i32; higher bits ignored) as
+  /// fp32, by bit operations: magnitude m = nib & 7 is 0, 0.5 or, for m >= 2,
+  /// the bits (m + 252) << 22; bit 3 is the sign.
+  Value e2m1ToF32(Value nib);
+  /// The E8M0 scale byte `s8` (i32) as fp32: 2^(s - 127); 0x00 is 2^-127,
+  /// 0xFF is NaN.
+  Value e8m0ToF32(Value s8);
+  /// `words` little-endian i32 words of the i8 buffer `bytes` from byte `at`
+  /// (4-byte aligned): one vector load on the GPU, byte loads on the host.
+  llvm::SmallVector<Value> loadWords(Value bytes, Value at, int64_t words);
 };
 
 } // namespace k3c::lowering

@@ -10,8 +10,6 @@
 
 #include "lowering/Families.h"
 
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
-
 using namespace mlir;
 using namespace mlir::k3;
 
@@ -46,66 +44,6 @@ static int64_t mxKTile(const std::function<MxRow(int64_t)> &mxRow, int64_t nRows
   return K % kt ? 0 : kt;
 }
 
-/// E2M1 code (low 4 bits of `nib`, i32) to fp32 by bit operations: magnitude
-/// m = nib & 7 is 0, 0.5, or 2^(m/2 - 1) * (1 + (m & 1) / 2) = bits
-/// (m + 252) << 22 for m >= 2; bit 3 is the sign.
-static Value e2m1Bits(KernelBuilder &kb, Value nib) {
-  OpBuilder &b = kb.b;
-  Location loc = kb.loc;
-  Type i32 = b.getI32Type();
-  auto ci = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i32, v).getResult(); };
-  Value mag = arith::AndIOp::create(b, loc, nib, ci(7));
-  Value big = arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, mag, ci(252)), ci(22));
-  Value small = arith::MulIOp::create(b, loc, mag, ci(0x3F000000));
-  Value ge2 = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, mag, ci(2));
-  Value bits = kb.select(ge2, big, small);
-  Value sign = arith::ShLIOp::create(b, loc, arith::AndIOp::create(b, loc, nib, ci(8)), ci(28));
-  return arith::BitcastOp::create(b, loc, b.getF32Type(),
-                                  arith::OrIOp::create(b, loc, bits, sign));
-}
-
-/// E8M0 scale byte (i32) to fp32: 2^(s - 127); 0 is 2^-127, 255 is NaN.
-static Value e8m0(KernelBuilder &kb, Value s8) {
-  OpBuilder &b = kb.b;
-  Location loc = kb.loc;
-  Type i32 = b.getI32Type();
-  auto ci = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i32, v).getResult(); };
-  Value bits = kb.select(kb.ieq(s8, ci(0)), ci(0x00400000),
-                         kb.select(kb.ieq(s8, ci(255)), ci(0x7fc00000),
-                                   arith::ShLIOp::create(b, loc, s8, ci(23))));
-  return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
-}
-
-/// `words` little-endian i32 words of an i8 buffer from byte `at` (4-byte
-/// aligned): one vector load on the GPU, byte loads on the host.
-static SmallVector<Value> loadWords(KernelBuilder &kb, Value bytes, Value at, int64_t words) {
-  OpBuilder &b = kb.b;
-  Location loc = kb.loc;
-  Type i32 = b.getI32Type();
-  SmallVector<Value> out;
-  if (kb.gpu()) {
-    auto vt = VectorType::get({4 * words}, b.getI8Type());
-    Value v = vector::LoadOp::create(b, loc, vt, bytes, ValueRange{at}, /*nontemporal=*/false,
-                                     llvm::MaybeAlign(std::min<int64_t>(16, 4 * words)));
-    Value w = vector::BitCastOp::create(b, loc, VectorType::get({words}, i32), v);
-    for (int64_t j = 0; j < words; ++j)
-      out.push_back(vector::ExtractOp::create(b, loc, w, ArrayRef<int64_t>{j}));
-    return out;
-  }
-  for (int64_t j = 0; j < words; ++j) {
-    Value word;
-    for (int64_t q = 0; q < 4; ++q) {
-      Value byte = arith::ExtUIOp::create(b, loc, i32, kb.load(bytes, {kb.add(at, 4 * j + q)}));
-      if (q)
-        byte = arith::ShLIOp::create(
-            b, loc, byte, arith::ConstantIntOp::create(b, loc, i32, 8 * q).getResult());
-      word = q ? arith::OrIOp::create(b, loc, word, byte).getResult() : byte;
-    }
-    out.push_back(word);
-  }
-  return out;
-}
-
 /// The fragment inner loop of gemmTile for MXFP4 rows (see Families.h): over
 /// this chunk's (k tile, column c) items, lanes strided.
 static SmallVector<Value> mxfp4Chunk(KernelBuilder &kb, ThreadBlock &tb, Value xs, Value k0,
@@ -114,7 +52,6 @@ static SmallVector<Value> mxfp4Chunk(KernelBuilder &kb, ThreadBlock &tb, Value x
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   Type i32 = b.getI32Type();
-  auto ci = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i32, v).getResult(); };
   const int64_t nt = 8, runBytes = kt / 8, bpt = kt / 32;
   Value items = kb.mul(kb.div(len, kt), 4);
   return kb.loopStep(tb.lane, items, kb.idx(tb.lanes), acc, [&](Value item, ValueRange in) {
@@ -132,7 +69,7 @@ static SmallVector<Value> mxfp4Chunk(KernelBuilder &kb, ThreadBlock &tb, Value x
       Value rr = kb.rem(m.row, nt), t = kb.add(kb.mul(rr, 4), c);
       Value at = kb.add(kb.mul(m.matrix, N * K / 2),
                         kb.add(kb.mul(tile, nt * kt / 2), kb.mul(t, runBytes)));
-      words[r] = loadWords(kb, m.w->payload, at, runBytes / 4);
+      words[r] = kb.loadWords(m.w->payload, at, runBytes / 4);
       scaleAt[r] = kb.add(kb.mul(m.matrix, N * K / 32),
                           kb.add(kb.mul(tile, nt * bpt), kb.mul(rr, bpt)));
       bufs[r] = m.w;
@@ -141,9 +78,8 @@ static SmallVector<Value> mxfp4Chunk(KernelBuilder &kb, ThreadBlock &tb, Value x
     for (int64_t blk = 0; blk < bpt; ++blk) {
       SmallVector<Value> scale(nRows);
       for (int64_t r = 0; r < nRows; ++r)
-        scale[r] = e8m0(kb, arith::ExtUIOp::create(b, loc, i32,
-                                                   kb.load(bufs[r]->scales,
-                                                           {kb.add(scaleAt[r], blk)})));
+        scale[r] = kb.e8m0ToF32(arith::ExtUIOp::create(
+            b, loc, i32, kb.load(bufs[r]->scales, {kb.add(scaleAt[r], blk)})));
       // Bytes 4·blk .. 4·blk+3 of the run: steps s = 2·blk, 2·blk+1, each a
       // byte for columns 2c, 2c+1 and one for 2c+8, 2c+9.
       for (int64_t q = 4 * blk; q < 4 * blk + 4; ++q) {
@@ -155,10 +91,10 @@ static SmallVector<Value> mxfp4Chunk(KernelBuilder &kb, ThreadBlock &tb, Value x
         for (int64_t r = 0; r < nRows; ++r) {
           Value word = words[r][q / 4];
           int64_t shift = 8 * (q % 4);
-          Value lo = arith::ShRUIOp::create(b, loc, word, ci(shift));
-          Value hi = arith::ShRUIOp::create(b, loc, word, ci(shift + 4));
-          Value wlo = kb.fmul(e2m1Bits(kb, lo), scale[r]);
-          Value whi = kb.fmul(e2m1Bits(kb, hi), scale[r]);
+          Value lo = arith::ShRUIOp::create(b, loc, word, kb.i32Const(shift));
+          Value hi = arith::ShRUIOp::create(b, loc, word, kb.i32Const(shift + 4));
+          Value wlo = kb.fmul(kb.e2m1ToF32(lo), scale[r]);
+          Value whi = kb.fmul(kb.e2m1ToF32(hi), scale[r]);
           for (int64_t tt = 0; tt < tokTile; ++tt) {
             Value &o = out[r * tokTile + tt];
             o = kb.fadd(o, kb.fadd(kb.fmul(wlo, xv[tt][0]), kb.fmul(whi, xv[tt][1])));
