@@ -101,17 +101,21 @@ void Transport::allToAllBuffers(const void *send, const std::vector<size_t> &sen
   exchangePieces(out, in, device);
 }
 
+void Transport::checkPeers(const std::vector<Piece> &sends,
+                           const std::vector<Piece> &recvs) const {
+  for (const auto *list : {&sends, &recvs})
+    for (const Piece &p : *list)
+      if (p.peer < 0 || p.peer >= size())
+        throw Error("EP: a piece for rank " + std::to_string(p.peer) + " in a group of " +
+                    std::to_string(size()));
+}
+
 void Transport::exchangePieces(const std::vector<Piece> &sends, const std::vector<Piece> &recvs,
                                bool device) {
   const int64_t R = size();
-  auto checkPeer = [&](const Piece &p) {
-    if (p.peer < 0 || p.peer >= R)
-      throw Error("EP: a piece for rank " + std::to_string(p.peer) + " in a group of " +
-                  std::to_string(R));
-  };
+  checkPeers(sends, recvs);
   std::vector<std::vector<uint8_t>> out(R), in;
   for (const Piece &p : sends) {
-    checkPeer(p);
     auto &m = out[p.peer];
     size_t at = m.size();
     m.resize(at + p.bytes);
@@ -125,7 +129,6 @@ void Transport::exchangePieces(const std::vector<Piece> &sends, const std::vecto
   allToAll(out, in);
   std::vector<size_t> at(R, 0);
   for (const Piece &p : recvs) {
-    checkPeer(p);
     if (at[p.peer] + p.bytes > in[p.peer].size())
       throw Error("EP: rank " + std::to_string(p.peer) + " sent " +
                   std::to_string(in[p.peer].size()) + " bytes where more were expected");

@@ -84,6 +84,10 @@ public:
   virtual void abort(const std::string &why) = 0;
   /// Bytes sent so far (for the dispatch/combine benchmark).
   int64_t bytesSent = 0;
+
+protected:
+  /// Throws unless every piece's peer is a rank of this group.
+  void checkPeers(const std::vector<Piece> &sends, const std::vector<Piece> &recvs) const;
 };
 
 /// Ranks as threads of one process: a shared mailbox and a barrier with a

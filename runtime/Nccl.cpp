@@ -133,11 +133,7 @@ public:
                       bool device) override {
     if (failed)
       throw Error(failure);
-    for (const auto *list : {&sends, &recvs})
-      for (const Piece &p : *list)
-        if (p.peer < 0 || p.peer >= n)
-          throw Error("EP: a piece for rank " + std::to_string(p.peer) + " in a group of " +
-                      std::to_string(n));
+    checkPeers(sends, recvs);
     size_t out = 0;
     for (const Piece &p : sends)
       out += p.bytes;
