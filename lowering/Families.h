@@ -4,6 +4,7 @@
 #define K3C_LOWERING_FAMILIES_H
 
 #include "lowering/KernelBuilder.h"
+#include "lowering/tile/Gemm.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -26,11 +27,6 @@ llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op);
 
 // Tile sizes of the block programs (GPU; the host runs one thread a block).
 constexpr int64_t kRowThreads = 256;    ///< row reductions: threads per row
-constexpr int64_t kLinearThreads = 256; ///< linear: 8 warps a block
-constexpr int64_t kTokTile = 8;         ///< linear: tokens a block
-constexpr int64_t kRowsPerWarp = 4;     ///< linear: weight rows a warp
-constexpr int64_t kChunkBytes = 32768;  ///< linear: staged x bytes a K chunk
-constexpr int64_t kChunkBytesOneToken = 8192; ///< linear, one-token tile
 constexpr int64_t kMlaThreads = 256;    ///< MLA: a block per (token, head)
 constexpr int64_t kGroupThreads = 256;  ///< MoE: the grouping block
 constexpr int64_t kExpertThreads = 256; ///< MoE: grouped expert GEMM blocks
@@ -42,34 +38,6 @@ constexpr int64_t kSharedBudget = 48 * 1024; ///< static shared memory a block
 /// shared f32 [warps]).
 mlir::Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, mlir::Value x, mlir::Value row,
                       int64_t d, mlir::Value eps, mlir::Value red);
-/// An activation row of a GEMM tile: whether it exists, and the indices of
-/// its first element without the last (column) index.
-struct ActRow {
-  mlir::Value valid;
-  llvm::SmallVector<mlir::Value> prefix;
-};
-/// One block's share of a row GEMM (Dense.cpp): for `tokTile` activation rows
-/// of `a` (rowOf(tt)) and `nRows` weight rows per warp (wLoad(r, k, width):
-/// `width` fp32 weights of the warp's r-th row from column k), returns each
-/// lane's partial sums acc[r * tokTile + tt] over K (finish with warpSum).
-/// The rows are staged through shared memory in chunks; `vw` is the vector
-/// width of the loads (K a multiple of it). With `mxRow` (MXFP4 weights in
-/// the #k3.mxfp4_layout kernel layout, every row of one k_tile), lanes
-/// instead take (k tile, thread column c) items: one 16-byte load (k_tile
-/// 128) is the 32 nibbles of the row's mma fragment run, decoded by bit
-/// operations and scaled per 32-column block, against the matching columns
-/// 16s + 2c + {0, 1, 8, 9} of the staged activations (wLoad is unused).
-/// Row r of a GEMM tile's weights as one matrix of an MXFP4 stacked weight:
-/// the buffers, the matrix (expert) and the row.
-struct MxRow {
-  const MXFP4Buffers *w = nullptr;
-  mlir::Value matrix, row;
-};
-llvm::SmallVector<mlir::Value>
-gemmTile(KernelBuilder &kb, ThreadBlock &tb, mlir::Value a, int64_t K, int64_t vw, int64_t nRows,
-         const std::function<ActRow(mlir::Value)> &rowOf,
-         const std::function<llvm::SmallVector<mlir::Value>(int64_t, mlir::Value, int64_t)> &wLoad,
-         int64_t tokTile = kTokTile, const std::function<MxRow(int64_t)> &mxRow = {});
 /// The tiled y = x W^T block program (Dense.cpp).
 void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y);
 

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Lowering.h"
+#include "lowering/TargetInfo.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -22,6 +23,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
@@ -91,21 +93,22 @@ void prepareGpuContext(MLIRContext &ctx) {
   gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
   registerNVVMDialectTranslation(registry);
   ctx.appendDialectRegistry(registry);
-  ctx.loadDialect<gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect>();
+  ctx.loadDialect<gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect, nvgpu::NVGPUDialect>();
 }
 
 // Device-side lowering, shared by --emit=ptx and the CUDA artifact: parallel
 // loops to thread blocks, outlining, then (after the math rewrite below) NVVM.
 // (Pipelines for a PassManager anchored on builtin.module: no outer wrapper.)
-static const char *kOutlinePipeline =
-    "func.func(scf-parallel-loop-tiling{parallel-loop-tile-sizes=1,128 no-min-max-bounds=true},"
-    "gpu-map-parallel-loops,convert-parallel-loops-to-gpu),"
-    "gpu-kernel-outlining,"
-    "nvvm-attach-target{chip=sm_90a features=+ptx80 O=3},"
-    "gpu.module(math-expand-ops)";
+static std::string outlinePipeline() {
+  return "func.func(scf-parallel-loop-tiling{parallel-loop-tile-sizes=1,128 "
+         "no-min-max-bounds=true},gpu-map-parallel-loops,convert-parallel-loops-to-gpu),"
+         "gpu-kernel-outlining,nvvm-attach-target{" +
+         TargetInfo::get(Target::Gpu).nvvmAttachOptions() + "},gpu.module(math-expand-ops)";
+}
 static const char *kNvvmPipeline =
     "gpu.module(lower-affine,arith-expand{include-bf16=true},convert-scf-to-cf,"
-    "convert-gpu-to-nvvm{index-bitwidth=64},canonicalize,cse,reconcile-unrealized-casts)";
+    "convert-nvgpu-to-nvvm,convert-gpu-to-nvvm{index-bitwidth=64},convert-nvvm-to-llvm,"
+    "canonicalize,cse,reconcile-unrealized-casts)";
 
 /// exp, log1p and sqrt as single PTX instructions (ex2.approx.ftz,
 /// lg2.approx.ftz, sqrt.rn) through inline asm, so no libdevice is needed and
@@ -161,7 +164,8 @@ static void alignSharedMemory(ModuleOp m) {
 LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
   registerGpuPipelinePasses();
   prepareGpuContext(*loops.getContext());
-  for (const char *pipeline : {kOutlinePipeline, kNvvmPipeline}) {
+  const std::string pipelines[] = {outlinePipeline(), kNvvmPipeline};
+  for (const std::string &pipeline : pipelines) {
     PassManager pm(loops.getContext());
     if (failed(parsePassPipeline(pipeline, pm))) {
       error = std::string("internal error: GPU pass pipeline does not parse: ") + pipeline;
@@ -171,7 +175,7 @@ LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
       error = "lowering the kernels to NVVM failed";
       return failure();
     }
-    if (pipeline == kOutlinePipeline) {
+    if (&pipeline == &pipelines[0]) {
       rewriteDeviceMath(loops);
       alignSharedMemory(loops);
     }
@@ -256,7 +260,8 @@ LogicalResult validateWithPtxas(const std::map<std::string, std::string> &ptx,
     }
     Job j{name, in, workDir + "/" + name + ".ptxas.log", {}};
     std::optional<StringRef> redirects[] = {std::nullopt, StringRef(j.log), StringRef(j.log)};
-    SmallVector<StringRef> argv = {*ptxas, "-arch=sm_90a", "-O3", in, "-o", out};
+    std::string arch = "-arch=" + TargetInfo::get(Target::Gpu).chip;
+    SmallVector<StringRef> argv = {*ptxas, arch, "-O3", in, "-o", out};
     std::string msg;
     bool execFailed = false;
     j.pi = llvm::sys::ExecuteNoWait(*ptxas, argv, std::nullopt, redirects, 0, &msg, &execFailed);

@@ -87,7 +87,8 @@ KernelBuilder::loopStep(Value lb, Value ub, Value step, ValueRange inits,
 }
 
 void KernelBuilder::blocks(ValueRange grid, int64_t threads,
-                           const std::function<void(ValueRange, ThreadBlock &)> &body) {
+                           const std::function<void(ValueRange, ThreadBlock &)> &body,
+                           int64_t dynamicSharedBytes, StringRef name) {
   if (!gpu()) {
     // The host runs blocks one after another: one stack buffer at the kernel
     // function's entry serves every block.
@@ -109,7 +110,17 @@ void KernelBuilder::blocks(ValueRange grid, int64_t threads,
     total = mul(total, g);
   ifThen(ult(idx(0), total), [&] {
     Value one = idx(1);
-    auto launch = gpu::LaunchOp::create(b, loc, total, one, one, idx(threads), one, one);
+    Value dyn = dynamicSharedBytes ? i32Const(dynamicSharedBytes) : Value();
+    FlatSymbolRefAttr fnName;
+    if (!name.empty()) {
+      auto fn = b.getInsertionBlock()->getParentOp()->getParentOfType<func::FuncOp>();
+      if (!fn)
+        fn = dyn_cast<func::FuncOp>(b.getInsertionBlock()->getParentOp());
+      fnName = FlatSymbolRefAttr::get(b.getContext(), (fn.getSymName() + "_" + name).str());
+    }
+    auto launch = gpu::LaunchOp::create(b, loc, total, one, one, idx(threads), one, one, dyn,
+                                        nullptr, {}, {}, {}, nullptr, nullptr, nullptr, fnName,
+                                        fnName);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&launch.getBody().front());
     Value flat = launch.getBlockIds().x;
@@ -130,6 +141,18 @@ void KernelBuilder::blocks(ValueRange grid, int64_t threads,
     body(bid, tb);
     gpu::TerminatorOp::create(b, loc);
   });
+}
+
+Value KernelBuilder::dynamicShared(ThreadBlock &tb, int64_t byteOffset, ArrayRef<int64_t> shape,
+                                  Type elementType) {
+  assert(tb.launch && "dynamic shared memory exists on the GPU only");
+  auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  auto raw = gpu::DynamicSharedMemoryOp::create(
+      b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface{},
+                              space));
+  return memref::ViewOp::create(
+      b, loc, MemRefType::get(shape, elementType, MemRefLayoutAttrInterface{}, space), raw,
+      idx(byteOffset), ValueRange{});
 }
 
 Value KernelBuilder::shared(ThreadBlock &tb, ArrayRef<int64_t> shape, Type elementType) {

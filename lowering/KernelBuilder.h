@@ -26,6 +26,7 @@
 
 #include "dialects/K3/IR/K3Ops.h"
 #include "lowering/Lowering.h"
+#include "lowering/TargetInfo.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -65,6 +66,8 @@ public:
   mlir::Location loc;
   Target target;
   bool gpu() const { return target == Target::Gpu; }
+  /// What the target offers (shared memory, SMs, matrix instructions).
+  const TargetInfo &info() const { return TargetInfo::get(target); }
 
   // Constants and shapes.
   Value idx(int64_t v) { return mlir::arith::ConstantIndexOp::create(b, loc, v); }
@@ -181,9 +184,18 @@ public:
   // Cooperative thread blocks.
   /// A grid of `grid` blocks (row-major block ids) of `threads` threads on
   /// the GPU (a multiple of 32), one thread per block on the host. A grid
-  /// with no blocks launches nothing.
+  /// with no blocks launches nothing. On the GPU, `dynamicSharedBytes` of
+  /// dynamic shared memory come with every block (the runtime raises the
+  /// kernel's opt-in limit when it exceeds the static 48 KB; views into it
+  /// by `dynamicShared`), and `name`, when given, names the outlined kernel
+  /// (`<function>_<name>`: what the kernel is, e.g. linear_mma_128x128).
   void blocks(ValueRange grid, int64_t threads,
-              const std::function<void(ValueRange, ThreadBlock &)> &body);
+              const std::function<void(ValueRange, ThreadBlock &)> &body,
+              int64_t dynamicSharedBytes = 0, llvm::StringRef name = {});
+  /// A view of the block's dynamic shared memory from `byteOffset` (GPU
+  /// blocks launched with dynamicSharedBytes only).
+  Value dynamicShared(ThreadBlock &tb, int64_t byteOffset, llvm::ArrayRef<int64_t> shape,
+                      mlir::Type elementType);
   /// Block-shared memory: workgroup memory on the GPU (16-byte aligned), a
   /// stack buffer on the host.
   Value shared(ThreadBlock &tb, llvm::ArrayRef<int64_t> shape, mlir::Type elementType);

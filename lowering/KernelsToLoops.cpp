@@ -13,6 +13,8 @@
 #include "lowering/Lowering.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/TypeUtilities.h"
 
@@ -227,7 +229,7 @@ FailureOr<OwningOpRef<ModuleOp>> lowerKernelsToLoops(ModuleOp fused,
   MLIRContext *ctx = fused.getContext();
   ctx->loadDialect<func::FuncDialect, scf::SCFDialect, memref::MemRefDialect,
                    arith::ArithDialect, math::MathDialect, gpu::GPUDialect,
-                   vector::VectorDialect>();
+                   vector::VectorDialect, nvgpu::NVGPUDialect, NVVM::NVVMDialect>();
   OwningOpRef<ModuleOp> out = ModuleOp::create(fused.getLoc());
   std::set<std::string> seen;
   bool ok = true;

@@ -73,4 +73,30 @@ def K3FuseKernelsPass : Pass<"k3-fuse-kernels", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }
 
+def K3LowerKernelsPass : Pass<"k3-lower-kernels", "::mlir::ModuleOp"> {
+  let summary = "Lower every k3.kernel to a loop function for one target";
+  let description = [{
+    Runs the kernel lowering of k3-compile on a module holding `k3.kernel`
+    regions (a fused module, or a function with a single kernel for a test)
+    and replaces the module's contents with one `func.func` per distinct
+    kernel over memrefs (destination-passing style, docs/kernels.md), plus
+    the EP row-gather kernels. `target=host` gives loops with one thread a
+    block; `target=sm_90a` gives `gpu.launch` thread blocks whose matrix
+    products go through the GEMM tile layer (lowering/tile/Gemm.h): FMA for
+    f32 and few tokens, `mma.sync` (cp.async + ldmatrix) and `wgmma` tiles
+    for bf16 behind a host-side branch on the token count. Outlined GPU
+    kernels are named after what they are (`<kernel>_linear_wgmma_128x256x64_s4`).
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"host\"",
+           "Kernel target: host or sm_90a">
+  ];
+  let dependentDialects = [
+    "::mlir::func::FuncDialect", "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::vector::VectorDialect", "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::NVVM::NVVMDialect", "::mlir::LLVM::LLVMDialect"
+  ];
+}
+
 #endif // K3C_PASSES_PASSES_TD

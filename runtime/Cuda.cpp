@@ -5,6 +5,7 @@
 #include "models/Common.h"
 
 #include <dlfcn.h>
+#include <map>
 #include <mutex>
 
 namespace k3c::rt::cuda {
@@ -39,6 +40,7 @@ struct Driver {
   CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, CUstream, void **, void **);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
   CUresult (*cuStreamCreate)(CUstream *, unsigned);
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamQuery)(CUstream);
@@ -102,7 +104,9 @@ bool initialize(std::string &why) {
             bind(d.cuModuleLoadData, "cuModuleLoadData") &&
             bind(d.cuModuleUnload, "cuModuleUnload") &&
             bind(d.cuModuleGetFunction, "cuModuleGetFunction") &&
-            bind(d.cuLaunchKernel, "cuLaunchKernel") && bind(d.cuStreamCreate, "cuStreamCreate") &&
+            bind(d.cuLaunchKernel, "cuLaunchKernel") &&
+            bind(d.cuFuncSetAttribute, "cuFuncSetAttribute") &&
+            bind(d.cuStreamCreate, "cuStreamCreate") &&
             bind(d.cuStreamSynchronize, "cuStreamSynchronize") &&
             bind(d.cuStreamQuery, "cuStreamQuery") &&
             bind(d.cuEventCreate, "cuEventCreate") && bind(d.cuEventRecord, "cuEventRecord") &&
@@ -294,6 +298,22 @@ mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t
     return;
   if (gx == 0 || gy == 0 || gz == 0)
     return; // an empty grid (no tokens for this launch)
+  if (smem > 48 * 1024) {
+    // Dynamic shared memory past the static 48 KB needs the kernel's opt-in
+    // limit raised once (tensor-core GEMM tiles: up to 227 KB on sm_90).
+    static std::mutex m;
+    static std::map<void *, int32_t> raised;
+    std::lock_guard<std::mutex> g(m);
+    int32_t &have = raised[function];
+    if (have < smem) {
+      constexpr int kMaxDynamicSharedSizeBytes = 8; // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+      if (int r = d.cuFuncSetAttribute(function, kMaxDynamicSharedSizeBytes, smem)) {
+        record("cuFuncSetAttribute (dynamic shared memory)", r);
+        return;
+      }
+      have = smem;
+    }
+  }
   if (int r = d.cuLaunchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params, extra))
     record("cuLaunchKernel", r);
 }

@@ -26,147 +26,6 @@ Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, int64_t 
   return kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))), eps));
 }
 
-/// The kernel-layout tile width shared by every row of an MXFP4 GEMM tile,
-/// or 0 when the fragment path does not apply.
-static int64_t mxKTile(const std::function<MxRow(int64_t)> &mxRow, int64_t nRows, int64_t K) {
-  if (!mxRow)
-    return 0;
-  int64_t kt = 0;
-  for (int64_t r = 0; r < nRows; ++r) {
-    MxRow m = mxRow(r);
-    auto layout = m.w->type.getLayout();
-    if (!layout || layout.getNTile() != 8 || m.w->type.getShape().back() != K)
-      return 0;
-    if (kt && layout.getKTile() != kt)
-      return 0;
-    kt = layout.getKTile();
-  }
-  return K % kt ? 0 : kt;
-}
-
-/// The fragment inner loop of gemmTile for MXFP4 rows (see Families.h): over
-/// this chunk's (k tile, column c) items, lanes strided.
-static SmallVector<Value> mxfp4Chunk(KernelBuilder &kb, ThreadBlock &tb, Value xs, Value k0,
-                                     Value len, int64_t kt, int64_t nRows, int64_t tokTile,
-                                     const std::function<MxRow(int64_t)> &mxRow, ValueRange acc) {
-  OpBuilder &b = kb.b;
-  Location loc = kb.loc;
-  Type i32 = b.getI32Type();
-  const int64_t nt = 8, runBytes = kt / 8, bpt = kt / 32;
-  Value items = kb.mul(kb.div(len, kt), 4);
-  return kb.loopStep(tb.lane, items, kb.idx(tb.lanes), acc, [&](Value item, ValueRange in) {
-    Value ti = kb.div(item, 4), c = kb.rem(item, 4);
-    Value kLocal = kb.mul(ti, kt), kTileIdx = kb.add(kb.div(k0, kt), ti);
-    // Each row's fragment run (runBytes bytes) and its bpt scale bytes.
-    SmallVector<SmallVector<Value>> words(nRows);
-    SmallVector<Value> scaleAt(nRows);
-    SmallVector<const MXFP4Buffers *> bufs(nRows);
-    for (int64_t r = 0; r < nRows; ++r) {
-      MxRow m = mxRow(r);
-      ArrayRef<int64_t> shape = m.w->type.getShape();
-      int64_t N = shape[shape.size() - 2], K = shape.back(), tilesK = K / kt;
-      Value tile = kb.add(kb.mul(kb.div(m.row, nt), tilesK), kTileIdx);
-      Value rr = kb.rem(m.row, nt), t = kb.add(kb.mul(rr, 4), c);
-      Value at = kb.add(kb.mul(m.matrix, N * K / 2),
-                        kb.add(kb.mul(tile, nt * kt / 2), kb.mul(t, runBytes)));
-      words[r] = kb.loadWords(m.w->payload, at, runBytes / 4);
-      scaleAt[r] = kb.add(kb.mul(m.matrix, N * K / 32),
-                          kb.add(kb.mul(tile, nt * bpt), kb.mul(rr, bpt)));
-      bufs[r] = m.w;
-    }
-    SmallVector<Value> out(in);
-    for (int64_t blk = 0; blk < bpt; ++blk) {
-      SmallVector<Value> scale(nRows);
-      for (int64_t r = 0; r < nRows; ++r)
-        scale[r] = kb.e8m0ToF32(arith::ExtUIOp::create(
-            b, loc, i32, kb.load(bufs[r]->scales, {kb.add(scaleAt[r], blk)})));
-      // Bytes 4·blk .. 4·blk+3 of the run: steps s = 2·blk, 2·blk+1, each a
-      // byte for columns 2c, 2c+1 and one for 2c+8, 2c+9.
-      for (int64_t q = 4 * blk; q < 4 * blk + 4; ++q) {
-        int64_t s = q / 2, half = q % 2;
-        Value col = kb.add(kb.add(kLocal, 16 * s + 8 * half), kb.mul(c, 2));
-        SmallVector<SmallVector<Value>> xv;
-        for (int64_t tt = 0; tt < tokTile; ++tt)
-          xv.push_back(kb.loadVec(xs, {kb.idx(tt), col}, 2));
-        for (int64_t r = 0; r < nRows; ++r) {
-          Value word = words[r][q / 4];
-          int64_t shift = 8 * (q % 4);
-          Value lo = arith::ShRUIOp::create(b, loc, word, kb.i32Const(shift));
-          Value hi = arith::ShRUIOp::create(b, loc, word, kb.i32Const(shift + 4));
-          Value wlo = kb.fmul(kb.e2m1ToF32(lo), scale[r]);
-          Value whi = kb.fmul(kb.e2m1ToF32(hi), scale[r]);
-          for (int64_t tt = 0; tt < tokTile; ++tt) {
-            Value &o = out[r * tokTile + tt];
-            o = kb.fadd(o, kb.fadd(kb.fmul(wlo, xv[tt][0]), kb.fmul(whi, xv[tt][1])));
-          }
-        }
-      }
-    }
-    return out;
-  });
-}
-
-SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t K, int64_t vw,
-                            int64_t nRows, const std::function<ActRow(Value)> &rowOf,
-                            const std::function<SmallVector<Value>(int64_t, Value, int64_t)> &wLoad,
-                            int64_t tokTile, const std::function<MxRow(int64_t)> &mxRow) {
-  auto at = cast<MemRefType>(a.getType());
-  int64_t aBytes = at.getElementTypeBitWidth() / 8;
-  // A one-token tile shares its launch with the kTokTile one: a smaller chunk
-  // keeps their shared memory together under the static limit.
-  int64_t budget = tokTile == 1 ? kChunkBytesOneToken : kChunkBytes;
-  int64_t kc = std::min<int64_t>(K, budget / (tokTile * aBytes));
-  kc -= kc % vw;
-  const int64_t kt = mxKTile(mxRow, nRows, K);
-  if (kt)
-    kc -= kc % kt; // chunks of whole k tiles
-  int64_t chunks = (K + kc - 1) / kc;
-  Value xs = kb.shared(tb, {tokTile, kc}, at.getElementType());
-  SmallVector<Value> zeros(nRows * tokTile, kb.f32(0.0));
-  return kb.loop(kb.idx(0), kb.idx(chunks), zeros, [&](Value c, ValueRange acc) {
-    Value k0 = kb.mul(c, kc);
-    Value len = K % kc ? kb.minu(kb.idx(kc), kb.sub(kb.idx(K), k0)) : kb.idx(kc);
-    Value vecs = kb.div(len, vw);
-    // Stage the tile's activation rows (zeros for rows past the end).
-    kb.strided(tb, kb.idx(0), kb.mul(vecs, tokTile), [&](Value i) {
-      Value tt = kb.div(i, vecs), kv = kb.mul(kb.rem(i, vecs), vw);
-      ActRow row = rowOf(tt);
-      kb.ifThenElse(
-          row.valid,
-          [&] {
-            SmallVector<Value> src(row.prefix);
-            src.push_back(kb.add(k0, kv));
-            kb.copyVec(a, src, xs, {tt, kv}, vw);
-          },
-          [&] { kb.zeroVec(xs, {tt, kv}, vw); });
-    });
-    kb.barrier(tb);
-    if (kt) {
-      SmallVector<Value> next = mxfp4Chunk(kb, tb, xs, k0, len, kt, nRows, tokTile, mxRow, acc);
-      kb.barrier(tb);
-      return next;
-    }
-    SmallVector<Value> next = kb.loopStep(
-        kb.mul(tb.lane, vw), len, kb.idx(tb.lanes * vw), acc, [&](Value kv, ValueRange in) {
-          SmallVector<SmallVector<Value>> xv;
-          for (int64_t tt = 0; tt < tokTile; ++tt)
-            xv.push_back(kb.loadVec(xs, {kb.idx(tt), kv}, vw));
-          SmallVector<Value> out(in);
-          for (int64_t r = 0; r < nRows; ++r) {
-            SmallVector<Value> wv = wLoad(r, kb.add(k0, kv), vw);
-            for (int64_t tt = 0; tt < tokTile; ++tt) {
-              Value &o = out[r * tokTile + tt];
-              for (int64_t j = 0; j < vw; ++j)
-                o = kb.fadd(o, kb.fmul(wv[j], xv[tt][j]));
-            }
-          }
-          return out;
-        });
-    kb.barrier(tb);
-    return next;
-  });
-}
-
 /// y[T, O] = x[T, K] W[O, K]^T, tiled: a block computes kTokTile tokens x
 /// (kRowsPerWarp * warps) output rows through gemmTile: the block stages its
 /// tokens' x in shared memory, kChunkBytes at a time (16-byte loads); each
@@ -176,7 +35,7 @@ SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t
 /// uniformly for the whole launch, to a one-token tile (no arithmetic on
 /// empty rows); one launch, one module. On the host: one thread per block,
 /// the same loop nest.
-void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y) {
+static void lowerLinearFma(KernelBuilder &kb, Value x, Value w, Value y) {
   auto xt = cast<MemRefType>(x.getType());
   int64_t K = xt.getDimSize(1), O = cast<MemRefType>(w.getType()).getDimSize(0);
   int64_t vw = std::min(kb.vecWidth(x, K), kb.vecWidth(w, K));
@@ -214,7 +73,39 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y) {
     }
     kb.ifThenElse(
         kb.ieq(T, kb.idx(1)), [&] { tile(1); }, [&] { tile(kTokTile); });
-  });
+  }, 0, "linear_fma");
+}
+
+/// y = x W^T as the GEMM layer plans it (tile/Gemm.h): the FMA tile for
+/// the host, the exact f32 build and few tokens; on tensor cores from
+/// plan.mmaFrom tokens (a host-side branch on T picks the launch).
+void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y) {
+  auto xt = cast<MemRefType>(x.getType());
+  LinearPlan plan = linearPlan(kb.info(), xt.getElementType(),
+                               cast<MemRefType>(w.getType()).getElementType(), xt.getDimSize(1),
+                               cast<MemRefType>(w.getType()).getDimSize(0));
+  if (!plan.mmaFrom) {
+    lowerLinearFma(kb, x, w, y);
+    return;
+  }
+  Value T = kb.dim(x, 0);
+  kb.ifThenElse(
+      kb.ult(T, kb.idx(plan.mmaFrom)), [&] { lowerLinearFma(kb, x, w, y); },
+      [&] {
+        kb.ifThenElse(
+            kb.ule(T, kb.idx(plan.smallUpTo)), [&] { mmaLinear(kb, x, w, y, T, plan.small); },
+            [&] {
+              kb.ifThenElse(
+                  kb.ule(T, kb.idx(plan.mediumUpTo)),
+                  [&] { mmaLinear(kb, x, w, y, T, plan.medium); },
+                  [&] {
+                    if (plan.useWgmma)
+                      wgmmaLinear(kb, x, w, y, T, plan.wgmma);
+                    else
+                      mmaLinear(kb, x, w, y, T, plan.large);
+                  });
+            });
+      });
 }
 
 std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, LowerState &st) {

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The GEMM tile layer on one H200: checks, then k3-bench on the full-width
+# k3-small slice next to torch (cuBLAS) on the same linears, in one run.
+#  * k3-tiny f32: the exact FMA path against the reference executor (1e-5);
+#  * dense k3-tiny bf16 (the suite's bf16 model): 20 tokens (mma.sync 64x64),
+#    300 tokens (wgmma 128x128) and a mixed batch against the reference;
+#  * the slice bf16 at 16 tokens against the reference, and at 300 tokens
+#    (wgmma) against the same slice compiled with mma.sync only (K3C_WGMMA=0);
+#  * k3-bench: prefill T = 512, 2048, 8192, decode batch 1, 8, 32, 128;
+#    bench/gemm_peer.py: the same linears through torch, and the ceilings.
+# Bundle: bash bench/make-gemm-bundle.sh here; carry .dev; run bash .dev/gemm-h200.sh
+set -u
+cd "$(dirname "$0")"
+export PATH=$PWD/bin:$PATH
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+echo "== machine"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+k3-mkcheckpoint --config k3-tiny.json -o ckpt-tiny --seed 11 --quiet
+k3-mkcheckpoint --config tiny-dense.json -o ckpt-tiny-dense --seed 11 --quiet
+echo "== k3-tiny f32 (exact FMA path) vs the reference"
+k3-run tiny-f32 --checkpoint ckpt-tiny --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "check:"
+echo "== dense k3-tiny bf16 vs the reference: 20 tokens, 300 + 20 tokens, mixed batch"
+seq -s, 1 300 > long.txt; seq -s, 5 24 >> long.txt
+k3-run tiny-dense-bf16 --checkpoint ckpt-tiny-dense --device cuda --prompt-ids $(seq -s, 7 26) --max-new-tokens 4 --check --quiet | grep -E "check:"
+k3-run tiny-dense-bf16 --checkpoint ckpt-tiny-dense --device cuda --batch long.txt --max-new-tokens 4 --check --quiet | grep -E "step 0|check:"
+k3-run tiny-dense-bf16 --checkpoint ckpt-tiny-dense --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "check:"
+echo "== full-width k3-small slice (seed 3): bf16 vs the reference at 16 tokens"
+k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+timeout 300 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 16) --max-new-tokens 2 --check --quiet | grep -E "step|check:"
+echo "== slice at 300 tokens: wgmma build vs the mma.sync-only build (logits)"
+k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 11 310) --max-new-tokens 4 --quiet --dump-logits $OUT/wg.npy | grep -E "time to first"
+k3-run v/slice-nowg --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 11 310) --max-new-tokens 4 --quiet --dump-logits $OUT/mma.npy | grep -E "time to first"
+python3 -c "
+import numpy as n
+a, b = n.load('$OUT/wg.npy'), n.load('$OUT/mma.npy')
+e = abs(a - b).max() / abs(b).max()
+print('wgmma vs mma.sync logits: max rel %.3e, nan/inf positions equal %s, greedy tokens equal %s -> %s' % (e, bool((~n.isfinite(a) == ~n.isfinite(b)).all()), bool((a.argmax(-1) == b.argmax(-1)).all()), 'PASS' if e < 5e-2 else 'FAIL'))"
+echo "== k3-bench on the slice"
+k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --csv $OUT/slice-bench.csv ${BENCH_ARGS:-} > $OUT/slice-bench.txt; grep -E "^(prefill|decode)" $OUT/slice-bench.txt
+echo "== the same linears through torch (cuBLAS), same run"
+python3 gemm_peer.py slice-bf16 $OUT/slice-bench.csv | tee $OUT/peer.txt
+if [ -d v ]; then
+  for a in v/slice-W*; do
+    echo "== tile variant $a"
+    k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode none --reps 2 | grep -E "^prefill|mlp_in|mlp_down|kda_in"
+  done
+fi

@@ -1,0 +1,46 @@
+//===- TargetInfo.h - what a kernel target offers ---------------*- C++ -*-===//
+//
+// One description per target that kernel families and the GEMM tile layer
+// ask instead of scattering constants: the chip and PTX features the NVVM
+// pipeline attaches, shared memory per block (static and the dynamic opt-in
+// maximum, which the runtime raises at launch), SM count, register budget
+// and the matrix instructions available. The host target has one thread a
+// block and no matrix units.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3C_LOWERING_TARGETINFO_H
+#define K3C_LOWERING_TARGETINFO_H
+
+#include "lowering/Lowering.h"
+
+#include <cstdint>
+#include <string>
+
+namespace k3c::lowering {
+
+struct TargetInfo {
+  Target kind = Target::Host;
+  std::string chip;            ///< sm_90a; empty on the host
+  std::string features;        ///< PTX ISA feature string (+ptx80)
+  int ptxVersion = 0;          ///< 80 = PTX ISA 8.0
+  int64_t smCount = 1;         ///< multiprocessors (H200: 132)
+  int64_t warpSize = 1;        ///< lanes a warp (1 on the host)
+  int64_t staticSharedPerBlock = 0;  ///< bytes without opt-in (48 KB)
+  int64_t maxSharedPerBlock = 0;     ///< bytes with the dynamic opt-in (227 KB)
+  int64_t sharedPerSM = 0;           ///< bytes an SM has for all its blocks
+  int64_t registersPerSM = 0;        ///< 32-bit registers an SM has
+  int64_t maxRegistersPerThread = 0; ///< 255 on sm_90
+  bool mmaSync = false;        ///< mma.sync m16n8k16 bf16 -> f32, ldmatrix, cp.async
+  bool wgmma = false;          ///< warpgroup MMA + TMA + mbarriers (sm_90a)
+  int64_t mmaM = 0, mmaN = 0, mmaK = 0; ///< the mma.sync shape used (16, 8, 16)
+
+  static const TargetInfo &get(Target t);
+  bool gpu() const { return kind == Target::Gpu; }
+  /// The NVVM target options string (`chip=... features=... O=3`).
+  std::string nvvmAttachOptions() const;
+};
+
+} // namespace k3c::lowering
+
+#endif // K3C_LOWERING_TARGETINFO_H

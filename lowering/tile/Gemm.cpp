@@ -1,0 +1,577 @@
+//===- Gemm.cpp - the GEMM tile layer: FMA and mma.sync strategies --------===//
+//
+// See Gemm.h. The FMA strategy (gemmTile) is the exact fp32 path of every
+// build and the host target; mmaLinear puts bf16 linears on the tensor
+// cores through the nvgpu dialect (cp.async, ldmatrix, mma.sync).
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/tile/Gemm.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+
+namespace k3c::lowering {
+
+/// The kernel-layout tile width shared by every row of an MXFP4 GEMM tile,
+/// or 0 when the fragment path does not apply.
+static int64_t mxKTile(const std::function<MxRow(int64_t)> &mxRow, int64_t nRows, int64_t K) {
+  if (!mxRow)
+    return 0;
+  int64_t kt = 0;
+  for (int64_t r = 0; r < nRows; ++r) {
+    MxRow m = mxRow(r);
+    auto layout = m.w->type.getLayout();
+    if (!layout || layout.getNTile() != 8 || m.w->type.getShape().back() != K)
+      return 0;
+    if (kt && layout.getKTile() != kt)
+      return 0;
+    kt = layout.getKTile();
+  }
+  return K % kt ? 0 : kt;
+}
+
+/// The fragment inner loop of gemmTile for MXFP4 rows (see Families.h): over
+/// this chunk's (k tile, column c) items, lanes strided.
+static SmallVector<Value> mxfp4Chunk(KernelBuilder &kb, ThreadBlock &tb, Value xs, Value k0,
+                                     Value len, int64_t kt, int64_t nRows, int64_t tokTile,
+                                     const std::function<MxRow(int64_t)> &mxRow, ValueRange acc) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type i32 = b.getI32Type();
+  const int64_t nt = 8, runBytes = kt / 8, bpt = kt / 32;
+  Value items = kb.mul(kb.div(len, kt), 4);
+  return kb.loopStep(tb.lane, items, kb.idx(tb.lanes), acc, [&](Value item, ValueRange in) {
+    Value ti = kb.div(item, 4), c = kb.rem(item, 4);
+    Value kLocal = kb.mul(ti, kt), kTileIdx = kb.add(kb.div(k0, kt), ti);
+    // Each row's fragment run (runBytes bytes) and its bpt scale bytes.
+    SmallVector<SmallVector<Value>> words(nRows);
+    SmallVector<Value> scaleAt(nRows);
+    SmallVector<const MXFP4Buffers *> bufs(nRows);
+    for (int64_t r = 0; r < nRows; ++r) {
+      MxRow m = mxRow(r);
+      ArrayRef<int64_t> shape = m.w->type.getShape();
+      int64_t N = shape[shape.size() - 2], K = shape.back(), tilesK = K / kt;
+      Value tile = kb.add(kb.mul(kb.div(m.row, nt), tilesK), kTileIdx);
+      Value rr = kb.rem(m.row, nt), t = kb.add(kb.mul(rr, 4), c);
+      Value at = kb.add(kb.mul(m.matrix, N * K / 2),
+                        kb.add(kb.mul(tile, nt * kt / 2), kb.mul(t, runBytes)));
+      words[r] = kb.loadWords(m.w->payload, at, runBytes / 4);
+      scaleAt[r] = kb.add(kb.mul(m.matrix, N * K / 32),
+                          kb.add(kb.mul(tile, nt * bpt), kb.mul(rr, bpt)));
+      bufs[r] = m.w;
+    }
+    SmallVector<Value> out(in);
+    for (int64_t blk = 0; blk < bpt; ++blk) {
+      SmallVector<Value> scale(nRows);
+      for (int64_t r = 0; r < nRows; ++r)
+        scale[r] = kb.e8m0ToF32(arith::ExtUIOp::create(
+            b, loc, i32, kb.load(bufs[r]->scales, {kb.add(scaleAt[r], blk)})));
+      // Bytes 4·blk .. 4·blk+3 of the run: steps s = 2·blk, 2·blk+1, each a
+      // byte for columns 2c, 2c+1 and one for 2c+8, 2c+9.
+      for (int64_t q = 4 * blk; q < 4 * blk + 4; ++q) {
+        int64_t s = q / 2, half = q % 2;
+        Value col = kb.add(kb.add(kLocal, 16 * s + 8 * half), kb.mul(c, 2));
+        SmallVector<SmallVector<Value>> xv;
+        for (int64_t tt = 0; tt < tokTile; ++tt)
+          xv.push_back(kb.loadVec(xs, {kb.idx(tt), col}, 2));
+        for (int64_t r = 0; r < nRows; ++r) {
+          Value word = words[r][q / 4];
+          int64_t shift = 8 * (q % 4);
+          Value lo = arith::ShRUIOp::create(b, loc, word, kb.i32Const(shift));
+          Value hi = arith::ShRUIOp::create(b, loc, word, kb.i32Const(shift + 4));
+          Value wlo = kb.fmul(kb.e2m1ToF32(lo), scale[r]);
+          Value whi = kb.fmul(kb.e2m1ToF32(hi), scale[r]);
+          for (int64_t tt = 0; tt < tokTile; ++tt) {
+            Value &o = out[r * tokTile + tt];
+            o = kb.fadd(o, kb.fadd(kb.fmul(wlo, xv[tt][0]), kb.fmul(whi, xv[tt][1])));
+          }
+        }
+      }
+    }
+    return out;
+  });
+}
+
+SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t K, int64_t vw,
+                            int64_t nRows, const std::function<ActRow(Value)> &rowOf,
+                            const std::function<SmallVector<Value>(int64_t, Value, int64_t)> &wLoad,
+                            int64_t tokTile, const std::function<MxRow(int64_t)> &mxRow) {
+  auto at = cast<MemRefType>(a.getType());
+  int64_t aBytes = at.getElementTypeBitWidth() / 8;
+  // A one-token tile shares its launch with the kTokTile one: a smaller chunk
+  // keeps their shared memory together under the static limit.
+  int64_t budget = tokTile == 1 ? kChunkBytesOneToken : kChunkBytes;
+  int64_t kc = std::min<int64_t>(K, budget / (tokTile * aBytes));
+  kc -= kc % vw;
+  const int64_t kt = mxKTile(mxRow, nRows, K);
+  if (kt)
+    kc -= kc % kt; // chunks of whole k tiles
+  int64_t chunks = (K + kc - 1) / kc;
+  Value xs = kb.shared(tb, {tokTile, kc}, at.getElementType());
+  SmallVector<Value> zeros(nRows * tokTile, kb.f32(0.0));
+  return kb.loop(kb.idx(0), kb.idx(chunks), zeros, [&](Value c, ValueRange acc) {
+    Value k0 = kb.mul(c, kc);
+    Value len = K % kc ? kb.minu(kb.idx(kc), kb.sub(kb.idx(K), k0)) : kb.idx(kc);
+    Value vecs = kb.div(len, vw);
+    // Stage the tile's activation rows (zeros for rows past the end).
+    kb.strided(tb, kb.idx(0), kb.mul(vecs, tokTile), [&](Value i) {
+      Value tt = kb.div(i, vecs), kv = kb.mul(kb.rem(i, vecs), vw);
+      ActRow row = rowOf(tt);
+      kb.ifThenElse(
+          row.valid,
+          [&] {
+            SmallVector<Value> src(row.prefix);
+            src.push_back(kb.add(k0, kv));
+            kb.copyVec(a, src, xs, {tt, kv}, vw);
+          },
+          [&] { kb.zeroVec(xs, {tt, kv}, vw); });
+    });
+    kb.barrier(tb);
+    if (kt) {
+      SmallVector<Value> next = mxfp4Chunk(kb, tb, xs, k0, len, kt, nRows, tokTile, mxRow, acc);
+      kb.barrier(tb);
+      return next;
+    }
+    SmallVector<Value> next = kb.loopStep(
+        kb.mul(tb.lane, vw), len, kb.idx(tb.lanes * vw), acc, [&](Value kv, ValueRange in) {
+          SmallVector<SmallVector<Value>> xv;
+          for (int64_t tt = 0; tt < tokTile; ++tt)
+            xv.push_back(kb.loadVec(xs, {kb.idx(tt), kv}, vw));
+          SmallVector<Value> out(in);
+          for (int64_t r = 0; r < nRows; ++r) {
+            SmallVector<Value> wv = wLoad(r, kb.add(k0, kv), vw);
+            for (int64_t tt = 0; tt < tokTile; ++tt) {
+              Value &o = out[r * tokTile + tt];
+              for (int64_t j = 0; j < vw; ++j)
+                o = kb.fadd(o, kb.fmul(wv[j], xv[tt][j]));
+            }
+          }
+          return out;
+        });
+    kb.barrier(tb);
+    return next;
+  });
+}
+
+
+//===----------------------------------------------------------------------===//
+// Tensor cores: mma.sync
+//===----------------------------------------------------------------------===//
+
+std::string MmaTile::name() const {
+  return "mma_" + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) +
+         "_s" + std::to_string(stages);
+}
+
+std::string MmaTile::check(const TargetInfo &info) const {
+  if (warpsM <= 0 || warpsN <= 0 || stages < 2 || bk % 16 || bk <= 0)
+    return "needs warps > 0, stages >= 2 and bk a positive multiple of 16";
+  if (bm % (16 * warpsM) || bn % (16 * warpsN))
+    return "bm must be a multiple of 16 * warpsM and bn of 16 * warpsN";
+  int64_t chunks = bk / 8;
+  if ((bm * chunks) % threads() || (bn * chunks) % threads())
+    return "the 16-byte chunks of a stage must split evenly over the threads";
+  if (sharedBytes(2) > info.maxSharedPerBlock)
+    return "needs " + std::to_string(sharedBytes(2)) + " bytes of shared memory, over the " +
+           std::to_string(info.maxSharedPerBlock) + " a block may have";
+  if (threads() > 1024)
+    return "more than 1024 threads a block";
+  return "";
+}
+
+/// "bm,bn,bk,warpsM,warpsN,stages" from the environment (tuning override;
+/// docs/kernels.md), or `dflt`.
+static MmaTile tileFromEnv(const char *var, MmaTile dflt) {
+  const char *v = std::getenv(var);
+  if (!v || !*v)
+    return dflt;
+  SmallVector<StringRef> parts;
+  StringRef(v).split(parts, ',');
+  int64_t f[6];
+  bool ok = parts.size() == 6;
+  for (size_t i = 0; ok && i < 6; ++i)
+    ok = !parts[i].trim().getAsInteger(10, f[i]);
+  if (!ok)
+    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be bm,bn,bk,warpsM,warpsN,stages");
+  return MmaTile{f[0], f[1], f[2], f[3], f[4], f[5]};
+}
+
+static int64_t intFromEnv(const char *var, int64_t dflt) {
+  const char *v = std::getenv(var);
+  int64_t out;
+  if (!v || StringRef(v).trim().getAsInteger(10, out))
+    return dflt;
+  return out;
+}
+
+std::string WgmmaTile::name() const {
+  return "wgmma_" + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) +
+         "_s" + std::to_string(stages);
+}
+
+std::string WgmmaTile::check(const TargetInfo &info) const {
+  if (!info.wgmma)
+    return "the target has no warpgroup MMA";
+  if (bm % 64 || bm < 64 || bm > 256 || bn % 16 || bn < 16 || bn > 256 || stages < 2)
+    return "needs bm in {64, 128, 192, 256}, bn a multiple of 16 up to 256, stages >= 2";
+  if ((bm * 8) % threads() || (bn * 8) % threads())
+    return "the 16-byte chunks of a stage must split evenly over the threads";
+  if (sharedBytes() > info.maxSharedPerBlock)
+    return "needs " + std::to_string(sharedBytes()) + " bytes of shared memory, over the " +
+           std::to_string(info.maxSharedPerBlock) + " a block may have";
+  return "";
+}
+
+LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, int64_t O) {
+  LinearPlan p;
+  if (!info.mmaSync || !xElt.isBF16() || !wElt.isBF16() || K % 8 || O % 2)
+    return p;
+  // Measured on an H200 (docs/perf.md, k3-small slice): prefill takes
+  // 128 x 128 blocks with 64-column stages three deep (8 warps of 64 x 32);
+  // batched decode 64 x 64 blocks (4 warps of 32 x 32) up to 64 tokens so a
+  // few row tiles still give every SM a block, and 128 x 64 (8 warps of
+  // 32 x 32, W read once) up to 256.
+  p.small = tileFromEnv("K3C_MMA_SMALL", MmaTile{64, 64, 64, 2, 2, 4});
+  p.medium = tileFromEnv("K3C_MMA_MEDIUM", MmaTile{128, 64, 64, 4, 2, 4});
+  p.large = tileFromEnv("K3C_MMA_LARGE", MmaTile{128, 128, 64, 2, 4, 3});
+  for (const MmaTile *t : {&p.small, &p.medium, &p.large})
+    if (std::string why = t->check(info); !why.empty())
+      llvm::report_fatal_error(llvm::Twine("k3c: bad mma tile ") + t->name() + ": " + why);
+  p.mmaFrom = intFromEnv("K3C_MMA_FROM", 16);
+  p.smallUpTo = intFromEnv("K3C_MMA_SMALL_UP_TO", 64);
+  p.mediumUpTo = intFromEnv("K3C_MMA_MEDIUM_UP_TO", 256);
+  if (info.wgmma && intFromEnv("K3C_WGMMA", 1)) {
+    const char *v = std::getenv("K3C_WGMMA_TILE");
+    WgmmaTile t;
+    if (v && *v) {
+      SmallVector<StringRef> parts;
+      StringRef(v).split(parts, ',');
+      if (parts.size() != 3 || parts[0].trim().getAsInteger(10, t.bm) ||
+          parts[1].trim().getAsInteger(10, t.bn) || parts[2].trim().getAsInteger(10, t.stages))
+        llvm::report_fatal_error("k3c: K3C_WGMMA_TILE must be bm,bn,stages");
+    }
+    if (std::string why = t.check(info); !why.empty())
+      llvm::report_fatal_error(llvm::Twine("k3c: bad wgmma tile ") + t.name() + ": " + why);
+    p.useWgmma = true;
+    p.wgmma = t;
+  }
+  return p;
+}
+
+/// The rows of a vector<Rx2xbf16> fragment (ldmatrix's result) as the i32
+/// registers mma.sync takes (two bf16 packed, low half first).
+static SmallVector<Value> fragmentWords(KernelBuilder &kb, Value frag, int64_t first,
+                                        int64_t count) {
+  OpBuilder &b = kb.b;
+  SmallVector<Value> out;
+  for (int64_t r = first; r < first + count; ++r) {
+    Value row = vector::ExtractOp::create(b, kb.loc, frag, ArrayRef<int64_t>{r});
+    Value word = vector::BitCastOp::create(b, kb.loc, VectorType::get({1}, b.getI32Type()), row);
+    out.push_back(vector::ExtractOp::create(b, kb.loc, word, ArrayRef<int64_t>{0}));
+  }
+  return out;
+}
+
+/// c += a b for one m16n8k16 bf16 tile (mma.sync.aligned.m16n8k16.row.col
+/// .f32.bf16.bf16.f32): `a` 4 and `b` 2 i32 words of packed bf16 pairs, `c`
+/// the thread's 4 fp32 accumulators. nvgpu.mma.sync deduces no PTX type for
+/// bf16 in MLIR 22, so this builds the NVVM op with its types spelled out.
+static void mmaBf16(KernelBuilder &kb, ValueRange a, ValueRange b, MutableArrayRef<Value> c) {
+  OpBuilder &bd = kb.b;
+  Type f32 = bd.getF32Type();
+  auto result = LLVM::LLVMStructType::getLiteral(bd.getContext(), {f32, f32, f32, f32});
+  Value d = NVVM::MmaOp::create(bd, kb.loc, result, a, b, SmallVector<Value>(c.begin(), c.end()),
+                                ArrayRef<int64_t>{16, 8, 16}, std::nullopt, std::nullopt,
+                                std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
+                                                              NVVM::MMATypes::bf16},
+                                std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                                               NVVM::MMALayout::col});
+  for (int64_t i = 0; i < 4; ++i)
+    c[i] = LLVM::ExtractValueOp::create(bd, kb.loc, d, ArrayRef<int64_t>{i});
+}
+
+void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaTile &tile) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
+  const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
+  const int64_t bm = tile.bm, bn = tile.bn, bk = tile.bk, pitch = tile.pitch();
+  const int64_t wm = bm / tile.warpsM, wn = bn / tile.warpsN, mi = wm / 16, ni = wn / 8;
+  const int64_t kTiles = (K + bk - 1) / bk, nTiles = (O + bn - 1) / bn;
+  const int64_t chunksPerRow = bk / 8, threads = tile.threads();
+  const int64_t group = 8; // row tiles a raster group
+  Type bf16 = b.getBF16Type();
+  Value mTiles = kb.ceilDiv(T, bm);
+  auto vec = [&](ArrayRef<int64_t> shape, Type t) { return VectorType::get(shape, t); };
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+
+  kb.blocks({kb.mul(mTiles, kb.idx(nTiles))}, threads, [&](ValueRange bid, ThreadBlock &tb) {
+    // Grouped raster: consecutive blocks take `group` row tiles of one
+    // column tile, then the next column tile.
+    Value inGroup = kb.idx(group * nTiles);
+    Value firstM = kb.mul(kb.div(bid[0], inGroup), group);
+    Value size = kb.minu(kb.sub(mTiles, firstM), kb.idx(group));
+    Value local = kb.rem(bid[0], inGroup);
+    Value m0 = kb.mul(kb.add(firstM, kb.rem(local, size)), bm);
+    Value n0 = kb.mul(kb.div(local, size), bn);
+    Value as = kb.dynamicShared(tb, 0, {tile.stages, bm, pitch}, bf16);
+    Value bs = kb.dynamicShared(tb, tile.stages * bm * pitch * 2, {tile.stages, bn, pitch}, bf16);
+
+    // One stage: k tile `kt` of x's rows m0.. and W's rows n0.. into ring
+    // slot `slot`, 16 bytes a copy; rows or columns past the edge (and k
+    // tiles past the end) read nothing and are zero-filled.
+    auto issue = [&](Value kt, Value slot) {
+      SmallVector<Value> tokens;
+      auto rows = [&](Value src, Value dst, Value r0, Value limit, int64_t count) {
+        for (int64_t i = 0; i < count * chunksPerRow / threads; ++i) {
+          Value lin = kb.add(tb.tid, kb.idx(i * threads));
+          Value r = kb.div(lin, chunksPerRow), c = kb.mul(kb.rem(lin, chunksPerRow), 8);
+          Value row = kb.add(r0, r), k = kb.add(kb.mul(kt, bk), c);
+          Value ok = kb.andi(kb.ult(row, limit), kb.ult(k, kb.idx(K)));
+          Value srcRow = kb.select(ok, row, kb.idx(0)), srcK = kb.select(ok, k, kb.idx(0));
+          Value n = kb.select(ok, kb.idx(8), kb.idx(0));
+          tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+              b, loc, tokenType, dst, ValueRange{slot, r, c}, src, ValueRange{srcRow, srcK},
+              b.getIndexAttr(8), n, b.getUnitAttr()));
+        }
+      };
+      rows(x, as, m0, T, bm);
+      rows(w, bs, n0, kb.idx(O), bn);
+      nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+    };
+    for (int64_t s = 0; s + 1 < tile.stages; ++s)
+      issue(kb.idx(s), kb.idx(s));
+
+    // Accumulators: m16n8 tile (i, j) of the warp is acc[(i * ni + j) * 4 + e],
+    // e = rows g, g, g + 8, g + 8 and columns 2t, 2t + 1 (g = lane / 4,
+    // t = lane % 4).
+    SmallVector<Value> init(mi * ni * 4, kb.f32(0.0));
+    Value lane = tb.lane;
+    Value wRow = kb.mul(kb.div(tb.warp, tile.warpsN), wm);
+    Value wCol = kb.mul(kb.rem(tb.warp, tile.warpsN), wn);
+    // ldmatrix addresses (per lane): A x4 = rows lane % 16, column
+    // 8 * (lane / 16); B x4 = two n8 tiles, rows lane % 8 + 8 * (lane / 16),
+    // column 8 * ((lane / 8) % 2).
+    Value aRow = kb.add(wRow, kb.rem(lane, 16)), aCol = kb.mul(kb.div(lane, 16), 8);
+    Value bRow = kb.add(wCol, kb.add(kb.rem(lane, 8), kb.mul(kb.div(lane, 16), 8)));
+    Value bCol = kb.mul(kb.rem(kb.div(lane, 8), 2), 8);
+    SmallVector<Value> acc = kb.loop(kb.idx(0), kb.idx(kTiles), init, [&](Value kt, ValueRange in) {
+      // Stage kt has landed (at most stages-2 younger groups in flight) and
+      // every warp is done with stage kt-1, whose slot is refilled next.
+      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(tile.stages - 2));
+      kb.barrier(tb);
+      Value next = kb.add(kt, tile.stages - 1);
+      issue(next, kb.rem(next, tile.stages));
+      Value slot = kb.rem(kt, tile.stages);
+      SmallVector<Value> out(in);
+      for (int64_t ks = 0; ks < bk / 16; ++ks) {
+        SmallVector<SmallVector<Value>> a, bw;
+        for (int64_t i = 0; i < mi; ++i)
+          a.push_back(fragmentWords(
+              kb,
+              nvgpu::LdMatrixOp::create(
+                  b, loc, vec({4, 2}, bf16), as,
+                  ValueRange{slot, kb.add(aRow, i * 16), kb.add(aCol, ks * 16)}, false, 4),
+              0, 4));
+        for (int64_t j = 0; j < ni / 2; ++j) {
+          Value v = nvgpu::LdMatrixOp::create(
+              b, loc, vec({4, 2}, bf16), bs,
+              ValueRange{slot, kb.add(bRow, j * 16), kb.add(bCol, ks * 16)}, false, 4);
+          bw.push_back(fragmentWords(kb, v, 0, 2));
+          bw.push_back(fragmentWords(kb, v, 2, 2));
+        }
+        for (int64_t i = 0; i < mi; ++i)
+          for (int64_t j = 0; j < ni; ++j)
+            mmaBf16(kb, a[i], bw[j], MutableArrayRef<Value>(out).slice((i * ni + j) * 4, 4));
+      }
+      return out;
+    });
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+
+    // Epilogue: accumulator (i, j) holds rows g, g + 8 (g = lane / 4) and
+    // columns 2 (lane % 4) + {0, 1} of its m16n8 tile; pairs are stored
+    // together when y is 16-bit.
+    Type yElt = cast<MemRefType>(y.getType()).getElementType();
+    Value g = kb.div(lane, 4), c2 = kb.mul(kb.rem(lane, 4), 2);
+    for (int64_t i = 0; i < mi; ++i)
+      for (int64_t j = 0; j < ni; ++j)
+        for (int64_t h = 0; h < 2; ++h) {
+          Value row = kb.add(kb.add(m0, wRow), kb.add(g, i * 16 + 8 * h));
+          Value col = kb.add(kb.add(n0, wCol), kb.add(c2, j * 8));
+          Value v0 = acc[(i * ni + j) * 4 + 2 * h], v1 = acc[(i * ni + j) * 4 + 2 * h + 1];
+          kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, kb.idx(O))), [&] {
+            if (yElt.getIntOrFloatBitWidth() == 16) {
+              Value pair = vector::FromElementsOp::create(b, loc, vec({2}, b.getF32Type()),
+                                                          ValueRange{v0, v1});
+              Value v = arith::TruncFOp::create(b, loc, vec({2}, yElt), pair);
+              vector::StoreOp::create(b, loc, v, y, ValueRange{row, col}, false,
+                                      llvm::MaybeAlign(4));
+              return;
+            }
+            kb.storeF32(v0, y, {row, col});
+            kb.storeF32(v1, y, {row, kb.add(col, 1)});
+          });
+        }
+  }, tile.sharedBytes(2), "linear_" + tile.name());
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor cores: warpgroup MMA (sm_90a)
+//===----------------------------------------------------------------------===//
+
+/// The shared-memory matrix descriptor of a K-major operand tile in the
+/// 128-byte swizzle: start address >> 4 (bits 0-13), leading offset 1 (unused
+/// for swizzled K-major), stride 1024 bytes between 8-row atoms (bits 32-45),
+/// swizzle mode 1 = 128 B (bits 62-63). `addr` is the shared-space address
+/// (i64); advancing it by 32 bytes steps K by 16 inside the swizzled row.
+static Value smemDescriptor(KernelBuilder &kb, Value addr) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type i64 = b.getI64Type();
+  auto c = [&](uint64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, static_cast<int64_t>(v)))
+        .getResult();
+  };
+  Value lo = arith::ShRUIOp::create(b, loc, arith::AndIOp::create(b, loc, addr, c(0x3FFFF)), c(4));
+  Value fixed = c((1ull << 16) | (uint64_t(1024 >> 4) << 32) | (1ull << 62));
+  return arith::OrIOp::create(b, loc, lo, fixed);
+}
+
+void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const WgmmaTile &tile) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  MLIRContext *ctx = b.getContext();
+  const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
+  const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
+  const int64_t bm = tile.bm, bn = tile.bn, bk = WgmmaTile::bk, stages = tile.stages;
+  const int64_t kTiles = (K + bk - 1) / bk, nTiles = (O + bn - 1) / bn;
+  const int64_t threads = tile.threads(), group = 8, rowBytes = bk * 2;
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type();
+  const int64_t accN = bn / 2; // fp32 accumulators a thread holds (m64nN: 64 * N / 128)
+  auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(accN, f32));
+  Value mTiles = kb.ceilDiv(T, bm);
+
+  kb.blocks({kb.mul(mTiles, kb.idx(nTiles))}, threads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value inGroup = kb.idx(group * nTiles);
+    Value firstM = kb.mul(kb.div(bid[0], inGroup), group);
+    Value size = kb.minu(kb.sub(mTiles, firstM), kb.idx(group));
+    Value local = kb.rem(bid[0], inGroup);
+    Value m0 = kb.mul(kb.add(firstM, kb.rem(local, size)), bm);
+    Value n0 = kb.mul(kb.div(local, size), bn);
+
+    // The ring starts at the first 1024-byte boundary of dynamic shared
+    // memory (the swizzle pattern is anchored to 1024-byte atoms).
+    auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+    Value raw = gpu::DynamicSharedMemoryOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                                MemRefLayoutAttrInterface{}, space));
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, raw);
+    Value pad = kb.rem(kb.sub(kb.idx(1024), kb.rem(base, 1024)), 1024);
+    auto view = [&](Value offset, int64_t rows) {
+      return memref::ViewOp::create(
+          b, loc, MemRefType::get({stages, rows, bk}, bf16, MemRefLayoutAttrInterface{}, space),
+          raw, offset, ValueRange{});
+    };
+    Value bOffset = kb.add(pad, kb.idx(stages * bm * rowBytes));
+    Value as = view(pad, bm), bs = view(bOffset, bn);
+    Value aBase = kb.add(base, pad), bBase = kb.add(base, bOffset);
+
+    // Stage: tile row r's 16-byte chunk c goes to chunk c ^ (r % 8) of its
+    // 128-byte row (the 128-byte swizzle); edges zero-filled.
+    auto issue = [&](Value kt, Value slot) {
+      auto rows = [&](Value src, Value dst, Value r0, Value limit, int64_t count) {
+        for (int64_t i = 0; i < count * 8 / threads; ++i) {
+          Value lin = kb.add(tb.tid, kb.idx(i * threads));
+          Value r = kb.div(lin, 8), chunk = kb.rem(lin, 8);
+          Value c = kb.mul(chunk, 8);
+          Value row = kb.add(r0, r), k = kb.add(kb.mul(kt, bk), c);
+          Value ok = kb.andi(kb.ult(row, limit), kb.ult(k, kb.idx(K)));
+          Value srcRow = kb.select(ok, row, kb.idx(0)), srcK = kb.select(ok, k, kb.idx(0));
+          Value n = kb.select(ok, kb.idx(8), kb.idx(0));
+          Value swz = kb.mul(arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)), 8);
+          nvgpu::DeviceAsyncCopyOp::create(
+              b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), dst, ValueRange{slot, r, swz}, src,
+              ValueRange{srcRow, srcK}, b.getIndexAttr(8), n, b.getUnitAttr());
+        }
+      };
+      rows(x, as, m0, T, bm);
+      rows(w, bs, n0, kb.idx(O), bn);
+      NVVM::CpAsyncCommitGroupOp::create(b, loc);
+    };
+    for (int64_t s = 0; s + 1 < stages; ++s)
+      issue(kb.idx(s), kb.idx(s));
+
+    Value wg = kb.div(tb.tid, 128);
+    Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
+    auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
+    Value zero = LLVM::ZeroOp::create(b, loc, accType);
+    Value acc = kb.loop(kb.idx(0), kb.idx(kTiles), ValueRange{zero}, [&](Value kt, ValueRange in) {
+      // Stage kt landed; generic-proxy writes made visible to the async
+      // proxy (wgmma reads shared memory through it); every warpgroup is
+      // done with stage kt-1 (its wgmma waited below), refilled next.
+      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(stages - 2));
+      NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
+                                 NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+      kb.barrier(tb);
+      Value next = kb.add(kt, stages - 1);
+      issue(next, kb.rem(next, stages));
+      Value slot = kb.rem(kt, stages);
+      Value aAddr = toI64(kb.add(aWg, kb.mul(slot, bm * rowBytes)));
+      Value bAddr = toI64(kb.add(bBase, kb.mul(slot, bn * rowBytes)));
+      NVVM::WgmmaFenceAlignedOp::create(b, loc);
+      Value d = in[0];
+      for (int64_t ks = 0; ks < bk / 16; ++ks) {
+        Value step = arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 32 * ks));
+        Value da = smemDescriptor(kb, arith::AddIOp::create(b, loc, aAddr, step));
+        Value db = smemDescriptor(kb, arith::AddIOp::create(b, loc, bAddr, step));
+        d = NVVM::WgmmaMmaAsyncOp::create(
+            b, loc, accType, d, da, db, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16),
+            NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
+            NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+            NVVM::MMALayout::row, NVVM::MMALayout::col, nullptr);
+      }
+      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+      return SmallVector<Value>{d};
+    })[0];
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+
+    // Epilogue: accumulator 4j + e of a thread holds row 16 (warp % 4) +
+    // lane / 4 (+ 8 for e >= 2) and column 8j + 2 (lane % 4) + (e % 2) of its
+    // warpgroup's 64 x bn tile.
+    Type yElt = cast<MemRefType>(y.getType()).getElementType();
+    Value lane = tb.lane;
+    Value rowBase = kb.add(kb.add(m0, kb.mul(wg, 64)),
+                           kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));
+    Value colBase = kb.add(n0, kb.mul(kb.rem(lane, 4), 2));
+    for (int64_t j = 0; j < bn / 8; ++j)
+      for (int64_t h = 0; h < 2; ++h) {
+        Value row = kb.add(rowBase, 8 * h), col = kb.add(colBase, 8 * j);
+        Value v0 = LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h});
+        Value v1 = LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h + 1});
+        kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, kb.idx(O))), [&] {
+          if (yElt.getIntOrFloatBitWidth() == 16) {
+            auto v2 = VectorType::get({2}, f32);
+            Value pair = vector::FromElementsOp::create(b, loc, v2, ValueRange{v0, v1});
+            Value v = arith::TruncFOp::create(b, loc, VectorType::get({2}, yElt), pair);
+            vector::StoreOp::create(b, loc, v, y, ValueRange{row, col}, false,
+                                    llvm::MaybeAlign(4));
+            return;
+          }
+          kb.storeF32(v0, y, {row, col});
+          kb.storeF32(v1, y, {row, kb.add(col, 1)});
+        });
+      }
+  }, tile.sharedBytes(), "linear_" + tile.name());
+}
+
+} // namespace k3c::lowering

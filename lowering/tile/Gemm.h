@@ -1,0 +1,124 @@
+//===- Gemm.h - the GEMM tile layer every kernel family calls ---*- C++ -*-===//
+//
+// Matrix products of the kernel families go through this layer, which picks
+// a strategy per target, dtype and shape:
+//
+//  * FMA (`gemmTile`): CUDA-core fused multiply-adds in fp32, the host
+//    target's loops and the exact f32 build; also the GEMV-like decode tile
+//    (few tokens, weights streamed once with 16-byte loads) and the MXFP4
+//    fragment path of the expert GEMM.
+//  * mma.sync (`mmaLinear`): tensor cores on sm_80+ (bf16 x bf16 -> f32,
+//    m16n8k16) for bf16 operands: tiles of A and B staged global -> shared by
+//    cp.async (nvgpu.device_async_copy, zero-filled past the edges) in a
+//    multi-stage ring, read into fragments by ldmatrix (nvgpu.ldmatrix) and
+//    multiplied by nvgpu.mma.sync; NVPTX emits the instructions.
+//
+// `linearPlan` says which strategy and tile serve a y = x W^T for a token
+// count class; docs/kernels.md has the tile tables.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3C_LOWERING_TILE_GEMM_H
+#define K3C_LOWERING_TILE_GEMM_H
+
+#include "lowering/KernelBuilder.h"
+
+namespace k3c::lowering {
+
+// FMA tile sizes (GPU; the host runs one thread a block).
+constexpr int64_t kLinearThreads = 256; ///< linear: 8 warps a block
+constexpr int64_t kTokTile = 8;         ///< linear: tokens a block
+constexpr int64_t kRowsPerWarp = 4;     ///< linear: weight rows a warp
+constexpr int64_t kChunkBytes = 32768;  ///< linear: staged x bytes a K chunk
+constexpr int64_t kChunkBytesOneToken = 8192; ///< linear, one-token tile
+
+/// An activation row of a GEMM tile: whether it exists, and the indices of
+/// its first element without the last (column) index.
+struct ActRow {
+  mlir::Value valid;
+  llvm::SmallVector<mlir::Value> prefix;
+};
+/// The FMA strategy: one block's share of a row GEMM: for `tokTile` activation rows
+/// of `a` (rowOf(tt)) and `nRows` weight rows per warp (wLoad(r, k, width):
+/// `width` fp32 weights of the warp's r-th row from column k), returns each
+/// lane's partial sums acc[r * tokTile + tt] over K (finish with warpSum).
+/// The rows are staged through shared memory in chunks; `vw` is the vector
+/// width of the loads (K a multiple of it). With `mxRow` (MXFP4 weights in
+/// the #k3.mxfp4_layout kernel layout, every row of one k_tile), lanes
+/// instead take (k tile, thread column c) items: one 16-byte load (k_tile
+/// 128) is the 32 nibbles of the row's mma fragment run, decoded by bit
+/// operations and scaled per 32-column block, against the matching columns
+/// 16s + 2c + {0, 1, 8, 9} of the staged activations (wLoad is unused).
+/// Row r of a GEMM tile's weights as one matrix of an MXFP4 stacked weight:
+/// the buffers, the matrix (expert) and the row.
+struct MxRow {
+  const MXFP4Buffers *w = nullptr;
+  mlir::Value matrix, row;
+};
+llvm::SmallVector<mlir::Value>
+gemmTile(KernelBuilder &kb, ThreadBlock &tb, mlir::Value a, int64_t K, int64_t vw, int64_t nRows,
+         const std::function<ActRow(mlir::Value)> &rowOf,
+         const std::function<llvm::SmallVector<mlir::Value>(int64_t, mlir::Value, int64_t)> &wLoad,
+         int64_t tokTile = kTokTile, const std::function<MxRow(int64_t)> &mxRow = {});
+
+/// A tensor-core CTA tile: bm x bn outputs a block, bk columns of K a
+/// pipeline stage, warpsM x warpsN warps (each a (bm/warpsM) x (bn/warpsN)
+/// warp tile of m16n8 accumulators), `stages` shared-memory stages.
+struct MmaTile {
+  int64_t bm = 128, bn = 128, bk = 32, warpsM = 2, warpsN = 4, stages = 4;
+  int64_t threads() const { return 32 * warpsM * warpsN; }
+  /// Shared-memory row pitch in elements: bk plus 16 bytes, so the 8 rows
+  /// an ldmatrix phase reads fall in distinct banks.
+  int64_t pitch() const { return bk + 8; }
+  int64_t sharedBytes(int64_t eltBytes) const { return stages * (bm + bn) * pitch() * eltBytes; }
+  std::string name() const;
+  /// Empty when the tile is well formed for `info`, else why not.
+  std::string check(const TargetInfo &info) const;
+};
+
+/// A warpgroup-MMA CTA tile (sm_90a): bm/64 consumer warpgroups, each
+/// issuing wgmma.m64n{bn}k16 over its 64 rows; stages of 64 K columns (one
+/// 128-byte swizzled row per tile row) filled by cp.async.
+struct WgmmaTile {
+  int64_t bm = 128, bn = 256, stages = 4;
+  static constexpr int64_t bk = 64;
+  int64_t threads() const { return 128 * (bm / 64); }
+  /// Stage bytes plus 1 KB to align the ring to the 1024-byte swizzle atom.
+  int64_t sharedBytes() const { return stages * (bm + bn) * bk * 2 + 1024; }
+  std::string name() const;
+  std::string check(const TargetInfo &info) const;
+};
+
+/// How y[T, O] = x[T, K] W[O, K]^T runs: the FMA tile below `mmaFrom`
+/// tokens, tensor-core tiles from there (`small` up to `smallUpTo` tokens and
+/// `medium` up to `mediumUpTo`, where few row tiles must still fill the SMs;
+/// `large` or the wgmma tile above). No tensor
+/// cores (mmaFrom = 0) on the host, for non-bf16 operands (the exact f32
+/// build) or shapes the tiles do not cover (K % 8, O % 2).
+struct LinearPlan {
+  int64_t mmaFrom = 0, smallUpTo = 0, mediumUpTo = 0;
+  MmaTile small, medium, large;
+  /// sm_90a: above mediumUpTo tokens warpgroup MMA replaces `large`.
+  bool useWgmma = false;
+  WgmmaTile wgmma;
+};
+LinearPlan linearPlan(const TargetInfo &info, mlir::Type xElt, mlir::Type wElt, int64_t K,
+                      int64_t O);
+
+/// y = x W^T over `T` rows of x (T >= 1) with tensor-core tile `tile`:
+/// one launch, grid of row tiles x column tiles in groups of 8 row tiles (the
+/// W tiles a wave reads stay in L2). x, W bf16; y any float type (rounded
+/// once from the fp32 accumulators).
+void mmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
+               const MmaTile &tile);
+
+/// y = x W^T over `T` rows with warpgroup MMA (sm_90a): x and W tiles in
+/// 128-byte-swizzled shared memory (cp.async, zero-filled edges, a
+/// `stages`-deep ring), shared-memory matrix descriptors, wgmma.mma_async
+/// m64n{bn}k16 bf16 -> f32 accumulating in registers.
+void wgmmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
+                 const WgmmaTile &tile);
+
+} // namespace k3c::lowering
+
+#endif // K3C_LOWERING_TILE_GEMM_H

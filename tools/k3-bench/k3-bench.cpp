@@ -1,0 +1,230 @@
+//===- k3-bench.cpp - time a compiled artifact's kernels ------------------===//
+//
+// Prefill at several prompt lengths and decode at several batch sizes on one
+// artifact: time to first token, decode step time and tokens/s (CUDA graphs
+// when the artifact runs on the GPU), and per kernel the time, TFLOP/s and
+// GB/s of each phase (device events around each kernel's launches). Warm-up
+// runs come first; prompts are seeded pseudo-random token ids. Prints tables
+// and, with --csv, one row per (phase, size, kernel) for bench/ scripts.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Runtime.h"
+#include "tools/common/Args.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+static const char *kHelp = R"(k3-bench: time a compiled k3c artifact (prefill and decode, per kernel)
+
+usage: k3-bench ARTIFACT_DIR [options]
+
+options:
+  --prefill LIST      prompt lengths to prefill, one sequence each (default 512,2048,8192;
+                      each must fit the artifact's --max-tokens and --max-context); none
+  --decode LIST       batch sizes to decode (default 1,8,32,128; within --max-seqs); none
+  --context N         prompt tokens per sequence before decoding (default 64)
+  --steps N           timed decode steps per batch size (default 32)
+  --reps N            timed prefills per length (default 3; the median is reported)
+  --device D          auto (default), cpu or cuda
+  --checkpoint DIR    weights from DIR instead of the path recorded at compile time
+  --csv FILE          also write phase,size,kernel,family,launches,ms,tflops,gbs rows
+  --quiet             no progress lines
+  --help              this text
+)";
+
+using Clock = std::chrono::steady_clock;
+using Profile = std::map<std::string, k3c::rt::KernelProfile>;
+
+static Profile snapshot(const k3c::rt::Model &m) {
+  Profile p;
+  for (auto &k : m.profile())
+    p[k.name] = k;
+  return p;
+}
+
+/// after - before, per kernel, divided by `div`.
+static std::vector<k3c::rt::KernelProfile> delta(const Profile &before, const Profile &after,
+                                                  double div) {
+  std::vector<k3c::rt::KernelProfile> out;
+  for (auto &[name, a] : after) {
+    k3c::rt::KernelProfile d = a;
+    if (auto it = before.find(name); it != before.end()) {
+      d.launches -= it->second.launches;
+      d.seconds -= it->second.seconds;
+      d.flops -= it->second.flops;
+      d.bytes -= it->second.bytes;
+    }
+    if (d.launches <= 0)
+      continue;
+    d.seconds /= div;
+    d.flops /= div;
+    d.bytes /= div;
+    d.launches = static_cast<int64_t>(d.launches / div + 0.5);
+    out.push_back(d);
+  }
+  std::sort(out.begin(), out.end(), [](auto &a, auto &b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+static std::vector<int64_t> list(const k3c::Args &args, const std::string &name,
+                                 const std::string &dflt) {
+  if (args.get(name, dflt) == "none")
+    return {};
+  std::vector<int64_t> v = k3c::parseIdList(args.get(name, dflt), "--" + name);
+  for (int64_t x : v)
+    if (x < 1)
+      throw k3c::Error("--" + name + " entries must be >= 1, got " + std::to_string(x));
+  return v;
+}
+
+int main(int argc, char **argv) {
+  try {
+    k3c::Args args(argc, argv,
+                   {"prefill", "decode", "context", "steps", "reps", "device", "checkpoint", "csv"},
+                   {"quiet", "help"});
+    if (args.has("help")) {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+    if (args.positional.size() != 1)
+      throw k3c::Error("need exactly one artifact directory (see --help)");
+    std::vector<int64_t> prefill = list(args, "prefill", "512,2048,8192");
+    std::vector<int64_t> decode = list(args, "decode", "1,8,32,128");
+    int64_t context = args.getInt("context", 64), steps = args.getInt("steps", 32),
+            reps = args.getInt("reps", 3);
+    if (context < 1 || steps < 1 || reps < 1)
+      throw k3c::Error("--context, --steps and --reps must be >= 1");
+    k3c::rt::LoadOptions lo;
+    lo.device = args.get("device", "auto");
+    lo.progress = !args.has("quiet");
+    lo.checkpoint = args.get("checkpoint");
+    auto model = k3c::rt::Model::load(args.positional[0], lo);
+    const auto &plan = model->memoryPlan();
+    std::printf("device: %s\n", model->deviceName().c_str());
+    std::FILE *csv = nullptr;
+    if (args.has("csv")) {
+      csv = std::fopen(args.get("csv").c_str(), "w");
+      if (!csv)
+        throw k3c::Error("cannot write --csv file '" + args.get("csv") + "'");
+      std::fprintf(csv, "phase,size,kernel,family,launches,ms,tflops,gbs\n");
+    }
+    const int64_t V = model->vocabSize();
+    k3c::Rng rng(1234);
+    auto prompt = [&](int64_t n) {
+      std::vector<int64_t> p(n);
+      for (auto &t : p)
+        t = static_cast<int64_t>(rng.next() % static_cast<uint64_t>(V));
+      return p;
+    };
+    auto table = [&](const char *phase, int64_t size,
+                     const std::vector<k3c::rt::KernelProfile> &ks) {
+      std::printf("  %-34s %-14s %8s %10s %9s %9s\n", "kernel", "family", "launches",
+                  phase[0] == 'p' ? "ms" : "us/step", "TFLOP/s", "GB/s");
+      for (auto &k : ks) {
+        double tf = k.seconds > 0 ? k.flops / k.seconds / 1e12 : 0;
+        double gbs = k.seconds > 0 ? k.bytes / k.seconds / 1e9 : 0;
+        std::printf("  %-34s %-14s %8lld %10.3f %9.1f %9.0f\n", k.name.c_str(), k.family.c_str(),
+                    static_cast<long long>(k.launches),
+                    phase[0] == 'p' ? k.seconds * 1e3 : k.seconds * 1e6, tf, gbs);
+        if (csv)
+          std::fprintf(csv, "%s,%lld,%s,%s,%lld,%.6f,%.3f,%.1f\n", phase,
+                       static_cast<long long>(size), k.name.c_str(), k.family.c_str(),
+                       static_cast<long long>(k.launches), k.seconds * 1e3, tf, gbs);
+      }
+    };
+
+    for (int64_t T : prefill) {
+      if (T > plan.maxTokens || T > plan.maxContext) {
+        std::printf("prefill T=%lld: skipped (artifact capacity %lld tokens/step, context %lld)\n",
+                    static_cast<long long>(T), static_cast<long long>(plan.maxTokens),
+                    static_cast<long long>(plan.maxContext));
+        continue;
+      }
+      std::vector<std::vector<int64_t>> p = {prompt(T)};
+      model->enableProfiling(false);
+      model->reset(1);
+      model->prefill(p); // warm-up
+      std::vector<double> wall;
+      model->enableProfiling(true);
+      Profile before = snapshot(*model);
+      for (int64_t r = 0; r < reps; ++r) {
+        model->reset(1);
+        auto t0 = Clock::now();
+        model->prefill(p);
+        wall.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      model->enableProfiling(false);
+      // Wall times without the per-kernel events.
+      for (int64_t r = 0; r < reps; ++r) {
+        model->reset(1);
+        auto t0 = Clock::now();
+        model->prefill(p);
+        wall.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      std::vector<double> plain(wall.begin() + reps, wall.end());
+      std::sort(plain.begin(), plain.end());
+      auto ks = delta(before, snapshot(*model), static_cast<double>(reps));
+      double kernelS = 0;
+      for (auto &k : ks)
+        kernelS += k.seconds;
+      std::printf("prefill T=%lld: time to first token %.3f ms (median of %lld), kernels %.3f ms\n",
+                  static_cast<long long>(T), plain[plain.size() / 2] * 1e3,
+                  static_cast<long long>(reps), kernelS * 1e3);
+      table("prefill", T, ks);
+      if (csv)
+        std::fprintf(csv, "prefill,%lld,TOTAL,ttft,1,%.6f,0,0\n", static_cast<long long>(T),
+                     plain[plain.size() / 2] * 1e3);
+    }
+
+    for (int64_t B : decode) {
+      if (B > plan.maxSeqs || B * context > plan.maxTokens ||
+          context + 2 * steps + 2 > plan.maxContext) {
+        std::printf("decode batch %lld: skipped (artifact capacity %lld sequences, %lld "
+                    "tokens/step, context %lld)\n",
+                    static_cast<long long>(B), static_cast<long long>(plan.maxSeqs),
+                    static_cast<long long>(plan.maxTokens),
+                    static_cast<long long>(plan.maxContext));
+        continue;
+      }
+      std::vector<std::vector<int64_t>> p;
+      for (int64_t b = 0; b < B; ++b)
+        p.push_back(prompt(context));
+      model->enableProfiling(false);
+      model->reset(B);
+      model->prefill(p);
+      std::vector<int64_t> tok(B);
+      for (auto &t : tok)
+        t = static_cast<int64_t>(rng.next() % static_cast<uint64_t>(V));
+      model->decode(tok); // warm-up (graph capture)
+      auto t0 = Clock::now();
+      for (int64_t s = 0; s < steps; ++s)
+        model->decode(tok);
+      double stepS = std::chrono::duration<double>(Clock::now() - t0).count() / steps;
+      model->enableProfiling(true);
+      Profile before = snapshot(*model);
+      for (int64_t s = 0; s < steps; ++s)
+        model->decode(tok);
+      model->enableProfiling(false);
+      auto ks = delta(before, snapshot(*model), static_cast<double>(steps));
+      double kernelS = 0;
+      for (auto &k : ks)
+        kernelS += k.seconds;
+      std::printf("decode batch %lld: %.3f ms/step, %.1f tokens/s (kernels %.3f ms/step)\n",
+                  static_cast<long long>(B), stepS * 1e3, B / stepS, kernelS * 1e3);
+      table("decode", B, ks);
+      if (csv)
+        std::fprintf(csv, "decode,%lld,TOTAL,step,1,%.6f,0,0\n", static_cast<long long>(B),
+                     stepS * 1e3);
+    }
+    if (csv)
+      std::fclose(csv);
+    return 0;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "k3-bench: error: %s\n", e.what());
+    return 1;
+  }
+}
