@@ -21,7 +21,7 @@ config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixe
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.k3c_tools_dir, config.llvm_tools_dir]
-tools = ["k3-opt", "k3-compile", "k3-mkcheckpoint", "k3-ref", "k3-run", "k3-ep-bench"]
+tools = ["k3-opt", "k3-compile", "k3-mkcheckpoint", "k3-ref", "k3-run", "k3-ep-bench", "k3-bench"]
 llvm_config.add_tool_substitutions(
     [t for t in tools if os.path.exists(os.path.join(config.k3c_tools_dir, t))],
     tool_dirs)

@@ -1,0 +1,73 @@
+// --k3-lower-kernels on one dense kernel (the MLP's GLU + down projection +
+// residual add of k3-tiny). bf16 on sm_90a: the GEMM tile layer branches on
+// the token count T between the FMA tile, two mma.sync tiles and the wgmma
+// tile, each an outlined kernel named after its strategy and tile.
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=F32
+
+// GPU-LABEL: func.func @k3_mlp_down_{{[0-9a-f]+}}(
+// GPU-SAME: k3.family = "mlp_down"
+// GPU: arith.cmpi ult, %[[T:.*]], %c16 : index
+// GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) module(@k3_mlp_down_{{[0-9a-f]+}}_linear_fma)
+// GPU: } else {
+// GPU: arith.cmpi ule, %[[T]], %c64
+// GPU: gpu.launch {{.*}} dynamic_shared_memory_size %c73728_i32 module(@k3_mlp_down_{{[0-9a-f]+}}_linear_mma_64x64x64_s4)
+// GPU: gpu.dynamic_shared_memory
+// GPU: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<128x576xbf16> to memref<4x64x72xbf16, #gpu.address_space<workgroup>>
+// GPU: nvvm.cp.async.wait.group 2
+// GPU: gpu.barrier
+// GPU: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<4x64x72xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// GPU: nvvm.mma.sync {{.*}}{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>{{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// GPU: vector.store {{.*}} : memref<?x128xbf16>, vector<2xbf16>
+// GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_mma_128x64x64_s4)
+// GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4)
+// GPU: memref.extract_aligned_pointer_as_index
+// GPU: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// GPU: nvvm.wgmma.fence.aligned
+// GPU: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 256, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// GPU: nvvm.wgmma.commit.group.sync.aligned
+// GPU: nvvm.wgmma.wait.group.sync.aligned 0
+
+// The host: one thread a block, no GPU or tensor-core operations.
+// HOST-LABEL: func.func @k3_mlp_down_{{[0-9a-f]+}}(
+// HOST-NOT: gpu.
+// HOST-NOT: nvgpu.
+// HOST-NOT: nvvm.
+// HOST: scf.parallel
+// HOST: return
+
+func.func @mlp_down(%a0: tensor<?x576xbf16>, %a1: tensor<?x576xbf16>, %a2: tensor<128x576xbf16>, %a3: tensor<?x128xbf16>) -> (tensor<?x128xbf16>) {
+    %r = k3.kernel "k3_mlp_down_50b9d2e9" family "mlp_down" (%a0, %a1, %a2, %a3) {bytes_per_token = 2816 : i64, flops_per_token = 154496 : i64, weight_bytes = 147456 : i64} : (tensor<?x576xbf16>, tensor<?x576xbf16>, tensor<128x576xbf16>, tensor<?x128xbf16>) -> tensor<?x128xbf16> {
+    ^bb0(%arg401: tensor<?x576xbf16>, %arg402: tensor<?x576xbf16>, %arg403: tensor<128x576xbf16>, %arg404: tensor<?x128xbf16>):
+      %116 = k3.glu %arg401, %arg402 {activation = #k3.activation<situ>, situ_beta = 4.000000e+00 : f64, situ_linear_beta = 2.500000e+01 : f64} : tensor<?x576xbf16>
+      %117 = k3.linear %116, %arg403 : (tensor<?x576xbf16>, tensor<128x576xbf16>) -> tensor<?x128xbf16>
+      %118 = arith.addf %arg404, %117 : tensor<?x128xbf16>
+      k3.yield %118 : tensor<?x128xbf16>
+    }
+  return %r : tensor<?x128xbf16>
+}
+
+// -----
+
+// The f32 build of the same kernel stays on the exact FMA path on sm_90a.
+// F32-LABEL: func.func @k3_mlp_down_{{[0-9a-f]+}}(%arg0: memref<?x576xf32>
+// F32-NOT: nvgpu.
+// F32-NOT: nvvm.mma
+// F32-NOT: wgmma
+// F32: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_fma)
+// F32-NOT: nvgpu.
+// F32-NOT: nvvm.mma
+// F32-NOT: wgmma
+// F32: return
+
+func.func @mlp_down_f32(%a0: tensor<?x576xf32>, %a1: tensor<?x576xf32>, %a2: tensor<128x576xbf16>, %a3: tensor<?x128xf32>) -> (tensor<?x128xf32>) {
+    %r = k3.kernel "k3_mlp_down_ae5b89ad" family "mlp_down" (%a0, %a1, %a2, %a3) {bytes_per_token = 5632 : i64, flops_per_token = 154496 : i64, weight_bytes = 147456 : i64} : (tensor<?x576xf32>, tensor<?x576xf32>, tensor<128x576xbf16>, tensor<?x128xf32>) -> tensor<?x128xf32> {
+    ^bb0(%arg401: tensor<?x576xf32>, %arg402: tensor<?x576xf32>, %arg403: tensor<128x576xbf16>, %arg404: tensor<?x128xf32>):
+      %116 = k3.glu %arg401, %arg402 {activation = #k3.activation<situ>, situ_beta = 4.000000e+00 : f64, situ_linear_beta = 2.500000e+01 : f64} : tensor<?x576xf32>
+      %117 = k3.linear %116, %arg403 : (tensor<?x576xf32>, tensor<128x576xbf16>) -> tensor<?x128xf32>
+      %118 = arith.addf %arg404, %117 : tensor<?x128xf32>
+      k3.yield %118 : tensor<?x128xf32>
+    }
+  return %r : tensor<?x128xf32>
+}
