@@ -38,6 +38,7 @@
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
+#include "mlir/IR/Threading.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
@@ -197,11 +198,52 @@ LogicalResult emitPtx(ModuleOp gpuLowered, std::map<std::string, std::string> &p
   llvm::InitializeAllTargets();
   llvm::InitializeAllTargetMCs();
   llvm::InitializeAllAsmPrinters();
-  PassManager pm(target->getContext());
-  if (failed(parsePassPipeline("gpu-module-to-binary{format=isa}", pm)) ||
-      failed(pm.run(target))) {
-    error = "PTX generation (NVPTX TargetMachine) failed";
-    return failure();
+  // What gpu-module-to-binary{format=isa} does, with the modules' NVPTX
+  // code generation spread over the cores (full K3 has ~250 modules): each
+  // gpu.module is isolated and serialized into its own LLVMContext.
+  MLIRContext *ctx = target->getContext();
+  SmallVector<gpu::GPUModuleOp> modules;
+  target->walk([&](gpu::GPUModuleOp m) { modules.push_back(m); });
+  SymbolTable symbols(target);
+  gpu::TargetOptions options({}, {}, {}, {}, gpu::CompilationTarget::Assembly,
+                             [&]() -> SymbolTable * { return &symbols; });
+  std::vector<std::optional<SmallVector<char, 0>>> objects(modules.size());
+  std::vector<Attribute> targets(modules.size());
+  for (size_t i = 0; i < modules.size(); ++i) {
+    ArrayAttr ts = modules[i].getTargetsAttr();
+    if (!ts || ts.size() != 1) {
+      error = "internal error: GPU module " + modules[i].getName().str() +
+              " must have exactly one target";
+      return failure();
+    }
+    targets[i] = ts[0];
+  }
+  std::mutex diagMutex;
+  std::string diags;
+  {
+    // Serializing emits diagnostics through the context from several threads.
+    ScopedDiagnosticHandler collect(ctx, [&](Diagnostic &d) {
+      std::lock_guard<std::mutex> g(diagMutex);
+      diags += (diags.empty() ? "" : "; ") + d.str();
+      return success();
+    });
+    parallelFor(ctx, 0, modules.size(), [&](size_t i) {
+      objects[i] = cast<gpu::TargetAttrInterface>(targets[i])
+                       .serializeToObject(modules[i], options);
+    });
+  }
+  for (size_t i = 0; i < modules.size(); ++i) {
+    if (!objects[i]) {
+      error = "PTX generation (NVPTX TargetMachine) failed for kernel module " +
+              modules[i].getName().str() + (diags.empty() ? "" : ": " + diags);
+      return failure();
+    }
+    Attribute object =
+        cast<gpu::TargetAttrInterface>(targets[i]).createObject(modules[i], *objects[i], options);
+    OpBuilder b(modules[i]);
+    gpu::BinaryOp::create(b, modules[i].getLoc(), modules[i].getName(),
+                          modules[i].getOffloadingHandlerAttr(), b.getArrayAttr({object}));
+    modules[i]->erase();
   }
   target->walk([&](gpu::BinaryOp bin) {
     for (Attribute obj : bin.getObjects())

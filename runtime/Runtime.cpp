@@ -249,7 +249,7 @@ public:
       b->clear();
   }
 
-  std::vector<float> prefill(const std::vector<std::vector<int64_t>> &prompts) override {
+  const std::vector<float> &prefill(const std::vector<std::vector<int64_t>> &prompts) override {
     if (static_cast<int64_t>(prompts.size()) != batch)
       throw Error("prefill got " + std::to_string(prompts.size()) + " prompts for a batch of " +
                   std::to_string(batch) + " (call reset first)");
@@ -263,7 +263,7 @@ public:
     return run(entries["prefill"], ids, seqLens);
   }
 
-  std::vector<float> decode(const std::vector<int64_t> &tokens) override {
+  const std::vector<float> &decode(const std::vector<int64_t> &tokens) override {
     if (static_cast<int64_t>(tokens.size()) != batch)
       throw Error("decode got " + std::to_string(tokens.size()) + " tokens for a batch of " +
                   std::to_string(batch));
@@ -278,8 +278,11 @@ public:
 private:
   void load();
   void loadWeights(Entry &e);
-  std::vector<float> run(Entry &e, const std::vector<int64_t> &ids,
-                         const std::vector<int64_t> &seqLens, bool graph = false);
+  const std::vector<float> &run(Entry &e, const std::vector<int64_t> &ids,
+                                const std::vector<int64_t> &seqLens, bool graph = false);
+  /// The last step's logits, kept across steps: a batch of 128 at vocabulary
+  /// 163840 is 84 MB that a fresh vector would zero and fault in every step.
+  std::vector<float> logitsHost;
   void launchAll(Entry &e, int64_t T);
   void launchStep(Entry &e, Launch &l, int64_t T, std::vector<Buffer *> &bufOf,
                   PendingExchange &pending);
@@ -709,7 +712,7 @@ void HostModel::loadWeights(Entry &e) {
   }
 }
 
-std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
+const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &ids,
                                   const std::vector<int64_t> &seqLens, bool graph) {
   const int64_t T = static_cast<int64_t>(ids.size()), N = batch;
   if (T > plan.maxTokens)
@@ -772,9 +775,9 @@ std::vector<float> HostModel::run(Entry &e, const std::vector<int64_t> &ids,
   for (int64_t n = 0; n < N; ++n)
     lens[n] += seqLens[n];
   Buffer *logits = e.values[e.returns[0]].buf;
-  std::vector<float> out(N * vocab);
-  logits->read(out.data(), out.size() * sizeof(float));
-  return out;
+  logitsHost.resize(N * vocab);
+  logits->read(logitsHost.data(), logitsHost.size() * sizeof(float));
+  return logitsHost;
 }
 
 void HostModel::overlapSharedExperts(Entry &e) {

@@ -82,10 +82,11 @@ public:
   /// Starts a batch of `n` fresh sequences (states zeroed, caches empty).
   virtual void reset(int64_t n) = 0;
   /// Prefill: one prompt per sequence of the batch; returns last-token
-  /// logits [n, vocab].
-  virtual std::vector<float> prefill(const std::vector<std::vector<int64_t>> &prompts) = 0;
-  /// Decode: one token per sequence; returns logits [n, vocab].
-  virtual std::vector<float> decode(const std::vector<int64_t> &tokens) = 0;
+  /// logits [n, vocab] (the model's buffer: valid until the next step).
+  virtual const std::vector<float> &prefill(const std::vector<std::vector<int64_t>> &prompts) = 0;
+  /// Decode: one token per sequence; returns logits [n, vocab] (valid until
+  /// the next step).
+  virtual const std::vector<float> &decode(const std::vector<int64_t> &tokens) = 0;
   /// Tokens each sequence holds so far.
   virtual const std::vector<int64_t> &lengths() const = 0;
 

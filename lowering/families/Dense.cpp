@@ -31,10 +31,9 @@ Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, int64_t 
 /// tokens' x in shared memory, kChunkBytes at a time (16-byte loads); each
 /// warp owns kRowsPerWarp rows of W and its lanes split K, reading W 16 bytes
 /// at a time (each row streamed once per token tile), then reduce by
-/// shuffles. On the GPU a single-token step (decode at batch 1) branches,
-/// uniformly for the whole launch, to a one-token tile (no arithmetic on
-/// empty rows); one launch, one module. On the host: one thread per block,
-/// the same loop nest.
+/// shuffles (the host's tile, and the f32 build's on the GPU above kTokTile
+/// tokens). On the host: one thread
+/// per block, the same loop nest.
 static void lowerLinearFma(KernelBuilder &kb, Value x, Value w, Value y) {
   auto xt = cast<MemRefType>(x.getType());
   int64_t K = xt.getDimSize(1), O = cast<MemRefType>(w.getType()).getDimSize(0);
@@ -67,30 +66,41 @@ static void lowerLinearFma(KernelBuilder &kb, Value x, Value w, Value y) {
           kb.ifThen(ok, [&] { kb.storeF32(v, y, {t, o}); });
         }
     };
-    if (!kb.gpu()) {
-      tile(kTokTile);
-      return;
-    }
-    kb.ifThenElse(
-        kb.ieq(T, kb.idx(1)), [&] { tile(1); }, [&] { tile(kTokTile); });
+    tile(kTokTile);
   }, 0, "linear_fma");
 }
 
-/// y = x W^T as the GEMM layer plans it (tile/Gemm.h): the FMA tile for
-/// the host, the exact f32 build and few tokens; on tensor cores from
-/// plan.mmaFrom tokens (a host-side branch on T picks the launch).
+/// y = x W^T as the GEMM layer plans it (tile/Gemm.h): on the GPU one token
+/// takes the GEMV (both builds), the f32 build the FMA tile above that, the
+/// bf16 build tensor cores from plan.mmaFrom tokens (a host-side branch on T
+/// picks the launch). The host runs the FMA tile.
 void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y) {
   auto xt = cast<MemRefType>(x.getType());
   LinearPlan plan = linearPlan(kb.info(), xt.getElementType(),
                                cast<MemRefType>(w.getType()).getElementType(), xt.getDimSize(1),
                                cast<MemRefType>(w.getType()).getDimSize(0));
+  Value T = kb.dim(x, 0);
+  // Decode at batch 1 on the GPU: a GEMV over all threads of O / kGemvRows
+  // blocks; the FMA tile for the other token counts below plan.mmaFrom.
+  auto fewTokens = [&] {
+    if (!kb.gpu()) {
+      lowerLinearFma(kb, x, w, y);
+      return;
+    }
+    if (plan.mmaFrom == 2) {
+      gemvLinear(kb, x, w, y, T, 1);
+      return;
+    }
+    kb.ifThenElse(
+        kb.ieq(T, kb.idx(1)), [&] { gemvLinear(kb, x, w, y, T, 1); },
+        [&] { lowerLinearFma(kb, x, w, y); });
+  };
   if (!plan.mmaFrom) {
-    lowerLinearFma(kb, x, w, y);
+    fewTokens();
     return;
   }
-  Value T = kb.dim(x, 0);
   kb.ifThenElse(
-      kb.ult(T, kb.idx(plan.mmaFrom)), [&] { lowerLinearFma(kb, x, w, y); },
+      kb.ult(T, kb.idx(plan.mmaFrom)), fewTokens,
       [&] {
         kb.ifThenElse(
             kb.ule(T, kb.idx(plan.smallUpTo)), [&] { mmaLinear(kb, x, w, y, T, plan.small); },

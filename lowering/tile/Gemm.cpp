@@ -163,6 +163,51 @@ SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t
 }
 
 
+void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t tok) {
+  const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
+  const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
+  const int64_t vw = std::min(kb.vecWidth(x, K), kb.vecWidth(w, K));
+  const int64_t R = kGemvRows, threads = kb.gpu() ? kGemvThreads : 1;
+  kb.blocks({kb.idx((O + R - 1) / R)}, kGemvThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value r0 = kb.mul(bid[0], R);
+    SmallVector<Value> rows, toks;
+    for (int64_t r = 0; r < R; ++r)
+      rows.push_back(kb.minu(kb.add(r0, r), kb.idx(O - 1))); // past O: row O-1, not stored
+    for (int64_t t = 0; t < tok; ++t)
+      toks.push_back(kb.minu(kb.idx(t), kb.sub(T, kb.idx(1)))); // past T: row T-1, not stored
+    SmallVector<Value> zeros(R * tok, kb.f32(0.0));
+    SmallVector<Value> acc = kb.loopStep(
+        kb.mul(tb.tid, vw), kb.idx(K), kb.idx(threads * vw), zeros, [&](Value k, ValueRange in) {
+          SmallVector<SmallVector<Value>> wv, xv;
+          for (int64_t r = 0; r < R; ++r)
+            wv.push_back(kb.loadVec(w, {rows[r], k}, vw));
+          for (int64_t t = 0; t < tok; ++t)
+            xv.push_back(kb.loadVec(x, {toks[t], k}, vw));
+          SmallVector<Value> out(in);
+          for (int64_t r = 0; r < R; ++r)
+            for (int64_t t = 0; t < tok; ++t)
+              for (int64_t j = 0; j < vw; ++j)
+                out[r * tok + t] = kb.fadd(out[r * tok + t], kb.fmul(wv[r][j], xv[t][j]));
+          return out;
+        });
+    // Warp sums, then the warps' partials through shared memory.
+    Value red = kb.shared(tb, {tb.warps, R * tok}, kb.b.getF32Type());
+    for (int64_t i = 0; i < R * tok; ++i) {
+      Value v = kb.warpSum(tb, acc[i]);
+      kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] { kb.store(v, red, {tb.warp, kb.idx(i)}); });
+    }
+    kb.barrier(tb);
+    kb.strided(tb, kb.idx(0), kb.idx(R * tok), [&](Value i) {
+      Value total = kb.f32(0.0);
+      for (int64_t wi = 0; wi < tb.warps; ++wi)
+        total = kb.fadd(total, kb.load(red, {kb.idx(wi), i}));
+      Value r = kb.div(i, tok), t = kb.rem(i, tok);
+      Value o = kb.add(r0, r);
+      kb.ifThen(kb.andi(kb.ult(o, kb.idx(O)), kb.ult(t, T)), [&] { kb.storeF32(total, y, {t, o}); });
+    });
+  }, 0, "linear_gemv" + std::to_string(tok));
+}
+
 //===----------------------------------------------------------------------===//
 // Tensor cores: mma.sync
 //===----------------------------------------------------------------------===//
@@ -235,7 +280,8 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
   LinearPlan p;
   if (!info.mmaSync || !xElt.isBF16() || !wElt.isBF16() || K % 8 || O % 2)
     return p;
-  // Measured on an H200 (docs/perf.md, k3-small slice): prefill takes
+  // Tensor cores from 2 tokens (batch-1 decode is a GEMV). Measured on an
+  // H200 (docs/perf.md, k3-small slice): prefill takes
   // 128 x 128 blocks with 64-column stages three deep (8 warps of 64 x 32);
   // batched decode 64 x 64 blocks (4 warps of 32 x 32) up to 64 tokens so a
   // few row tiles still give every SM a block, and 128 x 64 (8 warps of
@@ -246,7 +292,7 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
   for (const MmaTile *t : {&p.small, &p.medium, &p.large})
     if (std::string why = t->check(info); !why.empty())
       llvm::report_fatal_error(llvm::Twine("k3c: bad mma tile ") + t->name() + ": " + why);
-  p.mmaFrom = intFromEnv("K3C_MMA_FROM", 16);
+  p.mmaFrom = std::max<int64_t>(2, intFromEnv("K3C_MMA_FROM", 2));
   p.smallUpTo = intFromEnv("K3C_MMA_SMALL_UP_TO", 64);
   p.mediumUpTo = intFromEnv("K3C_MMA_MEDIUM_UP_TO", 256);
   if (info.wgmma && intFromEnv("K3C_WGMMA", 1)) {

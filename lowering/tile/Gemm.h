@@ -61,6 +61,17 @@ gemmTile(KernelBuilder &kb, ThreadBlock &tb, mlir::Value a, int64_t K, int64_t v
          const std::function<llvm::SmallVector<mlir::Value>(int64_t, mlir::Value, int64_t)> &wLoad,
          int64_t tokTile = kTokTile, const std::function<MxRow(int64_t)> &mxRow = {});
 
+/// Decode GEMV (T <= tok tokens; k3c uses tok = 1): a block of kGemvThreads threads
+/// owns kGemvRows weight rows and splits K over all its threads, 16 bytes of
+/// each row a thread an iteration (x read alongside from L1/L2, no staging),
+/// then reduces across warps through shared memory. Small-O projections get
+/// O / kGemvRows blocks with every thread streaming, instead of O / 32
+/// blocks of 4-row warps.
+constexpr int64_t kGemvThreads = 256;
+constexpr int64_t kGemvRows = 4;
+void gemvLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
+                int64_t tok);
+
 /// A tensor-core CTA tile: bm x bn outputs a block, bk columns of K a
 /// pipeline stage, warpsM x warpsN warps (each a (bm/warpsM) x (bn/warpsN)
 /// warp tile of m16n8 accumulators), `stages` shared-memory stages.

@@ -1,15 +1,15 @@
 // --k3-lower-kernels on one dense kernel (the MLP's GLU + down projection +
 // residual add of k3-tiny). bf16 on sm_90a: the GEMM tile layer branches on
-// the token count T between the FMA tile, two mma.sync tiles and the wgmma
-// tile, each an outlined kernel named after its strategy and tile.
+// the token count T between the GEMV (T = 1), two mma.sync tiles and the
+// wgmma tile, each an outlined kernel named after its strategy and tile.
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=F32
 
 // GPU-LABEL: func.func @k3_mlp_down_{{[0-9a-f]+}}(
 // GPU-SAME: k3.family = "mlp_down"
-// GPU: arith.cmpi ult, %[[T:.*]], %c16 : index
-// GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) module(@k3_mlp_down_{{[0-9a-f]+}}_linear_fma)
+// GPU: arith.cmpi ult, %[[T:.*]], %c2 : index
+// GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) module(@k3_mlp_down_{{[0-9a-f]+}}_linear_gemv1) {{.*}} workgroup(%{{.*}} : memref<8x4xf32, #gpu.address_space<workgroup>>)
 // GPU: } else {
 // GPU: arith.cmpi ule, %[[T]], %c64
 // GPU: gpu.launch {{.*}} dynamic_shared_memory_size %c73728_i32 module(@k3_mlp_down_{{[0-9a-f]+}}_linear_mma_64x64x64_s4)
@@ -55,6 +55,7 @@ func.func @mlp_down(%a0: tensor<?x576xbf16>, %a1: tensor<?x576xbf16>, %a2: tenso
 // F32-NOT: nvgpu.
 // F32-NOT: nvvm.mma
 // F32-NOT: wgmma
+// F32: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_gemv1)
 // F32: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_fma)
 // F32-NOT: nvgpu.
 // F32-NOT: nvvm.mma

@@ -12,7 +12,7 @@
 // CHECK: scf.parallel
 // CHECK-NOT: func.func @k3_linear_test
 // GPU-LABEL: func.func @k3_linear_test(
-// GPU: module(@k3_linear_test_linear_fma)
+// GPU: module(@k3_linear_test_linear_gemv1)
 // GPU: module(@k3_linear_test_linear_mma_64x64x64_s4)
 // GPU: module(@k3_linear_test_linear_mma_128x64x64_s4)
 // GPU: module(@k3_linear_test_linear_wgmma_128x256x64_s4)
