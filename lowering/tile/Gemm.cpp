@@ -281,12 +281,12 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
   if (!info.mmaSync || !xElt.isBF16() || !wElt.isBF16() || K % 8 || O % 2)
     return p;
   // Tensor cores from 2 tokens (batch-1 decode is a GEMV). Measured on an
-  // H200 (docs/perf.md, k3-small slice): prefill takes
-  // 128 x 128 blocks with 64-column stages three deep (8 warps of 64 x 32);
-  // batched decode 64 x 64 blocks (4 warps of 32 x 32) up to 64 tokens so a
-  // few row tiles still give every SM a block, and 128 x 64 (8 warps of
-  // 32 x 32, W read once) up to 256.
-  p.small = tileFromEnv("K3C_MMA_SMALL", MmaTile{64, 64, 64, 2, 2, 4});
+  // H200 (docs/perf.md, k3-small slice): batched decode takes 32 x 64 blocks
+  // (4 warps of 16 x 32, six 64-column stages) up to 64 tokens, so that few
+  // row tiles still give every SM blocks, and 128 x 64 (8 warps of 32 x 32,
+  // W read once) up to 256; without wgmma, prefill takes 128 x 128 blocks
+  // with 64-column stages three deep (8 warps of 64 x 32).
+  p.small = tileFromEnv("K3C_MMA_SMALL", MmaTile{32, 64, 64, 2, 2, 6});
   p.medium = tileFromEnv("K3C_MMA_MEDIUM", MmaTile{128, 64, 64, 4, 2, 4});
   p.large = tileFromEnv("K3C_MMA_LARGE", MmaTile{128, 128, 64, 2, 4, 3});
   for (const MmaTile *t : {&p.small, &p.medium, &p.large})

@@ -12,12 +12,12 @@
 // GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) module(@k3_mlp_down_{{[0-9a-f]+}}_linear_gemv1) {{.*}} workgroup(%{{.*}} : memref<8x4xf32, #gpu.address_space<workgroup>>)
 // GPU: } else {
 // GPU: arith.cmpi ule, %[[T]], %c64
-// GPU: gpu.launch {{.*}} dynamic_shared_memory_size %c73728_i32 module(@k3_mlp_down_{{[0-9a-f]+}}_linear_mma_64x64x64_s4)
+// GPU: gpu.launch {{.*}} dynamic_shared_memory_size %c82944_i32 module(@k3_mlp_down_{{[0-9a-f]+}}_linear_mma_32x64x64_s6)
 // GPU: gpu.dynamic_shared_memory
-// GPU: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<128x576xbf16> to memref<4x64x72xbf16, #gpu.address_space<workgroup>>
-// GPU: nvvm.cp.async.wait.group 2
+// GPU: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<128x576xbf16> to memref<6x64x72xbf16, #gpu.address_space<workgroup>>
+// GPU: nvvm.cp.async.wait.group 4
 // GPU: gpu.barrier
-// GPU: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<4x64x72xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// GPU: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<6x32x72xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 // GPU: nvvm.mma.sync {{.*}}{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>{{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // GPU: vector.store {{.*}} : memref<?x128xbf16>, vector<2xbf16>
 // GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_mma_128x64x64_s4)
