@@ -107,7 +107,12 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y) {
             [&] {
               kb.ifThenElse(
                   kb.ule(T, kb.idx(plan.mediumUpTo)),
-                  [&] { mmaLinear(kb, x, w, y, T, plan.medium); },
+                  [&] {
+                    if (plan.useWgmma)
+                      wgmmaLinear(kb, x, w, y, T, plan.wgmmaMedium);
+                    else
+                      mmaLinear(kb, x, w, y, T, plan.medium);
+                  },
                   [&] {
                     if (plan.useWgmma)
                       wgmmaLinear(kb, x, w, y, T, plan.wgmma);

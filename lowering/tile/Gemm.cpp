@@ -250,6 +250,20 @@ static MmaTile tileFromEnv(const char *var, MmaTile dflt) {
   return MmaTile{f[0], f[1], f[2], f[3], f[4], f[5]};
 }
 
+/// "bm,bn,stages" from the environment (tuning override), or `dflt`.
+static WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt) {
+  const char *v = std::getenv(var);
+  if (!v || !*v)
+    return dflt;
+  SmallVector<StringRef> parts;
+  StringRef(v).split(parts, ',');
+  WgmmaTile t;
+  if (parts.size() != 3 || parts[0].trim().getAsInteger(10, t.bm) ||
+      parts[1].trim().getAsInteger(10, t.bn) || parts[2].trim().getAsInteger(10, t.stages))
+    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be bm,bn,stages");
+  return t;
+}
+
 static int64_t intFromEnv(const char *var, int64_t dflt) {
   const char *v = std::getenv(var);
   int64_t out;
@@ -296,19 +310,16 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
   p.smallUpTo = intFromEnv("K3C_MMA_SMALL_UP_TO", 64);
   p.mediumUpTo = intFromEnv("K3C_MMA_MEDIUM_UP_TO", 256);
   if (info.wgmma && intFromEnv("K3C_WGMMA", 1)) {
-    const char *v = std::getenv("K3C_WGMMA_TILE");
-    WgmmaTile t;
-    if (v && *v) {
-      SmallVector<StringRef> parts;
-      StringRef(v).split(parts, ',');
-      if (parts.size() != 3 || parts[0].trim().getAsInteger(10, t.bm) ||
-          parts[1].trim().getAsInteger(10, t.bn) || parts[2].trim().getAsInteger(10, t.stages))
-        llvm::report_fatal_error("k3c: K3C_WGMMA_TILE must be bm,bn,stages");
-    }
-    if (std::string why = t.check(info); !why.empty())
-      llvm::report_fatal_error(llvm::Twine("k3c: bad wgmma tile ") + t.name() + ": " + why);
+    // Warpgroup MMA from 65 tokens: 128 x 64 blocks (two warpgroups of
+    // m64n64, four 64-column stages) for batched decode up to 256, where
+    // 7168-wide outputs still give 112 blocks; 128 x 256 (m64n256) for
+    // prefill. Both measured against the mma.sync tiles on the H200.
     p.useWgmma = true;
-    p.wgmma = t;
+    p.wgmmaMedium = wgmmaTileFromEnv("K3C_WGMMA_MEDIUM_TILE", WgmmaTile{128, 64, 4});
+    p.wgmma = wgmmaTileFromEnv("K3C_WGMMA_TILE", WgmmaTile{128, 256, 4});
+    for (const WgmmaTile *t : {&p.wgmmaMedium, &p.wgmma})
+      if (std::string why = t->check(info); !why.empty())
+        llvm::report_fatal_error(llvm::Twine("k3c: bad wgmma tile ") + t->name() + ": " + why);
   }
   return p;
 }

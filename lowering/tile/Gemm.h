@@ -109,9 +109,10 @@ struct WgmmaTile {
 struct LinearPlan {
   int64_t mmaFrom = 0, smallUpTo = 0, mediumUpTo = 0;
   MmaTile small, medium, large;
-  /// sm_90a: above mediumUpTo tokens warpgroup MMA replaces `large`.
+  /// sm_90a: warpgroup MMA replaces `medium` (wgmmaMedium) and `large`
+  /// (wgmma) above smallUpTo tokens.
   bool useWgmma = false;
-  WgmmaTile wgmma;
+  WgmmaTile wgmmaMedium, wgmma;
 };
 LinearPlan linearPlan(const TargetInfo &info, mlir::Type xElt, mlir::Type wElt, int64_t K,
                       int64_t O);

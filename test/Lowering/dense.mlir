@@ -20,7 +20,7 @@
 // GPU: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<6x32x72xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 // GPU: nvvm.mma.sync {{.*}}{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>{{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // GPU: vector.store {{.*}} : memref<?x128xbf16>, vector<2xbf16>
-// GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_mma_128x64x64_s4)
+// GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x64x64_s4)
 // GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4)
 // GPU: memref.extract_aligned_pointer_as_index
 // GPU: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}

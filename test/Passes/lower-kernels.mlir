@@ -14,7 +14,7 @@
 // GPU-LABEL: func.func @k3_linear_test(
 // GPU: module(@k3_linear_test_linear_gemv1)
 // GPU: module(@k3_linear_test_linear_mma_32x64x64_s6)
-// GPU: module(@k3_linear_test_linear_mma_128x64x64_s4)
+// GPU: module(@k3_linear_test_linear_wgmma_128x64x64_s4)
 // GPU: module(@k3_linear_test_linear_wgmma_128x256x64_s4)
 // NOKERNEL: error: --k3-lower-kernels: the module holds no k3.kernel (run --k3-pipeline or --k3-fuse-kernels first)
 // TARGET: error: --k3-lower-kernels: unknown target 'sm_80' (expected host or sm_90a)
