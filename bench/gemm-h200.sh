@@ -15,7 +15,7 @@ export PATH=$PWD/bin:$PATH
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 echo "== machine"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 k3-mkcheckpoint --config k3-tiny.json -o ckpt-tiny --seed 11 --quiet
-k3-mkcheckpoint --config tiny-dense.json -o ckpt-tiny-dense --seed 11 --quiet
+k3-mkcheckpoint --config k3-tiny-dense.json -o ckpt-tiny-dense --seed 11 --quiet
 echo "== k3-tiny f32 (exact FMA path) vs the reference"
 k3-run tiny-f32 --checkpoint ckpt-tiny --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "check:"
 echo "== dense k3-tiny bf16 vs the reference: 20 tokens, 300 + 20 tokens, mixed batch"
@@ -38,9 +38,13 @@ echo "== k3-bench on the slice"
 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --csv $OUT/slice-bench.csv ${BENCH_ARGS:-} > $OUT/slice-bench.txt; grep -E "^(prefill|decode)" $OUT/slice-bench.txt
 echo "== the same linears through torch (cuBLAS), same run"
 python3 gemm_peer.py slice-bf16 $OUT/slice-bench.csv | tee $OUT/peer.txt
-if [ -d v ]; then
-  for a in v/slice-W*; do
-    echo "== tile variant $a"
-    k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode none --reps 2 | grep -E "^prefill|mlp_in|mlp_down|kda_in"
-  done
-fi
+for a in v/slice-P*; do
+  [ -d "$a" ] || continue
+  echo "== tile variant $a (prefill)"
+  k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode none --reps 2 --csv $OUT/$(basename $a).csv | grep -E "^prefill|mlp_in|mlp_down|kda_in"
+done
+for a in v/slice-D*; do
+  [ -d "$a" ] || continue
+  echo "== tile variant $a (decode)"
+  k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode ${DECODE_VARIANTS:-8,32,128} --steps 16 --csv $OUT/$(basename $a).csv | grep -E "^decode|mlp_in|mlp_down|kda_in|lm_head"
+done

@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # Builds the bundle bench/gemm-h200.sh runs on the GPU machine, in .dev/
-# (git-ignored): k3-run, k3-bench, k3-mkcheckpoint; k3-tiny checkpoints and
-# artifacts (f32 and bf16, sm_90a); the full-width 2-layer k3-small slice
-# artifact (dense MLP, capacity 8192 tokens and 128 sequences) whose
-# checkpoint the benchmark regenerates there from the same seed.
+# (git-ignored): k3-run, k3-bench, k3-mkcheckpoint; k3-tiny (f32) and dense
+# k3-tiny (bf16) artifacts whose checkpoints the benchmark regenerates there;
+# the full-width 2-layer k3-small slice (dense MLP, capacity 8192 tokens and
+# 128 sequences) for sm_90a, and the same slice with mma.sync only
+# (K3C_WGMMA=0) to compare logits. Tile variants for tuning:
+#   VARIANTS="P1=K3C_WGMMA_TILE=128,256,4 D1=K3C_MMA_SMALL=32,64,64,2,2,6;K3C_MMA_FROM=2" \
+#     bash bench/make-gemm-bundle.sh
+# (names starting with P are benchmarked at prefill, D at decode).
+# Carry .dev; run: bash .dev/gemm-h200.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build/bin
 D=.dev
-mkdir -p $D/bin
+rm -rf $D && mkdir -p $D/bin $D/v
 cp $B/k3-run $B/k3-bench $B/k3-mkcheckpoint $D/bin/
-[ -d $D/ckpt-tiny ] || $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o $D/ckpt-tiny --seed 11 --quiet
-rm -rf $D/tiny-f32 $D/tiny-bf16 $D/slice-bf16
-$B/k3-compile $D/ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
-$B/k3-compile $D/ckpt-tiny -o $D/tiny-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024 --target=sm_90a --quiet
+cp models/configs/k3-tiny.json test/Runtime/Inputs/k3-tiny-dense.json $D/
+$B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o /tmp/k3c-ckpt-tiny --seed 11 --quiet
+$B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
+$B/k3-compile /tmp/k3c-ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
+$B/k3-compile /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024 --target=sm_90a --quiet
 python3 - <<'PY'
 import json
 k = json.load(open('models/configs/k3-small.json'))
@@ -27,8 +33,15 @@ t.pop('quantization_config', None)
 json.dump(k, open('.dev/slice.json', 'w'), indent=1)
 PY
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
-$B/k3-compile /tmp/slice -o $D/slice-bf16 --max-tokens 8192 --max-seqs 128 --max-context 8448 --target=sm_90a --quiet
-rm -rf $D/*/ptx
+slice() { $B/k3-compile /tmp/slice -o "$1" --max-tokens 8192 --max-seqs 128 --max-context 8448 --target=sm_90a --quiet; }
+slice $D/slice-bf16
+K3C_WGMMA=0 slice $D/v/slice-nowg
+# Each variant: NAME=VAR=VALUE[;VAR=VALUE...]
+for v in ${VARIANTS:-}; do
+  name=${v%%=*}; settings=${v#*=}
+  env ${settings//;/ } bash -c "$(declare -f slice); B=$B; slice $D/v/slice-$name"
+done
+rm -rf $D/*/ptx $D/v/*/ptx $D/v/*/model.fused.mlir
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
 cp bench/gemm-h200.sh bench/gemm_peer.py $D/
 du -sh $D
