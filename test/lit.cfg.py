@@ -21,7 +21,8 @@ config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixe
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.k3c_tools_dir, config.llvm_tools_dir]
-tools = ["k3-opt", "k3-compile", "k3-mkcheckpoint", "k3-ref", "k3-run", "k3-ep-bench", "k3-bench"]
+tools = ["k3-opt", "k3-compile", "k3-mkcheckpoint", "k3-ref", "k3-run", "k3-ep-bench", "k3-bench",
+         "k3-tok"]
 llvm_config.add_tool_substitutions(
     [t for t in tools if os.path.exists(os.path.join(config.k3c_tools_dir, t))],
     tool_dirs)
@@ -36,3 +37,10 @@ try:
     config.available_features.add("cuda-driver")
 except OSError:
     pass
+
+# OpenAI's tiktoken from npm (tools/setup.sh installs it under <build>/npm) and
+# Node.js: the tokenizer's independent peer.
+npm_modules = os.path.join(config.k3c_obj_root, "npm", "node_modules")
+if shutil.which("node") and os.path.exists(os.path.join(npm_modules, "tiktoken", "package.json")):
+    config.available_features.add("tiktoken-npm")
+    config.substitutions.append(("%k3c_npm_modules", npm_modules))

@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools nlohmann-json3-dev
-      libgtest-dev cmake ninja-build ccache g++ python3 python3-numpy)
+      libgtest-dev cmake ninja-build ccache g++ python3 python3-numpy
+      libpcre2-dev pkg-config)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,7 +25,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# Node.js + npm run the tokenizer's peer test (OpenAI's tiktoken as WASM from
+# npm); Debian's packages unless node and npm are already there.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends nodejs npm ||
+    echo "k3c setup: warning: no Node.js; the tokenizer peer test will be skipped"
+fi
+
 build=${K3C_BUILD_DIR:-build}
+if command -v npm >/dev/null && [ ! -f "$build/npm/node_modules/tiktoken/package.json" ]; then
+  mkdir -p "$build/npm"
+  npm install --prefix "$build/npm" --no-audit --no-fund --silent tiktoken@1.0.22 ||
+    echo "k3c setup: warning: npm could not install tiktoken; the tokenizer peer test will be skipped"
+fi
 if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S . -B "$build" \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \

@@ -6,6 +6,7 @@
 #include "runtime/ExpertParallel.h"
 #include "runtime/Nccl.h"
 #include "runtime/Runtime.h"
+#include "tokenizer/Tokenizer.h"
 #include "tools/common/Args.h"
 
 #include <chrono>
@@ -21,13 +22,25 @@
 #include <map>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <sstream>
 #include <thread>
 
 static const char *kHelp = R"(k3-run: execute a compiled k3c artifact (prefill + decode)
 
-usage: k3-run ARTIFACT_DIR (--prompt-ids 1,2,3 | --batch FILE) [options]
+usage: k3-run ARTIFACT_DIR (--prompt TEXT | --prompt-file FILE | --prompt-ids 1,2,3 | --batch FILE)
+              [options]
 
 options:
+  --prompt TEXT          the prompt as text, encoded with the checkpoint's tokenizer
+                         (tiktoken.model + tokenizer_config.json); the generated text is
+                         printed as it is produced (valid UTF-8 at every flush) and generation
+                         stops at EOS or <|im_end|>
+  --prompt-file FILE     the prompt text from FILE
+  --chat                 wrap the prompt in the model's chat format (system turn, user turn,
+                         then the assistant's turn is generated)
+  --system TEXT          the system message of --chat (default: Kimi's)
+  --tokenizer DIR        tokenizer files from DIR (default: --checkpoint, else the artifact's
+                         checkpoint)
   --prompt-ids IDS       comma-separated prompt token ids
   --batch FILE           several prompts (one comma-separated line each), decoded together
   --max-new-tokens N     tokens to generate per sequence (default 8)
@@ -324,15 +337,55 @@ int main(int argc, char **argv) {
   try {
     k3c::Args args(argc, argv,
                    {"prompt-ids", "batch", "max-new-tokens", "device", "temperature", "top-p",
-                    "seed", "dump-logits", "checkpoint", "ep"},
-                   {"help", "check", "profile", "quiet", "ep-no-balance"});
+                    "seed", "dump-logits", "checkpoint", "ep", "prompt", "prompt-file", "system",
+                    "tokenizer"},
+                   {"help", "check", "profile", "quiet", "ep-no-balance", "chat"});
     if (args.has("help")) {
       std::fputs(kHelp, stdout);
       return 0;
     }
     if (args.positional.size() != 1)
       throw k3c::Error("need exactly one artifact directory (see --help)");
-    std::vector<std::vector<int64_t>> prompts = k3c::readPrompts(args);
+    // Text in, text out: the prompt is encoded once the tokenizer's directory
+    // is known (the artifact records its checkpoint).
+    const bool text = args.has("prompt") || args.has("prompt-file");
+    if (text && (args.has("prompt-ids") || args.has("batch")))
+      throw k3c::Error("--prompt/--prompt-file and --prompt-ids/--batch are exclusive");
+    if (text && args.has("prompt") && args.has("prompt-file"))
+      throw k3c::Error("give --prompt or --prompt-file, not both");
+    if (!text && (args.has("chat") || args.has("system") || args.has("tokenizer")))
+      throw k3c::Error("--chat, --system and --tokenizer need --prompt or --prompt-file");
+    if (args.has("system") && !args.has("chat"))
+      throw k3c::Error("--system needs --chat");
+    std::unique_ptr<k3c::tok::Tokenizer> tokenizer;
+    std::vector<std::vector<int64_t>> prompts;
+    auto encodePrompt = [&](const std::string &dir) {
+      tokenizer = k3c::tok::Tokenizer::load(dir);
+      std::string body = args.get("prompt");
+      if (args.has("prompt-file")) {
+        std::ifstream in(args.get("prompt-file"), std::ios::binary);
+        if (!in)
+          throw k3c::Error("cannot open --prompt-file '" + args.get("prompt-file") + "'");
+        std::ostringstream ss;
+        ss << in.rdbuf();
+        body = ss.str();
+      }
+      std::vector<int64_t> ids;
+      if (args.has("chat")) {
+        std::vector<k3c::tok::Message> msgs;
+        if (args.has("system"))
+          msgs.push_back({"system", args.get("system")});
+        msgs.push_back({"user", body});
+        ids = tokenizer->encodeChat(msgs);
+      } else {
+        ids = tokenizer->encode(body);
+      }
+      if (ids.empty())
+        throw k3c::Error("the prompt encodes to no tokens");
+      prompts = {ids};
+    };
+    if (!text)
+      prompts = k3c::readPrompts(args);
     int64_t steps = args.getInt("max-new-tokens", 8);
     if (steps < 1)
       throw k3c::Error("--max-new-tokens must be >= 1, got " + std::to_string(steps));
@@ -344,10 +397,18 @@ int main(int argc, char **argv) {
     lo.device = args.get("device", "auto");
     lo.progress = !args.has("quiet");
     lo.checkpoint = args.get("checkpoint");
-    if (args.has("ep"))
+    if (args.has("ep")) {
+      if (text) {
+        if (!args.has("tokenizer") && !args.has("checkpoint"))
+          throw k3c::Error("--prompt with --ep needs --tokenizer DIR or --checkpoint DIR");
+        encodePrompt(args.get("tokenizer", args.get("checkpoint")));
+      }
       return runExpertParallel(args, prompts, steps, temperature, topP, lo, argv);
+    }
     auto t0 = std::chrono::steady_clock::now();
     auto model = k3c::rt::Model::load(args.positional[0], lo);
+    if (text)
+      encodePrompt(args.get("tokenizer", model->checkpointPath()));
     double loadS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto &plan = model->memoryPlan();
     std::printf("device: %s\n", model->deviceName().c_str());
@@ -374,6 +435,14 @@ int main(int argc, char **argv) {
     model->enableTracing(false);
     std::vector<std::vector<float>> stepLogits;
     auto td = std::chrono::steady_clock::now();
+    // Text mode streams the text of each token as it is produced (valid
+    // UTF-8 at every flush) and stops at the tokenizer's stop tokens.
+    k3c::tok::Utf8Stream stream;
+    std::vector<int64_t> stops = tokenizer ? tokenizer->stopIds() : std::vector<int64_t>{};
+    auto emit = [&](const std::string &bytes) {
+      std::fputs(bytes.c_str(), stdout);
+      std::fflush(stdout);
+    };
     for (int64_t s = 0; s < steps; ++s) {
       stepLogits.push_back(logits);
       std::vector<int64_t> next(B);
@@ -381,9 +450,24 @@ int main(int argc, char **argv) {
         next[b] = sampler.sample(&logits[b * V], V);
         generated[b].push_back(next[b]);
       }
+      if (tokenizer) {
+        if (std::find(stops.begin(), stops.end(), next[0]) != stops.end()) {
+          steps = s + 1; // the stop token ends the answer
+          break;
+        }
+        std::string bytes;
+        try {
+          bytes = tokenizer->tokenBytes(next[0]);
+        } catch (const k3c::Error &) {
+          bytes = "\xEF\xBF\xBD"; // an id the vocabulary lacks (a random model)
+        }
+        emit(stream.push(bytes));
+      }
       if (s + 1 < steps)
         logits = model->decode(next);
     }
+    if (tokenizer)
+      emit(stream.finish() + "\n");
     double decodeS = std::chrono::duration<double>(std::chrono::steady_clock::now() - td).count();
     for (int64_t b = 0; b < B; ++b) {
       std::printf("sequence %lld: prompt %zu tokens -> generated", static_cast<long long>(b),
