@@ -232,8 +232,9 @@ static std::string readFile(const std::string &path) {
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &dir, const std::string &pattern) {
-  return fromStrings(readFile(dir + "/tiktoken.model"), readFile(dir + "/tokenizer_config.json"),
-                     pattern, dir);
+  std::string model = readFile(dir + "/tiktoken.model"); // named first when both are missing
+  std::string config = readFile(dir + "/tokenizer_config.json");
+  return fromStrings(model, config, pattern, dir);
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::fromStrings(const std::string &model,
