@@ -399,8 +399,8 @@ void Tokenizer::bytePairEncode(std::string_view piece, std::vector<int64_t> &out
   }
   // tiktoken's byte_pair_merge: parts[i] = (start, rank of merging parts i
   // and i + 1); repeatedly merge the lowest rank, leftmost first.
-  std::vector<std::pair<size_t, uint32_t>> parts;
-  parts.reserve(piece.size() + 1);
+  thread_local std::vector<std::pair<size_t, uint32_t>> parts; // reused: no allocation a piece
+  parts.clear();
   for (size_t i = 0; i + 1 < piece.size(); ++i)
     parts.emplace_back(i, rankOf(piece.substr(i, 2)));
   parts.emplace_back(piece.size() - 1, kMax);
