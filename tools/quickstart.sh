@@ -21,7 +21,10 @@ echo "== 2. compile it ahead of time: checkpoint checked, passes, kernels, artif
   --max-context 1024 --report > "$work/fusion-report.txt"
 echo "   fusion report: $work/fusion-report.txt"
 
-echo "== 3. generate tokens (GPU if present, else CPU)"
+echo "== 3. generate (GPU if present, else CPU): text in, streamed text out (a random model"
+echo "   with a generated vocabulary: the text is noise), then token ids"
+"$bin/k3-run" "$work/k3-tiny.k3c" --prompt "Write a haiku about compilers." --chat \
+  --max-new-tokens 16 --quiet
 "$bin/k3-run" "$work/k3-tiny.k3c" --prompt-ids 1,2,3,4,5,6,7,8 --max-new-tokens 16 \
   --dump-logits "$work/logits.npy"
 
