@@ -8,6 +8,7 @@
 #include "runtime/Runtime.h"
 #include "tokenizer/Tokenizer.h"
 #include "tools/common/Args.h"
+#include "tools/common/TextPrompts.h"
 
 #include <chrono>
 #include <cmath>
@@ -42,7 +43,9 @@ options:
   --tokenizer DIR        tokenizer files from DIR (default: --checkpoint, else the artifact's
                          checkpoint)
   --prompt-ids IDS       comma-separated prompt token ids
-  --batch FILE           several prompts (one comma-separated line each), decoded together
+  --batch FILE           several prompts, decoded together: one comma-separated id line each,
+                         or JSONL (one {"prompt": "..."} or {"messages": [{"role": ...,
+                         "content": ...}]} object a line; the texts print at the end)
   --max-new-tokens N     tokens to generate per sequence (default 8)
   --device D             auto (default: the GPU when the artifact has sm_90a kernels and a GPU
                          is present, else the CPU), cpu or cuda
@@ -346,43 +349,14 @@ int main(int argc, char **argv) {
     }
     if (args.positional.size() != 1)
       throw k3c::Error("need exactly one artifact directory (see --help)");
-    // Text in, text out: the prompt is encoded once the tokenizer's directory
-    // is known (the artifact records its checkpoint).
-    const bool text = args.has("prompt") || args.has("prompt-file");
-    if (text && (args.has("prompt-ids") || args.has("batch")))
-      throw k3c::Error("--prompt/--prompt-file and --prompt-ids/--batch are exclusive");
-    if (text && args.has("prompt") && args.has("prompt-file"))
-      throw k3c::Error("give --prompt or --prompt-file, not both");
-    if (!text && (args.has("chat") || args.has("system") || args.has("tokenizer")))
-      throw k3c::Error("--chat, --system and --tokenizer need --prompt or --prompt-file");
-    if (args.has("system") && !args.has("chat"))
-      throw k3c::Error("--system needs --chat");
+    // Text in, text out: the prompts are encoded once the tokenizer's
+    // directory is known (the artifact records its checkpoint).
+    const bool text = k3c::textPrompts(args);
     std::unique_ptr<k3c::tok::Tokenizer> tokenizer;
     std::vector<std::vector<int64_t>> prompts;
     auto encodePrompt = [&](const std::string &dir) {
       tokenizer = k3c::tok::Tokenizer::load(dir);
-      std::string body = args.get("prompt");
-      if (args.has("prompt-file")) {
-        std::ifstream in(args.get("prompt-file"), std::ios::binary);
-        if (!in)
-          throw k3c::Error("cannot open --prompt-file '" + args.get("prompt-file") + "'");
-        std::ostringstream ss;
-        ss << in.rdbuf();
-        body = ss.str();
-      }
-      std::vector<int64_t> ids;
-      if (args.has("chat")) {
-        std::vector<k3c::tok::Message> msgs;
-        if (args.has("system"))
-          msgs.push_back({"system", args.get("system")});
-        msgs.push_back({"user", body});
-        ids = tokenizer->encodeChat(msgs);
-      } else {
-        ids = tokenizer->encode(body);
-      }
-      if (ids.empty())
-        throw k3c::Error("the prompt encodes to no tokens");
-      prompts = {ids};
+      prompts = k3c::encodeTextPrompts(args, *tokenizer);
     };
     if (!text)
       prompts = k3c::readPrompts(args);
@@ -435,10 +409,12 @@ int main(int argc, char **argv) {
     model->enableTracing(false);
     std::vector<std::vector<float>> stepLogits;
     auto td = std::chrono::steady_clock::now();
-    // Text mode streams the text of each token as it is produced (valid
-    // UTF-8 at every flush) and stops at the tokenizer's stop tokens.
+    // Text mode streams the text of a single sequence as it is produced
+    // (valid UTF-8 at every flush); generation ends when every sequence has
+    // produced a stop token (EOS, <|im_end|>).
     k3c::tok::Utf8Stream stream;
     std::vector<int64_t> stops = tokenizer ? tokenizer->stopIds() : std::vector<int64_t>{};
+    std::vector<bool> finished(B, false);
     auto emit = [&](const std::string &bytes) {
       std::fputs(bytes.c_str(), stdout);
       std::fflush(stdout);
@@ -451,23 +427,32 @@ int main(int argc, char **argv) {
         generated[b].push_back(next[b]);
       }
       if (tokenizer) {
-        if (std::find(stops.begin(), stops.end(), next[0]) != stops.end()) {
-          steps = s + 1; // the stop token ends the answer
+        for (int64_t b = 0; b < B; ++b)
+          if (std::find(stops.begin(), stops.end(), next[b]) != stops.end())
+            finished[b] = true;
+        if (B == 1 && !finished[0]) {
+          std::string bytes;
+          try {
+            bytes = tokenizer->tokenBytes(next[0]);
+          } catch (const k3c::Error &) {
+            bytes = "\xEF\xBF\xBD"; // an id the vocabulary lacks (a random model)
+          }
+          emit(stream.push(bytes));
+        }
+        if (std::all_of(finished.begin(), finished.end(), [](bool f) { return f; })) {
+          steps = s + 1; // every answer has ended
           break;
         }
-        std::string bytes;
-        try {
-          bytes = tokenizer->tokenBytes(next[0]);
-        } catch (const k3c::Error &) {
-          bytes = "\xEF\xBF\xBD"; // an id the vocabulary lacks (a random model)
-        }
-        emit(stream.push(bytes));
       }
       if (s + 1 < steps)
         logits = model->decode(next);
     }
-    if (tokenizer)
+    if (tokenizer && B == 1)
       emit(stream.finish() + "\n");
+    if (tokenizer && B > 1)
+      for (int64_t b = 0; b < B; ++b)
+        std::printf("text %lld: %s\n", static_cast<long long>(b),
+                    k3c::generatedText(*tokenizer, generated[b]).c_str());
     double decodeS = std::chrono::duration<double>(std::chrono::steady_clock::now() - td).count();
     for (int64_t b = 0; b < B; ++b) {
       std::printf("sequence %lld: prompt %zu tokens -> generated", static_cast<long long>(b),
