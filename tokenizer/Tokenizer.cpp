@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <map>
 #include <fstream>
@@ -289,9 +290,10 @@ std::unique_ptr<Tokenizer> Tokenizer::fromStrings(const std::string &model,
   }
   if (rankLine.empty())
     throw Error(where + " holds no tokens");
+  std::vector<bool> present(t->tokens.size(), false);
   for (size_t r = 0; r < t->tokens.size(); ++r)
-    if (rankLine.count(static_cast<uint32_t>(r)))
-      t->ranks.emplace(std::string_view(t->tokens[r]), static_cast<uint32_t>(r));
+    present[r] = rankLine.count(static_cast<uint32_t>(r)) != 0;
+  t->ranks.build(t->tokens, present);
   t->vocab = static_cast<int64_t>(t->tokens.size());
 
   // Special tokens.
@@ -387,12 +389,58 @@ std::vector<int64_t> Tokenizer::stopIds() const {
 // Encoding and decoding
 //===----------------------------------------------------------------------===//
 
+uint64_t Tokenizer::RankTable::hash(std::string_view s) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t v;
+    std::memcpy(&v, s.data() + i, 8);
+    h = (h ^ v) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+  }
+  uint64_t v = 0;
+  std::memcpy(&v, s.data() + i, s.size() - i);
+  h = (h ^ v) * 0x94D049BB133111EBull;
+  return h ^ (h >> 29);
+}
+
+void Tokenizer::RankTable::build(const std::vector<std::string> &tokens,
+                                 const std::vector<bool> &present) {
+  size_t n = 0;
+  for (bool p : present)
+    n += p;
+  size_t size = 16;
+  while (size < 2 * n)
+    size *= 2;
+  slots.assign(size, Slot{});
+  mask = size - 1;
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    if (!present[r])
+      continue;
+    uint64_t h = hash(tokens[r]);
+    for (uint64_t i = h & mask;; i = (i + 1) & mask)
+      if (!slots[i].data) {
+        slots[i] = Slot{h, tokens[r].data(), static_cast<uint32_t>(tokens[r].size()),
+                        static_cast<uint32_t>(r)};
+        break;
+      }
+  }
+}
+
+uint32_t Tokenizer::RankTable::find(std::string_view s) const {
+  uint64_t h = hash(s);
+  for (uint64_t i = h & mask;; i = (i + 1) & mask) {
+    const Slot &slot = slots[i];
+    if (!slot.data)
+      return std::numeric_limits<uint32_t>::max();
+    if (slot.hash == h && slot.len == s.size() && std::memcmp(slot.data, s.data(), s.size()) == 0)
+      return slot.rank;
+  }
+}
+
 void Tokenizer::bytePairEncode(std::string_view piece, std::vector<int64_t> &out) const {
   constexpr uint32_t kMax = std::numeric_limits<uint32_t>::max();
-  auto rankOf = [&](std::string_view s) -> uint32_t {
-    auto it = ranks.find(s);
-    return it == ranks.end() ? kMax : it->second;
-  };
+  auto rankOf = [&](std::string_view s) -> uint32_t { return ranks.find(s); };
   if (uint32_t r = rankOf(piece); r != kMax) {
     out.push_back(r);
     return;

@@ -101,8 +101,23 @@ private:
   void bytePairEncode(std::string_view piece, std::vector<int64_t> &out) const;
   void encodeOrdinary(std::string_view text, std::vector<int64_t> &out) const;
 
-  std::vector<std::string> tokens;                         // by rank (empty: no token)
-  std::unordered_map<std::string_view, uint32_t> ranks;    // views into `tokens`
+  /// Open-addressing table bytes -> rank (linear probing, power-of-two
+  /// size, keys viewing `tokens`): the BPE's hot lookup.
+  struct RankTable {
+    struct Slot {
+      uint64_t hash = 0;
+      const char *data = nullptr; ///< null: empty
+      uint32_t len = 0, rank = 0;
+    };
+    std::vector<Slot> slots;
+    uint64_t mask = 0;
+    static uint64_t hash(std::string_view s);
+    void build(const std::vector<std::string> &tokens, const std::vector<bool> &present);
+    /// The rank of `s`, or UINT32_MAX.
+    uint32_t find(std::string_view s) const;
+  };
+  std::vector<std::string> tokens; // by rank (empty: no token)
+  RankTable ranks;
   std::unordered_map<std::string, int64_t> specialByContent;
   std::unordered_map<int64_t, std::string> specialById;
   int64_t bos = -1, eos = -1, vocab = 0;
