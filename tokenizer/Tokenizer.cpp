@@ -266,6 +266,9 @@ std::unique_ptr<Tokenizer> Tokenizer::fromStrings(const std::string &model,
     if (!base64Decode(b64, bytes))
       throw Error(where + " line " + std::to_string(lineNo) + ": '" +
                   std::string(b64.substr(0, 80)) + "' is not base64");
+    // Ranks are token ids: bounded so that a hostile file cannot make the
+    // table allocate gigabytes (the published vocabulary ends at 163583).
+    constexpr uint64_t kMaxRank = 1u << 24;
     uint64_t rank = 0;
     if (rankText.empty() || rankText.size() > 9)
       throw Error(where + " line " + std::to_string(lineNo) + ": rank '" + std::string(rankText) +
@@ -276,6 +279,9 @@ std::unique_ptr<Tokenizer> Tokenizer::fromStrings(const std::string &model,
                     std::string(rankText) + "' is not an integer in [0, 10^9)");
       rank = rank * 10 + static_cast<uint64_t>(c - '0');
     }
+    if (rank >= kMaxRank)
+      throw Error(where + " line " + std::to_string(lineNo) + ": rank " + std::to_string(rank) +
+                  " exceeds the largest supported token id " + std::to_string(kMaxRank - 1));
     if (auto it = rankLine.find(static_cast<uint32_t>(rank)); it != rankLine.end())
       throw Error(where + " line " + std::to_string(lineNo) + ": rank " + std::to_string(rank) +
                   " is already used on line " + std::to_string(it->second));
@@ -315,7 +321,7 @@ std::unique_ptr<Tokenizer> Tokenizer::fromStrings(const std::string &model,
       try {
         size_t pos = 0;
         id = std::stoll(it.key(), &pos);
-        if (pos != it.key().size() || id < 0)
+        if (pos != it.key().size() || id < 0 || id >= (int64_t(1) << 31))
           throw 0;
       } catch (...) {
         throw Error(cwhere + ": added_tokens_decoder key '" + it.key() + "' is not a token id");

@@ -246,7 +246,8 @@ static MmaTile tileFromEnv(const char *var, MmaTile dflt) {
   for (size_t i = 0; ok && i < 6; ++i)
     ok = !parts[i].trim().getAsInteger(10, f[i]);
   if (!ok)
-    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be bm,bn,bk,warpsM,warpsN,stages");
+    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be bm,bn,bk,warpsM,warpsN,stages",
+                             /*gen_crash_diag=*/false);
   return MmaTile{f[0], f[1], f[2], f[3], f[4], f[5]};
 }
 
@@ -260,7 +261,8 @@ static WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt) {
   WgmmaTile t;
   if (parts.size() != 3 || parts[0].trim().getAsInteger(10, t.bm) ||
       parts[1].trim().getAsInteger(10, t.bn) || parts[2].trim().getAsInteger(10, t.stages))
-    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be bm,bn,stages");
+    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be bm,bn,stages",
+                             /*gen_crash_diag=*/false);
   return t;
 }
 
@@ -305,7 +307,8 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
   p.large = tileFromEnv("K3C_MMA_LARGE", MmaTile{128, 128, 64, 2, 4, 3});
   for (const MmaTile *t : {&p.small, &p.medium, &p.large})
     if (std::string why = t->check(info); !why.empty())
-      llvm::report_fatal_error(llvm::Twine("k3c: bad mma tile ") + t->name() + ": " + why);
+      llvm::report_fatal_error(llvm::Twine("k3c: bad mma tile ") + t->name() + ": " + why,
+                               /*gen_crash_diag=*/false);
   p.mmaFrom = std::max<int64_t>(2, intFromEnv("K3C_MMA_FROM", 2));
   p.smallUpTo = intFromEnv("K3C_MMA_SMALL_UP_TO", 64);
   p.mediumUpTo = intFromEnv("K3C_MMA_MEDIUM_UP_TO", 256);
@@ -319,7 +322,8 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     p.wgmma = wgmmaTileFromEnv("K3C_WGMMA_TILE", WgmmaTile{128, 256, 4});
     for (const WgmmaTile *t : {&p.wgmmaMedium, &p.wgmma})
       if (std::string why = t->check(info); !why.empty())
-        llvm::report_fatal_error(llvm::Twine("k3c: bad wgmma tile ") + t->name() + ": " + why);
+        llvm::report_fatal_error(llvm::Twine("k3c: bad wgmma tile ") + t->name() + ": " + why,
+                                 /*gen_crash_diag=*/false);
   }
   return p;
 }
