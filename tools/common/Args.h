@@ -137,6 +137,8 @@ inline std::vector<std::vector<int64_t>> readPrompts(const Args &args) {
     int n = 0;
     while (std::getline(in, line)) {
       ++n;
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+        line.pop_back(); // CRLF files, trailing blanks
       if (line.find_first_not_of(" \t\r") != std::string::npos)
         prompts.push_back(parseIdList(line, args.get("batch") + ":" + std::to_string(n)));
     }

@@ -37,6 +37,7 @@
 #include <fstream>
 #include <unistd.h>
 #include <filesystem>
+#include <tuple>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -114,6 +115,17 @@ int main(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
+  // --help shows k3-compile's own options, not every LLVM backend's.
+  static cl::OptionCategory k3cCategory("k3-compile options");
+  for (const char *name : {"o", "emit", "target", "max-tokens", "max-seqs", "report",
+                           "kda-chunk-size", "kda-gamma-type", "max-context", "activation-dtype",
+                           "dump-kernels-to", "quiet"}) {
+    auto &opts = cl::getRegisteredOptions();
+    if (auto it = opts.find(name); it != opts.end())
+      it->second->addCategory(k3cCategory);
+  }
+  inputPath.addCategory(k3cCategory);
+  cl::HideUnrelatedOptions(k3cCategory);
   cl::ParseCommandLineOptions(
       argc, argv,
       "k3-compile: the k3c ahead-of-time compiler for Kimi K3 / Kimi Linear\n\n"
@@ -132,6 +144,35 @@ int main(int argc, char **argv) {
   if (emit == Emit::Artifact && outputPath == "-") {
     llvm::errs() << "k3-compile: error: --emit=artifact needs -o DIR\n";
     return 1;
+  }
+  // Capacities: at least 1, and small enough that buffer sizes cannot overflow.
+  for (auto [name, v, lo, hi] :
+       {std::tuple<const char *, int64_t, int64_t, int64_t>{"max-tokens", maxTokens, 1,
+                                                            int64_t(1) << 24},
+        {"max-seqs", maxSeqs, 1, int64_t(1) << 20},
+        {"max-context", maxContext, 0, int64_t(1) << 24}}) // 0: dynamic
+    if (v < lo || v > hi) {
+      llvm::errs() << "k3-compile: error: --" << name << " must be in [" << lo << ", " << hi
+                   << "], got " << v
+                   << "\n";
+      return 1;
+    }
+  if (emit == Emit::Artifact) {
+    // The artifact is a directory: never over a file, and into a non-empty
+    // directory only when it holds a k3c artifact (which is replaced).
+    std::error_code ec;
+    std::filesystem::path out(outputPath.getValue());
+    if (std::filesystem::exists(out, ec) && !std::filesystem::is_directory(out, ec)) {
+      llvm::errs() << "k3-compile: error: -o '" << outputPath
+                   << "' is an existing file; an artifact is a directory\n";
+      return 1;
+    }
+    if (std::filesystem::is_directory(out, ec) && !std::filesystem::is_empty(out, ec) &&
+        !std::filesystem::exists(out / "manifest.json", ec)) {
+      llvm::errs() << "k3-compile: error: -o '" << outputPath
+                   << "' is a non-empty directory that holds no k3c artifact (no manifest.json)\n";
+      return 1;
+    }
   }
   MLIRContext ctx;
   ::k3c::loadBuilderDialects(ctx);

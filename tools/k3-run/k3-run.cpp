@@ -364,8 +364,8 @@ int main(int argc, char **argv) {
     if (steps < 1)
       throw k3c::Error("--max-new-tokens must be >= 1, got " + std::to_string(steps));
     double temperature = args.getDouble("temperature", 0.0), topP = args.getDouble("top-p", 1.0);
-    if (temperature < 0 || !(topP > 0 && topP <= 1))
-      throw k3c::Error("--temperature must be >= 0 and --top-p in (0, 1]");
+    if (!(temperature >= 0) || !std::isfinite(temperature) || !(topP > 0 && topP <= 1))
+      throw k3c::Error("--temperature must be a finite number >= 0 and --top-p in (0, 1]");
 
     k3c::rt::LoadOptions lo;
     lo.device = args.get("device", "auto");
@@ -383,6 +383,15 @@ int main(int argc, char **argv) {
     auto model = k3c::rt::Model::load(args.positional[0], lo);
     if (text)
       encodePrompt(args.get("tokenizer", model->checkpointPath()));
+    // Every sequence must fit the cache before any work is done (the last
+    // sampled token is not fed back).
+    for (size_t b = 0; b < prompts.size(); ++b)
+      if (static_cast<int64_t>(prompts[b].size()) + steps - 1 > model->memoryPlan().maxContext)
+        throw k3c::Error("prompt " + std::to_string(b) + " (" + std::to_string(prompts[b].size()) +
+                         " tokens) + " + std::to_string(steps) +
+                         " new tokens exceed the artifact's context of " +
+                         std::to_string(model->memoryPlan().maxContext) +
+                         " tokens (compile with --max-context, or lower --max-new-tokens)");
     double loadS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto &plan = model->memoryPlan();
     std::printf("device: %s\n", model->deviceName().c_str());
