@@ -8,12 +8,16 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <cstdlib>
+#include <filesystem>
 
 using json = nlohmann::json;
 
 namespace k3c {
 
 namespace {
+
+constexpr int64_t kMaxField = (int64_t(1) << 31) - 1;
 
 /// Field access with messages that name the field path and the bad value.
 struct Reader {
@@ -31,7 +35,19 @@ struct Reader {
     const json &v = j.at(f);
     if (!v.is_number_integer())
       fail(f, "must be an integer, got " + v.dump());
+    // No size of a real model comes near 2^31; larger values only overflow
+    // the size arithmetic downstream.
+    if (v.is_number_unsigned() ? v.get<uint64_t>() > kMaxField : std::llabs(v.get<int64_t>()) > kMaxField)
+      fail(f, "= " + v.dump() + " exceeds the largest supported value " + std::to_string(kMaxField));
     return v.get<int64_t>();
+  }
+  /// A positive integer at most `max` (the field's own bound).
+  int64_t bounded(const char *f, int64_t max) const {
+    int64_t v = positive(f);
+    if (v > max)
+      fail(f, "= " + std::to_string(v) + " exceeds the largest supported value " +
+                  std::to_string(max));
+    return v;
   }
   int64_t integer(const char *f, int64_t dflt) const { return has(f) ? integer(f) : dflt; }
   int64_t positive(const char *f) const {
@@ -118,11 +134,26 @@ int64_t ModelConfig::attnIndex(int64_t li) const {
 
 ModelConfig parseConfig(const std::string &text, const std::string &source) {
   json root;
+  // Duplicate keys are an error (JSON parsers disagree on which one wins).
+  std::vector<std::set<std::string>> keys;
+  std::string duplicate;
+  json::parser_callback_t noDuplicates = [&](int, json::parse_event_t ev, json &parsed) {
+    if (ev == json::parse_event_t::object_start)
+      keys.emplace_back();
+    else if (ev == json::parse_event_t::object_end && !keys.empty())
+      keys.pop_back();
+    else if (ev == json::parse_event_t::key && !keys.empty() &&
+             !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
   try {
-    root = json::parse(text);
+    root = json::parse(text, noDuplicates);
   } catch (const json::exception &e) {
     throw Error(source + ": not valid JSON: " + e.what());
   }
+  if (!duplicate.empty())
+    throw Error(source + ": config key '" + duplicate + "' appears twice in one object");
   if (!root.is_object())
     throw Error(source + ": config must be a JSON object");
 
@@ -148,9 +179,9 @@ ModelConfig parseConfig(const std::string &text, const std::string &source) {
   c.modelType = top;
   Reader r{*tj, path, source};
 
-  c.vocabSize = r.positive("vocab_size");
-  c.hiddenSize = r.positive("hidden_size");
-  c.numLayers = r.positive("num_hidden_layers");
+  c.vocabSize = r.bounded("vocab_size", int64_t(1) << 24);
+  c.hiddenSize = r.bounded("hidden_size", int64_t(1) << 20);
+  c.numLayers = r.bounded("num_hidden_layers", 4096);
   c.rmsNormEps = r.number("rms_norm_eps", 1e-5);
   if (!(c.rmsNormEps > 0))
     r.fail("rms_norm_eps", "must be positive, got " + fmt(c.rmsNormEps));
@@ -239,7 +270,10 @@ ModelConfig parseConfig(const std::string &text, const std::string &source) {
   if (c.moeLayerFreq < 1)
     r.fail("moe_layer_freq", "must be >= 1, got " + std::to_string(c.moeLayerFreq));
   c.ffn.assign(c.numLayers, FfnKind::Dense);
-  c.numExperts = r.integer("num_experts", 0);
+  c.numExperts = r.nonNegative("num_experts", 0);
+  if (c.numExperts > 65536)
+    r.fail("num_experts", "= " + std::to_string(c.numExperts) +
+                              " exceeds the largest supported value 65536");
   if (c.numExperts > 0) {
     for (int64_t i = 0; i < c.numLayers; ++i)
       if (i >= c.firstKDenseReplace && i % c.moeLayerFreq == 0)
@@ -309,6 +343,9 @@ ModelConfig parseConfig(const std::string &text, const std::string &source) {
 }
 
 ModelConfig loadConfig(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw Error("config '" + path + "' is not a regular file");
   std::ifstream in(path);
   if (!in)
     throw Error("cannot open config '" + path + "'");
