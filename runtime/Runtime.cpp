@@ -640,6 +640,19 @@ void HostModel::loadWeights(Entry &e) {
                       "dtype for [" + std::to_string(N) + ", " + std::to_string(K) + "] MXFP4");
         std::memcpy(cp.data() + slot * N * K / 2, ckpt.data(tp), N * K / 2);
         std::memcpy(cs.data() + slot * N * K / 32, ckpt.data(ts), N * K / 32);
+        // E2M1 codes are all finite; an E8M0 scale byte 0xFF is NaN.
+        if (!opts.allowNonFinite) {
+          const uint8_t *sc = cs.data() + slot * N * K / 32;
+          uint8_t any = 0;
+          for (int64_t i = 0; i < N * K / 32; ++i)
+            any |= sc[i] == 0xFF;
+          if (any)
+            for (int64_t i = 0; i < N * K / 32; ++i)
+              if (sc[i] == 0xFF)
+                throw Error("tensor '" + prefix + en + "weight_scale' holds a NaN scale (0xFF) at "
+                            "element " + std::to_string(i) +
+                            " (k3-run --allow-nonfinite loads it anyway)");
+        }
       }
       if (v->kTile) {
         mxfp4::KernelLayout l{v->nTile, v->kTile};
@@ -705,6 +718,31 @@ void HostModel::loadWeights(Entry &e) {
           throw Error("weight '" + v->name + "' has unsupported dtype " + v->dtype);
         }
       }
+    }
+    if (!opts.allowNonFinite) {
+      // NaN/Inf: all exponent bits set. One branch-free pass (vectorized),
+      // then the first bad element's tensor and index.
+      auto scan = [&](auto bits, uint64_t mask) {
+        using W = decltype(bits);
+        const W *w = reinterpret_cast<const W *>(staging.data());
+        const int64_t n = static_cast<int64_t>(staging.size() / sizeof(W));
+        W any = 0;
+        for (int64_t i = 0; i < n; ++i)
+          any |= static_cast<W>((w[i] & mask) == mask);
+        if (!any)
+          return;
+        for (int64_t i = 0; i < n; ++i)
+          if ((w[i] & mask) == mask)
+            for (auto [t, off] : parts)
+              if (i >= off && i < off + perExpert)
+                throw Error("tensor '" + prefix + t->name + "' holds a non-finite value (NaN or "
+                            "Inf) at element " + std::to_string(i - off) +
+                            " (k3-run --allow-nonfinite loads it anyway)");
+      };
+      if (v->dtype == "bf16")
+        scan(uint16_t(0), 0x7F80);
+      else if (v->dtype == "f32")
+        scan(uint32_t(0), 0x7F800000);
     }
     b->write(staging.data(), staging.size());
     v->buf = weights[v->name] = b;

@@ -37,6 +37,9 @@ struct LoadOptions {
   /// exchanges its routed pairs through `ep` (docs/runtime.md).
   Transport *ep = nullptr;
   bool epBalance = true; ///< balanced placement (replicas of hot experts)
+  /// Load weights holding NaN/Inf (otherwise loading stops at the first one,
+  /// naming the tensor and the element).
+  bool allowNonFinite = false;
 };
 
 /// What expert parallelism did so far on one rank.

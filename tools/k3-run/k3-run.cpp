@@ -71,6 +71,8 @@ options:
                          --dump-logits FILE.rank<r>.npy. K3C_EP_TIMEOUT_S (default 120): how
                          long a rank waits for the others before it aborts with an error.
   --ep-no-balance        keep every expert on its home rank (no replicas of hot experts)
+  --allow-nonfinite      load weights that hold NaN/Inf (by default loading stops at the first,
+                         naming the tensor and the element)
   --quiet                no progress lines
   --help                 this text
 )";
@@ -342,7 +344,8 @@ int main(int argc, char **argv) {
                    {"prompt-ids", "batch", "max-new-tokens", "device", "temperature", "top-p",
                     "seed", "dump-logits", "checkpoint", "ep", "prompt", "prompt-file", "system",
                     "tokenizer"},
-                   {"help", "check", "profile", "quiet", "ep-no-balance", "chat"});
+                   {"help", "check", "profile", "quiet", "ep-no-balance", "chat",
+                    "allow-nonfinite"});
     if (args.has("help")) {
       std::fputs(kHelp, stdout);
       return 0;
@@ -371,6 +374,7 @@ int main(int argc, char **argv) {
     lo.device = args.get("device", "auto");
     lo.progress = !args.has("quiet");
     lo.checkpoint = args.get("checkpoint");
+    lo.allowNonFinite = args.has("allow-nonfinite");
     if (args.has("ep")) {
       if (text) {
         if (!args.has("tokenizer") && !args.has("checkpoint"))
