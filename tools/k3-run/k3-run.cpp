@@ -432,12 +432,21 @@ int main(int argc, char **argv) {
       std::fputs(bytes.c_str(), stdout);
       std::fflush(stdout);
     };
+    // Ids mode with one sequence streams its ids line too: a later failure
+    // loses nothing already generated.
+    const bool streamIds = !tokenizer && B == 1;
+    if (streamIds)
+      std::printf("sequence 0: prompt %zu tokens -> generated", prompts[0].size());
     for (int64_t s = 0; s < steps; ++s) {
       stepLogits.push_back(logits);
       std::vector<int64_t> next(B);
       for (int64_t b = 0; b < B; ++b) {
         next[b] = sampler.sample(&logits[b * V], V);
         generated[b].push_back(next[b]);
+      }
+      if (streamIds) {
+        std::printf(" %lld", static_cast<long long>(next[0]));
+        std::fflush(stdout);
       }
       if (tokenizer) {
         for (int64_t b = 0; b < B; ++b)
@@ -467,7 +476,9 @@ int main(int argc, char **argv) {
         std::printf("text %lld: %s\n", static_cast<long long>(b),
                     k3c::generatedText(*tokenizer, generated[b]).c_str());
     double decodeS = std::chrono::duration<double>(std::chrono::steady_clock::now() - td).count();
-    for (int64_t b = 0; b < B; ++b) {
+    if (streamIds)
+      std::printf("\n");
+    for (int64_t b = streamIds ? 1 : 0; b < B; ++b) {
       std::printf("sequence %lld: prompt %zu tokens -> generated", static_cast<long long>(b),
                   prompts[b].size());
       for (int64_t id : generated[b])
