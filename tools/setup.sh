@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 pkgs=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools nlohmann-json3-dev
       libgtest-dev cmake ninja-build ccache g++ python3 python3-numpy
-      libpcre2-dev pkg-config)
+      libpcre2-dev pkg-config clang-22 libclang-rt-22-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
