@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -253,14 +254,69 @@ public:
     if (static_cast<int64_t>(prompts.size()) != batch)
       throw Error("prefill got " + std::to_string(prompts.size()) + " prompts for a batch of " +
                   std::to_string(batch) + " (call reset first)");
-    std::vector<int64_t> ids, seqLens;
+    int64_t total = 0, shortest = std::numeric_limits<int64_t>::max();
     for (const auto &p : prompts) {
       if (p.empty())
         throw Error("empty prompt");
-      ids.insert(ids.end(), p.begin(), p.end());
-      seqLens.push_back(static_cast<int64_t>(p.size()));
+      total += static_cast<int64_t>(p.size());
+      shortest = std::min<int64_t>(shortest, static_cast<int64_t>(p.size()));
     }
-    return run(entries["prefill"], ids, seqLens);
+    // Chunked prefill: prompts longer than the artifact's tokens per step run
+    // in R rounds, each sequence's prompt cut into R nearly equal pieces (every
+    // round gives every sequence at least one token); states and caches carry
+    // over between rounds as they do between decode steps.
+    int64_t rounds = 1;
+    auto fits = [&](int64_t r) {
+      int64_t n = 0;
+      for (const auto &p : prompts)
+        n += (static_cast<int64_t>(p.size()) + r - 1) / r;
+      return n <= plan.maxTokens;
+    };
+    while (!fits(rounds) && rounds < shortest)
+      ++rounds;
+    if (!fits(rounds))
+      throw Error(std::to_string(total) + " prompt tokens over " + std::to_string(batch) +
+                  " sequences cannot be split into steps of at most " +
+                  std::to_string(plan.maxTokens) + " tokens with every sequence in every step " +
+                  "(compile with --max-tokens, or prefill fewer sequences together)");
+    const std::vector<float> *logits = nullptr;
+    std::vector<std::map<std::string, std::vector<float>>> roundTraces;
+    std::vector<std::vector<int64_t>> roundLens;
+    for (int64_t r = 0; r < rounds; ++r) {
+      std::vector<int64_t> ids, seqLens;
+      for (const auto &p : prompts) {
+        const int64_t n = static_cast<int64_t>(p.size());
+        const int64_t lo = n * r / rounds, hi = n * (r + 1) / rounds;
+        ids.insert(ids.end(), p.begin() + lo, p.begin() + hi);
+        seqLens.push_back(hi - lo);
+      }
+      logits = &run(entries["prefill"], ids, seqLens);
+      if (tracing && rounds > 1) {
+        roundTraces.push_back(traces);
+        roundLens.push_back(seqLens);
+      }
+    }
+    if (tracing && rounds > 1) {
+      // The per-layer residual streams of the rounds, back in prompt order
+      // (sequence by sequence, all of its tokens).
+      for (auto &[name, whole] : traces) {
+        const int64_t D = static_cast<int64_t>(roundTraces[0][name].size()) /
+                          std::accumulate(roundLens[0].begin(), roundLens[0].end(), int64_t(0));
+        std::vector<float> merged;
+        merged.reserve(total * D);
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t r = 0; r < rounds; ++r) {
+            int64_t before = 0;
+            for (int64_t q = 0; q < b; ++q)
+              before += roundLens[r][q];
+            const auto &v = roundTraces[r][name];
+            merged.insert(merged.end(), v.begin() + before * D,
+                          v.begin() + (before + roundLens[r][b]) * D);
+          }
+        whole = std::move(merged);
+      }
+    }
+    return *logits;
   }
 
   const std::vector<float> &decode(const std::vector<int64_t> &tokens) override {
