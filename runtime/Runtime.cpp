@@ -420,7 +420,8 @@ private:
   Buffer *epZ = nullptr, *epIdx = nullptr, *epY = nullptr, *epSend = nullptr,
          *epRecv = nullptr, *epOut = nullptr, *epRows = nullptr;
   /// dst[i] = src[rows[i]] with the compiled k3_ep_rows kernel.
-  void gatherRows(Buffer *src, std::vector<int64_t> srcDims, const std::vector<int32_t> &rows,
+  void gatherRows(Buffer *src, const std::string &dtype, std::vector<int64_t> srcDims,
+                  const std::vector<int32_t> &rows,
                   Buffer *dst);
 };
 
@@ -1021,11 +1022,13 @@ static std::vector<Buffer *> expertWeightBuffers(Entry &e, Launch &l) {
   return out;
 }
 
-void HostModel::gatherRows(Buffer *src, std::vector<int64_t> srcDims,
+void HostModel::gatherRows(Buffer *src, const std::string &dtype, std::vector<int64_t> srcDims,
                            const std::vector<int32_t> &rows, Buffer *dst) {
   if (rows.empty())
     return;
-  std::string name = "k3_ep_rows_" + src->dtype + "_" + std::to_string(srcDims[1]);
+  // The value's dtype (from the manifest), not the buffer's: a pooled
+  // activation buffer may have held a value of another dtype before.
+  std::string name = "k3_ep_rows_" + dtype + "_" + std::to_string(srcDims[1]);
   auto it = kernels.find(name);
   if (it == kernels.end())
     throw Error("artifact has no EP row kernel " + name + " (recompile it with this k3c)");
@@ -1034,7 +1037,7 @@ void HostModel::gatherRows(Buffer *src, std::vector<int64_t> srcDims,
   Buffer view; // src as [rows, width] without owning it
   view.owns = false;
   view.device = src->device;
-  view.dtype = src->dtype;
+  view.dtype = dtype;
   view.data = src->data;
   view.dims = std::move(srcDims);
   launchOne(it->second, {&view, epRows, dst}, static_cast<int64_t>(rows.size()));
@@ -1047,7 +1050,9 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
   Buffer *zb = bufOf[l.inputs[0]], *ib = bufOf[l.inputs[1]];
   const int64_t T = zb->dims[0], L = zb->dims[1], K = ib->dims[1];
   const int64_t E = e.values[l.inputs[2]].shape[0];
-  const int64_t zes = dtypeBytes(zb->dtype), rowBytes = L * zes;
+  // Dtypes of the values (a pooled buffer's own dtype may be stale).
+  const std::string zDtype = e.values[l.inputs[0]].dtype, yDtype = e.values[l.outputs[0]].dtype;
+  const int64_t zes = dtypeBytes(zDtype), rowBytes = L * zes;
   auto now = [] { return std::chrono::steady_clock::now(); };
   auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   ++ep.layers;
@@ -1058,12 +1063,12 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
   Buffer *yb = bufOf[l.outputs[0]];
   if (!epZ) {
     int64_t cap = plan.maxTokens * K * R, mine = plan.maxTokens * K;
-    epZ = newBuffer(zb->dtype, {cap, L}, "EP received latents");
+    epZ = newBuffer(zDtype, {cap, L}, "EP received latents");
     epIdx = newBuffer("i32", {cap, K}, "EP received experts");
-    epY = newBuffer(yb->dtype, {cap, K, L}, "EP expert outputs");
-    epOut = newBuffer(yb->dtype, {cap, L}, "EP slot-0 outputs");
-    epSend = newBuffer(zb->dtype, {mine, L}, "EP rows to send");
-    epRecv = newBuffer(yb->dtype, {mine, L}, "EP outputs received");
+    epY = newBuffer(yDtype, {cap, K, L}, "EP expert outputs");
+    epOut = newBuffer(yDtype, {cap, L}, "EP slot-0 outputs");
+    epSend = newBuffer(zDtype, {mine, L}, "EP rows to send");
+    epRecv = newBuffer(yDtype, {mine, L}, "EP outputs received");
     epRows = newBuffer("i32", {cap}, "EP row indices");
   }
 
@@ -1187,7 +1192,7 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     for (int32_t p : sentPairs[d])
       sendRows.push_back(static_cast<int32_t>(p / K));
   if (!sendRows.empty())
-    gatherRows(zb, {T, L}, sendRows, epSend);
+    gatherRows(zb, zDtype, {T, L}, sendRows, epSend);
   std::vector<size_t> sendBytes(R), recvBytes(R);
   for (int64_t d = 0; d < R; ++d) {
     sendBytes[d] = sentPairs[d].size() * rowBytes;
@@ -1199,7 +1204,7 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
   // 4. The compiled expert kernel on the received pairs: one row each, the
   //    expert's local slot in top-k slot 0 and no expert (-1) in the others.
   ep.pairsComputed += n;
-  const int64_t yes = dtypeBytes(yb->dtype), outRow = L * yes;
+  const int64_t yes = dtypeBytes(yDtype), outRow = L * yes;
   if (n > 0) {
     std::vector<int32_t> ir(n * K, -1);
     for (int64_t r = 0; r < n; ++r)
@@ -1226,7 +1231,7 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     std::vector<int32_t> slot0(n);
     for (int64_t r = 0; r < n; ++r)
       slot0[r] = static_cast<int32_t>(r * K);
-    gatherRows(epY, {n * K, L}, slot0, epOut);
+    gatherRows(epY, yDtype, {n * K, L}, slot0, epOut);
   }
   auto t5 = now();
 
@@ -1244,7 +1249,7 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
     for (int32_t p : sentPairs[d])
       inverse[p] = static_cast<int32_t>(pos++);
   if (T > 0)
-    gatherRows(epRecv, {T * K, L}, inverse, yb);
+    gatherRows(epRecv, yDtype, {T * K, L}, inverse, yb);
   yb->dims = {T, K, L};
 
   // 6. Replicas are dropped after the layer (a later step fetches again).
