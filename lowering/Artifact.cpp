@@ -154,6 +154,11 @@ LogicalResult writeArtifact(ModuleOp fused, const std::vector<KernelInfo> &kerne
           hashes[f] = sha256File(e.path().string());
       }
       ck["sha256"] = hashes;
+    } else if (!o.config.source.empty() && fs::is_regular_file(o.config.source)) {
+      // Compiled ahead of time from config.json alone: the weights come with
+      // `k3-run --checkpoint DIR`, whose config.json must be this very file.
+      ck["sha256"] = ojson{{"config.json", sha256File(o.config.source)}};
+      ck["from_config"] = true;
     }
     m["checkpoint"] = ck;
 

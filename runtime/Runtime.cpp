@@ -480,9 +480,16 @@ void HostModel::load() {
     if (sha256File(libPath.string()) != libj.at("sha256").get<std::string>())
       throw Error("artifact '" + dir + "': " + libPath.string() +
                   " does not match its SHA-256 in manifest.json (corrupt or replaced)");
-    if (ckptPath.empty() || !fs::is_directory(ckptPath))
+    if (ckptPath.empty())
+      throw Error("artifact '" + dir + "' was compiled from a config alone: give the weights "
+                  "with --checkpoint DIR (its config.json must be the compiled one)");
+    if (!fs::is_directory(ckptPath))
       throw Error("artifact '" + dir + "': its checkpoint '" + ckptPath + "' is not available");
-    for (auto &[file, hash] : manifest.at("checkpoint").at("sha256").items())
+    const json &ck = manifest.at("checkpoint");
+    if (!ck.contains("sha256") || !ck.at("sha256").is_object())
+      throw Error("artifact '" + dir + "': manifest.json names no checkpoint hashes (recompile "
+                  "it with this k3c)");
+    for (auto &[file, hash] : ck.at("sha256").items())
       if (sha256File((fs::path(ckptPath) / file).string()) != hash.get<std::string>())
         throw Error("checkpoint '" + ckptPath + "': " + file +
                     " changed since the artifact was compiled (SHA-256 mismatch)");
