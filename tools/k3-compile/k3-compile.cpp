@@ -36,6 +36,8 @@
 #include <chrono>
 #include <fstream>
 #include <unistd.h>
+#include "llvm/Support/FileSystem.h"
+
 #include <filesystem>
 #include <tuple>
 
@@ -334,14 +336,22 @@ int main(int argc, char **argv) {
         (*loops)->print(out->os());
       } else {
         std::string ir;
-        std::string tmp = (std::filesystem::temp_directory_path() /
-                           ("k3c-" + std::to_string(::getpid()) + ".so"))
-                              .string();
-        if (failed(::k3c::lowering::buildHostLibrary(**loops, kernels, tmp, &ir, err))) {
+        // A fresh private directory (random name, created atomically): no
+        // predictable path a planted symlink could redirect.
+        llvm::SmallString<128> dir;
+        if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("k3c-emit-llvm", dir)) {
+          llvm::errs() << "k3-compile: error: cannot create a temporary directory: "
+                       << ec.message() << "\n";
+          return 1;
+        }
+        std::string tmp = (std::filesystem::path(dir.str().str()) / "kernels.so").string();
+        bool ok = succeeded(::k3c::lowering::buildHostLibrary(**loops, kernels, tmp, &ir, err));
+        std::error_code rmEc;
+        std::filesystem::remove_all(dir.str().str(), rmEc);
+        if (!ok) {
           llvm::errs() << "k3-compile: error: " << err << "\n";
           return 1;
         }
-        std::filesystem::remove(tmp);
         out->os() << ir;
       }
       out->keep();
