@@ -47,26 +47,22 @@ static void lowerLinearFma(KernelBuilder &kb, Value x, Value w, Value y) {
     SmallVector<Value> rows;
     for (int64_t r = 0; r < kRowsPerWarp; ++r)
       rows.push_back(kb.minu(kb.add(r0, r), kb.idx(O - 1)));
-    auto tile = [&](int64_t tokTile) {
-      Value t0 = kb.mul(bid[0], kTokTile);
-      SmallVector<Value> acc = gemmTile(
-          kb, tb, x, K, vw, kRowsPerWarp,
-          [&](Value tt) {
-            Value t = kb.add(t0, tt);
-            return ActRow{kb.ult(t, T), {t}};
-          },
-          [&](int64_t r, Value k, int64_t width) { return kb.loadVec(w, {rows[r], k}, width); },
-          tokTile);
-      for (int64_t r = 0; r < kRowsPerWarp; ++r)
-        for (int64_t tt = 0; tt < tokTile; ++tt) {
-          Value v = kb.warpSum(tb, acc[r * tokTile + tt]);
-          Value t = kb.add(t0, kb.idx(tt)), o = kb.add(r0, kb.idx(r));
-          Value ok = kb.andi(kb.andi(kb.ieq(tb.lane, kb.idx(0)), kb.ult(t, T)),
-                             kb.ult(o, kb.idx(O)));
-          kb.ifThen(ok, [&] { kb.storeF32(v, y, {t, o}); });
-        }
-    };
-    tile(kTokTile);
+    Value t0 = kb.mul(bid[0], kTokTile);
+    SmallVector<Value> acc = gemmTile(
+        kb, tb, x, K, vw, kRowsPerWarp,
+        [&](Value tt) {
+          Value t = kb.add(t0, tt);
+          return ActRow{kb.ult(t, T), {t}};
+        },
+        [&](int64_t r, Value k, int64_t width) { return kb.loadVec(w, {rows[r], k}, width); });
+    for (int64_t r = 0; r < kRowsPerWarp; ++r)
+      for (int64_t tt = 0; tt < kTokTile; ++tt) {
+        Value v = kb.warpSum(tb, acc[r * kTokTile + tt]);
+        Value t = kb.add(t0, kb.idx(tt)), o = kb.add(r0, kb.idx(r));
+        Value ok = kb.andi(kb.andi(kb.ieq(tb.lane, kb.idx(0)), kb.ult(t, T)),
+                           kb.ult(o, kb.idx(O)));
+        kb.ifThen(ok, [&] { kb.storeF32(v, y, {t, o}); });
+      }
   }, 0, "linear_fma");
 }
 

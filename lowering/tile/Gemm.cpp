@@ -107,10 +107,7 @@ SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t
                             int64_t tokTile, const std::function<MxRow(int64_t)> &mxRow) {
   auto at = cast<MemRefType>(a.getType());
   int64_t aBytes = at.getElementTypeBitWidth() / 8;
-  // A one-token tile shares its launch with the kTokTile one: a smaller chunk
-  // keeps their shared memory together under the static limit.
-  int64_t budget = tokTile == 1 ? kChunkBytesOneToken : kChunkBytes;
-  int64_t kc = std::min<int64_t>(K, budget / (tokTile * aBytes));
+  int64_t kc = std::min<int64_t>(K, kChunkBytes / (tokTile * aBytes));
   kc -= kc % vw;
   const int64_t kt = mxKTile(mxRow, nRows, K);
   if (kt)
@@ -360,6 +357,67 @@ static void mmaBf16(KernelBuilder &kb, ValueRange a, ValueRange b, MutableArrayR
     c[i] = LLVM::ExtractValueOp::create(bd, kb.loc, d, ArrayRef<int64_t>{i});
 }
 
+/// The output tile (first row m0, first column n0) of block `bid` in grouped
+/// raster order: consecutive blocks take kRasterGroup row tiles of one column
+/// tile, then the next column tile, so the W tiles a wave reads stay in L2.
+static constexpr int64_t kRasterGroup = 8;
+static std::pair<Value, Value> rasterTile(KernelBuilder &kb, Value bid, Value mTiles,
+                                          int64_t nTiles, int64_t bm, int64_t bn) {
+  Value inGroup = kb.idx(kRasterGroup * nTiles);
+  Value firstM = kb.mul(kb.div(bid, inGroup), kRasterGroup);
+  Value size = kb.minu(kb.sub(mTiles, firstM), kb.idx(kRasterGroup));
+  Value local = kb.rem(bid, inGroup);
+  return {kb.mul(kb.add(firstM, kb.rem(local, size)), bm), kb.mul(kb.div(local, size), bn)};
+}
+
+/// One stage of a tile: `count` rows of k tile `kt` of `src` ([rows, K], rows
+/// from r0, valid below `limit`) into ring slot `slot` of `dst`, 16 bytes
+/// (8 bf16) a cp.async copy spread over the block's threads; chunk `c` of
+/// tile row `r` lands at column 8 * dstChunk(r, c). Rows past `limit` and
+/// columns past K read nothing and are zero-filled. Returns the copies'
+/// tokens.
+static SmallVector<Value> copyTileRows(KernelBuilder &kb, ThreadBlock &tb, Value src, Value dst,
+                                       Value slot, Value r0, Value limit, Value kt,
+                                       int64_t count, int64_t bk, int64_t K,
+                                       const std::function<Value(Value, Value)> &dstChunk) {
+  OpBuilder &b = kb.b;
+  const int64_t chunksPerRow = bk / 8;
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  SmallVector<Value> tokens;
+  for (int64_t i = 0; i < count * chunksPerRow / tb.threads; ++i) {
+    Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
+    Value r = kb.div(lin, chunksPerRow), chunk = kb.rem(lin, chunksPerRow);
+    Value row = kb.add(r0, r), k = kb.add(kb.mul(kt, bk), kb.mul(chunk, 8));
+    Value ok = kb.andi(kb.ult(row, limit), kb.ult(k, kb.idx(K)));
+    Value srcRow = kb.select(ok, row, kb.idx(0)), srcK = kb.select(ok, k, kb.idx(0));
+    Value n = kb.select(ok, kb.idx(8), kb.idx(0));
+    tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+        b, kb.loc, tokenType, dst, ValueRange{slot, r, kb.mul(dstChunk(r, chunk), 8)}, src,
+        ValueRange{srcRow, srcK}, b.getIndexAttr(8), n, b.getUnitAttr()));
+  }
+  return tokens;
+}
+
+/// Stores accumulators v0, v1 (fp32) at y[row, col], y[row, col + 1] when
+/// row < T and col < O (O is even): one 4-byte store of the rounded pair for
+/// a 16-bit y.
+static void storeAccPair(KernelBuilder &kb, Value y, Value row, Value col, Value v0, Value v1,
+                         Value T, int64_t O) {
+  OpBuilder &b = kb.b;
+  Type yElt = cast<MemRefType>(y.getType()).getElementType();
+  kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, kb.idx(O))), [&] {
+    if (yElt.getIntOrFloatBitWidth() == 16) {
+      Value pair = vector::FromElementsOp::create(b, kb.loc, VectorType::get({2}, b.getF32Type()),
+                                                  ValueRange{v0, v1});
+      Value v = arith::TruncFOp::create(b, kb.loc, VectorType::get({2}, yElt), pair);
+      vector::StoreOp::create(b, kb.loc, v, y, ValueRange{row, col}, false, llvm::MaybeAlign(4));
+      return;
+    }
+    kb.storeF32(v0, y, {row, col});
+    kb.storeF32(v1, y, {row, kb.add(col, 1)});
+  });
+}
+
 void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaTile &tile) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
@@ -368,45 +426,24 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
   const int64_t bm = tile.bm, bn = tile.bn, bk = tile.bk, pitch = tile.pitch();
   const int64_t wm = bm / tile.warpsM, wn = bn / tile.warpsN, mi = wm / 16, ni = wn / 8;
   const int64_t kTiles = (K + bk - 1) / bk, nTiles = (O + bn - 1) / bn;
-  const int64_t chunksPerRow = bk / 8, threads = tile.threads();
-  const int64_t group = 8; // row tiles a raster group
+  const int64_t threads = tile.threads();
   Type bf16 = b.getBF16Type();
   Value mTiles = kb.ceilDiv(T, bm);
   auto vec = [&](ArrayRef<int64_t> shape, Type t) { return VectorType::get(shape, t); };
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
 
   kb.blocks({kb.mul(mTiles, kb.idx(nTiles))}, threads, [&](ValueRange bid, ThreadBlock &tb) {
-    // Grouped raster: consecutive blocks take `group` row tiles of one
-    // column tile, then the next column tile.
-    Value inGroup = kb.idx(group * nTiles);
-    Value firstM = kb.mul(kb.div(bid[0], inGroup), group);
-    Value size = kb.minu(kb.sub(mTiles, firstM), kb.idx(group));
-    Value local = kb.rem(bid[0], inGroup);
-    Value m0 = kb.mul(kb.add(firstM, kb.rem(local, size)), bm);
-    Value n0 = kb.mul(kb.div(local, size), bn);
+    auto [m0, n0] = rasterTile(kb, bid[0], mTiles, nTiles, bm, bn);
     Value as = kb.dynamicShared(tb, 0, {tile.stages, bm, pitch}, bf16);
     Value bs = kb.dynamicShared(tb, tile.stages * bm * pitch * 2, {tile.stages, bn, pitch}, bf16);
 
     // One stage: k tile `kt` of x's rows m0.. and W's rows n0.. into ring
-    // slot `slot`, 16 bytes a copy; rows or columns past the edge (and k
-    // tiles past the end) read nothing and are zero-filled.
+    // slot `slot` (rows padded, chunks in place), one cp.async group.
     auto issue = [&](Value kt, Value slot) {
-      SmallVector<Value> tokens;
-      auto rows = [&](Value src, Value dst, Value r0, Value limit, int64_t count) {
-        for (int64_t i = 0; i < count * chunksPerRow / threads; ++i) {
-          Value lin = kb.add(tb.tid, kb.idx(i * threads));
-          Value r = kb.div(lin, chunksPerRow), c = kb.mul(kb.rem(lin, chunksPerRow), 8);
-          Value row = kb.add(r0, r), k = kb.add(kb.mul(kt, bk), c);
-          Value ok = kb.andi(kb.ult(row, limit), kb.ult(k, kb.idx(K)));
-          Value srcRow = kb.select(ok, row, kb.idx(0)), srcK = kb.select(ok, k, kb.idx(0));
-          Value n = kb.select(ok, kb.idx(8), kb.idx(0));
-          tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
-              b, loc, tokenType, dst, ValueRange{slot, r, c}, src, ValueRange{srcRow, srcK},
-              b.getIndexAttr(8), n, b.getUnitAttr()));
-        }
-      };
-      rows(x, as, m0, T, bm);
-      rows(w, bs, n0, kb.idx(O), bn);
+      auto inPlace = [](Value, Value chunk) { return chunk; };
+      SmallVector<Value> tokens =
+          copyTileRows(kb, tb, x, as, slot, m0, T, kt, bm, bk, K, inPlace);
+      tokens.append(copyTileRows(kb, tb, w, bs, slot, n0, kb.idx(O), kt, bn, bk, K, inPlace));
       nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
     };
     for (int64_t s = 0; s + 1 < tile.stages; ++s)
@@ -459,29 +496,14 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
     NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
 
     // Epilogue: accumulator (i, j) holds rows g, g + 8 (g = lane / 4) and
-    // columns 2 (lane % 4) + {0, 1} of its m16n8 tile; pairs are stored
-    // together when y is 16-bit.
-    Type yElt = cast<MemRefType>(y.getType()).getElementType();
+    // columns 2 (lane % 4) + {0, 1} of its m16n8 tile.
     Value g = kb.div(lane, 4), c2 = kb.mul(kb.rem(lane, 4), 2);
     for (int64_t i = 0; i < mi; ++i)
       for (int64_t j = 0; j < ni; ++j)
-        for (int64_t h = 0; h < 2; ++h) {
-          Value row = kb.add(kb.add(m0, wRow), kb.add(g, i * 16 + 8 * h));
-          Value col = kb.add(kb.add(n0, wCol), kb.add(c2, j * 8));
-          Value v0 = acc[(i * ni + j) * 4 + 2 * h], v1 = acc[(i * ni + j) * 4 + 2 * h + 1];
-          kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, kb.idx(O))), [&] {
-            if (yElt.getIntOrFloatBitWidth() == 16) {
-              Value pair = vector::FromElementsOp::create(b, loc, vec({2}, b.getF32Type()),
-                                                          ValueRange{v0, v1});
-              Value v = arith::TruncFOp::create(b, loc, vec({2}, yElt), pair);
-              vector::StoreOp::create(b, loc, v, y, ValueRange{row, col}, false,
-                                      llvm::MaybeAlign(4));
-              return;
-            }
-            kb.storeF32(v0, y, {row, col});
-            kb.storeF32(v1, y, {row, kb.add(col, 1)});
-          });
-        }
+        for (int64_t h = 0; h < 2; ++h)
+          storeAccPair(kb, y, kb.add(kb.add(m0, wRow), kb.add(g, i * 16 + 8 * h)),
+                       kb.add(kb.add(n0, wCol), kb.add(c2, j * 8)),
+                       acc[(i * ni + j) * 4 + 2 * h], acc[(i * ni + j) * 4 + 2 * h + 1], T, O);
   }, tile.sharedBytes(2), "linear_" + tile.name());
 }
 
@@ -515,19 +537,14 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
   const int64_t bm = tile.bm, bn = tile.bn, bk = WgmmaTile::bk, stages = tile.stages;
   const int64_t kTiles = (K + bk - 1) / bk, nTiles = (O + bn - 1) / bn;
-  const int64_t threads = tile.threads(), group = 8, rowBytes = bk * 2;
+  const int64_t threads = tile.threads(), rowBytes = bk * 2;
   Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type();
   const int64_t accN = bn / 2; // fp32 accumulators a thread holds (m64nN: 64 * N / 128)
   auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(accN, f32));
   Value mTiles = kb.ceilDiv(T, bm);
 
   kb.blocks({kb.mul(mTiles, kb.idx(nTiles))}, threads, [&](ValueRange bid, ThreadBlock &tb) {
-    Value inGroup = kb.idx(group * nTiles);
-    Value firstM = kb.mul(kb.div(bid[0], inGroup), group);
-    Value size = kb.minu(kb.sub(mTiles, firstM), kb.idx(group));
-    Value local = kb.rem(bid[0], inGroup);
-    Value m0 = kb.mul(kb.add(firstM, kb.rem(local, size)), bm);
-    Value n0 = kb.mul(kb.div(local, size), bn);
+    auto [m0, n0] = rasterTile(kb, bid[0], mTiles, nTiles, bm, bn);
 
     // The ring starts at the first 1024-byte boundary of dynamic shared
     // memory (the swizzle pattern is anchored to 1024-byte atoms).
@@ -549,23 +566,11 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     // Stage: tile row r's 16-byte chunk c goes to chunk c ^ (r % 8) of its
     // 128-byte row (the 128-byte swizzle); edges zero-filled.
     auto issue = [&](Value kt, Value slot) {
-      auto rows = [&](Value src, Value dst, Value r0, Value limit, int64_t count) {
-        for (int64_t i = 0; i < count * 8 / threads; ++i) {
-          Value lin = kb.add(tb.tid, kb.idx(i * threads));
-          Value r = kb.div(lin, 8), chunk = kb.rem(lin, 8);
-          Value c = kb.mul(chunk, 8);
-          Value row = kb.add(r0, r), k = kb.add(kb.mul(kt, bk), c);
-          Value ok = kb.andi(kb.ult(row, limit), kb.ult(k, kb.idx(K)));
-          Value srcRow = kb.select(ok, row, kb.idx(0)), srcK = kb.select(ok, k, kb.idx(0));
-          Value n = kb.select(ok, kb.idx(8), kb.idx(0));
-          Value swz = kb.mul(arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)), 8);
-          nvgpu::DeviceAsyncCopyOp::create(
-              b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), dst, ValueRange{slot, r, swz}, src,
-              ValueRange{srcRow, srcK}, b.getIndexAttr(8), n, b.getUnitAttr());
-        }
+      auto swizzled = [&](Value r, Value chunk) {
+        return arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
       };
-      rows(x, as, m0, T, bm);
-      rows(w, bs, n0, kb.idx(O), bn);
+      copyTileRows(kb, tb, x, as, slot, m0, T, kt, bm, bk, K, swizzled);
+      copyTileRows(kb, tb, w, bs, slot, n0, kb.idx(O), kt, bn, bk, K, swizzled);
       NVVM::CpAsyncCommitGroupOp::create(b, loc);
     };
     for (int64_t s = 0; s + 1 < stages; ++s)
@@ -609,29 +614,16 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     // Epilogue: accumulator 4j + e of a thread holds row 16 (warp % 4) +
     // lane / 4 (+ 8 for e >= 2) and column 8j + 2 (lane % 4) + (e % 2) of its
     // warpgroup's 64 x bn tile.
-    Type yElt = cast<MemRefType>(y.getType()).getElementType();
     Value lane = tb.lane;
     Value rowBase = kb.add(kb.add(m0, kb.mul(wg, 64)),
                            kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));
     Value colBase = kb.add(n0, kb.mul(kb.rem(lane, 4), 2));
     for (int64_t j = 0; j < bn / 8; ++j)
-      for (int64_t h = 0; h < 2; ++h) {
-        Value row = kb.add(rowBase, 8 * h), col = kb.add(colBase, 8 * j);
-        Value v0 = LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h});
-        Value v1 = LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h + 1});
-        kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, kb.idx(O))), [&] {
-          if (yElt.getIntOrFloatBitWidth() == 16) {
-            auto v2 = VectorType::get({2}, f32);
-            Value pair = vector::FromElementsOp::create(b, loc, v2, ValueRange{v0, v1});
-            Value v = arith::TruncFOp::create(b, loc, VectorType::get({2}, yElt), pair);
-            vector::StoreOp::create(b, loc, v, y, ValueRange{row, col}, false,
-                                    llvm::MaybeAlign(4));
-            return;
-          }
-          kb.storeF32(v0, y, {row, col});
-          kb.storeF32(v1, y, {row, kb.add(col, 1)});
-        });
-      }
+      for (int64_t h = 0; h < 2; ++h)
+        storeAccPair(
+            kb, y, kb.add(rowBase, 8 * h), kb.add(colBase, 8 * j),
+            LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h}),
+            LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h + 1}), T, O);
   }, tile.sharedBytes(), "linear_" + tile.name());
 }
 

@@ -30,7 +30,6 @@ constexpr int64_t kLinearThreads = 256; ///< linear: 8 warps a block
 constexpr int64_t kTokTile = 8;         ///< linear: tokens a block
 constexpr int64_t kRowsPerWarp = 4;     ///< linear: weight rows a warp
 constexpr int64_t kChunkBytes = 32768;  ///< linear: staged x bytes a K chunk
-constexpr int64_t kChunkBytesOneToken = 8192; ///< linear, one-token tile
 
 /// An activation row of a GEMM tile: whether it exists, and the indices of
 /// its first element without the last (column) index.
