@@ -184,7 +184,24 @@ struct Tokenizer::Regex {
 
 Tokenizer::~Tokenizer() = default;
 
-static bool base64Decode(std::string_view in, std::string &out) {
+std::string base64Encode(std::string_view t) {
+  static const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string enc;
+  for (size_t i = 0; i < t.size(); i += 3) {
+    unsigned v = static_cast<unsigned char>(t[i]) << 16;
+    if (i + 1 < t.size())
+      v |= static_cast<unsigned char>(t[i + 1]) << 8;
+    if (i + 2 < t.size())
+      v |= static_cast<unsigned char>(t[i + 2]);
+    enc += a[(v >> 18) & 63];
+    enc += a[(v >> 12) & 63];
+    enc += i + 1 < t.size() ? a[(v >> 6) & 63] : '=';
+    enc += i + 2 < t.size() ? a[v & 63] : '=';
+  }
+  return enc;
+}
+
+bool base64Decode(std::string_view in, std::string &out) {
   auto val = [](char c) -> int {
     if (c >= 'A' && c <= 'Z')
       return c - 'A';
@@ -630,11 +647,8 @@ std::string trainTiktokenModel(std::string_view corpus, size_t ordinary,
   std::unique_ptr<Tokenizer> bytesOnly;
   {
     std::string model;
-    for (int b = 0; b < 256; ++b) {
-      static const char *b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-      unsigned v = static_cast<unsigned>(b);
-      model += std::string{b64[v >> 2], b64[(v & 3) << 4], '=', '='} + " " + std::to_string(b) + "\n";
-    }
+    for (int b = 0; b < 256; ++b)
+      model += base64Encode(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
     bytesOnly = Tokenizer::fromStrings(model, "{}", pattern, "generated");
   }
   std::vector<std::string> vocab;
@@ -694,23 +708,8 @@ std::string trainTiktokenModel(std::string_view corpus, size_t ordinary,
     }
   }
   std::string out;
-  static const char *b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  for (size_t r = 0; r < vocab.size(); ++r) {
-    const std::string &t = vocab[r];
-    std::string enc;
-    for (size_t i = 0; i < t.size(); i += 3) {
-      unsigned v = static_cast<unsigned char>(t[i]) << 16;
-      if (i + 1 < t.size())
-        v |= static_cast<unsigned char>(t[i + 1]) << 8;
-      if (i + 2 < t.size())
-        v |= static_cast<unsigned char>(t[i + 2]);
-      enc += b64[(v >> 18) & 63];
-      enc += b64[(v >> 12) & 63];
-      enc += i + 1 < t.size() ? b64[(v >> 6) & 63] : '=';
-      enc += i + 2 < t.size() ? b64[v & 63] : '=';
-    }
-    out += enc + " " + std::to_string(r) + "\n";
-  }
+  for (size_t r = 0; r < vocab.size(); ++r)
+    out += base64Encode(vocab[r]) + " " + std::to_string(r) + "\n";
   return out;
 }
 

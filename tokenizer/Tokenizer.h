@@ -33,6 +33,13 @@ extern const char *const kKimiPattern;
 /// `(?:(?![B])[A])`; other text unchanged.
 std::string toPcre2Pattern(std::string_view pattern);
 
+/// Base64 (standard alphabet, '=' padding) of `bytes`, as tiktoken.model
+/// writes tokens.
+std::string base64Encode(std::string_view bytes);
+/// Strict decoding (alphabet, length a multiple of 4, padding only at the
+/// end); false on anything else or an empty result.
+bool base64Decode(std::string_view text, std::string &out);
+
 /// `text` with every maximal invalid UTF-8 subpart replaced by U+FFFD (the
 /// WHATWG decoder's rule, as TextDecoder and Python's "replace" apply it).
 std::string sanitizeUtf8(std::string_view text);

@@ -36,49 +36,6 @@ static std::string readAll(const std::string &path) {
   return ss.str();
 }
 
-static std::string b64(const std::string &t) {
-  static const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string enc;
-  for (size_t i = 0; i < t.size(); i += 3) {
-    unsigned v = static_cast<unsigned char>(t[i]) << 16;
-    if (i + 1 < t.size())
-      v |= static_cast<unsigned char>(t[i + 1]) << 8;
-    if (i + 2 < t.size())
-      v |= static_cast<unsigned char>(t[i + 2]);
-    enc += a[(v >> 18) & 63];
-    enc += a[(v >> 12) & 63];
-    enc += i + 1 < t.size() ? a[(v >> 6) & 63] : '=';
-    enc += i + 2 < t.size() ? a[v & 63] : '=';
-  }
-  return enc;
-}
-
-static std::string unb64(const std::string &s) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  unsigned buf = 0;
-  int bits = 0;
-  for (char c : s) {
-    int v = val(c);
-    if (v < 0)
-      continue;
-    buf = (buf << 6) | static_cast<unsigned>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((buf >> bits) & 0xFF);
-    }
-  }
-  return out;
-}
-
 static std::string join(const std::vector<int64_t> &ids) {
   std::string s;
   for (size_t i = 0; i < ids.size(); ++i)
@@ -116,12 +73,14 @@ int main(int argc, char **argv) {
           line.pop_back();
         if (line.empty())
           continue;
-        std::string text = unb64(line);
+        std::string text;
+        if (!k3c::tok::base64Decode(line, text))
+          throw k3c::Error(args.positional[2] + ": '" + line.substr(0, 80) + "' is not base64");
         auto plain = tok->encode(text), special = tok->encodeWithSpecial(text);
         std::vector<int64_t> half(special.begin(), special.begin() + special.size() / 2);
         bool roundTrip = tok->decode(plain) == k3c::tok::sanitizeUtf8(text);
         std::printf("%s | %s | %s | %s\n", join(plain).c_str(), join(special).c_str(),
-                    b64(tok->decode(half)).c_str(), roundTrip ? "roundtrip" : "ROUNDTRIP-FAILED");
+                    k3c::tok::base64Encode(tok->decode(half)).c_str(), roundTrip ? "roundtrip" : "ROUNDTRIP-FAILED");
       }
     } else if (cmd == "bench") {
       std::string text;
