@@ -15,25 +15,7 @@ $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o $D/ckpt-tiny --seed 1
 $B/k3-compile $D/ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
 $B/k3-compile $D/ckpt-tiny -o $D/tiny-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024 --target=sm_90a --quiet
 $B/k3-compile $D/ckpt-tiny -o $D/tiny-oom --max-tokens 100000 --max-seqs 100000 --max-context 8192 --target=sm_90a --quiet
-python3 - <<'PY'
-import json
-# Full-width 2-layer k3-small slices: KDA layer 1, MLA layer 2; dense (no
-# experts, for bench/h200.sh) and MoE (256 MXFP4 experts in both layers, for
-# bench/ep-gpus.sh).
-for name, moe in [('slice', False), ('slice-moe', True)]:
-    k = json.load(open('models/configs/k3-small.json'))
-    t = k['text_config']
-    t['num_hidden_layers'] = 2
-    t['linear_attn_config']['kda_layers'] = [1]
-    t['linear_attn_config']['full_attn_layers'] = [2]
-    t['attn_res_block_size'] = 2
-    if moe:
-        t['first_k_dense_replace'] = 0
-    else:
-        t['num_experts'] = 0
-        t.pop('quantization_config', None)
-    json.dump(k, open('.dev/%s.json' % name, 'w'), indent=1)
-PY
+python3 bench/slice-config.py .dev
 [ -d /tmp/slice-moe ] || $B/k3-mkcheckpoint --config $D/slice-moe.json -o /tmp/slice-moe --seed 3
 $B/k3-compile /tmp/slice-moe -o $D/slice-moe --max-tokens 1024 --max-seqs 16 --max-context 128 --target=sm_90a --quiet
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet

@@ -20,18 +20,7 @@ $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o /tmp/k3c-ckpt-tiny --
 $B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
 $B/k3-compile /tmp/k3c-ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
 $B/k3-compile /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024 --target=sm_90a --quiet
-python3 - <<'PY'
-import json
-k = json.load(open('models/configs/k3-small.json'))
-t = k['text_config']
-t['num_hidden_layers'] = 2
-t['linear_attn_config']['kda_layers'] = [1]
-t['linear_attn_config']['full_attn_layers'] = [2]
-t['attn_res_block_size'] = 2
-t['num_experts'] = 0
-t.pop('quantization_config', None)
-json.dump(k, open('.dev/slice.json', 'w'), indent=1)
-PY
+python3 bench/slice-config.py .dev slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
 slice() { $B/k3-compile /tmp/slice -o "$1" --max-tokens 8192 --max-seqs 128 --max-context 8448 --target=sm_90a --quiet; }
 slice $D/slice-bf16
