@@ -24,6 +24,8 @@ struct ScratchNeed {
   mlir::Type elementType;
 };
 llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op);
+/// The KDA delta rule's chunk scratch (Kda.cpp).
+llvm::SmallVector<ScratchNeed> kdaScratchNeeds(mlir::Operation *op);
 
 // Tile sizes of the block programs (GPU; the host runs one thread a block).
 constexpr int64_t kRowThreads = 256;    ///< row reductions: threads per row
@@ -31,7 +33,10 @@ constexpr int64_t kMlaThreads = 256;    ///< MLA: a block per (token, head)
 constexpr int64_t kGroupThreads = 256;  ///< MoE: the grouping block
 constexpr int64_t kExpertThreads = 256; ///< MoE: grouped expert GEMM blocks
 constexpr int64_t kRouterThreads = 256; ///< MoE router: a block per token
-constexpr int64_t kKdaThreads = 256;    ///< KDA: a block per (sequence, head)
+constexpr int64_t kKdaThreads = 256;    ///< KDA: recurrence / token blocks
+constexpr int64_t kKdaPrepThreads = 128; ///< KDA: a prep block per (chunk, head)
+constexpr int64_t kConvThreads = 256;   ///< short conv: channels a block
+constexpr int64_t kConvTokens = 32;     ///< short conv: tokens a block slides over
 constexpr int64_t kSharedBudget = 48 * 1024; ///< static shared memory a block
 
 /// 1 / sqrt(mean(x[row, :d]^2) + eps) by a block-wide reduction (`red`:

@@ -260,6 +260,25 @@ void KernelBuilder::copyVec(Value src, ValueRange srcIdx, Value dst, ValueRange 
   vector::StoreOp::create(b, loc, v, dst, dstIdx, false, align);
 }
 
+void KernelBuilder::storeVec(ArrayRef<Value> values, Value dst, ValueRange indices) {
+  int64_t width = static_cast<int64_t>(values.size());
+  Type elt = cast<MemRefType>(dst.getType()).getElementType();
+  if (width == 1 || !gpu()) {
+    SmallVector<Value> at(indices);
+    for (int64_t j = 0; j < width; ++j) {
+      at.back() = j ? add(indices.back(), j) : indices.back();
+      storeF32(values[j], dst, at);
+    }
+    return;
+  }
+  auto f32v = VectorType::get({width}, b.getF32Type());
+  Value v = vector::FromElementsOp::create(b, loc, f32v, values);
+  if (!elt.isF32())
+    v = arith::TruncFOp::create(b, loc, VectorType::get({width}, elt), v);
+  vector::StoreOp::create(b, loc, v, dst, indices, false,
+                          llvm::MaybeAlign(std::min<int64_t>(16, width * elt.getIntOrFloatBitWidth() / 8)));
+}
+
 void KernelBuilder::zeroVec(Value dst, ValueRange dstIdx, int64_t width) {
   Type elt = cast<MemRefType>(dst.getType()).getElementType();
   Value zero = fromF32(f32(0.0), elt);

@@ -224,6 +224,10 @@ public:
   /// Copies `width` consecutive elements (same element type), vectorized on
   /// the GPU.
   void copyVec(Value src, ValueRange srcIdx, Value dst, ValueRange dstIdx, int64_t width);
+  /// Stores fp32 `values` (rounded to dst's element type) at consecutive
+  /// elements from `indices`: one vector store on the GPU (alignment as for
+  /// loadVec), scalar stores on the host.
+  void storeVec(llvm::ArrayRef<Value> values, Value dst, ValueRange indices);
   /// Stores `width` zeros of dst's element type at dstIdx.
   void zeroVec(Value dst, ValueRange dstIdx, int64_t width);
   /// The widest vector (elements) a 16-byte load of `memref`'s element type

@@ -7,6 +7,10 @@
 
 #include "lowering/Families.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+
+
 using namespace mlir;
 using namespace mlir::k3;
 
@@ -19,175 +23,626 @@ static Value headSumSq(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, V
   return kb.warpDot(tb, d, 1, elem, elem);
 }
 
-/// The chunked delta rule (spec §4.4), C = the tiling pass's chunk size (its
-/// 16-token tile when the chunk's buffers exceed shared memory): a
-/// block per (sequence, head) walks the sequence's chunks. Per chunk:
-///  A. threads over key channels c: the in-chunk cumulative gate G, then
-///     Kd = k e^G, Qd = q e^G, Kr = k e^(G_last - G) and e^G_last into shared
-///     memory; beta = sigmoid(logits);
-///  B. threads over (i, j) pairs: L = beta_i (k_i . k_j e^(G_i - G_j)) (j < i)
-///     and M = q_i . k_j e^(G_i - G_j) (j <= i), the exponent taken per pair
-///     on the pairwise path and as Kd_i . (k_j e^-G_j) on the factorized path;
-///  C. a warp per value row j of the state S[j, :] (lanes over c, coalesced):
-///     W = beta (v - Kd S[j]), U = (I + L)^-1 W by forward substitution
-///     (every lane holds U[:, j]), o = Qd S[j] + M U,
-///     S[j] <- e^G_last * S[j] + Kr^T U, in place.
-/// Returns false (nothing emitted) when the op has no chunk size or the
-/// chunk buffers do not fit the shared-memory budget.
-static bool lowerChunkedDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
+//===----------------------------------------------------------------------===//
+// The delta rule (spec §4.4)
+//===----------------------------------------------------------------------===//
+//
+// Prefill runs the chunked form in two launches. Per chunk of C tokens
+// (rows r, in-chunk cumulative gate G_r, G_l its last row):
+//   Kd = k e^G, Qd = q e^G, Kr = k e^(G_l - G),
+//   L[i][j] = beta_i Kd_i . (k_j e^-G_j)  (j < i),  M[i][j] = Qd_i . (k_j e^-G_j)  (j <= i)
+//   (the exponent per pair, e^(G_i - G_j), on the pairwise path),
+//   W^ = (I + L)^-1 diag(beta) Kd,  U^ = (I + L)^-1 diag(beta) V,
+// and with the state S [d_v, d_k] entering the chunk:
+//   U = U^ - W^ S^T,  o = Qd S^T + M U,  S <- diag(e^G_l) S + U^T Kr.
+// Launch 1 (kda_prep, every (chunk, head) at once) computes W^, U^, Qd, Kr,
+// M and e^G_l into per-token scratch; launch 2 (the recurrence, one block
+// per (sequence, head, value-row block)) walks a sequence's chunks with its
+// state tile on chip: on tensor cores in the bf16 build on the GPU (the
+// state in mma accumulators, which are also the B fragments of the next
+// chunk's products, its chunk inputs double-buffered by cp.async), fp32 FMA
+// otherwise. Decode (at most two tokens a sequence on average) runs the
+// token recurrence instead: a warp per state row, each row read and written
+// once with 16-byte accesses.
+
+/// Scratch of the chunked form, per token row (KdaScratch order).
+enum KdaScratch { kWHat, kQd, kKr, kUHat, kMRow, kGLast, kKdaScratchCount };
+
+/// The chunk length the kernels use: the tiling pass's chunk size, or its
+/// 16-token tile when the chunk's prep buffers exceed shared memory (the
+/// chunk form is exact for any chunk length); 0 for the token recurrence.
+static int64_t kdaChunk(DeltaRuleOp rule) {
   if (!rule.getChunkSize())
-    return false;
-  int64_t C = *rule.getChunkSize(), H = rule.getNumHeads(), dk = rule.getKeyDim(),
-          dv = rule.getValueDim();
-  bool pairwise = rule.getPath() && *rule.getPath() == ChunkPath::pairwise;
-  auto smemBytes = [&](int64_t c) { return 4 * (4 * c * dk + c * dv + 2 * c * c + c + dk); };
-  // A chunk whose buffers exceed the budget runs as chunks of the pass's
-  // 16-token tile: the chunk form is exact for any chunk length, and a
-  // smaller one only keeps the gate products smaller.
-  if (smemBytes(C) > kSharedBudget && rule.getTile())
+    return 0;
+  int64_t C = *rule.getChunkSize(), dk = rule.getKeyDim();
+  auto prepBytes = [&](int64_t c) { return 4 * (5 * c * dk + 2 * c * c + c); };
+  if (prepBytes(C) > kSharedBudget && rule.getTile())
     C = *rule.getTile();
-  if (smemBytes(C) > kSharedBudget)
-    return false;
+  return prepBytes(C) <= kSharedBudget ? C : 0;
+}
+
+SmallVector<ScratchNeed> kdaScratchNeeds(Operation *op) {
+  auto rule = dyn_cast<DeltaRuleOp>(op);
+  if (!rule || !kdaChunk(rule))
+    return {};
+  int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim(),
+          C = kdaChunk(rule);
+  // fp32 in every build: the host and the exact f32 build read them as they
+  // are, the bf16 build's tensor-core recurrence rounds them to tf32.
+  Type f32 = Float32Type::get(rule.getContext());
+  return {ScratchNeed{{-1, H * dk}, f32}, ScratchNeed{{-1, H * dk}, f32},
+          ScratchNeed{{-1, H * dk}, f32}, ScratchNeed{{-1, H * dv}, f32},
+          ScratchNeed{{-1, H * C}, f32},  ScratchNeed{{-1, H * dk}, f32}};
+}
+
+/// Chunk `slot` of a varlen batch cut into C-token chunks sequence by
+/// sequence: whether it exists, its sequence, the sequence's first row and
+/// length, and the chunk's first token in the sequence (a scan over seq_lens).
+struct ChunkSlot {
+  Value valid, n, start, len, t0;
+};
+static ChunkSlot findChunk(KernelBuilder &kb, Value lens, Value slot, int64_t C) {
+  Value zero = kb.idx(0), one = kb.idx(1);
+  // Carried: found, n, start, len, t0, chunks before n, tokens before n.
+  SmallVector<Value> r = kb.loop(
+      zero, kb.dim(lens, 0), ValueRange{zero, zero, zero, zero, zero, zero, zero},
+      [&](Value n, ValueRange a) {
+        Value len = kb.seqLen(lens, n), chunks = kb.ceilDiv(len, C);
+        Value hit = kb.andi(kb.ieq(a[0], zero), kb.ult(slot, kb.add(a[5], chunks)));
+        return SmallVector<Value>{kb.select(hit, one, a[0]), kb.select(hit, n, a[1]),
+                                  kb.select(hit, a[6], a[2]), kb.select(hit, len, a[3]),
+                                  kb.select(hit, kb.mul(kb.sub(slot, a[5]), C), a[4]),
+                                  kb.add(a[5], chunks), kb.add(a[6], len)};
+      });
+  return {kb.ieq(r[0], one), r[1], r[2], r[3], r[4]};
+}
+
+/// Launch 1 of the chunked form: a block per (chunk, head).
+static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t C,
+                    ArrayRef<Value> sc) {
+  int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
+  bool pairwise = rule.getPath() && *rule.getPath() == ChunkPath::pairwise;
   Value q = st.get(rule.getQ()), k = st.get(rule.getK()), v = st.get(rule.getV()),
-        g = st.get(rule.getG()), beta = st.get(rule.getBeta()), S = st.get(rule.getState()),
-        lens = st.get(rule.getSeqLens()), o = st.get(rule.getResult());
+        g = st.get(rule.getG()), beta = st.get(rule.getBeta()), lens = st.get(rule.getSeqLens());
   Type f32 = kb.b.getF32Type();
-  kb.blocks({kb.dim(lens, 0), kb.idx(H)}, kKdaThreads, [&](ValueRange bid, ThreadBlock &tb) {
-    Value n = bid[0], h = bid[1];
+  Value slots = kb.add(kb.ceilDiv(kb.dim(q, 0), C), kb.dim(lens, 0));
+  kb.blocks({slots, kb.idx(H)}, kKdaPrepThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value h = bid[1];
+    // Shared: G, Kd, Qd, Ke (k e^-G; raw k on the pairwise path), Qr (raw q,
+    // pairwise), L, M, beta.
     Value G = kb.shared(tb, {C, dk}, f32), Kd = kb.shared(tb, {C, dk}, f32),
-          Qd = kb.shared(tb, {C, dk}, f32), Kr = kb.shared(tb, {C, dk}, f32),
-          U = kb.shared(tb, {C, dv}, f32), L = kb.shared(tb, {C, C}, f32),
-          M = kb.shared(tb, {C, C}, f32), B = kb.shared(tb, {C}, f32),
-          Gl = kb.shared(tb, {dk}, f32);
-    Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n);
-    Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv);
-    kb.loopStep(kb.idx(0), len, kb.idx(C), [&](Value t0) {
-      Value nc = kb.minu(kb.idx(C), kb.sub(len, t0));
-      Value row0 = kb.add(start, t0);
-      auto rowOf = [&](Value r) { return kb.add(row0, r); };
-      // A. Cumulative gate and the decayed q/k.
+          Qd = kb.shared(tb, {C, dk}, f32), Ke = kb.shared(tb, {C, dk}, f32),
+          Qr = kb.shared(tb, {C, dk}, f32), L = kb.shared(tb, {C, C}, f32),
+          M = kb.shared(tb, {C, C}, f32), B = kb.shared(tb, {C}, f32);
+    ChunkSlot cs = findChunk(kb, lens, bid[0], C);
+    kb.ifThen(cs.valid, [&] {
+      Value row0 = kb.add(cs.start, cs.t0), nc = kb.minu(kb.idx(C), kb.sub(cs.len, cs.t0));
+      Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv), mbase = kb.mul(h, C);
+      // A. Threads over key channels: the cumulative gate and decayed q/k.
       kb.strided(tb, kb.idx(0), kb.idx(dk), [&](Value c) {
         Value col = kb.add(kbase, c);
         Value last = kb.loop(kb.idx(0), nc, ValueRange{kb.f32(0.0)}, [&](Value r, ValueRange a) {
-          Value acc = kb.fadd(a[0], kb.loadF32(g, {rowOf(r), col}));
+          Value acc = kb.fadd(a[0], kb.loadF32(g, {kb.add(row0, r), col}));
           kb.store(acc, G, {r, c});
           return SmallVector<Value>{acc};
         })[0];
-        kb.store(kb.exp(last), Gl, {c});
+        kb.storeF32(kb.exp(last), sc[kGLast], {row0, col});
         kb.loop(kb.idx(0), nc, [&](Value r) {
+          Value row = kb.add(row0, r);
           Value gr = kb.load(G, {r, c}), e = kb.exp(gr);
-          Value kv = kb.loadF32(k, {rowOf(r), col});
+          Value kv = kb.loadF32(k, {row, col}), qv = kb.loadF32(q, {row, col});
+          Value qd = kb.fmul(qv, e);
           kb.store(kb.fmul(kv, e), Kd, {r, c});
-          kb.store(kb.fmul(kb.loadF32(q, {rowOf(r), col}), e), Qd, {r, c});
-          kb.store(kb.fmul(kv, kb.exp(kb.fsub(last, gr))), Kr, {r, c});
+          kb.store(qd, Qd, {r, c});
+          kb.store(pairwise ? kv : kb.fmul(kv, kb.exp(kb.fneg(gr))), Ke, {r, c});
+          if (pairwise)
+            kb.store(qv, Qr, {r, c});
+          kb.storeF32(qd, sc[kQd], {row, col});
+          kb.storeF32(kb.fmul(kv, kb.exp(kb.fsub(last, gr))), sc[kKr], {row, col});
+        });
+        kb.loop(nc, kb.idx(C), [&](Value r) {
+          for (Value buf : {G, Kd, Qd, Ke, Qr})
+            kb.store(kb.f32(0.0), buf, {r, c});
         });
       });
-      kb.strided(tb, kb.idx(0), nc, [&](Value r) {
-        kb.store(kb.sigmoid(kb.loadF32(beta, {rowOf(r), h})), B, {r});
+      kb.strided(tb, kb.idx(0), kb.idx(C), [&](Value r) {
+        Value b = kb.ifElse(
+            kb.ult(r, nc), [&] { return kb.sigmoid(kb.loadF32(beta, {kb.add(row0, r), h})); },
+            [&] { return kb.f32(0.0); });
+        kb.store(b, B, {r});
       });
       kb.barrier(tb);
-      // B. L and M over (i, j) pairs of the chunk.
+      // B. L and M over (i, j) pairs; M's rows go to scratch.
       kb.strided(tb, kb.idx(0), kb.idx(C * C), [&](Value p) {
         Value i = kb.div(p, C), j = kb.rem(p, C);
-        kb.ifThen(kb.andi(kb.ult(i, nc), kb.ule(j, i)), [&] {
-          auto pair = kb.loop(kb.idx(0), kb.idx(dk), ValueRange{kb.f32(0.0), kb.f32(0.0)},
-                              [&](Value c, ValueRange a) {
-                                Value col = kb.add(kbase, c);
-                                Value kj = kb.loadF32(k, {rowOf(j), col});
-                                Value gj = kb.load(G, {j, c});
-                                Value ki, qi;
-                                if (pairwise) {
-                                  Value d = kb.exp(kb.fsub(kb.load(G, {i, c}), gj));
-                                  ki = kb.fmul(kb.loadF32(k, {rowOf(i), col}), d);
-                                  qi = kb.fmul(kb.loadF32(q, {rowOf(i), col}), d);
-                                } else {
-                                  kj = kb.fmul(kj, kb.exp(kb.fneg(gj)));
-                                  ki = kb.load(Kd, {i, c});
-                                  qi = kb.load(Qd, {i, c});
-                                }
-                                return SmallVector<Value>{kb.fadd(a[0], kb.fmul(ki, kj)),
-                                                          kb.fadd(a[1], kb.fmul(qi, kj))};
-                              });
-          kb.store(kb.select(kb.ult(j, i), kb.fmul(kb.load(B, {i}), pair[0]), kb.f32(0.0)), L,
-                   {i, j});
-          kb.store(pair[1], M, {i, j});
-        });
+        auto pair = kb.loop(kb.idx(0), kb.idx(dk), ValueRange{kb.f32(0.0), kb.f32(0.0)},
+                            [&](Value c, ValueRange a) {
+                              Value kj = kb.load(Ke, {j, c}), ki, qi;
+                              if (pairwise) {
+                                Value d = kb.exp(kb.fsub(kb.load(G, {i, c}), kb.load(G, {j, c})));
+                                kj = kb.fmul(kj, d);
+                                ki = kb.load(Ke, {i, c});
+                                qi = kb.load(Qr, {i, c});
+                              } else {
+                                ki = kb.load(Kd, {i, c});
+                                qi = kb.load(Qd, {i, c});
+                              }
+                              return SmallVector<Value>{kb.fadd(a[0], kb.fmul(ki, kj)),
+                                                        kb.fadd(a[1], kb.fmul(qi, kj))};
+                            });
+        Value lij = kb.select(kb.ult(j, i), kb.fmul(kb.load(B, {i}), pair[0]), kb.f32(0.0));
+        Value mij = kb.select(kb.ule(j, i), pair[1], kb.f32(0.0));
+        kb.store(lij, L, {i, j});
+        kb.store(mij, M, {i, j});
+        kb.ifThen(kb.ult(i, nc),
+                  [&] { kb.storeF32(mij, sc[kMRow], {kb.add(row0, i), kb.add(mbase, j)}); });
       });
       kb.barrier(tb);
-      // C. A warp per value row j of the state.
-      kb.loopStep(tb.warp, kb.idx(dv), kb.idx(tb.warps), [&](Value j) {
-        // A[r, :] . S[j, :] over the warp's lanes.
-        auto laneDot = [&](Value A, Value r) {
-          return kb.warpDot(
-              tb, dk, 1, [&](Value c) { return SmallVector<Value>{kb.load(A, {r, c})}; },
-              [&](Value c) { return SmallVector<Value>{kb.load(S, {n, h, j, c})}; });
-        };
-        Value vcol = kb.add(vbase, j);
-        // W and the forward substitution; every lane writes (and later reads
-        // only) its own identical copy of U[:, j].
-        kb.loop(kb.idx(0), nc, [&](Value r) {
-          Value w = kb.fmul(kb.load(B, {r}),
-                            kb.fsub(kb.loadF32(v, {rowOf(r), vcol}), laneDot(Kd, r)));
-          Value u = kb.loop(kb.idx(0), r, ValueRange{w}, [&](Value s2, ValueRange a) {
-            return SmallVector<Value>{
-                kb.fsub(a[0], kb.fmul(kb.load(L, {r, s2}), kb.load(U, {s2, j})))};
-          })[0];
-          kb.store(u, U, {r, j});
+      // C. Threads over the dk columns of W^ and the dv columns of U^: the
+      // forward substitution u_r = beta_r x_r - sum_{s<r} L[r][s] u_s.
+      kb.strided(tb, kb.idx(0), kb.idx(dk + dv), [&](Value col) {
+        Value isK = kb.ult(col, kb.idx(dk));
+        SmallVector<Value> u;
+        for (int64_t r = 0; r < C; ++r) {
+          Value ri = kb.idx(r);
+          Value x = kb.ifElse(
+              isK, [&] { return kb.load(Kd, {ri, col}); },
+              [&] {
+                return kb.ifElse(
+                    kb.ult(ri, nc),
+                    [&] {
+                      return kb.loadF32(v, {kb.add(row0, ri), kb.add(vbase, kb.sub(col, kb.idx(dk)))});
+                    },
+                    [&] { return kb.f32(0.0); });
+              });
+          Value acc = kb.fmul(kb.load(B, {ri}), x);
+          for (int64_t s2 = 0; s2 < r; ++s2)
+            acc = kb.fsub(acc, kb.fmul(kb.load(L, {ri, kb.idx(s2)}), u[s2]));
+          u.push_back(acc);
+          kb.ifThen(kb.ult(ri, nc), [&] {
+            Value row = kb.add(row0, ri);
+            kb.ifThenElse(
+                isK, [&] { kb.storeF32(acc, sc[kWHat], {row, kb.add(kbase, col)}); },
+                [&] {
+                  kb.storeF32(acc, sc[kUHat], {row, kb.add(vbase, kb.sub(col, kb.idx(dk)))});
+                });
+          });
+        }
+      });
+    });
+  }, 0, "kda_prep");
+}
+
+/// Launch 2, fp32 FMA (host, the exact f32 build): a block per (sequence,
+/// head), threads over value rows j of the state, chunk inputs staged in
+/// shared memory.
+static void kdaRecurrenceFma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t C,
+                             ArrayRef<Value> sc) {
+  int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
+  Value S = st.get(rule.getState()), lens = st.get(rule.getSeqLens()),
+        o = st.get(rule.getResult());
+  Type f32 = kb.b.getF32Type();
+  kb.blocks({kb.dim(lens, 0), kb.idx(H)}, kKdaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value n = bid[0], h = bid[1];
+    Value Ws = kb.shared(tb, {C, dk}, f32), Qs = kb.shared(tb, {C, dk}, f32),
+          Ks = kb.shared(tb, {C, dk}, f32), Us = kb.shared(tb, {C, dv}, f32),
+          Ms = kb.shared(tb, {C, C}, f32), Gs = kb.shared(tb, {dk}, f32);
+    Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n);
+    Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv), mbase = kb.mul(h, C);
+    kb.loop(kb.idx(0), kb.ceilDiv(len, C), [&](Value ci) {
+      Value t0 = kb.mul(ci, C), row0 = kb.add(start, t0);
+      Value nc = kb.minu(kb.idx(C), kb.sub(len, t0));
+      // Stage the chunk (rows past its end as zeros).
+      auto stage = [&](Value src, Value dst, int64_t cols, Value base) {
+        kb.strided(tb, kb.idx(0), kb.idx(C * cols), [&](Value i) {
+          Value r = kb.div(i, cols), c = kb.rem(i, cols);
+          Value val = kb.ifElse(
+              kb.ult(r, nc), [&] { return kb.loadF32(src, {kb.add(row0, r), kb.add(base, c)}); },
+              [&] { return kb.f32(0.0); });
+          kb.store(val, dst, {r, c});
         });
-        kb.loop(kb.idx(0), nc, [&](Value r) {
-          Value acc = kb.loop(kb.idx(0), kb.add(r, 1), ValueRange{laneDot(Qd, r)},
-                              [&](Value s2, ValueRange a) {
-                                return SmallVector<Value>{kb.fadd(
-                                    a[0], kb.fmul(kb.load(M, {r, s2}), kb.load(U, {s2, j})))};
-                              })[0];
-          kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] { kb.storeF32(acc, o, {rowOf(r), vcol}); });
+      };
+      stage(sc[kWHat], Ws, dk, kbase);
+      stage(sc[kQd], Qs, dk, kbase);
+      stage(sc[kKr], Ks, dk, kbase);
+      stage(sc[kUHat], Us, dv, vbase);
+      stage(sc[kMRow], Ms, C, mbase);
+      kb.strided(tb, kb.idx(0), kb.idx(dk), [&](Value c) {
+        kb.store(kb.loadF32(sc[kGLast], {row0, kb.add(kbase, c)}), Gs, {c});
+      });
+      kb.barrier(tb);
+      kb.strided(tb, kb.idx(0), kb.idx(dv), [&](Value j) {
+        // x_r = W^_r . S[j], p_r = Qd_r . S[j] with the entering state.
+        SmallVector<Value> zeros(2 * C, kb.f32(0.0));
+        SmallVector<Value> xp = kb.loop(kb.idx(0), kb.idx(dk), zeros, [&](Value c, ValueRange a) {
+          Value s = kb.load(S, {n, h, j, c});
+          SmallVector<Value> out(a);
+          for (int64_t r = 0; r < C; ++r) {
+            out[r] = kb.fadd(out[r], kb.fmul(kb.load(Ws, {kb.idx(r), c}), s));
+            out[C + r] = kb.fadd(out[C + r], kb.fmul(kb.load(Qs, {kb.idx(r), c}), s));
+          }
+          return out;
         });
-        kb.loopStep(tb.lane, kb.idx(dk), kb.idx(tb.lanes), [&](Value c) {
-          Value acc = kb.fmul(kb.load(Gl, {c}), kb.load(S, {n, h, j, c}));
-          acc = kb.loop(kb.idx(0), nc, ValueRange{acc}, [&](Value r, ValueRange a) {
-            return SmallVector<Value>{
-                kb.fadd(a[0], kb.fmul(kb.load(Kr, {r, c}), kb.load(U, {r, j})))};
-          })[0];
-          kb.storeF32(acc, S, {n, h, j, c});
+        SmallVector<Value> u;
+        for (int64_t r = 0; r < C; ++r) {
+          u.push_back(kb.fsub(kb.load(Us, {kb.idx(r), j}), xp[r]));
+          Value out = xp[C + r];
+          for (int64_t s2 = 0; s2 <= r; ++s2)
+            out = kb.fadd(out, kb.fmul(kb.load(Ms, {kb.idx(r), kb.idx(s2)}), u[s2]));
+          kb.ifThen(kb.ult(kb.idx(r), nc),
+                    [&] { kb.storeF32(out, o, {kb.add(row0, kb.idx(r)), kb.add(vbase, j)}); });
+        }
+        kb.loop(kb.idx(0), kb.idx(dk), [&](Value c) {
+          Value acc = kb.fmul(kb.load(Gs, {c}), kb.load(S, {n, h, j, c}));
+          for (int64_t r = 0; r < C; ++r)
+            acc = kb.fadd(acc, kb.fmul(kb.load(Ks, {kb.idx(r), c}), u[r]));
+          kb.store(acc, S, {n, h, j, c});
         });
       });
-      kb.barrier(tb); // the next chunk overwrites the shared buffers
+      kb.barrier(tb); // the next chunk overwrites the staged inputs
     });
-  });
-  return true;
+  }, 0, "kda_chunk_fma");
+}
+
+/// Launch 2 on tensor cores (the bf16 build on the GPU, C = 16): a block per
+/// (sequence, head, BV value rows), a warp per 16 value rows j, tf32
+/// mma.sync m16n8k8 with fp32 accumulation (operands rounded to tf32, 10
+/// mantissa bits, from the fp32 scratch). The warp's state rows S[j, :] stay
+/// in m16n8 accumulators (tile t: columns 8t..8t+7, element e at row
+/// g + 8(e/2), column 8t + 2q + e%2; g = lane / 4, q = lane % 4) for the
+/// whole sequence. They are also the B fragments of W^ S^T and Qd S^T: the
+/// k slots q and q + 4 of a k8 step are taken as columns 2q and 2q + 1 for
+/// both operands (a dot product does not care in which order its terms
+/// come), so no register leaves its thread; U^T Kr adds into them directly.
+/// The chunk's W^, Qd, Kr, U^, M and e^G_l are double-buffered in shared
+/// memory by cp.async (rows past the chunk's end zero-filled); U goes through
+/// a per-warp transposed tile for M U and U^T Kr.
+static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
+                             ArrayRef<Value> sc) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  constexpr int64_t C = 16;
+  const int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
+  const int64_t BV = dv % 32 == 0 ? 32 : 16, warps = BV / 16, threads = 32 * warps;
+  // Pitches (fp32 elements) that keep each warp's fragment loads free of
+  // bank conflicts.
+  const int64_t pk = dk + 8, pv = BV + 8, pc = C + 4;
+  Value S = st.get(rule.getState()), lens = st.get(rule.getSeqLens()),
+        o = st.get(rule.getResult());
+  Type f32 = b.getF32Type();
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  kb.blocks({kb.dim(lens, 0), kb.idx(H), kb.idx(dv / BV)}, threads, [&](ValueRange bid,
+                                                                       ThreadBlock &tb) {
+    Value n = bid[0], h = bid[1], jb = kb.mul(bid[2], BV);
+    Value Wsm = kb.shared(tb, {2, C, pk}, f32), Qsm = kb.shared(tb, {2, C, pk}, f32),
+          Ksm = kb.shared(tb, {2, C, pk}, f32), Usm = kb.shared(tb, {2, C, pv}, f32),
+          Msm = kb.shared(tb, {2, C, pc}, f32), Gsm = kb.shared(tb, {2, dk}, f32),
+          UT = kb.shared(tb, {warps, 16, pc}, f32);
+    Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n);
+    Value nChunks = kb.ceilDiv(len, C);
+    Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv), mbase = kb.mul(h, C);
+    Value lane = tb.lane, g = kb.div(lane, 4), q = kb.rem(lane, 4), q2 = kb.mul(q, 2);
+    Value wj = kb.mul(tb.warp, 16), jw = kb.add(jb, wj);
+
+    // One chunk's inputs into ring slot `slot`: [C, cols] row tiles in
+    // 16-byte copies spread over the threads, rows past the chunk zeroed.
+    auto issue = [&](Value ci, Value slot) {
+      Value row0 = kb.add(start, kb.mul(ci, C));
+      Value limit = kb.add(row0, kb.minu(kb.idx(C), kb.sub(len, kb.mul(ci, C))));
+      SmallVector<Value> tokens;
+      auto rows = [&](Value src, Value base, int64_t cols, Value dst, int64_t nRows) {
+        const int64_t per = cols / 4, total = nRows * per;
+        for (int64_t i = 0; i < (total + threads - 1) / threads; ++i) {
+          Value lin = kb.add(tb.tid, kb.idx(i * threads));
+          auto copy = [&]() {
+            Value r = kb.div(lin, per), ch = kb.mul(kb.rem(lin, per), 4);
+            Value row = kb.add(row0, r), ok = kb.ult(row, limit);
+            return nvgpu::DeviceAsyncCopyOp::create(
+                b, loc, tokenType, dst, ValueRange{slot, r, ch}, src,
+                ValueRange{kb.select(ok, row, kb.idx(0)), kb.add(base, ch)}, b.getIndexAttr(4),
+                kb.select(ok, kb.idx(4), kb.idx(0)), b.getUnitAttr());
+          };
+          if (total % threads == 0)
+            tokens.push_back(copy());
+          else
+            kb.ifThen(kb.ult(lin, kb.idx(total)), [&] { copy(); });
+        }
+      };
+      rows(sc[kWHat], kbase, dk, Wsm, C);
+      rows(sc[kQd], kbase, dk, Qsm, C);
+      rows(sc[kKr], kbase, dk, Ksm, C);
+      rows(sc[kUHat], kb.add(vbase, jb), BV, Usm, C);
+      rows(sc[kMRow], mbase, C, Msm, C);
+      for (int64_t i = 0; i < (dk / 4 + threads - 1) / threads; ++i) {
+        Value lin = kb.add(tb.tid, kb.idx(i * threads));
+        kb.ifThen(kb.ult(lin, kb.idx(dk / 4)), [&] {
+          Value c = kb.mul(lin, 4);
+          nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, Gsm, ValueRange{slot, c},
+                                           sc[kGLast], ValueRange{row0, kb.add(kbase, c)},
+                                           b.getIndexAttr(4), Value(), b.getUnitAttr());
+        });
+      }
+      nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+    };
+    auto tf32 = [&](Value v) {
+      return NVVM::ConvertFloatToTF32Op::create(b, loc, b.getI32Type(), v,
+                                                NVVM::FPRoundingMode::RNA,
+                                                NVVM::SaturationMode::NONE, false)
+          .getResult();
+    };
+
+    const int64_t tiles = dk / 8;
+    SmallVector<Value> init;
+    for (int64_t t = 0; t < tiles; ++t)
+      for (int64_t hh = 0; hh < 2; ++hh)
+        for (Value v : kb.loadVec(S, {n, h, kb.add(jw, kb.add(g, 8 * hh)), kb.add(q2, 8 * t)}, 2))
+          init.push_back(v);
+    kb.ifThen(kb.ult(kb.idx(0), nChunks), [&] { issue(kb.idx(0), kb.idx(0)); });
+    SmallVector<Value> acc = kb.loop(kb.idx(0), nChunks, init, [&](Value ci, ValueRange in) {
+      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+      kb.barrier(tb);
+      Value next = kb.add(ci, 1);
+      kb.ifThen(kb.ult(next, nChunks), [&] { issue(next, kb.rem(next, 2)); });
+      Value slot = kb.rem(ci, 2);
+      Value row0 = kb.add(start, kb.mul(ci, C));
+      Value limit = kb.add(row0, kb.minu(kb.idx(C), kb.sub(len, kb.mul(ci, C))));
+      SmallVector<Value> s(in);
+      // X = W^ S^T and O = Qd S^T: rows the chunk's tokens, columns the
+      // warp's 16 value rows (two n8 tiles); k step t = state tile t.
+      SmallVector<Value> X(8, kb.f32(0.0)), O(8, kb.f32(0.0));
+      SmallVector<Value> sT(s.size());
+      for (size_t i = 0; i < s.size(); ++i)
+        sT[i] = tf32(s[i]);
+      for (int64_t t = 0; t < tiles; ++t) {
+        auto aPermuted = [&](Value buf) {
+          SmallVector<Value> lo = kb.loadVec(buf, {slot, g, kb.add(q2, 8 * t)}, 2);
+          SmallVector<Value> hi = kb.loadVec(buf, {slot, kb.add(g, 8), kb.add(q2, 8 * t)}, 2);
+          return SmallVector<Value>{tf32(lo[0]), tf32(hi[0]), tf32(lo[1]), tf32(hi[1])};
+        };
+        SmallVector<Value> aW = aPermuted(Wsm), aQ = aPermuted(Qsm);
+        for (int64_t u = 0; u < 2; ++u) {
+          SmallVector<Value> bS{sT[4 * t + 2 * u], sT[4 * t + 2 * u + 1]};
+          mmaTf32(kb, aW, bS, MutableArrayRef<Value>(X).slice(4 * u, 4));
+          mmaTf32(kb, aQ, bS, MutableArrayRef<Value>(O).slice(4 * u, 4));
+        }
+      }
+      // U = U^ - X into the warp's transposed tile UT[j][r].
+      for (int64_t u = 0; u < 2; ++u)
+        for (int64_t hh = 0; hh < 2; ++hh) {
+          Value r = kb.add(g, 8 * hh), jl = kb.add(q2, 8 * u);
+          SmallVector<Value> uh = kb.loadVec(Usm, {slot, r, kb.add(wj, jl)}, 2);
+          for (int64_t e = 0; e < 2; ++e)
+            kb.store(kb.fsub(uh[e], X[4 * u + 2 * hh + e]), UT,
+                     {tb.warp, kb.add(jl, e), r});
+        }
+      NVVM::SyncWarpOp::create(b, loc, kb.i32Const(-1));
+      // Natural-order fragments of a [16][16] tile at rows (g, g + 8),
+      // columns 8kk + (q, q + 4).
+      auto aNatural = [&](Value buf, ValueRange lead, int64_t kk) {
+        SmallVector<Value> out;
+        for (int64_t half = 0; half < 2; ++half)
+          for (int64_t hh = 0; hh < 2; ++hh) {
+            SmallVector<Value> at(lead);
+            at.push_back(kb.add(g, 8 * hh));
+            at.push_back(kb.add(q, 8 * kk + 4 * half));
+            out.push_back(tf32(kb.load(buf, at)));
+          }
+        return out;
+      };
+      // O += M U; B[k = s][n = j] = UT[j][s].
+      for (int64_t kk = 0; kk < 2; ++kk) {
+        SmallVector<Value> aM = aNatural(Msm, {slot}, kk);
+        for (int64_t u = 0; u < 2; ++u) {
+          Value j = kb.add(g, 8 * u);
+          SmallVector<Value> bU{tf32(kb.load(UT, {tb.warp, j, kb.add(q, 8 * kk)})),
+                                tf32(kb.load(UT, {tb.warp, j, kb.add(q, 8 * kk + 4)}))};
+          mmaTf32(kb, aM, bU, MutableArrayRef<Value>(O).slice(4 * u, 4));
+        }
+      }
+      for (int64_t u = 0; u < 2; ++u)
+        for (int64_t hh = 0; hh < 2; ++hh)
+          storeAccPair(kb, o, kb.add(row0, kb.add(g, 8 * hh)),
+                       kb.add(kb.add(vbase, jw), kb.add(q2, 8 * u)), O[4 * u + 2 * hh],
+                       O[4 * u + 2 * hh + 1], limit, H * dv);
+      // S <- diag(e^G_l) S + U^T Kr; A[m = j][k = r] = UT[j][r],
+      // B[k = r][n = c] = Kr[r][c].
+      SmallVector<Value> aU0 = aNatural(UT, {tb.warp}, 0), aU1 = aNatural(UT, {tb.warp}, 1);
+      for (int64_t t = 0; t < tiles; ++t) {
+        SmallVector<Value> gl = kb.loadVec(Gsm, {slot, kb.add(q2, 8 * t)}, 2);
+        for (int64_t e = 0; e < 4; ++e)
+          s[4 * t + e] = kb.fmul(s[4 * t + e], gl[e % 2]);
+        Value c = kb.add(g, 8 * t);
+        for (int64_t kk = 0; kk < 2; ++kk) {
+          SmallVector<Value> bK{tf32(kb.load(Ksm, {slot, kb.add(q, 8 * kk), c})),
+                                tf32(kb.load(Ksm, {slot, kb.add(q, 8 * kk + 4), c}))};
+          mmaTf32(kb, kk ? aU1 : aU0, bK, MutableArrayRef<Value>(s).slice(4 * t, 4));
+        }
+      }
+      return s;
+    });
+    for (int64_t t = 0; t < tiles; ++t)
+      for (int64_t hh = 0; hh < 2; ++hh)
+        kb.storeVec({acc[4 * t + 2 * hh], acc[4 * t + 2 * hh + 1]}, S,
+                    {n, h, kb.add(jw, kb.add(g, 8 * hh)), kb.add(q2, 8 * t)});
+  }, 0, "kda_chunk_tf32_bv" + std::to_string(BV));
+}
+
+/// The token recurrence (decode, and the rule without a chunk size): a warp
+/// per state row S[j, :] (lanes over key channels, 16-byte accesses), rows
+/// kept in registers over the sequence's tokens:
+///   S[j,:] *= e^g_t;  u = beta_t (v_t[j] - S[j,:] . k_t);  S[j,:] += u k_t;
+///   o_t[j] = S[j,:] . q_t.
+static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
+  Value q = st.get(rule.getQ()), k = st.get(rule.getK()), v = st.get(rule.getV()),
+        g = st.get(rule.getG()), beta = st.get(rule.getBeta()), S = st.get(rule.getState()),
+        lens = st.get(rule.getSeqLens()), o = st.get(rule.getResult());
+  int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
+  const int64_t lanes = kb.gpu() ? 32 : 1, warps = kb.gpu() ? kKdaThreads / 32 : 1;
+  const int64_t R = kb.gpu() ? 2 : 1, rowsPerBlock = R * warps;
+  int64_t vw = 1;
+  if (kb.gpu())
+    for (int64_t w : {4, 2})
+      if (dk % (lanes * w) == 0 && w <= kb.vecWidth(S, dk) &&
+          w <= std::min({kb.vecWidth(q, H * dk), kb.vecWidth(k, H * dk), kb.vecWidth(g, H * dk)})) {
+        vw = w;
+        break;
+      }
+  const int64_t per = (dk + lanes * vw - 1) / (lanes * vw); // vectors a lane holds
+  kb.blocks({kb.dim(lens, 0), kb.idx(H), kb.idx((dv + rowsPerBlock - 1) / rowsPerBlock)},
+            kKdaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value n = bid[0], h = bid[1];
+    Value j0 = kb.add(kb.mul(bid[2], rowsPerBlock), kb.mul(tb.warp, R));
+    Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n);
+    Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv);
+    // Lane vector p covers columns c_p .. c_p + vw (valid when c_p < dk).
+    SmallVector<Value> cols, colOk;
+    for (int64_t p = 0; p < per; ++p) {
+      Value c = kb.mul(kb.add(tb.lane, kb.idx(p * lanes)), vw);
+      colOk.push_back(kb.ult(c, kb.idx(dk)));
+      cols.push_back(kb.minu(c, kb.idx(dk - vw)));
+    }
+    SmallVector<Value> rows, rowOk;
+    for (int64_t rr = 0; rr < R; ++rr) {
+      Value j = kb.add(j0, kb.idx(rr));
+      rowOk.push_back(kb.ult(j, kb.idx(dv)));
+      rows.push_back(kb.minu(j, kb.idx(dv - 1)));
+    }
+    SmallVector<Value> init;
+    for (int64_t rr = 0; rr < R; ++rr)
+      for (int64_t p = 0; p < per; ++p)
+        for (Value x : kb.loadVec(S, {n, h, rows[rr], cols[p]}, vw))
+          init.push_back(x);
+    SmallVector<Value> fin = kb.loop(kb.idx(0), len, init, [&](Value t, ValueRange in) {
+      Value row = kb.add(start, t);
+      SmallVector<Value> s(in), gv, kv, qv;
+      for (int64_t p = 0; p < per; ++p) {
+        // Columns past dk (clamped duplicates) count as zero.
+        auto masked = [&](SmallVector<Value> xs) {
+          for (Value &x : xs)
+            x = kb.select(colOk[p], x, kb.f32(0.0));
+          return xs;
+        };
+        for (Value x : kb.loadVec(g, {row, kb.add(kbase, cols[p])}, vw))
+          gv.push_back(kb.exp(x));
+        for (Value x : masked(kb.loadVec(k, {row, kb.add(kbase, cols[p])}, vw)))
+          kv.push_back(x);
+        for (Value x : masked(kb.loadVec(q, {row, kb.add(kbase, cols[p])}, vw)))
+          qv.push_back(x);
+      }
+      Value b = kb.sigmoid(kb.loadF32(beta, {row, h}));
+      const int64_t m = per * vw;
+      for (int64_t rr = 0; rr < R; ++rr) {
+        Value pred = kb.f32(0.0);
+        for (int64_t i = 0; i < m; ++i) {
+          s[rr * m + i] = kb.fmul(s[rr * m + i], gv[i]);
+          pred = kb.fadd(pred, kb.fmul(s[rr * m + i], kv[i]));
+        }
+        pred = kb.warpSum(tb, pred);
+        Value u = kb.fmul(b, kb.fsub(kb.loadF32(v, {row, kb.add(vbase, rows[rr])}), pred));
+        Value out = kb.f32(0.0);
+        for (int64_t i = 0; i < m; ++i) {
+          s[rr * m + i] = kb.fadd(s[rr * m + i], kb.fmul(u, kv[i]));
+          out = kb.fadd(out, kb.fmul(s[rr * m + i], qv[i]));
+        }
+        out = kb.warpSum(tb, out);
+        kb.ifThen(kb.andi(kb.ieq(tb.lane, kb.idx(0)), rowOk[rr]),
+                  [&] { kb.storeF32(out, o, {row, kb.add(vbase, rows[rr])}); });
+      }
+      return s;
+    });
+    for (int64_t rr = 0; rr < R; ++rr)
+      for (int64_t p = 0; p < per; ++p)
+        kb.ifThen(kb.andi(rowOk[rr], colOk[p]), [&] {
+          kb.storeVec(ArrayRef<Value>(fin).slice((rr * per + p) * vw, vw), S,
+                      {n, h, rows[rr], cols[p]});
+        });
+  }, 0, "kda_tokens");
+}
+
+/// The delta rule: the token recurrence for decode-sized batches (at most
+/// two tokens a sequence) and rules without a chunk size, else the chunked
+/// form (a host-side branch on the token count).
+static void lowerDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
+  int64_t C = kdaChunk(rule);
+  if (!C) {
+    kdaTokens(rule, kb, st);
+    return;
+  }
+  ArrayRef<Value> sc = st.scratch[rule.getOperation()];
+  assert(sc.size() == kKdaScratchCount && "kdaScratchNeeds' buffers");
+  Value T = kb.dim(st.get(rule.getQ()), 0), N = kb.dim(st.get(rule.getSeqLens()), 0);
+  // Tensor cores serve the bf16 build; the f32 build keeps the exact path.
+  bool mma = kb.gpu() && kb.info().mmaSync && C == 16 &&
+             cast<ShapedType>(rule.getV().getType()).getElementType().isBF16() &&
+             rule.getKeyDim() % 8 == 0 && rule.getValueDim() % 16 == 0;
+  kb.ifThenElse(
+      kb.ule(T, kb.mul(N, 2)), [&] { kdaTokens(rule, kb, st); },
+      [&] {
+        kdaPrep(rule, kb, st, C, sc);
+        if (mma)
+          kdaRecurrenceMma(rule, kb, st, sc);
+        else
+          kdaRecurrenceFma(rule, kb, st, C, sc);
+      });
 }
 
 std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto conv = dyn_cast<ShortConvOp>(op)) {
-    // One iteration per (sequence, channel): the causal window over the
-    // sequence's tokens (the state supplies the W-1 inputs before it), then
-    // the new window. Reads of the old window precede the writes that
-    // replace it, so the state is updated in place.
+    // Launch 1: a block per (kConvTokens-token tile of a sequence, channel
+    // block), a thread per channel sliding the causal window over the
+    // tile's tokens in registers (the W-1 inputs before the tile from the
+    // input, or from the state before the sequence's first token).
     Value x = st.get(conv.getInput()), w = st.get(conv.getWeight()),
           state = st.get(conv.getConvState()), lens = st.get(conv.getSeqLens()),
           y = st.get(conv.getResult());
     int64_t W = cast<MemRefType>(w.getType()).getDimSize(2);
+    int64_t channels = cast<MemRefType>(x.getType()).getDimSize(1);
     Value off = kb.idx(conv.getStateOffset()), Wm1 = kb.idx(W - 1);
-    kb.parallel({kb.dim(lens, 0), kb.dim(x, 1)}, [&](ValueRange iv) {
+    const int64_t TB = kConvTokens;
+    Value slots = kb.add(kb.ceilDiv(kb.dim(x, 0), TB), kb.dim(lens, 0));
+    int64_t cBlocks = kb.gpu() ? (channels + kConvThreads - 1) / kConvThreads : 1;
+    kb.blocks({slots, kb.idx(cBlocks)}, kConvThreads, [&](ValueRange bid, ThreadBlock &tb) {
+      ChunkSlot cs = findChunk(kb, lens, bid[0], TB);
+      kb.ifThen(cs.valid, [&] {
+        // The block's channels (all of them on the host's one-thread block).
+        const int64_t span = kb.gpu() ? kConvThreads : channels;
+        Value c0 = kb.mul(bid[1], span);
+        Value cEnd = kb.minu(kb.idx(channels), kb.add(c0, span));
+        kb.strided(tb, c0, cEnd, [&](Value c) {
+          Value sc = kb.add(off, c);
+          // Window slot i holds position t0 - (W-1) + i of the sequence.
+          SmallVector<Value> win;
+          for (int64_t i = 0; i < W - 1; ++i) {
+            Value ps = kb.add(cs.t0, kb.idx(i)); // shifted by W-1
+            win.push_back(kb.ifElse(
+                kb.ult(ps, Wm1), [&] { return kb.loadF32(state, {cs.n, ps, sc}); },
+                [&] { return kb.loadF32(x, {kb.add(cs.start, kb.sub(ps, Wm1)), c}); }));
+          }
+          SmallVector<Value> wt;
+          for (int64_t j = 0; j < W; ++j)
+            wt.push_back(kb.loadF32(w, {c, kb.idx(0), kb.idx(j)}));
+          Value tEnd = kb.minu(cs.len, kb.add(cs.t0, TB));
+          kb.loop(cs.t0, tEnd, win, [&](Value t, ValueRange a) {
+            Value row = kb.add(cs.start, t);
+            Value in = kb.loadF32(x, {row, c});
+            Value u = kb.fmul(wt[W - 1], in);
+            for (int64_t j = 0; j < W - 1; ++j)
+              u = kb.fadd(u, kb.fmul(wt[j], a[j]));
+            kb.storeF32(kb.silu(u), y, {row, c});
+            SmallVector<Value> next(a.begin() + 1, a.end());
+            next.push_back(in);
+            return next;
+          });
+        });
+      });
+    }, 0, "short_conv");
+    // Launch 2, after every read of the old window: the new window per
+    // (sequence, channel). Row r = position len - (W-1) + r, i.e. index
+    // len + r of [old window ++ inputs]; ascending r reads rows
+    // len + r >= r + 1 before they are overwritten.
+    kb.parallel({kb.dim(lens, 0), kb.idx(channels)}, [&](ValueRange iv) {
       Value n = iv[0], c = iv[1], sc = kb.add(off, c);
       Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n);
-      kb.loop(kb.idx(0), len, [&](Value t) {
-        Value u = kb.f32(0.0);
-        for (int64_t j = 0; j < W; ++j) {
-          // Position t - (W-1) + j, shifted by W-1 to stay non-negative:
-          // ps < W-1 reads window row ps, else input row start + ps - (W-1).
-          Value ps = kb.add(t, kb.idx(j));
-          Value inSeq = kb.ult(ps, Wm1);
-          Value in = kb.ifElse(
-              inSeq, [&] { return kb.loadF32(state, {n, ps, sc}); },
-              [&] { return kb.loadF32(x, {kb.add(start, kb.sub(ps, Wm1)), c}); });
-          u = kb.fadd(u, kb.fmul(kb.loadF32(w, {c, kb.idx(0), kb.idx(j)}), in));
-        }
-        kb.storeF32(kb.silu(u), y, {kb.add(start, t), c});
-      });
-      // New window row r = input at position len - (W-1) + r, i.e. combined
-      // index len + r of [old window ++ inputs]. Ascending r reads rows
-      // len + r >= r + 1 before they are overwritten.
       kb.loop(kb.idx(0), Wm1, [&](Value r) {
         Value ci = kb.add(len, r);
         Value fromOld = kb.ult(ci, Wm1);
@@ -234,46 +689,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     return success();
   }
   if (auto rule = dyn_cast<DeltaRuleOp>(op)) {
-    if (lowerChunkedDeltaRule(rule, kb, st))
-      return success();
-    // Token-by-token fallback (no chunk size, or chunk buffers over the
-    // shared-memory budget). Row j of the [d_v, d_k] state of (sequence n,
-    // head h) evolves on its own:
-    //   S[j,:] <- S[j,:] * exp(g_t);  u = beta_t (v_t[j] - S[j,:] . k_t)
-    //   S[j,:] <- S[j,:] + u k_t;     o_t[j] = S[j,:] . q_t
-    // so every (n, h, j) is one parallel iteration looping over the tokens.
-    Value q = st.get(rule.getQ()), k = st.get(rule.getK()), v = st.get(rule.getV()),
-          g = st.get(rule.getG()), beta = st.get(rule.getBeta()), S = st.get(rule.getState()),
-          lens = st.get(rule.getSeqLens()), o = st.get(rule.getResult());
-    int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
-    Value DK = kb.idx(dk);
-    kb.parallel({kb.dim(lens, 0), kb.idx(H), kb.idx(dv)}, [&](ValueRange iv) {
-      Value n = iv[0], h = iv[1], j = iv[2];
-      Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n);
-      Value kbase = kb.mul(h, dk), vcol = kb.add(kb.mul(h, dv), j);
-      kb.loop(kb.idx(0), len, [&](Value t) {
-        Value row = kb.add(start, t);
-        // Decay, then the prediction S[j,:] . k.
-        kb.loop(kb.idx(0), DK, [&](Value i) {
-          Value a = kb.exp(kb.loadF32(g, {row, kb.add(kbase, i)}));
-          kb.storeF32(kb.fmul(kb.loadF32(S, {n, h, j, i}), a), S, {n, h, j, i});
-        });
-        Value pred = kb.sum(kb.idx(0), DK, [&](Value i) {
-          return kb.fmul(kb.loadF32(S, {n, h, j, i}), kb.loadF32(k, {row, kb.add(kbase, i)}));
-        });
-        Value b = kb.sigmoid(kb.loadF32(beta, {row, h}));
-        Value u = kb.fmul(b, kb.fsub(kb.loadF32(v, {row, vcol}), pred));
-        kb.loop(kb.idx(0), DK, [&](Value i) {
-          Value s = kb.fadd(kb.loadF32(S, {n, h, j, i}),
-                            kb.fmul(kb.loadF32(k, {row, kb.add(kbase, i)}), u));
-          kb.storeF32(s, S, {n, h, j, i});
-        });
-        Value out = kb.sum(kb.idx(0), DK, [&](Value i) {
-          return kb.fmul(kb.loadF32(S, {n, h, j, i}), kb.loadF32(q, {row, kb.add(kbase, i)}));
-        });
-        kb.storeF32(out, o, {row, vcol});
-      });
-    });
+    lowerDeltaRule(rule, kb, st);
     return success();
   }
   if (auto norm = dyn_cast<GatedRMSNormOp>(op)) {

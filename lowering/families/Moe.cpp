@@ -17,6 +17,8 @@ namespace k3c::lowering {
 
 SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
   MLIRContext *ctx = op->getContext();
+  if (isa<DeltaRuleOp>(op))
+    return kdaScratchNeeds(op);
   if (auto r = dyn_cast<MoeRouterOp>(op)) {
     int64_t e = cast<RankedTensorType>(r.getWeight().getType()).getDimSize(0);
     return {ScratchNeed{{-1, e}, Float32Type::get(ctx)}};

@@ -357,6 +357,20 @@ static void mmaBf16(KernelBuilder &kb, ValueRange a, ValueRange b, MutableArrayR
     c[i] = LLVM::ExtractValueOp::create(bd, kb.loc, d, ArrayRef<int64_t>{i});
 }
 
+void mmaTf32(KernelBuilder &kb, ValueRange a, ValueRange b, MutableArrayRef<Value> c) {
+  OpBuilder &bd = kb.b;
+  Type f32 = bd.getF32Type();
+  auto result = LLVM::LLVMStructType::getLiteral(bd.getContext(), {f32, f32, f32, f32});
+  Value d = NVVM::MmaOp::create(bd, kb.loc, result, a, b, SmallVector<Value>(c.begin(), c.end()),
+                                ArrayRef<int64_t>{16, 8, 8}, std::nullopt, std::nullopt,
+                                std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::tf32,
+                                                              NVVM::MMATypes::tf32},
+                                std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                                               NVVM::MMALayout::col});
+  for (int64_t i = 0; i < 4; ++i)
+    c[i] = LLVM::ExtractValueOp::create(bd, kb.loc, d, ArrayRef<int64_t>{i});
+}
+
 /// The output tile (first row m0, first column n0) of block `bid` in grouped
 /// raster order: consecutive blocks take kRasterGroup row tiles of one column
 /// tile, then the next column tile, so the W tiles a wave reads stay in L2.
@@ -401,8 +415,8 @@ static SmallVector<Value> copyTileRows(KernelBuilder &kb, ThreadBlock &tb, Value
 /// Stores accumulators v0, v1 (fp32) at y[row, col], y[row, col + 1] when
 /// row < T and col < O (O is even): one 4-byte store of the rounded pair for
 /// a 16-bit y.
-static void storeAccPair(KernelBuilder &kb, Value y, Value row, Value col, Value v0, Value v1,
-                         Value T, int64_t O) {
+void storeAccPair(KernelBuilder &kb, Value y, Value row, Value col, Value v0, Value v1, Value T,
+                  int64_t O) {
   OpBuilder &b = kb.b;
   Type yElt = cast<MemRefType>(y.getType()).getElementType();
   kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, kb.idx(O))), [&] {

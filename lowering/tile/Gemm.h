@@ -130,6 +130,19 @@ void mmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, m
 void wgmmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
                  const WgmmaTile &tile);
 
+// Fragment-level helpers of the mma.sync strategy for families that chain
+// small products in registers (the KDA chunk recurrence).
+
+/// c += a b for one m16n8k8 tf32 tile (4 A words, 2 B words: fp32 values
+/// rounded to tf32, e.g. by nvvm.convert.float.to.tf32; 4 fp32 accumulators
+/// rows g, g, g + 8, g + 8 and columns 2q, 2q + 1, g = lane / 4, q = lane % 4).
+void mmaTf32(KernelBuilder &kb, mlir::ValueRange a, mlir::ValueRange b,
+             llvm::MutableArrayRef<mlir::Value> c);
+/// Stores accumulators v0, v1 at y[row, col], y[row, col + 1] when row < T
+/// and col < O (O even): one 4-byte store of the rounded pair for 16-bit y.
+void storeAccPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,
+                  mlir::Value v0, mlir::Value v1, mlir::Value T, int64_t O);
+
 } // namespace k3c::lowering
 
 #endif // K3C_LOWERING_TILE_GEMM_H

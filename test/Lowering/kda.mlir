@@ -1,19 +1,38 @@
 // --k3-lower-kernels on k3-tiny's chunked delta rule (C = 16 chunks from the
-// tiling pass, 4 heads of 32). sm_90a: one block per (sequence, head), the
-// chunk's buffers in workgroup memory, barriers between the chunk phases and
-// warp-shuffle reductions; no tensor-core path yet. Host: plain loops.
+// tiling pass, 4 heads of 32). sm_90a, bf16 build: a host-side branch on the
+// token count picks the token recurrence (decode: a warp per state row,
+// shuffle reductions) or the chunked form: the prep launch (a block per
+// chunk and head, shared chunk buffers, barriers) and the recurrence on
+// tensor cores (cp.async double buffering, tf32 operands, mma.sync m16n8k8,
+// a warp barrier around the transposed U tile). The f32 build keeps the
+// exact FMA recurrence. Host: plain loops.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 
-// GPU-LABEL: func.func @k3_kda_chunk_{{[0-9a-f]+}}(
+// GPU-LABEL: func.func @k3_kda_chunk_605990ac(
 // GPU-SAME: k3.family = "kda_chunk"
-// GPU: gpu.launch {{.*}} in ({{.*}} = %c256, {{.*}}) workgroup(%{{.*}} : memref<16x32xf32, #gpu.address_space<workgroup>>
-// GPU: gpu.barrier
+// GPU: gpu.launch {{.*}} = %c256, {{.*}} module(@k3_kda_chunk_605990ac_kda_tokens)
 // GPU: gpu.shuffle  xor
-// GPU-NOT: nvgpu.
+// GPU: gpu.launch {{.*}} = %c128{{.*}} module(@k3_kda_chunk_605990ac_kda_prep) {{.*}}workgroup(%{{.*}} : memref<16x32xf32, #gpu.address_space<workgroup>>
+// GPU: gpu.barrier
+// GPU: gpu.launch {{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32) {{.*}}workgroup(
+// GPU: nvgpu.device_async_copy
+// GPU: nvgpu.device_async_create_group
+// GPU: nvvm.cp.async.wait.group 0
+// GPU: nvvm.convert.float.to.tf32
+// GPU: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<tf32>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 8>
+// GPU: nvvm.bar.warp.sync
 // GPU: return
 
-// HOST-LABEL: func.func @k3_kda_chunk_{{[0-9a-f]+}}(
+// GPU-LABEL: func.func @k3_kda_chunk_f32(
+// GPU: module(@k3_kda_chunk_f32_kda_tokens)
+// GPU: module(@k3_kda_chunk_f32_kda_prep)
+// GPU-NOT: nvvm.mma.sync
+// GPU: module(@k3_kda_chunk_f32_kda_chunk_fma)
+// GPU-NOT: nvvm.mma.sync
+// GPU: return
+
+// HOST-LABEL: func.func @k3_kda_chunk_605990ac(
 // HOST-NOT: gpu.
 // HOST: memref.alloca() : memref<16x32xf32>
 // HOST: scf.parallel
@@ -26,4 +45,13 @@ func.func @kda_chunk(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: tensor
       k3.yield %result, %new_state : tensor<?x128xbf16>, tensor<?x4x32x32xf32>
     }
   return %r#0, %r#1 : tensor<?x128xbf16>, tensor<?x4x32x32xf32>
+}
+
+func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: tensor<?x128xf32>, %a3: tensor<?x128xf32>, %a4: tensor<?x4xf32>, %a5: tensor<?x4x32x32xf32>, %a6: tensor<?xi32>) -> (tensor<?x128xf32>, tensor<?x4x32x32xf32>) {
+    %r:2 = k3.kernel "k3_kda_chunk_f32" family "kda_chunk" (%a0, %a1, %a2, %a3, %a4, %a5, %a6) {bytes_per_token = 34828 : i64, flops_per_token = 28672 : i64} : (tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x4xf32>, tensor<?x4x32x32xf32>, tensor<?xi32>) -> (tensor<?x128xf32>, tensor<?x4x32x32xf32>) {
+    ^bb0(%arg401: tensor<?x128xf32>, %arg402: tensor<?x128xf32>, %arg403: tensor<?x128xf32>, %arg404: tensor<?x128xf32>, %arg405: tensor<?x4xf32>, %arg406: tensor<?x4x32x32xf32>, %arg407: tensor<?xi32>):
+      %result, %new_state = k3.delta_rule %arg401, %arg402, %arg403, %arg404, %arg405, %arg406, %arg407 {chunk_size = 16 : i64, gamma_type = f32, num_heads = 4 : i64, path = #k3.chunk_path<factorized>, tile = 16 : i64, varlen_masked} : (tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x4xf32>, tensor<?x4x32x32xf32>, tensor<?xi32>) -> (tensor<?x128xf32>, tensor<?x4x32x32xf32>)
+      k3.yield %result, %new_state : tensor<?x128xf32>, tensor<?x4x32x32xf32>
+    }
+  return %r#0, %r#1 : tensor<?x128xf32>, tensor<?x4x32x32xf32>
 }
