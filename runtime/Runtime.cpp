@@ -969,6 +969,84 @@ void HostModel::launchStep(Entry &e, Launch &l, int64_t T, std::vector<Buffer *>
     }
 }
 
+/// A float32 .npy of `b`'s current contents as elements of `dtype` (the
+/// kernel argument's: a pooled activation buffer's own may be stale),
+/// bf16/f16/f32/i32 widened.
+static void dumpNpy(const std::string &path, const Buffer &b, const std::string &dtype) {
+  int64_t n = 1;
+  for (int64_t d : b.dims)
+    n *= d;
+  std::vector<uint8_t> raw(n * dtypeBytes(dtype));
+  b.read(raw.data(), raw.size());
+  std::vector<float> f(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t *p = raw.data() + i * dtypeBytes(dtype);
+    if (dtype == "i32") {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      f[i] = static_cast<float>(v);
+    } else {
+      f[i] = toF32(p, dtype == "bf16" ? DType::BF16 : dtype == "f16" ? DType::F16 : DType::F32);
+    }
+  }
+  std::string shape = "(";
+  for (int64_t d : b.dims)
+    shape += std::to_string(d) + ",";
+  shape += ")";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64)
+    header += ' ';
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  uint16_t hl = static_cast<uint16_t>(header.size());
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.write(reinterpret_cast<const char *>(&hl), 2);
+  out << header;
+  out.write(reinterpret_cast<const char *>(f.data()), n * 4);
+  if (!out)
+    throw Error("K3C_DUMP_KERNEL: cannot write " + path);
+}
+
+/// K3C_DUMP_KERNEL=FAMILY[@MIN[-MAX]]:DIR: the first launch of a kernel of
+/// FAMILY with MIN..MAX tokens (default 1..any) writes its arguments before
+/// (argI_in.npy) and after (argI_out.npy) the launch, as float32, and
+/// args.json (kind, index, dtype, dims) into DIR: a kernel's exact inputs
+/// and outputs, for checking it against an independent implementation.
+struct KernelDump {
+  std::string family, dir;
+  int64_t minTokens = 1, maxTokens = std::numeric_limits<int64_t>::max();
+  bool done = false;
+  static KernelDump &get() {
+    static KernelDump d = [] {
+      KernelDump d;
+      const char *v = std::getenv("K3C_DUMP_KERNEL");
+      if (!v || !*v)
+        return d;
+      std::string s(v);
+      size_t colon = s.find(':');
+      if (colon == std::string::npos)
+        throw Error("K3C_DUMP_KERNEL must be FAMILY[@MIN[-MAX]]:DIR, got '" + s + "'");
+      d.family = s.substr(0, colon);
+      d.dir = s.substr(colon + 1);
+      if (size_t at = d.family.find('@'); at != std::string::npos) {
+        std::string range = d.family.substr(at + 1);
+        d.family.resize(at);
+        size_t dash = range.find('-');
+        d.minTokens = std::atoll(range.substr(0, dash).c_str());
+        if (dash != std::string::npos)
+          d.maxTokens = std::atoll(range.substr(dash + 1).c_str());
+        if (d.minTokens < 1 || d.maxTokens < d.minTokens)
+          throw Error("K3C_DUMP_KERNEL: bad token range '" + range + "'");
+      }
+      return d;
+    }();
+    return d;
+  }
+  bool wants(const KernelSpec &k, int64_t T) const {
+    return !done && !family.empty() && k.family == family && T >= minTokens && T <= maxTokens;
+  }
+};
+
 void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, int64_t T) {
   std::vector<Descriptor> desc(k.args.size());
   std::vector<void *> argv(k.args.size(), nullptr);
@@ -992,6 +1070,18 @@ void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, in
     desc[i].set(b->data, dims[i]);
     argv[i] = desc[i].words.data();
   }
+  KernelDump &dump = KernelDump::get();
+  const bool dumping = dump.wants(k, T);
+  if (dumping) {
+    std::filesystem::create_directories(dump.dir);
+    json meta = json::array();
+    for (size_t i = 0; i < k.args.size(); ++i) {
+      meta.push_back({{"kind", k.args[i].kind}, {"index", k.args[i].index},
+                      {"dtype", k.args[i].dtype}, {"dims", dims[i]}, {"kernel", k.name}});
+      dumpNpy(dump.dir + "/arg" + std::to_string(i) + "_in.npy", *argBuf[i], k.args[i].dtype);
+    }
+    std::ofstream(dump.dir + "/args.json") << meta.dump(1) << "\n";
+  }
   auto t0 = std::chrono::steady_clock::now();
   cuda::Timer timer;
   if (profiling && gpu)
@@ -999,6 +1089,11 @@ void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, in
   k.fn(argv.data());
   if (gpu)
     cuda::checkLaunchError(k.name);
+  if (dumping) {
+    for (size_t i = 0; i < k.args.size(); ++i)
+      dumpNpy(dump.dir + "/arg" + std::to_string(i) + "_out.npy", *argBuf[i], k.args[i].dtype);
+    dump.done = true;
+  }
   if (profiling) {
     double s = gpu ? timer.endSeconds()
                    : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

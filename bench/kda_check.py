@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""The compiled delta rule against an fp64 recurrence, on its exact inputs.
+
+Reads a kernel dump (K3C_DUMP_KERNEL=kda_chunk@MIN_TOKENS:DIR, see
+docs/runtime.md): the k3.delta_rule kernel's inputs q, k, v, g (log decay),
+beta (logits), the state S [N, H, d_v, d_k] before and after, seq_lens, and
+the output o. Recomputes every sequence token by token in float64
+(spec §4.4):
+    S <- S * exp(g_t);  u = sigmoid(beta_t) (v_t - S k_t);  S <- S + u k_t^T;
+    o_t = S q_t
+and prints RMS(error) / RMS(reference) and max |error| / max |reference|
+for o and the final state (FlashKDA's bar: RMS ratio <= 5e-3). Exits 1 when
+a ratio exceeds --rms-tol or NaN/inf positions differ.
+
+usage: kda_check.py DUMP_DIR [--rms-tol 5e-3]
+"""
+import argparse
+import json
+import sys
+
+import numpy as np
+
+
+def reference(q, k, v, g, beta, S0, lens, H):
+    T = q.shape[0]
+    dk, dv = q.shape[1] // H, v.shape[1] // H
+    o = np.zeros((T, H * dv))
+    S = S0.astype(np.float64).copy()
+    start = 0
+    for n, L in enumerate(lens):
+        for t in range(start, start + L):
+            for h in range(H):
+                kk = k[t, h * dk:(h + 1) * dk].astype(np.float64)
+                qq = q[t, h * dk:(h + 1) * dk].astype(np.float64)
+                vv = v[t, h * dv:(h + 1) * dv].astype(np.float64)
+                b = 1.0 / (1.0 + np.exp(-float(beta[t, h])))
+                s = S[n, h] * np.exp(g[t, h * dk:(h + 1) * dk].astype(np.float64))[None, :]
+                u = b * (vv - s @ kk)
+                s = s + np.outer(u, kk)
+                S[n, h] = s
+                o[t, h * dv:(h + 1) * dv] = s @ qq
+        start += L
+    return o, S
+
+
+def ratios(got, ref):
+    err = got.astype(np.float64) - ref
+    rms = np.sqrt(np.mean(err ** 2)) / max(np.sqrt(np.mean(ref ** 2)), 1e-300)
+    mx = np.abs(err).max() / max(np.abs(ref).max(), 1e-300)
+    return rms, mx
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("dump", help="K3C_DUMP_KERNEL directory of a kda_chunk kernel")
+    ap.add_argument("--rms-tol", type=float, default=5e-3)
+    a = ap.parse_args()
+    meta = json.load(open(a.dump + "/args.json"))
+    inp = lambda i: np.load("%s/arg%d_in.npy" % (a.dump, i))
+    out = lambda i: np.load("%s/arg%d_out.npy" % (a.dump, i))
+    # Kernel arguments: inputs q, k, v, g, beta, state, seq_lens; then o.
+    ins = {m["index"]: i for i, m in enumerate(meta) if m["kind"] == "input"}
+    o_arg = next(i for i, m in enumerate(meta) if m["kind"] == "output" and m["index"] == 0)
+    q, k, v, g, beta, S0, lens = (inp(ins[j]) for j in range(7))
+    lens = [int(x) for x in lens]
+    H = S0.shape[1]
+    T = sum(lens)
+    o_ref, S_ref = reference(q[:T], k[:T], v[:T], g[:T], beta[:T], S0, lens, H)
+    o_got, S_got = out(o_arg)[:T], out(ins[5])
+    print("kernel %s: %d sequences, %d tokens, %d heads, d_k %d, d_v %d, o dtype %s"
+          % (meta[0]["kernel"], len(lens), T, H, S0.shape[3], S0.shape[2], meta[o_arg]["dtype"]))
+    ok = True
+    for name, got, ref in (("o", o_got, o_ref), ("state", S_got, S_ref)):
+        same_nonfinite = bool((~np.isfinite(got) == ~np.isfinite(ref)).all())
+        rms, mx = ratios(np.nan_to_num(got), np.nan_to_num(ref))
+        good = rms <= a.rms_tol and same_nonfinite
+        ok &= good
+        print("  %-5s vs fp64: RMS ratio %.3e, max ratio %.3e, NaN/inf positions equal %s -> %s"
+              % (name, rms, mx, same_nonfinite, "PASS" if good else "FAIL"))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
