@@ -22,25 +22,25 @@ import numpy as np
 
 
 def reference(q, k, v, g, beta, S0, lens, H):
+    """fp64 token-by-token recurrence, all heads of a token at once."""
     T = q.shape[0]
     dk, dv = q.shape[1] // H, v.shape[1] // H
-    o = np.zeros((T, H * dv))
-    S = S0.astype(np.float64).copy()
+    f = lambda x, d: x.astype(np.float64).reshape(T, H, d)
+    q, k, g, v = f(q, dk), f(k, dk), f(g, dk), f(v, dv)
+    b = 1.0 / (1.0 + np.exp(-beta.astype(np.float64)))  # [T, H]
+    o = np.zeros((T, H, dv))
+    S = S0.astype(np.float64).copy()  # [N, H, dv, dk]
     start = 0
     for n, L in enumerate(lens):
+        s = S[n]
         for t in range(start, start + L):
-            for h in range(H):
-                kk = k[t, h * dk:(h + 1) * dk].astype(np.float64)
-                qq = q[t, h * dk:(h + 1) * dk].astype(np.float64)
-                vv = v[t, h * dv:(h + 1) * dv].astype(np.float64)
-                b = 1.0 / (1.0 + np.exp(-float(beta[t, h])))
-                s = S[n, h] * np.exp(g[t, h * dk:(h + 1) * dk].astype(np.float64))[None, :]
-                u = b * (vv - s @ kk)
-                s = s + np.outer(u, kk)
-                S[n, h] = s
-                o[t, h * dv:(h + 1) * dv] = s @ qq
+            s = s * np.exp(g[t])[:, None, :]
+            u = b[t][:, None] * (v[t] - np.einsum("hjc,hc->hj", s, k[t]))
+            s = s + u[:, :, None] * k[t][:, None, :]
+            o[t] = np.einsum("hjc,hc->hj", s, q[t])
+        S[n] = s
         start += L
-    return o, S
+    return o.reshape(T, H * dv), S
 
 
 def ratios(got, ref):

@@ -322,4 +322,26 @@ LogicalResult validateWithPtxas(const std::map<std::string, std::string> &ptx,
   return success();
 }
 
+LogicalResult embedCubins(ModuleOp gpuLowered, const std::string &workDir, std::string &error) {
+  WalkResult r = gpuLowered->walk([&](gpu::BinaryOp bin) {
+    std::string path = workDir + "/" + bin.getSymName().str() + ".cubin";
+    auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+    if (!buf) {
+      error = "cannot read the cubin " + path + ": " + buf.getError().message();
+      return WalkResult::interrupt();
+    }
+    SmallVector<Attribute> objects;
+    for (Attribute a : bin.getObjects()) {
+      auto o = cast<gpu::ObjectAttr>(a);
+      objects.push_back(gpu::ObjectAttr::get(
+          bin.getContext(), o.getTarget(), gpu::CompilationTarget::Binary,
+          StringAttr::get(bin.getContext(), (*buf)->getBuffer()), o.getProperties(),
+          o.getKernels()));
+    }
+    bin.setObjectsAttr(ArrayAttr::get(bin.getContext(), objects));
+    return WalkResult::advance();
+  });
+  return failure(r.wasInterrupted());
+}
+
 } // namespace k3c::lowering

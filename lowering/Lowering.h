@@ -78,6 +78,11 @@ mlir::LogicalResult emitPtx(mlir::ModuleOp gpuLowered,
 mlir::LogicalResult validateWithPtxas(const std::map<std::string, std::string> &ptx,
                                       const std::string &workDir, std::string &error,
                                       bool &ran);
+/// Replaces the PTX of every gpu.binary (emitPtx in place) by the cubin
+/// ptxas left in `workDir`, so the launch library loads machine code instead
+/// of having the driver JIT-compile PTX at load time.
+mlir::LogicalResult embedCubins(mlir::ModuleOp gpuLowered, const std::string &workDir,
+                                std::string &error);
 
 } // namespace k3c::lowering
 

@@ -55,7 +55,7 @@ static int64_t kdaChunk(DeltaRuleOp rule) {
   if (!rule.getChunkSize())
     return 0;
   int64_t C = *rule.getChunkSize(), dk = rule.getKeyDim();
-  auto prepBytes = [&](int64_t c) { return 4 * (5 * c * dk + 2 * c * c + c); };
+  auto prepBytes = [&](int64_t c) { return 4 * (5 * c * (dk + 1) + 2 * c * c + c); };
   if (prepBytes(C) > kSharedBudget && rule.getTile())
     C = *rule.getTile();
   return prepBytes(C) <= kSharedBudget ? C : 0;
@@ -110,9 +110,12 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
     Value h = bid[1];
     // Shared: G, Kd, Qd, Ke (k e^-G; raw k on the pairwise path), Qr (raw q,
     // pairwise), L, M, beta.
-    Value G = kb.shared(tb, {C, dk}, f32), Kd = kb.shared(tb, {C, dk}, f32),
-          Qd = kb.shared(tb, {C, dk}, f32), Ke = kb.shared(tb, {C, dk}, f32),
-          Qr = kb.shared(tb, {C, dk}, f32), L = kb.shared(tb, {C, C}, f32),
+    // Rows padded by one element: phase B's threads read one column of
+    // several rows at once, which then fall in distinct banks.
+    const int64_t pitch = dk + 1;
+    Value G = kb.shared(tb, {C, pitch}, f32), Kd = kb.shared(tb, {C, pitch}, f32),
+          Qd = kb.shared(tb, {C, pitch}, f32), Ke = kb.shared(tb, {C, pitch}, f32),
+          Qr = kb.shared(tb, {C, pitch}, f32), L = kb.shared(tb, {C, C}, f32),
           M = kb.shared(tb, {C, C}, f32), B = kb.shared(tb, {C}, f32);
     ChunkSlot cs = findChunk(kb, lens, bid[0], C);
     kb.ifThen(cs.valid, [&] {
@@ -152,30 +155,39 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
         kb.store(b, B, {r});
       });
       kb.barrier(tb);
-      // B. L and M over (i, j) pairs; M's rows go to scratch.
+      // B. L and M over the (i, j) pairs with j <= i (zeros above the
+      // diagonal); M's rows go to scratch.
       kb.strided(tb, kb.idx(0), kb.idx(C * C), [&](Value p) {
         Value i = kb.div(p, C), j = kb.rem(p, C);
-        auto pair = kb.loop(kb.idx(0), kb.idx(dk), ValueRange{kb.f32(0.0), kb.f32(0.0)},
-                            [&](Value c, ValueRange a) {
-                              Value kj = kb.load(Ke, {j, c}), ki, qi;
-                              if (pairwise) {
-                                Value d = kb.exp(kb.fsub(kb.load(G, {i, c}), kb.load(G, {j, c})));
-                                kj = kb.fmul(kj, d);
-                                ki = kb.load(Ke, {i, c});
-                                qi = kb.load(Qr, {i, c});
-                              } else {
-                                ki = kb.load(Kd, {i, c});
-                                qi = kb.load(Qd, {i, c});
-                              }
-                              return SmallVector<Value>{kb.fadd(a[0], kb.fmul(ki, kj)),
-                                                        kb.fadd(a[1], kb.fmul(qi, kj))};
-                            });
-        Value lij = kb.select(kb.ult(j, i), kb.fmul(kb.load(B, {i}), pair[0]), kb.f32(0.0));
-        Value mij = kb.select(kb.ule(j, i), pair[1], kb.f32(0.0));
-        kb.store(lij, L, {i, j});
-        kb.store(mij, M, {i, j});
-        kb.ifThen(kb.ult(i, nc),
-                  [&] { kb.storeF32(mij, sc[kMRow], {kb.add(row0, i), kb.add(mbase, j)}); });
+        auto put = [&](Value lij, Value mij) {
+          kb.store(lij, L, {i, j});
+          kb.store(mij, M, {i, j});
+          kb.ifThen(kb.ult(i, nc),
+                    [&] { kb.storeF32(mij, sc[kMRow], {kb.add(row0, i), kb.add(mbase, j)}); });
+        };
+        kb.ifThenElse(
+            kb.ule(j, i),
+            [&] {
+              auto pair = kb.loop(
+                  kb.idx(0), kb.idx(dk), ValueRange{kb.f32(0.0), kb.f32(0.0)},
+                  [&](Value c, ValueRange a) {
+                    Value kj = kb.load(Ke, {j, c}), ki, qi;
+                    if (pairwise) {
+                      Value d = kb.exp(kb.fsub(kb.load(G, {i, c}), kb.load(G, {j, c})));
+                      kj = kb.fmul(kj, d);
+                      ki = kb.load(Ke, {i, c});
+                      qi = kb.load(Qr, {i, c});
+                    } else {
+                      ki = kb.load(Kd, {i, c});
+                      qi = kb.load(Qd, {i, c});
+                    }
+                    return SmallVector<Value>{kb.fadd(a[0], kb.fmul(ki, kj)),
+                                              kb.fadd(a[1], kb.fmul(qi, kj))};
+                  });
+              put(kb.select(kb.ult(j, i), kb.fmul(kb.load(B, {i}), pair[0]), kb.f32(0.0)),
+                  pair[1]);
+            },
+            [&] { put(kb.f32(0.0), kb.f32(0.0)); });
       });
       kb.barrier(tb);
       // C. Threads over the dk columns of W^ and the dv columns of U^: the

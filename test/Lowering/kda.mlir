@@ -13,7 +13,7 @@
 // GPU-SAME: k3.family = "kda_chunk"
 // GPU: gpu.launch {{.*}} = %c256, {{.*}} module(@k3_kda_chunk_605990ac_kda_tokens)
 // GPU: gpu.shuffle  xor
-// GPU: gpu.launch {{.*}} = %c128{{.*}} module(@k3_kda_chunk_605990ac_kda_prep) {{.*}}workgroup(%{{.*}} : memref<16x32xf32, #gpu.address_space<workgroup>>
+// GPU: gpu.launch {{.*}} = %c128{{.*}} module(@k3_kda_chunk_605990ac_kda_prep) {{.*}}workgroup(%{{.*}} : memref<16x33xf32, #gpu.address_space<workgroup>>
 // GPU: gpu.barrier
 // GPU: gpu.launch {{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32) {{.*}}workgroup(
 // GPU: nvgpu.device_async_copy
@@ -34,7 +34,7 @@
 
 // HOST-LABEL: func.func @k3_kda_chunk_605990ac(
 // HOST-NOT: gpu.
-// HOST: memref.alloca() : memref<16x32xf32>
+// HOST: memref.alloca() : memref<16x33xf32>
 // HOST: scf.parallel
 // HOST: return
 

@@ -390,6 +390,12 @@ int main(int argc, char **argv) {
       }
       progress.line(std::to_string(ptx.size()) + " PTX modules for sm_90a" +
                     (ranPtxas ? ", assembled by ptxas (cubins in ptx/)" : " (no ptxas: PTX only)"));
+      // With ptxas, the launch library carries the cubins (no JIT at load);
+      // without, the PTX (the driver compiles it when the artifact loads).
+      if (ranPtxas && failed(::k3c::lowering::embedCubins(*gpuLoops, ptxDir, err))) {
+        llvm::errs() << "k3-compile: error: " << err << "\n";
+        return 1;
+      }
       if (failed(::k3c::lowering::buildHostLibrary(*gpuLoops, kernels, cudaLib, nullptr, err))) {
         llvm::errs() << "k3-compile: error: " << err << "\n";
         return 1;

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the bundle bench/kda-h200.sh runs on the GPU machine, in .dev/
+# (git-ignored; .dev/peers, where the fla checkout lives, is kept):
+# k3-run, k3-bench, k3-mkcheckpoint; k3-tiny f32, dense k3-tiny bf16 and the
+# softplus-gate (pairwise) k3-tiny in both builds; the full-width 2-layer
+# k3-small slice (96 KDA heads of 128) for sm_90a with capacity 32768 tokens
+# and 128 sequences. The fla checkout goes to .dev/peers/fla (see
+# docs/perf.md). Carry .dev; run: bash .dev/kda-h200.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=build/bin
+D=.dev
+find $D -mindepth 1 -maxdepth 1 ! -name peers -exec rm -rf {} + 2>/dev/null || true
+mkdir -p $D/bin
+cp $B/k3-run $B/k3-bench $B/k3-mkcheckpoint $D/bin/
+cp models/configs/k3-tiny.json test/Runtime/Inputs/k3-tiny-dense.json test/Runtime/Inputs/k3-tiny-softplus.json $D/
+$B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o /tmp/k3c-ckpt-tiny --seed 11 --quiet
+$B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
+$B/k3-mkcheckpoint --config $D/k3-tiny-softplus.json -o /tmp/k3c-ckpt-tiny-sp --seed 5 --quiet
+tiny() { $B/k3-compile "$@" --target=sm_90a --quiet 2> /dev/null; }
+tiny /tmp/k3c-ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --max-tokens 64 --max-seqs 4 --max-context 256
+tiny /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024
+tiny /tmp/k3c-ckpt-tiny-sp -o $D/sp-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024
+tiny /tmp/k3c-ckpt-tiny-sp -o $D/sp-f32 --activation-dtype=f32 --max-tokens 512 --max-seqs 16 --max-context 1024
+python3 bench/slice-config.py .dev slice
+[ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
+$B/k3-compile /tmp/slice -o $D/slice-bf16 --max-tokens 32768 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet
+rm -rf $D/*/ptx
+printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
+cp bench/kda-h200.sh bench/kda_check.py bench/kda_peer.py $D/ 2> /dev/null || cp bench/kda-h200.sh bench/kda_check.py $D/
+du -sh $D
