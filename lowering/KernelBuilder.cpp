@@ -184,6 +184,41 @@ Value KernelBuilder::warpSum(ThreadBlock &tb, Value v) {
   return v;
 }
 
+/// One shuffle of an index value (as i32) from the lane `lane` names.
+static Value shuffleIndex(KernelBuilder &kb, Value v, Value lane, gpu::ShuffleMode mode) {
+  OpBuilder &b = kb.b;
+  Type i32 = b.getI32Type();
+  Value x = arith::IndexCastOp::create(b, kb.loc, i32, v);
+  Value width = arith::ConstantIntOp::create(b, kb.loc, i32, 32);
+  Value l = arith::IndexCastOp::create(b, kb.loc, i32, lane);
+  Value r = gpu::ShuffleOp::create(b, kb.loc, x, l, width, mode).getShuffleResult();
+  return arith::IndexCastOp::create(b, kb.loc, b.getIndexType(), r);
+}
+
+Value KernelBuilder::warpSumIndex(ThreadBlock &tb, Value v) {
+  if (!tb.launch)
+    return v;
+  for (int64_t off = 16; off >= 1; off /= 2)
+    v = add(v, shuffleIndex(*this, v, idx(off), gpu::ShuffleMode::XOR));
+  return v;
+}
+
+Value KernelBuilder::warpPrefixIndex(ThreadBlock &tb, Value v) {
+  if (!tb.launch)
+    return v;
+  for (int64_t off = 1; off < 32; off *= 2) {
+    Value up = shuffleIndex(*this, v, idx(off), gpu::ShuffleMode::UP);
+    v = select(ult(tb.lane, idx(off)), v, add(v, up));
+  }
+  return v;
+}
+
+Value KernelBuilder::warpBroadcastIndex(ThreadBlock &tb, Value v, Value src) {
+  if (!tb.launch)
+    return v;
+  return shuffleIndex(*this, v, src, gpu::ShuffleMode::IDX);
+}
+
 Value KernelBuilder::blockSum(ThreadBlock &tb, Value v, Value red) {
   v = warpSum(tb, v);
   if (tb.warps == 1)
@@ -327,6 +362,15 @@ Value KernelBuilder::seqOffset(Value seqLens, Value n) {
   return loop(idx(0), n, ValueRange{idx(0)}, [&](Value i, ValueRange acc) {
     return SmallVector<Value>{add(acc[0], seqLen(seqLens, i))};
   })[0];
+}
+
+Value KernelBuilder::seqOffset(ThreadBlock &tb, Value seqLens, Value n) {
+  if (!tb.launch)
+    return seqOffset(seqLens, n);
+  Value part = loopStep(tb.lane, n, idx(32), ValueRange{idx(0)}, [&](Value i, ValueRange acc) {
+    return SmallVector<Value>{add(acc[0], seqLen(seqLens, i))};
+  })[0];
+  return warpSumIndex(tb, part);
 }
 
 Value KernelBuilder::mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value k) {

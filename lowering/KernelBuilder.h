@@ -203,6 +203,12 @@ public:
   void barrier(ThreadBlock &tb);
   /// Sum over a warp's lanes (butterfly shuffles; all lanes get it).
   Value warpSum(ThreadBlock &tb, Value v);
+  /// Integer (index) versions over a warp's lanes: the sum (all lanes get
+  /// it), the inclusive prefix sum up to each lane, and lane `src`'s value.
+  /// On the host (one lane) they return `v`.
+  Value warpSumIndex(ThreadBlock &tb, Value v);
+  Value warpPrefixIndex(ThreadBlock &tb, Value v);
+  Value warpBroadcastIndex(ThreadBlock &tb, Value v, Value src);
   /// Sum over the block's threads; `red` is shared f32 [warps] scratch.
   /// Every thread gets the total; contains barriers (call uniformly).
   Value blockSum(ThreadBlock &tb, Value v, Value red);
@@ -236,6 +242,9 @@ public:
 
   /// Tokens before sequence `n` in a varlen batch: sum of seq_lens[0..n).
   Value seqOffset(Value seqLens, Value n);
+  /// The same, summed by the lanes of each warp of a block together
+  /// (n / 32 loads a lane instead of n a thread; every thread gets it).
+  Value seqOffset(ThreadBlock &tb, Value seqLens, Value n);
   Value seqLen(Value seqLens, Value n) { return toIndex(load(seqLens, {n})); }
 
   /// Element (row n, column k) of matrix `e` of an MXFP4 weight, in fp32.

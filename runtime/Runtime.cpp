@@ -857,7 +857,10 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
   // their buffers and dims are the same every step; only the uploaded inputs
   // (token ids, cache lengths) change.
   // (Not under EP: the exchange between kernels runs on the host.)
-  bool useGraph = graph && gpu && graphsOk && !profiling && !tracing && !opts.ep;
+  // Kernel dumps (K3C_DUMP_KERNEL) copy buffers to the host between
+  // launches, which a capture does not allow.
+  bool useGraph = graph && gpu && graphsOk && !profiling && !tracing && !opts.ep &&
+                  !std::getenv("K3C_DUMP_KERNEL");
   auto it = decodeGraphs.find(N);
   if (useGraph && it != decodeGraphs.end()) {
     cuda::launchGraph(it->second);

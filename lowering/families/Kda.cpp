@@ -16,11 +16,39 @@ using namespace mlir::k3;
 
 namespace k3c::lowering {
 
-/// Sum of squares of x[row, base .. base + d) over a warp's lanes.
-static Value headSumSq(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, Value base,
-                       int64_t d) {
-  auto elem = [&](Value i) { return SmallVector<Value>{kb.loadF32(x, {row, kb.add(base, i)})}; };
-  return kb.warpDot(tb, d, 1, elem, elem);
+/// A warp per (token, head) row of `d` elements of [T, heads * d] tensors,
+/// 8 warps a block on the GPU (a block per row on the host). `body` gets the
+/// row, the head's first column and the columns of each vector a lane holds
+/// (`vw` elements each, vw the widest 16-byte-or-less vector every tensor in
+/// `vecOf` allows with d a multiple of 32 vw; on the host one lane holds all).
+static void perHeadRow(KernelBuilder &kb, Value T, int64_t heads, int64_t d,
+                       ArrayRef<Value> vecOf,
+                       const std::function<void(ThreadBlock &, Value, Value, ArrayRef<Value>,
+                                                int64_t)> &body) {
+  const int64_t lanes = kb.gpu() ? 32 : 1, warps = kb.gpu() ? 8 : 1;
+  int64_t vw = 1;
+  if (kb.gpu())
+    for (int64_t w : {8, 4, 2}) {
+      bool ok = d % (lanes * w) == 0;
+      for (Value v : vecOf)
+        ok &= w <= kb.vecWidth(v, cast<MemRefType>(v.getType()).getShape().back());
+      if (ok) {
+        vw = w;
+        break;
+      }
+    }
+  const int64_t per = d / (lanes * vw);
+  Value rows = kb.mul(T, heads);
+  kb.blocks({kb.ceilDiv(rows, warps)}, 32 * warps, [&](ValueRange bid, ThreadBlock &tb) {
+    Value p = kb.add(kb.mul(bid[0], warps), tb.warp);
+    kb.ifThen(kb.ult(p, rows), [&] {
+      Value row = kb.div(p, heads), base = kb.mul(kb.rem(p, heads), d);
+      SmallVector<Value> cols;
+      for (int64_t i = 0; i < per; ++i)
+        cols.push_back(kb.mul(kb.add(tb.lane, kb.idx(i * lanes)), vw));
+      body(tb, row, base, cols, vw);
+    });
+  }, 0, "per_head");
 }
 
 //===----------------------------------------------------------------------===//
@@ -77,23 +105,50 @@ SmallVector<ScratchNeed> kdaScratchNeeds(Operation *op) {
 
 /// Chunk `slot` of a varlen batch cut into C-token chunks sequence by
 /// sequence: whether it exists, its sequence, the sequence's first row and
-/// length, and the chunk's first token in the sequence (a scan over seq_lens).
+/// length, and the chunk's first token in the sequence. A scan over
+/// seq_lens: on the GPU each warp takes 32 sequences a step (prefix sums by
+/// shuffles), on the host one at a time.
 struct ChunkSlot {
   Value valid, n, start, len, t0;
 };
-static ChunkSlot findChunk(KernelBuilder &kb, Value lens, Value slot, int64_t C) {
-  Value zero = kb.idx(0), one = kb.idx(1);
-  // Carried: found, n, start, len, t0, chunks before n, tokens before n.
-  SmallVector<Value> r = kb.loop(
-      zero, kb.dim(lens, 0), ValueRange{zero, zero, zero, zero, zero, zero, zero},
-      [&](Value n, ValueRange a) {
-        Value len = kb.seqLen(lens, n), chunks = kb.ceilDiv(len, C);
-        Value hit = kb.andi(kb.ieq(a[0], zero), kb.ult(slot, kb.add(a[5], chunks)));
-        return SmallVector<Value>{kb.select(hit, one, a[0]), kb.select(hit, n, a[1]),
-                                  kb.select(hit, a[6], a[2]), kb.select(hit, len, a[3]),
-                                  kb.select(hit, kb.mul(kb.sub(slot, a[5]), C), a[4]),
-                                  kb.add(a[5], chunks), kb.add(a[6], len)};
-      });
+static ChunkSlot findChunk(KernelBuilder &kb, ThreadBlock &tb, Value lens, Value slot,
+                           int64_t C) {
+  Value zero = kb.idx(0), one = kb.idx(1), N = kb.dim(lens, 0);
+  // Carried: found, n, start, len, t0, chunks before, tokens before.
+  SmallVector<Value> init{zero, zero, zero, zero, zero, zero, zero};
+  SmallVector<Value> r;
+  if (!tb.launch) {
+    r = kb.loop(zero, N, init, [&](Value n, ValueRange a) {
+      Value len = kb.seqLen(lens, n), chunks = kb.ceilDiv(len, C);
+      Value hit = kb.andi(kb.ieq(a[0], zero), kb.ult(slot, kb.add(a[5], chunks)));
+      return SmallVector<Value>{kb.select(hit, one, a[0]), kb.select(hit, n, a[1]),
+                                kb.select(hit, a[6], a[2]), kb.select(hit, len, a[3]),
+                                kb.select(hit, kb.mul(kb.sub(slot, a[5]), C), a[4]),
+                                kb.add(a[5], chunks), kb.add(a[6], len)};
+    });
+  } else {
+    r = kb.loopStep(zero, N, kb.idx(32), init, [&](Value base, ValueRange a) {
+      Value s = kb.add(base, tb.lane), ok = kb.ult(s, N);
+      Value len = kb.select(ok, kb.seqLen(lens, kb.minu(s, kb.sub(N, one))), zero);
+      Value chunks = kb.ceilDiv(len, C);
+      Value preC = kb.warpPrefixIndex(tb, chunks), preT = kb.warpPrefixIndex(tb, len);
+      Value last = kb.idx(31);
+      Value totC = kb.warpBroadcastIndex(tb, preC, last);
+      Value totT = kb.warpBroadcastIndex(tb, preT, last);
+      // Lanes wholly before the slot; their count is the slot's lane.
+      Value before = kb.select(kb.ule(kb.add(a[5], preC), slot), one, zero);
+      Value lane = kb.minu(kb.warpSumIndex(tb, before), last);
+      Value hit = kb.andi(kb.ieq(a[0], zero), kb.ult(slot, kb.add(a[5], totC)));
+      Value exC = kb.warpBroadcastIndex(tb, kb.sub(preC, chunks), lane);
+      Value exT = kb.warpBroadcastIndex(tb, kb.sub(preT, len), lane);
+      Value lenL = kb.warpBroadcastIndex(tb, len, lane);
+      return SmallVector<Value>{
+          kb.select(hit, one, a[0]), kb.select(hit, kb.add(base, lane), a[1]),
+          kb.select(hit, kb.add(a[6], exT), a[2]), kb.select(hit, lenL, a[3]),
+          kb.select(hit, kb.mul(kb.sub(slot, kb.add(a[5], exC)), C), a[4]),
+          kb.add(a[5], totC), kb.add(a[6], totT)};
+    });
+  }
   return {kb.ieq(r[0], one), r[1], r[2], r[3], r[4]};
 }
 
@@ -117,36 +172,47 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
           Qd = kb.shared(tb, {C, pitch}, f32), Ke = kb.shared(tb, {C, pitch}, f32),
           Qr = kb.shared(tb, {C, pitch}, f32), L = kb.shared(tb, {C, C}, f32),
           M = kb.shared(tb, {C, C}, f32), B = kb.shared(tb, {C}, f32);
-    ChunkSlot cs = findChunk(kb, lens, bid[0], C);
+    ChunkSlot cs = findChunk(kb, tb, lens, bid[0], C);
     kb.ifThen(cs.valid, [&] {
       Value row0 = kb.add(cs.start, cs.t0), nc = kb.minu(kb.idx(C), kb.sub(cs.len, cs.t0));
       Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv), mbase = kb.mul(h, C);
       // A. Threads over key channels: the cumulative gate and decayed q/k.
+      // The chunk's rows are loaded all at once (rows past its end clamped
+      // and zeroed), so the loads overlap instead of one latency a row.
+      Value last1 = kb.sub(nc, kb.idx(1));
+      auto rowLoads = [&](Value buf, Value col) {
+        SmallVector<Value> out;
+        for (int64_t r = 0; r < C; ++r)
+          out.push_back(kb.select(kb.ult(kb.idx(r), nc),
+                                  kb.loadF32(buf, {kb.add(row0, kb.minu(kb.idx(r), last1)), col}),
+                                  kb.f32(0.0)));
+        return out;
+      };
       kb.strided(tb, kb.idx(0), kb.idx(dk), [&](Value c) {
         Value col = kb.add(kbase, c);
-        Value last = kb.loop(kb.idx(0), nc, ValueRange{kb.f32(0.0)}, [&](Value r, ValueRange a) {
-          Value acc = kb.fadd(a[0], kb.loadF32(g, {kb.add(row0, r), col}));
-          kb.store(acc, G, {r, c});
-          return SmallVector<Value>{acc};
-        })[0];
+        SmallVector<Value> gv = rowLoads(g, col), kv = rowLoads(k, col), qv = rowLoads(q, col);
+        SmallVector<Value> cum;
+        Value acc = kb.f32(0.0);
+        for (int64_t r = 0; r < C; ++r)
+          cum.push_back(acc = kb.fadd(acc, gv[r])); // rows past the end add 0
+        Value last = cum.back();
         kb.storeF32(kb.exp(last), sc[kGLast], {row0, col});
-        kb.loop(kb.idx(0), nc, [&](Value r) {
-          Value row = kb.add(row0, r);
-          Value gr = kb.load(G, {r, c}), e = kb.exp(gr);
-          Value kv = kb.loadF32(k, {row, col}), qv = kb.loadF32(q, {row, col});
-          Value qd = kb.fmul(qv, e);
-          kb.store(kb.fmul(kv, e), Kd, {r, c});
-          kb.store(qd, Qd, {r, c});
-          kb.store(pairwise ? kv : kb.fmul(kv, kb.exp(kb.fneg(gr))), Ke, {r, c});
+        for (int64_t r = 0; r < C; ++r) {
+          Value ri = kb.idx(r), e = kb.exp(cum[r]);
+          Value qd = kb.fmul(qv[r], e);
+          kb.store(cum[r], G, {ri, c});
+          kb.store(kb.fmul(kv[r], e), Kd, {ri, c});
+          kb.store(qd, Qd, {ri, c});
+          kb.store(pairwise ? kv[r] : kb.fmul(kv[r], kb.exp(kb.fneg(cum[r]))), Ke, {ri, c});
           if (pairwise)
-            kb.store(qv, Qr, {r, c});
-          kb.storeF32(qd, sc[kQd], {row, col});
-          kb.storeF32(kb.fmul(kv, kb.exp(kb.fsub(last, gr))), sc[kKr], {row, col});
-        });
-        kb.loop(nc, kb.idx(C), [&](Value r) {
-          for (Value buf : {G, Kd, Qd, Ke, Qr})
-            kb.store(kb.f32(0.0), buf, {r, c});
-        });
+            kb.store(qv[r], Qr, {ri, c});
+          Value kr = kb.fmul(kv[r], kb.exp(kb.fsub(last, cum[r])));
+          kb.ifThen(kb.ult(ri, nc), [&] {
+            Value row = kb.add(row0, ri);
+            kb.storeF32(qd, sc[kQd], {row, col});
+            kb.storeF32(kr, sc[kKr], {row, col});
+          });
+        }
       });
       kb.strided(tb, kb.idx(0), kb.idx(C), [&](Value r) {
         Value b = kb.ifElse(
@@ -194,19 +260,15 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
       // forward substitution u_r = beta_r x_r - sum_{s<r} L[r][s] u_s.
       kb.strided(tb, kb.idx(0), kb.idx(dk + dv), [&](Value col) {
         Value isK = kb.ult(col, kb.idx(dk));
+        // The column's inputs: Kd from shared memory or V's rows (loaded all
+        // at once, clamped like phase A's).
+        Value kcol = kb.minu(col, kb.idx(dk - 1));
+        Value vcol = kb.add(vbase, kb.select(isK, kb.idx(0), kb.sub(col, kb.idx(dk))));
+        SmallVector<Value> vrows = rowLoads(v, vcol);
         SmallVector<Value> u;
         for (int64_t r = 0; r < C; ++r) {
           Value ri = kb.idx(r);
-          Value x = kb.ifElse(
-              isK, [&] { return kb.load(Kd, {ri, col}); },
-              [&] {
-                return kb.ifElse(
-                    kb.ult(ri, nc),
-                    [&] {
-                      return kb.loadF32(v, {kb.add(row0, ri), kb.add(vbase, kb.sub(col, kb.idx(dk)))});
-                    },
-                    [&] { return kb.f32(0.0); });
-              });
+          Value x = kb.select(isK, kb.load(Kd, {ri, kcol}), vrows[r]);
           Value acc = kb.fmul(kb.load(B, {ri}), x);
           for (int64_t s2 = 0; s2 < r; ++s2)
             acc = kb.fsub(acc, kb.fmul(kb.load(L, {ri, kb.idx(s2)}), u[s2]));
@@ -239,7 +301,7 @@ static void kdaRecurrenceFma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
     Value Ws = kb.shared(tb, {C, dk}, f32), Qs = kb.shared(tb, {C, dk}, f32),
           Ks = kb.shared(tb, {C, dk}, f32), Us = kb.shared(tb, {C, dv}, f32),
           Ms = kb.shared(tb, {C, C}, f32), Gs = kb.shared(tb, {dk}, f32);
-    Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n);
+    Value start = kb.seqOffset(tb, lens, n), len = kb.seqLen(lens, n);
     Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv), mbase = kb.mul(h, C);
     kb.loop(kb.idx(0), kb.ceilDiv(len, C), [&](Value ci) {
       Value t0 = kb.mul(ci, C), row0 = kb.add(start, t0);
@@ -330,7 +392,7 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
           Ksm = kb.shared(tb, {2, C, pk}, f32), Usm = kb.shared(tb, {2, C, pv}, f32),
           Msm = kb.shared(tb, {2, C, pc}, f32), Gsm = kb.shared(tb, {2, dk}, f32),
           UT = kb.shared(tb, {warps, 16, pc}, f32);
-    Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n);
+    Value start = kb.seqOffset(tb, lens, n), len = kb.seqLen(lens, n);
     Value nChunks = kb.ceilDiv(len, C);
     Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv), mbase = kb.mul(h, C);
     Value lane = tb.lane, g = kb.div(lane, 4), q = kb.rem(lane, 4), q2 = kb.mul(q, 2);
@@ -401,10 +463,9 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       SmallVector<Value> s(in);
       // X = W^ S^T and O = Qd S^T: rows the chunk's tokens, columns the
       // warp's 16 value rows (two n8 tiles); k step t = state tile t.
-      SmallVector<Value> X(8, kb.f32(0.0)), O(8, kb.f32(0.0));
-      SmallVector<Value> sT(s.size());
-      for (size_t i = 0; i < s.size(); ++i)
-        sT[i] = tf32(s[i]);
+      // Two accumulator sets (even and odd k steps) halve the dependent
+      // MMA chains; the state is rounded to tf32 one k step at a time.
+      SmallVector<Value> X(16, kb.f32(0.0)), O(16, kb.f32(0.0));
       for (int64_t t = 0; t < tiles; ++t) {
         auto aPermuted = [&](Value buf) {
           SmallVector<Value> lo = kb.loadVec(buf, {slot, g, kb.add(q2, 8 * t)}, 2);
@@ -412,12 +473,19 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
           return SmallVector<Value>{tf32(lo[0]), tf32(hi[0]), tf32(lo[1]), tf32(hi[1])};
         };
         SmallVector<Value> aW = aPermuted(Wsm), aQ = aPermuted(Qsm);
+        int64_t set = 8 * (t % 2);
         for (int64_t u = 0; u < 2; ++u) {
-          SmallVector<Value> bS{sT[4 * t + 2 * u], sT[4 * t + 2 * u + 1]};
-          mmaTf32(kb, aW, bS, MutableArrayRef<Value>(X).slice(4 * u, 4));
-          mmaTf32(kb, aQ, bS, MutableArrayRef<Value>(O).slice(4 * u, 4));
+          SmallVector<Value> bS{tf32(s[4 * t + 2 * u]), tf32(s[4 * t + 2 * u + 1])};
+          mmaTf32(kb, aW, bS, MutableArrayRef<Value>(X).slice(set + 4 * u, 4));
+          mmaTf32(kb, aQ, bS, MutableArrayRef<Value>(O).slice(set + 4 * u, 4));
         }
       }
+      for (int64_t i = 0; i < 8; ++i) {
+        X[i] = kb.fadd(X[i], X[8 + i]);
+        O[i] = kb.fadd(O[i], O[8 + i]);
+      }
+      X.resize(8);
+      O.resize(8);
       // U = U^ - X into the warp's transposed tile UT[j][r].
       for (int64_t u = 0; u < 2; ++u)
         for (int64_t hh = 0; hh < 2; ++hh) {
@@ -490,7 +558,7 @@ static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
         lens = st.get(rule.getSeqLens()), o = st.get(rule.getResult());
   int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
   const int64_t lanes = kb.gpu() ? 32 : 1, warps = kb.gpu() ? kKdaThreads / 32 : 1;
-  const int64_t R = kb.gpu() ? 2 : 1, rowsPerBlock = R * warps;
+  const int64_t R = kb.gpu() ? 4 : 1, rowsPerBlock = R * warps;
   int64_t vw = 1;
   if (kb.gpu())
     for (int64_t w : {4, 2})
@@ -504,7 +572,7 @@ static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
             kKdaThreads, [&](ValueRange bid, ThreadBlock &tb) {
     Value n = bid[0], h = bid[1];
     Value j0 = kb.add(kb.mul(bid[2], rowsPerBlock), kb.mul(tb.warp, R));
-    Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n);
+    Value start = kb.seqOffset(tb, lens, n), len = kb.seqLen(lens, n);
     Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv);
     // Lane vector p covers columns c_p .. c_p + vw (valid when c_p < dk).
     SmallVector<Value> cols, colOk;
@@ -614,7 +682,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     Value slots = kb.add(kb.ceilDiv(kb.dim(x, 0), TB), kb.dim(lens, 0));
     int64_t cBlocks = kb.gpu() ? (channels + kConvThreads - 1) / kConvThreads : 1;
     kb.blocks({slots, kb.idx(cBlocks)}, kConvThreads, [&](ValueRange bid, ThreadBlock &tb) {
-      ChunkSlot cs = findChunk(kb, lens, bid[0], TB);
+      ChunkSlot cs = findChunk(kb, tb, lens, bid[0], TB);
       kb.ifThen(cs.valid, [&] {
         // The block's channels (all of them on the host's one-thread block).
         const int64_t span = kb.gpu() ? kConvThreads : channels;
@@ -652,18 +720,26 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // (sequence, channel). Row r = position len - (W-1) + r, i.e. index
     // len + r of [old window ++ inputs]; ascending r reads rows
     // len + r >= r + 1 before they are overwritten.
-    kb.parallel({kb.dim(lens, 0), kb.idx(channels)}, [&](ValueRange iv) {
-      Value n = iv[0], c = iv[1], sc = kb.add(off, c);
-      Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n);
-      kb.loop(kb.idx(0), Wm1, [&](Value r) {
-        Value ci = kb.add(len, r);
-        Value fromOld = kb.ult(ci, Wm1);
-        Value v = kb.ifElse(
-            fromOld, [&] { return kb.loadF32(state, {n, ci, sc}); },
-            [&] { return kb.loadF32(x, {kb.add(start, kb.sub(ci, Wm1)), c}); });
-        kb.storeF32(v, state, {n, r, sc});
+    // A block per (sequence, 256 channels); the sequence's first row summed
+    // by the warps' lanes.
+    kb.blocks({kb.dim(lens, 0), kb.idx(cBlocks)}, kConvThreads, [&](ValueRange bid,
+                                                                   ThreadBlock &tb) {
+      Value n = bid[0];
+      Value start = kb.seqOffset(tb, lens, n), len = kb.seqLen(lens, n);
+      const int64_t span = kb.gpu() ? kConvThreads : channels;
+      Value c0 = kb.mul(bid[1], span);
+      kb.strided(tb, c0, kb.minu(kb.idx(channels), kb.add(c0, span)), [&](Value c) {
+        Value sc = kb.add(off, c);
+        kb.loop(kb.idx(0), Wm1, [&](Value r) {
+          Value ci = kb.add(len, r);
+          Value fromOld = kb.ult(ci, Wm1);
+          Value v = kb.ifElse(
+              fromOld, [&] { return kb.loadF32(state, {n, ci, sc}); },
+              [&] { return kb.loadF32(x, {kb.add(start, kb.sub(ci, Wm1)), c}); });
+          kb.storeF32(v, state, {n, r, sc});
+        });
       });
-    });
+    }, 0, "short_conv_window");
     return success();
   }
   if (auto gate = dyn_cast<KdaGateOp>(op)) {
@@ -689,14 +765,24 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     int64_t width = cast<MemRefType>(x.getType()).getDimSize(1);
     Value eps = kb.f32(l2.getEps().convertToDouble()),
           scale = kb.f32(l2.getScale().convertToDouble());
-    // A warp per (token, head): lanes reduce the head's squares.
-    kb.blocks({kb.dim(x, 0), kb.idx(width / d)}, 32, [&](ValueRange bid, ThreadBlock &tb) {
-      Value row = bid[0], base = kb.mul(bid[1], d);
-      Value inv = kb.rsqrt(kb.fadd(headSumSq(kb, tb, x, row, base, d), eps));
-      kb.loopStep(tb.lane, kb.idx(d), kb.idx(tb.lanes), [&](Value i) {
-        Value col = kb.add(base, i);
-        kb.storeF32(kb.fmul(kb.fmul(kb.loadF32(x, {row, col}), inv), scale), y, {row, col});
-      });
+    // A warp per (token, head): the head's values loaded once into
+    // registers, the squares reduced by shuffles.
+    perHeadRow(kb, kb.dim(x, 0), width / d, d, {x, y},
+               [&](ThreadBlock &tb, Value row, Value base, ArrayRef<Value> cols, int64_t vw) {
+      SmallVector<SmallVector<Value>> vals;
+      Value ss = kb.f32(0.0);
+      for (Value c : cols) {
+        vals.push_back(kb.loadVec(x, {row, kb.add(base, c)}, vw));
+        for (Value v : vals.back())
+          ss = kb.fadd(ss, kb.fmul(v, v));
+      }
+      Value inv = kb.rsqrt(kb.fadd(kb.warpSum(tb, ss), eps));
+      for (size_t i = 0; i < cols.size(); ++i) {
+        SmallVector<Value> out;
+        for (Value v : vals[i])
+          out.push_back(kb.fmul(kb.fmul(v, inv), scale));
+        kb.storeVec(out, y, {row, kb.add(base, cols[i])});
+      }
     });
     return success();
   }
@@ -710,15 +796,25 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     int64_t d = cast<MemRefType>(w.getType()).getDimSize(0);
     int64_t width = cast<MemRefType>(x.getType()).getDimSize(1);
     Value eps = kb.f32(norm.getEps().convertToDouble());
-    kb.blocks({kb.dim(x, 0), kb.idx(width / d)}, 32, [&](ValueRange bid, ThreadBlock &tb) {
-      Value row = bid[0], base = kb.mul(bid[1], d);
-      Value ss = headSumSq(kb, tb, x, row, base, d);
+    perHeadRow(kb, kb.dim(x, 0), width / d, d, {x, gate, w, y},
+               [&](ThreadBlock &tb, Value row, Value base, ArrayRef<Value> cols, int64_t vw) {
+      SmallVector<SmallVector<Value>> vals;
+      Value ss = kb.f32(0.0);
+      for (Value c : cols) {
+        vals.push_back(kb.loadVec(x, {row, kb.add(base, c)}, vw));
+        for (Value v : vals.back())
+          ss = kb.fadd(ss, kb.fmul(v, v));
+      }
+      ss = kb.warpSum(tb, ss);
       Value inv = kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))), eps));
-      kb.loopStep(tb.lane, kb.idx(d), kb.idx(tb.lanes), [&](Value i) {
-        Value col = kb.add(base, i);
-        Value val = kb.fmul(kb.fmul(kb.loadF32(x, {row, col}), inv), kb.loadF32(w, {i}));
-        kb.storeF32(kb.fmul(val, kb.sigmoid(kb.loadF32(gate, {row, col}))), y, {row, col});
-      });
+      for (size_t i = 0; i < cols.size(); ++i) {
+        SmallVector<Value> wv = kb.loadVec(w, {cols[i]}, vw);
+        SmallVector<Value> gv = kb.loadVec(gate, {row, kb.add(base, cols[i])}, vw);
+        SmallVector<Value> out;
+        for (int64_t e = 0; e < vw; ++e)
+          out.push_back(kb.fmul(kb.fmul(kb.fmul(vals[i][e], inv), wv[e]), kb.sigmoid(gv[e])));
+        kb.storeVec(out, y, {row, kb.add(base, cols[i])});
+      }
     });
     return success();
   }
