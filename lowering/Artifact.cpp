@@ -48,7 +48,8 @@ static ojson describeType(Type t, StringRef kind, StringRef name) {
   for (auto [i, d] : llvm::enumerate(rt.getShape())) {
     shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
     if (!ShapedType::isDynamic(d))
-      dims.push_back("");
+      // The MLA cache's rows are the planned context (capacity.max_context).
+      dims.push_back(kind == "state" && name.ends_with("mla_cache") && i == 1 ? "context" : "");
     else if (i == 0)
       dims.push_back(name == "token_ids" ? "tokens" : "seqs");
     else

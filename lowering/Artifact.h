@@ -5,10 +5,12 @@
 
 #include "lowering/Lowering.h"
 #include "models/Config.h"
+#include "runtime/Manifest.h"
 
 namespace k3c::lowering {
 
-constexpr int kArtifactFormatVersion = 1;
+/// The manifest format (runtime/Manifest.h: the reader's schema).
+constexpr int kArtifactFormatVersion = ::k3c::rt::kManifestFormatVersion;
 constexpr const char *kCompilerVersion = "0.1.0";
 
 struct ArtifactOptions {

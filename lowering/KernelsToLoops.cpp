@@ -277,6 +277,7 @@ FailureOr<OwningOpRef<ModuleOp>> lowerKernelsToLoops(ModuleOp fused,
     dst.index = 0;
     dst.dynamicFrom = {{1, 0}};
     info.args = {src, rows, dst};
+    info.resultAliases = {-1}; // one result, its own output argument
     info.bytesPerToken = 2 * width * (elt.getIntOrFloatBitWidth() / 8);
     OpBuilder b = OpBuilder::atBlockEnd(out->getBody());
     Location loc = fused.getLoc();

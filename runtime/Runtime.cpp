@@ -3,6 +3,7 @@
 #include "runtime/Runtime.h"
 #include "runtime/ExpertParallel.h"
 #include "runtime/Cuda.h"
+#include "runtime/Manifest.h"
 
 #include "models/MXFP4Layout.h"
 #include "models/Safetensors.h"
@@ -30,8 +31,6 @@ using json = nlohmann::json;
 namespace k3c::rt {
 
 namespace {
-
-constexpr int kFormatVersion = 1;
 
 int64_t dtypeBytes(const std::string &d) {
   if (d == "bf16" || d == "f16")
@@ -435,14 +434,9 @@ void HostModel::load() {
   } catch (const json::exception &e) {
     throw Error("artifact '" + dir + "': manifest.json is not valid JSON: " + e.what());
   }
+  // Every index, size, path and reference is checked before any is used.
+  validateManifest(manifest, dir);
   try {
-    if (manifest.value("format", "") != "k3c-artifact")
-      throw Error("artifact '" + dir + "': manifest.json is not a k3c artifact");
-    int version = manifest.value("format_version", -1);
-    if (version != kFormatVersion)
-      throw Error("artifact '" + dir + "' has format version " + std::to_string(version) +
-                  "; this runtime reads version " + std::to_string(kFormatVersion) +
-                  " (recompile with this k3c)");
     bool hasCuda = manifest.at("files").contains("cuda_library");
     bool hasHost = manifest.at("files").contains("host_library");
     if (opts.device == "cuda" && !hasCuda)

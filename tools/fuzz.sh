@@ -5,6 +5,8 @@
 #   fuzz_safetensors   the safetensors reader (seeds: small generated files)
 #   fuzz_tokenizer     the tokenizer loader, encoder, decoder and UTF-8 stream
 #                      (seeds: a generated vocabulary + config + texts)
+#   fuzz_manifest      the artifact manifest's schema check (runtime/Manifest.cpp;
+#                      seed: a generated minimal valid manifest)
 # Prints each fuzzer's executions and exits non-zero on the first crash (the
 # reproducer is left in $OUT_DIR). Needs clang-22 and libclang-rt-22-dev.
 #   tools/fuzz.sh [SECONDS]       K3C_FUZZ_DIR=dir (default build/fuzz)
@@ -26,10 +28,12 @@ echo "k3c fuzz: building with $CXX"
 "$CXX" "${flags[@]}" test/fuzz/fuzz_config.cpp models/Config.cpp -o "$out/fuzz_config" &
 "$CXX" "${flags[@]}" test/fuzz/fuzz_safetensors.cpp models/Safetensors.cpp -o "$out/fuzz_safetensors" &
 wait
-"$CXX" "${flags[@]}" test/fuzz/fuzz_tokenizer.cpp tokenizer/Tokenizer.cpp $pcre -o "$out/fuzz_tokenizer"
+"$CXX" "${flags[@]}" test/fuzz/fuzz_tokenizer.cpp tokenizer/Tokenizer.cpp $pcre -o "$out/fuzz_tokenizer" &
+"$CXX" "${flags[@]}" test/fuzz/fuzz_manifest.cpp runtime/Manifest.cpp -o "$out/fuzz_manifest" &
+wait
 
 # Seed corpora.
-mkdir -p "$out/seed/config" "$out/seed/safetensors" "$out/seed/tokenizer"
+mkdir -p "$out/seed/config" "$out/seed/safetensors" "$out/seed/tokenizer" "$out/seed/manifest"
 cp models/configs/*.json "$out/seed/config/"
 python3 - "$out/seed" <<'PY'
 import json, struct, sys
@@ -58,9 +62,28 @@ cfg = json.dumps({"added_tokens_decoder": {"300": {"content": "<|im_end|>"}, "30
 for i, text in enumerate([b"the theme", "你好 🚀 naïve".encode(), b"bad \xff\xc3( <|im_end|>", b""]):
     open("%s/tokenizer/%d" % (d, i), "wb").write(model.encode() + b"\0" + cfg.encode() + b"\0" + text)
 PY
+python3 - "$out/seed" <<'PY'
+import json, sys
+d = sys.argv[1]
+h = "0" * 64
+arg = lambda kind, i, shape, dyn: {"kind": kind, "index": i, "dtype": "f32", "shape": shape, "dynamic_from": dyn}
+kernel = {"name": "k3_add_0", "family": "add", "host_symbol": "k3k_k3_add_0", "result_aliases": [-1],
+          "args": [arg("input", 0, [-1, 8], [[0, 0]]), arg("output", 0, [-1, 8], [[0, 0]]),
+                   arg("scratch", -1, [-1, 8], [[0, 0]])]}
+entry = {"values": [{"id": 0, "kind": "input", "name": "x", "dtype": "f32", "shape": [-1, 8], "dims": ["tokens", ""]},
+                    {"id": 1, "kind": "state", "name": "layers.0.mla_cache", "dtype": "bf16", "shape": [-1, 64, 8], "dims": ["seqs", "context", ""]},
+                    {"id": 2, "dtype": "f32", "shape": [-1, 8], "dims": ["tokens", ""]}],
+         "launches": [{"kernel": "k3_add_0", "inputs": [0], "outputs": [2]}], "returns": [2]}
+m = {"format": "k3c-artifact", "format_version": 1, "model": {"vocab_size": 16, "eos_token_id": 2},
+     "capacity": {"max_tokens": 16, "max_seqs": 2, "max_context": 64},
+     "checkpoint": {"path": "ckpt", "sha256": {"config.json": h}},
+     "files": {"host_library": {"path": "kernels_host.so", "sha256": h}},
+     "kernels": [kernel], "entries": {"prefill": entry, "decode": entry}}
+json.dump(m, open(d + "/manifest/valid.json", "w"))
+PY
 
 status=0
-for t in config safetensors tokenizer; do
+for t in config safetensors tokenizer manifest; do
   mkdir -p "$out/corpus/$t"
   log="$out/fuzz_$t.log"
   echo "k3c fuzz: fuzz_$t for $secs s"

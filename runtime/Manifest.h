@@ -1,0 +1,47 @@
+//===- Manifest.h - the artifact manifest's schema, checked on read -*- C++ -*-===//
+//
+// manifest.json (docs/artifact.md) is the contract between k3-compile and the
+// runtime. Before the runtime uses any of it, validateManifest checks its
+// structure completely, so an edited, truncated or hostile manifest ends in
+// one error naming the field instead of an out-of-range index, a huge
+// allocation or a path outside the artifact:
+//
+//  * format and an integer format_version equal to this runtime's;
+//  * files: relative paths inside the artifact directory (no "..", not
+//    absolute), 64-hex-digit SHA-256s; checkpoint hash entries likewise;
+//  * model and capacity: integers in bounds (vocabulary, tokens, sequences,
+//    context), max_seqs <= max_tokens, every value's capacity-sized buffer
+//    computed with checked arithmetic and bounded;
+//  * kernels: unique names, k3k_ symbols, argument kinds, dtypes, shapes,
+//    dynamic_from pairs naming existing arguments and dimensions (one per
+//    dynamic dimension), result aliases naming inputs;
+//  * entries prefill and decode: value ids equal to their positions, known
+//    kinds and dtypes; launches naming known kernels with as many inputs and
+//    outputs as the kernel takes, every index in range, each activation
+//    written once and only read after the launch that writes it; non-empty
+//    returns of written values; a dimension marked "context" equal to
+//    capacity.max_context.
+//
+// No LLVM or MLIR: the runtime-only build compiles it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3C_RUNTIME_MANIFEST_H
+#define K3C_RUNTIME_MANIFEST_H
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace k3c::rt {
+
+/// The manifest format this runtime reads and k3-compile writes.
+constexpr int kManifestFormatVersion = 1;
+
+/// Throws k3c::Error ("artifact 'DIR': manifest.json: <field>: <problem>")
+/// at the first violation of the schema above.
+void validateManifest(const nlohmann::json &manifest, const std::string &dir);
+
+} // namespace k3c::rt
+
+#endif // K3C_RUNTIME_MANIFEST_H

@@ -1,0 +1,51 @@
+"""Copies an artifact and applies one named hostile edit to its manifest.json
+(test/Runtime/manifest.test).
+usage: edit_manifest.py SRC_ARTIFACT DST_DIR EDIT
+"""
+import json
+import shutil
+import sys
+
+src, dst, edit = sys.argv[1:4]
+shutil.copytree(src, dst)
+path = dst + "/manifest.json"
+m = json.load(open(path))
+pre = m["entries"]["prefill"]
+kda = next(k for k in m["kernels"] if k["family"] == "kda_chunk")
+if edit == "version-float":
+    m["format_version"] = 1.5
+elif edit == "lib-outside":
+    m["files"]["host_library"]["path"] = "../../kernels_host.so"
+elif edit == "lib-absolute":
+    m["files"]["host_library"]["path"] = "/etc/passwd"
+elif edit == "ckpt-outside":
+    m["checkpoint"]["sha256"]["../../etc/passwd"] = "0" * 64
+elif edit == "input-index":
+    pre["launches"][3]["inputs"][0] = 99999
+elif edit == "no-returns":
+    pre["returns"] = []
+elif edit == "huge-capacity":
+    m["capacity"]["max_tokens"] = 2 ** 61
+elif edit == "reversed-launches":
+    pre["launches"].reverse()
+elif edit == "context":
+    m["capacity"]["max_context"] *= 16
+elif edit == "dynamic-from":
+    kda["args"][0]["dynamic_from"] = []
+elif edit == "alias":
+    kda["result_aliases"][-1] = 99
+elif edit == "duplicate-kernel":
+    m["kernels"].append(dict(kda))
+elif edit == "value-id":
+    pre["values"][2]["id"] = 7
+elif edit == "transposed":
+    v = next(v for v in pre["values"] if v.get("kind") == "weight" and len(v["shape"]) == 2
+             and v["shape"][0] != v["shape"][1] and v["dtype"] != "mxfp4")
+    v["shape"] = v["shape"][::-1]
+elif edit == "symbol":
+    kda["host_symbol"] = "system"
+elif edit == "dtype":
+    kda["args"][0]["dtype"] = "f128"
+else:
+    sys.exit("unknown edit " + edit)
+json.dump(m, open(path, "w"))
