@@ -38,7 +38,9 @@
 #include <unistd.h>
 #include "llvm/Support/FileSystem.h"
 
+#include <fcntl.h>
 #include <filesystem>
+#include <stdio.h>
 #include <tuple>
 
 using namespace mlir;
@@ -111,6 +113,57 @@ struct Progress {
   }
 };
 } // namespace
+
+/// A sibling directory of the artifact's (`<dir>.k3c-tmp-XXXXXX`, created
+/// with a random name) that becomes `<dir>` on commit(): an exchange of the
+/// two directories in one renameat2(RENAME_EXCHANGE) when `<dir>` exists
+/// (then the old artifact is removed), a rename otherwise. Removed if never
+/// committed.
+struct StagedDir {
+  std::string path, target;
+  bool committed = false;
+  bool create(const std::string &dir, std::string &err) {
+    target = dir;
+    std::filesystem::path t(dir);
+    std::filesystem::path parent = t.parent_path().empty() ? "." : t.parent_path();
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    llvm::SmallString<256> made;
+    std::string model = (parent / (t.filename().string() + ".k3c-tmp-%%%%%%")).string();
+    if (std::error_code e = llvm::sys::fs::createUniqueDirectory(model, made)) {
+      err = "cannot create a directory next to '" + dir + "': " + e.message();
+      return false;
+    }
+    // createUniqueDirectory appends its own suffix to the model name.
+    path = made.str().str();
+    return true;
+  }
+  bool commit(std::string &err) {
+    std::error_code ec;
+    if (std::filesystem::exists(target, ec)) {
+      if (::renameat2(AT_FDCWD, path.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+        committed = true;
+        std::filesystem::remove_all(path, ec); // the old artifact
+        return true;
+      }
+      // No exchange on this file system: remove the old one, then rename.
+      std::filesystem::remove_all(target, ec);
+    }
+    std::filesystem::rename(path, target, ec);
+    if (ec) {
+      err = "cannot move the new artifact to '" + target + "': " + ec.message();
+      return false;
+    }
+    committed = true;
+    return true;
+  }
+  ~StagedDir() {
+    if (!committed && !path.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  }
+};
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
@@ -357,7 +410,15 @@ int main(int argc, char **argv) {
       out->keep();
       return 0;
     }
-    std::filesystem::create_directories(outputPath.getValue());
+    // The artifact is written into a fresh sibling directory and swapped in
+    // at the end, so an existing artifact at -o stays whole until the new
+    // one is complete (and stays as it was if this compile fails).
+    StagedDir staged;
+    if (!staged.create(outputPath.getValue(), err)) {
+      llvm::errs() << "k3-compile: error: " << err << "\n";
+      return 1;
+    }
+    const std::string artDir = staged.path;
     std::string lib, cudaLib;
     if (target == "sm_90a" || target == "both") {
       std::vector<::k3c::lowering::KernelInfo> gpuKernels; // same calling convention
@@ -368,7 +429,7 @@ int main(int argc, char **argv) {
         return 1;
       }
       OwningOpRef<ModuleOp> gpuLoops = std::move(*gpuLowered);
-      cudaLib = (std::filesystem::path(outputPath.getValue()) / "kernels_cuda.so").string();
+      cudaLib = (std::filesystem::path(artDir) / "kernels_cuda.so").string();
       std::map<std::string, std::string> ptx;
       bool ranPtxas = false;
       if (failed(::k3c::lowering::lowerLoopsToGpu(*gpuLoops, err)) ||
@@ -376,7 +437,7 @@ int main(int argc, char **argv) {
         llvm::errs() << "k3-compile: error: " << err << "\n";
         return 1;
       }
-      std::string ptxDir = (std::filesystem::path(outputPath.getValue()) / "ptx").string();
+      std::string ptxDir = (std::filesystem::path(artDir) / "ptx").string();
       std::filesystem::create_directories(ptxDir);
       if (failed(::k3c::lowering::validateWithPtxas(ptx, ptxDir, err, ranPtxas))) {
         llvm::errs() << "k3-compile: error: " << err << "\n";
@@ -403,7 +464,7 @@ int main(int argc, char **argv) {
       progress.line("compiled the CUDA launch library " + cudaLib);
     }
     if (target == "host" || target == "both") {
-      lib = (std::filesystem::path(outputPath.getValue()) / "kernels_host.so").string();
+      lib = (std::filesystem::path(artDir) / "kernels_host.so").string();
       if (failed(::k3c::lowering::buildHostLibrary(**loops, kernels, lib, nullptr, err))) {
         llvm::errs() << "k3-compile: error: " << err << "\n";
         return 1;
@@ -412,14 +473,14 @@ int main(int argc, char **argv) {
     }
     {
       auto fusedOut = openOutputFile(
-          (std::filesystem::path(outputPath.getValue()) / "model.fused.mlir").string(), &err);
+          (std::filesystem::path(artDir) / "model.fused.mlir").string(), &err);
       if (fusedOut) {
         module->print(fusedOut->os());
         fusedOut->keep();
       }
     }
     ::k3c::lowering::ArtifactOptions ao;
-    ao.dir = outputPath;
+    ao.dir = artDir;
     ao.target = target;
     ao.checkpointDir = checkpointDir;
     ao.hostLibrary = lib;
@@ -430,7 +491,8 @@ int main(int argc, char **argv) {
     ao.maxSeqs = maxSeqs;
     ao.maxContext = maxContext > 0 ? maxContext
                                    : std::min<int64_t>(config.maxPositions > 0 ? config.maxPositions : 4096, 4096);
-    if (failed(::k3c::lowering::writeArtifact(*module, kernels, ao, err))) {
+    if (failed(::k3c::lowering::writeArtifact(*module, kernels, ao, err)) ||
+        !staged.commit(err)) {
       llvm::errs() << "k3-compile: error: " << err << "\n";
       return 1;
     }
