@@ -51,6 +51,19 @@ static void perHeadRow(KernelBuilder &kb, Value T, int64_t heads, int64_t d,
   }, 0, "per_head");
 }
 
+/// Loads a perHeadRow lane's vectors of x[row, base + cols[i] ..] into
+/// `vals` and returns the head's sum of squares (reduced over the warp).
+static Value headSumSq(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, Value base,
+                       ArrayRef<Value> cols, int64_t vw, SmallVector<SmallVector<Value>> &vals) {
+  Value ss = kb.f32(0.0);
+  for (Value c : cols) {
+    vals.push_back(kb.loadVec(x, {row, kb.add(base, c)}, vw));
+    for (Value v : vals.back())
+      ss = kb.fadd(ss, kb.fmul(v, v));
+  }
+  return kb.warpSum(tb, ss);
+}
+
 //===----------------------------------------------------------------------===//
 // The delta rule (spec §4.4)
 //===----------------------------------------------------------------------===//
@@ -789,13 +802,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     perHeadRow(kb, kb.dim(x, 0), width / d, d, {x, y},
                [&](ThreadBlock &tb, Value row, Value base, ArrayRef<Value> cols, int64_t vw) {
       SmallVector<SmallVector<Value>> vals;
-      Value ss = kb.f32(0.0);
-      for (Value c : cols) {
-        vals.push_back(kb.loadVec(x, {row, kb.add(base, c)}, vw));
-        for (Value v : vals.back())
-          ss = kb.fadd(ss, kb.fmul(v, v));
-      }
-      Value inv = kb.rsqrt(kb.fadd(kb.warpSum(tb, ss), eps));
+      Value inv = kb.rsqrt(kb.fadd(headSumSq(kb, tb, x, row, base, cols, vw, vals), eps));
       for (size_t i = 0; i < cols.size(); ++i) {
         SmallVector<Value> out;
         for (Value v : vals[i])
@@ -818,13 +825,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     perHeadRow(kb, kb.dim(x, 0), width / d, d, {x, gate, w, y},
                [&](ThreadBlock &tb, Value row, Value base, ArrayRef<Value> cols, int64_t vw) {
       SmallVector<SmallVector<Value>> vals;
-      Value ss = kb.f32(0.0);
-      for (Value c : cols) {
-        vals.push_back(kb.loadVec(x, {row, kb.add(base, c)}, vw));
-        for (Value v : vals.back())
-          ss = kb.fadd(ss, kb.fmul(v, v));
-      }
-      ss = kb.warpSum(tb, ss);
+      Value ss = headSumSq(kb, tb, x, row, base, cols, vw, vals);
       Value inv = kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))), eps));
       for (size_t i = 0; i < cols.size(); ++i) {
         SmallVector<Value> wv = kb.loadVec(w, {cols[i]}, vw);

@@ -343,32 +343,28 @@ static SmallVector<Value> fragmentWords(KernelBuilder &kb, Value frag, int64_t f
 /// .f32.bf16.bf16.f32): `a` 4 and `b` 2 i32 words of packed bf16 pairs, `c`
 /// the thread's 4 fp32 accumulators. nvgpu.mma.sync deduces no PTX type for
 /// bf16 in MLIR 22, so this builds the NVVM op with its types spelled out.
-static void mmaBf16(KernelBuilder &kb, ValueRange a, ValueRange b, MutableArrayRef<Value> c) {
+/// c += a b for one m16n8k{k} tile of `type` (row-major A, column-major
+/// B, fp32 accumulators) through nvvm.mma.sync with its PTX types spelled out.
+static void mmaSync(KernelBuilder &kb, NVVM::MMATypes type, int64_t k, ValueRange a,
+                    ValueRange b, MutableArrayRef<Value> c) {
   OpBuilder &bd = kb.b;
   Type f32 = bd.getF32Type();
   auto result = LLVM::LLVMStructType::getLiteral(bd.getContext(), {f32, f32, f32, f32});
   Value d = NVVM::MmaOp::create(bd, kb.loc, result, a, b, SmallVector<Value>(c.begin(), c.end()),
-                                ArrayRef<int64_t>{16, 8, 16}, std::nullopt, std::nullopt,
-                                std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
-                                                              NVVM::MMATypes::bf16},
+                                ArrayRef<int64_t>{16, 8, k}, std::nullopt, std::nullopt,
+                                std::array<NVVM::MMATypes, 2>{type, type},
                                 std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
                                                                NVVM::MMALayout::col});
   for (int64_t i = 0; i < 4; ++i)
     c[i] = LLVM::ExtractValueOp::create(bd, kb.loc, d, ArrayRef<int64_t>{i});
 }
 
+static void mmaBf16(KernelBuilder &kb, ValueRange a, ValueRange b, MutableArrayRef<Value> c) {
+  mmaSync(kb, NVVM::MMATypes::bf16, 16, a, b, c);
+}
+
 void mmaTf32(KernelBuilder &kb, ValueRange a, ValueRange b, MutableArrayRef<Value> c) {
-  OpBuilder &bd = kb.b;
-  Type f32 = bd.getF32Type();
-  auto result = LLVM::LLVMStructType::getLiteral(bd.getContext(), {f32, f32, f32, f32});
-  Value d = NVVM::MmaOp::create(bd, kb.loc, result, a, b, SmallVector<Value>(c.begin(), c.end()),
-                                ArrayRef<int64_t>{16, 8, 8}, std::nullopt, std::nullopt,
-                                std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::tf32,
-                                                              NVVM::MMATypes::tf32},
-                                std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                                               NVVM::MMALayout::col});
-  for (int64_t i = 0; i < 4; ++i)
-    c[i] = LLVM::ExtractValueOp::create(bd, kb.loc, d, ArrayRef<int64_t>{i});
+  mmaSync(kb, NVVM::MMATypes::tf32, 8, a, b, c);
 }
 
 /// The output tile (first row m0, first column n0) of block `bid` in grouped
