@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <set>
 
 namespace k3c::rt {
 
@@ -89,16 +88,19 @@ struct Checker {
   }
 };
 
-bool knownDtype(const std::string &d) {
-  static const std::set<std::string> k = {"bf16", "f16", "f32", "i32", "i64", "i8"};
-  return k.count(d);
-}
-
-int64_t dtypeSize(const std::string &d) {
-  return d == "i64" ? 8 : d == "f32" || d == "i32" ? 4 : d == "bf16" || d == "f16" ? 2 : 1;
-}
-
 } // namespace
+
+int64_t dtypeSizeOrZero(const std::string &d) {
+  if (d == "bf16" || d == "f16")
+    return 2;
+  if (d == "f32" || d == "i32")
+    return 4;
+  if (d == "i64")
+    return 8;
+  if (d == "i8")
+    return 1;
+  return 0;
+}
 
 void validateManifest(const json &m, const std::string &dir) {
   Checker c{"artifact '" + dir + "': manifest.json"};
@@ -205,7 +207,7 @@ void validateManifest(const json &m, const std::string &dir) {
       std::string af = kf + ".args[" + std::to_string(ai) + "]";
       const std::string &kind = c.string(c.get(a, "kind", af), af + ".kind");
       const std::string &dtype = c.string(c.get(a, "dtype", af), af + ".dtype");
-      if (!knownDtype(dtype))
+      if (!dtypeSizeOrZero(dtype))
         c.fail(af + ".dtype", "unknown dtype '" + dtype + "'");
       std::vector<int64_t> s = c.ints(c.get(a, "shape", af), af + ".shape", -1, kMaxDim);
       if (s.size() > kMaxRank)
@@ -293,7 +295,7 @@ void validateManifest(const json &m, const std::string &dir) {
         c.string(v["name"], vf + ".name");
       const std::string &dtype = c.string(c.get(v, "dtype", vf), vf + ".dtype");
       bool mx = dtype == "mxfp4";
-      if (!mx && !knownDtype(dtype))
+      if (!mx && !dtypeSizeOrZero(dtype))
         c.fail(vf + ".dtype", "unknown dtype '" + dtype + "'");
       if (mx && kind != "weight")
         c.fail(vf + ".dtype", "mxfp4 is for weights only");
@@ -319,7 +321,7 @@ void validateManifest(const json &m, const std::string &dir) {
       }
       // The capacity-sized buffer, with checked arithmetic.
       if (!mx) {
-        int64_t bytes = dtypeSize(dtype);
+        int64_t bytes = dtypeSizeOrZero(dtype);
         for (size_t i = 0; i < s.size(); ++i) {
           int64_t d = s[i] >= 0                ? s[i]
                       : dims[i] == "seqs"      ? maxSeqs

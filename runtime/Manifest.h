@@ -31,12 +31,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace k3c::rt {
 
 /// The manifest format this runtime reads and k3-compile writes.
 constexpr int kManifestFormatVersion = 1;
+
+/// Bytes of one element of an artifact dtype (bf16, f16, f32, i32, i64, i8),
+/// 0 for a name that is none of them. The runtime sizes its buffers with it.
+int64_t dtypeSizeOrZero(const std::string &dtype);
 
 /// Throws k3c::Error ("artifact 'DIR': manifest.json: <field>: <problem>")
 /// at the first violation of the schema above.

@@ -33,14 +33,8 @@ namespace k3c::rt {
 namespace {
 
 int64_t dtypeBytes(const std::string &d) {
-  if (d == "bf16" || d == "f16")
-    return 2;
-  if (d == "f32" || d == "i32")
-    return 4;
-  if (d == "i64")
-    return 8;
-  if (d == "i8")
-    return 1;
+  if (int64_t n = dtypeSizeOrZero(d))
+    return n;
   throw Error("artifact: unknown dtype '" + d + "'");
 }
 
@@ -183,6 +177,31 @@ float toF32(const uint8_t *p, DType t) {
     throw Error("not a float dtype");
   }
 }
+
+/// `b`'s current contents as fp32, read as elements of `dtype` (the value's
+/// or kernel argument's: a pooled activation buffer's own may be stale);
+/// bf16/f16/f32/i32 widened.
+std::vector<float> readAsF32(const Buffer &b, const std::string &dtype) {
+  int64_t n = 1;
+  for (int64_t d : b.dims)
+    n *= d;
+  const int64_t es = dtypeBytes(dtype);
+  std::vector<uint8_t> raw(n * es);
+  b.read(raw.data(), raw.size());
+  std::vector<float> f(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t *p = raw.data() + i * es;
+    if (dtype == "i32") {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      f[i] = static_cast<float>(v);
+    } else {
+      f[i] = toF32(p, dtype == "bf16" ? DType::BF16 : dtype == "f16" ? DType::F16 : DType::F32);
+    }
+  }
+  return f;
+}
+
 
 /// The routed experts' exchange (EP) running on a worker thread while the
 /// launches that do not read its result (the shared experts) run on the
@@ -952,40 +971,14 @@ void HostModel::launchStep(Entry &e, Launch &l, int64_t T, std::vector<Buffer *>
       const Value &v = e.values[out];
       if (v.trace.empty())
         continue;
-      Buffer *b = bufOf[out];
-      int64_t n = 1;
-      for (int64_t d : b->dims)
-        n *= d;
-      std::vector<uint8_t> raw(n * dtypeBytes(b->dtype));
-      b->read(raw.data(), raw.size());
-      std::vector<float> f(n);
-      for (int64_t i = 0; i < n; ++i)
-        f[i] = toF32(raw.data() + i * dtypeBytes(b->dtype),
-                     b->dtype == "bf16" ? DType::BF16 : b->dtype == "f16" ? DType::F16 : DType::F32);
-      traces[v.trace] = std::move(f);
+      traces[v.trace] = readAsF32(*bufOf[out], v.dtype);
     }
 }
 
-/// A float32 .npy of `b`'s current contents as elements of `dtype` (the
-/// kernel argument's: a pooled activation buffer's own may be stale),
-/// bf16/f16/f32/i32 widened.
+/// A float32 .npy of `b`'s current contents (readAsF32).
 static void dumpNpy(const std::string &path, const Buffer &b, const std::string &dtype) {
-  int64_t n = 1;
-  for (int64_t d : b.dims)
-    n *= d;
-  std::vector<uint8_t> raw(n * dtypeBytes(dtype));
-  b.read(raw.data(), raw.size());
-  std::vector<float> f(n);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint8_t *p = raw.data() + i * dtypeBytes(dtype);
-    if (dtype == "i32") {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      f[i] = static_cast<float>(v);
-    } else {
-      f[i] = toF32(p, dtype == "bf16" ? DType::BF16 : dtype == "f16" ? DType::F16 : DType::F32);
-    }
-  }
+  std::vector<float> f = readAsF32(b, dtype);
+  const int64_t n = static_cast<int64_t>(f.size());
   std::string shape = "(";
   for (int64_t d : b.dims)
     shape += std::to_string(d) + ",";
