@@ -11,6 +11,8 @@
 #  * k3-bench on the slice: prefill 2048, 8192 and decode 1, 32, 128 (per
 #    kernel), then fla (chunk_kda / fused_recurrent_kda) on the same shapes
 #    in the same run (kda_peer.py), then prefill 32768.
+# QUICK=1: checks and k3-bench only; FLA_PREFILL=TxH,...: fla prefill cases;
+# NO_32K=1: no 32768-token prefill.
 set -u
 cd "$(dirname "$0")"
 export PATH=$PWD/bin:$PATH
@@ -45,21 +47,6 @@ timeout 150 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids
 echo "== k3-bench on the slice"
 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode 1,32,128 --csv $OUT/slice-bench.csv > $OUT/slice-bench.txt; grep -E "^(prefill|decode)" $OUT/slice-bench.txt
 grep -E "kda|phase" $OUT/slice-bench.csv
-if [ -n "${PROFILE:-}" ]; then
-  echo "== per-launch GPU times (nsys): prefill 8192, decode 1 and 128"
-  NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2> /dev/null | head -1)
-  if [ -n "$NSYS" ]; then
-    $NSYS profile -o /tmp/kp --force-overwrite true -t cuda k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 8192 --decode 1,128 --reps 1 --steps 8 > /dev/null 2>&1
-    $NSYS stats --report cuda_gpu_kern_sum --format csv /tmp/kp.nsys-rep 2> /dev/null | python3 -c "
-import csv, sys
-rows = list(csv.reader(l for l in sys.stdin if l.count(',') > 3))
-h = rows[0]; t = h.index('Total Time (ns)'); n = h.index('Instances'); m = h.index('Name'); a = h.index('Avg (ns)')
-for r in sorted(rows[1:], key=lambda r: -float(r[t]))[:30]:
-    print('%10.3f ms %5s launches  avg %9.1f us  %s' % (float(r[t]) / 1e6, r[n], float(r[a]) / 1e3, r[m][:90]))"
-  else
-    echo "no nsys on this machine"
-  fi
-fi
 [ -n "${QUICK:-}" ] && exit 0
 echo "== fla (chunk_kda, fused_recurrent_kda) on the same shapes, same run"
 timeout 280 python3 kda_peer.py --csv $OUT/fla.csv --prefill ${FLA_PREFILL:-2048x96,8192x96,32768x96,8192x32} --check 2048x96 --dump "" --decode 1,32,128 2>&1 | tail -30
