@@ -23,9 +23,11 @@ struct ScratchNeed {
   llvm::SmallVector<int64_t> shape; ///< dim 0 dynamic (-1) = tokens
   mlir::Type elementType;
 };
-llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op);
+llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op, Target target);
 /// The KDA delta rule's chunk scratch (Kda.cpp).
 llvm::SmallVector<ScratchNeed> kdaScratchNeeds(mlir::Operation *op);
+/// The MLA prefill's up-projection scratch on tensor-core targets (Mla.cpp).
+llvm::SmallVector<ScratchNeed> mlaScratchNeeds(mlir::Operation *op, Target target);
 
 // Tile sizes of the block programs (GPU; the host runs one thread a block).
 constexpr int64_t kRowThreads = 256;    ///< row reductions: threads per row
@@ -43,6 +45,18 @@ constexpr int64_t kSharedBudget = 48 * 1024; ///< static shared memory a block
 /// shared f32 [warps]).
 mlir::Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, mlir::Value x, mlir::Value row,
                       int64_t d, mlir::Value eps, mlir::Value red);
+/// Chunk `slot` of a varlen batch cut into C-token chunks sequence by
+/// sequence: whether it exists, its sequence, the sequence's first row and
+/// length, and the chunk's first token in the sequence. A scan over
+/// seq_lens: on the GPU each warp takes 32 sequences a step (prefix sums by
+/// shuffles), on the host one at a time (Kda.cpp). A grid of
+/// ceil(T / C) + N slots covers every chunk of N sequences of T tokens.
+struct ChunkSlot {
+  mlir::Value valid, n, start, len, t0;
+};
+ChunkSlot findChunk(KernelBuilder &kb, ThreadBlock &tb, mlir::Value lens, mlir::Value slot,
+                    int64_t C);
+
 /// The tiled y = x W^T block program (Dense.cpp).
 void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y);
 

@@ -104,21 +104,22 @@ static std::string outlinePipeline() {
   return "func.func(scf-parallel-loop-tiling{parallel-loop-tile-sizes=1,128 "
          "no-min-max-bounds=true},gpu-map-parallel-loops,convert-parallel-loops-to-gpu),"
          "gpu-kernel-outlining,nvvm-attach-target{" +
-         TargetInfo::get(Target::Gpu).nvvmAttachOptions() + "},gpu.module(math-expand-ops)";
+         TargetInfo::get(Target::Gpu).nvvmAttachOptions() + "},gpu.module(math-expand-ops{ops=tanh})";
 }
 static const char *kNvvmPipeline =
     "gpu.module(lower-affine,arith-expand{include-bf16=true},convert-scf-to-cf,"
     "convert-nvgpu-to-nvvm,convert-gpu-to-nvvm{index-bitwidth=64},convert-nvvm-to-llvm,"
     "canonicalize,cse,reconcile-unrealized-casts)";
 
-/// exp, log1p and sqrt as single PTX instructions (ex2.approx.ftz,
+/// exp, exp2, log1p and sqrt as single PTX instructions (ex2.approx.ftz,
 /// lg2.approx.ftz, sqrt.rn) through inline asm, so no libdevice is needed and
 /// a machine without the CUDA toolkit still produces PTX.
 static void rewriteDeviceMath(ModuleOp m) {
   m.walk([](gpu::GPUModuleOp gm) {
     SmallVector<Operation *> ops;
     gm.walk([&](Operation *op) {
-      if (isa<math::ExpOp, math::Log1pOp, math::SqrtOp>(op) && op->getResult(0).getType().isF32())
+      if (isa<math::ExpOp, math::Exp2Op, math::Log1pOp, math::SqrtOp>(op) &&
+          op->getResult(0).getType().isF32())
         ops.push_back(op);
     });
     for (Operation *op : ops) {
@@ -140,6 +141,8 @@ static void rewriteDeviceMath(ModuleOp m) {
       if (isa<math::ExpOp>(op))
         r = ptx("ex2.approx.ftz.f32 $0, $1;",
                 arith::MulFOp::create(b, loc, x, c(1.4426950408889634)));
+      else if (isa<math::Exp2Op>(op))
+        r = ptx("ex2.approx.ftz.f32 $0, $1;", x);
       else if (isa<math::Log1pOp>(op))
         r = arith::MulFOp::create(
             b, loc, ptx("lg2.approx.ftz.f32 $0, $1;", arith::AddFOp::create(b, loc, x, c(1.0))),

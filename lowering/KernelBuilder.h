@@ -122,6 +122,8 @@ public:
   }
   Value fneg(Value a) { return mlir::arith::NegFOp::create(b, loc, a); }
   Value exp(Value a) { return mlir::math::ExpOp::create(b, loc, a); }
+  /// 2^a (one ex2.approx on the GPU: the softmax of the attention kernels).
+  Value exp2(Value a) { return mlir::math::Exp2Op::create(b, loc, a); }
   Value tanh(Value a) { return mlir::math::TanhOp::create(b, loc, a); }
   Value sqrt(Value a) { return mlir::math::SqrtOp::create(b, loc, a); }
   Value log1p(Value a) { return mlir::math::Log1pOp::create(b, loc, a); }

@@ -116,15 +116,7 @@ SmallVector<ScratchNeed> kdaScratchNeeds(Operation *op) {
           ScratchNeed{{-1, H * C}, f32},  ScratchNeed{{-1, H * dk}, f32}};
 }
 
-/// Chunk `slot` of a varlen batch cut into C-token chunks sequence by
-/// sequence: whether it exists, its sequence, the sequence's first row and
-/// length, and the chunk's first token in the sequence. A scan over
-/// seq_lens: on the GPU each warp takes 32 sequences a step (prefix sums by
-/// shuffles), on the host one at a time.
-struct ChunkSlot {
-  Value valid, n, start, len, t0;
-};
-static ChunkSlot findChunk(KernelBuilder &kb, ThreadBlock &tb, Value lens, Value slot,
+ChunkSlot findChunk(KernelBuilder &kb, ThreadBlock &tb, Value lens, Value slot,
                            int64_t C) {
   Value zero = kb.idx(0), one = kb.idx(1), N = kb.dim(lens, 0);
   // Carried: found, n, start, len, t0, chunks before, tokens before.

@@ -1,81 +1,386 @@
 //===- Mla.cpp - gated MLA attention core over the latent cache -----------===//
 //
 // Kernel contract: docs/kernels.md. Phase 1 appends the new tokens' latent
-// (RMSNorm'd c, raw k_pe) to each sequence's cache; phase 2 runs causal
-// softmax attention of every new token over its sequence's cache in the
-// latent space (kv_b absorbed into the query and the output: k_nope and v are
-// never materialized) with an online softmax, and the optional sigmoid
-// output gate. The reference rounds k_nope and v to the activation type;
-// the absorbed form does not (exact in f32 builds, within bf16 tolerance in
-// bf16 builds).
+// (RMSNorm'd c, raw k_pe) to each sequence's cache. Phase 2 is attention in
+// one of two forms:
+//
+//  * absorbed (decode, continued prefill, every host and f32 build): causal
+//    softmax attention of each new token over its sequence's cache in the
+//    latent space (kv_b absorbed into the query and the output: k_nope and v
+//    are never materialized) with an online softmax. The reference rounds
+//    k_nope and v to the activation type; this form does not (exact in f32
+//    builds, within bf16 tolerance in bf16 builds).
+//  * up-projected flash prefill (bf16 builds on tensor-core targets, launches
+//    of at least kFlashFrom tokens, sequences with no cached context): the
+//    new tokens' c_n is up-projected once, k_nope | v = c_n W_kvb^T, by the
+//    GEMM layer, then a FlashAttention-2 style kernel runs per (query tile,
+//    head): Q tile in registers, K / V tiles streamed by cp.async through a
+//    double-buffered shared-memory ring, S = Q K^T and O += P V as
+//    mma.sync m16n8k16 (P reused from the S accumulators as bf16 A
+//    fragments), online softmax in registers with ex2, causal tiles only
+//    up to the diagonal, heaviest tiles first. Attention at head dims
+//    192 / 128 costs 3.4x fewer FLOPs than at 576 / 512 (absorbed), and k_nope
+//    and v round to bf16 as in the reference.
+//
+// The rule (compile time: the target and dtypes; run time: the launch's
+// token count and each sequence's cached length) is documented in
+// docs/kernels.md.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Families.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::k3;
 
 namespace k3c::lowering {
 
-std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
+namespace {
+/// The flash prefill's shape: a block of `warps` warps takes bm = 16 * warps
+/// query rows of one head; key / value tiles of bn positions. Head dims are
+/// padded to the mma k (16) with zero columns in shared memory.
+struct FlashPlan {
+  bool on = false;
+  int64_t warps = 8, bm = 128, bn = 64, from = 64;
+  bool decodeToo = false; ///< decode launches (one token a sequence) take the branch too
+  int64_t H = 0, nope = 0, rope = 0, dv = 0, R = 0, qk = 0, qkPad = 0, dvPad = 0;
+  int64_t qPitch() const { return qkPad + 8; } // +16 bytes: conflict-free ldmatrix rows
+  int64_t vPitch() const { return dvPad + 8; }
+  int64_t qBytes() const { return bm * qPitch() * 2; }
+  int64_t kBytes() const { return 2 * bn * qPitch() * 2; }
+  int64_t vBytes() const { return 2 * bn * vPitch() * 2; }
+  int64_t sharedBytes() const { return qBytes() + kBytes() + vBytes(); }
+  std::string name() const {
+    return "flash_" + std::to_string(bm) + "x" + std::to_string(bn) + "_d" +
+           std::to_string(qk) + "_" + std::to_string(dv);
+  }
+};
+} // namespace
+
+static int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+/// Whether (and how) `attn` runs the up-projected flash prefill on `target`:
+/// a tensor-core GPU, bf16 q / kv / kv_b, head parts in whole 16-byte chunks.
+/// K3C_MLA_FLASH=0 turns it off (the absorbed form everywhere);
+/// K3C_MLA_FLASH_WARPS sets the warps (query rows / 16) a block,
+/// K3C_MLA_FLASH_FROM the launch size in tokens from which it runs;
+/// K3C_MLA_FLASH_DECODE=1 sends decode launches through the prefill branch
+/// too (a test of its cached-sequence path: k3-run prefills fresh prompts).
+static FlashPlan flashPlan(MlaAttentionOp attn, Target target) {
+  FlashPlan p;
+  const TargetInfo &info = TargetInfo::get(target);
+  auto elt = [](Value v) { return cast<ShapedType>(v.getType()).getElementType(); };
+  if (!info.mmaSync || !elt(attn.getQ()).isBF16() || !elt(attn.getKv()).isBF16() ||
+      !elt(attn.getKvBProj()).isBF16() || !intFromEnv("K3C_MLA_FLASH", 1))
+    return p;
+  p.H = attn.getNumHeads();
+  p.nope = attn.getQkNopeHeadDim();
+  p.dv = attn.getVHeadDim();
+  p.R = cast<ShapedType>(attn.getKvBProj().getType()).getDimSize(1);
+  p.rope = cast<ShapedType>(attn.getKv().getType()).getDimSize(1) - p.R;
+  if (p.nope % 8 || p.rope % 8 || p.dv % 8 || p.R % 8 || p.rope <= 0)
+    return p;
+  p.qk = p.nope + p.rope;
+  p.qkPad = roundUp(p.qk, 16);
+  p.dvPad = roundUp(p.dv, 16);
+  p.warps = intFromEnv("K3C_MLA_FLASH_WARPS", 8);
+  p.bm = 16 * p.warps;
+  p.from = std::max<int64_t>(2, intFromEnv("K3C_MLA_FLASH_FROM", 64));
+  p.decodeToo = intFromEnv("K3C_MLA_FLASH_DECODE", 0) != 0;
+  // Registers a thread: Q fragments, S and O accumulators.
+  int64_t regs = p.qkPad / 16 * 4 + p.bn / 8 * 4 + p.dvPad / 8 * 4;
+  if (p.warps < 1 || p.warps > 16 || regs > 200 || p.sharedBytes() > info.maxSharedPerBlock)
+    return p;
+  p.on = true;
+  return p;
+}
+
+SmallVector<ScratchNeed> mlaScratchNeeds(Operation *op, Target) {
   auto attn = dyn_cast<MlaAttentionOp>(op);
   if (!attn)
-    return std::nullopt;
-  Value q = st.get(attn.getQ()), kv = st.get(attn.getKv()), kvNorm = st.get(attn.getKvNorm()),
-        cache = st.get(attn.getCache()), cacheLens = st.get(attn.getCacheLens()),
-        lens = st.get(attn.getSeqLens()), kvb = st.get(attn.getKvBProj()),
-        out = st.get(attn.getResult());
-  Value gate = attn.getGate() ? st.get(attn.getGate()) : Value();
-  auto kvType = cast<MemRefType>(kv.getType());
-  Type act = kvType.getElementType(), outType = cast<MemRefType>(out.getType()).getElementType();
+    return {};
+  // Host and GPU kernels share one calling convention (the manifest's), so
+  // the buffers follow the op, not the target: whenever a tensor-core target
+  // would run the flash prefill (the host's copies go unused).
+  FlashPlan p = flashPlan(attn, Target::Gpu);
+  if (!p.on)
+    return {};
+  // c_n of the new tokens [T, R]; their k_nope | v per head [T, H (nope + v)].
+  Type act = cast<ShapedType>(attn.getKv().getType()).getElementType();
+  return {ScratchNeed{{-1, p.R}, act}, ScratchNeed{{-1, p.H * (p.nope + p.dv)}, act}};
+}
+
+/// The flash prefill (see the file comment): a block per (query tile slot,
+/// head) over the sequences with no cached context; kvup holds k_nope | v of
+/// the launch's tokens, kv their raw k_pe.
+static void flashPrefill(KernelBuilder &kb, const FlashPlan &p, Value q, Value kv, Value kvup,
+                         Value lens, Value cacheLens, Value gate, Value out, double scale) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type bf16 = b.getBF16Type(), outType = cast<MemRefType>(out.getType()).getElementType();
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  const int64_t bm = p.bm, bn = p.bn, qP = p.qPitch(), vP = p.vPitch();
+  const int64_t sTiles = bn / 8, oTiles = p.dvPad / 8, qSteps = p.qkPad / 16;
+  const int64_t headRow = p.nope + p.dv; // kvup columns a head
+  const float scaleLog2 = static_cast<float>(scale * 1.4426950408889634);
+  Value T = kb.dim(q, 0), N = kb.dim(lens, 0);
+  Value slots = kb.add(kb.ceilDiv(T, bm), N);
+
+  kb.blocks({slots, kb.idx(p.H)}, 32 * p.warps, [&](ValueRange bid, ThreadBlock &tb) {
+    Value h = bid[1];
+    ChunkSlot cs = findChunk(kb, tb, lens, bid[0], bm);
+    kb.ifThen(cs.valid, [&] {
+      Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
+      kb.ifThen(kb.ieq(past, kb.idx(0)), [&] {
+        // Heaviest tiles (last in the sequence) first.
+        Value tiles = kb.ceilDiv(cs.len, bm);
+        Value t0 = kb.mul(kb.sub(kb.sub(tiles, kb.idx(1)), kb.div(cs.t0, bm)), bm);
+        Value rows = kb.minu(kb.idx(bm), kb.sub(cs.len, t0));
+        Value row0 = kb.add(cs.start, t0);
+        Value kvEnd = kb.add(t0, rows); // positions [0, kvEnd) are visible
+        Value nKv = kb.ceilDiv(kvEnd, bn);
+        Value qs = kb.dynamicShared(tb, 0, {bm, qP}, bf16);
+        Value ks = kb.dynamicShared(tb, p.qBytes(), {2, bn, qP}, bf16);
+        Value vs = kb.dynamicShared(tb, p.qBytes() + p.kBytes(), {2, bn, vP}, bf16);
+
+        // Zero the padding columns once (no copy writes them).
+        auto zeroPad = [&](Value buf, std::optional<int64_t> slot, int64_t nRows, int64_t from,
+                           int64_t to) {
+          int64_t chunks = (to - from) / 8;
+          if (!chunks)
+            return;
+          kb.strided(tb, kb.idx(0), kb.idx(nRows * chunks), [&](Value lin) {
+            Value r = kb.div(lin, chunks), c = kb.add(kb.mul(kb.rem(lin, chunks), 8), from);
+            if (slot)
+              kb.zeroVec(buf, {kb.idx(*slot), r, c}, 8);
+            else
+              kb.zeroVec(buf, {r, c}, 8);
+          });
+        };
+        zeroPad(qs, std::nullopt, bm, p.qk, p.qkPad);
+        for (int64_t sl = 0; sl < 2; ++sl) {
+          zeroPad(ks, sl, bn, p.qk, p.qkPad);
+          zeroPad(vs, sl, bn, p.dv, p.dvPad);
+        }
+
+        // cp.async of `nRows` rows x `chunks` 16-byte chunks: row r of the
+        // tile is src row srcRow0 + r (zero-filled from `valid` rows on),
+        // columns srcCol0 + 8c, into dst columns dstCol0 + 8c.
+        auto copy = [&](SmallVector<Value> &toks, Value src, Value srcRow0, Value srcCol0,
+                        Value valid, int64_t nRows, int64_t chunks, Value dst, Value slot,
+                        int64_t dstCol0) {
+          int64_t total = nRows * chunks;
+          for (int64_t i = 0; i * tb.threads < total; ++i) {
+            Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
+            if (total % tb.threads) // duplicates copy the same chunk again
+              lin = kb.minu(lin, kb.idx(total - 1));
+            Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
+            Value ok = kb.ult(r, valid);
+            Value srcRow = kb.select(ok, kb.add(srcRow0, r), kb.idx(0));
+            Value n = kb.select(ok, kb.idx(8), kb.idx(0));
+            SmallVector<Value> di;
+            if (slot)
+              di.push_back(slot);
+            di.append({r, kb.add(c8, kb.idx(dstCol0))});
+            toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
+                b, loc, tokenType, dst, di, src, ValueRange{srcRow, kb.add(srcCol0, c8)},
+                b.getIndexAttr(8), n, b.getUnitAttr()));
+          }
+        };
+        Value headCol = kb.mul(h, headRow);
+        auto issueKv = [&](SmallVector<Value> &toks, Value j) {
+          Value p0 = kb.mul(j, bn), slot = kb.rem(j, 2), at = kb.add(cs.start, p0);
+          Value valid = kb.sub(kvEnd, p0);
+          copy(toks, kvup, at, headCol, valid, bn, p.nope / 8, ks, slot, 0);
+          copy(toks, kv, at, kb.idx(p.R), valid, bn, p.rope / 8, ks, slot, p.nope);
+          copy(toks, kvup, at, kb.add(headCol, kb.idx(p.nope)), valid, bn, p.dv / 8, vs, slot, 0);
+        };
+        {
+          SmallVector<Value> toks;
+          copy(toks, q, row0, kb.mul(h, p.qk), rows, bm, p.qk / 8, qs, Value(), 0);
+          issueKv(toks, kb.idx(0));
+          nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, toks);
+        }
+        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+        kb.barrier(tb);
+
+        Value lane = tb.lane, wRow = kb.mul(tb.warp, 16);
+        // Q fragments (A, row-major): rows lane % 16, column 8 (lane / 16).
+        SmallVector<SmallVector<Value>> qf;
+        for (int64_t k = 0; k < qSteps; ++k)
+          qf.push_back(fragmentWords(
+              kb,
+              ldmatrixX4(kb, qs,
+                         {kb.add(wRow, kb.rem(lane, 16)),
+                          kb.add(kb.mul(kb.div(lane, 16), 8), kb.idx(k * 16))},
+                         false),
+              0, 4));
+        Value g = kb.div(lane, 4), c2 = kb.mul(kb.rem(lane, 4), 2);
+        // This thread's query positions (rows g and g + 8 of the warp's 16).
+        Value qi[2] = {kb.add(kb.add(t0, wRow), g), kb.add(kb.add(t0, wRow), kb.add(g, 8))};
+        Value bRowOff = kb.add(kb.rem(lane, 8), kb.mul(kb.div(lane, 16), 8));
+        Value bColOff = kb.mul(kb.rem(kb.div(lane, 8), 2), 8);
+        Value vRowOff = kb.add(kb.rem(lane, 8), kb.mul(kb.rem(kb.div(lane, 8), 2), 8));
+        Value vColOff = kb.mul(kb.div(lane, 16), 8);
+        Value negInf = kb.f32(-INFINITY), zero = kb.f32(0.0);
+
+        // Carried: O accumulators, then m[2], l[2].
+        SmallVector<Value> init(oTiles * 4, zero);
+        init.append({negInf, negInf, zero, zero});
+        // One key / value tile; `mask` for the tiles that reach the block's
+        // first query (the diagonal), the tiles before it need none.
+        auto tile = [&](Value j, ValueRange in, bool mask) {
+          Value next = kb.add(j, kb.idx(1));
+          kb.ifThen(kb.ult(next, nKv), [&] {
+            SmallVector<Value> toks;
+            issueKv(toks, next);
+            nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, toks);
+          });
+          Value slot = kb.rem(j, 2), p0 = kb.mul(j, bn);
+          // S = Q K^T (B fragments: K rows are columns of K^T).
+          SmallVector<Value> sAcc(sTiles * 4, zero);
+          for (int64_t k = 0; k < qSteps; ++k)
+            for (int64_t jj = 0; jj < sTiles / 2; ++jj) {
+              Value v = ldmatrixX4(kb, ks,
+                                   {slot, kb.add(bRowOff, kb.idx(jj * 16)),
+                                    kb.add(bColOff, kb.idx(k * 16))},
+                                   false);
+              mmaBf16(kb, qf[k], fragmentWords(kb, v, 0, 2),
+                      MutableArrayRef<Value>(sAcc).slice(2 * jj * 4, 4));
+              mmaBf16(kb, qf[k], fragmentWords(kb, v, 2, 2),
+                      MutableArrayRef<Value>(sAcc).slice((2 * jj + 1) * 4, 4));
+            }
+          // Mask the future, online softmax per row in log2 units (the
+          // scale folded into the exponent: one FMA an element).
+          Value pBase = kb.add(p0, c2), cLog2 = kb.f32(scaleLog2);
+          SmallVector<Value> out(in.begin(), in.end());
+          Value alpha[2];
+          for (int64_t hf = 0; hf < 2; ++hf) {
+            Value mx = negInf;
+            for (int64_t t = 0; t < sTiles; ++t)
+              for (int64_t e = 0; e < 2; ++e) {
+                Value &sv = sAcc[t * 4 + 2 * hf + e];
+                if (mask)
+                  sv = kb.select(kb.ule(kb.add(pBase, kb.idx(t * 8 + e)), qi[hf]), sv, negInf);
+                mx = kb.fmax(mx, sv);
+              }
+            for (int64_t off : {1, 2})
+              mx = kb.fmax(mx, gpu::ShuffleOp::create(b, loc, mx, kb.i32Const(off),
+                                                      kb.i32Const(32), gpu::ShuffleMode::XOR)
+                                   .getShuffleResult());
+            Value mOld = in[oTiles * 4 + hf], mNew = kb.fmax(mOld, kb.fmul(mx, cLog2));
+            alpha[hf] = kb.exp2(kb.fsub(mOld, mNew));
+            Value rowSum = zero;
+            for (int64_t t = 0; t < sTiles; ++t)
+              for (int64_t e = 0; e < 2; ++e) {
+                Value &sv = sAcc[t * 4 + 2 * hf + e];
+                sv = kb.exp2(kb.fsub(kb.fmul(sv, cLog2), mNew));
+                rowSum = kb.fadd(rowSum, sv);
+              }
+            out[oTiles * 4 + hf] = mNew;
+            out[oTiles * 4 + 2 + hf] = kb.fadd(kb.fmul(in[oTiles * 4 + 2 + hf], alpha[hf]), rowSum);
+          }
+          for (int64_t t = 0; t < oTiles; ++t)
+            for (int64_t e = 0; e < 4; ++e)
+              out[t * 4 + e] = kb.fmul(out[t * 4 + e], alpha[e / 2]);
+          // O += P V: P's A fragments are the S accumulators of two n8
+          // tiles; V (rows = positions) read transposed by ldmatrix.trans.
+          for (int64_t kk = 0; kk < bn / 16; ++kk) {
+            const Value *s0 = &sAcc[2 * kk * 4], *s1 = &sAcc[(2 * kk + 1) * 4];
+            SmallVector<Value> a{packBf16(kb, s0[0], s0[1]), packBf16(kb, s0[2], s0[3]),
+                                 packBf16(kb, s1[0], s1[1]), packBf16(kb, s1[2], s1[3])};
+            for (int64_t dd = 0; dd < oTiles / 2; ++dd) {
+              Value v = ldmatrixX4(kb, vs,
+                                   {slot, kb.add(vRowOff, kb.idx(kk * 16)),
+                                    kb.add(vColOff, kb.idx(dd * 16))},
+                                   true);
+              mmaBf16(kb, a, fragmentWords(kb, v, 0, 2),
+                      MutableArrayRef<Value>(out).slice(2 * dd * 4, 4));
+              mmaBf16(kb, a, fragmentWords(kb, v, 2, 2),
+                      MutableArrayRef<Value>(out).slice((2 * dd + 1) * 4, 4));
+            }
+          }
+          // Tile j + 1 has landed and every warp is done with slot j % 2.
+          NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+          kb.barrier(tb);
+          return out;
+        };
+        Value diag = kb.minu(kb.div(t0, bn), nKv);
+        SmallVector<Value> mid = kb.loop(kb.idx(0), diag, init, [&](Value j, ValueRange in) {
+          return tile(j, in, false);
+        });
+        SmallVector<Value> fin = kb.loop(diag, nKv, mid, [&](Value j, ValueRange in) {
+          return tile(j, in, true);
+        });
+
+        // Epilogue: O / l (l summed over the row's 4 lanes), the gate, bf16.
+        Value limit = kb.add(row0, rows);
+        for (int64_t hf = 0; hf < 2; ++hf) {
+          Value l = fin[oTiles * 4 + 2 + hf];
+          for (int64_t off : {1, 2})
+            l = kb.fadd(l, gpu::ShuffleOp::create(b, loc, l, kb.i32Const(off), kb.i32Const(32),
+                                                  gpu::ShuffleMode::XOR)
+                               .getShuffleResult());
+          Value inv = kb.fdiv(kb.f32(1.0), l);
+          Value row = kb.add(row0, kb.add(kb.add(wRow, g), kb.idx(8 * hf)));
+          kb.ifThen(kb.ult(row, limit), [&] {
+            for (int64_t t = 0; t < p.dv / 8; ++t) {
+              Value col = kb.add(kb.mul(h, p.dv), kb.add(c2, kb.idx(t * 8)));
+              Value v[2];
+              for (int64_t e = 0; e < 2; ++e) {
+                v[e] = kb.fmul(fin[t * 4 + 2 * hf + e], inv);
+                if (gate) {
+                  Value gv = kb.loadF32(gate, {row, kb.add(col, kb.idx(e))});
+                  v[e] = kb.fmul(kb.round(v[e], outType), kb.round(kb.sigmoid(gv), outType));
+                }
+              }
+              storeAccPair(kb, out, row, col, v[0], v[1], limit, p.H * p.dv);
+            }
+          });
+        }
+      });
+    });
+  }, p.sharedBytes(), "mla_" + p.name());
+}
+
+/// The absorbed form, a block per (tokens, head): each block takes `tpb`
+/// consecutive tokens; with `skipFresh` it leaves tokens of sequences
+/// without cached context to the flash prefill.
+static void absorbedAttention(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
+                              Value cacheLens, Value lens, Value kvb, Value gate, Value out,
+                              int64_t tpb, bool skipFresh) {
+  auto cacheType = cast<MemRefType>(cache.getType());
+  Type outType = cast<MemRefType>(out.getType()).getElementType();
   int64_t H = attn.getNumHeads(), nope = attn.getQkNopeHeadDim(), dv = attn.getVHeadDim();
   int64_t R = cast<MemRefType>(kvb.getType()).getDimSize(1);
-  int64_t cd = kvType.getDimSize(1), rope = cd - R, qk = nope + rope;
-  Value eps = kb.f32(attn.getNormEps().convertToDouble());
+  int64_t cd = cacheType.getDimSize(2), rope = cd - R, qk = nope + rope;
   Value scale = kb.f32(attn.getSoftmaxScale().convertToDouble());
-
   int64_t vwCache = kb.vecWidth(cache, cd), vwKvb = kb.vecWidth(kvb, R);
   if (R % vwCache)
     vwCache = 1;
+  Value T = kb.dim(q, 0);
 
-  // Phase 1: one block per sequence appends its new tokens' latent (RMSNorm'd
-  // c, rounded like the reference's norm, then raw k_pe) to its cache.
-  kb.blocks({kb.dim(lens, 0)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
-    Value n = bid[0];
-    Value red = kb.shared(tb, {tb.warps}, kb.b.getF32Type());
-    Value start = kb.seqOffset(lens, n), len = kb.seqLen(lens, n),
-          past = kb.toIndex(kb.load(cacheLens, {n}));
-    kb.loop(kb.idx(0), len, [&](Value t) {
-      Value row = kb.add(start, t), pos = kb.add(past, t);
-      Value inv = rowInvRms(kb, tb, kv, row, R, eps, red);
-      kb.strided(tb, kb.idx(0), kb.idx(cd), [&](Value c) {
-        Value v = kb.ifElse(
-            kb.ult(c, kb.idx(R)),
-            [&] {
-              Value xn = kb.round(kb.fmul(kb.loadF32(kv, {row, c}), inv), act);
-              return kb.fmul(xn, kb.loadF32(kvNorm, {c}));
-            },
-            [&] { return kb.loadF32(kv, {row, c}); });
-        kb.storeF32(v, cache, {n, pos, c});
-      });
-    });
-  });
-
-  // Phase 2: one block per (token, head), absorbed into the latent space:
   //   q_abs = q_nope . W_k (R), scores = [q_abs, q_pe] . cache[s] * scale,
   //   o_lat = softmax-weighted sum of cache[s][:R] (online softmax: each warp
   //   streams its share of the cached positions keeping a running max, sum and
   //   o_lat, then the warps merge), out = W_v . o_lat, times the gate.
   int64_t cw = cd; // q_abs (R) then q_pe (rope)
-  kb.blocks({kb.dim(q, 0), kb.idx(H)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
-    Value row = bid[0], h = bid[1];
+  std::string name = tpb > 1 ? "absorbed_cached" : "absorbed";
+  kb.blocks({kb.ceilDiv(T, tpb), kb.idx(H)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value h = bid[1];
     Value qa = kb.shared(tb, {cw}, kb.b.getF32Type());
     Value acc = kb.shared(tb, {tb.warps, R}, kb.b.getF32Type());
     Value ml = kb.shared(tb, {2 * tb.warps}, kb.b.getF32Type());
     Value olat = kb.shared(tb, {R}, kb.b.getF32Type());
-    // The row's sequence n and its first row.
     Value N = kb.dim(lens, 0);
+    kb.loop(kb.mul(bid[0], tpb), kb.minu(kb.mul(kb.add(bid[0], kb.idx(1)), tpb), T),
+            [&](Value row) {
+    // The row's sequence n and its first row.
     auto found = kb.loop(kb.idx(0), N, ValueRange{kb.idx(0), kb.idx(0), kb.idx(0)},
                          [&](Value i, ValueRange a) {
                            Value end = kb.add(a[0], kb.seqLen(lens, i));
@@ -85,6 +390,7 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
                          });
     Value n = found[1], start = found[2];
     Value past = kb.toIndex(kb.load(cacheLens, {n}));
+    auto body = [&] {
     Value visible = kb.add(kb.add(past, kb.sub(row, start)), kb.idx(1));
     Value qBase = kb.mul(h, qk), kRow0 = kb.mul(h, nope + dv), vRow0 = kb.add(kRow0, nope);
 
@@ -164,7 +470,98 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
         kb.storeF32(v, out, {row, col});
       });
     });
-  });
+    };
+    if (skipFresh)
+      kb.ifThen(kb.ult(kb.idx(0), past), body);
+    else
+      body();
+    });
+  }, 0, name);
+}
+
+std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
+  auto attn = dyn_cast<MlaAttentionOp>(op);
+  if (!attn)
+    return std::nullopt;
+  Value q = st.get(attn.getQ()), kv = st.get(attn.getKv()), kvNorm = st.get(attn.getKvNorm()),
+        cache = st.get(attn.getCache()), cacheLens = st.get(attn.getCacheLens()),
+        lens = st.get(attn.getSeqLens()), kvb = st.get(attn.getKvBProj()),
+        out = st.get(attn.getResult());
+  Value gate = attn.getGate() ? st.get(attn.getGate()) : Value();
+  auto kvType = cast<MemRefType>(kv.getType());
+  Type act = kvType.getElementType();
+  int64_t R = cast<MemRefType>(kvb.getType()).getDimSize(1);
+  int64_t cd = kvType.getDimSize(1);
+  Value eps = kb.f32(attn.getNormEps().convertToDouble());
+  FlashPlan fp = flashPlan(attn, kb.target);
+  Value cn, kvup;
+  if (fp.on) { // (the host has these buffers too: mlaScratchNeeds)
+    SmallVector<Value> sc = st.scratch.lookup(op);
+    assert(sc.size() == 2 && "mlaScratchNeeds' buffers");
+    cn = sc[0];
+    kvup = sc[1];
+  }
+
+  // Phase 1: a warp per new token (8 a block; the host: a block per token)
+  // appends its latent (RMSNorm'd c, rounded like the reference's norm, then
+  // raw k_pe) to its sequence's cache (and, for the flash prefill, c_n to
+  // its own [T, R] buffer). The token's sequence comes from a warp scan of
+  // seq_lens (findChunk with 1-token chunks).
+  Value T = kb.dim(q, 0);
+  int64_t tokWarps = kb.gpu() ? kMlaThreads / 32 : 1;
+  kb.blocks({kb.ceilDiv(T, tokWarps)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value slot = kb.add(kb.mul(bid[0], tokWarps), tb.warp);
+    ChunkSlot cs = findChunk(kb, tb, lens, slot, 1);
+    kb.ifThen(cs.valid, [&] {
+      Value row = kb.add(cs.start, cs.t0);
+      Value pos = kb.add(kb.toIndex(kb.load(cacheLens, {cs.n})), cs.t0);
+      Value part = kb.loopStep(tb.lane, kb.idx(R), kb.idx(tb.lanes), ValueRange{kb.f32(0.0)},
+                               [&](Value c, ValueRange a) {
+                                 Value v = kb.loadF32(kv, {row, c});
+                                 return SmallVector<Value>{kb.fadd(a[0], kb.fmul(v, v))};
+                               })[0];
+      Value ss = kb.warpSum(tb, part);
+      Value inv = kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(R))), eps));
+      kb.loopStep(tb.lane, kb.idx(cd), kb.idx(tb.lanes), [&](Value c) {
+        Value v = kb.ifElse(
+            kb.ult(c, kb.idx(R)),
+            [&] {
+              Value xn = kb.round(kb.fmul(kb.loadF32(kv, {row, c}), inv), act);
+              Value cv = kb.fmul(xn, kb.loadF32(kvNorm, {c}));
+              if (cn)
+                kb.storeF32(cv, cn, {row, c});
+              return cv;
+            },
+            [&] { return kb.loadF32(kv, {row, c}); });
+        kb.storeF32(v, cache, {cs.n, pos, c});
+      });
+    });
+  }, 0, "append");
+
+  double scale = attn.getSoftmaxScale().convertToDouble();
+  auto absorbed = [&](int64_t tpb, bool skipFresh) {
+    absorbedAttention(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, tpb, skipFresh);
+  };
+  if (!fp.on) {
+    absorbed(1, false);
+    return success();
+  }
+  // Prefill launches (at least fp.from tokens, more tokens than sequences):
+  // up-project the new tokens' latent, flash attention for fresh sequences,
+  // the absorbed form (16 tokens a block) for sequences that continue
+  // cached context. Decode (one token a sequence) and small launches: the
+  // absorbed form for all.
+  Value prefill = kb.ule(kb.idx(fp.from), T);
+  if (!fp.decodeToo)
+    prefill = kb.andi(prefill, kb.ult(kb.dim(lens, 0), T));
+  kb.ifThenElse(
+      prefill,
+      [&] {
+        lowerLinear(kb, cn, kvb, kvup);
+        flashPrefill(kb, fp, q, kv, kvup, lens, cacheLens, gate, out, scale);
+        absorbed(16, true);
+      },
+      [&] { absorbed(1, false); });
   return success();
 }
 

@@ -263,7 +263,7 @@ static WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt) {
   return t;
 }
 
-static int64_t intFromEnv(const char *var, int64_t dflt) {
+int64_t intFromEnv(const char *var, int64_t dflt) {
   const char *v = std::getenv(var);
   int64_t out;
   if (!v || StringRef(v).trim().getAsInteger(10, out))
@@ -327,8 +327,7 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
 
 /// The rows of a vector<Rx2xbf16> fragment (ldmatrix's result) as the i32
 /// registers mma.sync takes (two bf16 packed, low half first).
-static SmallVector<Value> fragmentWords(KernelBuilder &kb, Value frag, int64_t first,
-                                        int64_t count) {
+SmallVector<Value> fragmentWords(KernelBuilder &kb, Value frag, int64_t first, int64_t count) {
   OpBuilder &b = kb.b;
   SmallVector<Value> out;
   for (int64_t r = first; r < first + count; ++r) {
@@ -359,8 +358,23 @@ static void mmaSync(KernelBuilder &kb, NVVM::MMATypes type, int64_t k, ValueRang
     c[i] = LLVM::ExtractValueOp::create(bd, kb.loc, d, ArrayRef<int64_t>{i});
 }
 
-static void mmaBf16(KernelBuilder &kb, ValueRange a, ValueRange b, MutableArrayRef<Value> c) {
+void mmaBf16(KernelBuilder &kb, ValueRange a, ValueRange b, MutableArrayRef<Value> c) {
   mmaSync(kb, NVVM::MMATypes::bf16, 16, a, b, c);
+}
+
+Value packBf16(KernelBuilder &kb, Value lo, Value hi) {
+  OpBuilder &b = kb.b;
+  Value pair = vector::FromElementsOp::create(b, kb.loc, VectorType::get({2}, b.getF32Type()),
+                                              ValueRange{lo, hi});
+  Value h = arith::TruncFOp::create(b, kb.loc, VectorType::get({2}, b.getBF16Type()), pair);
+  Value w = vector::BitCastOp::create(b, kb.loc, VectorType::get({1}, b.getI32Type()), h);
+  return vector::ExtractOp::create(b, kb.loc, w, ArrayRef<int64_t>{0});
+}
+
+Value ldmatrixX4(KernelBuilder &kb, Value smem, ValueRange indices, bool transpose) {
+  OpBuilder &b = kb.b;
+  return nvgpu::LdMatrixOp::create(b, kb.loc, VectorType::get({4, 2}, b.getBF16Type()), smem,
+                                   indices, transpose, 4);
 }
 
 void mmaTf32(KernelBuilder &kb, ValueRange a, ValueRange b, MutableArrayRef<Value> c) {

@@ -138,6 +138,24 @@ void wgmmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y,
 /// rows g, g, g + 8, g + 8 and columns 2q, 2q + 1, g = lane / 4, q = lane % 4).
 void mmaTf32(KernelBuilder &kb, mlir::ValueRange a, mlir::ValueRange b,
              llvm::MutableArrayRef<mlir::Value> c);
+/// c += a b for one m16n8k16 bf16 tile: `a` 4 and `b` 2 i32 words of packed
+/// bf16 pairs (low half the lower k), `c` 4 fp32 accumulators (layout as
+/// mmaTf32's).
+void mmaBf16(KernelBuilder &kb, mlir::ValueRange a, mlir::ValueRange b,
+             llvm::MutableArrayRef<mlir::Value> c);
+/// fp32 lo, hi rounded to bf16 and packed into one i32 word (lo in the low
+/// half): an A or B register of mmaBf16.
+mlir::Value packBf16(KernelBuilder &kb, mlir::Value lo, mlir::Value hi);
+/// ldmatrix.x4 (optionally .trans) of four 8 x 8 bf16 matrices from
+/// workgroup memory at `indices` (each lane names one row): vector<4x2xbf16>.
+mlir::Value ldmatrixX4(KernelBuilder &kb, mlir::Value smem, mlir::ValueRange indices,
+                       bool transpose);
+/// Rows [first, first + count) of an ldmatrix result as mma i32 words.
+llvm::SmallVector<mlir::Value> fragmentWords(KernelBuilder &kb, mlir::Value frag, int64_t first,
+                                             int64_t count);
+/// An integer tuning override from the environment (compile time), else dflt.
+int64_t intFromEnv(const char *var, int64_t dflt);
+
 /// Stores accumulators v0, v1 at y[row, col], y[row, col + 1] when row < T
 /// and col < O (O even): one 4-byte store of the rounded pair for 16-bit y.
 void storeAccPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,

@@ -1,21 +1,46 @@
-// --k3-lower-kernels on k3-tiny's absorbed MLA attention (latent cache of
-// 40 = 32 + 8, online softmax). sm_90a: a block per (token, head), the cache
-// read 16 bytes at a time, q_abs / o_lat in workgroup memory, shuffles.
+// --k3-lower-kernels on k3-tiny's MLA attention (latent cache of 40 = 32 + 8,
+// nope 16, v 16, 4 heads, bf16). sm_90a: phase 1 appends the latent; then a
+// host-side branch on the launch's token count: from 64 tokens the
+// up-projection (GEMM layer) and the flash prefill (cp.async K / V ring,
+// ldmatrix, mma.sync for S = Q K^T and, with ldmatrix.trans of V, O += P V,
+// ex2 softmax, head dims padded 24 -> 32 and 16), plus the absorbed kernel
+// for cached sequences 16 tokens a block; below 64 tokens the absorbed
+// kernel, a block per (token, head), the cache read 16 bytes at a time.
+// The host has the absorbed form only (its scratch arguments go unused).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 
+// The up-projection's scratch: c_n [T, 32] and k_nope | v [T, 4 x 32].
 // GPU-LABEL: func.func @k3_mla_attn_{{[0-9a-f]+}}(
+// GPU-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>)
 // GPU-SAME: k3.family = "mla_attn"
 // GPU: gpu.launch
-// GPU: gpu.launch {{.*}} workgroup(%{{.*}} : memref<40xf32, #gpu.address_space<workgroup>>
+// GPU: scf.if
+// GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_linear_
+// GPU: dynamic_shared_memory_size %c{{[0-9]+}}_i32 module(@k3_mla_attn_{{[0-9a-f]+}}_mla_flash_128x64_d24_16)
+// GPU: nvgpu.device_async_copy
+// GPU: nvvm.cp.async.wait.group 0
+// GPU: nvgpu.ldmatrix {{.*}}transpose = false
+// GPU: scf.for
+// GPU: nvvm.mma.sync
+// GPU: math.exp2
+// GPU: gpu.shuffle  xor
+// GPU: nvgpu.ldmatrix {{.*}}transpose = true
+// GPU: nvvm.mma.sync
+// GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_cached)
+// GPU: } else {
+// GPU: gpu.launch {{.*}} function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed) workgroup(%{{.*}} : memref<40xf32, #gpu.address_space<workgroup>>
 // GPU: vector.load %{{.*}} {alignment = 16 : i64} : memref<?x?x40xbf16>, vector<8xbf16>
 // GPU: gpu.shuffle  xor
 // GPU: gpu.barrier
 // GPU: return
 
+// (The host gets the scratch arguments too: one calling convention.)
 // HOST-LABEL: func.func @k3_mla_attn_{{[0-9a-f]+}}(
+// HOST-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>)
 // HOST-NOT: gpu.
 // HOST-NOT: vector.load
+// HOST-NOT: mma
 // HOST: return
 
 func.func @mla_attn(%a0: tensor<?x96xbf16>, %a1: tensor<?x40xbf16>, %a2: tensor<32xbf16>, %a3: tensor<?x?x40xbf16>, %a4: tensor<?xi32>, %a5: tensor<?xi32>, %a6: tensor<128x32xbf16>, %a7: tensor<?x64xbf16>) -> (tensor<?x64xbf16>, tensor<?x?x40xbf16>) {

@@ -128,6 +128,10 @@ struct StagedDir {
     std::filesystem::path parent = t.parent_path().empty() ? "." : t.parent_path();
     std::error_code ec;
     std::filesystem::create_directories(parent, ec);
+    // createUniqueDirectory puts a relative model under the system temp
+    // directory: name the sibling by its absolute path.
+    if (std::filesystem::path abs = std::filesystem::absolute(parent, ec); !ec)
+      parent = abs;
     llvm::SmallString<256> made;
     std::string model = (parent / (t.filename().string() + ".k3c-tmp-%%%%%%")).string();
     if (std::error_code e = llvm::sys::fs::createUniqueDirectory(model, made)) {

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds the bundle bench/mla-h200.sh runs on the GPU machine, in .dev/
+# (git-ignored; .dev/peers is kept): k3-run, k3-bench, k3-mkcheckpoint; dense
+# k3-tiny bf16 (MLA with nope 16, rope 8, v 16: the flash prefill's padded
+# head dims) as compiled by default and with K3C_MLA_FLASH_FROM=2
+# K3C_MLA_FLASH_DECODE=1 (every launch of 2+ tokens, decode included, takes
+# the prefill branch: decode runs its absorbed kernel for cached sequences);
+# the full-width 2-layer k3-small
+# slice (96 MLA heads, latent 512 + 64, nope 128, v 128) for sm_90a with
+# capacity 32768 tokens, by default and with K3C_MLA_FLASH_WARPS=4.
+# Carry .dev; run: bash .dev/mla-h200.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=build/bin
+D=.dev
+find $D -mindepth 1 -maxdepth 1 ! -name peers -exec rm -rf {} + 2>/dev/null || true
+mkdir -p $D/bin
+cp $B/k3-run $B/k3-bench $B/k3-mkcheckpoint $D/bin/
+cp test/Runtime/Inputs/k3-tiny-dense.json $D/
+$B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
+tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 16 --max-context 1024 --quiet "$@"; }
+tiny -o $D/tiny-dense-bf16
+K3C_MLA_FLASH_FROM=2 K3C_MLA_FLASH_DECODE=1 tiny -o $D/tiny-dense-from2
+python3 bench/slice-config.py .dev slice
+[ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
+slice() { $B/k3-compile /tmp/slice --max-tokens 32768 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
+slice -o $D/slice-bf16
+K3C_MLA_FLASH_WARPS=4 slice -o $D/slice-w4
+rm -rf $D/*/ptx
+printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
+cp bench/mla-h200.sh bench/mla_check.py bench/mla_peer.py $D/
+du -sh $D
