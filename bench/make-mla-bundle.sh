@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the bundle bench/mla-h200.sh runs on the GPU machine, in .dev/
-# (git-ignored; .dev/peers is kept): k3-run, k3-bench, k3-mkcheckpoint; dense
+# (git-ignored; .dev/peers is kept): k3-run, k3-bench, k3-mkcheckpoint; k3-tiny
+# f32 (the exact path: absorbed kernels only); dense
 # k3-tiny bf16 (MLA with nope 16, rope 8, v 16: the flash prefill's padded
 # head dims) as compiled by default and with K3C_MLA_FLASH_FROM=2
 # K3C_MLA_FLASH_DECODE=1 (every launch of 2+ tokens, decode included, takes
@@ -16,7 +17,9 @@ D=.dev
 find $D -mindepth 1 -maxdepth 1 ! -name peers -exec rm -rf {} + 2>/dev/null || true
 mkdir -p $D/bin
 cp $B/k3-run $B/k3-bench $B/k3-mkcheckpoint $D/bin/
-cp test/Runtime/Inputs/k3-tiny-dense.json $D/
+cp models/configs/k3-tiny.json test/Runtime/Inputs/k3-tiny-dense.json $D/
+$B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o /tmp/k3c-ckpt-tiny --seed 11 --quiet
+$B/k3-compile /tmp/k3c-ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --target=sm_90a --max-tokens 64 --max-seqs 4 --max-context 256 --quiet
 $B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
 tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 16 --max-context 1024 --quiet "$@"; }
 tiny -o $D/tiny-dense-bf16

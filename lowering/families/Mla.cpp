@@ -479,6 +479,305 @@ static void absorbedAttention(KernelBuilder &kb, MlaAttentionOp attn, Value q, V
   }, 0, name);
 }
 
+static Value shuffleF32(KernelBuilder &kb, Value v, Value lane, gpu::ShuffleMode mode) {
+  return gpu::ShuffleOp::create(kb.b, kb.loc, v, kb.b.createOrFold<arith::IndexCastOp>(
+                                                      kb.loc, kb.b.getI32Type(), lane),
+                                kb.i32Const(32), mode)
+      .getShuffleResult();
+}
+static Value warpMax(KernelBuilder &kb, Value v) {
+  for (int64_t off = 16; off >= 1; off /= 2)
+    v = kb.fmax(v, shuffleF32(kb, v, kb.idx(off), gpu::ShuffleMode::XOR));
+  return v;
+}
+
+/// Whether the head-grouped absorbed kernel fits the op (GPU: R a multiple
+/// of 32 lanes).
+static bool groupedFits(MlaAttentionOp attn) {
+  int64_t R = cast<ShapedType>(attn.getKvBProj().getType()).getDimSize(1);
+  return R % 32 == 0;
+}
+
+/// The absorbed form on the GPU with heads sharing the cache: a block per
+/// (token, group of G heads), `tpb` tokens a block in turn. q_abs of the G
+/// heads (scale folded in) goes to shared memory; each warp streams 32
+/// cached positions at a time: (a) lanes over positions, each lane scores
+/// its position for all G heads (the cache row read once, 16 bytes at a
+/// time, against q_abs broadcast from shared memory), warp max / online
+/// softmax per head; (b) lanes over latent columns, o_lat[h] += p_h c for
+/// the 32 positions (p_h broadcast by shuffles), so the cache is read twice
+/// per group instead of twice per head. Warps merge (m, l, o_lat) through
+/// shared memory; out = W_UV o_lat, a warp per output column, times the
+/// gate. With `skipFresh` tokens of sequences without cached context are
+/// left to the flash prefill.
+static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
+                            Value cacheLens, Value lens, Value kvb, Value gate, Value out,
+                            int64_t G, int64_t tpb, bool skipFresh) {
+  auto cacheType = cast<MemRefType>(cache.getType());
+  Type outType = cast<MemRefType>(out.getType()).getElementType(), f32 = kb.b.getF32Type();
+  int64_t H = attn.getNumHeads(), nope = attn.getQkNopeHeadDim(), dv = attn.getVHeadDim();
+  int64_t R = cast<MemRefType>(kvb.getType()).getDimSize(1);
+  int64_t cd = cacheType.getDimSize(2), rope = cd - R, qk = nope + rope;
+  int64_t nr = R / 32; // latent columns a lane owns in (b)
+  int64_t vwC = kb.vecWidth(cache, cd), vwR = std::min(vwC, nr), vwKvb = kb.vecWidth(kvb, R);
+  while (nr % vwR)
+    vwR /= 2;
+  int64_t vwQ = std::min<int64_t>(vwC, cd % 4 ? 1 : 4);
+  while (vwC % vwQ)
+    vwQ /= 2;
+  // Unrolling (loads issued together): q_abs rows, score chunks, output rows.
+  int64_t vwK = vwKvb, uq = nope % 8 ? 1 : 8, ua = 4, uo = (G * dv) % 4 ? 1 : 4;
+  while ((cd / vwC) % ua)
+    ua /= 2;
+  Value scale = kb.f32(attn.getSoftmaxScale().convertToDouble());
+  Value T = kb.dim(q, 0), negInf = kb.f32(-INFINITY), zero = kb.f32(0.0);
+  std::string name = "absorbed_g" + std::to_string(G) + (tpb > 1 ? "_cached" : "");
+  kb.blocks({kb.ceilDiv(T, tpb), kb.idx(H / G)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value g = bid[1];
+    const int64_t W = tb.warps;
+    Value qa = kb.shared(tb, {G, cd}, f32);
+    Value ml = kb.shared(tb, {2, W, G}, f32);
+    Value olat = kb.shared(tb, {G, R}, f32);
+    kb.loop(kb.mul(bid[0], tpb), kb.minu(kb.mul(kb.add(bid[0], kb.idx(1)), tpb), T),
+            [&](Value row) {
+      ChunkSlot cs = findChunk(kb, tb, lens, row, 1);
+      Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
+      Value run = skipFresh ? kb.ult(kb.idx(0), past) : kb.ult(row, T);
+      kb.ifThen(run, [&] {
+        Value n = cs.n, S = kb.add(kb.add(past, cs.t0), kb.idx(1));
+        // q_abs (times the softmax scale) of the group's heads: a thread per
+        // (head, vwK latent columns), W_UK rows read 16 bytes at a time, 8
+        // rows' loads issued together.
+        kb.strided(tb, kb.idx(0), kb.idx(G * R / vwK), [&](Value i) {
+          Value h = kb.div(i, R / vwK), r = kb.mul(kb.rem(i, R / vwK), vwK);
+          Value head = kb.add(kb.mul(g, G), h);
+          Value qBase = kb.mul(head, qk), kRow0 = kb.mul(head, nope + dv);
+          SmallVector<Value> a = kb.loopStep(
+              kb.idx(0), kb.idx(nope), kb.idx(uq), SmallVector<Value>(vwK, zero),
+              [&](Value j0, ValueRange in) {
+                SmallVector<Value> qs, ws;
+                for (int64_t u = 0; u < uq; ++u) {
+                  Value j = kb.add(j0, kb.idx(u));
+                  qs.push_back(kb.loadF32(q, {row, kb.add(qBase, j)}));
+                  SmallVector<Value> w = kb.loadVec(kvb, {kb.add(kRow0, j), r}, vwK);
+                  ws.append(w.begin(), w.end());
+                }
+                SmallVector<Value> o(in);
+                for (int64_t u = 0; u < uq; ++u)
+                  for (int64_t e = 0; e < vwK; ++e)
+                    o[e] = kb.fadd(o[e], kb.fmul(qs[u], ws[u * vwK + e]));
+                return o;
+              });
+          for (int64_t e = 0; e < vwK; ++e)
+            kb.store(kb.fmul(a[e], scale), qa, {h, kb.add(r, kb.idx(e))});
+        });
+        kb.strided(tb, kb.idx(0), kb.idx(G * rope), [&](Value i) {
+          Value h = kb.div(i, rope), c = kb.rem(i, rope), head = kb.add(kb.mul(g, G), h);
+          Value v = kb.loadF32(q, {row, kb.add(kb.add(kb.mul(head, qk), kb.idx(nope)), c)});
+          kb.store(kb.fmul(v, scale), qa, {h, kb.add(kb.idx(R), c)});
+        });
+        kb.barrier(tb);
+
+        // Carried per warp: m[G], l[G] (lane partial sums), acc[G][nr].
+        SmallVector<Value> init(2 * G + G * nr, zero);
+        for (int64_t h = 0; h < G; ++h)
+          init[h] = negInf;
+        SmallVector<Value> st = kb.loopStep(
+            kb.mul(tb.warp, 32), S, kb.idx(W * 32), init, [&](Value p0, ValueRange in) {
+              Value pos = kb.add(p0, tb.lane), valid = kb.ult(pos, S);
+              Value posC = kb.minu(pos, kb.sub(S, kb.idx(1)));
+              // (a) This lane's position, all heads.
+              SmallVector<Value> sc = kb.loopStep(
+                  kb.idx(0), kb.idx(cd), kb.idx(vwC * ua), SmallVector<Value>(G, zero),
+                  [&](Value c0, ValueRange a) {
+                    SmallVector<SmallVector<Value>> cv;
+                    for (int64_t u = 0; u < ua; ++u) // the row's loads first
+                      cv.push_back(kb.loadVec(cache, {n, posC, kb.add(c0, kb.idx(u * vwC))}, vwC));
+                    SmallVector<Value> o(a);
+                    for (int64_t u = 0; u < ua; ++u)
+                      for (int64_t h = 0; h < G; ++h)
+                        for (int64_t e = 0; e < vwC; e += vwQ) {
+                          SmallVector<Value> qv = kb.loadVec(
+                              qa, {kb.idx(h), kb.add(c0, kb.idx(u * vwC + e))}, vwQ);
+                          for (int64_t f = 0; f < vwQ; ++f)
+                            o[h] = kb.fadd(o[h], kb.fmul(qv[f], cv[u][e + f]));
+                        }
+                    return o;
+                  });
+              SmallVector<Value> next(in);
+              SmallVector<Value> pr(G), alpha(G);
+              for (int64_t h = 0; h < G; ++h) {
+                Value sv = kb.select(valid, sc[h], negInf);
+                Value mNew = kb.fmax(in[h], warpMax(kb, sv));
+                alpha[h] = kb.exp(kb.fsub(in[h], mNew));
+                pr[h] = kb.exp(kb.fsub(sv, mNew));
+                next[h] = mNew;
+                next[G + h] = kb.fadd(kb.fmul(in[G + h], alpha[h]), pr[h]);
+                for (int64_t k = 0; k < nr; ++k)
+                  next[2 * G + h * nr + k] = kb.fmul(in[2 * G + h * nr + k], alpha[h]);
+              }
+              // (b) Lanes over latent columns: o_lat += p c for the 32
+              // positions (fewer at the end).
+              Value cnt = kb.minu(kb.idx(32), kb.sub(S, p0));
+              SmallVector<Value> accIn(next.begin() + 2 * G, next.end());
+              // Two positions a step (loads issued together); past the end
+              // the second is the first again with weight 0 (p of a lane
+              // past S is 0).
+              SmallVector<Value> acc = kb.loopStep(
+                  kb.idx(0), cnt, kb.idx(2), accIn, [&](Value j, ValueRange a) {
+                    Value j1 = kb.add(j, kb.idx(1));
+                    Value pj[2] = {kb.add(p0, j),
+                                   kb.add(p0, kb.select(kb.ult(j1, cnt), j1, j))};
+                    SmallVector<SmallVector<Value>> ph(2, SmallVector<Value>(G));
+                    for (int64_t k = 0; k < 2; ++k)
+                      for (int64_t h = 0; h < G; ++h)
+                        ph[k][h] = shuffleF32(kb, pr[h], k ? j1 : j, gpu::ShuffleMode::IDX);
+                    SmallVector<SmallVector<Value>> cv;
+                    for (int64_t k = 0; k < 2; ++k)
+                      for (int64_t i = 0; i < nr / vwR; ++i)
+                        cv.push_back(kb.loadVec(
+                            cache, {n, pj[k], kb.mul(kb.add(kb.idx(i * 32), tb.lane), vwR)}, vwR));
+                    SmallVector<Value> o(a);
+                    for (int64_t k = 0; k < 2; ++k)
+                      for (int64_t i = 0; i < nr / vwR; ++i)
+                        for (int64_t h = 0; h < G; ++h)
+                          for (int64_t e = 0; e < vwR; ++e) {
+                            Value &o1 = o[h * nr + i * vwR + e];
+                            o1 = kb.fadd(o1, kb.fmul(ph[k][h], cv[k * (nr / vwR) + i][e]));
+                          }
+                    return o;
+                  });
+              std::copy(acc.begin(), acc.end(), next.begin() + 2 * G);
+              return next;
+            });
+
+        // Merge the warps: M, L per head; each warp adds its scaled o_lat.
+        for (int64_t h = 0; h < G; ++h) {
+          Value lsum = kb.warpSum(tb, st[G + h]);
+          kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
+            kb.store(st[h], ml, {kb.idx(0), tb.warp, kb.idx(h)});
+            kb.store(lsum, ml, {kb.idx(1), tb.warp, kb.idx(h)});
+          });
+        }
+        kb.strided(tb, kb.idx(0), kb.idx(G * R),
+                   [&](Value i) { kb.store(zero, olat, {kb.div(i, R), kb.rem(i, R)}); });
+        kb.barrier(tb);
+        SmallVector<Value> own(G);
+        for (int64_t h = 0; h < G; ++h) {
+          Value M = negInf;
+          for (int64_t w = 0; w < W; ++w)
+            M = kb.fmax(M, kb.load(ml, {kb.idx(0), kb.idx(w), kb.idx(h)}));
+          Value L = zero;
+          for (int64_t w = 0; w < W; ++w)
+            L = kb.fadd(L, kb.fmul(kb.load(ml, {kb.idx(1), kb.idx(w), kb.idx(h)}),
+                                   kb.exp(kb.fsub(kb.load(ml, {kb.idx(0), kb.idx(w), kb.idx(h)}),
+                                                  M))));
+          own[h] = kb.fdiv(kb.exp(kb.fsub(st[h], M)), L);
+        }
+        for (int64_t w = 0; w < W; ++w) {
+          kb.ifThen(kb.ieq(tb.warp, kb.idx(w)), [&] {
+            for (int64_t h = 0; h < G; ++h)
+              for (int64_t i = 0; i < nr / vwR; ++i)
+                for (int64_t e = 0; e < vwR; ++e) {
+                  Value r = kb.add(kb.mul(kb.add(kb.idx(i * 32), tb.lane), vwR), kb.idx(e));
+                  Value o = kb.load(olat, {kb.idx(h), r});
+                  kb.store(kb.fadd(o, kb.fmul(st[2 * G + h * nr + i * vwR + e], own[h])), olat,
+                           {kb.idx(h), r});
+                }
+          });
+          kb.barrier(tb);
+        }
+        // out[row, head, j] = W_kv_b[v row j of head] . o_lat[h]: a warp per
+        // uo (h, j) rows at a time, lanes over the latent, 16-byte loads.
+        kb.loopStep(kb.mul(tb.warp, uo), kb.idx(G * dv), kb.idx(W * uo), [&](Value i0) {
+          SmallVector<Value> part = kb.loopStep(
+              kb.mul(tb.lane, vwKvb), kb.idx(R), kb.idx(tb.lanes * vwKvb),
+              SmallVector<Value>(uo, zero), [&](Value r, ValueRange a) {
+                SmallVector<SmallVector<Value>> w;
+                for (int64_t u = 0; u < uo; ++u) {
+                  Value i = kb.add(i0, kb.idx(u));
+                  Value head = kb.add(kb.mul(g, G), kb.div(i, dv));
+                  w.push_back(kb.loadVec(
+                      kvb, {kb.add(kb.add(kb.mul(head, nope + dv), kb.idx(nope)), kb.rem(i, dv)), r},
+                      vwKvb));
+                }
+                SmallVector<Value> o(a);
+                for (int64_t u = 0; u < uo; ++u) {
+                  SmallVector<Value> ov =
+                      kb.loadVec(olat, {kb.div(kb.add(i0, kb.idx(u)), dv), r}, vwKvb);
+                  for (int64_t e = 0; e < vwKvb; ++e)
+                    o[u] = kb.fadd(o[u], kb.fmul(w[u][e], ov[e]));
+                }
+                return o;
+              });
+          for (int64_t u = 0; u < uo; ++u) {
+            Value o = kb.warpSum(tb, part[u]);
+            Value i = kb.add(i0, kb.idx(u));
+            Value col = kb.add(kb.mul(kb.add(kb.mul(g, G), kb.div(i, dv)), dv), kb.rem(i, dv));
+            kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
+              Value v = o;
+              if (gate) {
+                v = kb.round(v, outType);
+                v = kb.fmul(v, kb.round(kb.sigmoid(kb.loadF32(gate, {row, col})), outType));
+              }
+              kb.storeF32(v, out, {row, col});
+            });
+          }
+        });
+        kb.barrier(tb);
+      });
+    });
+  }, 0, name);
+}
+
+/// The absorbed form for every token of the launch (or, with skipFresh,
+/// the cached sequences' tokens): on the GPU the head-grouped kernel, G
+/// chosen per launch size (host-side branch on T: fewer heads a block for
+/// few tokens, so small batches still fill the SMs); the host's loop nest.
+static void absorbedAll(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
+                        Value cacheLens, Value lens, Value kvb, Value gate, Value out,
+                        bool skipFresh) {
+  if (!kb.gpu() || !groupedFits(attn) || !intFromEnv("K3C_MLA_GROUPED", 1)) {
+    absorbedAttention(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, skipFresh ? 16 : 1,
+                      skipFresh);
+    return;
+  }
+  int64_t H = attn.getNumHeads();
+  auto divisorUpTo = [&](int64_t cap) {
+    int64_t g = std::min(cap, H);
+    while (H % g)
+      --g;
+    return g;
+  };
+  if (skipFresh) {
+    absorbedGrouped(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, divisorUpTo(8), 16,
+                    true);
+    return;
+  }
+  // Up to 2 tokens: 2 heads a block; up to 16: 4; more: 8 (distinct G only).
+  SmallVector<std::pair<int64_t, int64_t>> plan; // (tokens up to, G)
+  for (auto [upTo, cap] : {std::pair<int64_t, int64_t>{2, 2}, {16, 4}, {0, 8}}) {
+    int64_t G = divisorUpTo(cap);
+    if (!plan.empty() && plan.back().second == G)
+      plan.back().first = upTo;
+    else
+      plan.push_back({upTo, G});
+  }
+  Value T = kb.dim(q, 0);
+  std::function<void(size_t)> emit = [&](size_t k) {
+    auto run = [&] {
+      absorbedGrouped(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, plan[k].second, 1,
+                      false);
+    };
+    if (k + 1 == plan.size()) {
+      run();
+      return;
+    }
+    kb.ifThenElse(kb.ule(T, kb.idx(plan[k].first)), run, [&] { emit(k + 1); });
+  };
+  emit(0);
+}
+
 std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   auto attn = dyn_cast<MlaAttentionOp>(op);
   if (!attn)
@@ -539,11 +838,11 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
   }, 0, "append");
 
   double scale = attn.getSoftmaxScale().convertToDouble();
-  auto absorbed = [&](int64_t tpb, bool skipFresh) {
-    absorbedAttention(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, tpb, skipFresh);
+  auto absorbed = [&](bool skipFresh) {
+    absorbedAll(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, skipFresh);
   };
   if (!fp.on) {
-    absorbed(1, false);
+    absorbed(false);
     return success();
   }
   // Prefill launches (at least fp.from tokens, more tokens than sequences):
@@ -559,9 +858,9 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
       [&] {
         lowerLinear(kb, cn, kvb, kvup);
         flashPrefill(kb, fp, q, kv, kvup, lens, cacheLens, gate, out, scale);
-        absorbed(16, true);
+        absorbed(true);
       },
-      [&] { absorbed(1, false); });
+      [&] { absorbed(false); });
   return success();
 }
 

@@ -4,9 +4,11 @@
 // up-projection (GEMM layer) and the flash prefill (cp.async K / V ring,
 // ldmatrix, mma.sync for S = Q K^T and, with ldmatrix.trans of V, O += P V,
 // ex2 softmax, head dims padded 24 -> 32 and 16), plus the absorbed kernel
-// for cached sequences 16 tokens a block; below 64 tokens the absorbed
-// kernel, a block per (token, head), the cache read 16 bytes at a time.
-// The host has the absorbed form only (its scratch arguments go unused).
+// for cached sequences 16 tokens a block; decode and small launches take the
+// absorbed kernel alone: a block per (token, group of G heads), G = 2 up to
+// 2 tokens, else 4 (all of k3-tiny's heads): q_abs in workgroup memory,
+// the cache read 16 bytes at a time, shuffles. The host has the absorbed
+// form a block per (token, head) (its scratch arguments go unused).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 
@@ -27,12 +29,14 @@
 // GPU: gpu.shuffle  xor
 // GPU: nvgpu.ldmatrix {{.*}}transpose = true
 // GPU: nvvm.mma.sync
-// GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_cached)
+// GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_g4_cached)
 // GPU: } else {
-// GPU: gpu.launch {{.*}} function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed) workgroup(%{{.*}} : memref<40xf32, #gpu.address_space<workgroup>>
+// GPU: gpu.launch {{.*}} function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_g2) workgroup(%{{.*}} : memref<2x40xf32, #gpu.address_space<workgroup>>
 // GPU: vector.load %{{.*}} {alignment = 16 : i64} : memref<?x?x40xbf16>, vector<8xbf16>
 // GPU: gpu.shuffle  xor
+// GPU: gpu.shuffle  idx
 // GPU: gpu.barrier
+// GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_g4) workgroup(%{{.*}} : memref<4x40xf32, #gpu.address_space<workgroup>>
 // GPU: return
 
 // (The host gets the scratch arguments too: one calling convention.)
