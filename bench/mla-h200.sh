@@ -13,9 +13,9 @@
 #    prefill and decode kernels against fp64 at 1e-6;
 #  * the slice's decode kernel (batch 4, batch 1 at context 300) vs fp64;
 #  * k3-bench prefill on the slice (512, 2048, 8192, 32768; 8192 with
-#    4-warp blocks too), decode at context 1024 (batch 1, 8, 32, 128), then
+#    4-warp blocks too), decode at context 1024 (batch 1, 8, 32, 128) and 8192 (batch 1, 4), then
 #    torch SDPA on the same heads (mla_peer.py). QUICK=1: no 4-warp build,
-#    no SDPA.
+#    no SDPA; NO_PREFILL=1: no prefill timings.
 set -u
 cd "$(dirname "$0")"
 export PATH=$PWD/bin:$PATH
@@ -49,12 +49,14 @@ printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 70) $(seq -s, 3 20) 9,8,7 $(seq -s, 100 14
 K3C_DUMP_KERNEL=mla_attn@1-4:/tmp/m5 timeout 120 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --batch b4.txt --max-new-tokens 2 --quiet > /dev/null; python3 mla_check.py /tmp/m5; rm -rf /tmp/m5
 K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/m6 timeout 120 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 300) --max-new-tokens 2 --quiet > /dev/null; python3 mla_check.py /tmp/m6; rm -rf /tmp/m6
 echo "== k3-bench on the slice (prefill)"
-k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 512,2048,8192 --decode none --csv $OUT/slice-bench.csv > $OUT/slice-bench.txt; grep -E "^prefill" $OUT/slice-bench.txt
+[ -z "${NO_PREFILL:-}" ] && k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 512,2048,8192 --decode none --csv $OUT/slice-bench.csv > $OUT/slice-bench.txt; grep -E "^prefill" $OUT/slice-bench.txt
 grep -E "mla_attn|kda_chunk" $OUT/slice-bench.csv
 echo "== k3-bench on the slice (decode at context 1024)"
 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 1,8,32,128 --context 1024 --steps 8 --csv $OUT/slice-decode.csv > $OUT/slice-decode.txt; grep -E "^decode" $OUT/slice-decode.txt
 grep -E "mla_attn" $OUT/slice-decode.csv
-timeout 150 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 32768 --decode none --reps 1 --csv $OUT/slice-32k.csv > $OUT/slice-32k.txt; grep -E "^prefill" $OUT/slice-32k.txt; grep -E "mla_attn" $OUT/slice-32k.csv
+k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 1,4 --context 8192 --steps 8 --csv $OUT/slice-decode8k.csv > $OUT/slice-decode8k.txt; grep -E "^decode" $OUT/slice-decode8k.txt
+grep -E "mla_attn" $OUT/slice-decode8k.csv
+[ -z "${NO_PREFILL:-}" ] && timeout 150 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 32768 --decode none --reps 1 --csv $OUT/slice-32k.csv > $OUT/slice-32k.txt; grep -E "^prefill" $OUT/slice-32k.txt; grep -E "mla_attn" $OUT/slice-32k.csv
 [ -n "${QUICK:-}" ] && exit 0
 k3-bench slice-w4 --checkpoint /tmp/slice --device cuda --quiet --prefill 8192 --decode none --csv $OUT/slice-w4.csv > /dev/null; grep -E "mla_attn" $OUT/slice-w4.csv
 echo "== torch SDPA on the same heads"

@@ -92,9 +92,12 @@ void KernelBuilder::blocks(ValueRange grid, int64_t threads,
   if (!gpu()) {
     // The host runs blocks one after another: one stack buffer at the kernel
     // function's entry serves every block.
-    Operation *fn = b.getInsertionBlock()->getParentOp();
-    if (!isa<func::FuncOp>(fn))
-      fn = fn->getParentOfType<func::FuncOp>();
+    Operation *fn = function;
+    if (!fn) {
+      fn = b.getInsertionBlock()->getParentOp();
+      if (!isa<func::FuncOp>(fn))
+        fn = fn->getParentOfType<func::FuncOp>();
+    }
     Block *entry = &cast<func::FuncOp>(fn).getBody().front();
     parallel(grid, [&](ValueRange bid) {
       ThreadBlock tb;
@@ -113,7 +116,9 @@ void KernelBuilder::blocks(ValueRange grid, int64_t threads,
     Value dyn = dynamicSharedBytes ? i32Const(dynamicSharedBytes) : Value();
     FlatSymbolRefAttr fnName;
     if (!name.empty()) {
-      auto fn = b.getInsertionBlock()->getParentOp()->getParentOfType<func::FuncOp>();
+      func::FuncOp fn = function;
+      if (!fn)
+        fn = b.getInsertionBlock()->getParentOp()->getParentOfType<func::FuncOp>();
       if (!fn)
         fn = dyn_cast<func::FuncOp>(b.getInsertionBlock()->getParentOp());
       fnName = FlatSymbolRefAttr::get(b.getContext(), (fn.getSymName() + "_" + name).str());

@@ -29,6 +29,7 @@
 #include "lowering/TargetInfo.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -65,6 +66,10 @@ public:
   mlir::OpBuilder &b;
   mlir::Location loc;
   Target target;
+  /// The kernel function being built (names outlined kernels; found from
+  /// the insertion point when unset, which fails inside a loop body that is
+  /// still being built).
+  mlir::func::FuncOp function;
   bool gpu() const { return target == Target::Gpu; }
   /// What the target offers (shared memory, SMs, matrix instructions).
   const TargetInfo &info() const { return TargetInfo::get(target); }

@@ -201,6 +201,7 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
     for (int64_t pos : list)
       st.scratch[op].push_back(entry->getArgument(pos));
   KernelBuilder kb(b, loc, target);
+  kb.function = fn;
   for (Operation &op : body.without_terminator()) {
     for (Value r : op.getResults())
       if (Value t = tiedOperand(r))

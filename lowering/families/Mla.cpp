@@ -100,19 +100,28 @@ static FlashPlan flashPlan(MlaAttentionOp attn, Target target) {
   return p;
 }
 
+static bool groupedFits(MlaAttentionOp attn);
+static SmallVector<ScratchNeed> splitScratch(MlaAttentionOp attn);
+
 SmallVector<ScratchNeed> mlaScratchNeeds(Operation *op, Target) {
   auto attn = dyn_cast<MlaAttentionOp>(op);
   if (!attn)
     return {};
   // Host and GPU kernels share one calling convention (the manifest's), so
-  // the buffers follow the op, not the target: whenever a tensor-core target
-  // would run the flash prefill (the host's copies go unused).
+  // the buffers follow the op, not the target (the host's go unused): the
+  // flash prefill's c_n [T, R] and k_nope | v [T, H (nope + v)] when a
+  // tensor-core target would run it, then the split decode's q_abs and
+  // partials (fixed sizes) when the grouped kernels fit.
+  SmallVector<ScratchNeed> needs;
   FlashPlan p = flashPlan(attn, Target::Gpu);
-  if (!p.on)
-    return {};
-  // c_n of the new tokens [T, R]; their k_nope | v per head [T, H (nope + v)].
-  Type act = cast<ShapedType>(attn.getKv().getType()).getElementType();
-  return {ScratchNeed{{-1, p.R}, act}, ScratchNeed{{-1, p.H * (p.nope + p.dv)}, act}};
+  if (p.on) {
+    Type act = cast<ShapedType>(attn.getKv().getType()).getElementType();
+    needs.push_back(ScratchNeed{{-1, p.R}, act});
+    needs.push_back(ScratchNeed{{-1, p.H * (p.nope + p.dv)}, act});
+  }
+  if (groupedFits(attn))
+    needs.append(splitScratch(attn));
+  return needs;
 }
 
 /// The flash prefill (see the file comment): a block per (query tile slot,
@@ -495,97 +504,116 @@ static Value warpMax(KernelBuilder &kb, Value v) {
 /// of 32 lanes).
 static bool groupedFits(MlaAttentionOp attn) {
   int64_t R = cast<ShapedType>(attn.getKvBProj().getType()).getDimSize(1);
-  return R % 32 == 0;
+  return R % 32 == 0 && intFromEnv("K3C_MLA_GROUPED", 1);
 }
 
-/// The absorbed form on the GPU with heads sharing the cache: a block per
-/// (token, group of G heads), `tpb` tokens a block in turn. q_abs of the G
-/// heads (scale folded in) goes to shared memory; each warp streams 32
-/// cached positions at a time: (a) lanes over positions, each lane scores
-/// its position for all G heads (the cache row read once, 16 bytes at a
-/// time, against q_abs broadcast from shared memory), warp max / online
-/// softmax per head; (b) lanes over latent columns, o_lat[h] += p_h c for
-/// the 32 positions (p_h broadcast by shuffles), so the cache is read twice
-/// per group instead of twice per head. Warps merge (m, l, o_lat) through
-/// shared memory; out = W_UV o_lat, a warp per output column, times the
-/// gate. With `skipFresh` tokens of sequences without cached context are
-/// left to the flash prefill.
-static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
-                            Value cacheLens, Value lens, Value kvb, Value gate, Value out,
-                            int64_t G, int64_t tpb, bool skipFresh) {
-  auto cacheType = cast<MemRefType>(cache.getType());
-  Type outType = cast<MemRefType>(out.getType()).getElementType(), f32 = kb.b.getF32Type();
-  int64_t H = attn.getNumHeads(), nope = attn.getQkNopeHeadDim(), dv = attn.getVHeadDim();
-  int64_t R = cast<MemRefType>(kvb.getType()).getDimSize(1);
-  int64_t cd = cacheType.getDimSize(2), rope = cd - R, qk = nope + rope;
-  int64_t nr = R / 32; // latent columns a lane owns in (b)
-  int64_t vwC = kb.vecWidth(cache, cd), vwR = std::min(vwC, nr), vwKvb = kb.vecWidth(kvb, R);
-  while (nr % vwR)
-    vwR /= 2;
-  int64_t vwQ = std::min<int64_t>(vwC, cd % 4 ? 1 : 4);
-  while (vwC % vwQ)
-    vwQ /= 2;
-  // Unrolling (loads issued together): q_abs rows, score chunks, output rows.
-  int64_t vwK = vwKvb, uq = nope % 8 ? 1 : 8, ua = 4, uo = (G * dv) % 4 ? 1 : 4;
-  while ((cd / vwC) % ua)
-    ua /= 2;
-  Value scale = kb.f32(attn.getSoftmaxScale().convertToDouble());
-  Value T = kb.dim(q, 0), negInf = kb.f32(-INFINITY), zero = kb.f32(0.0);
-  std::string name = "absorbed_g" + std::to_string(G) + (tpb > 1 ? "_cached" : "");
-  kb.blocks({kb.ceilDiv(T, tpb), kb.idx(H / G)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
-    Value g = bid[1];
-    const int64_t W = tb.warps;
-    Value qa = kb.shared(tb, {G, cd}, f32);
-    Value ml = kb.shared(tb, {2, W, G}, f32);
-    Value olat = kb.shared(tb, {G, R}, f32);
-    kb.loop(kb.mul(bid[0], tpb), kb.minu(kb.mul(kb.add(bid[0], kb.idx(1)), tpb), T),
-            [&](Value row) {
-      ChunkSlot cs = findChunk(kb, tb, lens, row, 1);
-      Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
-      Value run = skipFresh ? kb.ult(kb.idx(0), past) : kb.ult(row, T);
-      kb.ifThen(run, [&] {
-        Value n = cs.n, S = kb.add(kb.add(past, cs.t0), kb.idx(1));
-        // q_abs (times the softmax scale) of the group's heads: a thread per
-        // (head, vwK latent columns), W_UK rows read 16 bytes at a time, 8
-        // rows' loads issued together.
-        kb.strided(tb, kb.idx(0), kb.idx(G * R / vwK), [&](Value i) {
-          Value h = kb.div(i, R / vwK), r = kb.mul(kb.rem(i, R / vwK), vwK);
-          Value head = kb.add(kb.mul(g, G), h);
-          Value qBase = kb.mul(head, qk), kRow0 = kb.mul(head, nope + dv);
-          SmallVector<Value> a = kb.loopStep(
-              kb.idx(0), kb.idx(nope), kb.idx(uq), SmallVector<Value>(vwK, zero),
-              [&](Value j0, ValueRange in) {
-                SmallVector<Value> qs, ws;
-                for (int64_t u = 0; u < uq; ++u) {
-                  Value j = kb.add(j0, kb.idx(u));
-                  qs.push_back(kb.loadF32(q, {row, kb.add(qBase, j)}));
-                  SmallVector<Value> w = kb.loadVec(kvb, {kb.add(kRow0, j), r}, vwK);
-                  ws.append(w.begin(), w.end());
-                }
-                SmallVector<Value> o(in);
-                for (int64_t u = 0; u < uq; ++u)
-                  for (int64_t e = 0; e < vwK; ++e)
-                    o[e] = kb.fadd(o[e], kb.fmul(qs[u], ws[u * vwK + e]));
-                return o;
-              });
-          for (int64_t e = 0; e < vwK; ++e)
-            kb.store(kb.fmul(a[e], scale), qa, {h, kb.add(r, kb.idx(e))});
-        });
-        kb.strided(tb, kb.idx(0), kb.idx(G * rope), [&](Value i) {
-          Value h = kb.div(i, rope), c = kb.rem(i, rope), head = kb.add(kb.mul(g, G), h);
-          Value v = kb.loadF32(q, {row, kb.add(kb.add(kb.mul(head, qk), kb.idx(nope)), c)});
-          kb.store(kb.fmul(v, scale), qa, {h, kb.add(kb.idx(R), c)});
-        });
-        kb.barrier(tb);
+/// The absorbed form on the GPU with heads sharing the cache: G heads a
+/// block. Pieces (each a part of a block program):
+///  * q_abs of the group (scale folded in), W_UK read 16 bytes at a time;
+///  * `stream`: each warp takes 32 cached positions at a time: (a) lanes over
+///    positions, each lane scores its position for all G heads (the cache row
+///    read once, 16 bytes at a time, against q_abs broadcast from shared
+///    memory), warp max / online softmax per head; (b) lanes over latent
+///    columns, o_lat[h] += p_h c for the 32 positions (p_h broadcast by
+///    shuffles): the cache is read twice per group, not twice per head;
+///  * `merge`: the warps' (m, l, o_lat) through shared memory;
+///  * `project`: out = W_UV o_lat, a warp per 4 output columns, times the gate.
+struct Grouped {
+  KernelBuilder &kb;
+  MlaAttentionOp attn;
+  Value q, cache, kvb, gate, out;
+  int64_t G, H, nope, dv, R, cd, rope, qk, nr, vwC, vwR, vwKvb, vwQ, vwK, uq, ua, uo;
+  Type outType, f32;
+  Value scale, negInf, zero;
 
-        // Carried per warp: m[G], l[G] (lane partial sums), acc[G][nr].
-        SmallVector<Value> init(2 * G + G * nr, zero);
-        for (int64_t h = 0; h < G; ++h)
-          init[h] = negInf;
-        SmallVector<Value> st = kb.loopStep(
-            kb.mul(tb.warp, 32), S, kb.idx(W * 32), init, [&](Value p0, ValueRange in) {
-              Value pos = kb.add(p0, tb.lane), valid = kb.ult(pos, S);
-              Value posC = kb.minu(pos, kb.sub(S, kb.idx(1)));
+  Grouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache, Value kvb, Value gate,
+          Value out, int64_t G)
+      : kb(kb), attn(attn), q(q), cache(cache), kvb(kvb), gate(gate), out(out), G(G) {
+    H = attn.getNumHeads();
+    nope = attn.getQkNopeHeadDim();
+    dv = attn.getVHeadDim();
+    R = cast<MemRefType>(kvb.getType()).getDimSize(1);
+    cd = cast<MemRefType>(cache.getType()).getDimSize(2);
+    rope = cd - R;
+    qk = nope + rope;
+    nr = R / 32; // latent columns a lane owns in (b)
+    vwC = kb.vecWidth(cache, cd);
+    vwR = std::min(vwC, nr);
+    vwKvb = kb.vecWidth(kvb, R);
+    while (nr % vwR)
+      vwR /= 2;
+    vwQ = std::min<int64_t>(vwC, cd % 4 ? 1 : 4);
+    while (vwC % vwQ)
+      vwQ /= 2;
+    // Unrolling (loads issued together): q_abs rows, score chunks, output rows.
+    vwK = vwKvb;
+    uq = nope % 8 ? 1 : 8;
+    ua = 4;
+    uo = (G * dv) % 4 ? 1 : 4;
+    while ((cd / vwC) % ua)
+      ua /= 2;
+    outType = cast<MemRefType>(out.getType()).getElementType();
+    f32 = kb.b.getF32Type();
+    scale = kb.f32(attn.getSoftmaxScale().convertToDouble());
+    negInf = kb.f32(-INFINITY);
+    zero = kb.f32(0.0);
+  }
+
+  /// q_abs (times the softmax scale) of `tokens` consecutive rows from `row`
+  /// (rows from rowLimit on repeat the last), heads g*G.., W_UK read once for
+  /// them: store(tt, h, column, value). A thread per (head, vwK columns).
+  void qabs(ThreadBlock &tb, Value row, Value g, int64_t tokens, Value rowLimit,
+            const std::function<void(int64_t, Value, Value, Value)> &store) {
+    SmallVector<Value> rows;
+    for (int64_t tt = 0; tt < tokens; ++tt)
+      rows.push_back(kb.minu(kb.add(row, kb.idx(tt)), kb.sub(rowLimit, kb.idx(1))));
+    kb.strided(tb, kb.idx(0), kb.idx(G * R / vwK), [&](Value i) {
+      Value h = kb.div(i, R / vwK), r = kb.mul(kb.rem(i, R / vwK), vwK);
+      Value head = kb.add(kb.mul(g, G), h);
+      Value qBase = kb.mul(head, qk), kRow0 = kb.mul(head, nope + dv);
+      SmallVector<Value> a = kb.loopStep(
+          kb.idx(0), kb.idx(nope), kb.idx(uq), SmallVector<Value>(vwK * tokens, zero),
+          [&](Value j0, ValueRange in) {
+            SmallVector<Value> qs, ws;
+            for (int64_t u = 0; u < uq; ++u) {
+              Value j = kb.add(j0, kb.idx(u));
+              for (int64_t tt = 0; tt < tokens; ++tt)
+                qs.push_back(kb.loadF32(q, {rows[tt], kb.add(qBase, j)}));
+              SmallVector<Value> w = kb.loadVec(kvb, {kb.add(kRow0, j), r}, vwK);
+              ws.append(w.begin(), w.end());
+            }
+            SmallVector<Value> o(in);
+            for (int64_t u = 0; u < uq; ++u)
+              for (int64_t tt = 0; tt < tokens; ++tt)
+                for (int64_t e = 0; e < vwK; ++e)
+                  o[tt * vwK + e] =
+                      kb.fadd(o[tt * vwK + e], kb.fmul(qs[u * tokens + tt], ws[u * vwK + e]));
+            return o;
+          });
+      for (int64_t tt = 0; tt < tokens; ++tt)
+        for (int64_t e = 0; e < vwK; ++e)
+          store(tt, h, kb.add(r, kb.idx(e)), kb.fmul(a[tt * vwK + e], scale));
+    });
+    kb.strided(tb, kb.idx(0), kb.idx(G * rope), [&](Value i) {
+      Value h = kb.div(i, rope), c = kb.rem(i, rope), head = kb.add(kb.mul(g, G), h);
+      for (int64_t tt = 0; tt < tokens; ++tt) {
+        Value v = kb.loadF32(q, {rows[tt], kb.add(kb.add(kb.mul(head, qk), kb.idx(nope)), c)});
+        store(tt, h, kb.add(kb.idx(R), c), kb.fmul(v, scale));
+      }
+    });
+  }
+
+  /// Per warp over positions [lo, hi) of sequence n against q_abs in `qa`
+  /// (shared [G, cd]): m[G], l[G] (lane partial sums), acc[G][nr].
+  SmallVector<Value> stream(ThreadBlock &tb, Value qa, Value n, Value lo, Value hi) {
+    const int64_t W = tb.warps;
+    SmallVector<Value> init(2 * G + G * nr, zero);
+    for (int64_t h = 0; h < G; ++h)
+      init[h] = negInf;
+    return kb.loopStep(
+        kb.add(lo, kb.mul(tb.warp, 32)), hi, kb.idx(W * 32), init, [&](Value p0, ValueRange in) {
+              Value pos = kb.add(p0, tb.lane), valid = kb.ult(pos, hi);
+              Value posC = kb.minu(pos, kb.sub(hi, kb.idx(1)));
               // (a) This lane's position, all heads.
               SmallVector<Value> sc = kb.loopStep(
                   kb.idx(0), kb.idx(cd), kb.idx(vwC * ua), SmallVector<Value>(G, zero),
@@ -618,11 +646,11 @@ static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, Val
               }
               // (b) Lanes over latent columns: o_lat += p c for the 32
               // positions (fewer at the end).
-              Value cnt = kb.minu(kb.idx(32), kb.sub(S, p0));
+              Value cnt = kb.minu(kb.idx(32), kb.sub(hi, p0));
               SmallVector<Value> accIn(next.begin() + 2 * G, next.end());
               // Two positions a step (loads issued together); past the end
               // the second is the first again with weight 0 (p of a lane
-              // past S is 0).
+              // past hi is 0).
               SmallVector<Value> acc = kb.loopStep(
                   kb.idx(0), cnt, kb.idx(2), accIn, [&](Value j, ValueRange a) {
                     Value j1 = kb.add(j, kb.idx(1));
@@ -649,46 +677,66 @@ static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, Val
                   });
               std::copy(acc.begin(), acc.end(), next.begin() + 2 * G);
               return next;
-            });
+        });
+  }
 
-        // Merge the warps: M, L per head; each warp adds its scaled o_lat.
-        for (int64_t h = 0; h < G; ++h) {
-          Value lsum = kb.warpSum(tb, st[G + h]);
-          kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
-            kb.store(st[h], ml, {kb.idx(0), tb.warp, kb.idx(h)});
-            kb.store(lsum, ml, {kb.idx(1), tb.warp, kb.idx(h)});
-          });
-        }
-        kb.strided(tb, kb.idx(0), kb.idx(G * R),
-                   [&](Value i) { kb.store(zero, olat, {kb.div(i, R), kb.rem(i, R)}); });
-        kb.barrier(tb);
-        SmallVector<Value> own(G);
-        for (int64_t h = 0; h < G; ++h) {
-          Value M = negInf;
-          for (int64_t w = 0; w < W; ++w)
-            M = kb.fmax(M, kb.load(ml, {kb.idx(0), kb.idx(w), kb.idx(h)}));
-          Value L = zero;
-          for (int64_t w = 0; w < W; ++w)
-            L = kb.fadd(L, kb.fmul(kb.load(ml, {kb.idx(1), kb.idx(w), kb.idx(h)}),
-                                   kb.exp(kb.fsub(kb.load(ml, {kb.idx(0), kb.idx(w), kb.idx(h)}),
-                                                  M))));
-          own[h] = kb.fdiv(kb.exp(kb.fsub(st[h], M)), L);
-        }
-        for (int64_t w = 0; w < W; ++w) {
-          kb.ifThen(kb.ieq(tb.warp, kb.idx(w)), [&] {
-            for (int64_t h = 0; h < G; ++h)
-              for (int64_t i = 0; i < nr / vwR; ++i)
-                for (int64_t e = 0; e < vwR; ++e) {
-                  Value r = kb.add(kb.mul(kb.add(kb.idx(i * 32), tb.lane), vwR), kb.idx(e));
-                  Value o = kb.load(olat, {kb.idx(h), r});
-                  kb.store(kb.fadd(o, kb.fmul(st[2 * G + h * nr + i * vwR + e], own[h])), olat,
-                           {kb.idx(h), r});
-                }
-          });
-          kb.barrier(tb);
-        }
-        // out[row, head, j] = W_kv_b[v row j of head] . o_lat[h]: a warp per
-        // uo (h, j) rows at a time, lanes over the latent, 16-byte loads.
+  /// Merges the warps' states: o_lat[h] (shared [G, R]) = sum over warps of
+  /// acc e^(m_w - M), divided by L when `normalize`; returns M[h], L[h]
+  /// (every thread). `ml`: shared [2, warps, G]. Warps that saw no
+  /// positions (m = -inf, l = 0) weigh exactly 0.
+  std::pair<SmallVector<Value>, SmallVector<Value>>
+  merge(ThreadBlock &tb, ArrayRef<Value> st, Value ml, Value olat, bool normalize) {
+    const int64_t W = tb.warps;
+    SmallVector<Value> lsum(G);
+    for (int64_t h = 0; h < G; ++h) {
+      lsum[h] = kb.warpSum(tb, st[G + h]);
+      kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
+        kb.store(st[h], ml, {kb.idx(0), tb.warp, kb.idx(h)});
+        kb.store(lsum[h], ml, {kb.idx(1), tb.warp, kb.idx(h)});
+      });
+    }
+    kb.strided(tb, kb.idx(0), kb.idx(G * R),
+               [&](Value i) { kb.store(zero, olat, {kb.div(i, R), kb.rem(i, R)}); });
+    kb.barrier(tb);
+    SmallVector<Value> Ms(G), Ls(G), own(G);
+    for (int64_t h = 0; h < G; ++h) {
+      Value M = negInf;
+      for (int64_t w = 0; w < W; ++w)
+        M = kb.fmax(M, kb.load(ml, {kb.idx(0), kb.idx(w), kb.idx(h)}));
+      Value L = zero;
+      for (int64_t w = 0; w < W; ++w) {
+        Value mw = kb.load(ml, {kb.idx(0), kb.idx(w), kb.idx(h)});
+        Value lw = kb.load(ml, {kb.idx(1), kb.idx(w), kb.idx(h)});
+        L = kb.fadd(L, kb.select(kb.fgt(lw, zero), kb.fmul(lw, kb.exp(kb.fsub(mw, M))), zero));
+      }
+      Ms[h] = M;
+      Ls[h] = L;
+      Value f = kb.select(kb.fgt(lsum[h], zero), kb.exp(kb.fsub(st[h], M)), zero);
+      own[h] = normalize ? kb.fdiv(f, L) : f;
+    }
+    for (int64_t w = 0; w < W; ++w) {
+      kb.ifThen(kb.ieq(tb.warp, kb.idx(w)), [&] {
+        kb.ifThen(kb.fgt(lsum[0], zero), [&] {
+          for (int64_t h = 0; h < G; ++h)
+            for (int64_t i = 0; i < nr / vwR; ++i)
+              for (int64_t e = 0; e < vwR; ++e) {
+                Value r = kb.add(kb.mul(kb.add(kb.idx(i * 32), tb.lane), vwR), kb.idx(e));
+                Value o = kb.load(olat, {kb.idx(h), r});
+                kb.store(kb.fadd(o, kb.fmul(st[2 * G + h * nr + i * vwR + e], own[h])), olat,
+                         {kb.idx(h), r});
+              }
+        });
+      });
+      kb.barrier(tb);
+    }
+    return {Ms, Ls};
+  }
+
+  /// out[row, head, j] = W_kv_b[v row j of head] . o_lat[h] (shared [G, R],
+  /// normalized) times the gate: a warp per uo (h, j) rows at a time, lanes
+  /// over the latent, 16-byte loads.
+  void project(ThreadBlock &tb, Value olat, Value row, Value g) {
+    const int64_t W = tb.warps;
         kb.loopStep(kb.mul(tb.warp, uo), kb.idx(G * dv), kb.idx(W * uo), [&](Value i0) {
           SmallVector<Value> part = kb.loopStep(
               kb.mul(tb.lane, vwKvb), kb.idx(R), kb.idx(tb.lanes * vwKvb),
@@ -724,58 +772,194 @@ static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, Val
             });
           }
         });
+  }
+};
+
+/// The grouped absorbed kernel for the cached sequences of a prefill launch:
+/// a block per (tpb tokens, group of G heads), tokens of sequences without
+/// cached context (the flash prefill's) skipped.
+static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
+                            Value cacheLens, Value lens, Value kvb, Value gate, Value out,
+                            int64_t G, int64_t tpb) {
+  Grouped gr(kb, attn, q, cache, kvb, gate, out, G);
+  Value T = kb.dim(q, 0);
+  std::string name = "absorbed_g" + std::to_string(G) + "_cached";
+  kb.blocks({kb.ceilDiv(T, tpb), kb.idx(gr.H / G)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value g = bid[1];
+    Value qa = kb.shared(tb, {G, gr.cd}, gr.f32);
+    Value ml = kb.shared(tb, {2, tb.warps, G}, gr.f32);
+    Value olat = kb.shared(tb, {G, gr.R}, gr.f32);
+    kb.loop(kb.mul(bid[0], tpb), kb.minu(kb.mul(kb.add(bid[0], kb.idx(1)), tpb), T),
+            [&](Value row) {
+      ChunkSlot cs = findChunk(kb, tb, lens, row, 1);
+      Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
+      kb.ifThen(kb.ult(kb.idx(0), past), [&] {
+        Value S = kb.add(kb.add(past, cs.t0), kb.idx(1));
+        gr.qabs(tb, row, g, 1, T, [&](int64_t, Value h, Value c, Value v) {
+          kb.store(v, qa, {h, c});
+        });
+        kb.barrier(tb);
+        SmallVector<Value> st = gr.stream(tb, qa, cs.n, kb.idx(0), S);
+        gr.merge(tb, st, ml, olat, /*normalize=*/true);
+        gr.project(tb, olat, row, g);
         kb.barrier(tb);
       });
     });
   }, 0, name);
 }
 
+constexpr int64_t kSplitChunk = 64;   ///< split decode: tokens a round of launches
+constexpr int64_t kSplitSlots = 256;  ///< split decode: (token, split) partials at most
+constexpr int64_t kSplitMax = 16;     ///< split decode: splits of a token's positions
+constexpr int64_t kSplitBlocks = 264; ///< split decode: blocks aimed for (2 an SM)
+constexpr int64_t kSplitMin = 32;     ///< split decode: positions a split at least (a warp tile)
+
+/// Scratch of the split decode: q_abs of a round's tokens [kSplitChunk, H cd]
+/// and the (token, split) partials [kSplitSlots, H (R + 2)] (o_lat, M, L).
+static SmallVector<ScratchNeed> splitScratch(MlaAttentionOp attn) {
+  int64_t H = attn.getNumHeads(), R = cast<ShapedType>(attn.getKvBProj().getType()).getDimSize(1);
+  int64_t cd = cast<ShapedType>(attn.getKv().getType()).getDimSize(1);
+  Type f32 = Float32Type::get(attn.getContext());
+  return {ScratchNeed{{kSplitChunk, H * cd}, f32}, ScratchNeed{{kSplitSlots, H * (R + 2)}, f32}};
+}
+
+/// The absorbed form with split positions (decode and small launches, GPU):
+/// rounds of kSplitChunk tokens, each three launches: q_abs of the round's
+/// tokens (a block per (head, 8 tokens): W_UK read once for them); the
+/// attention core, a block per (token, group of G heads, split of the
+/// token's positions), the number of splits P chosen on the host so that
+/// about kSplitBlocks blocks run (a split takes at least kSplitMin
+/// positions, so short contexts leave later splits empty), writing partial
+/// (o_lat, M, L) per (token, split, head); then a block per (token, group)
+/// merges the splits and projects out = W_UV o_lat times the gate.
+static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
+                          Value cacheLens, Value lens, Value kvb, Value gate, Value out,
+                          Value qaBuf, Value part, int64_t G) {
+  Grouped gr(kb, attn, q, cache, kvb, gate, out, G);
+  const int64_t cd = gr.cd, R = gr.R, groups = gr.H / G;
+  Value T = kb.dim(q, 0);
+  kb.loopStep(kb.idx(0), T, kb.idx(kSplitChunk), [&](Value t0) {
+    Value Tc = kb.minu(kb.idx(kSplitChunk), kb.sub(T, t0));
+    // P = clamp(ceil(kSplitBlocks / (Tc groups)), 1, min(kSplitMax, kSplitSlots / Tc)).
+    Value blocksPerSplit = kb.mul(Tc, groups);
+    Value P = kb.div(kb.add(kb.idx(kSplitBlocks), kb.sub(blocksPerSplit, kb.idx(1))),
+                     blocksPerSplit);
+    P = kb.minu(P, kb.minu(kb.idx(kSplitMax), kb.div(kb.idx(kSplitSlots), Tc)));
+    P = kb.select(kb.ult(P, kb.idx(1)), kb.idx(1), P);
+
+    // q_abs of the round's tokens: a block per (head, 8 tokens), a thread
+    // per vwK latent columns.
+    Grouped one(kb, attn, q, cache, kvb, gate, out, 1);
+    int64_t qThreads = std::max<int64_t>(32, (R / gr.vwK + 31) / 32 * 32);
+    kb.blocks({kb.idx(gr.H), kb.ceilDiv(Tc, 8)}, qThreads, [&](ValueRange bid, ThreadBlock &tb) {
+      Value tt0 = kb.mul(bid[1], 8), head = bid[0];
+      one.qabs(tb, kb.add(t0, tt0), head, 8, kb.add(t0, Tc),
+               [&](int64_t tt, Value, Value c, Value v) {
+                 Value local = kb.add(tt0, kb.idx(tt));
+                 kb.ifThen(kb.ult(local, Tc), [&] {
+                   kb.store(v, qaBuf, {local, kb.add(kb.mul(head, cd), c)});
+                 });
+               });
+    }, 0, "absorbed_qabs");
+
+    // The attention core per (token, group, split).
+    kb.blocks({Tc, kb.idx(groups), P}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+      Value local = bid[0], g = bid[1], split = bid[2], row = kb.add(t0, local);
+      Value qa = kb.shared(tb, {G, cd}, gr.f32);
+      Value ml = kb.shared(tb, {2, tb.warps, G}, gr.f32);
+      Value olat = kb.shared(tb, {G, R}, gr.f32);
+      ChunkSlot cs = findChunk(kb, tb, lens, row, 1);
+      Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
+      Value S = kb.add(kb.add(past, cs.t0), kb.idx(1));
+      Value per = kb.div(kb.add(S, kb.sub(P, kb.idx(1))), P);
+      per = kb.mul(kb.ceilDiv(per, kSplitMin), kSplitMin);
+      Value lo = kb.minu(kb.mul(split, per), S), hi = kb.minu(kb.add(lo, per), S);
+      int64_t vq = cd % 4 ? 1 : 4;
+      kb.strided(tb, kb.idx(0), kb.idx(G * cd / vq), [&](Value i) {
+        Value h = kb.div(i, cd / vq), c = kb.mul(kb.rem(i, cd / vq), vq);
+        kb.copyVec(qaBuf, {local, kb.add(kb.mul(kb.add(kb.mul(g, G), h), cd), c)}, qa, {h, c},
+                   vq);
+      });
+      kb.barrier(tb);
+      SmallVector<Value> st = gr.stream(tb, qa, cs.n, lo, hi);
+      auto [Ms, Ls] = gr.merge(tb, st, ml, olat, /*normalize=*/false);
+      Value slot = kb.add(kb.mul(local, P), split);
+      kb.strided(tb, kb.idx(0), kb.idx(G * R), [&](Value i) {
+        Value h = kb.div(i, R), r = kb.rem(i, R);
+        Value head = kb.add(kb.mul(g, G), h);
+        kb.store(kb.load(olat, {h, r}), part, {slot, kb.add(kb.mul(head, R + 2), r)});
+      });
+      kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
+        for (int64_t h = 0; h < G; ++h) {
+          Value col = kb.mul(kb.add(kb.mul(g, G), kb.idx(h)), R + 2);
+          kb.store(Ms[h], part, {slot, kb.add(col, kb.idx(R))});
+          kb.store(Ls[h], part, {slot, kb.add(col, kb.idx(R + 1))});
+        }
+      });
+    }, 0, "absorbed_split_g" + std::to_string(G));
+
+    // Merge the splits (empty ones, L = 0, weigh 0), project, gate: a block
+    // per (token, head). Every thread loads the kSplitMax (M, L) pairs at
+    // once (past P: weight 0) and forms the weights e^(M_s - M) / L itself;
+    // a thread per latent column sums the partials (all loads in flight);
+    // then W_UV o_lat, a warp per 4 output rows.
+    kb.blocks({Tc, kb.idx(gr.H)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+      Value local = bid[0], head = bid[1], row = kb.add(t0, local);
+      Value olat = kb.shared(tb, {1, R}, gr.f32);
+      Value slot0 = kb.mul(local, P), base = kb.mul(head, R + 2);
+      SmallVector<Value> m(kSplitMax), l(kSplitMax), live(kSplitMax), spC(kSplitMax);
+      for (int64_t sp = 0; sp < kSplitMax; ++sp) {
+        Value in = kb.ult(kb.idx(sp), P);
+        spC[sp] = kb.select(in, kb.idx(sp), kb.idx(0));
+        m[sp] = kb.load(part, {kb.add(slot0, spC[sp]), kb.add(base, kb.idx(R))});
+        l[sp] = kb.load(part, {kb.add(slot0, spC[sp]), kb.add(base, kb.idx(R + 1))});
+        live[sp] = kb.andi(in, kb.fgt(l[sp], gr.zero));
+      }
+      Value M = gr.negInf;
+      for (int64_t sp = 0; sp < kSplitMax; ++sp)
+        M = kb.select(live[sp], kb.fmax(M, m[sp]), M);
+      SmallVector<Value> f(kSplitMax);
+      Value L = gr.zero;
+      for (int64_t sp = 0; sp < kSplitMax; ++sp) {
+        f[sp] = kb.select(live[sp], kb.exp(kb.fsub(m[sp], M)), gr.zero);
+        L = kb.fadd(L, kb.select(live[sp], kb.fmul(l[sp], f[sp]), gr.zero));
+      }
+      kb.strided(tb, kb.idx(0), kb.idx(R), [&](Value r) {
+        Value col = kb.add(base, r);
+        SmallVector<Value> v;
+        for (int64_t sp = 0; sp < kSplitMax; ++sp)
+          v.push_back(kb.load(part, {kb.add(slot0, spC[sp]), col}));
+        Value acc = gr.zero;
+        for (int64_t sp = 0; sp < kSplitMax; ++sp)
+          acc = kb.fadd(acc, kb.select(live[sp], kb.fmul(v[sp], f[sp]), gr.zero));
+        kb.store(kb.fdiv(acc, L), olat, {kb.idx(0), r});
+      });
+      kb.barrier(tb);
+      one.project(tb, olat, row, head);
+    }, 0, "absorbed_combine");
+
+  });
+}
+
 /// The absorbed form for every token of the launch (or, with skipFresh,
-/// the cached sequences' tokens): on the GPU the head-grouped kernel, G
-/// chosen per launch size (host-side branch on T: fewer heads a block for
-/// few tokens, so small batches still fill the SMs); the host's loop nest.
+/// the cached sequences' tokens): on the GPU the head-grouped kernels (split
+/// positions for whole launches, 16 tokens a block for a prefill's cached
+/// sequences); the host's loop nest, a block per (token, head).
 static void absorbedAll(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
                         Value cacheLens, Value lens, Value kvb, Value gate, Value out,
-                        bool skipFresh) {
-  if (!kb.gpu() || !groupedFits(attn) || !intFromEnv("K3C_MLA_GROUPED", 1)) {
+                        ArrayRef<Value> split, bool skipFresh) {
+  if (!kb.gpu() || split.empty()) {
     absorbedAttention(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, skipFresh ? 16 : 1,
                       skipFresh);
     return;
   }
-  int64_t H = attn.getNumHeads();
-  auto divisorUpTo = [&](int64_t cap) {
-    int64_t g = std::min(cap, H);
-    while (H % g)
-      --g;
-    return g;
-  };
-  if (skipFresh) {
-    absorbedGrouped(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, divisorUpTo(8), 16,
-                    true);
-    return;
-  }
-  // Up to 2 tokens: 2 heads a block; up to 16: 4; more: 8 (distinct G only).
-  SmallVector<std::pair<int64_t, int64_t>> plan; // (tokens up to, G)
-  for (auto [upTo, cap] : {std::pair<int64_t, int64_t>{2, 2}, {16, 4}, {0, 8}}) {
-    int64_t G = divisorUpTo(cap);
-    if (!plan.empty() && plan.back().second == G)
-      plan.back().first = upTo;
-    else
-      plan.push_back({upTo, G});
-  }
-  Value T = kb.dim(q, 0);
-  std::function<void(size_t)> emit = [&](size_t k) {
-    auto run = [&] {
-      absorbedGrouped(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, plan[k].second, 1,
-                      false);
-    };
-    if (k + 1 == plan.size()) {
-      run();
-      return;
-    }
-    kb.ifThenElse(kb.ule(T, kb.idx(plan[k].first)), run, [&] { emit(k + 1); });
-  };
-  emit(0);
+  int64_t H = attn.getNumHeads(), G = std::min<int64_t>(8, H);
+  while (H % G)
+    --G;
+  if (skipFresh)
+    absorbedGrouped(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, G, 16);
+  else
+    absorbedSplit(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, split[0], split[1], G);
 }
 
 std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
@@ -793,13 +977,19 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
   int64_t cd = kvType.getDimSize(1);
   Value eps = kb.f32(attn.getNormEps().convertToDouble());
   FlashPlan fp = flashPlan(attn, kb.target);
+  // The scratch buffers (mlaScratchNeeds; the host has them too).
+  SmallVector<Value> sc = st.scratch.lookup(op), split;
+  assert(sc.size() == mlaScratchNeeds(op, kb.target).size() && "mlaScratchNeeds' buffers");
   Value cn, kvup;
-  if (fp.on) { // (the host has these buffers too: mlaScratchNeeds)
-    SmallVector<Value> sc = st.scratch.lookup(op);
-    assert(sc.size() == 2 && "mlaScratchNeeds' buffers");
-    cn = sc[0];
-    kvup = sc[1];
+  if (flashPlan(attn, Target::Gpu).on) {
+    if (fp.on) {
+      cn = sc[0];
+      kvup = sc[1];
+    }
+    sc.erase(sc.begin(), sc.begin() + 2);
   }
+  if (!sc.empty())
+    split = {sc[0], sc[1]};
 
   // Phase 1: a warp per new token (8 a block; the host: a block per token)
   // appends its latent (RMSNorm'd c, rounded like the reference's norm, then
@@ -839,7 +1029,7 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
 
   double scale = attn.getSoftmaxScale().convertToDouble();
   auto absorbed = [&](bool skipFresh) {
-    absorbedAll(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, skipFresh);
+    absorbedAll(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, split, skipFresh);
   };
   if (!fp.on) {
     absorbed(false);

@@ -5,16 +5,19 @@
 // ldmatrix, mma.sync for S = Q K^T and, with ldmatrix.trans of V, O += P V,
 // ex2 softmax, head dims padded 24 -> 32 and 16), plus the absorbed kernel
 // for cached sequences 16 tokens a block; decode and small launches take the
-// absorbed kernel alone: a block per (token, group of G heads), G = 2 up to
-// 2 tokens, else 4 (all of k3-tiny's heads): q_abs in workgroup memory,
-// the cache read 16 bytes at a time, shuffles. The host has the absorbed
-// form a block per (token, head) (its scratch arguments go unused).
+// split absorbed form in rounds of 64 tokens (a host-side loop): q_abs of
+// the round (a block per head group and 8 tokens), the core per (token,
+// group of 4 heads, split of the positions: q_abs in workgroup memory, the
+// cache read 16 bytes at a time, shuffles), the merge and W_UV projection.
+// The host has the absorbed form a block per (token, head) (its scratch
+// arguments go unused).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 
-// The up-projection's scratch: c_n [T, 32] and k_nope | v [T, 4 x 32].
+// Scratch: the up-projection's c_n [T, 32] and k_nope | v [T, 4 x 32]; the
+// split decode's q_abs [64, 4 x 40] and partials [256, 4 x (32 + 2)].
 // GPU-LABEL: func.func @k3_mla_attn_{{[0-9a-f]+}}(
-// GPU-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>)
+// GPU-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>, %{{.*}}: memref<64x160xf32>, %{{.*}}: memref<256x136xf32>)
 // GPU-SAME: k3.family = "mla_attn"
 // GPU: gpu.launch
 // GPU: scf.if
@@ -31,17 +34,21 @@
 // GPU: nvvm.mma.sync
 // GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_g4_cached)
 // GPU: } else {
-// GPU: gpu.launch {{.*}} function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_g2) workgroup(%{{.*}} : memref<2x40xf32, #gpu.address_space<workgroup>>
+// GPU: scf.for
+// GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_qabs)
+// GPU: memref.store {{.*}} : memref<64x160xf32>
+// GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_split_g4) workgroup(%{{.*}} : memref<4x40xf32, #gpu.address_space<workgroup>>
 // GPU: vector.load %{{.*}} {alignment = 16 : i64} : memref<?x?x40xbf16>, vector<8xbf16>
 // GPU: gpu.shuffle  xor
 // GPU: gpu.shuffle  idx
 // GPU: gpu.barrier
-// GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_g4) workgroup(%{{.*}} : memref<4x40xf32, #gpu.address_space<workgroup>>
+// GPU: memref.store {{.*}} : memref<256x136xf32>
+// GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_combine)
 // GPU: return
 
 // (The host gets the scratch arguments too: one calling convention.)
 // HOST-LABEL: func.func @k3_mla_attn_{{[0-9a-f]+}}(
-// HOST-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>)
+// HOST-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>, %{{.*}}: memref<64x160xf32>, %{{.*}}: memref<256x136xf32>)
 // HOST-NOT: gpu.
 // HOST-NOT: vector.load
 // HOST-NOT: mma
