@@ -4,7 +4,9 @@
 //   manifest.json      kernels, calling conventions, buffers, the prefill and
 //                      decode schedules, state layouts, the weight map,
 //                      capacities, content hashes, the compiler version
-//   kernels_host.so    the host target's kernels (k3k_<name>(void **args))
+//   manifest.sha256    the SHA-256 of manifest.json (sha256sum format)
+//   kernels_host.so    the host target's kernels (k3k_<name>(void **args),
+//                      each with its calling-convention signature k3k_<name>_sig)
 //   model.fused.mlir   the fused module the schedules were read from
 // Weights stay in the checkpoint, referenced by path and verified by the
 // SHA-256 of its config and index/shard headers; the runtime repacks MXFP4
@@ -125,6 +127,40 @@ static ojson scheduleOf(func::FuncOp fn) {
   return entry;
 }
 
+nlohmann::ordered_json kernelManifestEntry(const KernelInfo &k) {
+  ojson kj;
+  kj["name"] = k.name;
+  kj["family"] = k.family;
+  kj["host_symbol"] = "k3k_" + k.name;
+  kj["flops_per_token"] = k.flopsPerToken;
+  kj["bytes_per_token"] = k.bytesPerToken;
+  kj["weight_bytes"] = k.weightBytes;
+  kj["result_aliases"] = k.resultAliases;
+  ojson args = ojson::array();
+  for (const KernelArg &a : k.args) {
+    ojson aj;
+    aj["kind"] = a.kind == KernelArg::Kind::Input    ? "input"
+                 : a.kind == KernelArg::Kind::Output ? "output"
+                                                     : "scratch";
+    aj["index"] = a.index;
+    if (a.component >= 0)
+      aj["component"] = a.component == 0 ? "payload" : "scales";
+    aj["dtype"] = a.dtype;
+    aj["shape"] = a.shape;
+    ojson dyn = ojson::array();
+    for (auto [arg, dim] : a.dynamicFrom)
+      dyn.push_back({arg, dim});
+    aj["dynamic_from"] = dyn;
+    args.push_back(aj);
+  }
+  kj["args"] = args;
+  return kj;
+}
+
+std::string kernelSignatureOf(const KernelInfo &k) {
+  return ::k3c::rt::kernelSignature(nlohmann::json::parse(kernelManifestEntry(k).dump()));
+}
+
 LogicalResult writeArtifact(ModuleOp fused, const std::vector<KernelInfo> &kernels,
                             const ArtifactOptions &o, std::string &error) {
   try {
@@ -178,35 +214,8 @@ LogicalResult writeArtifact(ModuleOp fused, const std::vector<KernelInfo> &kerne
     m["files"] = files;
 
     ojson ks = ojson::array();
-    for (const KernelInfo &k : kernels) {
-      ojson kj;
-      kj["name"] = k.name;
-      kj["family"] = k.family;
-      kj["host_symbol"] = "k3k_" + k.name;
-      kj["flops_per_token"] = k.flopsPerToken;
-      kj["bytes_per_token"] = k.bytesPerToken;
-      kj["weight_bytes"] = k.weightBytes;
-      kj["result_aliases"] = k.resultAliases;
-      ojson args = ojson::array();
-      for (const KernelArg &a : k.args) {
-        ojson aj;
-        aj["kind"] = a.kind == KernelArg::Kind::Input    ? "input"
-                     : a.kind == KernelArg::Kind::Output ? "output"
-                                                         : "scratch";
-        aj["index"] = a.index;
-        if (a.component >= 0)
-          aj["component"] = a.component == 0 ? "payload" : "scales";
-        aj["dtype"] = a.dtype;
-        aj["shape"] = a.shape;
-        ojson dyn = ojson::array();
-        for (auto [arg, dim] : a.dynamicFrom)
-          dyn.push_back({arg, dim});
-        aj["dynamic_from"] = dyn;
-        args.push_back(aj);
-      }
-      kj["args"] = args;
-      ks.push_back(kj);
-    }
+    for (const KernelInfo &k : kernels)
+      ks.push_back(kernelManifestEntry(k));
     m["kernels"] = ks;
     ojson entries;
     for (StringRef name : {"prefill", "decode"}) {
@@ -218,10 +227,20 @@ LogicalResult writeArtifact(ModuleOp fused, const std::vector<KernelInfo> &kerne
       entries[name.str()] = scheduleOf(fn);
     }
     m["entries"] = entries;
-    std::ofstream out(fs::path(o.dir) / "manifest.json");
-    out << m.dump(1) << "\n";
-    if (!out) {
-      error = "cannot write " + (fs::path(o.dir) / "manifest.json").string();
+    {
+      std::ofstream out(fs::path(o.dir) / "manifest.json");
+      out << m.dump(1) << "\n";
+      if (!out) {
+        error = "cannot write " + (fs::path(o.dir) / "manifest.json").string();
+        return failure();
+      }
+    }
+    // manifest.sha256 (sha256sum's format): the runtime refuses a manifest
+    // that does not match it.
+    std::ofstream hash(fs::path(o.dir) / "manifest.sha256");
+    hash << sha256File((fs::path(o.dir) / "manifest.json").string()) << "  manifest.json\n";
+    if (!hash) {
+      error = "cannot write " + (fs::path(o.dir) / "manifest.sha256").string();
       return failure();
     }
   } catch (const std::exception &e) {

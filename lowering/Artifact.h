@@ -25,6 +25,11 @@ struct ArtifactOptions {
 };
 
 /// Writes manifest.json for the fused module and its lowered kernels.
+/// The manifest.json entry of one kernel, and its calling-convention
+/// signature (runtime/Manifest.h), which the kernel libraries embed.
+nlohmann::ordered_json kernelManifestEntry(const KernelInfo &k);
+std::string kernelSignatureOf(const KernelInfo &k);
+
 mlir::LogicalResult writeArtifact(mlir::ModuleOp fused, const std::vector<KernelInfo> &kernels,
                                   const ArtifactOptions &options, std::string &error);
 

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lowering/Artifact.h"
 #include "lowering/Lowering.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -116,6 +117,13 @@ LogicalResult lowerLoopsToLLVMDialect(ModuleOp loops, const std::vector<KernelIn
     }
     LLVM::CallOp::create(fb, loc, TypeRange{}, "_mlir_ciface_" + k.name, args);
     LLVM::ReturnOp::create(fb, loc, ValueRange{});
+    // k3k_<name>_sig: the calling convention the entry point was built for,
+    // NUL-terminated; the runtime checks it against manifest.json.
+    std::string sig = kernelSignatureOf(k);
+    sig.push_back('\0');
+    auto arrayType = LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), sig.size());
+    LLVM::GlobalOp::create(b, loc, arrayType, /*isConstant=*/true, LLVM::Linkage::External,
+                           "k3k_" + k.name + "_sig", b.getStringAttr(sig));
   }
   return success();
 }

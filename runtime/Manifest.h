@@ -43,6 +43,44 @@ constexpr int kManifestFormatVersion = 1;
 /// 0 for a name that is none of them. The runtime sizes its buffers with it.
 int64_t dtypeSizeOrZero(const std::string &dtype);
 
+/// The calling convention of one kernel entry of manifest.json (its args and
+/// result aliases) as a compact string. k3-compile embeds it in the kernel
+/// libraries next to each entry point (`<host_symbol>_sig`), and the runtime
+/// compares it with the manifest's entry before it calls the symbol: an
+/// edited or swapped kernel entry is an error, not a call with the wrong
+/// arguments. Header-only: the writer (lowering) does not link the runtime.
+inline std::string kernelSignature(const nlohmann::json &kernel) {
+  std::string s = "k3c-sig-1;";
+  auto num = [](const nlohmann::json &v) {
+    return v.is_number_integer() ? std::to_string(v.get<int64_t>()) : std::string("?");
+  };
+  auto str = [](const nlohmann::json &v) { return v.is_string() ? v.get<std::string>() : "?"; };
+  if (kernel.contains("args") && kernel["args"].is_array())
+    for (const nlohmann::json &a : kernel["args"]) {
+      if (!a.is_object()) {
+        s += "?;";
+        continue;
+      }
+      s += str(a.value("kind", nlohmann::json())) + ":" + num(a.value("index", nlohmann::json()));
+      if (a.contains("component"))
+        s += ":" + str(a["component"]);
+      s += ":" + str(a.value("dtype", nlohmann::json())) + ":[";
+      if (a.contains("shape") && a["shape"].is_array())
+        for (const nlohmann::json &d : a["shape"])
+          s += num(d) + ",";
+      s += "]<";
+      if (a.contains("dynamic_from") && a["dynamic_from"].is_array())
+        for (const nlohmann::json &d : a["dynamic_from"])
+          s += d.is_array() && d.size() == 2 ? num(d[0]) + "." + num(d[1]) + "," : "?,";
+      s += ";";
+    }
+  s += "aliases:";
+  if (kernel.contains("result_aliases") && kernel["result_aliases"].is_array())
+    for (const nlohmann::json &a : kernel["result_aliases"])
+      s += num(a) + ",";
+  return s;
+}
+
 /// Throws k3c::Error ("artifact 'DIR': manifest.json: <field>: <problem>")
 /// at the first violation of the schema above.
 void validateManifest(const nlohmann::json &manifest, const std::string &dir);

@@ -448,6 +448,18 @@ void HostModel::load() {
   std::ifstream in(mpath);
   if (!in)
     throw Error("artifact '" + dir + "': no manifest.json");
+  {
+    // The manifest must be the one k3-compile wrote (manifest.sha256); the
+    // schema check below still guards against a hand-made pair.
+    std::ifstream hin(fs::path(dir) / "manifest.sha256");
+    std::string want;
+    if (!hin || !(hin >> want))
+      throw Error("artifact '" + dir + "': no manifest.sha256 (built by an older k3c, or "
+                  "incomplete; recompile the artifact)");
+    if (want != sha256File(mpath.string()))
+      throw Error("artifact '" + dir + "': manifest.json does not match manifest.sha256 "
+                  "(edited or corrupt; recompile the artifact)");
+  }
   try {
     manifest = json::parse(in);
   } catch (const json::exception &e) {
@@ -536,6 +548,17 @@ void HostModel::load() {
       spec.fn = reinterpret_cast<void (*)(void **)>(dlsym(lib, spec.symbol.c_str()));
       if (!spec.fn)
         throw Error("kernel library has no symbol '" + spec.symbol + "' (kernel " + spec.name + ")");
+      // The entry point must have been built for the arguments this manifest
+      // entry describes (a swapped or edited entry would call it with the
+      // wrong buffers).
+      const char *sig = static_cast<const char *>(dlsym(lib, (spec.symbol + "_sig").c_str()));
+      if (!sig)
+        throw Error("kernel library has no signature for '" + spec.symbol + "' (kernel " +
+                    spec.name + "): built by an incompatible k3c; recompile the artifact");
+      if (std::string(sig) != rt::kernelSignature(k))
+        throw Error("kernel " + spec.name + ": library symbol '" + spec.symbol +
+                    "' was built for other arguments than manifest.json describes (edited or "
+                    "swapped kernel entry); recompile the artifact");
       // Scratch buffers, capacity-sized, reused by every launch of the kernel.
       spec.scratch.resize(spec.args.size());
       for (size_t i = 0; i < spec.args.size(); ++i)

@@ -2,6 +2,7 @@
 (test/Runtime/manifest.test).
 usage: edit_manifest.py SRC_ARTIFACT DST_DIR EDIT
 """
+import hashlib
 import json
 import shutil
 import sys
@@ -44,8 +45,22 @@ elif edit == "transposed":
     v["shape"] = v["shape"][::-1]
 elif edit == "symbol":
     kda["host_symbol"] = "system"
+elif edit == "swapped-symbol":
+    other = next(k for k in m["kernels"] if k["family"] == "mlp_in")
+    kda["host_symbol"], other["host_symbol"] = other["host_symbol"], kda["host_symbol"]
+elif edit == "scratch-shape":
+    mla = next(k for k in m["kernels"] if k["family"] == "mla_attn")
+    a = next(a for a in mla["args"] if a["kind"] == "scratch" and -1 not in a["shape"])
+    a["shape"][0] //= 2
+elif edit == "stale-hash":
+    m["capacity"]["max_seqs"] += 1
 elif edit == "dtype":
     kda["args"][0]["dtype"] = "f128"
 else:
     sys.exit("unknown edit " + edit)
 json.dump(m, open(path, "w"))
+# Schema edits get a matching manifest.sha256 (what a hostile user could
+# write too), so the checks behind the hash are what each edit meets.
+if edit != "stale-hash":
+    digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    open(dst + "/manifest.sha256", "w").write(digest + "  manifest.json\n")
