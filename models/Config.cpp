@@ -159,7 +159,16 @@ ModelConfig parseConfig(const std::string &text, const std::string &source) {
 
   ModelConfig c;
   c.source = source;
-  std::string top = root.value("model_type", "");
+  // A string field or "" when absent; any other type is an error naming it.
+  auto stringField = [&](const json &obj, const char *key, const std::string &where) {
+    if (!obj.contains(key))
+      return std::string();
+    if (!obj[key].is_string())
+      throw Error(source + ": config field '" + where + key + "' must be a string, got " +
+                  obj[key].dump());
+    return obj[key].get<std::string>();
+  };
+  std::string top = stringField(root, "model_type", "");
   const json *tj = &root;
   std::string path;
   if (top == "kimi_k3") {
@@ -168,7 +177,7 @@ ModelConfig parseConfig(const std::string &text, const std::string &source) {
     tj = &root["text_config"];
     path = "text_config.";
     c.weightPrefix = "language_model.";
-    std::string inner = tj->value("model_type", "");
+    std::string inner = stringField(*tj, "model_type", "text_config.");
     if (inner != "kimi_linear")
       throw Error(source + ": config field 'text_config.model_type' must be 'kimi_linear', got '" +
                   inner + "'");
@@ -322,8 +331,11 @@ ModelConfig parseConfig(const std::string &text, const std::string &source) {
   // --- quantization
   if (r.has("quantization_config")) {
     const json &q = tj->at("quantization_config");
-    std::string method = q.value("quant_method", "");
-    std::string format = q.value("format", "");
+    if (!q.is_object())
+      throw Error(source + ": config field '" + path + "quantization_config' must be an object");
+    std::string qpath = path + "quantization_config.";
+    std::string method = stringField(q, "quant_method", qpath);
+    std::string format = stringField(q, "format", qpath);
     if (method != "compressed-tensors" || format != "mxfp4-pack-quantized")
       throw Error(source + ": config field '" + path +
                   "quantization_config' has quant_method '" + method + "' and format '" +

@@ -140,6 +140,13 @@ TEST(Config, ErrorsNameFieldAndValue) {
   expectConfigError([](json &j) { j["num_key_value_heads"] = 2; },
                     "'num_key_value_heads' = 2 must equal num_attention_heads = 4");
   expectConfigError([](json &j) { j["mla_use_nope"] = false; }, "'mla_use_nope' = false");
+  // Found by fuzz_config: fields read as strings must be strings.
+  expectConfigError([](json &j) { j["model_type"] = 999999304; },
+                    "config field 'model_type' must be a string, got 999999304");
+  expectConfigError([](json &j) { j["quantization_config"] = 7; },
+                    "config field 'quantization_config' must be an object");
+  expectConfigError([](json &j) { j["quantization_config"]["format"] = 1; },
+                    "config field 'quantization_config.format' must be a string, got 1");
   expectError([] { k3c::parseConfig("{\"model_type\": ", "x.json"); }, "x.json: not valid JSON");
   json k3 = readJson(configPath("k3.json"));
   k3["text_config"]["routed_expert_hidden_size"] = 3585;

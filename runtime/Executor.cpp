@@ -1,0 +1,284 @@
+//===- Executor.cpp - schedules, launches, graphs, kernel dumps -------------===//
+
+#include "runtime/HostModel.h"
+
+namespace k3c::rt::detail {
+
+const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &ids,
+                                  const std::vector<int64_t> &seqLens, bool graph) {
+  const int64_t T = static_cast<int64_t>(ids.size()), N = batch;
+  if (T > plan.maxTokens)
+    throw Error(std::to_string(T) + " tokens in one step exceed the artifact's capacity of " +
+                std::to_string(plan.maxTokens) + " (compile with --max-tokens)");
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t total = lens[n] + seqLens[n];
+    if (total > plan.maxContext || (maxPositions > 0 && total > maxPositions))
+      throw Error("sequence " + std::to_string(n) + " would hold " + std::to_string(total) +
+                  " tokens, more than the planned cache of " + std::to_string(plan.maxContext) +
+                  " (compile with --max-context)");
+  }
+  for (int64_t t = 0; t < T; ++t)
+    if (ids[t] < 0 || ids[t] >= vocab)
+      throw Error("token id " + std::to_string(ids[t]) + " is outside the vocabulary [0, " +
+                  std::to_string(vocab) + ")");
+  // Inputs.
+  for (Value &v : e.values) {
+    if (v.kind == "input") {
+      std::vector<int32_t> host;
+      if (v.name == "token_ids") {
+        for (int64_t t = 0; t < T; ++t)
+          host.push_back(static_cast<int32_t>(ids[t]));
+      } else {
+        for (int64_t n = 0; n < N; ++n)
+          host.push_back(static_cast<int32_t>(v.name == "seq_lens" ? seqLens[n] : lens[n]));
+      }
+      v.buf->write(host.data(), host.size() * sizeof(int32_t));
+      v.buf->dims = {static_cast<int64_t>(host.size())};
+    } else if (v.kind == "state") {
+      v.buf->dims = v.buf->capacity;
+      v.buf->dims[0] = N;
+    } else if (v.kind == "weight") {
+      v.buf->dims = v.buf->capacity;
+      if (v.scales)
+        v.scales->dims = v.scales->capacity;
+    }
+  }
+  // Decode on the GPU replays one CUDA graph per batch size: the launches,
+  // their buffers and dims are the same every step; only the uploaded inputs
+  // (token ids, cache lengths) change.
+  // (Not under EP: the exchange between kernels runs on the host.)
+  // Kernel dumps (K3C_DUMP_KERNEL) copy buffers to the host between
+  // launches, which a capture does not allow.
+  bool useGraph = graph && gpu && graphsOk && !profiling && !tracing && !opts.ep &&
+                  !std::getenv("K3C_DUMP_KERNEL");
+  auto it = decodeGraphs.find(N);
+  if (useGraph && it != decodeGraphs.end()) {
+    cuda::launchGraph(it->second);
+  } else if (useGraph && cuda::beginCapture()) {
+    launchAll(e, T);
+    void *exec = cuda::endCapture();
+    if (exec) {
+      decodeGraphs[N] = exec;
+      cuda::launchGraph(exec);
+    } else {
+      graphsOk = false; // capture unsupported here: run eagerly from now on
+      launchAll(e, T);
+    }
+  } else {
+    launchAll(e, T);
+  }
+  for (int64_t n = 0; n < N; ++n)
+    lens[n] += seqLens[n];
+  Buffer *logits = e.values[e.returns[0]].buf;
+  logitsHost.resize(N * vocab);
+  logits->read(logitsHost.data(), logitsHost.size() * sizeof(float));
+  return logitsHost;
+}
+
+void HostModel::overlapSharedExperts(Entry &e) {
+  auto &ls = e.launches;
+  for (size_t i = 0; i < ls.size(); ++i) {
+    if (ls[i].kernel->family != "moe_shared")
+      continue;
+    for (size_t j = i + 1; j < ls.size(); ++j) {
+      bool reads = false;
+      for (int64_t in : ls[j].inputs)
+        reads |= std::find(ls[i].outputs.begin(), ls[i].outputs.end(), in) != ls[i].outputs.end();
+      if (reads)
+        break;
+      if (ls[j].kernel->family == "moe_experts") {
+        Launch shared = ls[i];
+        ls.erase(ls.begin() + i);
+        ls.insert(ls.begin() + j, shared); // now right after the routed experts
+        i = j;
+        break;
+      }
+    }
+  }
+}
+
+void HostModel::launchAll(Entry &e, int64_t T) {
+  std::vector<Buffer *> bufOf(e.values.size());
+  for (Value &v : e.values)
+    bufOf[v.id] = v.buf;
+  PendingExchange pending;
+  try {
+    for (Launch &l : e.launches)
+      launchStep(e, l, T, bufOf, pending);
+    pending.join();
+  } catch (...) {
+    if (pending.thread.joinable()) { // its peers must not wait for this rank
+      opts.ep->abort("a kernel launch failed on this rank");
+      pending.thread.join();
+    }
+    throw;
+  }
+}
+
+void HostModel::launchStep(Entry &e, Launch &l, int64_t T, std::vector<Buffer *> &bufOf,
+                           PendingExchange &pending) {
+  KernelSpec &k = *l.kernel;
+  if (pending.feeds(l))
+    pending.join();
+  // Outputs aliasing inputs (state updated in place) share their buffer.
+  for (size_t p = 0; p < l.outputs.size(); ++p)
+    if (k.resultAliases[p] >= 0)
+      bufOf[l.outputs[p]] = bufOf[l.inputs[k.resultAliases[p]]];
+  if (opts.ep && k.family == "moe_experts") {
+    pending.join(); // one exchange at a time
+    if (!profiling && !tracing) {
+      pending.outputs = l.outputs;
+      pending.thread = std::thread([this, &e, &l, &bufOf, &pending] {
+        try {
+          if (gpu)
+            cuda::bindThread();
+          runExpertsEP(e, l, bufOf);
+        } catch (...) {
+          pending.error = std::current_exception();
+        }
+      });
+    } else {
+      runExpertsEP(e, l, bufOf);
+    }
+  } else {
+    launchOne(k, argBuffers(e, l, bufOf), T);
+  }
+  if (tracing)
+    for (int64_t out : l.outputs) {
+      const Value &v = e.values[out];
+      if (v.trace.empty())
+        continue;
+      traces[v.trace] = readAsF32(*bufOf[out], v.dtype);
+    }
+}
+
+/// A float32 .npy of `b`'s current contents (readAsF32).
+static void dumpNpy(const std::string &path, const Buffer &b, const std::string &dtype) {
+  std::vector<float> f = readAsF32(b, dtype);
+  const int64_t n = static_cast<int64_t>(f.size());
+  std::string shape = "(";
+  for (int64_t d : b.dims)
+    shape += std::to_string(d) + ",";
+  shape += ")";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64)
+    header += ' ';
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  uint16_t hl = static_cast<uint16_t>(header.size());
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.write(reinterpret_cast<const char *>(&hl), 2);
+  out << header;
+  out.write(reinterpret_cast<const char *>(f.data()), n * 4);
+  if (!out)
+    throw Error("K3C_DUMP_KERNEL: cannot write " + path);
+}
+
+/// K3C_DUMP_KERNEL=FAMILY[@MIN[-MAX]]:DIR: the first launch of a kernel of
+/// FAMILY with MIN..MAX tokens (default 1..any) writes its arguments before
+/// (argI_in.npy) and after (argI_out.npy) the launch, as float32, and
+/// args.json (kind, index, dtype, dims) into DIR: a kernel's exact inputs
+/// and outputs, for checking it against an independent implementation.
+struct KernelDump {
+  std::string family, dir;
+  int64_t minTokens = 1, maxTokens = std::numeric_limits<int64_t>::max();
+  bool done = false;
+  static KernelDump &get() {
+    static KernelDump d = [] {
+      KernelDump d;
+      const char *v = std::getenv("K3C_DUMP_KERNEL");
+      if (!v || !*v)
+        return d;
+      std::string s(v);
+      size_t colon = s.find(':');
+      if (colon == std::string::npos)
+        throw Error("K3C_DUMP_KERNEL must be FAMILY[@MIN[-MAX]]:DIR, got '" + s + "'");
+      d.family = s.substr(0, colon);
+      d.dir = s.substr(colon + 1);
+      if (size_t at = d.family.find('@'); at != std::string::npos) {
+        std::string range = d.family.substr(at + 1);
+        d.family.resize(at);
+        size_t dash = range.find('-');
+        d.minTokens = std::atoll(range.substr(0, dash).c_str());
+        if (dash != std::string::npos)
+          d.maxTokens = std::atoll(range.substr(dash + 1).c_str());
+        if (d.minTokens < 1 || d.maxTokens < d.minTokens)
+          throw Error("K3C_DUMP_KERNEL: bad token range '" + range + "'");
+      }
+      return d;
+    }();
+    return d;
+  }
+  bool wants(const KernelSpec &k, int64_t T) const {
+    return !done && !family.empty() && k.family == family && T >= minTokens && T <= maxTokens;
+  }
+};
+
+void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, int64_t T) {
+  std::vector<Descriptor> desc(k.args.size());
+  std::vector<void *> argv(k.args.size(), nullptr);
+  std::vector<std::vector<int64_t>> dims(k.args.size());
+  for (size_t i = 0; i < k.args.size(); ++i) {
+    const ArgSpec &a = k.args[i];
+    Buffer *b = argBuf[i];
+    if (!b || !b->data)
+      throw Error("kernel " + k.name + ": argument " + std::to_string(i) + " has no buffer");
+    dims[i] = a.shape;
+    size_t dyn = 0;
+    for (size_t d = 0; d < dims[i].size(); ++d)
+      if (dims[i][d] < 0) {
+        auto [src, sd] = a.dynamicFrom[dyn++];
+        dims[i][d] = (a.kind == "input" || src < 0 || src == static_cast<int64_t>(i))
+                         ? b->dims[d]
+                         : dims[src][sd];
+      }
+    if (a.kind != "input")
+      b->dims = dims[i];
+    desc[i].set(b->data, dims[i]);
+    argv[i] = desc[i].words.data();
+  }
+  KernelDump &dump = KernelDump::get();
+  const bool dumping = dump.wants(k, T);
+  if (dumping) {
+    std::filesystem::create_directories(dump.dir);
+    json meta = json::array();
+    for (size_t i = 0; i < k.args.size(); ++i) {
+      meta.push_back({{"kind", k.args[i].kind}, {"index", k.args[i].index},
+                      {"dtype", k.args[i].dtype}, {"dims", dims[i]}, {"kernel", k.name}});
+      dumpNpy(dump.dir + "/arg" + std::to_string(i) + "_in.npy", *argBuf[i], k.args[i].dtype);
+    }
+    std::ofstream(dump.dir + "/args.json") << meta.dump(1) << "\n";
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  cuda::Timer timer;
+  if (profiling && gpu)
+    timer.begin();
+  k.fn(argv.data());
+  if (gpu)
+    cuda::checkLaunchError(k.name);
+  if (dumping) {
+    for (size_t i = 0; i < k.args.size(); ++i)
+      dumpNpy(dump.dir + "/arg" + std::to_string(i) + "_out.npy", *argBuf[i], k.args[i].dtype);
+    dump.done = true;
+  }
+  if (profiling) {
+    double s = gpu ? timer.endSeconds()
+                   : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    KernelProfile &p = prof[k.name];
+    p.name = k.name;
+    p.family = k.family;
+    ++p.launches;
+    p.seconds += s;
+    p.flops += static_cast<double>(k.flopsPerToken) * T;
+    // An embedding gathers T rows of its table, not the whole table.
+    p.bytes += static_cast<double>(k.bytesPerToken) * T +
+               (k.family == "embed" ? static_cast<double>(k.bytesPerToken) * T
+                                    : static_cast<double>(k.weightBytes));
+  }
+}
+
+/// The stacked routed-expert weights of a launch (MXFP4 payload and scales,
+/// or dense [slots, ...] tensors): local slot i's bytes are at
+/// [i * size / slots, (i + 1) * size / slots).
+
+} // namespace k3c::rt::detail

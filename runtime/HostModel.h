@@ -1,0 +1,462 @@
+//===- HostModel.h - the runtime's model: types shared by its parts -------===//
+//
+// Internal to runtime/ (not installed): the buffers, kernel and schedule
+// specs read from manifest.json and the HostModel class, whose member
+// functions live by responsibility in
+//   Runtime.cpp      Model::load, the sampler
+//   ArtifactLoad.cpp HostModel::load: manifest, libraries, kernels, memory plan
+//   WeightStore.cpp  HostModel::loadWeights: checkpoint tensors, MXFP4 repack
+//   Executor.cpp     HostModel::run / launch*: schedules, CUDA graphs, dumps
+//   EpExchange.cpp   expert parallelism: the routed pairs' all-to-all
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3C_RUNTIME_HOSTMODEL_H
+#define K3C_RUNTIME_HOSTMODEL_H
+
+#include "runtime/Runtime.h"
+#include "runtime/ExpertParallel.h"
+#include "runtime/Cuda.h"
+#include "runtime/Manifest.h"
+
+#include "models/MXFP4Layout.h"
+#include "models/Safetensors.h"
+#include "models/Sha256.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <exception>
+#include <thread>
+
+
+namespace k3c::rt::detail {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+inline int64_t dtypeBytes(const std::string &d) {
+  if (int64_t n = dtypeSizeOrZero(d))
+    return n;
+  throw Error("artifact: unknown dtype '" + d + "'");
+}
+
+/// A buffer on the host or the device: capacity-sized storage plus the dims
+/// of its current value. `data` is what kernels get (a device address on
+/// the GPU).
+struct Buffer {
+  std::string dtype;
+  std::vector<int64_t> capacity; ///< dims the storage holds
+  std::vector<int64_t> dims;     ///< dims of the current contents
+  void *data = nullptr;
+  int64_t bytes = 0;
+  bool device = false;
+  void allocate(bool onDevice, const std::string &what) {
+    device = onDevice;
+    bytes = dtypeBytes(dtype);
+    for (int64_t d : capacity)
+      bytes *= d;
+    if (device) {
+      cuda::CUdeviceptr p = cuda::alloc(bytes, what);
+      cuda::zero(p, bytes);
+      data = reinterpret_cast<void *>(p);
+      return;
+    }
+    // calloc: zeroed (fresh state) without touching pages that stay unused.
+    data = std::calloc(std::max<int64_t>(bytes, 1), 1);
+    if (!data)
+      throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes for " + what);
+  }
+  void write(const void *src, size_t n) {
+    if (device)
+      cuda::upload(reinterpret_cast<cuda::CUdeviceptr>(data), src, n);
+    else
+      std::memcpy(data, src, n);
+  }
+  void clearAt(size_t off, size_t n) {
+    if (device)
+      cuda::zero(reinterpret_cast<cuda::CUdeviceptr>(data) + off, n);
+    else
+      std::memset(static_cast<uint8_t *>(data) + off, 0, n);
+  }
+  void read(void *dst, size_t n) const {
+    if (device)
+      cuda::download(dst, reinterpret_cast<cuda::CUdeviceptr>(data), n);
+    else
+      std::memcpy(dst, data, n);
+  }
+  void clear() {
+    if (device)
+      cuda::zero(reinterpret_cast<cuda::CUdeviceptr>(data), bytes);
+    else
+      std::memset(data, 0, bytes);
+  }
+  bool owns = true; ///< false for a view of another buffer's storage
+  ~Buffer() {
+    if (!owns)
+      return;
+    if (device)
+      cuda::release(reinterpret_cast<cuda::CUdeviceptr>(data));
+    else
+      std::free(data);
+  }
+};
+
+struct ArgSpec {
+  std::string kind; // input, output, scratch
+  int64_t index = 0;
+  int component = -1; // MXFP4: 0 payload, 1 scales
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<std::pair<int64_t, int64_t>> dynamicFrom;
+};
+
+struct KernelSpec {
+  std::string name, family, symbol;
+  std::vector<ArgSpec> args;
+  std::vector<int64_t> resultAliases;
+  int64_t flopsPerToken = 0, bytesPerToken = 0, weightBytes = 0;
+  void (*fn)(void **) = nullptr;
+  std::vector<std::unique_ptr<Buffer>> scratch; // per scratch arg position
+};
+
+struct Value {
+  int64_t id;
+  std::string kind, name, dtype, trace;
+  std::vector<int64_t> shape;
+  std::vector<std::string> dims;
+  bool mxfp4 = false;
+  int64_t nTile = 0, kTile = 0; // MXFP4 layout (0: checkpoint layout)
+  // Storage: activations own one; weights/states/inputs are shared by name.
+  Buffer *buf = nullptr, *scales = nullptr;
+};
+
+struct Launch {
+  KernelSpec *kernel;
+  std::vector<int64_t> inputs, outputs;
+};
+
+struct Entry {
+  std::vector<Value> values;
+  std::vector<Launch> launches;
+  std::vector<int64_t> returns;
+};
+
+/// Row-major memref descriptor words: allocated, aligned, offset, sizes, strides.
+struct Descriptor {
+  std::vector<int64_t> words;
+  void set(void *data, const std::vector<int64_t> &dims) {
+    size_t r = dims.size();
+    words.assign(3 + 2 * r, 0);
+    words[0] = reinterpret_cast<int64_t>(data);
+    words[1] = reinterpret_cast<int64_t>(data);
+    int64_t stride = 1;
+    for (size_t i = r; i-- > 0;) {
+      words[3 + i] = dims[i];
+      words[3 + r + i] = stride;
+      stride *= dims[i];
+    }
+  }
+};
+
+inline float toF32(const uint8_t *p, DType t) {
+  switch (t) {
+  case DType::BF16: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return bf16ToFloat(h);
+  }
+  case DType::F16: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return f16ToFloat(h);
+  }
+  case DType::F32: {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  default:
+    throw Error("not a float dtype");
+  }
+}
+
+/// `b`'s current contents as fp32, read as elements of `dtype` (the value's
+/// or kernel argument's: a pooled activation buffer's own may be stale);
+/// bf16/f16/f32/i32 widened.
+inline std::vector<float> readAsF32(const Buffer &b, const std::string &dtype) {
+  int64_t n = 1;
+  for (int64_t d : b.dims)
+    n *= d;
+  const int64_t es = dtypeBytes(dtype);
+  std::vector<uint8_t> raw(n * es);
+  b.read(raw.data(), raw.size());
+  std::vector<float> f(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t *p = raw.data() + i * es;
+    if (dtype == "i32") {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      f[i] = static_cast<float>(v);
+    } else {
+      f[i] = toF32(p, dtype == "bf16" ? DType::BF16 : dtype == "f16" ? DType::F16 : DType::F32);
+    }
+  }
+  return f;
+}
+
+
+/// The routed experts' exchange (EP) running on a worker thread while the
+/// launches that do not read its result (the shared experts) run on the
+/// caller's (on the GPU: enqueued on the same stream from both threads).
+struct PendingExchange {
+  std::thread thread;
+  std::exception_ptr error;
+  std::vector<int64_t> outputs;
+  bool feeds(const Launch &l) const {
+    for (int64_t in : l.inputs)
+      if (std::find(outputs.begin(), outputs.end(), in) != outputs.end())
+        return true;
+    return false;
+  }
+  void join() {
+    if (!thread.joinable())
+      return;
+    thread.join();
+    outputs.clear();
+    if (error)
+      std::rethrow_exception(std::exchange(error, nullptr));
+  }
+};
+
+class HostModel : public Model {
+public:
+  HostModel(const std::string &dir, const LoadOptions &o) : dir(dir), opts(o) { load(); }
+  ~HostModel() override {
+    for (auto &[n, g] : decodeGraphs)
+      cuda::destroyGraph(g);
+    if (lib)
+      dlclose(lib);
+  }
+
+  int64_t vocabSize() const override { return vocab; }
+  int64_t eosTokenId() const override { return eos; }
+  std::string checkpointPath() const override { return ckptPath; }
+  std::string activationDtype() const override { return actDtype; }
+  std::string deviceName() const override {
+    return gpu ? "cuda: " + cuda::deviceName() + " (sm_90a kernels)" : "cpu (host kernel library)";
+  }
+  const MemoryPlan &memoryPlan() const override { return plan; }
+  const std::vector<int64_t> &lengths() const override { return lens; }
+  void enableProfiling(bool on) override { profiling = on; }
+  void enableTracing(bool on) override { tracing = on; }
+  const std::map<std::string, std::vector<float>> &trace() const override { return traces; }
+  const EpStats &epStats() const override { return ep; }
+  std::vector<KernelProfile> profile() const override {
+    std::vector<KernelProfile> out;
+    for (auto &[name, p] : prof)
+      out.push_back(p);
+    std::sort(out.begin(), out.end(),
+              [](const KernelProfile &a, const KernelProfile &b) { return a.seconds > b.seconds; });
+    return out;
+  }
+
+  void reset(int64_t n) override {
+    if (n < 1 || n > plan.maxSeqs)
+      throw Error("batch of " + std::to_string(n) + " sequences exceeds the artifact's capacity of " +
+                  std::to_string(plan.maxSeqs) + " (compile with --max-seqs)");
+    batch = n;
+    lens.assign(n, 0);
+    for (auto &[name, b] : states)
+      b->clear();
+  }
+
+  const std::vector<float> &prefill(const std::vector<std::vector<int64_t>> &prompts) override {
+    if (static_cast<int64_t>(prompts.size()) != batch)
+      throw Error("prefill got " + std::to_string(prompts.size()) + " prompts for a batch of " +
+                  std::to_string(batch) + " (call reset first)");
+    int64_t total = 0, shortest = std::numeric_limits<int64_t>::max();
+    for (const auto &p : prompts) {
+      if (p.empty())
+        throw Error("empty prompt");
+      total += static_cast<int64_t>(p.size());
+      shortest = std::min<int64_t>(shortest, static_cast<int64_t>(p.size()));
+    }
+    // Chunked prefill: prompts longer than the artifact's tokens per step run
+    // in R rounds, each sequence's prompt cut into R nearly equal pieces (every
+    // round gives every sequence at least one token); states and caches carry
+    // over between rounds as they do between decode steps.
+    int64_t rounds = 1;
+    auto fits = [&](int64_t r) {
+      int64_t n = 0;
+      for (const auto &p : prompts)
+        n += (static_cast<int64_t>(p.size()) + r - 1) / r;
+      return n <= plan.maxTokens;
+    };
+    while (!fits(rounds) && rounds < shortest)
+      ++rounds;
+    if (!fits(rounds))
+      throw Error(std::to_string(total) + " prompt tokens over " + std::to_string(batch) +
+                  " sequences cannot be split into steps of at most " +
+                  std::to_string(plan.maxTokens) + " tokens with every sequence in every step " +
+                  "(compile with --max-tokens, or prefill fewer sequences together)");
+    const std::vector<float> *logits = nullptr;
+    std::vector<std::map<std::string, std::vector<float>>> roundTraces;
+    std::vector<std::vector<int64_t>> roundLens;
+    for (int64_t r = 0; r < rounds; ++r) {
+      std::vector<int64_t> ids, seqLens;
+      for (const auto &p : prompts) {
+        const int64_t n = static_cast<int64_t>(p.size());
+        const int64_t lo = n * r / rounds, hi = n * (r + 1) / rounds;
+        ids.insert(ids.end(), p.begin() + lo, p.begin() + hi);
+        seqLens.push_back(hi - lo);
+      }
+      logits = &run(entries["prefill"], ids, seqLens);
+      if (tracing && rounds > 1) {
+        roundTraces.push_back(traces);
+        roundLens.push_back(seqLens);
+      }
+    }
+    if (tracing && rounds > 1) {
+      // The per-layer residual streams of the rounds, back in prompt order
+      // (sequence by sequence, all of its tokens).
+      for (auto &[name, whole] : traces) {
+        const int64_t D = static_cast<int64_t>(roundTraces[0][name].size()) /
+                          std::accumulate(roundLens[0].begin(), roundLens[0].end(), int64_t(0));
+        std::vector<float> merged;
+        merged.reserve(total * D);
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t r = 0; r < rounds; ++r) {
+            int64_t before = 0;
+            for (int64_t q = 0; q < b; ++q)
+              before += roundLens[r][q];
+            const auto &v = roundTraces[r][name];
+            merged.insert(merged.end(), v.begin() + before * D,
+                          v.begin() + (before + roundLens[r][b]) * D);
+          }
+        whole = std::move(merged);
+      }
+    }
+    return *logits;
+  }
+
+  const std::vector<float> &decode(const std::vector<int64_t> &tokens) override {
+    if (static_cast<int64_t>(tokens.size()) != batch)
+      throw Error("decode got " + std::to_string(tokens.size()) + " tokens for a batch of " +
+                  std::to_string(batch));
+    decoding = true;
+    struct Reset {
+      bool &flag;
+      ~Reset() { flag = false; }
+    } reset{decoding};
+    return run(entries["decode"], tokens, std::vector<int64_t>(batch, 1), /*graph=*/true);
+  }
+
+private:
+  void load();
+  void loadWeights(Entry &e);
+  const std::vector<float> &run(Entry &e, const std::vector<int64_t> &ids,
+                                const std::vector<int64_t> &seqLens, bool graph = false);
+  /// The last step's logits, kept across steps: a batch of 128 at vocabulary
+  /// 163840 is 84 MB that a fresh vector would zero and fault in every step.
+  std::vector<float> logitsHost;
+  void launchAll(Entry &e, int64_t T);
+  void launchStep(Entry &e, Launch &l, int64_t T, std::vector<Buffer *> &bufOf,
+                  PendingExchange &pending);
+  /// Under EP: moves each shared-expert launch after the routed-expert launch
+  /// that follows it (when nothing in between reads its result), so the
+  /// shared experts compute while the routed pairs are exchanged.
+  static void overlapSharedExperts(Entry &e);
+  /// The buffer of each argument of launch `l` (MXFP4 scale bytes for scale
+  /// components, the kernel's own scratch).
+  std::vector<Buffer *> argBuffers(Entry &e, Launch &l, const std::vector<Buffer *> &bufOf) {
+    KernelSpec &k = *l.kernel;
+    std::vector<Buffer *> argBuf(k.args.size(), nullptr);
+    for (size_t i = 0; i < k.args.size(); ++i) {
+      const ArgSpec &a = k.args[i];
+      if (a.kind == "input")
+        argBuf[i] = a.component == 1 ? e.values[l.inputs[a.index]].scales
+                                     : bufOf[l.inputs[a.index]];
+      else if (a.kind == "output")
+        argBuf[i] = bufOf[l.outputs[a.index]];
+      else
+        argBuf[i] = k.scratch[i].get();
+    }
+    return argBuf;
+  }
+  /// One kernel launch with a buffer per argument (inputs carry their dims).
+  void launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, int64_t T);
+  /// The routed experts of one MoE layer across the EP group.
+  void runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf);
+  /// Under EP: a rank stores its home experts in slots [0, home) and up to
+  /// min(⌈E/R⌉, E - home) replicas after them.
+  struct ExpertSlots {
+    int64_t first = 0, home = 0, slots = 0;
+  };
+  ExpertSlots expertSlots(int64_t E) const {
+    ExpertSlots s;
+    if (!opts.ep) {
+      s.home = s.slots = E;
+      return s;
+    }
+    int64_t R = opts.ep->size(), me = opts.ep->rank(), per = (E + R - 1) / R;
+    s.first = std::min(E, me * per);
+    s.home = std::min(E, s.first + per) - s.first;
+    s.slots = std::max<int64_t>(1, s.home + std::min(per, E - s.home));
+    return s;
+  }
+  Buffer *newBuffer(const std::string &dtype, std::vector<int64_t> cap,
+                    const std::string &what = "a buffer") {
+    owned.push_back(std::make_unique<Buffer>());
+    Buffer *b = owned.back().get();
+    b->dtype = dtype;
+    b->capacity = std::move(cap);
+    b->allocate(gpu, what);
+    return b;
+  }
+
+  std::string dir;
+  LoadOptions opts;
+  json manifest;
+  void *lib = nullptr;
+  int64_t vocab = 0, eos = -1, maxPositions = 0;
+  std::string ckptPath, prefix, actDtype;
+  MemoryPlan plan;
+  std::map<std::string, KernelSpec> kernels;
+  std::map<std::string, Entry> entries;
+  std::vector<std::unique_ptr<Buffer>> owned;
+  std::map<std::string, Buffer *> weights, weightScales, states, inputs;
+  int64_t batch = 0;
+  std::vector<int64_t> lens;
+  bool profiling = false, tracing = false;
+  std::map<int64_t, void *> decodeGraphs; // batch size -> executable graph
+  bool graphsOk = true;
+  bool gpu = false;
+  std::map<std::string, std::vector<float>> traces;
+  std::map<std::string, KernelProfile> prof;
+  EpStats ep;
+  bool decoding = false; ///< inside decode() (EP statistics split)
+  // EP buffers: received pairs (latents, experts, outputs), rows to send,
+  // rows received back, slot-0 outputs, row indices for the row kernel.
+  Buffer *epZ = nullptr, *epIdx = nullptr, *epY = nullptr, *epSend = nullptr,
+         *epRecv = nullptr, *epOut = nullptr, *epRows = nullptr;
+  /// dst[i] = src[rows[i]] with the compiled k3_ep_rows kernel.
+  void gatherRows(Buffer *src, const std::string &dtype, std::vector<int64_t> srcDims,
+                  const std::vector<int32_t> &rows,
+                  Buffer *dst);
+};
+
+
+} // namespace k3c::rt::detail
+
+#endif // K3C_RUNTIME_HOSTMODEL_H
