@@ -69,6 +69,8 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
   }
   for (int64_t n = 0; n < N; ++n)
     lens[n] += seqLens[n];
+  if (N == 0) // a step without sequences (idle): the last logits stay
+    return logitsHost;
   Buffer *logits = e.values[e.returns[0]].buf;
   logitsHost.resize(N * vocab);
   logits->read(logitsHost.data(), logitsHost.size() * sizeof(float));

@@ -281,10 +281,9 @@ public:
       b->clear();
   }
 
-  const std::vector<float> &prefill(const std::vector<std::vector<int64_t>> &prompts) override {
-    if (static_cast<int64_t>(prompts.size()) != batch)
-      throw Error("prefill got " + std::to_string(prompts.size()) + " prompts for a batch of " +
-                  std::to_string(batch) + " (call reset first)");
+  int64_t prefillRounds(const std::vector<std::vector<int64_t>> &prompts) const override {
+    if (prompts.empty())
+      return 0;
     int64_t total = 0, shortest = std::numeric_limits<int64_t>::max();
     for (const auto &p : prompts) {
       if (p.empty())
@@ -306,10 +305,48 @@ public:
     while (!fits(rounds) && rounds < shortest)
       ++rounds;
     if (!fits(rounds))
-      throw Error(std::to_string(total) + " prompt tokens over " + std::to_string(batch) +
+      throw Error(std::to_string(total) + " prompt tokens over " +
+                  std::to_string(prompts.size()) +
                   " sequences cannot be split into steps of at most " +
                   std::to_string(plan.maxTokens) + " tokens with every sequence in every step " +
                   "(compile with --max-tokens, or prefill fewer sequences together)");
+    return rounds;
+  }
+
+  void idle(bool prefillStep) override {
+    // A step over no sequences: every launch sees zero tokens; under EP the
+    // exchanges still run, so this rank computes the pairs others send it.
+    int64_t saved = batch;
+    std::vector<int64_t> savedLens = lens;
+    batch = 0;
+    lens.clear();
+    struct Restore {
+      HostModel &m;
+      int64_t b;
+      std::vector<int64_t> &l;
+      ~Restore() {
+        m.batch = b;
+        m.lens = std::move(l);
+      }
+    } restore{*this, saved, savedLens};
+    bool wasDecoding = decoding;
+    decoding = !prefillStep;
+    run(entries[prefillStep ? "prefill" : "decode"], {}, {});
+    decoding = wasDecoding;
+  }
+
+  const std::vector<float> &prefill(const std::vector<std::vector<int64_t>> &prompts,
+                                    int64_t totalRounds) override {
+    if (static_cast<int64_t>(prompts.size()) != batch)
+      throw Error("prefill got " + std::to_string(prompts.size()) + " prompts for a batch of " +
+                  std::to_string(batch) + " (call reset first)");
+    int64_t total = 0;
+    for (const auto &p : prompts)
+      total += static_cast<int64_t>(p.size());
+    const int64_t rounds = prefillRounds(prompts);
+    if (totalRounds && totalRounds < rounds)
+      throw Error("prefill asked for " + std::to_string(totalRounds) + " steps; the prompts need " +
+                  std::to_string(rounds));
     const std::vector<float> *logits = nullptr;
     std::vector<std::map<std::string, std::vector<float>>> roundTraces;
     std::vector<std::vector<int64_t>> roundLens;
@@ -327,6 +364,8 @@ public:
         roundLens.push_back(seqLens);
       }
     }
+    for (int64_t r = rounds; r < totalRounds; ++r)
+      idle(/*prefillStep=*/true);
     if (tracing && rounds > 1) {
       // The per-layer residual streams of the rounds, back in prompt order
       // (sequence by sequence, all of its tokens).

@@ -86,7 +86,18 @@ public:
   virtual void reset(int64_t n) = 0;
   /// Prefill: one prompt per sequence of the batch; returns last-token
   /// logits [n, vocab] (the model's buffer: valid until the next step).
-  virtual const std::vector<float> &prefill(const std::vector<std::vector<int64_t>> &prompts) = 0;
+  /// Prompts longer than a step's capacity run in prefillRounds(prompts)
+  /// rounds; `rounds` > that adds steps without sequences at the end (under
+  /// expert parallelism every rank must run the same number of steps).
+  virtual const std::vector<float> &prefill(const std::vector<std::vector<int64_t>> &prompts,
+                                            int64_t rounds = 0) = 0;
+  /// The prefill steps `prompts` need (0 for none); throws when they cannot
+  /// be cut into steps of the artifact's capacity.
+  virtual int64_t prefillRounds(const std::vector<std::vector<int64_t>> &prompts) const = 0;
+  /// One prefill or decode step with no sequences of this model: under
+  /// expert parallelism the rank still serves its experts to the pairs the
+  /// other ranks send (a rank without prompts runs only these).
+  virtual void idle(bool prefillStep) = 0;
   /// Decode: one token per sequence; returns logits [n, vocab] (valid until
   /// the next step).
   virtual const std::vector<float> &decode(const std::vector<int64_t> &tokens) = 0;

@@ -175,9 +175,6 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
   const int64_t B = static_cast<int64_t>(prompts.size());
   if (R < 1)
     throw k3c::Error("--ep must be >= 1, got " + std::to_string(R));
-  if (B < R)
-    throw k3c::Error("--ep " + std::to_string(R) + " needs at least one prompt per rank, got " +
-                     std::to_string(B) + " prompts");
   if (args.has("check") || args.has("profile"))
     throw k3c::Error("--ep runs do not support --check or --profile (compare --dump-logits "
                      "with a run without --ep)");
@@ -243,9 +240,30 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
                                              prompts.begin() + out.first + out.count);
       k3c::rt::Sampler sampler(temperature, topP,
                                static_cast<uint64_t>(args.getInt("seed", 0)) + r);
+      // Every rank runs the same steps (the exchanges are collective): as many
+      // prefill steps as the rank whose prompts need the most; a rank
+      // without prompts runs steps without sequences, serving its experts.
+      int64_t rounds = 0;
+      for (int64_t q = 0; q < R; ++q) {
+        int64_t a = q * B / R, b = (q + 1) * B / R;
+        rounds = std::max(rounds, model->prefillRounds(std::vector<std::vector<int64_t>>(
+                                      prompts.begin() + a, prompts.begin() + b)));
+      }
       auto t0 = std::chrono::steady_clock::now();
+      if (out.count == 0) {
+        for (int64_t i = 0; i < rounds; ++i)
+          model->idle(/*prefillStep=*/true);
+        for (int64_t s = 0; s < steps; ++s) {
+          out.stepLogits.emplace_back();
+          if (s + 1 < steps)
+            model->idle(/*prefillStep=*/false);
+        }
+        out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        out.stats = model->epStats();
+        return;
+      }
       model->reset(out.count);
-      std::vector<float> logits = model->prefill(mine);
+      std::vector<float> logits = model->prefill(mine, rounds);
       out.generated.resize(out.count);
       for (int64_t s = 0; s < steps; ++s) {
         out.stepLogits.push_back(logits);
