@@ -78,6 +78,8 @@ struct Buffer {
       throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes for " + what);
   }
   void write(const void *src, size_t n) {
+    if (n == 0) // a step without sequences uploads nothing
+      return;
     if (device)
       cuda::upload(reinterpret_cast<cuda::CUdeviceptr>(data), src, n);
     else
@@ -90,6 +92,8 @@ struct Buffer {
       std::memset(static_cast<uint8_t *>(data) + off, 0, n);
   }
   void read(void *dst, size_t n) const {
+    if (n == 0)
+      return;
     if (device)
       cuda::download(dst, reinterpret_cast<cuda::CUdeviceptr>(data), n);
     else
