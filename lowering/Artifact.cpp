@@ -16,7 +16,7 @@
 
 #include "lowering/Artifact.h"
 
-#include "models/Sha256.h"
+#include "support/Sha256.h"
 
 #include "dialects/K3/IR/K3Ops.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

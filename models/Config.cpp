@@ -1,7 +1,7 @@
 //===- Config.cpp - Kimi K3 / Kimi Linear model configuration -------------===//
 
 #include "models/Config.h"
-#include "models/Common.h"
+#include "support/Common.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 //===- Generator.cpp - seeded random checkpoints for test configs ---------===//
 
 #include "models/Generator.h"
-#include "models/Common.h"
+#include "support/Common.h"
 #include "models/MXFP4.h"
 #include "models/Weights.h"
 

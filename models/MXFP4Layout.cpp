@@ -1,7 +1,7 @@
 //===- MXFP4Layout.cpp - the MXFP4 kernel layout, defined once -----------===//
 
 #include "models/MXFP4Layout.h"
-#include "models/Common.h"
+#include "support/Common.h"
 #include "models/MXFP4.h"
 
 #include <algorithm>

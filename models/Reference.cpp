@@ -1,7 +1,7 @@
 //===- Reference.cpp - the golden CPU reference executor ------------------===//
 
 #include "models/Reference.h"
-#include "models/Common.h"
+#include "support/Common.h"
 
 #include <algorithm>
 #include <cmath>

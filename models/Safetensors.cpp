@@ -1,7 +1,7 @@
 //===- Safetensors.cpp - safetensors reader/writer ------------------------===//
 
 #include "models/Safetensors.h"
-#include "models/Common.h"
+#include "support/Common.h"
 
 #include <nlohmann/json.hpp>
 

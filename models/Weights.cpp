@@ -1,7 +1,7 @@
 //===- Weights.cpp - checkpoint tensor names, binding and loading ---------===//
 
 #include "models/Weights.h"
-#include "models/Common.h"
+#include "support/Common.h"
 #include "models/MXFP4.h"
 
 #include <cstdio>

@@ -2,7 +2,7 @@
 
 #include "runtime/Cuda.h"
 
-#include "models/Common.h"
+#include "support/Common.h"
 
 #include <dlfcn.h>
 #include <map>

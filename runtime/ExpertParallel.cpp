@@ -2,7 +2,7 @@
 
 #include "runtime/ExpertParallel.h"
 
-#include "models/Common.h"
+#include "support/Common.h"
 #include "runtime/Cuda.h"
 
 #include <algorithm>

@@ -21,7 +21,7 @@
 
 #include "models/MXFP4Layout.h"
 #include "models/Safetensors.h"
-#include "models/Sha256.h"
+#include "support/Sha256.h"
 
 #include <nlohmann/json.hpp>
 

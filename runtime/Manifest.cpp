@@ -2,7 +2,7 @@
 
 #include "runtime/Manifest.h"
 
-#include "models/Common.h"
+#include "support/Common.h"
 
 #include <algorithm>
 #include <cstdint>

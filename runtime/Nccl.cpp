@@ -2,7 +2,7 @@
 
 #include "runtime/Nccl.h"
 
-#include "models/Common.h"
+#include "support/Common.h"
 #include "runtime/Cuda.h"
 
 #include <dlfcn.h>

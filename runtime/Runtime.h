@@ -12,7 +12,7 @@
 #ifndef K3C_RUNTIME_RUNTIME_H
 #define K3C_RUNTIME_RUNTIME_H
 
-#include "models/Common.h"
+#include "support/Common.h"
 
 #include <cstdint>
 #include <map>

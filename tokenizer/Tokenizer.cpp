@@ -2,7 +2,7 @@
 
 #include "tokenizer/Tokenizer.h"
 
-#include "models/Common.h"
+#include "support/Common.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

@@ -1,6 +1,6 @@
 // libFuzzer target: the config reader (models/Config.cpp) on arbitrary bytes.
 // Every input must parse or throw k3c::Error; nothing else may escape.
-#include "models/Common.h"
+#include "support/Common.h"
 #include "models/Config.h"
 
 #include <cstdint>

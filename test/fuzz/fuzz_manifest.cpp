@@ -1,7 +1,7 @@
 // libFuzzer target: the artifact manifest's schema check (runtime/Manifest.cpp)
 // on arbitrary bytes parsed as JSON. Every input must pass or throw
 // k3c::Error (JSON syntax errors are the parser's); nothing else may escape.
-#include "models/Common.h"
+#include "support/Common.h"
 #include "runtime/Manifest.h"
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // libFuzzer target: the safetensors reader (models/Safetensors.cpp) on an
 // arbitrary file (held in a memfd): it must validate or throw k3c::Error, and
 // every tensor it accepts must lie inside the mapping (each is read whole).
-#include "models/Common.h"
+#include "support/Common.h"
 #include "models/Safetensors.h"
 
 #include <sys/mman.h>

@@ -2,7 +2,7 @@
 // "<tiktoken.model>\0<tokenizer_config.json>\0<text>": loading must succeed
 // or throw k3c::Error; a loaded tokenizer must encode any text, decode its
 // ids back to the text read as UTF-8, and stream valid UTF-8.
-#include "models/Common.h"
+#include "support/Common.h"
 #include "tokenizer/Tokenizer.h"
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 //===- EpTest.cpp - expert placement planner and in-process transport ----===//
 
 #include "runtime/ExpertParallel.h"
-#include "models/Common.h"
+#include "support/Common.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 //===- ModelsTest.cpp - configs, safetensors, MXFP4, KDA math, reference --===//
 
-#include "models/Common.h"
+#include "support/Common.h"
 #include "models/Config.h"
 #include "models/Generator.h"
 #include "models/KdaMath.h"

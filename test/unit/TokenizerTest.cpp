@@ -1,6 +1,6 @@
 //===- TokenizerTest.cpp - tokenizer pieces against hand-computed results -===//
 
-#include "models/Common.h"
+#include "support/Common.h"
 #include "tokenizer/Tokenizer.h"
 
 #include <gtest/gtest.h>

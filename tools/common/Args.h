@@ -8,7 +8,7 @@
 #ifndef K3C_TOOLS_COMMON_ARGS_H
 #define K3C_TOOLS_COMMON_ARGS_H
 
-#include "models/Common.h"
+#include "support/Common.h"
 
 #include <cstdint>
 #include <fstream>

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/K3/IR/K3Dialect.h"
-#include "models/Common.h"
+#include "support/Common.h"
 #include "models/Config.h"
 #include "models/ModelBuilder.h"
 #include "models/Safetensors.h"

@@ -1,6 +1,6 @@
 //===- k3-ep-bench.cpp - EP dispatch/combine bandwidth and planner time ---===//
 
-#include "models/Common.h"
+#include "support/Common.h"
 #include "runtime/Cuda.h"
 #include "runtime/ExpertParallel.h"
 #include "runtime/Nccl.h"

@@ -1,6 +1,6 @@
 //===- k3-ref.cpp - run the reference executor on a checkpoint ------------===//
 
-#include "models/Npy.h"
+#include "support/Npy.h"
 #include "models/Reference.h"
 #include "tools/common/Args.h"
 #include "tools/common/TextPrompts.h"

@@ -1,6 +1,6 @@
 //===- k3-run.cpp - execute a compiled k3c artifact -----------------------===//
 
-#include "models/Npy.h"
+#include "support/Npy.h"
 #include "models/Reference.h"
 #include "runtime/Cuda.h"
 #include "runtime/ExpertParallel.h"

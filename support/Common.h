@@ -1,12 +1,12 @@
-//===- Common.h - shared helpers of the models library ----------*- C++ -*-===//
+//===- Common.h - project-wide helpers (support/) ----------------*- C++ -*-===//
 //
 // Error type, bf16 conversion and a portable seeded RNG. Nothing here depends
-// on LLVM/MLIR: the runtime links this library too.
+// on LLVM/MLIR: every library (the runtime included) may use it.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef K3C_MODELS_COMMON_H
-#define K3C_MODELS_COMMON_H
+#ifndef K3C_SUPPORT_COMMON_H
+#define K3C_SUPPORT_COMMON_H
 
 #include <algorithm>
 #include <atomic>
@@ -165,4 +165,4 @@ inline void parallelFor(size_t n, const std::function<void(size_t)> &body,
 
 } // namespace k3c
 
-#endif // K3C_MODELS_COMMON_H
+#endif // K3C_SUPPORT_COMMON_H

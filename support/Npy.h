@@ -5,10 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef K3C_MODELS_NPY_H
-#define K3C_MODELS_NPY_H
+#ifndef K3C_SUPPORT_NPY_H
+#define K3C_SUPPORT_NPY_H
 
-#include "models/Common.h"
+#include "support/Common.h"
 
 #include <cstdint>
 #include <fstream>
@@ -47,4 +47,4 @@ inline void writeNpyF32(const std::string &path, const std::vector<int64_t> &sha
 
 } // namespace k3c
 
-#endif // K3C_MODELS_NPY_H
+#endif // K3C_SUPPORT_NPY_H

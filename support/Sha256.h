@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef K3C_MODELS_SHA256_H
-#define K3C_MODELS_SHA256_H
+#ifndef K3C_SUPPORT_SHA256_H
+#define K3C_SUPPORT_SHA256_H
 
-#include "models/Common.h"
+#include "support/Common.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -126,4 +126,4 @@ inline std::string sha256File(const std::string &path) {
 
 } // namespace k3c
 
-#endif // K3C_MODELS_SHA256_H
+#endif // K3C_SUPPORT_SHA256_H
