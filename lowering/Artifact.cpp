@@ -151,6 +151,8 @@ nlohmann::ordered_json kernelManifestEntry(const KernelInfo &k) {
     for (auto [arg, dim] : a.dynamicFrom)
       dyn.push_back({arg, dim});
     aj["dynamic_from"] = dyn;
+    if (a.deviceOnly)
+      aj["device_only"] = true;
     args.push_back(aj);
   }
   kj["args"] = args;

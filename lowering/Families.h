@@ -22,6 +22,7 @@ struct LowerState {
 struct ScratchNeed {
   llvm::SmallVector<int64_t> shape; ///< dim 0 dynamic (-1) = tokens
   mlir::Type elementType;
+  bool deviceOnly = false; ///< only GPU kernels touch it (the host gets a stub)
 };
 llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op, Target target);
 /// The KDA delta rule's chunk scratch (Kda.cpp).

@@ -179,8 +179,9 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
             return d < 0 ? ShapedType::kDynamic : d;
           })),
           need.elementType);
-      opScratch[&op].push_back(addArg(describe(KernelArg::Kind::Scratch, -1, t, &op),
-                                      MemRefType::get(t.getShape(), t.getElementType())));
+      KernelArg a = describe(KernelArg::Kind::Scratch, -1, t, &op);
+      a.deviceOnly = need.deviceOnly;
+      opScratch[&op].push_back(addArg(a, MemRefType::get(t.getShape(), t.getElementType())));
     }
   }
 

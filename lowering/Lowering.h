@@ -31,6 +31,8 @@ struct KernelArg {
   std::vector<int64_t> shape; ///< -1 for a dynamic dim
   /// For each dynamic dim: the argument position and dim it equals.
   std::vector<std::pair<int64_t, int64_t>> dynamicFrom;
+  /// Scratch only the GPU kernels use: a CPU run allocates no storage for it.
+  bool deviceOnly = false;
 };
 
 struct KernelInfo {

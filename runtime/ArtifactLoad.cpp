@@ -101,6 +101,7 @@ void HostModel::load() {
         if (a.contains("component"))
           as.component = a["component"] == "payload" ? 0 : 1;
         as.dtype = a.at("dtype");
+        as.deviceOnly = a.value("device_only", false);
         as.shape = a.at("shape").get<std::vector<int64_t>>();
         for (const json &d : a.at("dynamic_from"))
           as.dynamicFrom.push_back({d[0].get<int64_t>(), d[1].get<int64_t>()});
@@ -133,6 +134,10 @@ void HostModel::load() {
           for (int64_t &d : cap)
             if (d < 0)
               d = rows;
+          // The host's kernels never touch device-only scratch: one element
+          // stands in for it (a valid pointer, no storage).
+          if (spec.args[i].deviceOnly && !gpu)
+            cap.assign(cap.size(), 1);
           spec.scratch[i] = std::make_unique<Buffer>();
           spec.scratch[i]->dtype = spec.args[i].dtype;
           spec.scratch[i]->capacity = cap;

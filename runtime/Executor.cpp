@@ -178,7 +178,8 @@ static void dumpNpy(const std::string &path, const Buffer &b, const std::string 
 
 /// K3C_DUMP_KERNEL=FAMILY[@MIN[-MAX]]:DIR: the first launch of a kernel of
 /// FAMILY with MIN..MAX tokens (default 1..any) writes its arguments before
-/// (argI_in.npy) and after (argI_out.npy) the launch, as float32, and
+/// (argI_in.npy) and after (argI_out.npy) the launch, as float32 (scratch
+/// arguments excepted: a kernel's own workspace), and
 /// args.json (kind, index, dtype, dims) into DIR: a kernel's exact inputs
 /// and outputs, for checking it against an independent implementation.
 struct KernelDump {
@@ -247,7 +248,8 @@ void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, in
     for (size_t i = 0; i < k.args.size(); ++i) {
       meta.push_back({{"kind", k.args[i].kind}, {"index", k.args[i].index},
                       {"dtype", k.args[i].dtype}, {"dims", dims[i]}, {"kernel", k.name}});
-      dumpNpy(dump.dir + "/arg" + std::to_string(i) + "_in.npy", *argBuf[i], k.args[i].dtype);
+      if (k.args[i].kind != "scratch") // a kernel's own workspace (maybe a stub)
+        dumpNpy(dump.dir + "/arg" + std::to_string(i) + "_in.npy", *argBuf[i], k.args[i].dtype);
     }
     std::ofstream(dump.dir + "/args.json") << meta.dump(1) << "\n";
   }
@@ -260,7 +262,8 @@ void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, in
     cuda::checkLaunchError(k.name);
   if (dumping) {
     for (size_t i = 0; i < k.args.size(); ++i)
-      dumpNpy(dump.dir + "/arg" + std::to_string(i) + "_out.npy", *argBuf[i], k.args[i].dtype);
+      if (k.args[i].kind != "scratch")
+        dumpNpy(dump.dir + "/arg" + std::to_string(i) + "_out.npy", *argBuf[i], k.args[i].dtype);
     dump.done = true;
   }
   if (profiling) {

@@ -123,6 +123,7 @@ struct ArgSpec {
   std::string dtype;
   std::vector<int64_t> shape;
   std::vector<std::pair<int64_t, int64_t>> dynamicFrom;
+  bool deviceOnly = false; // scratch only GPU kernels use
 };
 
 struct KernelSpec {

@@ -224,6 +224,9 @@ void validateManifest(const json &m, const std::string &dir) {
         c.fail(af + ".kind", "must be input, output or scratch, got '" + kind + "'");
       if (kind != "scratch" && index < 0)
         c.fail(af + ".index", "must be >= 0 for an " + kind);
+      if (a.contains("device_only") &&
+          (!a["device_only"].is_boolean() || kind != "scratch"))
+        c.fail(af + ".device_only", "must be a boolean, on a scratch argument");
       if (a.contains("component")) {
         const json &comp = a["component"];
         if (!comp.is_string() || (comp != "payload" && comp != "scales"))

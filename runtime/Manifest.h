@@ -72,6 +72,8 @@ inline std::string kernelSignature(const nlohmann::json &kernel) {
       if (a.contains("dynamic_from") && a["dynamic_from"].is_array())
         for (const nlohmann::json &d : a["dynamic_from"])
           s += d.is_array() && d.size() == 2 ? num(d[0]) + "." + num(d[1]) + "," : "?,";
+      if (a.contains("device_only"))
+        s += a["device_only"].is_boolean() && a["device_only"].get<bool>() ? "@dev" : "@?";
       s += ";";
     }
   s += "aliases:";

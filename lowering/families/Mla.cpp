@@ -108,7 +108,8 @@ SmallVector<ScratchNeed> mlaScratchNeeds(Operation *op, Target) {
   if (!attn)
     return {};
   // Host and GPU kernels share one calling convention (the manifest's), so
-  // the buffers follow the op, not the target (the host's go unused): the
+  // the buffers follow the op, not the target (device-only: the host's are
+  // stubs without storage): the
   // flash prefill's c_n [T, R] and k_nope | v [T, H (nope + v)] when a
   // tensor-core target would run it, then the split decode's q_abs and
   // partials (fixed sizes) when the grouped kernels fit.
@@ -121,6 +122,9 @@ SmallVector<ScratchNeed> mlaScratchNeeds(Operation *op, Target) {
   }
   if (groupedFits(attn))
     needs.append(splitScratch(attn));
+  // The host's kernel never touches them: a CPU run allocates no storage.
+  for (ScratchNeed &n : needs)
+    n.deviceOnly = true;
   return needs;
 }
 

@@ -52,6 +52,10 @@ elif edit == "scratch-shape":
     mla = next(k for k in m["kernels"] if k["family"] == "mla_attn")
     a = next(a for a in mla["args"] if a["kind"] == "scratch" and -1 not in a["shape"])
     a["shape"][0] //= 2
+elif edit == "device-only":
+    mla = next(k for k in m["kernels"] if k["family"] == "mla_attn")
+    for a in mla["args"]:
+        a.pop("device_only", None)
 elif edit == "stale-hash":
     m["capacity"]["max_seqs"] += 1
 elif edit == "dtype":
