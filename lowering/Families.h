@@ -24,11 +24,12 @@ struct ScratchNeed {
   mlir::Type elementType;
   bool deviceOnly = false; ///< only GPU kernels touch it (the host gets a stub)
 };
-llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op, Target target);
+llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op);
 /// The KDA delta rule's chunk scratch (Kda.cpp).
 llvm::SmallVector<ScratchNeed> kdaScratchNeeds(mlir::Operation *op);
-/// The MLA prefill's up-projection scratch on tensor-core targets (Mla.cpp).
-llvm::SmallVector<ScratchNeed> mlaScratchNeeds(mlir::Operation *op, Target target);
+/// The MLA kernel's GPU scratch (Mla.cpp): the flash prefill's
+/// up-projection and the split decode's partials, device-only.
+llvm::SmallVector<ScratchNeed> mlaScratchNeeds(mlir::Operation *op);
 
 // Tile sizes of the block programs (GPU; the host runs one thread a block).
 constexpr int64_t kRowThreads = 256;    ///< row reductions: threads per row

@@ -103,7 +103,7 @@ static FlashPlan flashPlan(MlaAttentionOp attn, Target target) {
 static bool groupedFits(MlaAttentionOp attn);
 static SmallVector<ScratchNeed> splitScratch(MlaAttentionOp attn);
 
-SmallVector<ScratchNeed> mlaScratchNeeds(Operation *op, Target) {
+SmallVector<ScratchNeed> mlaScratchNeeds(Operation *op) {
   auto attn = dyn_cast<MlaAttentionOp>(op);
   if (!attn)
     return {};
@@ -126,6 +126,28 @@ SmallVector<ScratchNeed> mlaScratchNeeds(Operation *op, Target) {
   for (ScratchNeed &n : needs)
     n.deviceOnly = true;
   return needs;
+}
+
+static Value shuffleF32(KernelBuilder &kb, Value v, Value lane, gpu::ShuffleMode mode) {
+  return gpu::ShuffleOp::create(kb.b, kb.loc, v, kb.b.createOrFold<arith::IndexCastOp>(
+                                                      kb.loc, kb.b.getI32Type(), lane),
+                                kb.i32Const(32), mode)
+      .getShuffleResult();
+}
+static Value warpMax(KernelBuilder &kb, Value v) {
+  for (int64_t off = 16; off >= 1; off /= 2)
+    v = kb.fmax(v, shuffleF32(kb, v, kb.idx(off), gpu::ShuffleMode::XOR));
+  return v;
+}
+
+/// The attention output as the reference stores it: with a gate, v rounded
+/// to the output type times sigmoid(gate[row, col]) rounded likewise.
+static Value gatedOutput(KernelBuilder &kb, Value v, Value gate, Value row, Value col,
+                         Type outType) {
+  if (!gate)
+    return v;
+  return kb.fmul(kb.round(v, outType),
+                 kb.round(kb.sigmoid(kb.loadF32(gate, {row, col})), outType));
 }
 
 /// The flash prefill (see the file comment): a block per (query tile slot,
@@ -282,10 +304,8 @@ static void flashPrefill(KernelBuilder &kb, const FlashPlan &p, Value q, Value k
                   sv = kb.select(kb.ule(kb.add(pBase, kb.idx(t * 8 + e)), qi[hf]), sv, negInf);
                 mx = kb.fmax(mx, sv);
               }
-            for (int64_t off : {1, 2})
-              mx = kb.fmax(mx, gpu::ShuffleOp::create(b, loc, mx, kb.i32Const(off),
-                                                      kb.i32Const(32), gpu::ShuffleMode::XOR)
-                                   .getShuffleResult());
+            for (int64_t off : {1, 2}) // the row's 4 lanes
+              mx = kb.fmax(mx, shuffleF32(kb, mx, kb.idx(off), gpu::ShuffleMode::XOR));
             Value mOld = in[oTiles * 4 + hf], mNew = kb.fmax(mOld, kb.fmul(mx, cLog2));
             alpha[hf] = kb.exp2(kb.fsub(mOld, mNew));
             Value rowSum = zero;
@@ -336,22 +356,16 @@ static void flashPrefill(KernelBuilder &kb, const FlashPlan &p, Value q, Value k
         for (int64_t hf = 0; hf < 2; ++hf) {
           Value l = fin[oTiles * 4 + 2 + hf];
           for (int64_t off : {1, 2})
-            l = kb.fadd(l, gpu::ShuffleOp::create(b, loc, l, kb.i32Const(off), kb.i32Const(32),
-                                                  gpu::ShuffleMode::XOR)
-                               .getShuffleResult());
+            l = kb.fadd(l, shuffleF32(kb, l, kb.idx(off), gpu::ShuffleMode::XOR));
           Value inv = kb.fdiv(kb.f32(1.0), l);
           Value row = kb.add(row0, kb.add(kb.add(wRow, g), kb.idx(8 * hf)));
           kb.ifThen(kb.ult(row, limit), [&] {
             for (int64_t t = 0; t < p.dv / 8; ++t) {
               Value col = kb.add(kb.mul(h, p.dv), kb.add(c2, kb.idx(t * 8)));
               Value v[2];
-              for (int64_t e = 0; e < 2; ++e) {
-                v[e] = kb.fmul(fin[t * 4 + 2 * hf + e], inv);
-                if (gate) {
-                  Value gv = kb.loadF32(gate, {row, kb.add(col, kb.idx(e))});
-                  v[e] = kb.fmul(kb.round(v[e], outType), kb.round(kb.sigmoid(gv), outType));
-                }
-              }
+              for (int64_t e = 0; e < 2; ++e)
+                v[e] = gatedOutput(kb, kb.fmul(fin[t * 4 + 2 * hf + e], inv), gate, row,
+                                   kb.add(col, kb.idx(e)), outType);
               storeAccPair(kb, out, row, col, v[0], v[1], limit, p.H * p.dv);
             }
           });
@@ -475,12 +489,7 @@ static void absorbedAttention(KernelBuilder &kb, MlaAttentionOp attn, Value q, V
           [&](Value r) { return kb.loadVec(olat, {r}, vwKvb); });
       Value col = kb.add(kb.mul(h, dv), j);
       kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
-        Value v = o;
-        if (gate) {
-          v = kb.round(v, outType);
-          v = kb.fmul(v, kb.round(kb.sigmoid(kb.loadF32(gate, {row, col})), outType));
-        }
-        kb.storeF32(v, out, {row, col});
+        kb.storeF32(gatedOutput(kb, o, gate, row, col, outType), out, {row, col});
       });
     });
     };
@@ -490,18 +499,6 @@ static void absorbedAttention(KernelBuilder &kb, MlaAttentionOp attn, Value q, V
       body();
     });
   }, 0, name);
-}
-
-static Value shuffleF32(KernelBuilder &kb, Value v, Value lane, gpu::ShuffleMode mode) {
-  return gpu::ShuffleOp::create(kb.b, kb.loc, v, kb.b.createOrFold<arith::IndexCastOp>(
-                                                      kb.loc, kb.b.getI32Type(), lane),
-                                kb.i32Const(32), mode)
-      .getShuffleResult();
-}
-static Value warpMax(KernelBuilder &kb, Value v) {
-  for (int64_t off = 16; off >= 1; off /= 2)
-    v = kb.fmax(v, shuffleF32(kb, v, kb.idx(off), gpu::ShuffleMode::XOR));
-  return v;
 }
 
 /// Whether the head-grouped absorbed kernel fits the op (GPU: R a multiple
@@ -767,12 +764,7 @@ struct Grouped {
             Value i = kb.add(i0, kb.idx(u));
             Value col = kb.add(kb.mul(kb.add(kb.mul(g, G), kb.div(i, dv)), dv), kb.rem(i, dv));
             kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
-              Value v = o;
-              if (gate) {
-                v = kb.round(v, outType);
-                v = kb.fmul(v, kb.round(kb.sigmoid(kb.loadF32(gate, {row, col})), outType));
-              }
-              kb.storeF32(v, out, {row, col});
+              kb.storeF32(gatedOutput(kb, o, gate, row, col, outType), out, {row, col});
             });
           }
         });
@@ -983,7 +975,7 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
   FlashPlan fp = flashPlan(attn, kb.target);
   // The scratch buffers (mlaScratchNeeds; the host has them too).
   SmallVector<Value> sc = st.scratch.lookup(op), split;
-  assert(sc.size() == mlaScratchNeeds(op, kb.target).size() && "mlaScratchNeeds' buffers");
+  assert(sc.size() == mlaScratchNeeds(op).size() && "mlaScratchNeeds' buffers");
   Value cn, kvup;
   if (flashPlan(attn, Target::Gpu).on) {
     if (fp.on) {

@@ -15,12 +15,12 @@ using namespace mlir::k3;
 
 namespace k3c::lowering {
 
-SmallVector<ScratchNeed> scratchNeeds(Operation *op, Target target) {
+SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
   MLIRContext *ctx = op->getContext();
   if (isa<DeltaRuleOp>(op))
     return kdaScratchNeeds(op);
   if (isa<MlaAttentionOp>(op))
-    return mlaScratchNeeds(op, target);
+    return mlaScratchNeeds(op);
   if (auto r = dyn_cast<MoeRouterOp>(op)) {
     int64_t e = cast<RankedTensorType>(r.getWeight().getType()).getDimSize(0);
     return {ScratchNeed{{-1, e}, Float32Type::get(ctx)}};
