@@ -18,6 +18,8 @@ from collections import defaultdict
 
 import torch
 
+from bench_common import median_ms
+
 
 def linear_shapes(fused_mlir):
     shapes = defaultdict(list)  # kernel name -> [(K, O)]
@@ -39,22 +41,6 @@ def linear_shapes(fused_mlir):
             seen.add(current)
             current = None
     return shapes
-
-
-def median_ms(fn, reps=20):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def torch_kernel_ms(shapes, T):

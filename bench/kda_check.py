@@ -20,6 +20,8 @@ import sys
 
 import numpy as np
 
+from bench_common import ratios
+
 
 def reference(q, k, v, g, beta, S0, lens, H):
     """fp64 token-by-token recurrence, all heads of a token at once."""
@@ -41,13 +43,6 @@ def reference(q, k, v, g, beta, S0, lens, H):
         S[n] = s
         start += L
     return o.reshape(T, H * dv), S
-
-
-def ratios(got, ref):
-    err = got.astype(np.float64) - ref
-    rms = np.sqrt(np.mean(err ** 2)) / max(np.sqrt(np.mean(ref ** 2)), 1e-300)
-    mx = np.abs(err).max() / max(np.abs(ref).max(), 1e-300)
-    return rms, mx
 
 
 def main():

@@ -27,5 +27,5 @@ python3 bench/slice-config.py .dev slice
 $B/k3-compile /tmp/slice -o $D/slice-bf16 --max-tokens 32768 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet
 rm -rf $D/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/kda-h200.sh bench/kda_check.py bench/kda_peer.py $D/
+cp bench/kda-h200.sh bench/kda_check.py bench/kda_peer.py bench/bench_common.py $D/
 du -sh $D

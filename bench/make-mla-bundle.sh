@@ -31,5 +31,5 @@ slice -o $D/slice-bf16
 K3C_MLA_FLASH_WARPS=4 slice -o $D/slice-w4
 rm -rf $D/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/mla-h200.sh bench/mla_check.py bench/mla_peer.py $D/
+cp bench/mla-h200.sh bench/mla_check.py bench/mla_peer.py bench/bench_common.py $D/
 du -sh $D

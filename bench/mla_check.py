@@ -17,7 +17,7 @@ Checks, per the spec (§4.5, up-projected form, in float64):
 Prints RMS(error) / RMS(reference) and max |error| / max |reference| and
 exits 1 when a ratio exceeds --rms-tol or NaN/inf positions differ.
 
-usage: mla_check.py DUMP_DIR [--rms-tol 5e-3] [--head-stride K]
+usage: mla_check.py DUMP_DIR [--rms-tol 5e-3] [--head-stride K] [--scale S] [--eps E]
 """
 import argparse
 import json
@@ -25,23 +25,20 @@ import sys
 
 import numpy as np
 
-
-def ratios(got, ref):
-    err = got.astype(np.float64) - ref
-    rms = np.sqrt(np.mean(err ** 2)) / max(np.sqrt(np.mean(ref ** 2)), 1e-300)
-    mx = np.abs(err).max() / max(np.abs(ref).max(), 1e-300)
-    return rms, mx
+from bench_common import ratios
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dump", help="K3C_DUMP_KERNEL directory of an mla_attn kernel")
     ap.add_argument("--rms-tol", type=float, default=5e-3)
+    ap.add_argument("--scale", type=float, default=None,
+                    help="softmax scale (default 1/sqrt(nope + rope), the spec's)")
+    ap.add_argument("--eps", type=float, default=1e-6, help="latent RMSNorm eps (spec: 1e-6)")
     ap.add_argument("--head-stride", type=int, default=1,
                     help="check heads 0, K, 2K, ... (fp64 attention of many heads is slow)")
     a = ap.parse_args()
     meta = json.load(open(a.dump + "/args.json"))
-    attrs = meta[0].get("attrs", {})
     inp = lambda i: np.load("%s/arg%d_in.npy" % (a.dump, i))
     out = lambda i: np.load("%s/arg%d_out.npy" % (a.dump, i))
     ins = {m["index"]: i for i, m in enumerate(meta) if m["kind"] == "input"}
@@ -63,8 +60,8 @@ def main():
     Hq, Hkv = q.shape[1], kvb.shape[0]
     H = (Hq - Hkv + Hdv) // rope if rope else 0
     nope, dv = Hq // H - rope, Hdv // H
-    scale = float(attrs.get("softmax_scale", 1.0 / np.sqrt(nope + rope)))
-    eps = float(attrs.get("norm_eps", 1e-6))
+    scale = a.scale if a.scale is not None else 1.0 / np.sqrt(nope + rope)
+    eps = a.eps
     print("kernel %s: %d sequences (cached %s), %d new tokens, %d heads, latent %d + %d, "
           "nope %d, v %d, out dtype %s"
           % (meta[0]["kernel"], len(lens), ",".join(map(str, past)), T, H, R, rope, nope, dv,

@@ -15,20 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-
-def timed(fn, reps):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+from bench_common import median_ms
 
 
 def main():
@@ -59,7 +46,7 @@ def main():
                 with sdpa_kernel(backend):
                     fn = lambda: F.scaled_dot_product_attention(q, k, vv, is_causal=True,
                                                                 scale=scale)
-                    ms = timed(fn, a.reps)
+                    ms = median_ms(fn, a.reps)
             except Exception as e:  # a backend that does not take the shape
                 print("%-8d %-34s %s" % (T, name, str(e).splitlines()[0][:60]))
                 continue
