@@ -155,14 +155,26 @@ void HostModel::launchStep(Entry &e, Launch &l, int64_t T, std::vector<Buffer *>
 }
 
 /// A float32 .npy of `b`'s current contents (readAsF32).
+/// Byte buffers (i8: MXFP4 payload and scales) are written as raw uint8.
 static void dumpNpy(const std::string &path, const Buffer &b, const std::string &dtype) {
-  std::vector<float> f = readAsF32(b, dtype);
-  const int64_t n = static_cast<int64_t>(f.size());
+  const bool bytes = dtype == "i8";
+  std::vector<float> f;
+  std::vector<uint8_t> raw;
+  int64_t n = 1;
+  for (int64_t d : b.dims)
+    n *= d;
+  if (bytes) {
+    raw.resize(n);
+    b.read(raw.data(), raw.size());
+  } else {
+    f = readAsF32(b, dtype);
+  }
   std::string shape = "(";
   for (int64_t d : b.dims)
     shape += std::to_string(d) + ",";
   shape += ")";
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header = std::string("{'descr': '") + (bytes ? "|u1" : "<f4") +
+                       "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64)
     header += ' ';
   header += '\n';
@@ -171,14 +183,18 @@ static void dumpNpy(const std::string &path, const Buffer &b, const std::string 
   out.write("\x93NUMPY\x01\x00", 8);
   out.write(reinterpret_cast<const char *>(&hl), 2);
   out << header;
-  out.write(reinterpret_cast<const char *>(f.data()), n * 4);
+  if (bytes)
+    out.write(reinterpret_cast<const char *>(raw.data()), n);
+  else
+    out.write(reinterpret_cast<const char *>(f.data()), n * 4);
   if (!out)
     throw Error("K3C_DUMP_KERNEL: cannot write " + path);
 }
 
 /// K3C_DUMP_KERNEL=FAMILY[@MIN[-MAX]]:DIR: the first launch of a kernel of
 /// FAMILY with MIN..MAX tokens (default 1..any) writes its arguments before
-/// (argI_in.npy) and after (argI_out.npy) the launch, as float32 (scratch
+/// (argI_in.npy) and after (argI_out.npy) the launch, as float32 (byte
+/// buffers as uint8; scratch
 /// arguments excepted: a kernel's own workspace), and
 /// args.json (kind, index, dtype, dims) into DIR: a kernel's exact inputs
 /// and outputs, for checking it against an independent implementation.

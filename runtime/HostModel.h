@@ -213,6 +213,12 @@ inline std::vector<float> readAsF32(const Buffer &b, const std::string &dtype) {
       int32_t v;
       std::memcpy(&v, p, 4);
       f[i] = static_cast<float>(v);
+    } else if (dtype == "i64") {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      f[i] = static_cast<float>(v);
+    } else if (es == 1) { // i8: raw bytes (MXFP4 payload and scales) as 0..255
+      f[i] = static_cast<float>(*p);
     } else {
       f[i] = toF32(p, dtype == "bf16" ? DType::BF16 : dtype == "f16" ? DType::F16 : DType::F32);
     }
