@@ -34,7 +34,7 @@ llvm::SmallVector<ScratchNeed> mlaScratchNeeds(mlir::Operation *op);
 // Tile sizes of the block programs (GPU; the host runs one thread a block).
 constexpr int64_t kRowThreads = 256;    ///< row reductions: threads per row
 constexpr int64_t kMlaThreads = 256;    ///< MLA: a block per (token, head)
-constexpr int64_t kGroupThreads = 256;  ///< MoE: the grouping block
+constexpr int64_t kGroupThreads = 1024; ///< MoE: the grouping block
 constexpr int64_t kExpertThreads = 256; ///< MoE: grouped expert GEMM blocks
 constexpr int64_t kRouterThreads = 256; ///< MoE router: a block per token
 constexpr int64_t kKdaThreads = 256;    ///< KDA: recurrence / token blocks

@@ -10,6 +10,8 @@
 
 #include "lowering/Families.h"
 
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
 using namespace mlir;
 using namespace mlir::k3;
 
@@ -37,22 +39,232 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
                           : cast<RankedTensorType>(x.getW1().getType()).getDimSize(0);
     // Hidden activations per (token, slot); expert group offsets; the
     // (token, slot) pairs ordered by expert.
+    // Rows: offsets, then tile offsets for the tensor-core tiles of 16, 64
+    // and 128 rows (kExpertTileRows).
     return {ScratchNeed{{-1, k, inter}, res.getElementType()},
-            ScratchNeed{{experts + 1}, IntegerType::get(ctx, 32)},
+            ScratchNeed{{4, experts + 1}, IntegerType::get(ctx, 32)},
             ScratchNeed{{-1, k}, IntegerType::get(ctx, 32)}};
   }
   return {};
 }
 
 
-/// The routed experts as grouped GEMMs. Launch 1 (one block) groups the
-/// (token, slot) pairs by expert: counts, offsets (groups[e] .. groups[e+1]),
-/// pairs in token order within a group (deterministic, no atomics). Launch 2,
-/// a block per (expert, 32 hidden rows): the expert's tokens in tiles of
-/// kTokTile, gathered into shared memory, times W1 and W3 rows dequantized
-/// from MXFP4 in registers, GLU, into `hid`. Launch 3, a block per (expert,
-/// 32 latent rows): hid times W2. Each weight row is streamed once per token
-/// tile of its expert instead of once per token.
+/// Token-tile heights of the tensor-core expert GEMM: the grouping writes
+/// tile offsets for each (scratch rows 1..3).
+static constexpr int64_t kExpertTileRows[3] = {16, 64, 128};
+
+/// Launch 1 of the routed experts (one block): groups the (token, slot)
+/// pairs by expert in O(pairs): counts by shared-memory atomics, offsets and
+/// per-height tile offsets by warp prefix sums, then each pair placed at its
+/// expert's cursor. Within a group the order follows the atomics (on the
+/// host: token order); every pair's result is independent of its place.
+static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, Value P,
+                       int64_t E, int64_t K) {
+  Type i32 = kb.b.getI32Type();
+  auto toI32 = [&](Value v) { return arith::IndexCastOp::create(kb.b, kb.loc, i32, v).getResult(); };
+  auto expertOf = [&](Value p) { return kb.toIndex(kb.load(idx, {kb.div(p, K), kb.rem(p, K)})); };
+  auto atomicInc = [&](Value mem, Value e) {
+    return kb.toIndex(memref::AtomicRMWOp::create(kb.b, kb.loc, arith::AtomicRMWKind::addi,
+                                                  kb.i32Const(1), mem, ValueRange{e}));
+  };
+  kb.blocks({kb.idx(1)}, kGroupThreads, [&](ValueRange, ThreadBlock &tb) {
+    Value count = kb.shared(tb, {E}, i32), cursor = kb.shared(tb, {E}, i32);
+    kb.strided(tb, kb.idx(0), kb.idx(E), [&](Value e) { kb.store(kb.i32Const(0), count, {e}); });
+    kb.barrier(tb);
+    // Expert ids outside [0, E) (EP's -1: no expert in that slot) are skipped.
+    kb.strided(tb, kb.idx(0), P, [&](Value p) {
+      Value e = expertOf(p);
+      kb.ifThen(kb.ult(e, kb.idx(E)), [&] { atomicInc(count, e); });
+    });
+    kb.barrier(tb);
+    kb.ifThen(kb.ieq(tb.warp, kb.idx(0)), [&] {
+      Value lanes = kb.idx(tb.lanes), lastLane = kb.idx(tb.lanes - 1);
+      SmallVector<Value> zeros(4, kb.idx(0));
+      SmallVector<Value> totals = kb.loopStep(
+          kb.idx(0), kb.idx(E), lanes, zeros, [&](Value base, ValueRange run) {
+            Value e = kb.add(base, tb.lane), ok = kb.ult(e, kb.idx(E));
+            Value n = kb.select(ok, kb.toIndex(kb.load(count, {kb.minu(e, kb.idx(E - 1))})),
+                                kb.idx(0));
+            SmallVector<Value> items{n};
+            for (int64_t h : kExpertTileRows)
+              items.push_back(kb.ceilDiv(n, h));
+            SmallVector<Value> next;
+            for (int64_t r = 0; r < 4; ++r) {
+              Value incl = kb.warpPrefixIndex(tb, items[r]);
+              Value start = kb.add(run[r], kb.sub(incl, items[r]));
+              kb.ifThen(ok, [&] {
+                kb.store(toI32(start), groups, {kb.idx(r), e});
+                if (r == 0)
+                  kb.store(toI32(start), cursor, {e});
+              });
+              next.push_back(kb.add(run[r], kb.warpBroadcastIndex(tb, incl, lastLane)));
+            }
+            return next;
+          });
+      kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
+        for (int64_t r = 0; r < 4; ++r)
+          kb.store(toI32(totals[r]), groups, {kb.idx(r), kb.idx(E)});
+      });
+    });
+    kb.barrier(tb);
+    kb.strided(tb, kb.idx(0), P, [&](Value p) {
+      Value e = expertOf(p);
+      kb.ifThen(kb.ult(e, kb.idx(E)), [&] {
+        Value pos = atomicInc(cursor, e);
+        kb.store(toI32(p), perm, {kb.div(pos, K), kb.rem(pos, K)});
+      });
+    });
+  });
+}
+
+/// The routed experts on tensor cores (bf16 activations, every weight MXFP4
+/// in the kernel layout, an mma.sync target): after the grouping, the up
+/// projection (W1 and W3 tiles of the same hidden rows side by side in a
+/// warp, GLU in registers, hid stored at the pair's group position) and the
+/// down projection (hid rows contiguous per group, outputs scattered to the
+/// pairs), each one persistent mxfpGroupedMma launch. Token tiles of 16 rows
+/// when the launch has at most K3C_MOE_TILE16_UPTO (default 32) pairs per
+/// expert on average (decode: weights streamed once, little padding), 128
+/// rows (two row warps sharing each decoded weight tile) from
+/// K3C_MOE_TILE128_FROM (default 192), else 64.
+static bool expertsOnTensorCores(ExpertMlpOp x, KernelBuilder &kb, LowerState &st) {
+  if (!kb.gpu() || !kb.info().mmaSync || intFromEnv("K3C_MOE_MMA", 1) == 0)
+    return false;
+  if (!cast<RankedTensorType>(x.getResult().getType()).getElementType().isBF16() ||
+      !cast<RankedTensorType>(x.getInput().getType()).getElementType().isBF16())
+    return false;
+  for (Value w : {x.getW1(), x.getW3(), x.getW2()}) {
+    auto it = st.mxfp4.find(w);
+    if (it == st.mxfp4.end())
+      return false;
+    auto layout = it->second.type.getLayout();
+    int64_t kt = layout ? layout.getKTile() : 0;
+    if (!layout || layout.getNTile() != 8 || (kt != 32 && kt != 64 && kt != 128) ||
+        it->second.type.getShape().back() % kt)
+      return false;
+  }
+  return true;
+}
+
+static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &st, Value P,
+                            int64_t K, int64_t L, int64_t I, int64_t E) {
+  Operation *op = experts.getOperation();
+  Value z = st.get(experts.getInput()), y = st.get(experts.getResult());
+  Value hid = st.scratch[op][0], groups = st.scratch[op][1], perm = st.scratch[op][2];
+  const MXFP4Buffers *w1 = &st.mxfp4.find(experts.getW1())->second;
+  const MXFP4Buffers *w3 = &st.mxfp4.find(experts.getW3())->second;
+  const MXFP4Buffers *w2 = &st.mxfp4.find(experts.getW2())->second;
+  const int64_t warps = 4; // column warps of a block (x warpsM row warps)
+  auto pairAt = [&](Value pos) { return kb.toIndex(kb.load(perm, {kb.div(pos, K), kb.rem(pos, K)})); };
+  // Rounded fp32 pair (v0, v1) stored at mem[lead..., col], col even.
+  auto storePair = [&](Value mem, SmallVector<Value> ix, Value v0, Value v1) {
+    Value pair = vector::FromElementsOp::create(kb.b, kb.loc, VectorType::get({2}, kb.b.getF32Type()),
+                                                ValueRange{v0, v1});
+    Value v = arith::TruncFOp::create(kb.b, kb.loc, VectorType::get({2}, kb.b.getBF16Type()), pair);
+    vector::StoreOp::create(kb.b, kb.loc, v, mem, ix, false, llvm::MaybeAlign(4));
+  };
+  auto run = [&](int64_t which) {
+    const int64_t bm = kExpertTileRows[which];
+    // Knobs (compile time): K3C_MOE_CTAS_<bm> blocks an SM, K3C_MOE_STAGES_<bm>.
+    const std::string sfx = "_" + std::to_string(bm);
+    const int64_t ctas = intFromEnv(("K3C_MOE_CTAS" + sfx).c_str(), bm == 16 ? 4 : bm == 64 ? 2 : 1);
+    const int64_t grid = kb.info().smCount * ctas;
+    MxfpGroupedMma g;
+    g.bm = bm;
+    g.warpsM = bm == 128 ? 2 : 1;
+    g.stages = intFromEnv(("K3C_MOE_STAGES" + sfx).c_str(), 4);
+    g.experts = E;
+    g.groupStarts = g.tileStarts = groups;
+    g.startsIndex = {kb.idx(0)};
+    g.tilesIndex = {kb.idx(which + 1)};
+
+    // Up: column tile j = hidden rows [16 warps j, +16 warps); warp w's tiles
+    // are W1 rows h, h + 8 and W3 rows h, h + 8 (h = 16 (warps j + w)).
+    MxfpGroupedMma up = g;
+    up.K = L;
+    up.kTile = w1->type.getLayout().getKTile();
+    up.nTiles = (I + 16 * warps - 1) / (16 * warps);
+    up.a = z;
+    up.aRow = [&](Value pos) { return SmallVector<Value>{kb.div(pairAt(pos), K)}; };
+    up.wTile = [&](int64_t q, Value warp, Value j, Value e) { // warp: column warp
+      Value row0 = kb.add(kb.mul(kb.add(kb.mul(j, warps), warp), 16), kb.idx(8 * (q % 2)));
+      return MxfpGroupedMma::WTile{q < 2 ? w1 : w3, e, row0, kb.ult(row0, kb.idx(I))};
+    };
+    up.epilogue = [&](ArrayRef<Value> acc, Value m0, Value end, Value wn, Value j, Value,
+                      ThreadBlock &tb) {
+      Value g4 = kb.div(tb.lane, 4), c2 = kb.mul(kb.rem(tb.lane, 4), 2);
+      Value h0 = kb.mul(kb.add(kb.mul(j, warps), wn), 16);
+      Type act = kb.b.getBF16Type();
+      for (int64_t i = 0; i < bm / g.warpsM / 16; ++i)
+        for (int64_t q = 0; q < 2; ++q)
+          for (int64_t h = 0; h < 2; ++h) {
+            Value pos = kb.add(m0, kb.add(g4, kb.idx(16 * i + 8 * h)));
+            Value col = kb.add(h0, kb.add(c2, kb.idx(8 * q)));
+            SmallVector<Value> v;
+            for (int64_t k = 0; k < 2; ++k) {
+              Value gate = kb.round(acc[(i * 4 + q) * 4 + 2 * h + k], act);
+              Value upv = kb.round(acc[(i * 4 + q + 2) * 4 + 2 * h + k], act);
+              v.push_back(kb.glu(experts.getActivation(), experts.getSituBeta(),
+                                 experts.getSituLinearBeta(), gate, upv));
+            }
+            kb.ifThen(kb.andi(kb.ult(pos, end), kb.ult(col, kb.idx(I))), [&] {
+              storePair(hid, {kb.div(pos, K), kb.rem(pos, K), col}, v[0], v[1]);
+            });
+          }
+    };
+    up.name = "experts_up_mxfp4_mma_" + std::to_string(bm);
+    mxfpGroupedMma(kb, up, grid);
+
+    // Down: column tile j = latent rows [32 warps j, +32 warps), warp w's
+    // tiles its four 8-row tiles; the A rows are hid at the group positions.
+    MxfpGroupedMma down = g;
+    down.K = I;
+    down.kTile = w2->type.getLayout().getKTile();
+    down.nTiles = (L + 32 * warps - 1) / (32 * warps);
+    down.a = hid;
+    down.aRow = [&](Value pos) { return SmallVector<Value>{kb.div(pos, K), kb.rem(pos, K)}; };
+    down.wTile = [&](int64_t q, Value warp, Value j, Value e) {
+      Value row0 = kb.add(kb.mul(kb.add(kb.mul(j, warps), warp), 32), kb.idx(8 * q));
+      return MxfpGroupedMma::WTile{w2, e, row0, kb.ult(row0, kb.idx(L))};
+    };
+    down.epilogue = [&](ArrayRef<Value> acc, Value m0, Value end, Value wn, Value j, Value,
+                        ThreadBlock &tb) {
+      Value g4 = kb.div(tb.lane, 4), c2 = kb.mul(kb.rem(tb.lane, 4), 2);
+      Value n0 = kb.mul(kb.add(kb.mul(j, warps), wn), 32);
+      for (int64_t i = 0; i < bm / g.warpsM / 16; ++i)
+        for (int64_t h = 0; h < 2; ++h) {
+          Value pos = kb.add(m0, kb.add(g4, kb.idx(16 * i + 8 * h)));
+          kb.ifThen(kb.ult(pos, end), [&] {
+            Value pair = pairAt(pos), t = kb.div(pair, K), slot = kb.rem(pair, K);
+            for (int64_t q = 0; q < 4; ++q) {
+              Value col = kb.add(n0, kb.add(c2, kb.idx(8 * q)));
+              kb.ifThen(kb.ult(col, kb.idx(L)), [&] {
+                storePair(y, {t, slot, col}, acc[(i * 4 + q) * 4 + 2 * h],
+                          acc[(i * 4 + q) * 4 + 2 * h + 1]);
+              });
+            }
+          });
+        }
+    };
+    down.name = "experts_down_mxfp4_mma_" + std::to_string(bm);
+    mxfpGroupedMma(kb, down, grid);
+  };
+  Value upTo16 = kb.idx(intFromEnv("K3C_MOE_TILE16_UPTO", 32) * E);
+  Value from128 = kb.idx(intFromEnv("K3C_MOE_TILE128_FROM", 192) * E);
+  kb.ifThenElse(kb.ule(P, upTo16), [&] { run(0); }, [&] {
+    kb.ifThenElse(kb.ult(P, from128), [&] { run(1); }, [&] { run(2); });
+  });
+}
+
+/// The routed experts as grouped GEMMs. Launch 1 groups the (token, slot)
+/// pairs by expert (groupPairs). On tensor-core targets with bf16
+/// activations and MXFP4 weights, lowerExpertsMma; otherwise (the host, the
+/// exact f32 build) the FMA tiles: launch 2, a block per (expert, 32 hidden
+/// rows): the expert's tokens in tiles of kTokTile, gathered into shared
+/// memory, times W1 and W3 rows dequantized from MXFP4 in registers, GLU,
+/// into `hid`. Launch 3, a block per (expert, 32 latent rows): hid times W2.
+/// Each weight row is streamed once per token tile of its expert instead of
+/// once per token.
 static void lowerGroupedExperts(ExpertMlpOp experts, KernelBuilder &kb, LowerState &st) {
   Operation *op = experts.getOperation();
   Value z = st.get(experts.getInput()), idx = st.get(experts.getIndices()),
@@ -61,39 +273,16 @@ static void lowerGroupedExperts(ExpertMlpOp experts, KernelBuilder &kb, LowerSta
   auto res = cast<MemRefType>(y.getType());
   int64_t K = res.getDimSize(1), L = res.getDimSize(2);
   int64_t I = cast<MemRefType>(hid.getType()).getDimSize(2);
-  int64_t E = cast<MemRefType>(groups.getType()).getDimSize(0) - 1;
-  Type act = res.getElementType(), i32 = kb.b.getI32Type();
+  int64_t E = cast<MemRefType>(groups.getType()).getDimSize(1) - 1;
+  Type act = res.getElementType();
   Value T = kb.dim(z, 0), P = kb.mul(T, K);
-  auto toI32 = [&](Value v) { return arith::IndexCastOp::create(kb.b, kb.loc, i32, v).getResult(); };
-  auto expertOf = [&](Value p) { return kb.toIndex(kb.load(idx, {kb.div(p, K), kb.rem(p, K)})); };
 
   // 1. Group the pairs by expert.
-  kb.blocks({kb.idx(1)}, kGroupThreads, [&](ValueRange, ThreadBlock &tb) {
-    kb.strided(tb, kb.idx(0), kb.idx(E), [&](Value e) {
-      Value n = kb.loop(kb.idx(0), P, ValueRange{kb.idx(0)}, [&](Value p, ValueRange a) {
-        return SmallVector<Value>{kb.select(kb.ieq(expertOf(p), e), kb.add(a[0], 1), a[0])};
-      })[0];
-      kb.store(toI32(n), groups, {e});
-    });
-    kb.barrier(tb);
-    kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
-      Value total = kb.loop(kb.idx(0), kb.idx(E), ValueRange{kb.idx(0)}, [&](Value e, ValueRange a) {
-        Value n = kb.toIndex(kb.load(groups, {e}));
-        kb.store(toI32(a[0]), groups, {e});
-        return SmallVector<Value>{kb.add(a[0], n)};
-      })[0];
-      kb.store(toI32(total), groups, {kb.idx(E)});
-    });
-    kb.barrier(tb);
-    kb.strided(tb, kb.idx(0), kb.idx(E), [&](Value e) {
-      Value start = kb.toIndex(kb.load(groups, {e}));
-      kb.loop(kb.idx(0), P, ValueRange{start}, [&](Value p, ValueRange a) {
-        Value mine = kb.ieq(expertOf(p), e);
-        kb.ifThen(mine, [&] { kb.store(toI32(p), perm, {kb.div(a[0], K), kb.rem(a[0], K)}); });
-        return SmallVector<Value>{kb.select(mine, kb.add(a[0], 1), a[0])};
-      });
-    });
-  });
+  groupPairs(kb, idx, groups, perm, P, E, K);
+  if (expertsOnTensorCores(experts, kb, st)) {
+    lowerExpertsMma(experts, kb, st, P, K, L, I, E);
+    return;
+  }
 
   // W[e, n, k..k+width) from a dense or MXFP4 stacked weight, in fp32.
   auto weights = [&](Value tensor, Value e, Value n, Value k, int64_t width) {
@@ -132,8 +321,8 @@ static void lowerGroupedExperts(ExpertMlpOp experts, KernelBuilder &kb, LowerSta
       SmallVector<Value> rows;
       for (int64_t r = 0; r < kRowsPerWarp; ++r)
         rows.push_back(kb.minu(kb.add(r0, r), kb.idx(outer - 1)));
-      Value begin = kb.toIndex(kb.load(groups, {e})),
-            end = kb.toIndex(kb.load(groups, {kb.add(e, 1)}));
+      Value begin = kb.toIndex(kb.load(groups, {kb.idx(0), e})),
+            end = kb.toIndex(kb.load(groups, {kb.idx(0), kb.add(e, 1)}));
       kb.loopStep(begin, end, kb.idx(kTokTile), [&](Value g0) {
         SmallVector<Value> acc = gemmTile(
             kb, tb, a, inner, vw, nRows,

@@ -651,4 +651,329 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   }, tile.sharedBytes(), "linear_" + tile.name());
 }
 
+//===----------------------------------------------------------------------===//
+// Tensor cores: grouped MXFP4 GEMM (mma.sync, B fragments decoded in registers)
+//===----------------------------------------------------------------------===//
+
+/// An i32 as bf16x2 and back.
+static Value asBf16x2(KernelBuilder &kb, Value word) {
+  OpBuilder &b = kb.b;
+  Value v = vector::FromElementsOp::create(b, kb.loc, VectorType::get({1}, b.getI32Type()),
+                                           ValueRange{word});
+  return vector::BitCastOp::create(b, kb.loc, VectorType::get({2}, b.getBF16Type()), v);
+}
+static Value asI32(KernelBuilder &kb, Value pair) {
+  OpBuilder &b = kb.b;
+  Value w = vector::BitCastOp::create(b, kb.loc, VectorType::get({1}, b.getI32Type()), pair);
+  return vector::ExtractOp::create(b, kb.loc, w, ArrayRef<int64_t>{0});
+}
+
+/// Byte `byteIdx` of `word` in the low byte, zeros above (one prmt on the GPU).
+static Value byteOf(KernelBuilder &kb, Value word, int64_t byteIdx) {
+  return NVVM::PermuteOp::create(kb.b, kb.loc, kb.b.getI32Type(), word, kb.i32Const(0),
+                                 kb.i32Const(0x4440 | byteIdx), NVVM::PermuteMode::DEFAULT);
+}
+
+Value mxScalePair(KernelBuilder &kb, Value word, int64_t byteIdx) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Value s = byteOf(kb, word, byteIdx);
+  // s << 7 in both halves (one multiply), then the two codes that are not
+  // 2^(s - 127) as a normal number: 0x00 (2^-127, subnormal) and 0xFF (NaN).
+  Value pair = arith::MulIOp::create(b, loc, s, kb.i32Const(0x00800080));
+  pair = kb.select(kb.ieq(s, kb.i32Const(0)), kb.i32Const(0x00400040),
+                   kb.select(kb.ieq(s, kb.i32Const(255)), kb.i32Const(0x7FC07FC0), pair));
+  return asBf16x2(kb, pair);
+}
+
+Value mxScalePairFolded(KernelBuilder &kb, Value word, int64_t byteIdx) {
+  // (s + 126) << 7 in both halves: one multiply-add.
+  Value s = byteOf(kb, word, byteIdx);
+  Value pair = arith::AddIOp::create(
+      kb.b, kb.loc, arith::MulIOp::create(kb.b, kb.loc, s, kb.i32Const(0x00800080)),
+      kb.i32Const(0x3F003F00));
+  return asBf16x2(kb, pair);
+}
+
+Value mxfpFragment(KernelBuilder &kb, Value word, int64_t byteIdx, Value scalePair, bool folded) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  auto c = [&](int64_t v) { return kb.i32Const(v); };
+  // x = byte << 12 | byte << 24 (one multiply): the low nibble at bits 12..15
+  // and the high nibble at bits 28..31, the top nibble of each half. Then
+  // its sign stays (bits 15, 31) and its code bits e1 e0 m move to the bf16
+  // bits 8..6 (exponent 0..3, the subnormal 2^-127 for code 1): times 2^126
+  // that is the E2M1 value exactly.
+  Value x = arith::MulIOp::create(b, loc, byteOf(kb, word, byteIdx), c(0x01001000));
+  Value sign = arith::AndIOp::create(b, loc, x, c(0x80008000));
+  Value code = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, x, c(6)), c(0x01C001C0));
+  Value v = asBf16x2(kb, arith::OrIOp::create(b, loc, sign, code));
+  if (!folded)
+    v = arith::MulFOp::create(b, loc, v, asBf16x2(kb, c(0x7E807E80)));
+  return asI32(kb, arith::MulFOp::create(b, loc, v, scalePair));
+}
+
+void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  const int64_t bm = g.bm, KT = g.kTile, S = g.stages, wM = g.warpsM, threads = 32 * g.warps();
+  const int64_t mi = bm / wM / 16, kChunks = g.K / KT, runBytes = KT / 8, runWords = KT / 32;
+  const int64_t tileBytes = 4 * KT, scaleBytes = KT / 4, pitch = KT + 8;
+  const int64_t aBytes = S * bm * pitch * 2, bBytes = S * 16 * tileBytes;
+  const int64_t sBytes = S * 16 * scaleBytes;
+  const int64_t scaleCopy = std::min<int64_t>(16, scaleBytes);
+  const int64_t kPairs = runWords; // 16-byte fragment groups of a run (one a block)
+  Type bf16 = b.getBF16Type(), i8 = b.getI8Type(), i32 = b.getI32Type();
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  auto vec = [&](ArrayRef<int64_t> shape, Type t) { return VectorType::get(shape, t); };
+
+  kb.blocks({kb.idx(grid)}, threads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value as = kb.dynamicShared(tb, 0, {S, bm, pitch}, bf16);
+    Value bs = kb.dynamicShared(tb, aBytes, {S, 16, tileBytes}, i8);
+    Value ss = kb.dynamicShared(tb, aBytes + bBytes, {S, 16, scaleBytes}, i8);
+    // Decoded fragments shared by the row warps: [tile][k pair][lane][4].
+    Value dec = wM > 1 ? kb.dynamicShared(tb, aBytes + bBytes + sBytes, {16, kPairs, 32, 4}, i32)
+                       : Value();
+    auto entry = [&](Value buf, ArrayRef<Value> lead, Value i) {
+      SmallVector<Value> ix(lead.begin(), lead.end());
+      ix.push_back(i);
+      return kb.toIndex(kb.load(buf, ix));
+    };
+    auto tileStart = [&](Value e) { return entry(g.tileStarts, g.tilesIndex, e); };
+    auto rowStart = [&](Value e) { return entry(g.groupStarts, g.startsIndex, e); };
+    Value lane = tb.lane, wn = kb.rem(tb.warp, 4), wm = kb.div(tb.warp, 4);
+    Value total = kb.mul(tileStart(kb.idx(g.experts)), g.nTiles);
+    kb.loopStep(bid[0], total, kb.idx(grid), [&](Value item) {
+      Value tile = kb.div(item, g.nTiles), j = kb.rem(item, g.nTiles);
+      // The group: the largest e with tileStarts[e] <= tile (empty groups
+      // share their successor's start and are passed over).
+      Value lo = kb.idx(0), hi = kb.idx(g.experts);
+      for (int64_t span = g.experts; span > 1; span = (span + 1) / 2) {
+        Value mid = kb.div(kb.add(lo, hi), 2);
+        Value le = kb.ule(tileStart(mid), tile);
+        lo = kb.select(le, mid, lo);
+        hi = kb.select(le, hi, mid);
+      }
+      Value e = lo, end = rowStart(kb.add(e, 1));
+      Value m0 = kb.add(rowStart(e), kb.mul(kb.sub(tile, tileStart(e)), bm));
+      Value last = kb.sub(end, kb.idx(1));
+
+      // This thread's copies of a stage, fixed for the work item: A rows
+      // (16 bytes of a gathered row each), then the weight tiles its warp
+      // stages (row warp wm of the column warp's four: q % warpsM == wm; a
+      // lane's 16 bytes of each run, the scale block by the first lanes).
+      struct ACopy {
+        Value row, col, ok;
+        SmallVector<Value> src;
+      };
+      SmallVector<ACopy> aCopies;
+      const int64_t aTotal = bm * KT / 8;
+      for (int64_t i = 0; i < (aTotal + threads - 1) / threads; ++i) {
+        Value lin = kb.add(tb.tid, kb.idx(i * threads));
+        if (aTotal % threads)
+          lin = kb.rem(lin, aTotal); // duplicates copy the same bytes
+        Value r = kb.div(lin, KT / 8), pos = kb.add(m0, r);
+        aCopies.push_back({r, kb.mul(kb.rem(lin, KT / 8), 8), kb.ult(pos, end),
+                           g.aRow(kb.minu(pos, last))});
+      }
+      struct WCopy {
+        MxfpGroupedMma::WTile t;
+        Value payload, scales; // byte offsets of chunk 0
+      };
+      SmallVector<WCopy> wCopies;
+      for (int64_t q = 0; q < 4; ++q) {
+        MxfpGroupedMma::WTile t = g.wTile(q, wn, j, e);
+        ArrayRef<int64_t> shape = t.w->type.getShape();
+        int64_t N = shape[shape.size() - 2];
+        Value tile0 = kb.mul(kb.div(t.row0, 8), g.K / KT);
+        wCopies.push_back({t,
+                           kb.add(kb.mul(t.matrix, N * g.K / 2), kb.mul(tile0, tileBytes)),
+                           kb.add(kb.mul(t.matrix, N * g.K / 32), kb.mul(tile0, scaleBytes))});
+      }
+      auto issue = [&](Value kc, Value slot) {
+        Value inK = kb.ult(kc, kb.idx(kChunks));
+        Value kcSafe = kb.select(inK, kc, kb.idx(0));
+        SmallVector<Value> tokens;
+        for (ACopy &c : aCopies) {
+          Value ok = kb.andi(c.ok, inK);
+          SmallVector<Value> src(c.src);
+          src.push_back(kb.add(kb.mul(kcSafe, KT), c.col));
+          tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+              b, loc, tokenType, as, ValueRange{slot, c.row, c.col}, g.a, src,
+              b.getIndexAttr(8), kb.select(ok, kb.idx(8), kb.idx(0)), b.getUnitAttr()));
+        }
+        for (int64_t q = 0; q < 4; ++q) {
+          WCopy &w = wCopies[q];
+          Value ok = kb.andi(w.t.valid, inK);
+          if (wM > 1)
+            ok = kb.andi(ok, kb.ieq(wm, kb.idx(q % wM)));
+          Value dstTile = kb.add(kb.mul(wn, 4), kb.idx(q));
+          // The payload: lane l copies bytes 16 l .. of the 4 KT-byte tile.
+          for (int64_t part = 0; part < (tileBytes / 16 + 31) / 32; ++part) {
+            Value off = kb.add(kb.mul(lane, 16), kb.idx(part * 512));
+            kb.ifThen(kb.andi(ok, kb.ult(off, kb.idx(tileBytes))), [&] {
+              nvgpu::DeviceAsyncCopyOp::create(
+                  b, loc, tokenType, bs, ValueRange{slot, dstTile, off}, w.t.w->payload,
+                  ValueRange{kb.add(w.payload, kb.add(kb.mul(kcSafe, tileBytes), off))},
+                  b.getIndexAttr(16), Value(), b.getUnitAttr());
+            });
+          }
+          Value off = kb.mul(lane, scaleCopy);
+          kb.ifThen(kb.andi(ok, kb.ult(off, kb.idx(scaleBytes))), [&] {
+            nvgpu::DeviceAsyncCopyOp::create(
+                b, loc, tokenType, ss, ValueRange{slot, dstTile, off}, w.t.w->scales,
+                ValueRange{kb.add(w.scales, kb.add(kb.mul(kcSafe, scaleBytes), off))},
+                b.getIndexAttr(scaleCopy), Value(), scaleCopy == 16 ? b.getUnitAttr() : UnitAttr());
+          });
+        }
+        nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+      };
+      for (int64_t s = 0; s + 1 < S; ++s)
+        issue(kb.idx(s), kb.idx(s));
+
+      Value gq = kb.div(lane, 4);
+      Value aRowL = kb.add(kb.mul(wm, bm / wM), kb.rem(lane, 16));
+      Value aColL = kb.mul(kb.div(lane, 16), 8);
+      // The tiles this warp decodes: all four of its column warp's, or (row
+      // warps sharing) those it staged.
+      SmallVector<int64_t> mine;
+      for (int64_t q = 0; q < 4; ++q)
+        if (wM == 1 || q % wM == 0)
+          mine.push_back(q);
+      // The runs (runWords words a lane) and row scale words of the tiles
+      // this warp decodes, in ring slot `slot`.
+      struct Run {
+        SmallVector<Value> words, scales;
+      };
+      auto loadRuns = [&](Value slot) {
+        SmallVector<Run> runs;
+        for (int64_t q : mine) {
+          Value t = kb.add(kb.mul(wn, 4), wM > 1 ? kb.add(wm, kb.idx(q)) : kb.idx(q));
+          Value run = vector::LoadOp::create(b, loc, vec({runBytes}, i8), bs,
+                                             ValueRange{slot, t, kb.mul(lane, runBytes)}, false,
+                                             llvm::MaybeAlign(runBytes));
+          Value w = vector::BitCastOp::create(b, loc, vec({runWords}, i32), run);
+          Run r;
+          for (int64_t k = 0; k < runWords; ++k)
+            r.words.push_back(vector::ExtractOp::create(b, loc, w, ArrayRef<int64_t>{k}));
+          Value rowAt = kb.mul(gq, runWords);
+          if (runWords == 4) { // the row's four scale bytes as one word
+            Value sw = vector::LoadOp::create(b, loc, vec({4}, i8), ss, ValueRange{slot, t, rowAt},
+                                              false, llvm::MaybeAlign(4));
+            Value w1 = vector::BitCastOp::create(b, loc, vec({1}, i32), sw);
+            r.scales.assign(4, vector::ExtractOp::create(b, loc, w1, ArrayRef<int64_t>{0}));
+          } else {
+            for (int64_t k = 0; k < runWords; ++k)
+              r.scales.push_back(arith::ExtUIOp::create(
+                  b, loc, i32, kb.load(ss, {slot, t, kb.add(rowAt, kb.idx(k))})));
+          }
+          runs.push_back(r);
+        }
+        return runs;
+      };
+      // The fragment words of 32-column block `blk` (k steps 2 blk, 2 blk + 1)
+      // of every run: [run][k step of the two][2]. A warp-uniform vote picks
+      // the folded path unless some scale byte of the block is >= 0x80 (2^1
+      // and up, NaN), where the exact two-multiply path runs.
+      auto decodeBlock = [&](ArrayRef<Run> runs, int64_t blk) {
+        int64_t byteIdx = runWords == 4 ? blk : 0;
+        Value any = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
+        for (const Run &r : runs) {
+          Value s8 = byteIdx ? arith::ShRUIOp::create(b, loc, r.scales[blk],
+                                                      kb.i32Const(8 * byteIdx)).getResult()
+                             : r.scales[blk];
+          Value high = arith::AndIOp::create(b, loc, s8, kb.i32Const(0x80));
+          any = arith::OrIOp::create(b, loc, any, arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::ne, high, kb.i32Const(0)));
+        }
+        Value exact = NVVM::VoteSyncOp::create(b, loc, b.getI1Type(), kb.i32Const(-1), any,
+                                               NVVM::VoteSyncKind::any);
+        auto words = [&](bool folded) {
+          SmallVector<Value> out;
+          for (const Run &r : runs) {
+            Value sp = folded ? mxScalePairFolded(kb, r.scales[blk], byteIdx)
+                              : mxScalePair(kb, r.scales[blk], byteIdx);
+            for (int64_t byte = 0; byte < 4; ++byte)
+              out.push_back(mxfpFragment(kb, r.words[blk], byte, sp, folded));
+          }
+          return out;
+        };
+        int64_t n = static_cast<int64_t>(runs.size()) * 4;
+        auto ifOp = scf::IfOp::create(b, loc, TypeRange(SmallVector<Type>(n, i32)), exact, true);
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+          scf::YieldOp::create(b, loc, words(false));
+          b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+          scf::YieldOp::create(b, loc, words(true));
+        }
+        return SmallVector<Value>(ifOp.getResults().begin(), ifOp.getResults().end());
+      };
+
+      SmallVector<Value> init(mi * 16, kb.f32(0.0));
+      SmallVector<Value> acc = kb.loop(kb.idx(0), kb.idx(kChunks), init, [&](Value kc, ValueRange in) {
+        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(S - 2));
+        kb.barrier(tb);
+        Value next = kb.add(kc, S - 1);
+        issue(next, kb.rem(next, S));
+        Value slot = kb.rem(kc, S);
+        SmallVector<Run> runs = loadRuns(slot);
+        if (wM > 1) {
+          // Publish this warp's tiles (16 bytes a lane per block: two k
+          // steps), then read all four of the column warp's.
+          for (int64_t blk = 0; blk < runWords; ++blk) {
+            SmallVector<Value> w = decodeBlock(runs, blk);
+            for (size_t m = 0; m < mine.size(); ++m) {
+              Value t = kb.add(kb.mul(wn, 4), kb.add(wm, kb.idx(mine[m])));
+              Value v = vector::FromElementsOp::create(
+                  b, loc, vec({4}, i32), ArrayRef<Value>(w).slice(4 * m, 4));
+              vector::StoreOp::create(b, loc, v, dec, ValueRange{t, kb.idx(blk), lane, kb.idx(0)},
+                                      false, llvm::MaybeAlign(16));
+            }
+          }
+          kb.barrier(tb);
+        }
+        SmallVector<Value> out(in);
+        for (int64_t blk = 0; blk < runWords; ++blk) {
+          SmallVector<SmallVector<Value>> bw(4);
+          if (wM > 1) {
+            for (int64_t q = 0; q < 4; ++q) {
+              Value t = kb.add(kb.mul(wn, 4), kb.idx(q));
+              Value v = vector::LoadOp::create(b, loc, vec({4}, i32), dec,
+                                               ValueRange{t, kb.idx(blk), lane, kb.idx(0)}, false,
+                                               llvm::MaybeAlign(16));
+              for (int64_t x = 0; x < 4; ++x)
+                bw[q].push_back(vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{x}));
+            }
+          } else {
+            SmallVector<Value> w = decodeBlock(runs, blk);
+            for (int64_t q = 0; q < 4; ++q)
+              bw[q].assign(w.begin() + 4 * q, w.begin() + 4 * q + 4);
+          }
+          for (int64_t h = 0; h < 2; ++h) {
+            int64_t ks = 2 * blk + h;
+            SmallVector<SmallVector<Value>> a;
+            for (int64_t i = 0; i < mi; ++i)
+              a.push_back(fragmentWords(
+                  kb,
+                  ldmatrixX4(kb, as,
+                             ValueRange{slot, kb.add(aRowL, i * 16), kb.add(aColL, ks * 16)},
+                             false),
+                  0, 4));
+            for (int64_t q = 0; q < 4; ++q) {
+              SmallVector<Value> w2{bw[q][2 * h], bw[q][2 * h + 1]};
+              for (int64_t i = 0; i < mi; ++i)
+                mmaBf16(kb, a[i], w2, MutableArrayRef<Value>(out).slice((i * 4 + q) * 4, 4));
+            }
+          }
+        }
+        return out;
+      });
+      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+      kb.barrier(tb); // the next item refills the ring
+      g.epilogue(acc, kb.add(m0, kb.mul(wm, bm / wM)), end, wn, j, e, tb);
+    });
+  }, g.sharedBytes(), g.name);
+}
+
 } // namespace k3c::lowering

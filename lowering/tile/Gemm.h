@@ -156,6 +156,69 @@ llvm::SmallVector<mlir::Value> fragmentWords(KernelBuilder &kb, mlir::Value frag
 /// An integer tuning override from the environment (compile time), else dflt.
 int64_t intFromEnv(const char *var, int64_t dflt);
 
+/// Grouped MXFP4 GEMM on tensor cores (the routed experts, bf16 activations):
+/// work items are (token tile of `bm` rows of one group, column tile): rows
+/// [m0, end) of group e come from `aRow`, the CTA's 16 weight tiles of 8
+/// rows from `wTile` (column warp wn of 4 owns tiles 4 wn .. 4 wn + 3);
+/// every K chunk of the layout's k_tile columns is staged by cp.async in a
+/// `stages`-deep ring (the gathered A rows padded for ldmatrix, the tiles'
+/// fragment runs and scales as laid out); each lane's run is decoded into
+/// the bf16 B fragments of mma.sync m16n8k16 (E2M1 bits, products with the
+/// E8M0 scale exact in bf16x2), fp32 accumulation. `warpsM` row warps share
+/// the column warp's tiles: with 2, each decodes half of them into shared
+/// memory (fragment order, one 16-byte read a lane per two k steps) for both,
+/// halving the decode work per MMA. Scales below 2^1 (every byte < 0x80)
+/// fold the decode's 2^126 into one multiply; a warp whose chunk holds a
+/// larger scale or NaN takes the exact two-multiply path. Persistent: `grid`
+/// blocks stride over the items; group tiles come from `tileStarts` ([E + 1]
+/// prefix of ceil(rows / bm), i32) and group rows from `groupStarts`.
+struct MxfpGroupedMma {
+  int64_t bm = 64, warpsM = 1, stages = 4;
+  int64_t K = 0, kTile = 128; ///< reduction length (a multiple of kTile)
+  int64_t experts = 0;        ///< groups E
+  int64_t nTiles = 0;         ///< column tiles a group tile is split into
+  /// i32 [E + 1] group row offsets and tile offsets (index row `which`).
+  mlir::Value groupStarts, tileStarts;
+  llvm::SmallVector<mlir::Value> startsIndex, tilesIndex; ///< leading indices
+  /// A row at group position `pos` (valid: pos < end): the source memref and
+  /// the indices of its first element without the column.
+  mlir::Value a;
+  std::function<llvm::SmallVector<mlir::Value>(mlir::Value pos)> aRow;
+  /// Weight tile q (0 .. 3) of column warp `wn` in column tile j, group e:
+  /// its buffers, matrix, first row (a multiple of 8) and whether it exists.
+  struct WTile {
+    const MXFP4Buffers *w;
+    mlir::Value matrix, row0, valid;
+  };
+  std::function<WTile(int64_t q, mlir::Value wn, mlir::Value j, mlir::Value e)> wTile;
+  /// A warp's accumulators: acc[((i * 4 + q) * 4) + r] for m16 tile i, its
+  /// tile q (0..3) and mma register r (rows g, g, g + 8, g + 8; columns 2c,
+  /// 2c + 1; g = lane / 4, c = lane % 4), for rows from `row0` (valid below
+  /// end), column warp wn of column tile j, group e.
+  std::function<void(llvm::ArrayRef<mlir::Value> acc, mlir::Value row0, mlir::Value end,
+                     mlir::Value wn, mlir::Value j, mlir::Value e, ThreadBlock &tb)>
+      epilogue;
+  std::string name;
+  int64_t warps() const { return 4 * warpsM; }
+  int64_t sharedBytes() const {
+    int64_t ring = stages * (bm * (kTile + 8) * 2 + 16 * (4 * kTile + kTile / 4));
+    return ring + (warpsM > 1 ? 16 * (kTile / 16) * 32 * 8 : 0);
+  }
+};
+void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid);
+/// The bf16x2 B-fragment register of MXFP4 byte `byteIdx` (0..3) of `word`
+/// (low nibble the lower k) times `scalePair` (the block's E8M0 scale as
+/// bf16x2, mxScalePair): exact for every code and scale (products are
+/// representable in bf16 down to 2^-133). With `folded`, scalePair is
+/// mxScalePairFolded's (2^126 already in it: one multiply).
+mlir::Value mxfpFragment(KernelBuilder &kb, mlir::Value word, int64_t byteIdx,
+                         mlir::Value scalePair, bool folded = false);
+/// E8M0 byte `byteIdx` of `word` as a bf16x2 pair: 2^(s - 127) (0x00: 2^-127,
+/// a bf16 subnormal; 0xFF: NaN).
+mlir::Value mxScalePair(KernelBuilder &kb, mlir::Value word, int64_t byteIdx);
+/// 2^(s - 1) = 2^126 * 2^(s - 127) as bf16x2, for scale bytes s < 0x80.
+mlir::Value mxScalePairFolded(KernelBuilder &kb, mlir::Value word, int64_t byteIdx);
+
 /// Stores accumulators v0, v1 at y[row, col], y[row, col + 1] when row < T
 /// and col < O (O even): one 4-byte store of the rounded pair for 16-bit y.
 void storeAccPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,

@@ -1,25 +1,71 @@
-// --k3-lower-kernels on k3-tiny's routed experts (16 experts, MXFP4 weights in
-// the kernel layout). sm_90a: the grouping block, then the grouped up and
-// down GEMMs through the GEMM layer's FMA strategy: the gathered token tile
-// staged in workgroup memory with 16-byte loads, the MXFP4 payload read as
-// fragment runs (vector loads of i8, bit-cast to i32 words).
+// --k3-lower-kernels on k3-tiny's routed experts (16 experts, top 4, latent
+// 64, width 32, MXFP4 weights in the kernel layout with k_tile 64 / 32).
+// sm_90a, bf16: the grouping block (pairs counted and placed by
+// workgroup-memory atomics), then, chosen at run time by the pairs per expert
+// (<= 32 on average: token tiles of 16 rows; from 192: 128 rows with two row
+// warps sharing the decoded weights; else 64), the up and down grouped GEMMs
+// on tensor cores: persistent blocks with dynamic shared memory, the gathered
+// A rows, fragment runs and scales staged by cp.async, a warp vote choosing
+// the folded or the exact scale path, A fragments by ldmatrix, the runs
+// decoded to bf16x2 and scaled (mulf on vector<2xbf16>), nvvm.mma.sync. The f32 build keeps the exact FMA path: the
+// gathered token tile staged in workgroup memory with 16-byte loads, the MXFP4
+// payload read as fragment runs (vector loads of i8, bit-cast to i32 words),
+// warp reductions, no tensor cores.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 
-// GPU-LABEL: func.func @k3_moe_experts_{{[0-9a-f]+}}(
+// GPU-LABEL: func.func @k3_moe_experts_13dd83a6(
 // GPU-SAME: k3.family = "moe_experts"
-// GPU: gpu.launch {{.*}} in ({{.*}} = %c1, {{.*}}) threads
-// GPU: gpu.launch {{.*}} workgroup(%{{.*}} : memref<8x64xbf16, #gpu.address_space<workgroup>>
-// GPU: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x64xbf16>, vector<8xbf16>
+// GPU: gpu.launch {{.*}} in ({{.*}} = %c1, {{.*}}) threads({{.*}}) in ({{.*}} = %c1024,
+// GPU: memref.atomic_rmw addi {{.*}} : (i32, memref<16xi32, #gpu.address_space<workgroup>>) -> i32
+// GPU: memref.atomic_rmw addi {{.*}} : (i32, memref<16xi32, #gpu.address_space<workgroup>>) -> i32
+// GPU: arith.cmpi ule, %{{.*}}, %c512 : index
+// GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c128, {{.*}}) dynamic_shared_memory_size {{.*}} module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_16)
+// GPU: nvgpu.device_async_copy %arg0[{{.*}}], %view[{{.*}}], 8, {{.*}} : memref<?x64xbf16> to memref<4x16x72xbf16, #gpu.address_space<workgroup>>
+// GPU: nvgpu.device_async_copy %arg2[{{.*}}], %view_{{[0-9]+}}[{{.*}}], 16 {bypassL1} : memref<16384xi8> to memref<4x16x256xi8, #gpu.address_space<workgroup>>
+// GPU: nvgpu.device_async_create_group
+// GPU: nvvm.vote.sync  any
+// GPU: arith.mulf {{.*}} : vector<2xbf16>
+// GPU: nvgpu.ldmatrix
+// GPU: nvvm.mma.sync
+// GPU: module(@k3_moe_experts_13dd83a6_experts_down_mxfp4_mma_16)
+// GPU: nvvm.mma.sync
+// GPU: arith.cmpi ult, %{{.*}}, %c3072 : index
+// GPU: module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_64)
+// GPU: nvgpu.device_async_copy %arg0[{{.*}}], %view[{{.*}}], 8, {{.*}} : memref<?x64xbf16> to memref<4x64x72xbf16, #gpu.address_space<workgroup>>
+// GPU: nvvm.mma.sync
+// GPU: module(@k3_moe_experts_13dd83a6_experts_down_mxfp4_mma_64)
+// GPU: nvvm.mma.sync
+// Tiles of 128 rows: 256 threads, two row warps sharing the decoded weight
+// fragments through workgroup memory.
+// GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256, {{.*}}) dynamic_shared_memory_size {{.*}} module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_128)
+// GPU: memref<16x2x32x4xi32, #gpu.address_space<workgroup>>
+// GPU: nvvm.vote.sync  any
+// GPU: vector.store {{.*}} : memref<16x2x32x4xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// GPU: gpu.barrier
+// GPU: vector.load {{.*}} : memref<16x2x32x4xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// GPU: nvvm.mma.sync
+// GPU: module(@k3_moe_experts_13dd83a6_experts_down_mxfp4_mma_128)
+// GPU: nvvm.mma.sync
+// GPU: return
+
+// GPU-LABEL: func.func @k3_moe_experts_f32(
+// GPU-NOT: nvvm.mma.sync
+// GPU: memref.atomic_rmw addi
+// GPU: gpu.launch {{.*}} workgroup(%{{.*}} : memref<8x64xf32, #gpu.address_space<workgroup>>
+// GPU: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x64xf32>, vector<4xf32>
 // GPU: vector.load %arg2[{{.*}}] {alignment = 8 : i64} : memref<16384xi8>, vector<8xi8>
 // GPU: vector.bitcast {{.*}} : vector<8xi8> to vector<2xi32>
 // GPU: gpu.shuffle  xor
-// GPU: gpu.launch {{.*}} workgroup(%{{.*}} : memref<8x32xbf16, #gpu.address_space<workgroup>>
+// GPU: gpu.launch {{.*}} workgroup(%{{.*}} : memref<8x32xf32, #gpu.address_space<workgroup>>
+// GPU-NOT: nvvm.mma.sync
 // GPU: return
 
-// HOST-LABEL: func.func @k3_moe_experts_{{[0-9a-f]+}}(
+// HOST-LABEL: func.func @k3_moe_experts_13dd83a6(
 // HOST-NOT: gpu.
+// HOST: memref.atomic_rmw addi
 // HOST: scf.parallel
+// HOST-NOT: nvvm.
 // HOST: return
 
 func.func @moe_experts(%a0: tensor<?x64xbf16>, %a1: tensor<?x4xi32>, %a2: !k3.mxfp4<16x32x64, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>, %a3: !k3.mxfp4<16x32x64, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>, %a4: !k3.mxfp4<16x64x32, #k3.mxfp4_layout<n_tile = 8, k_tile = 32>>) -> (tensor<?x4x64xbf16>) {
@@ -29,4 +75,13 @@ func.func @moe_experts(%a0: tensor<?x64xbf16>, %a1: tensor<?x4xi32>, %a2: !k3.mx
       k3.yield %116 : tensor<?x4x64xbf16>
     }
   return %r : tensor<?x4x64xbf16>
+}
+
+func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3.mxfp4<16x32x64, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>, %a3: !k3.mxfp4<16x32x64, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>, %a4: !k3.mxfp4<16x64x32, #k3.mxfp4_layout<n_tile = 8, k_tile = 32>>) -> (tensor<?x4x64xf32>) {
+    %r = k3.kernel "k3_moe_experts_f32" family "moe_experts" (%a0, %a1, %a2, %a3, %a4) {bytes_per_token = 656 : i64, flops_per_token = 49152 : i64, weight_bytes = 52224 : i64} : (tensor<?x64xf32>, tensor<?x4xi32>, !k3.mxfp4<16x32x64, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>, !k3.mxfp4<16x32x64, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>, !k3.mxfp4<16x64x32, #k3.mxfp4_layout<n_tile = 8, k_tile = 32>>) -> tensor<?x4x64xf32> {
+    ^bb0(%arg401: tensor<?x64xf32>, %arg402: tensor<?x4xi32>, %arg403: !k3.mxfp4<16x32x64, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>, %arg404: !k3.mxfp4<16x32x64, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>, %arg405: !k3.mxfp4<16x64x32, #k3.mxfp4_layout<n_tile = 8, k_tile = 32>>):
+      %116 = k3.expert_mlp %arg401, %arg402 experts(%arg403, %arg404, %arg405) {activation = #k3.activation<situ>, situ_beta = 4.000000e+00 : f64, situ_linear_beta = 2.500000e+01 : f64} : (tensor<?x64xf32>, tensor<?x4xi32>, !k3.mxfp4<16x32x64, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>, !k3.mxfp4<16x32x64, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>, !k3.mxfp4<16x64x32, #k3.mxfp4_layout<n_tile = 8, k_tile = 32>>) -> tensor<?x4x64xf32>
+      k3.yield %116 : tensor<?x4x64xf32>
+    }
+  return %r : tensor<?x4x64xf32>
 }
