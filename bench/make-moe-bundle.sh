@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds the bundle bench/moe-h200.sh runs on the GPU machine, in .dev/
+# (git-ignored; .dev/peers is kept: triton_kernels for moe_peer_triton.py):
+# k3-run, k3-bench, k3-mkcheckpoint; k3-tiny (16 MXFP4 experts, top 4) for
+# sm_90a in bf16 as compiled by default (tensor-core experts, tile height
+# chosen at run time), with K3C_MOE_TILE16_UPTO=0 (always 64-row tiles) and in
+# f32 (the exact FMA path); a 1-layer MoE slice of k3-small (KDA attention,
+# 256 MXFP4 experts, top 16, latent 3584, width 3072: K3's expert shapes)
+# by default and with K3C_MOE_MMA=0 (the previous FMA expert kernels, timed
+# in the same run).
+# Carry .dev; run: bash .dev/moe-h200.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=build/bin
+D=.dev
+find $D -mindepth 1 -maxdepth 1 ! -name peers -exec rm -rf {} + 2>/dev/null || true
+mkdir -p $D/bin
+cp $B/k3-run $B/k3-bench $B/k3-mkcheckpoint $D/bin/
+cp models/configs/k3-tiny.json $D/
+$B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o /tmp/k3c-ckpt-tiny --seed 11 --quiet
+tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny --target=sm_90a --max-tokens 512 --max-seqs 16 --max-context 1024 --quiet "$@"; }
+tiny -o $D/tiny-bf16
+K3C_MOE_TILE16_UPTO=0 tiny -o $D/tiny-bf16-t64
+tiny -o $D/tiny-f32 --activation-dtype=f32
+python3 - <<'PY'
+import json
+k = json.load(open('models/configs/k3-small.json'))
+t = k['text_config']
+t['num_hidden_layers'] = 1
+t['linear_attn_config']['kda_layers'] = [1]
+t['linear_attn_config']['full_attn_layers'] = []
+t['attn_res_block_size'] = 1
+t['first_k_dense_replace'] = 0
+json.dump(k, open('.dev/moe1.json', 'w'), indent=1)
+PY
+moe1() { $B/k3-compile .dev/moe1.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet "$@"; }
+moe1 -o $D/moe1
+[ -n "${NO_FMA:-}" ] || K3C_MOE_MMA=0 moe1 -o $D/moe1-fma
+# Pipeline variants: 16-row tiles with 6 stages and 3 blocks an SM; 64-row
+# tiles with 3 stages and 3 blocks an SM.
+K3C_MOE_STAGES_16=6 K3C_MOE_CTAS_16=3 moe1 -o $D/moe1-v16
+K3C_MOE_STAGES_64=3 K3C_MOE_CTAS_64=3 moe1 -o $D/moe1-v64
+rm -rf $D/*/ptx
+printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
+cp bench/moe-h200.sh bench/moe_check.py bench/moe_peer.py bench/bench_common.py $D/
+[ -f bench/moe_peer_triton.py ] && cp bench/moe_peer_triton.py $D/
+du -sh $D
