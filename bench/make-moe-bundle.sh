@@ -3,7 +3,7 @@
 # (git-ignored; .dev/peers is kept: triton_kernels for moe_peer_triton.py):
 # k3-run, k3-bench, k3-mkcheckpoint; k3-tiny (16 MXFP4 experts, top 4) for
 # sm_90a in bf16 as compiled by default (tensor-core experts, tile height
-# chosen at run time), with K3C_MOE_TILE16_UPTO=0 (always 64-row tiles) and in
+# chosen at run time), with always 64-row and always 128-row tiles, and in
 # f32 (the exact FMA path); a 1-layer MoE slice of k3-small (KDA attention,
 # 256 MXFP4 experts, top 16, latent 3584, width 3072: K3's expert shapes)
 # by default and with K3C_MOE_MMA=0 (the previous FMA expert kernels, timed
@@ -21,6 +21,7 @@ $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o /tmp/k3c-ckpt-tiny --
 tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny --target=sm_90a --max-tokens 512 --max-seqs 16 --max-context 1024 --quiet "$@"; }
 tiny -o $D/tiny-bf16
 K3C_MOE_TILE16_UPTO=0 tiny -o $D/tiny-bf16-t64
+K3C_MOE_TILE16_UPTO=0 K3C_MOE_TILE128_FROM=1 tiny -o $D/tiny-bf16-t128
 tiny -o $D/tiny-f32 --activation-dtype=f32
 python3 - <<'PY'
 import json
@@ -36,12 +37,10 @@ PY
 moe1() { $B/k3-compile .dev/moe1.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet "$@"; }
 moe1 -o $D/moe1
 [ -n "${NO_FMA:-}" ] || K3C_MOE_MMA=0 moe1 -o $D/moe1-fma
-# Pipeline variants: 16-row tiles with 6 stages and 3 blocks an SM; 64-row
-# tiles with 3 stages and 3 blocks an SM.
-K3C_MOE_STAGES_16=6 K3C_MOE_CTAS_16=3 moe1 -o $D/moe1-v16
-K3C_MOE_STAGES_64=3 K3C_MOE_CTAS_64=3 moe1 -o $D/moe1-v64
+# With 128-row tiles (shared decode) from 192 pairs per expert, for comparison.
+K3C_MOE_TILE128_FROM=192 moe1 -o $D/moe1-t128
 rm -rf $D/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/moe-h200.sh bench/moe_check.py bench/moe_peer.py bench/bench_common.py $D/
+cp bench/moe-h200.sh bench/mxfp4-edge-scales.py bench/moe_check.py bench/moe_peer.py bench/bench_common.py $D/
 [ -f bench/moe_peer_triton.py ] && cp bench/moe_peer_triton.py $D/
 du -sh $D

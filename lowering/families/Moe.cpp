@@ -124,9 +124,10 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
 /// down projection (hid rows contiguous per group, outputs scattered to the
 /// pairs), each one persistent mxfpGroupedMma launch. Token tiles of 16 rows
 /// when the launch has at most K3C_MOE_TILE16_UPTO (default 32) pairs per
-/// expert on average (decode: weights streamed once, little padding), 128
-/// rows (two row warps sharing each decoded weight tile) from
-/// K3C_MOE_TILE128_FROM (default 192), else 64.
+/// expert on average (decode: weights streamed once, little padding), else
+/// 64. K3C_MOE_TILE128_FROM=N adds 128-row tiles (two row warps sharing each
+/// decoded weight tile) from N pairs per expert: measured slower than 64-row
+/// tiles on the H200 (docs/perf.md), so off by default.
 static bool expertsOnTensorCores(ExpertMlpOp x, KernelBuilder &kb, LowerState &st) {
   if (!kb.gpu() || !kb.info().mmaSync || intFromEnv("K3C_MOE_MMA", 1) == 0)
     return false;
@@ -250,9 +251,11 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     mxfpGroupedMma(kb, down, grid);
   };
   Value upTo16 = kb.idx(intFromEnv("K3C_MOE_TILE16_UPTO", 32) * E);
-  Value from128 = kb.idx(intFromEnv("K3C_MOE_TILE128_FROM", 192) * E);
+  const int64_t from128 = intFromEnv("K3C_MOE_TILE128_FROM", 0);
   kb.ifThenElse(kb.ule(P, upTo16), [&] { run(0); }, [&] {
-    kb.ifThenElse(kb.ult(P, from128), [&] { run(1); }, [&] { run(2); });
+    if (from128 <= 0)
+      return run(1);
+    kb.ifThenElse(kb.ult(P, kb.idx(from128 * E)), [&] { run(1); }, [&] { run(2); });
   });
 }
 

@@ -2,8 +2,9 @@
 // 64, width 32, MXFP4 weights in the kernel layout with k_tile 64 / 32).
 // sm_90a, bf16: the grouping block (pairs counted and placed by
 // workgroup-memory atomics), then, chosen at run time by the pairs per expert
-// (<= 32 on average: token tiles of 16 rows; from 192: 128 rows with two row
-// warps sharing the decoded weights; else 64), the up and down grouped GEMMs
+// (<= 32 on average: token tiles of 16 rows, else 64; with
+// K3C_MOE_TILE128_FROM also 128 rows, two row warps sharing the decoded
+// weights), the up and down grouped GEMMs
 // on tensor cores: persistent blocks with dynamic shared memory, the gathered
 // A rows, fragment runs and scales staged by cp.async, a warp vote choosing
 // the folded or the exact scale path, A fragments by ldmatrix, the runs
@@ -12,6 +13,7 @@
 // payload read as fragment runs (vector loads of i8, bit-cast to i32 words),
 // warp reductions, no tensor cores.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
+// RUN: env K3C_MOE_TILE128_FROM=192 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=T128
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 
 // GPU-LABEL: func.func @k3_moe_experts_13dd83a6(
@@ -30,24 +32,28 @@
 // GPU: nvvm.mma.sync
 // GPU: module(@k3_moe_experts_13dd83a6_experts_down_mxfp4_mma_16)
 // GPU: nvvm.mma.sync
-// GPU: arith.cmpi ult, %{{.*}}, %c3072 : index
 // GPU: module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_64)
 // GPU: nvgpu.device_async_copy %arg0[{{.*}}], %view[{{.*}}], 8, {{.*}} : memref<?x64xbf16> to memref<4x64x72xbf16, #gpu.address_space<workgroup>>
 // GPU: nvvm.mma.sync
 // GPU: module(@k3_moe_experts_13dd83a6_experts_down_mxfp4_mma_64)
 // GPU: nvvm.mma.sync
-// Tiles of 128 rows: 256 threads, two row warps sharing the decoded weight
-// fragments through workgroup memory.
-// GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256, {{.*}}) dynamic_shared_memory_size {{.*}} module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_128)
-// GPU: memref<16x2x32x4xi32, #gpu.address_space<workgroup>>
-// GPU: nvvm.vote.sync  any
-// GPU: vector.store {{.*}} : memref<16x2x32x4xi32, #gpu.address_space<workgroup>>, vector<4xi32>
-// GPU: gpu.barrier
-// GPU: vector.load {{.*}} : memref<16x2x32x4xi32, #gpu.address_space<workgroup>>, vector<4xi32>
-// GPU: nvvm.mma.sync
-// GPU: module(@k3_moe_experts_13dd83a6_experts_down_mxfp4_mma_128)
-// GPU: nvvm.mma.sync
+// GPU-NOT: mma_128
 // GPU: return
+
+// With K3C_MOE_TILE128_FROM: tiles of 128 rows from 192 pairs per expert
+// (3072 pairs here): 256 threads, two row warps sharing the decoded weight
+// fragments through workgroup memory.
+// T128-LABEL: func.func @k3_moe_experts_13dd83a6(
+// T128: arith.cmpi ult, %{{.*}}, %c3072 : index
+// T128: module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_64)
+// T128: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256, {{.*}}) dynamic_shared_memory_size {{.*}} module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_128)
+// T128: memref<16x2x32x4xi32, #gpu.address_space<workgroup>>
+// T128: nvvm.vote.sync  any
+// T128: vector.store {{.*}} : memref<16x2x32x4xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// T128: gpu.barrier
+// T128: vector.load {{.*}} : memref<16x2x32x4xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// T128: nvvm.mma.sync
+// T128: module(@k3_moe_experts_13dd83a6_experts_down_mxfp4_mma_128)
 
 // GPU-LABEL: func.func @k3_moe_experts_f32(
 // GPU-NOT: nvvm.mma.sync
