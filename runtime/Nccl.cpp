@@ -8,8 +8,6 @@
 #include <dlfcn.h>
 
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <thread>
 
 namespace k3c::rt {
@@ -70,32 +68,24 @@ Nccl &nccl() {
 
 class NcclTransport : public Transport {
 public:
-  NcclTransport(int64_t rank, int64_t size, const std::string &idFile,
+  NcclTransport(int64_t rank, int64_t size, const IdRendezvous &how,
                 std::chrono::milliseconds timeout)
       : me(rank), n(size), timeout(timeout) {
     Nccl &nc = nccl();
     if (!cuda::available())
       throw Error("EP over NCCL needs the CUDA device (run with --device cuda)");
     UniqueId id;
-    if (size == 1 || rank == 0) {
+    std::string mine;
+    if (rank == 0) {
       check(nc.getUniqueId(&id), "ncclGetUniqueId");
-      if (size > 1) {
-        std::string tmp = idFile + ".tmp";
-        std::ofstream(tmp, std::ios::binary).write(id.internal, sizeof(id.internal));
-        std::filesystem::rename(tmp, idFile);
-      }
-    } else {
-      auto start = std::chrono::steady_clock::now();
-      while (true) {
-        std::ifstream in(idFile, std::ios::binary);
-        if (in && in.read(id.internal, sizeof(id.internal)))
-          break;
-        if (std::chrono::steady_clock::now() - start > timeout)
-          throw Error("EP rank " + std::to_string(rank) + ": no NCCL id from rank 0 in " +
-                      idFile + " after " + std::to_string(timeout.count()) + " ms");
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
+      mine.assign(id.internal, sizeof(id.internal));
     }
+    std::string got = exchangeId(how, rank, size, mine, timeout);
+    if (got.size() != sizeof(id.internal))
+      throw Error("EP rank " + std::to_string(rank) + ": the NCCL id from rank 0 (" +
+                  how.describe() + ") has " + std::to_string(got.size()) + " bytes, not " +
+                  std::to_string(sizeof(id.internal)));
+    std::memcpy(id.internal, got.data(), sizeof(id.internal));
     check(nc.commInitRank(&comm, static_cast<int>(size), id, static_cast<int>(rank)),
           "ncclCommInitRank");
   }
@@ -266,15 +256,15 @@ private:
 
 } // namespace
 
-std::unique_ptr<Transport> makeNcclTransport(int64_t rank, int64_t size, const std::string &idFile,
+std::unique_ptr<Transport> makeNcclTransport(int64_t rank, int64_t size, const IdRendezvous &how,
                                              std::chrono::milliseconds timeout) {
   if (size < 1 || rank < 0 || rank >= size)
     throw Error("EP over NCCL: rank " + std::to_string(rank) + " of " + std::to_string(size) +
                 " is not a valid rank");
-  if (size > 1 && idFile.empty())
+  if (size > 1 && how.empty())
     throw Error("EP over NCCL with " + std::to_string(size) +
-                " ranks needs a rendezvous file (K3C_EP_ID_FILE)");
-  return std::make_unique<NcclTransport>(rank, size, idFile, timeout);
+                " ranks needs a rendezvous: MASTER_ADDR and MASTER_PORT, or K3C_EP_ID_FILE");
+  return std::make_unique<NcclTransport>(rank, size, how, timeout);
 }
 
 } // namespace k3c::rt

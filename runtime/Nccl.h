@@ -7,8 +7,9 @@
 // error or a timeout the communicator is aborted and the call throws, so no
 // rank waits forever.
 //
-// Rendezvous: rank 0 writes the NCCL unique id to a file that the other
-// ranks read (K3C_EP_ID_FILE), or a single-rank group creates its own.
+// Rendezvous (runtime/Rendezvous.h): rank 0 creates the NCCL unique id and
+// sends it to the other ranks over TCP (MASTER_ADDR:MASTER_PORT) or through
+// a file (K3C_EP_ID_FILE); a single-rank group creates its own.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 #define K3C_RUNTIME_NCCL_H
 
 #include "runtime/ExpertParallel.h"
+#include "runtime/Rendezvous.h"
 
 #include <chrono>
 #include <memory>
@@ -24,9 +26,10 @@
 namespace k3c::rt {
 
 /// A transport for `rank` of `size` GPUs (one process each, the CUDA
-/// runtime of this process already initialized). `idFile`: where rank 0
-/// publishes the unique id (ignored when size is 1).
-std::unique_ptr<Transport> makeNcclTransport(int64_t rank, int64_t size, const std::string &idFile,
+/// runtime of this process already initialized). `how`: how rank 0's unique
+/// id reaches the others (ignored when size is 1); `timeout` bounds the
+/// rendezvous and every later wait.
+std::unique_ptr<Transport> makeNcclTransport(int64_t rank, int64_t size, const IdRendezvous &how,
                                              std::chrono::milliseconds timeout);
 
 } // namespace k3c::rt

@@ -1,8 +1,10 @@
 //===- k3-ep-bench.cpp - EP dispatch/combine bandwidth and planner time ---===//
 
 #include "support/Common.h"
+#include "support/Sha256.h"
 #include "runtime/Cuda.h"
 #include "runtime/ExpertParallel.h"
+#include "runtime/Launcher.h"
 #include "runtime/Nccl.h"
 #include "tools/common/Args.h"
 
@@ -10,12 +12,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <thread>
 
 static const char *kHelp = R"(k3-ep-bench: expert-parallel exchange and placement benchmark
 
 usage: k3-ep-bench [--transport inproc|nccl] [--ranks R] [--iters N]
+       k3-ep-bench --check-launch
 
 Prints two tables:
   1. all-to-all bandwidth against message size (bytes each rank sends to each
@@ -24,14 +28,24 @@ Prints two tables:
      (what k3-run's EP exchange sends). inproc: R threads of this process
      (default R = 4); nccl: this process's GPU, R = 1 (self send/recv through
      NCCL, including the host<->device staging k3-run uses), or R processes
-     started with K3C_EP_RANK / K3C_EP_WORLD / K3C_EP_ID_FILE.
+     started by a launcher (the variables of k3-run --help, --ep: torchrun,
+     Open MPI, Slurm or K3C_EP_RANK / K3C_EP_WORLD, with MASTER_ADDR /
+     MASTER_PORT or K3C_EP_ID_FILE).
   2. placement planner time per step for K3's router (384 experts, top 8) at
      512 tokens per rank, uniform and Zipf-skewed routing, R = 2, 4, 8, with
      the resulting imbalance (max - min routed pairs per rank).
 
+--check-launch checks a multi-process launch without GPUs or weights: every
+process reads its rank, world size, local rank and rendezvous from the launcher
+variables exactly as k3-run --ep does, the ranks meet (rank 0 sends a random
+128-byte id, as it sends NCCL's), and each prints one line: its rank, the
+variables' family, the GPU its local rank selects, the rendezvous and the id's
+hash (equal on every rank). Exits 1 with the error when they do not meet.
+
 options:
+  --check-launch  only the launch and rendezvous (see above)
   --transport T   inproc (default) or nccl
-  --ranks R       ranks (inproc default 4; nccl: 1 or K3C_EP_WORLD)
+  --ranks R       ranks (inproc default 4; nccl: 1 or the launcher's world size)
   --iters N       exchanges per message size (default 20)
   --help          this text
 )";
@@ -133,13 +147,55 @@ static void planner() {
     }
 }
 
+/// K3C_EP_TIMEOUT_S (default 120), as k3-run reads it.
+static std::chrono::milliseconds timeout() {
+  const char *env = std::getenv("K3C_EP_TIMEOUT_S");
+  int64_t s = env ? std::atoll(env) : 120;
+  return std::chrono::seconds(std::max<int64_t>(1, s));
+}
+
+/// --check-launch: the launcher variables and the rendezvous, nothing else.
+static int checkLaunchOnly() {
+  LaunchEnv launch = readLaunchEnv();
+  if (!launch.launched())
+    throw Error("--check-launch: no launcher variables are set (RANK/WORLD_SIZE, "
+                "OMPI_COMM_WORLD_RANK/_SIZE, SLURM_PROCID/SLURM_NTASKS or "
+                "K3C_EP_RANK/K3C_EP_WORLD)");
+  checkLaunch(launch, launch.world);
+  std::string dev = deviceForLocalRank(launch.localRank, std::getenv("CUDA_VISIBLE_DEVICES"));
+  std::string id;
+  if (launch.rank == 0) { // what NCCL's unique id is: 128 opaque bytes
+    std::random_device rd;
+    for (int i = 0; i < 128; ++i)
+      id.push_back(static_cast<char>(rd() & 0xFF));
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  id = exchangeId(launch.rendezvous, launch.rank, launch.world, id, timeout());
+  double ms =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3;
+  Sha256 sha;
+  sha.update(id.data(), id.size());
+  std::string hash = sha.hex().substr(0, 16);
+  std::printf("%s; local rank %lld -> CUDA_VISIBLE_DEVICES=%s; rendezvous %s (%s) in %.1f ms; "
+              "id %zu bytes, sha256 %s\n",
+              launch.describe().c_str(), static_cast<long long>(launch.localRank),
+              dev.empty() ? (std::getenv("CUDA_VISIBLE_DEVICES") ? "unchanged" : "unset")
+                          : dev.c_str(),
+              launch.world > 1 ? launch.rendezvous.describe().c_str() : "none",
+              launch.world > 1 ? launch.rendezvousFrom.c_str() : "one rank", ms, id.size(),
+              hash.c_str());
+  return 0;
+}
+
 int main(int argc, char **argv) {
   try {
-    Args args(argc, argv, {"transport", "ranks", "iters"}, {"help"});
+    Args args(argc, argv, {"transport", "ranks", "iters"}, {"help", "check-launch"});
     if (args.has("help")) {
       std::fputs(kHelp, stdout);
       return 0;
     }
+    if (args.has("check-launch"))
+      return checkLaunchOnly();
     std::string kind = args.get("transport", "inproc");
     int64_t iters = args.getInt("iters", 20);
     if (kind == "inproc") {
@@ -164,14 +220,17 @@ int main(int argc, char **argv) {
         if (!e.empty())
           throw Error(e);
     } else if (kind == "nccl") {
-      const char *world = std::getenv("K3C_EP_WORLD"), *rank = std::getenv("K3C_EP_RANK"),
-                 *idFile = std::getenv("K3C_EP_ID_FILE");
-      int64_t R = world ? std::atoll(world) : args.getInt("ranks", 1);
-      int64_t me = rank ? std::atoll(rank) : 0;
+      LaunchEnv launch = readLaunchEnv();
+      int64_t R = launch.launched() ? launch.world : args.getInt("ranks", 1);
+      int64_t me = launch.launched() ? launch.rank : 0;
+      checkLaunch(launch, R);
+      std::string dev = deviceForLocalRank(launch.localRank, std::getenv("CUDA_VISIBLE_DEVICES"));
+      if (!dev.empty())
+        ::setenv("CUDA_VISIBLE_DEVICES", dev.c_str(), 1);
       std::string why;
       if (!cuda::initialize(why))
         throw Error("--transport nccl: " + why);
-      auto t = makeNcclTransport(me, R, idFile ? idFile : "", std::chrono::seconds(60));
+      auto t = makeNcclTransport(me, R, launch.rendezvous, timeout());
       std::printf("transport: NCCL, %lld ranks, this is rank %lld (%s)\n",
                   static_cast<long long>(R), static_cast<long long>(me), cuda::deviceName().c_str());
       bandwidth(*t, iters, me == 0);

@@ -4,6 +4,7 @@
 #include "models/Reference.h"
 #include "runtime/Cuda.h"
 #include "runtime/ExpertParallel.h"
+#include "runtime/Launcher.h"
 #include "runtime/Nccl.h"
 #include "runtime/Runtime.h"
 #include "tokenizer/Tokenizer.h"
@@ -65,11 +66,18 @@ options:
                          (docs/runtime.md); prints per-rank EP statistics and decodes exactly
                          --max-new-tokens steps. On the CPU: R threads of this process. With
                          --device cuda: NCCL, one process per GPU: k3-run starts R processes
-                         (rank r on GPU r) on this host; on several hosts, start one process
-                         per GPU with any launcher and set K3C_EP_RANK, K3C_EP_WORLD (= R) and
-                         K3C_EP_ID_FILE (a path all ranks see). Each GPU rank writes its own
-                         --dump-logits FILE.rank<r>.npy. K3C_EP_TIMEOUT_S (default 120): how
-                         long a rank waits for the others before it aborts with an error.
+                         (rank r on GPU r) on this host. On several hosts, start one process
+                         per GPU with a launcher: torchrun (RANK, WORLD_SIZE, LOCAL_RANK), Open
+                         MPI (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK), Slurm's srun
+                         (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) or K3C_EP_RANK and
+                         K3C_EP_WORLD; the world size must equal R, and the local rank picks
+                         the GPU. Rank 0 sends NCCL's id to the others over TCP: it listens on
+                         MASTER_ADDR:MASTER_PORT (K3C_EP_ADDR / K3C_EP_PORT override them;
+                         under torchrun's agent store, MASTER_PORT + 1), or through
+                         K3C_EP_ID_FILE (a path all ranks see) when that is set. Each GPU rank
+                         writes its own --dump-logits FILE.rank<r>.npy. K3C_EP_TIMEOUT_S
+                         (default 120): how long a rank waits for the others (rendezvous and
+                         every exchange) before it aborts with an error.
   --ep-no-balance        keep every expert on its home rank (no replicas of hot experts)
   --allow-nonfinite      load weights that hold NaN/Inf (by default loading stops at the first,
                          naming the tensor and the element)
@@ -180,21 +188,23 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
                      "with a run without --ep)");
   if (lo.device == "auto")
     lo.device = "cpu";
-  const char *worldEnv = std::getenv("K3C_EP_WORLD");
+  // A launcher's variables (torchrun, Open MPI, Slurm or K3C_EP_*) make this
+  // process one rank of a multi-process group (runtime/Launcher.h).
+  const k3c::rt::LaunchEnv launch = k3c::rt::readLaunchEnv();
+  k3c::rt::checkLaunch(launch, R);
   bool nccl = lo.device == "cuda";
   int64_t only = -1; // multi-process: the one rank this process runs
-  if (worldEnv) {
+  if (launch.launched() && launch.world > 1) {
     if (!nccl)
-      throw k3c::Error("K3C_EP_WORLD is set: multi-process EP runs over NCCL (--device cuda)");
-    if (std::atoll(worldEnv) != R)
-      throw k3c::Error("--ep " + std::to_string(R) + " but K3C_EP_WORLD=" + worldEnv);
-    const char *rankEnv = std::getenv("K3C_EP_RANK");
-    if (!rankEnv)
-      throw k3c::Error("K3C_EP_WORLD is set but K3C_EP_RANK is not");
-    only = std::atoll(rankEnv);
-    if (only < 0 || only >= R)
-      throw k3c::Error("K3C_EP_RANK=" + std::string(rankEnv) + " is outside [0, " +
-                       std::to_string(R) + ")");
+      throw k3c::Error(launch.describe() + ": multi-process EP runs over NCCL (--device cuda); "
+                       "on the CPU --ep R runs R threads of one process");
+    only = launch.rank;
+    // The local rank picks this process's GPU (the driver reads the variable
+    // when it initializes, later).
+    std::string dev =
+        k3c::rt::deviceForLocalRank(launch.localRank, std::getenv("CUDA_VISIBLE_DEVICES"));
+    if (!dev.empty())
+      ::setenv("CUDA_VISIBLE_DEVICES", dev.c_str(), 1);
   } else if (nccl && R > 1) {
     return launchRanks(R, argv);
   }
@@ -222,10 +232,9 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
         std::string why;
         if (!k3c::rt::cuda::initialize(why))
           throw k3c::Error("--device cuda: " + why);
-        const char *idFile = std::getenv("K3C_EP_ID_FILE");
         const char *timeoutEnv = std::getenv("K3C_EP_TIMEOUT_S");
         int64_t timeoutS = timeoutEnv ? std::atoll(timeoutEnv) : 120;
-        transport = k3c::rt::makeNcclTransport(r, R, idFile ? idFile : "",
+        transport = k3c::rt::makeNcclTransport(r, R, launch.rendezvous,
                                                std::chrono::seconds(std::max<int64_t>(1, timeoutS)));
       }
       out.first = r * B / R;
