@@ -13,6 +13,7 @@
 #ifndef K3C_RUNTIME_EXPERTPARALLEL_H
 #define K3C_RUNTIME_EXPERTPARALLEL_H
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -39,6 +40,24 @@ struct Placement {
 inline int64_t homeRank(int64_t e, int64_t experts, int64_t ranks) {
   int64_t per = (experts + ranks - 1) / ranks;
   return e / per;
+}
+
+/// The expert slots of one rank, per MoE layer: its home experts
+/// [first, first + home) in slots [0, home), then room for replicas, up to
+/// min(⌈E/R⌉, E − home) (at least one slot in all). What the runtime
+/// allocates per stacked expert weight, and what k3-compile's deployment
+/// plan counts.
+struct ExpertSlots {
+  int64_t first = 0, home = 0, slots = 0;
+  int64_t replicas() const { return slots - home; }
+};
+inline ExpertSlots expertSlots(int64_t experts, int64_t ranks, int64_t rank) {
+  ExpertSlots s;
+  int64_t per = (experts + ranks - 1) / ranks;
+  s.first = std::min(experts, rank * per);
+  s.home = std::min(experts, s.first + per) - s.first;
+  s.slots = std::max<int64_t>(1, s.home + std::min(per, experts - s.home));
+  return s;
 }
 
 /// Plans one step from the global per-expert pair counts. Without balancing

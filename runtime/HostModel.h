@@ -450,20 +450,13 @@ private:
   void runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf);
   /// Under EP: a rank stores its home experts in slots [0, home) and up to
   /// min(⌈E/R⌉, E - home) replicas after them.
-  struct ExpertSlots {
-    int64_t first = 0, home = 0, slots = 0;
-  };
   ExpertSlots expertSlots(int64_t E) const {
-    ExpertSlots s;
     if (!opts.ep) {
+      ExpertSlots s;
       s.home = s.slots = E;
       return s;
     }
-    int64_t R = opts.ep->size(), me = opts.ep->rank(), per = (E + R - 1) / R;
-    s.first = std::min(E, me * per);
-    s.home = std::min(E, s.first + per) - s.first;
-    s.slots = std::max<int64_t>(1, s.home + std::min(per, E - s.home));
-    return s;
+    return rt::expertSlots(E, opts.ep->size(), opts.ep->rank());
   }
   Buffer *newBuffer(const std::string &dtype, std::vector<int64_t> cap,
                     const std::string &what = "a buffer") {

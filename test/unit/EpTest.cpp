@@ -263,3 +263,31 @@ TEST(InProcessTransport, AMissingRankTimesOut) {
     EXPECT_NE(std::string(e.what()).find("timed out after 200 ms"), std::string::npos);
   }
 }
+
+// The slots a rank allocates per stacked expert weight (what the runtime
+// loads and what k3-compile's deployment plan counts): the home blocks tile
+// the experts, each expert's home rank holds it, and the replica room is
+// min(⌈E/R⌉, E − home).
+TEST(Placement, ExpertSlotsTileTheExperts) {
+  for (auto [E, R] : {std::pair<int64_t, int64_t>{16, 3}, {896, 8}, {896, 64}, {384, 7}, {4, 8},
+                      {1, 1}, {16, 1}}) {
+    int64_t per = (E + R - 1) / R, covered = 0;
+    for (int64_t r = 0; r < R; ++r) {
+      ExpertSlots s = expertSlots(E, R, r);
+      EXPECT_EQ(s.first, covered) << "E " << E << " R " << R << " rank " << r;
+      for (int64_t e = s.first; e < s.first + s.home; ++e)
+        EXPECT_EQ(homeRank(e, E, R), r);
+      EXPECT_EQ(s.replicas(), std::max<int64_t>(1, s.home + std::min(per, E - s.home)) - s.home);
+      covered += s.home;
+    }
+    EXPECT_EQ(covered, E);
+  }
+  ExpertSlots k3 = expertSlots(896, 8, 5);
+  EXPECT_EQ(std::make_tuple(k3.first, k3.home, k3.replicas()), std::make_tuple(560, 112, 112));
+  ExpertSlots last = expertSlots(16, 3, 2);
+  EXPECT_EQ(std::make_tuple(last.first, last.home, last.replicas()), std::make_tuple(12, 4, 6));
+  ExpertSlots one = expertSlots(16, 1, 0);
+  EXPECT_EQ(std::make_tuple(one.home, one.replicas()), std::make_tuple(16, 0));
+  ExpertSlots idle = expertSlots(4, 8, 6); // more ranks than experts: no home, one slot
+  EXPECT_EQ(std::make_tuple(idle.first, idle.home, idle.slots), std::make_tuple(4, 0, 1));
+}
