@@ -14,6 +14,7 @@
 #include "models/ModelBuilder.h"
 #include "models/Safetensors.h"
 #include "models/Weights.h"
+#include "passes/DeploymentPlan.h"
 #include "passes/Passes.h"
 #include "lowering/Artifact.h"
 #include "lowering/Lowering.h"
@@ -101,6 +102,29 @@ static cl::opt<std::string> dumpKernelsTo(
              "sm_90a, the PTX of its modules)"),
     cl::value_desc("dir"), cl::init(""));
 static cl::opt<bool> quiet("quiet", cl::desc("No progress lines"), cl::init(false));
+static cl::opt<bool> plan(
+    "plan",
+    cl::desc("Print only the deployment plan and exit (no IR, no compilation): per-rank bytes "
+             "of an expert-parallel group for --ep R (home experts, replica slots, the "
+             "replicated embedding/lm_head/attention/dense weights, KDA state, conv window, "
+             "MLA cache for --max-seqs sequences x --max-context tokens per rank) and the "
+             "summary for --plan-ranks (default 8,16,32,64 without --ep); says which R fits "
+             "--gpu-memory"),
+    cl::init(false));
+static cl::opt<int64_t> epRanks(
+    "ep",
+    cl::desc("Expert-parallel ranks of the deployment plan; with --report the plan follows the "
+             "fusion report"),
+    cl::value_desc("R"), cl::init(0));
+static cl::list<int64_t> planRanks(
+    "plan-ranks",
+    cl::desc("Also print the deployment plan's summary table for these rank counts "
+             "(comma-separated)"),
+    cl::value_desc("R,R,..."), cl::CommaSeparated);
+static cl::opt<double> gpuMemory(
+    "gpu-memory",
+    cl::desc("Bytes per GPU for the deployment plan's fit (default 141e9: an H200)"),
+    cl::value_desc("bytes"), cl::init(141e9));
 
 namespace {
 struct Progress {
@@ -178,7 +202,7 @@ int main(int argc, char **argv) {
   static cl::OptionCategory k3cCategory("k3-compile options");
   for (const char *name : {"o", "emit", "target", "max-tokens", "max-seqs", "report",
                            "kda-chunk-size", "kda-gamma-type", "max-context", "activation-dtype",
-                           "dump-kernels-to", "quiet"}) {
+                           "dump-kernels-to", "quiet", "plan", "ep", "plan-ranks", "gpu-memory"}) {
     auto &opts = cl::getRegisteredOptions();
     if (auto it = opts.find(name); it != opts.end())
       it->second->addCategory(k3cCategory);
@@ -216,7 +240,29 @@ int main(int argc, char **argv) {
                    << "\n";
       return 1;
     }
-  if (emit == Emit::Artifact) {
+  // The deployment plan: --plan alone, or --ep / --plan-ranks with --report.
+  const bool wantPlan = plan || ((epRanks.getNumOccurrences() || planRanks.getNumOccurrences()) &&
+                                 report);
+  if ((epRanks.getNumOccurrences() || planRanks.getNumOccurrences()) && !plan && !report) {
+    llvm::errs() << "k3-compile: error: --ep and --plan-ranks print a deployment plan: add "
+                    "--plan (the plan alone) or --report\n";
+    return 1;
+  }
+  if (epRanks.getNumOccurrences() && epRanks < 1) {
+    llvm::errs() << "k3-compile: error: --ep must be >= 1, got " << epRanks << "\n";
+    return 1;
+  }
+  for (int64_t r : planRanks)
+    if (r < 1) {
+      llvm::errs() << "k3-compile: error: --plan-ranks must be >= 1, got " << r << "\n";
+      return 1;
+    }
+  if (!(gpuMemory > 0)) {
+    llvm::errs() << "k3-compile: error: --gpu-memory must be > 0 bytes, got " << gpuMemory
+                 << "\n";
+    return 1;
+  }
+  if (emit == Emit::Artifact && !plan) {
     // The artifact is a directory: never over a file, and into a non-empty
     // directory only when it holds a k3c artifact (which is replaced).
     std::error_code ec;
@@ -295,6 +341,47 @@ int main(int argc, char **argv) {
   } catch (const std::exception &e) {
     llvm::errs() << "k3-compile: error: " << e.what() << "\n";
     return 1;
+  }
+
+  // The plan reads the entry arguments: the weights and states the runtime
+  // gets, as the builder typed them (the passes keep them).
+  auto printPlan = [&](llvm::raw_ostream &os) {
+    ::mlir::k3::PlanOptions po;
+    po.ranks = epRanks;
+    po.table.assign(planRanks.begin(), planRanks.end());
+    if (plan && po.ranks == 0 && po.table.empty())
+      po.table = {8, 16, 32, 64};
+    po.seqs = maxSeqs;
+    ::mlir::k3::ModelMemory mm;
+    std::string err;
+    if (failed(::mlir::k3::measureModel(*module, mm, err))) {
+      llvm::errs() << "k3-compile: error: deployment plan: " << err << "\n";
+      return false;
+    }
+    // The artifact's context: --max-context, else what the module was
+    // built with, else the artifact default (the config's, at most 4096).
+    po.context = maxContext > 0       ? static_cast<int64_t>(maxContext)
+                 : mm.staticContext   ? mm.staticContext
+                 : config.maxPositions > 0 ? std::min<int64_t>(config.maxPositions, 4096)
+                                           : 4096;
+    po.capacity = gpuMemory;
+    if (failed(::mlir::k3::printDeploymentPlan(*module, po, os, err))) {
+      llvm::errs() << "k3-compile: error: deployment plan: " << err << "\n";
+      return false;
+    }
+    return true;
+  };
+  if (plan) {
+    std::string err;
+    auto out = openOutputFile(outputPath, &err);
+    if (!out) {
+      llvm::errs() << "k3-compile: error: " << err << "\n";
+      return 1;
+    }
+    if (!printPlan(out->os()))
+      return 1;
+    out->keep();
+    return 0;
   }
 
   if (emit != Emit::K3 || report) {
@@ -502,6 +589,8 @@ int main(int argc, char **argv) {
     }
     if (report)
       mlir::k3::printFusionReport(*module, llvm::outs());
+    if (wantPlan && !printPlan(llvm::outs()))
+      return 1;
     progress.line("wrote the artifact " + outputPath);
     return 0;
   }
@@ -515,6 +604,8 @@ int main(int argc, char **argv) {
   if (report) {
     // The report goes with the output when that is a file, else to stderr.
     mlir::k3::printFusionReport(*module, outputPath == "-" ? llvm::errs() : llvm::outs());
+    if (wantPlan && !printPlan(outputPath == "-" ? llvm::errs() : llvm::outs()))
+      return 1;
   }
   if (!(report && emit == Emit::K3)) {
     module->print(out->os());
