@@ -32,9 +32,20 @@ SCRUB = [v for f in FAMILIES.values() for v in f if v] + [
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port whose successor is free too (torchrun's agent-store case)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            if port >= 65535:
+                continue
+            try:
+                with socket.socket() as t:
+                    t.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    sys.exit("ep_launch.py: no two free consecutive ports")
 
 
 def main():
