@@ -53,6 +53,32 @@ void repackToCheckpoint(const KernelLayout &l, int64_t count, int64_t N, int64_t
 void dequantizeKernel(const KernelLayout &l, int64_t N, int64_t K, const uint8_t *packed,
                       const uint8_t *scales, float *out);
 
+/// How the tensor-core expert kernel turns a fragment byte into a bf16x2 B
+/// register (lowering/tile/Gemm.cpp emits exactly these steps; the unit tests
+/// run them here over every byte and scale): x = byte * kSpread puts the low
+/// nibble at bits 12..15 and the high nibble at bits 28..31; (x & kSignMask)
+/// | ((x >> kCodeShift) & kCodeMask) keeps each sign and moves the code bits
+/// e1 e0 m to the bf16 bits 8..6: the E2M1 value times 2^-126 (code 1 a bf16
+/// subnormal). The exact path multiplies by kTwo126 and by the scale pair
+/// (s << 7 in both halves, 0x00 -> kScaleZero = 2^-127, 0xFF -> kScaleNaN);
+/// the folded path, for s < 0x80, by one pair s * kScaleMul + kFoldAdd =
+/// 2^(s - 1). Every product is representable in bf16.
+namespace fragment {
+constexpr uint32_t kSpread = 0x01001000, kSignMask = 0x80008000, kCodeMask = 0x01C001C0;
+constexpr int kCodeShift = 6;
+constexpr uint32_t kTwo126 = 0x7E807E80;
+constexpr uint32_t kScaleMul = 0x00800080, kScaleZero = 0x00400040, kScaleNaN = 0x7FC07FC0;
+constexpr uint32_t kFoldAdd = 0x3F003F00;
+inline uint32_t codeBits(uint32_t byte) {
+  uint32_t x = byte * kSpread;
+  return (x & kSignMask) | ((x >> kCodeShift) & kCodeMask);
+}
+inline uint32_t scalePair(uint32_t s) {
+  return s == 0 ? kScaleZero : s == 255 ? kScaleNaN : s * kScaleMul;
+}
+inline uint32_t scalePairFolded(uint32_t s) { return s * kScaleMul + kFoldAdd; }
+} // namespace fragment
+
 } // namespace k3c::mxfp4
 
 #endif // K3C_MODELS_MXFP4LAYOUT_H

@@ -8,6 +8,8 @@
 
 #include "lowering/tile/Gemm.h"
 
+#include "models/MXFP4Layout.h"
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -680,9 +682,10 @@ Value mxScalePair(KernelBuilder &kb, Value word, int64_t byteIdx) {
   Value s = byteOf(kb, word, byteIdx);
   // s << 7 in both halves (one multiply), then the two codes that are not
   // 2^(s - 127) as a normal number: 0x00 (2^-127, subnormal) and 0xFF (NaN).
-  Value pair = arith::MulIOp::create(b, loc, s, kb.i32Const(0x00800080));
-  pair = kb.select(kb.ieq(s, kb.i32Const(0)), kb.i32Const(0x00400040),
-                   kb.select(kb.ieq(s, kb.i32Const(255)), kb.i32Const(0x7FC07FC0), pair));
+  using namespace mxfp4::fragment;
+  Value pair = arith::MulIOp::create(b, loc, s, kb.i32Const(kScaleMul));
+  pair = kb.select(kb.ieq(s, kb.i32Const(0)), kb.i32Const(kScaleZero),
+                   kb.select(kb.ieq(s, kb.i32Const(255)), kb.i32Const(kScaleNaN), pair));
   return asBf16x2(kb, pair);
 }
 
@@ -690,8 +693,8 @@ Value mxScalePairFolded(KernelBuilder &kb, Value word, int64_t byteIdx) {
   // (s + 126) << 7 in both halves: one multiply-add.
   Value s = byteOf(kb, word, byteIdx);
   Value pair = arith::AddIOp::create(
-      kb.b, kb.loc, arith::MulIOp::create(kb.b, kb.loc, s, kb.i32Const(0x00800080)),
-      kb.i32Const(0x3F003F00));
+      kb.b, kb.loc, arith::MulIOp::create(kb.b, kb.loc, s, kb.i32Const(mxfp4::fragment::kScaleMul)),
+      kb.i32Const(mxfp4::fragment::kFoldAdd));
   return asBf16x2(kb, pair);
 }
 
@@ -704,12 +707,14 @@ Value mxfpFragment(KernelBuilder &kb, Value word, int64_t byteIdx, Value scalePa
   // its sign stays (bits 15, 31) and its code bits e1 e0 m move to the bf16
   // bits 8..6 (exponent 0..3, the subnormal 2^-127 for code 1): times 2^126
   // that is the E2M1 value exactly.
-  Value x = arith::MulIOp::create(b, loc, byteOf(kb, word, byteIdx), c(0x01001000));
-  Value sign = arith::AndIOp::create(b, loc, x, c(0x80008000));
-  Value code = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, x, c(6)), c(0x01C001C0));
+  using namespace mxfp4::fragment;
+  Value x = arith::MulIOp::create(b, loc, byteOf(kb, word, byteIdx), c(kSpread));
+  Value sign = arith::AndIOp::create(b, loc, x, c(kSignMask));
+  Value code = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, x, c(kCodeShift)),
+                                     c(kCodeMask));
   Value v = asBf16x2(kb, arith::OrIOp::create(b, loc, sign, code));
   if (!folded)
-    v = arith::MulFOp::create(b, loc, v, asBf16x2(kb, c(0x7E807E80)));
+    v = arith::MulFOp::create(b, loc, v, asBf16x2(kb, c(kTwo126)));
   return asI32(kb, arith::MulFOp::create(b, loc, v, scalePair));
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -509,6 +510,55 @@ TEST(MXFP4Layout, ParallelTiledRepackPlacesEveryNibbleWhereTheLayoutSays) {
         ASSERT_EQ(ks[e * N * K / 32 + k3c::mxfp4::kernelScaleOffset(l, N, K, n, blk)],
                   scales[e * N * K / 32 + n * K / 32 + blk]);
     }
+}
+
+// The tensor-core kernel's fragment decode (mxfp4::fragment, emitted step by
+// step by lowering/tile/Gemm.cpp), run on the host with bf16 arithmetic
+// emulated (bf16 x bf16 is exact in fp32; the result must then be a bf16
+// value): for every byte (both nibbles) and every scale byte, the exact path
+// equals OCP MX v1.0's E2M1 x 2^(s - 127) (NaN for 0xFF) bit for bit, and so
+// does the folded path for every scale below 0x80.
+TEST(MXFP4Fragment, DecodeIsExactForEveryByteAndScale) {
+  using namespace k3c::mxfp4::fragment;
+  auto half = [](uint32_t pair, int h) {
+    uint32_t bits = (pair >> (16 * h)) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  };
+  auto isBf16 = [](float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    return std::isnan(f) || (bits & 0xFFFF) == 0;
+  };
+  const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  int64_t checked = 0;
+  for (uint32_t byte = 0; byte < 256; ++byte)
+    for (uint32_t s = 0; s < 256; ++s)
+      for (int h = 0; h < 2; ++h) {
+        uint32_t nib = (byte >> (4 * h)) & 15;
+        float want = (nib & 8 ? -1.0f : 1.0f) * e2m1[nib & 7];
+        want = s == 255 ? NAN : std::ldexp(want, static_cast<int>(s) - 127);
+        float code = half(codeBits(byte), h);
+        float exact = code * half(kTwo126, h);
+        ASSERT_TRUE(isBf16(exact)) << byte << " " << s;
+        exact *= half(scalePair(s), h);
+        ASSERT_TRUE(isBf16(exact) || std::isinf(exact)) << byte << " " << s;
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(exact)) << byte << " " << s;
+        } else {
+          ASSERT_EQ(exact, want) << "byte " << byte << " scale " << s << " nibble " << h;
+          ASSERT_EQ(std::signbit(exact), std::signbit(want)) << byte << " " << s;
+        }
+        if (s < 0x80) {
+          float folded = code * half(scalePairFolded(s), h);
+          ASSERT_TRUE(isBf16(folded)) << byte << " " << s;
+          ASSERT_EQ(folded, want) << "folded: byte " << byte << " scale " << s;
+          ASSERT_EQ(std::signbit(folded), std::signbit(want)) << byte << " " << s;
+        }
+        ++checked;
+      }
+  EXPECT_EQ(checked, 256 * 256 * 2);
 }
 
 TEST(MXFP4Layout, EachThreadHoldsItsMmaFragment) {
