@@ -291,10 +291,27 @@ void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, in
     ++p.launches;
     p.seconds += s;
     p.flops += static_cast<double>(k.flopsPerToken) * T;
-    // An embedding gathers T rows of its table, not the whole table.
-    p.bytes += static_cast<double>(k.bytesPerToken) * T +
-               (k.family == "embed" ? static_cast<double>(k.bytesPerToken) * T
-                                    : static_cast<double>(k.weightBytes));
+    // An embedding gathers T rows of its table, not the whole table; the
+    // routed experts read the experts that got a pair (counted from the
+    // kernel's group offsets, scratch [4, E + 1]), not all E.
+    double weights = static_cast<double>(k.weightBytes);
+    if (k.family == "embed")
+      weights = static_cast<double>(k.bytesPerToken) * T;
+    if (k.family == "moe_experts")
+      for (size_t i = 0; i < k.args.size(); ++i) {
+        const ArgSpec &a = k.args[i];
+        if (a.kind != "scratch" || a.shape.size() != 2 || a.shape[0] != 4 || a.shape[1] < 2 ||
+            !argBuf[i] || argBuf[i]->bytes < a.shape[1] * 4)
+          continue;
+        std::vector<int32_t> starts(a.shape[1]);
+        argBuf[i]->read(starts.data(), starts.size() * sizeof(int32_t));
+        int64_t used = 0;
+        for (size_t e = 0; e + 1 < starts.size(); ++e)
+          used += starts[e + 1] > starts[e];
+        weights *= static_cast<double>(used) / static_cast<double>(starts.size() - 1);
+        break;
+      }
+    p.bytes += static_cast<double>(k.bytesPerToken) * T + weights;
   }
 }
 
