@@ -33,7 +33,12 @@ t['linear_attn_config']['full_attn_layers'] = []
 t['attn_res_block_size'] = 1
 t['first_k_dense_replace'] = 0
 json.dump(k, open('.dev/moe1.json', 'w'), indent=1)
+# K3's full expert count (896, top 16) in the same one-layer slice, for
+# bench/moe-k3-h200.sh (its checkpoint is 15.7 GB).
+t['num_experts'] = 896
+json.dump(k, open('.dev/moe896.json', 'w'), indent=1)
 PY
+$B/k3-compile .dev/moe896.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet -o $D/moe896
 moe1() { $B/k3-compile .dev/moe1.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet "$@"; }
 moe1 -o $D/moe1
 [ -n "${NO_FMA:-}" ] || K3C_MOE_MMA=0 moe1 -o $D/moe1-fma
@@ -41,6 +46,6 @@ moe1 -o $D/moe1
 K3C_MOE_TILE128_FROM=192 moe1 -o $D/moe1-t128
 rm -rf $D/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/moe-h200.sh bench/mxfp4-edge-scales.py bench/moe_check.py bench/moe_peer.py bench/bench_common.py $D/
+cp bench/moe-h200.sh bench/moe-k3-h200.sh bench/mxfp4-edge-scales.py bench/moe_check.py bench/moe_peer.py bench/bench_common.py $D/
 [ -f bench/moe_peer_triton.py ] && cp bench/moe_peer_triton.py $D/
 du -sh $D
