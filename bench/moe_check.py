@@ -97,7 +97,11 @@ def main():
     y = y[:T]
     print("kernel %s: %d tokens x top %d, %d experts, latent %d, width %d, k_tile %d / %d, "
           "out %s" % (meta[0]["kernel"], T, K, E, L, I, KT1, KT2, meta[o]["dtype"]))
-    counts = np.bincount(ids.ravel(), minlength=E)
+    valid = ids[(ids >= 0) & (ids < E)]
+    counts = np.bincount(valid.ravel(), minlength=E)
+    routed = counts[counts > 0]
+    print("  routing: %d experts with pairs, pairs per expert max %d, mean %.1f"
+          % (routed.size, routed.max() if routed.size else 0, routed.mean() if routed.size else 0))
     chosen = np.argsort(-counts, kind="stable")[:a.experts]
     chosen = [e for e in chosen if counts[e] > 0]
     i1, i2 = layout_index(I, L, KT1), layout_index(L, I, KT2)
