@@ -295,6 +295,7 @@ Reference::Vec Reference::moe(int64_t li, const Vec &x, int64_t T) const {
   Vec logits = linear(x, T, L("gate.weight"), /*round=*/false); // fp32 router
   Vec z = cfg.latentDim ? linear(x, T, L("routed_expert_down_proj.weight")) : x;
   Vec u(T * Wd);
+  std::vector<int32_t> hint = routingHint ? routingHint(moeCall++, T) : std::vector<int32_t>{};
   std::vector<double> s(E), sel(E);
   std::vector<int64_t> order(E);
   for (int64_t t = 0; t < T; ++t) {
@@ -313,6 +314,25 @@ Reference::Vec Reference::moe(int64_t li, const Vec &x, int64_t T) const {
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t a, int64_t b) { return sel[a] > sel[b]; });
+    if (hint.size() == static_cast<size_t>(T * K)) {
+      // The compiled model's choice at a near tie (setRoutingHint).
+      const int32_t *c = &hint[t * K];
+      std::vector<int64_t> mine(order.begin(), order.begin() + K), theirs(c, c + K);
+      std::sort(mine.begin(), mine.end());
+      std::sort(theirs.begin(), theirs.end());
+      if (mine != theirs) {
+        const double kth = sel[order[K - 1]], slack = tieTol * std::max(std::abs(kth), 1e-6);
+        bool near = std::adjacent_find(theirs.begin(), theirs.end()) == theirs.end();
+        for (int64_t e : theirs)
+          near = near && e >= 0 && e < E && sel[e] >= kth - slack;
+        if (near) {
+          std::copy(c, c + K, order.begin());
+          ++forced;
+        } else {
+          ++refused;
+        }
+      }
+    }
     double sum = 0;
     for (int64_t k = 0; k < K; ++k)
       sum += s[order[k]];
@@ -358,6 +378,7 @@ std::vector<float> Reference::forward(const std::vector<int64_t> &ids, SequenceS
   const int64_t T = static_cast<int64_t>(ids.size()), D = cfg.hiddenSize;
   if (T == 0)
     return {};
+  moeCall = 0; // routing hints are per forward call
   if (cfg.maxPositions > 0 && st.length + T > cfg.maxPositions)
     throw Error("sequence of " + std::to_string(st.length + T) +
                 " tokens exceeds max_position_embeddings = " + std::to_string(cfg.maxPositions));

@@ -37,9 +37,28 @@ struct SequenceState {
 /// "stream", the residual stream / running block sum after the layer).
 using TraceFn = std::function<void(int64_t, const char *, const std::vector<float> &)>;
 
+/// For k3-run --check of bf16 builds: the compiled model's expert ids for the
+/// n-th MoE layer of a forward call with T tokens ([T, top-k]; empty: none).
+using RoutingHint = std::function<std::vector<int32_t>(int64_t moeCall, int64_t T)>;
+
 class Reference {
 public:
   Reference(ModelConfig config, WeightsF32 weights, Precision precision = Precision::BF16);
+
+  /// With a hint, a token whose compiled expert set differs from the
+  /// reference's own takes the compiled one when every compiled expert
+  /// scores (with the correction bias) within `tieTolerance` (relative to
+  /// the k-th best score) of the reference's k-th best: a near tie that bf16
+  /// rounding may flip either way. Anything further apart keeps the
+  /// reference's own choice (and shows up as a difference).
+  void setRoutingHint(RoutingHint hint, double tieTolerance = 5e-2) {
+    routingHint = std::move(hint);
+    tieTol = tieTolerance;
+  }
+  /// Tokens (per MoE layer) that took the compiled choice, and those whose
+  /// compiled choice was too far from a tie to take.
+  int64_t routingForced() const { return forced; }
+  int64_t routingRefused() const { return refused; }
 
   const ModelConfig &config() const { return cfg; }
   SequenceState newSequence() const;
@@ -72,6 +91,9 @@ private:
   ModelConfig cfg;
   WeightsF32 weights;
   Precision precision;
+  RoutingHint routingHint;
+  double tieTol = 5e-2;
+  mutable int64_t moeCall = 0, forced = 0, refused = 0;
 };
 
 /// Convenience: open a checkpoint directory (config.json + safetensors) and

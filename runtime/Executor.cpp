@@ -49,7 +49,7 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
   // (Not under EP: the exchange between kernels runs on the host.)
   // Kernel dumps (K3C_DUMP_KERNEL) copy buffers to the host between
   // launches, which a capture does not allow.
-  bool useGraph = graph && gpu && graphsOk && !profiling && !tracing && !opts.ep &&
+  bool useGraph = graph && gpu && graphsOk && !profiling && !tracing && !routingOn && !opts.ep &&
                   !std::getenv("K3C_DUMP_KERNEL");
   auto it = decodeGraphs.find(N);
   if (useGraph && it != decodeGraphs.end()) {
@@ -151,6 +151,18 @@ void HostModel::launchStep(Entry &e, Launch &l, int64_t T, std::vector<Buffer *>
       if (v.trace.empty())
         continue;
       traces[v.trace] = readAsF32(*bufOf[out], v.dtype);
+    }
+  if (routingOn && k.family == "moe_router")
+    for (int64_t out : l.outputs) { // the expert ids: the i32 [T, top-k] result
+      const Buffer &b = *bufOf[out];
+      if (e.values[out].dtype != "i32" || b.dims.size() != 2)
+        continue;
+      RoutingRecord r;
+      r.tokens = b.dims[0];
+      r.topK = b.dims[1];
+      r.ids.resize(r.tokens * r.topK);
+      b.read(r.ids.data(), r.ids.size() * sizeof(int32_t));
+      routing.push_back(std::move(r));
     }
 }
 

@@ -272,6 +272,8 @@ public:
   void enableProfiling(bool on) override { profiling = on; }
   void enableTracing(bool on) override { tracing = on; }
   const std::map<std::string, std::vector<float>> &trace() const override { return traces; }
+  void recordRouting(bool on) override { routingOn = on; }
+  std::vector<RoutingRecord> takeRouting() override { return std::move(routing); }
   const EpStats &epStats() const override { return ep; }
   std::vector<KernelProfile> profile() const override {
     std::vector<KernelProfile> out;
@@ -482,6 +484,8 @@ private:
   int64_t batch = 0;
   std::vector<int64_t> lens;
   bool profiling = false, tracing = false;
+  bool routingOn = false;
+  std::vector<RoutingRecord> routing;
   std::map<int64_t, void *> decodeGraphs; // batch size -> executable graph
   bool graphsOk = true;
   bool gpu = false;

@@ -62,6 +62,12 @@ struct MemoryPlan {
   int64_t maxTokens = 0, maxSeqs = 0, maxContext = 0;
 };
 
+/// The expert ids one router launch chose ([tokens, topK], in token order).
+struct RoutingRecord {
+  int64_t tokens = 0, topK = 0;
+  std::vector<int32_t> ids;
+};
+
 struct KernelProfile {
   std::string name, family;
   int64_t launches = 0;
@@ -109,6 +115,12 @@ public:
   /// ("layers.N" -> [T, hidden] fp32) for per-layer checks.
   virtual void enableTracing(bool on) = 0;
   virtual const std::map<std::string, std::vector<float>> &trace() const = 0;
+  /// Keeps the expert ids of every MoE router launch, in launch order (for
+  /// k3-run --check, which lets the reference follow the compiled model's
+  /// choices at near ties); launches run eagerly while on.
+  virtual void recordRouting(bool on) = 0;
+  /// The records since the last call (moved out).
+  virtual std::vector<RoutingRecord> takeRouting() = 0;
   virtual std::vector<KernelProfile> profile() const = 0;
   virtual const EpStats &epStats() const = 0;
 };

@@ -674,6 +674,41 @@ TEST_F(TinyCheckpoint, PrefillEqualsPrefillMinusOneThenDecode) {
   }
 }
 
+// Routing hints (k3-run --check of bf16 builds): a compiled choice is taken
+// only when it is a near tie. With tolerance 0 a hint naming experts 0..K-1
+// for every token is refused wherever the reference's own choice differs,
+// and the logits stay bit-identical; with an unbounded tolerance the same
+// hint is followed and the logits change.
+TEST_F(TinyCheckpoint, RoutingHintsFollowOnlyNearTies) {
+  k3c::Reference ref = k3c::loadReference(dir, k3c::Precision::BF16);
+  const std::vector<int64_t> ids{5, 6, 7, 8, 9, 10, 11, 12};
+  const int64_t K = ref.config().topK;
+  ASSERT_GT(ref.config().numExperts, K);
+  k3c::SequenceState s0 = ref.newSequence();
+  std::vector<float> base = ref.forward(ids, s0);
+  int64_t calls = 0;
+  auto firstK = [&](int64_t, int64_t T) {
+    ++calls;
+    std::vector<int32_t> h(T * K);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t k = 0; k < K; ++k)
+        h[t * K + k] = static_cast<int32_t>(k);
+    return h;
+  };
+  ref.setRoutingHint(firstK, 0.0);
+  k3c::SequenceState s1 = ref.newSequence();
+  std::vector<float> refused = ref.forward(ids, s1);
+  EXPECT_GT(calls, 0);
+  EXPECT_EQ(ref.routingForced(), 0);
+  EXPECT_GT(ref.routingRefused(), 0);
+  EXPECT_EQ(refused, base);
+  ref.setRoutingHint(firstK, 1e9);
+  k3c::SequenceState s2 = ref.newSequence();
+  std::vector<float> followed = ref.forward(ids, s2);
+  EXPECT_GT(ref.routingForced(), 0);
+  EXPECT_NE(followed, base);
+}
+
 TEST_F(TinyCheckpoint, RejectsBadTokenIds) {
   k3c::Reference ref = k3c::loadReference(dir, k3c::Precision::BF16);
   k3c::SequenceState st = ref.newSequence();

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <sstream>
@@ -436,6 +437,9 @@ int main(int argc, char **argv) {
     std::printf("loaded in %.2f s\n", loadS);
     model->enableProfiling(args.has("profile"));
     model->enableTracing(args.has("check"));
+    // bf16 checks let the reference follow the compiled routing at near ties.
+    const bool routingHints = args.has("check") && model->activationDtype() != "f32";
+    model->recordRouting(routingHints);
 
     const int64_t B = static_cast<int64_t>(prompts.size()), V = model->vocabSize();
     k3c::rt::Sampler sampler(temperature, topP, static_cast<uint64_t>(args.getInt("seed", 0)));
@@ -447,6 +451,10 @@ int main(int argc, char **argv) {
     double ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
     std::map<std::string, std::vector<float>> prefillTrace = model->trace();
     model->enableTracing(false);
+    // The router launches of the prefill, then of each decode step.
+    std::vector<std::vector<k3c::rt::RoutingRecord>> stepRouting;
+    if (routingHints)
+      stepRouting.push_back(model->takeRouting());
     std::vector<std::vector<float>> stepLogits;
     auto td = std::chrono::steady_clock::now();
     // Text mode streams the text of a single sequence as it is produced
@@ -493,8 +501,11 @@ int main(int argc, char **argv) {
           break;
         }
       }
-      if (s + 1 < steps)
+      if (s + 1 < steps) {
         logits = model->decode(next);
+        if (routingHints)
+          stepRouting.push_back(model->takeRouting());
+      }
     }
     if (tokenizer && B == 1)
       emit(stream.finish() + "\n");
@@ -557,8 +568,34 @@ int main(int argc, char **argv) {
       // 13 layers of rounding flips (docs/runtime.md), so 5e-2.
       const double tol = f32 ? 1e-5 : 5e-2;
       int64_t tokenOffset = 0;
+      // Routing hints: step `hintStep`'s records hold every sequence's rows
+      // (prefill: all prompt tokens in order; decode: one row a sequence);
+      // rows [hintRow, hintRow + T) are this forward call's. A record whose
+      // token count does not match (chunked prefill) gives no hint.
+      int64_t hintStep = 0, hintRow = 0;
+      if (routingHints)
+        ref.setRoutingHint([&](int64_t call, int64_t T) -> std::vector<int32_t> {
+          if (hintStep >= static_cast<int64_t>(stepRouting.size()))
+            return {};
+          const auto &recs = stepRouting[hintStep];
+          const int64_t rows = hintStep == 0 ? static_cast<int64_t>(
+                                                   std::accumulate(prompts.begin(), prompts.end(),
+                                                                   size_t(0),
+                                                                   [](size_t a, const auto &p) {
+                                                                     return a + p.size();
+                                                                   }))
+                                             : B;
+          if (call >= static_cast<int64_t>(recs.size()) || recs[call].tokens != rows ||
+              hintRow + T > rows)
+            return {};
+          const auto &r = recs[call];
+          return std::vector<int32_t>(r.ids.begin() + hintRow * r.topK,
+                                      r.ids.begin() + (hintRow + T) * r.topK);
+        });
       for (int64_t b = 0; b < B; ++b) {
         k3c::SequenceState st = ref.newSequence();
+        hintStep = 0;
+        hintRow = tokenOffset;
         // Per layer (prefill): the residual stream after each layer.
         std::vector<std::pair<int64_t, std::vector<float>>> refStream;
         std::vector<float> l = ref.forward(prompts[b], st,
@@ -591,10 +628,19 @@ int main(int argc, char **argv) {
                       e.meanAbs, e.nanMismatch ? ", NaN/inf positions differ" : "",
                       sameTok ? "" : ", greedy token differs");
           ok &= !e.nanMismatch && e.maxRel <= tol && sameTok;
-          if (s + 1 < steps)
+          if (s + 1 < steps) {
+            hintStep = s + 1;
+            hintRow = b;
             last = ref.forward({generated[b][s]}, st);
+          }
         }
       }
+      if (routingHints && (ref.routingForced() || ref.routingRefused()))
+        std::printf("check: routing: %lld token choices at near ties (within 5e-2 of the k-th "
+                    "score) followed the compiled model, %lld compiled choices were further "
+                    "apart and were not\n",
+                    static_cast<long long>(ref.routingForced()),
+                    static_cast<long long>(ref.routingRefused()));
       std::printf("check: %s (%s activations; tolerance: max rel %.0e of the logits' scale)\n",
                   ok ? "PASSED" : "FAILED", f32 ? "f32" : "bf16", tol);
       if (!ok)
