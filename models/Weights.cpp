@@ -130,6 +130,53 @@ std::vector<WeightSpec> expectedWeights(const ModelConfig &c) {
   return out;
 }
 
+std::vector<artifact::WeightBinding> weightBindings(const ModelConfig &c) {
+  const std::vector<std::string> floats = {"bf16", "f16", "f32"}, bytes = {"u8"};
+  std::vector<artifact::WeightBinding> out;
+  for (const WeightSpec &s : expectedWeights(c)) {
+    if (s.kind == WeightKind::MXFP4Scale)
+      continue; // the payload's binding reads it
+    artifact::WeightBinding b;
+    size_t ex = s.name.find(".experts.");
+    if (ex == std::string::npos) {
+      b.name = s.name;
+      b.transform = s.shapes.size() > 1 ? "flatten" : "convert";
+      b.dtype = s.storeType == DType::F32 ? "f32" : "bf16";
+      b.shape = s.shapes.front();
+      b.sources.push_back({c.weightPrefix + s.name, floats, s.shapes});
+      out.push_back(std::move(b));
+      continue;
+    }
+    // "<layer>.block_sparse_moe.experts.<e>.<w>.<suffix>": one binding per
+    // (layer, w), from expert 0's entry.
+    size_t dot = s.name.find('.', ex + 9);
+    if (s.name.compare(ex + 9, dot - ex - 9, "0") != 0)
+      continue;
+    size_t dot2 = s.name.find('.', dot + 1);
+    std::string base = s.name.substr(0, ex) + ".experts.",
+                which = s.name.substr(dot + 1, dot2 - dot - 1);
+    std::string pattern = c.weightPrefix + base + "{expert}." + which + ".";
+    b.name = base + which;
+    b.shard = "experts";
+    const std::vector<int64_t> &rc = s.shapes.front();
+    if (s.kind == WeightKind::MXFP4Packed) {
+      const int64_t rows = rc[0], cols = rc[1] * 2;
+      b.transform = "mxfp4_stack";
+      b.dtype = "mxfp4";
+      b.shape = {c.numExperts, rows, cols};
+      b.sources.push_back({pattern + "weight_packed", bytes, {{rows, cols / 2}}});
+      b.sources.push_back({pattern + "weight_scale", bytes, {{rows, cols / mxfp4::kBlock}}});
+    } else {
+      b.transform = "stack";
+      b.dtype = "bf16";
+      b.shape = {c.numExperts, rc[0], rc[1]};
+      b.sources.push_back({pattern + "weight", floats, {rc}});
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 namespace {
 bool isFloat(DType t) { return t == DType::BF16 || t == DType::F16 || t == DType::F32; }
 

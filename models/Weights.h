@@ -13,6 +13,7 @@
 
 #include "models/Config.h"
 #include "models/Safetensors.h"
+#include "support/Manifest.h"
 
 #include <map>
 #include <string>
@@ -36,6 +37,16 @@ std::vector<WeightSpec> expectedWeights(const ModelConfig &c);
 /// Layer-local names (prefix "model.layers.<li>.").
 std::string layerName(int64_t li, const std::string &rest);
 std::string expertName(int64_t li, int64_t e, const char *w, const char *suffix);
+
+/// The weight-binding table of an artifact (support/Manifest.h): one entry
+/// per weight argument of the model's IR (models/ModelBuilder.cpp: routed
+/// experts stacked into one "<layer>.block_sparse_moe.experts.w1|w2|w3"
+/// argument), naming its checkpoint tensors (weight prefix included; "{expert}"
+/// for the expert's number), their accepted shapes and dtypes, and the
+/// transform that makes the argument from them. dtype and shape are the
+/// canonical ones; the artifact writer takes them (and the MXFP4 layout)
+/// from the compiled IR.
+std::vector<artifact::WeightBinding> weightBindings(const ModelConfig &c);
 
 /// Checks that the checkpoint holds exactly the expected tensors with
 /// accepted shapes and dtypes. Tensors under vision_tower./mm_projector. are
