@@ -9,229 +9,217 @@
 //                      each with its calling-convention signature k3k_<name>_sig)
 //   model.fused.mlir   the fused module the schedules were read from
 // Weights stay in the checkpoint, referenced by path and verified by the
-// SHA-256 of its config and index/shard headers; the runtime repacks MXFP4
-// experts into #k3.mxfp4_layout while loading.
+// SHA-256 of its config and index; the manifest's weight-binding table names
+// each weight's checkpoint tensors, their shapes and dtypes and the transform
+// (conversion, stacking of experts, MXFP4 repack into #k3.mxfp4_layout) that
+// the runtime applies while loading. The schema is support/Manifest.h, shared
+// with the runtime.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Artifact.h"
 
+#include "models/Weights.h"
 #include "support/Sha256.h"
 
 #include "dialects/K3/IR/K3Ops.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 using namespace mlir;
 namespace fs = std::filesystem;
-using ojson = nlohmann::ordered_json;
 
 namespace k3c::lowering {
 
 
-/// Symbolic dims of entry arguments: tokens (T), sequences (N), context (S).
-static ojson describeType(Type t, StringRef kind, StringRef name) {
-  ojson v;
+/// A value's type: dtype, shape (-1 dynamic) and, for entry arguments, the
+/// symbolic dims: tokens (T), sequences (N), context (S).
+static void describeType(Type t, artifact::Value &v, bool withDims) {
   if (auto m = dyn_cast<mlir::k3::MXFP4Type>(t)) {
-    v["dtype"] = "mxfp4";
-    v["shape"] = std::vector<int64_t>(m.getShape().begin(), m.getShape().end());
+    v.dtype = "mxfp4";
+    v.shape.assign(m.getShape().begin(), m.getShape().end());
     if (auto l = m.getLayout())
-      v["layout"] = {{"n_tile", l.getNTile()}, {"k_tile", l.getKTile()}};
-    return v;
+      v.layout = artifact::Mxfp4Layout{l.getNTile(), l.getKTile()};
+    return;
   }
   auto rt = cast<RankedTensorType>(t);
-  v["dtype"] = dtypeName(rt.getElementType());
-  std::vector<int64_t> shape;
-  std::vector<std::string> dims;
+  v.dtype = dtypeName(rt.getElementType());
   for (auto [i, d] : llvm::enumerate(rt.getShape())) {
-    shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+    v.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+    if (!withDims)
+      continue;
     if (!ShapedType::isDynamic(d))
       // The MLA cache's rows are the planned context (capacity.max_context).
-      dims.push_back(kind == "state" && name.ends_with("mla_cache") && i == 1 ? "context" : "");
+      v.dims.push_back(v.kind == "state" && StringRef(v.name).ends_with("mla_cache") && i == 1
+                           ? "context"
+                           : "");
     else if (i == 0)
-      dims.push_back(name == "token_ids" ? "tokens" : "seqs");
+      v.dims.push_back(v.name == "token_ids" ? "tokens" : "seqs");
     else
-      dims.push_back("context");
+      v.dims.push_back("context");
   }
-  v["shape"] = shape;
-  v["dims"] = dims;
-  (void)kind;
-  return v;
 }
 
-static ojson scheduleOf(func::FuncOp fn) {
-  ojson entry;
+static void scheduleOf(func::FuncOp fn, artifact::Entry &entry) {
   llvm::DenseMap<Value, int64_t> id;
-  ojson values = ojson::array();
-  auto addValue = [&](Value v, ojson desc) {
-    id[v] = static_cast<int64_t>(values.size());
-    desc["id"] = id[v];
-    values.push_back(std::move(desc));
+  auto addValue = [&](Value v, artifact::Value desc) {
+    id[v] = desc.id = static_cast<int64_t>(entry.values.size());
+    entry.values.push_back(std::move(desc));
   };
   for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
-    ojson d;
+    artifact::Value d;
     for (StringRef key : {"k3.input", "k3.state", "k3.weight"})
       if (auto name = fn.getArgAttrOfType<StringAttr>(i, key)) {
-        d["kind"] = key.drop_front(3).str();
-        d["name"] = name.getValue().str();
+        d.kind = key.drop_front(3).str();
+        d.name = name.getValue().str();
       }
-    ojson t = describeType(arg.getType(), d.value("kind", ""), d.value("name", ""));
-    for (auto it = t.begin(); it != t.end(); ++it)
-      d[it.key()] = it.value();
-    addValue(arg, d);
+    describeType(arg.getType(), d, /*withDims=*/true);
+    addValue(arg, std::move(d));
   }
-  ojson launches = ojson::array();
   for (Operation &op : fn.getBody().front()) {
     if (auto k = dyn_cast<mlir::k3::KernelOp>(op)) {
-      ojson l;
-      l["kernel"] = k.getSymName().str();
-      std::vector<int64_t> ins, outs;
+      artifact::Launch l;
+      l.kernel = k.getSymName().str();
       for (Value v : k.getInputs())
-        ins.push_back(id.lookup(v));
+        l.inputs.push_back(id.lookup(v));
       auto yield = cast<mlir::k3::YieldOp>(k.getBody().front().getTerminator());
       for (auto [ri, r] : llvm::enumerate(k.getResults())) {
-        ojson d;
-        d["kind"] = "activation";
+        artifact::Value d;
         // The residual stream after a layer (for k3-run --check per layer).
         if (Operation *def = yield.getValues()[ri].getDefiningOp())
           if (auto nl = dyn_cast<NameLoc>(def->getLoc())) {
             StringRef n = nl.getName().getValue();
             if (n.ends_with(".ffn_accumulate") || n.ends_with(".ffn_residual"))
-              d["trace"] = n.rsplit('.').first.str(); // "layers.N"
+              d.trace = n.rsplit('.').first.str(); // "layers.N"
           }
-        auto rt = cast<RankedTensorType>(r.getType());
-        d["dtype"] = dtypeName(rt.getElementType());
-        std::vector<int64_t> shape;
-        for (int64_t s : rt.getShape())
-          shape.push_back(ShapedType::isDynamic(s) ? -1 : s);
-        d["shape"] = shape;
-        addValue(r, d);
-        outs.push_back(id[r]);
+        describeType(r.getType(), d, /*withDims=*/false);
+        addValue(r, std::move(d));
+        l.outputs.push_back(id[r]);
       }
-      l["inputs"] = ins;
-      l["outputs"] = outs;
-      launches.push_back(l);
+      entry.launches.push_back(std::move(l));
     } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      std::vector<int64_t> r;
       for (Value v : ret.getOperands())
-        r.push_back(id.lookup(v));
-      entry["returns"] = r;
+        entry.returns.push_back(id.lookup(v));
     }
   }
-  entry["values"] = values;
-  entry["launches"] = launches;
-  return entry;
 }
 
-nlohmann::ordered_json kernelManifestEntry(const KernelInfo &k) {
-  ojson kj;
-  kj["name"] = k.name;
-  kj["family"] = k.family;
-  kj["host_symbol"] = "k3k_" + k.name;
-  kj["flops_per_token"] = k.flopsPerToken;
-  kj["bytes_per_token"] = k.bytesPerToken;
-  kj["weight_bytes"] = k.weightBytes;
-  kj["result_aliases"] = k.resultAliases;
-  ojson args = ojson::array();
+artifact::Kernel kernelManifestEntry(const KernelInfo &k) {
+  artifact::Kernel out;
+  out.name = k.name;
+  out.family = k.family;
+  out.hostSymbol = "k3k_" + k.name;
+  out.flopsPerToken = k.flopsPerToken;
+  out.bytesPerToken = k.bytesPerToken;
+  out.weightBytes = k.weightBytes;
+  out.resultAliases = k.resultAliases;
   for (const KernelArg &a : k.args) {
-    ojson aj;
-    aj["kind"] = a.kind == KernelArg::Kind::Input    ? "input"
-                 : a.kind == KernelArg::Kind::Output ? "output"
-                                                     : "scratch";
-    aj["index"] = a.index;
-    if (a.component >= 0)
-      aj["component"] = a.component == 0 ? "payload" : "scales";
-    aj["dtype"] = a.dtype;
-    aj["shape"] = a.shape;
-    ojson dyn = ojson::array();
-    for (auto [arg, dim] : a.dynamicFrom)
-      dyn.push_back({arg, dim});
-    aj["dynamic_from"] = dyn;
-    if (a.deviceOnly)
-      aj["device_only"] = true;
-    args.push_back(aj);
+    artifact::KernelArg aj;
+    aj.kind = a.kind == KernelArg::Kind::Input    ? "input"
+              : a.kind == KernelArg::Kind::Output ? "output"
+                                                  : "scratch";
+    aj.index = a.index;
+    aj.component = a.component >= 0 ? (a.component == 0 ? 0 : 1) : -1;
+    aj.dtype = a.dtype;
+    aj.shape = a.shape;
+    aj.dynamicFrom.assign(a.dynamicFrom.begin(), a.dynamicFrom.end());
+    aj.deviceOnly = a.deviceOnly;
+    out.args.push_back(std::move(aj));
   }
-  kj["args"] = args;
-  return kj;
+  return out;
 }
 
 std::string kernelSignatureOf(const KernelInfo &k) {
-  return ::k3c::rt::kernelSignature(nlohmann::json::parse(kernelManifestEntry(k).dump()));
+  return artifact::kernelSignature(kernelManifestEntry(k));
+}
+
+/// The binding table: the model's bindings (models/Weights.h) for the weight
+/// arguments of the prefill entry, with the dtype, shape and MXFP4 layout the
+/// compiled IR gives them.
+static LogicalResult bindWeights(artifact::Manifest &m, const ModelConfig &config,
+                                 std::string &error) {
+  std::map<std::string, artifact::WeightBinding> byName;
+  for (artifact::WeightBinding &b : weightBindings(config))
+    byName[b.name] = std::move(b);
+  for (const artifact::Value &v : m.prefill.values) {
+    if (v.kind != "weight")
+      continue;
+    auto it = byName.find(v.name);
+    if (it == byName.end()) {
+      error = "weight argument '" + v.name + "' has no checkpoint binding for model type '" +
+              config.modelType + "'";
+      return failure();
+    }
+    artifact::WeightBinding b = std::move(it->second);
+    byName.erase(it);
+    b.dtype = v.dtype;
+    b.shape = v.shape;
+    b.layout = v.layout;
+    m.weights.push_back(std::move(b));
+  }
+  return success();
 }
 
 LogicalResult writeArtifact(ModuleOp fused, const std::vector<KernelInfo> &kernels,
                             const ArtifactOptions &o, std::string &error) {
   try {
     fs::create_directories(o.dir);
-    ojson m;
-    m["format"] = "k3c-artifact";
-    m["format_version"] = kArtifactFormatVersion;
-    m["compiler"] = std::string("k3c ") + kCompilerVersion;
-    m["target"] = o.target;
-    m["model"] = {{"model_type", o.config.modelType},
-                  {"vocab_size", o.config.vocabSize},
-                  {"hidden_size", o.config.hiddenSize},
-                  {"num_layers", o.config.numLayers},
-                  {"weight_prefix", o.config.weightPrefix},
-                  {"eos_token_id", o.config.eosTokenId},
-                  {"activation_dtype", o.activationDtype},
-                  {"max_position_embeddings", o.config.maxPositions}};
-    m["capacity"] = {{"max_tokens", o.maxTokens},
-                     {"max_seqs", o.maxSeqs},
-                     {"max_context", o.maxContext}};
-    ojson ck;
-    ck["path"] = o.checkpointDir.empty() ? "" : fs::absolute(o.checkpointDir).string();
+    artifact::Manifest m;
+    m.compiler = std::string("k3c ") + kCompilerVersion;
+    m.target = o.target;
+    m.model.modelType = o.config.modelType;
+    m.model.vocabSize = o.config.vocabSize;
+    m.model.hiddenSize = o.config.hiddenSize;
+    m.model.numLayers = o.config.numLayers;
+    m.model.weightPrefix = o.config.weightPrefix;
+    m.model.eosTokenId = o.config.eosTokenId;
+    m.model.activationDtype = o.activationDtype;
+    m.model.maxPositionEmbeddings = o.config.maxPositions;
+    m.capacity = {o.maxTokens, o.maxSeqs, o.maxContext};
+    artifact::CheckpointRef &ck = m.checkpoint;
+    ck.path = o.checkpointDir.empty() ? "" : fs::absolute(o.checkpointDir).string();
     if (!o.checkpointDir.empty()) {
-      ojson hashes = ojson::object();
+      ck.hasSha256 = true;
       for (const auto &e : fs::directory_iterator(o.checkpointDir)) {
         std::string f = e.path().filename().string();
         if (f == "config.json" || f == "model.safetensors.index.json")
-          hashes[f] = sha256File(e.path().string());
+          ck.sha256[f] = sha256File(e.path().string());
       }
-      ck["sha256"] = hashes;
     } else if (!o.config.source.empty() && fs::is_regular_file(o.config.source)) {
       // Compiled ahead of time from config.json alone: the weights come with
       // `k3-run --checkpoint DIR`, whose config.json must be this very file.
-      ck["sha256"] = ojson{{"config.json", sha256File(o.config.source)}};
-      ck["from_config"] = true;
+      ck.hasSha256 = true;
+      ck.sha256["config.json"] = sha256File(o.config.source);
+      ck.fromConfig = true;
     }
-    m["checkpoint"] = ck;
-
-    ojson files = ojson::object();
-    if (!o.hostLibrary.empty()) {
-      fs::path lib(o.hostLibrary);
-      files["host_library"] = {{"path", lib.filename().string()},
-                               {"sha256", sha256File(o.hostLibrary)}};
-    }
-    if (!o.cudaLibrary.empty()) {
-      fs::path lib(o.cudaLibrary);
-      files["cuda_library"] = {{"path", lib.filename().string()},
-                               {"sha256", sha256File(o.cudaLibrary)},
-                               {"arch", "sm_90a"}};
-    }
-    m["files"] = files;
-
-    ojson ks = ojson::array();
+    if (!o.hostLibrary.empty())
+      m.hostLibrary = artifact::FileEntry{fs::path(o.hostLibrary).filename().string(),
+                                          sha256File(o.hostLibrary), ""};
+    if (!o.cudaLibrary.empty())
+      m.cudaLibrary = artifact::FileEntry{fs::path(o.cudaLibrary).filename().string(),
+                                          sha256File(o.cudaLibrary), "sm_90a"};
     for (const KernelInfo &k : kernels)
-      ks.push_back(kernelManifestEntry(k));
-    m["kernels"] = ks;
-    ojson entries;
-    for (StringRef name : {"prefill", "decode"}) {
+      m.kernels.push_back(kernelManifestEntry(k));
+    for (auto [name, entry] : {std::pair<StringRef, artifact::Entry *>{"prefill", &m.prefill},
+                               {"decode", &m.decode}}) {
       auto fn = fused.lookupSymbol<func::FuncOp>(name);
       if (!fn) {
         error = "the fused module has no @" + name.str() + " entry";
         return failure();
       }
-      entries[name.str()] = scheduleOf(fn);
+      scheduleOf(fn, *entry);
     }
-    m["entries"] = entries;
+    if (failed(bindWeights(m, o.config, error)))
+      return failure();
+    // The runtime's checks, here: k3-compile never writes a manifest that
+    // its runtime refuses.
+    m.validate(o.dir);
     {
       std::ofstream out(fs::path(o.dir) / "manifest.json");
-      out << m.dump(1) << "\n";
+      out << m.toJson().dump(1) << "\n";
       if (!out) {
         error = "cannot write " + (fs::path(o.dir) / "manifest.json").string();
         return failure();

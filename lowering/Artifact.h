@@ -5,12 +5,12 @@
 
 #include "lowering/Lowering.h"
 #include "models/Config.h"
-#include "runtime/Manifest.h"
+#include "support/Manifest.h"
 
 namespace k3c::lowering {
 
-/// The manifest format (runtime/Manifest.h: the reader's schema).
-constexpr int kArtifactFormatVersion = ::k3c::rt::kManifestFormatVersion;
+/// The manifest format (support/Manifest.h: the schema writer and reader share).
+constexpr int kArtifactFormatVersion = ::k3c::artifact::kFormatVersion;
 constexpr const char *kCompilerVersion = "0.1.0";
 
 struct ArtifactOptions {
@@ -24,12 +24,13 @@ struct ArtifactOptions {
   std::string activationDtype = "bf16";
 };
 
-/// Writes manifest.json for the fused module and its lowered kernels.
 /// The manifest.json entry of one kernel, and its calling-convention
-/// signature (runtime/Manifest.h), which the kernel libraries embed.
-nlohmann::ordered_json kernelManifestEntry(const KernelInfo &k);
+/// signature (support/Manifest.h), which the kernel libraries embed.
+artifact::Kernel kernelManifestEntry(const KernelInfo &k);
 std::string kernelSignatureOf(const KernelInfo &k);
 
+/// Writes manifest.json (and manifest.sha256) for the fused module and its
+/// lowered kernels, checked against the schema before it is written.
 mlir::LogicalResult writeArtifact(mlir::ModuleOp fused, const std::vector<KernelInfo> &kernels,
                                   const ArtifactOptions &options, std::string &error);
 

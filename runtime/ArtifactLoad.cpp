@@ -21,167 +21,150 @@ void HostModel::load() {
       throw Error("artifact '" + dir + "': manifest.json does not match manifest.sha256 "
                   "(edited or corrupt; recompile the artifact)");
   }
+  json doc;
   try {
-    manifest = json::parse(in);
+    doc = json::parse(in);
   } catch (const json::exception &e) {
     throw Error("artifact '" + dir + "': manifest.json is not valid JSON: " + e.what());
   }
-  // Every index, size, path and reference is checked before any is used.
-  validateManifest(manifest, dir);
-  try {
-    bool hasCuda = manifest.at("files").contains("cuda_library");
-    bool hasHost = manifest.at("files").contains("host_library");
-    if (opts.device == "cuda" && !hasCuda)
-      throw Error("--device cuda: this artifact has no GPU kernels (compiled with --target=" +
-                  manifest.value("target", std::string("?")) + "; use --target=sm_90a or both)");
-    if (opts.device != "cpu" && hasCuda) {
-      std::string why;
-      gpu = cuda::initialize(why);
-      if (!gpu && opts.device == "cuda")
-        throw Error("--device cuda: " + why);
+  // Every index, size, path, reference and weight binding is checked before
+  // any is used (support/Manifest.h).
+  manifest = artifact::Manifest::fromJson(doc, dir);
+  const artifact::Manifest &m = manifest;
+  bool hasCuda = m.cudaLibrary.has_value(), hasHost = m.hostLibrary.has_value();
+  if (opts.device == "cuda" && !hasCuda)
+    throw Error("--device cuda: this artifact has no GPU kernels (compiled with --target=" +
+                m.target + "; use --target=sm_90a or both)");
+  if (opts.device != "cpu" && hasCuda) {
+    std::string why;
+    gpu = cuda::initialize(why);
+    if (!gpu && opts.device == "cuda")
+      throw Error("--device cuda: " + why);
+  }
+  if (!gpu && !hasHost)
+    throw Error("artifact '" + dir + "' has no host kernels (compiled with --target=sm_90a) "
+                "and no GPU is usable here");
+  vocab = m.model.vocabSize;
+  eos = m.model.eosTokenId;
+  maxPositions = m.model.maxPositionEmbeddings;
+  actDtype = m.model.activationDtype;
+  plan.maxTokens = m.capacity.maxTokens;
+  plan.maxSeqs = opts.maxSeqs > 0 ? std::min<int64_t>(opts.maxSeqs, m.capacity.maxSeqs)
+                                  : m.capacity.maxSeqs;
+  plan.maxContext = m.capacity.maxContext;
+  ckptPath = opts.checkpoint.empty() ? m.checkpoint.path : opts.checkpoint;
+  // Hashes: the kernel library and the checkpoint's config/index.
+  const artifact::FileEntry &libj = gpu ? *m.cudaLibrary : *m.hostLibrary;
+  fs::path libPath = fs::path(dir) / libj.path;
+  if (!fs::exists(libPath))
+    throw Error("artifact '" + dir + "': kernel library " + libPath.string() + " is missing");
+  if (sha256File(libPath.string()) != libj.sha256)
+    throw Error("artifact '" + dir + "': " + libPath.string() +
+                " does not match its SHA-256 in manifest.json (corrupt or replaced)");
+  if (ckptPath.empty())
+    throw Error("artifact '" + dir + "' was compiled from a config alone: give the weights "
+                "with --checkpoint DIR (its config.json must be the compiled one)");
+  if (!fs::is_directory(ckptPath))
+    throw Error("artifact '" + dir + "': its checkpoint '" + ckptPath + "' is not available");
+  if (!m.checkpoint.hasSha256)
+    throw Error("artifact '" + dir + "': manifest.json names no checkpoint hashes (recompile "
+                "it with this k3c)");
+  for (const auto &[file, hash] : m.checkpoint.sha256)
+    if (sha256File((fs::path(ckptPath) / file).string()) != hash)
+      throw Error("checkpoint '" + ckptPath + "': " + file +
+                  " changed since the artifact was compiled (SHA-256 mismatch)");
+  // The CUDA launch library resolves the mgpu* ABI from this process.
+  lib = dlopen(libPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (gpu)
+    cuda::checkLaunchError("(loading the kernel modules)");
+  if (!lib)
+    throw Error("cannot load " + libPath.string() + ": " + dlerror());
+  for (const artifact::Kernel &k : m.kernels) {
+    KernelSpec spec;
+    spec.name = k.name;
+    spec.family = k.family;
+    spec.symbol = k.hostSymbol;
+    spec.resultAliases = k.resultAliases;
+    spec.flopsPerToken = k.flopsPerToken;
+    spec.bytesPerToken = k.bytesPerToken;
+    spec.weightBytes = k.weightBytes;
+    for (const artifact::KernelArg &a : k.args) {
+      ArgSpec as;
+      as.kind = a.kind;
+      as.index = a.index;
+      as.component = a.component;
+      as.dtype = a.dtype;
+      as.deviceOnly = a.deviceOnly;
+      as.shape = a.shape;
+      as.dynamicFrom = a.dynamicFrom;
+      spec.args.push_back(as);
     }
-    if (!gpu && !hasHost)
-      throw Error("artifact '" + dir + "' has no host kernels (compiled with --target=sm_90a) "
-                  "and no GPU is usable here");
-    const json &model = manifest.at("model");
-    vocab = model.at("vocab_size");
-    eos = model.value("eos_token_id", -1);
-    maxPositions = model.value("max_position_embeddings", 0);
-    prefix = model.value("weight_prefix", "");
-    actDtype = model.value("activation_dtype", "bf16");
-    const json &cap = manifest.at("capacity");
-    plan.maxTokens = cap.at("max_tokens");
-    plan.maxSeqs = opts.maxSeqs > 0 ? std::min<int64_t>(opts.maxSeqs, cap.at("max_seqs"))
-                                    : int64_t(cap.at("max_seqs"));
-    plan.maxContext = cap.at("max_context");
-    if (plan.maxSeqs > plan.maxTokens)
-      throw Error("artifact capacity: max_seqs > max_tokens");
-    ckptPath = opts.checkpoint.empty() ? manifest.at("checkpoint").value("path", "")
-                                       : opts.checkpoint;
-    // Hashes: the kernel library and the checkpoint's config/index.
-    const json &libj = manifest.at("files").at(gpu ? "cuda_library" : "host_library");
-    fs::path libPath = fs::path(dir) / libj.at("path").get<std::string>();
-    if (!fs::exists(libPath))
-      throw Error("artifact '" + dir + "': kernel library " + libPath.string() + " is missing");
-    if (sha256File(libPath.string()) != libj.at("sha256").get<std::string>())
-      throw Error("artifact '" + dir + "': " + libPath.string() +
-                  " does not match its SHA-256 in manifest.json (corrupt or replaced)");
-    if (ckptPath.empty())
-      throw Error("artifact '" + dir + "' was compiled from a config alone: give the weights "
-                  "with --checkpoint DIR (its config.json must be the compiled one)");
-    if (!fs::is_directory(ckptPath))
-      throw Error("artifact '" + dir + "': its checkpoint '" + ckptPath + "' is not available");
-    const json &ck = manifest.at("checkpoint");
-    if (!ck.contains("sha256") || !ck.at("sha256").is_object())
-      throw Error("artifact '" + dir + "': manifest.json names no checkpoint hashes (recompile "
-                  "it with this k3c)");
-    for (auto &[file, hash] : ck.at("sha256").items())
-      if (sha256File((fs::path(ckptPath) / file).string()) != hash.get<std::string>())
-        throw Error("checkpoint '" + ckptPath + "': " + file +
-                    " changed since the artifact was compiled (SHA-256 mismatch)");
-    // The CUDA launch library resolves the mgpu* ABI from this process.
-    lib = dlopen(libPath.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (gpu)
-      cuda::checkLaunchError("(loading the kernel modules)");
-    if (!lib)
-      throw Error("cannot load " + libPath.string() + ": " + dlerror());
-    for (const json &k : manifest.at("kernels")) {
-      KernelSpec spec;
-      spec.name = k.at("name");
-      spec.family = k.at("family");
-      spec.symbol = k.at("host_symbol");
-      spec.resultAliases = k.at("result_aliases").get<std::vector<int64_t>>();
-      spec.flopsPerToken = k.value("flops_per_token", int64_t(0));
-      spec.bytesPerToken = k.value("bytes_per_token", int64_t(0));
-      spec.weightBytes = k.value("weight_bytes", int64_t(0));
-      for (const json &a : k.at("args")) {
-        ArgSpec as;
-        as.kind = a.at("kind");
-        as.index = a.at("index");
-        if (a.contains("component"))
-          as.component = a["component"] == "payload" ? 0 : 1;
-        as.dtype = a.at("dtype");
-        as.deviceOnly = a.value("device_only", false);
-        as.shape = a.at("shape").get<std::vector<int64_t>>();
-        for (const json &d : a.at("dynamic_from"))
-          as.dynamicFrom.push_back({d[0].get<int64_t>(), d[1].get<int64_t>()});
-        spec.args.push_back(as);
+    spec.fn = reinterpret_cast<void (*)(void **)>(dlsym(lib, spec.symbol.c_str()));
+    if (!spec.fn)
+      throw Error("kernel library has no symbol '" + spec.symbol + "' (kernel " + spec.name + ")");
+    // The entry point must have been built for the arguments this manifest
+    // entry describes (a swapped or edited entry would call it with the
+    // wrong buffers).
+    const char *sig = static_cast<const char *>(dlsym(lib, (spec.symbol + "_sig").c_str()));
+    if (!sig)
+      throw Error("kernel library has no signature for '" + spec.symbol + "' (kernel " +
+                  spec.name + "): built by an incompatible k3c; recompile the artifact");
+    if (std::string(sig) != artifact::kernelSignature(k))
+      throw Error("kernel " + spec.name + ": library symbol '" + spec.symbol +
+                  "' was built for other arguments than manifest.json describes (edited or "
+                  "swapped kernel entry); recompile the artifact");
+    // Scratch buffers, capacity-sized, reused by every launch of the kernel.
+    spec.scratch.resize(spec.args.size());
+    for (size_t i = 0; i < spec.args.size(); ++i)
+      if (spec.args[i].kind == "scratch") {
+        std::vector<int64_t> cap = spec.args[i].shape;
+        // Under EP the expert kernel runs on the pairs a rank receives:
+        // up to every rank's tokens x slots, one row each.
+        int64_t rows = plan.maxTokens;
+        if (opts.ep && spec.family == "moe_experts" && cap.size() >= 2)
+          rows = plan.maxTokens * cap[1] * opts.ep->size();
+        for (int64_t &d : cap)
+          if (d < 0)
+            d = rows;
+        // The host's kernels never touch device-only scratch: one element
+        // stands in for it (a valid pointer, no storage).
+        if (spec.args[i].deviceOnly && !gpu)
+          cap.assign(cap.size(), 1);
+        spec.scratch[i] = std::make_unique<Buffer>();
+        spec.scratch[i]->dtype = spec.args[i].dtype;
+        spec.scratch[i]->capacity = cap;
+        spec.scratch[i]->allocate(gpu, "scratch of kernel " + spec.name);
+        plan.scratchBytes += spec.scratch[i]->bytes;
       }
-      spec.fn = reinterpret_cast<void (*)(void **)>(dlsym(lib, spec.symbol.c_str()));
-      if (!spec.fn)
-        throw Error("kernel library has no symbol '" + spec.symbol + "' (kernel " + spec.name + ")");
-      // The entry point must have been built for the arguments this manifest
-      // entry describes (a swapped or edited entry would call it with the
-      // wrong buffers).
-      const char *sig = static_cast<const char *>(dlsym(lib, (spec.symbol + "_sig").c_str()));
-      if (!sig)
-        throw Error("kernel library has no signature for '" + spec.symbol + "' (kernel " +
-                    spec.name + "): built by an incompatible k3c; recompile the artifact");
-      if (std::string(sig) != rt::kernelSignature(k))
-        throw Error("kernel " + spec.name + ": library symbol '" + spec.symbol +
-                    "' was built for other arguments than manifest.json describes (edited or "
-                    "swapped kernel entry); recompile the artifact");
-      // Scratch buffers, capacity-sized, reused by every launch of the kernel.
-      spec.scratch.resize(spec.args.size());
-      for (size_t i = 0; i < spec.args.size(); ++i)
-        if (spec.args[i].kind == "scratch") {
-          std::vector<int64_t> cap = spec.args[i].shape;
-          // Under EP the expert kernel runs on the pairs a rank receives:
-          // up to every rank's tokens x slots, one row each.
-          int64_t rows = plan.maxTokens;
-          if (opts.ep && spec.family == "moe_experts" && cap.size() >= 2)
-            rows = plan.maxTokens * cap[1] * opts.ep->size();
-          for (int64_t &d : cap)
-            if (d < 0)
-              d = rows;
-          // The host's kernels never touch device-only scratch: one element
-          // stands in for it (a valid pointer, no storage).
-          if (spec.args[i].deviceOnly && !gpu)
-            cap.assign(cap.size(), 1);
-          spec.scratch[i] = std::make_unique<Buffer>();
-          spec.scratch[i]->dtype = spec.args[i].dtype;
-          spec.scratch[i]->capacity = cap;
-          spec.scratch[i]->allocate(gpu, "scratch of kernel " + spec.name);
-          plan.scratchBytes += spec.scratch[i]->bytes;
+    kernels[spec.name] = std::move(spec);
+  }
+  for (auto [name, ej] : {std::pair<const char *, const artifact::Entry *>{"prefill", &m.prefill},
+                          {"decode", &m.decode}}) {
+    Entry e;
+    for (const artifact::Value &v : ej->values) {
+      Value val;
+      val.id = v.id;
+      val.kind = v.kind;
+      val.name = v.name;
+      val.trace = v.trace;
+      val.dtype = v.dtype;
+      val.shape = v.shape;
+      val.dims = v.dims;
+      if (val.dtype == "mxfp4") {
+        val.mxfp4 = true;
+        if (v.layout) {
+          val.nTile = v.layout->nTile;
+          val.kTile = v.layout->kTile;
         }
-      kernels[spec.name] = std::move(spec);
-    }
-    for (const char *name : {"prefill", "decode"}) {
-      const json &ej = manifest.at("entries").at(name);
-      Entry e;
-      for (const json &v : ej.at("values")) {
-        Value val;
-        val.id = v.at("id");
-        val.kind = v.value("kind", "activation");
-        val.name = v.value("name", "");
-        val.trace = v.value("trace", "");
-        val.dtype = v.at("dtype");
-        val.shape = v.at("shape").get<std::vector<int64_t>>();
-        if (v.contains("dims"))
-          val.dims = v["dims"].get<std::vector<std::string>>();
-        if (val.dtype == "mxfp4") {
-          val.mxfp4 = true;
-          if (v.contains("layout")) {
-            val.nTile = v["layout"].at("n_tile");
-            val.kTile = v["layout"].at("k_tile");
-          }
-        }
-        e.values.push_back(std::move(val));
       }
-      for (const json &l : ej.at("launches")) {
-        auto it = kernels.find(l.at("kernel").get<std::string>());
-        if (it == kernels.end())
-          throw Error("manifest: launch of unknown kernel " + l.at("kernel").get<std::string>());
-        e.launches.push_back({&it->second, l.at("inputs").get<std::vector<int64_t>>(),
-                              l.at("outputs").get<std::vector<int64_t>>()});
-      }
-      e.returns = ej.at("returns").get<std::vector<int64_t>>();
-      if (opts.ep)
-        overlapSharedExperts(e);
-      entries[name] = std::move(e);
+      e.values.push_back(std::move(val));
     }
-  } catch (const json::exception &e) {
-    throw Error("artifact '" + dir + "': malformed manifest.json: " + e.what());
+    for (const artifact::Launch &l : ej->launches)
+      e.launches.push_back({&kernels.at(l.kernel), l.inputs, l.outputs});
+    e.returns = ej->returns;
+    if (opts.ep)
+      overlapSharedExperts(e);
+    entries[name] = std::move(e);
   }
   // Storage: inputs, states (per sequence slot) and weights are shared by both
   // entries. Activations come from one pool: a buffer is reused once the last
@@ -259,12 +242,13 @@ void HostModel::load() {
     for (auto &[last, b] : live)
       pool.push_back(b);
   }
-  loadWeights(entries["prefill"]);
-  for (Value &v : entries["decode"].values)
-    if (v.kind == "weight") {
-      v.buf = weights.at(v.name);
-      v.scales = v.mxfp4 ? weightScales.at(v.name) : nullptr;
-    }
+  loadWeights();
+  for (auto &[name, e] : entries)
+    for (Value &v : e.values)
+      if (v.kind == "weight") {
+        v.buf = weights.at(v.name);
+        v.scales = v.mxfp4 ? weightScales.at(v.name) : nullptr;
+      }
   reset(1);
 }
 

@@ -5,7 +5,8 @@
 // functions live by responsibility in
 //   Runtime.cpp      Model::load, the sampler
 //   ArtifactLoad.cpp HostModel::load: manifest, libraries, kernels, memory plan
-//   WeightStore.cpp  HostModel::loadWeights: checkpoint tensors, MXFP4 repack
+//   WeightStore.cpp  HostModel::loadWeights: the weight-binding table (checkpoint
+//                    tensors, conversion, expert stacking, MXFP4 repack)
 //   Executor.cpp     HostModel::run / launch*: schedules, CUDA graphs, dumps
 //   EpExchange.cpp   expert parallelism: the routed pairs' all-to-all
 //
@@ -17,10 +18,10 @@
 #include "runtime/Runtime.h"
 #include "runtime/ExpertParallel.h"
 #include "runtime/Cuda.h"
-#include "runtime/Manifest.h"
 
 #include "models/MXFP4Layout.h"
 #include "models/Safetensors.h"
+#include "support/Manifest.h"
 #include "support/Sha256.h"
 
 #include <nlohmann/json.hpp>
@@ -46,7 +47,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 inline int64_t dtypeBytes(const std::string &d) {
-  if (int64_t n = dtypeSizeOrZero(d))
+  if (int64_t n = artifact::dtypeSizeOrZero(d))
     return n;
   throw Error("artifact: unknown dtype '" + d + "'");
 }
@@ -416,7 +417,9 @@ public:
 
 private:
   void load();
-  void loadWeights(Entry &e);
+  /// Executes the manifest's weight-binding table: every weight, built
+  /// from its checkpoint tensors, shapes and dtypes checked.
+  void loadWeights();
   const std::vector<float> &run(Entry &e, const std::vector<int64_t> &ids,
                                 const std::vector<int64_t> &seqLens, bool graph = false);
   /// The last step's logits, kept across steps: a batch of 128 at vocabulary
@@ -472,10 +475,10 @@ private:
 
   std::string dir;
   LoadOptions opts;
-  json manifest;
+  artifact::Manifest manifest; ///< checked on read (support/Manifest.h)
   void *lib = nullptr;
   int64_t vocab = 0, eos = -1, maxPositions = 0;
-  std::string ckptPath, prefix, actDtype;
+  std::string ckptPath, actDtype;
   MemoryPlan plan;
   std::map<std::string, KernelSpec> kernels;
   std::map<std::string, Entry> entries;

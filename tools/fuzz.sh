@@ -5,8 +5,8 @@
 #   fuzz_safetensors   the safetensors reader (seeds: small generated files)
 #   fuzz_tokenizer     the tokenizer loader, encoder, decoder and UTF-8 stream
 #                      (seeds: a generated vocabulary + config + texts)
-#   fuzz_manifest      the artifact manifest's schema check (runtime/Manifest.cpp;
-#                      seed: a generated minimal valid manifest)
+#   fuzz_manifest      the artifact manifest's schema (support/Manifest.cpp: fromJson,
+#                      toJson and fromJson again; seed: a generated minimal valid manifest)
 # Prints each fuzzer's executions and exits non-zero on the first crash (the
 # reproducer is left in $OUT_DIR). Needs clang-22 and libclang-rt-22-dev.
 #   tools/fuzz.sh [SECONDS]       K3C_FUZZ_DIR=dir (default build/fuzz)
@@ -29,7 +29,7 @@ echo "k3c fuzz: building with $CXX"
 "$CXX" "${flags[@]}" test/fuzz/fuzz_safetensors.cpp models/Safetensors.cpp -o "$out/fuzz_safetensors" &
 wait
 "$CXX" "${flags[@]}" test/fuzz/fuzz_tokenizer.cpp tokenizer/Tokenizer.cpp $pcre -o "$out/fuzz_tokenizer" &
-"$CXX" "${flags[@]}" test/fuzz/fuzz_manifest.cpp runtime/Manifest.cpp -o "$out/fuzz_manifest" &
+"$CXX" "${flags[@]}" test/fuzz/fuzz_manifest.cpp support/Manifest.cpp -o "$out/fuzz_manifest" &
 wait
 
 # Seed corpora.
@@ -72,13 +72,18 @@ kernel = {"name": "k3_add_0", "family": "add", "host_symbol": "k3k_k3_add_0", "r
                    arg("scratch", -1, [-1, 8], [[0, 0]])]}
 entry = {"values": [{"id": 0, "kind": "input", "name": "x", "dtype": "f32", "shape": [-1, 8], "dims": ["tokens", ""]},
                     {"id": 1, "kind": "state", "name": "layers.0.mla_cache", "dtype": "bf16", "shape": [-1, 64, 8], "dims": ["seqs", "context", ""]},
-                    {"id": 2, "dtype": "f32", "shape": [-1, 8], "dims": ["tokens", ""]}],
+                    {"id": 2, "dtype": "f32", "shape": [-1, 8], "dims": ["tokens", ""]},
+                    {"id": 3, "kind": "weight", "name": "w", "dtype": "bf16", "shape": [8, 8], "dims": ["", ""]}],
          "launches": [{"kernel": "k3_add_0", "inputs": [0], "outputs": [2]}], "returns": [2]}
-m = {"format": "k3c-artifact", "format_version": 1, "model": {"vocab_size": 16, "eos_token_id": 2},
+m = {"format": "k3c-artifact", "format_version": 2, "compiler": "k3c", "target": "host",
+     "model": {"model_type": "kimi_linear", "vocab_size": 16, "hidden_size": 8, "num_layers": 1,
+               "eos_token_id": 2},
      "capacity": {"max_tokens": 16, "max_seqs": 2, "max_context": 64},
      "checkpoint": {"path": "ckpt", "sha256": {"config.json": h}},
      "files": {"host_library": {"path": "kernels_host.so", "sha256": h}},
-     "kernels": [kernel], "entries": {"prefill": entry, "decode": entry}}
+     "kernels": [kernel], "entries": {"prefill": entry, "decode": entry},
+     "weights": [{"name": "w", "transform": "convert", "dtype": "bf16", "shape": [8, 8],
+                  "sources": [{"tensor": "w.weight", "dtypes": ["bf16", "f32"], "shapes": [[8, 8]]}]}]}
 json.dump(m, open(d + "/manifest/valid.json", "w"))
 PY
 

@@ -60,6 +60,18 @@ elif edit == "stale-hash":
     m["capacity"]["max_seqs"] += 1
 elif edit == "dtype":
     kda["args"][0]["dtype"] = "f128"
+elif edit == "binding-transform":
+    m["weights"][0]["transform"] = "transpose"
+elif edit == "binding-shape":
+    b = next(b for b in m["weights"] if b["transform"] == "convert" and len(b["shape"]) == 2
+             and b["shape"][0] != b["shape"][1])
+    b["sources"][0]["shapes"][0] = b["shape"][::-1]
+elif edit == "binding-missing":
+    b = next(b for b in m["weights"] if b["transform"] == "convert")
+    m["weights"].remove(b)
+elif edit == "binding-expert":
+    b = next(b for b in m["weights"] if b["transform"] == "mxfp4_stack")
+    b["sources"][0]["tensor"] = b["sources"][0]["tensor"].replace("{expert}", "0")
 else:
     sys.exit("unknown edit " + edit)
 json.dump(m, open(path, "w"))
