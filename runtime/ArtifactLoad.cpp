@@ -81,36 +81,19 @@ void HostModel::load() {
     throw Error("cannot load " + libPath.string() + ": " + dlerror());
   for (const artifact::Kernel &k : m.kernels) {
     KernelSpec spec;
-    spec.name = k.name;
-    spec.family = k.family;
-    spec.symbol = k.hostSymbol;
-    spec.resultAliases = k.resultAliases;
-    spec.flopsPerToken = k.flopsPerToken;
-    spec.bytesPerToken = k.bytesPerToken;
-    spec.weightBytes = k.weightBytes;
-    for (const artifact::KernelArg &a : k.args) {
-      ArgSpec as;
-      as.kind = a.kind;
-      as.index = a.index;
-      as.component = a.component;
-      as.dtype = a.dtype;
-      as.deviceOnly = a.deviceOnly;
-      as.shape = a.shape;
-      as.dynamicFrom = a.dynamicFrom;
-      spec.args.push_back(as);
-    }
-    spec.fn = reinterpret_cast<void (*)(void **)>(dlsym(lib, spec.symbol.c_str()));
+    static_cast<artifact::Kernel &>(spec) = k;
+    spec.fn = reinterpret_cast<void (*)(void **)>(dlsym(lib, spec.hostSymbol.c_str()));
     if (!spec.fn)
-      throw Error("kernel library has no symbol '" + spec.symbol + "' (kernel " + spec.name + ")");
+      throw Error("kernel library has no symbol '" + spec.hostSymbol + "' (kernel " + spec.name + ")");
     // The entry point must have been built for the arguments this manifest
     // entry describes (a swapped or edited entry would call it with the
     // wrong buffers).
-    const char *sig = static_cast<const char *>(dlsym(lib, (spec.symbol + "_sig").c_str()));
+    const char *sig = static_cast<const char *>(dlsym(lib, (spec.hostSymbol + "_sig").c_str()));
     if (!sig)
-      throw Error("kernel library has no signature for '" + spec.symbol + "' (kernel " +
+      throw Error("kernel library has no signature for '" + spec.hostSymbol + "' (kernel " +
                   spec.name + "): built by an incompatible k3c; recompile the artifact");
     if (std::string(sig) != artifact::kernelSignature(k))
-      throw Error("kernel " + spec.name + ": library symbol '" + spec.symbol +
+      throw Error("kernel " + spec.name + ": library symbol '" + spec.hostSymbol +
                   "' was built for other arguments than manifest.json describes (edited or "
                   "swapped kernel entry); recompile the artifact");
     // Scratch buffers, capacity-sized, reused by every launch of the kernel.
@@ -143,20 +126,7 @@ void HostModel::load() {
     Entry e;
     for (const artifact::Value &v : ej->values) {
       Value val;
-      val.id = v.id;
-      val.kind = v.kind;
-      val.name = v.name;
-      val.trace = v.trace;
-      val.dtype = v.dtype;
-      val.shape = v.shape;
-      val.dims = v.dims;
-      if (val.dtype == "mxfp4") {
-        val.mxfp4 = true;
-        if (v.layout) {
-          val.nTile = v.layout->nTile;
-          val.kTile = v.layout->kTile;
-        }
-      }
+      static_cast<artifact::Value &>(val) = v;
       e.values.push_back(std::move(val));
     }
     for (const artifact::Launch &l : ej->launches)
@@ -247,7 +217,7 @@ void HostModel::load() {
     for (Value &v : e.values)
       if (v.kind == "weight") {
         v.buf = weights.at(v.name);
-        v.scales = v.mxfp4 ? weightScales.at(v.name) : nullptr;
+        v.scales = v.mxfp4() ? weightScales.at(v.name) : nullptr;
       }
   reset(1);
 }

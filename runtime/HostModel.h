@@ -117,32 +117,19 @@ struct Buffer {
   }
 };
 
-struct ArgSpec {
-  std::string kind; // input, output, scratch
-  int64_t index = 0;
-  int component = -1; // MXFP4: 0 payload, 1 scales
-  std::string dtype;
-  std::vector<int64_t> shape;
-  std::vector<std::pair<int64_t, int64_t>> dynamicFrom;
-  bool deviceOnly = false; // scratch only GPU kernels use
-};
+/// A kernel argument as manifest.json describes it (one schema: support/Manifest.h).
+using ArgSpec = artifact::KernelArg;
 
-struct KernelSpec {
-  std::string name, family, symbol;
-  std::vector<ArgSpec> args;
-  std::vector<int64_t> resultAliases;
-  int64_t flopsPerToken = 0, bytesPerToken = 0, weightBytes = 0;
+/// A kernel of the artifact: its manifest entry plus the loaded entry point
+/// and its capacity-sized scratch buffers.
+struct KernelSpec : artifact::Kernel {
   void (*fn)(void **) = nullptr;
   std::vector<std::unique_ptr<Buffer>> scratch; // per scratch arg position
 };
 
-struct Value {
-  int64_t id;
-  std::string kind, name, dtype, trace;
-  std::vector<int64_t> shape;
-  std::vector<std::string> dims;
-  bool mxfp4 = false;
-  int64_t nTile = 0, kTile = 0; // MXFP4 layout (0: checkpoint layout)
+/// A value of an entry: its manifest description plus its storage.
+struct Value : artifact::Value {
+  bool mxfp4() const { return dtype == "mxfp4"; }
   // Storage: activations own one; weights/states/inputs are shared by name.
   Buffer *buf = nullptr, *scales = nullptr;
 };
