@@ -157,13 +157,6 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   const MXFP4Buffers *w2 = &st.mxfp4.find(experts.getW2())->second;
   const int64_t warps = 4; // column warps of a block (x warpsM row warps)
   auto pairAt = [&](Value pos) { return kb.toIndex(kb.load(perm, {kb.div(pos, K), kb.rem(pos, K)})); };
-  // Rounded fp32 pair (v0, v1) stored at mem[lead..., col], col even.
-  auto storePair = [&](Value mem, SmallVector<Value> ix, Value v0, Value v1) {
-    Value pair = vector::FromElementsOp::create(kb.b, kb.loc, VectorType::get({2}, kb.b.getF32Type()),
-                                                ValueRange{v0, v1});
-    Value v = arith::TruncFOp::create(kb.b, kb.loc, VectorType::get({2}, kb.b.getBF16Type()), pair);
-    vector::StoreOp::create(kb.b, kb.loc, v, mem, ix, false, llvm::MaybeAlign(4));
-  };
   auto run = [&](int64_t which) {
     const int64_t bm = kExpertTileRows[which];
     // Knobs (compile time): K3C_MOE_CTAS_<bm> blocks an SM, K3C_MOE_STAGES_<bm>.
@@ -209,7 +202,7 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
                                  experts.getSituLinearBeta(), gate, upv));
             }
             kb.ifThen(kb.andi(kb.ult(pos, end), kb.ult(col, kb.idx(I))), [&] {
-              storePair(hid, {kb.div(pos, K), kb.rem(pos, K), col}, v[0], v[1]);
+              storePair(kb, hid, {kb.div(pos, K), kb.rem(pos, K), col}, v[0], v[1]);
             });
           }
     };
@@ -240,7 +233,7 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
             for (int64_t q = 0; q < 4; ++q) {
               Value col = kb.add(n0, kb.add(c2, kb.idx(8 * q)));
               kb.ifThen(kb.ult(col, kb.idx(L)), [&] {
-                storePair(y, {t, slot, col}, acc[(i * 4 + q) * 4 + 2 * h],
+                storePair(kb, y, {t, slot, col}, acc[(i * 4 + q) * 4 + 2 * h],
                           acc[(i * 4 + q) * 4 + 2 * h + 1]);
               });
             }

@@ -427,21 +427,26 @@ static SmallVector<Value> copyTileRows(KernelBuilder &kb, ThreadBlock &tb, Value
 /// Stores accumulators v0, v1 (fp32) at y[row, col], y[row, col + 1] when
 /// row < T and col < O (O is even): one 4-byte store of the rounded pair for
 /// a 16-bit y.
+void storePair(KernelBuilder &kb, Value mem, ValueRange indices, Value v0, Value v1) {
+  OpBuilder &b = kb.b;
+  Type elt = cast<MemRefType>(mem.getType()).getElementType();
+  if (elt.getIntOrFloatBitWidth() == 16) {
+    Value pair = vector::FromElementsOp::create(b, kb.loc, VectorType::get({2}, b.getF32Type()),
+                                                ValueRange{v0, v1});
+    Value v = arith::TruncFOp::create(b, kb.loc, VectorType::get({2}, elt), pair);
+    vector::StoreOp::create(b, kb.loc, v, mem, indices, false, llvm::MaybeAlign(4));
+    return;
+  }
+  SmallVector<Value> next(indices.begin(), indices.end());
+  next.back() = kb.add(next.back(), 1);
+  kb.storeF32(v0, mem, indices);
+  kb.storeF32(v1, mem, next);
+}
+
 void storeAccPair(KernelBuilder &kb, Value y, Value row, Value col, Value v0, Value v1, Value T,
                   int64_t O) {
-  OpBuilder &b = kb.b;
-  Type yElt = cast<MemRefType>(y.getType()).getElementType();
-  kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, kb.idx(O))), [&] {
-    if (yElt.getIntOrFloatBitWidth() == 16) {
-      Value pair = vector::FromElementsOp::create(b, kb.loc, VectorType::get({2}, b.getF32Type()),
-                                                  ValueRange{v0, v1});
-      Value v = arith::TruncFOp::create(b, kb.loc, VectorType::get({2}, yElt), pair);
-      vector::StoreOp::create(b, kb.loc, v, y, ValueRange{row, col}, false, llvm::MaybeAlign(4));
-      return;
-    }
-    kb.storeF32(v0, y, {row, col});
-    kb.storeF32(v1, y, {row, kb.add(col, 1)});
-  });
+  kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, kb.idx(O))),
+            [&] { storePair(kb, y, {row, col}, v0, v1); });
 }
 
 void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaTile &tile) {

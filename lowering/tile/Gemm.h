@@ -219,6 +219,11 @@ mlir::Value mxScalePair(KernelBuilder &kb, mlir::Value word, int64_t byteIdx);
 /// 2^(s - 1) = 2^126 * 2^(s - 127) as bf16x2, for scale bytes s < 0x80.
 mlir::Value mxScalePairFolded(KernelBuilder &kb, mlir::Value word, int64_t byteIdx);
 
+/// Stores fp32 v0, v1 rounded to mem's element type at `indices` and the next
+/// element of the innermost dim: one 4-byte store for 16-bit types (the
+/// innermost index even).
+void storePair(KernelBuilder &kb, mlir::Value mem, mlir::ValueRange indices, mlir::Value v0,
+               mlir::Value v1);
 /// Stores accumulators v0, v1 at y[row, col], y[row, col + 1] when row < T
 /// and col < O (O even): one 4-byte store of the rounded pair for 16-bit y.
 void storeAccPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,
