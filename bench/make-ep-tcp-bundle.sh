@@ -2,13 +2,8 @@
 # Bundle for bench/ep-tcp-gpus.sh in .dev/ (git-ignored; .dev/peers kept):
 # k3-run, k3-mkcheckpoint, k3-tiny f32 for sm_90a. Carry .dev; run on
 # nvidia-h200-x2: bash .dev/ep-tcp-gpus.sh
-set -euo pipefail
-cd "$(dirname "$0")/.."
-B=build/bin
-D=.dev
-find $D -mindepth 1 -maxdepth 1 ! -name peers -exec rm -rf {} + 2>/dev/null || true
-mkdir -p $D/bin
-cp $B/k3-run $B/k3-mkcheckpoint $D/bin/
+source "$(dirname "$0")/bundle-common.sh"
+bundle_start k3-run k3-mkcheckpoint
 cp models/configs/k3-tiny.json $D/
 $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o /tmp/k3c-ckpt-tiny --seed 11 --quiet
 $B/k3-compile /tmp/k3c-ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --target=sm_90a --max-tokens 64 --max-seqs 4 --max-context 256 --quiet

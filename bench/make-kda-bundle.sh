@@ -6,13 +6,8 @@
 # k3-small slice (96 KDA heads of 128) for sm_90a with capacity 32768 tokens
 # and 128 sequences. The fla checkout goes to .dev/peers/fla (see
 # docs/perf.md). Carry .dev; run: bash .dev/kda-h200.sh
-set -euo pipefail
-cd "$(dirname "$0")/.."
-B=build/bin
-D=.dev
-find $D -mindepth 1 -maxdepth 1 ! -name peers -exec rm -rf {} + 2>/dev/null || true
-mkdir -p $D/bin
-cp $B/k3-run $B/k3-bench $B/k3-mkcheckpoint $D/bin/
+source "$(dirname "$0")/bundle-common.sh"
+bundle_start k3-run k3-bench k3-mkcheckpoint
 cp models/configs/k3-tiny.json test/Runtime/Inputs/k3-tiny-dense.json test/Runtime/Inputs/k3-tiny-softplus.json $D/
 $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o /tmp/k3c-ckpt-tiny --seed 11 --quiet
 $B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet

@@ -10,13 +10,8 @@
 # slice (96 MLA heads, latent 512 + 64, nope 128, v 128) for sm_90a with
 # capacity 32768 tokens, by default and with K3C_MLA_FLASH_WARPS=4.
 # Carry .dev; run: bash .dev/mla-h200.sh
-set -euo pipefail
-cd "$(dirname "$0")/.."
-B=build/bin
-D=.dev
-find $D -mindepth 1 -maxdepth 1 ! -name peers -exec rm -rf {} + 2>/dev/null || true
-mkdir -p $D/bin
-cp $B/k3-run $B/k3-bench $B/k3-mkcheckpoint $D/bin/
+source "$(dirname "$0")/bundle-common.sh"
+bundle_start k3-run k3-bench k3-mkcheckpoint
 cp models/configs/k3-tiny.json test/Runtime/Inputs/k3-tiny-dense.json $D/
 $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o /tmp/k3c-ckpt-tiny --seed 11 --quiet
 $B/k3-compile /tmp/k3c-ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --target=sm_90a --max-tokens 64 --max-seqs 4 --max-context 256 --quiet

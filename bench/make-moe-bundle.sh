@@ -9,13 +9,8 @@
 # by default and with K3C_MOE_MMA=0 (the previous FMA expert kernels, timed
 # in the same run).
 # Carry .dev; run: bash .dev/moe-h200.sh
-set -euo pipefail
-cd "$(dirname "$0")/.."
-B=build/bin
-D=.dev
-find $D -mindepth 1 -maxdepth 1 ! -name peers -exec rm -rf {} + 2>/dev/null || true
-mkdir -p $D/bin
-cp $B/k3-run $B/k3-bench $B/k3-mkcheckpoint $D/bin/
+source "$(dirname "$0")/bundle-common.sh"
+bundle_start k3-run k3-bench k3-mkcheckpoint
 cp models/configs/k3-tiny.json $D/
 $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o /tmp/k3c-ckpt-tiny --seed 11 --quiet
 tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny --target=sm_90a --max-tokens 512 --max-seqs 16 --max-context 1024 --quiet "$@"; }
