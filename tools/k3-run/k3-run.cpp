@@ -22,7 +22,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <numeric>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <sstream>
@@ -572,19 +571,15 @@ int main(int argc, char **argv) {
       // (prefill: all prompt tokens in order; decode: one row a sequence);
       // rows [hintRow, hintRow + T) are this forward call's. A record whose
       // token count does not match (chunked prefill) gives no hint.
-      int64_t hintStep = 0, hintRow = 0;
+      int64_t hintStep = 0, hintRow = 0, promptRows = 0;
+      for (const auto &p : prompts)
+        promptRows += static_cast<int64_t>(p.size());
       if (routingHints)
         ref.setRoutingHint([&](int64_t call, int64_t T) -> std::vector<int32_t> {
           if (hintStep >= static_cast<int64_t>(stepRouting.size()))
             return {};
           const auto &recs = stepRouting[hintStep];
-          const int64_t rows = hintStep == 0 ? static_cast<int64_t>(
-                                                   std::accumulate(prompts.begin(), prompts.end(),
-                                                                   size_t(0),
-                                                                   [](size_t a, const auto &p) {
-                                                                     return a + p.size();
-                                                                   }))
-                                             : B;
+          const int64_t rows = hintStep == 0 ? promptRows : B;
           if (call >= static_cast<int64_t>(recs.size()) || recs[call].tokens != rows ||
               hintRow + T > rows)
             return {};
