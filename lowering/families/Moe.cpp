@@ -243,7 +243,7 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     down.name = "experts_down_mxfp4_mma_" + std::to_string(bm);
     mxfpGroupedMma(kb, down, grid);
   };
-  Value upTo16 = kb.idx(intFromEnv("K3C_MOE_TILE16_UPTO", 32) * E);
+  Value upTo16 = kb.idx(std::max<int64_t>(0, intFromEnv("K3C_MOE_TILE16_UPTO", 32)) * E);
   const int64_t from128 = intFromEnv("K3C_MOE_TILE128_FROM", 0);
   kb.ifThenElse(kb.ule(P, upTo16), [&] { run(0); }, [&] {
     if (from128 <= 0)

@@ -723,7 +723,29 @@ Value mxfpFragment(KernelBuilder &kb, Value word, int64_t byteIdx, Value scalePa
   return asI32(kb, arith::MulFOp::create(b, loc, v, scalePair));
 }
 
+std::string MxfpGroupedMma::check(const TargetInfo &info) const {
+  if (warpsM != 1 && warpsM != 2)
+    return "row warps must be 1 or 2, got " + std::to_string(warpsM);
+  if (bm <= 0 || bm % (16 * warpsM))
+    return "token rows " + std::to_string(bm) + " are not a multiple of 16 per row warp";
+  if (stages < 2 || stages > 8)
+    return "stages must be 2..8, got " + std::to_string(stages);
+  if (kTile != 32 && kTile != 64 && kTile != 128)
+    return "k_tile must be 32, 64 or 128, got " + std::to_string(kTile);
+  if (sharedBytes() > info.maxSharedPerBlock)
+    return std::to_string(sharedBytes()) + " bytes of shared memory exceed the " +
+           std::to_string(info.maxSharedPerBlock) + " a block may have";
+  return "";
+}
+
 void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
+  if (std::string why = g.check(kb.info()); !why.empty())
+    llvm::report_fatal_error(llvm::Twine("k3c: bad expert GEMM ") + g.name + ": " + why,
+                             /*gen_crash_diag=*/false);
+  if (grid < 1)
+    llvm::report_fatal_error(llvm::Twine("k3c: bad expert GEMM ") + g.name +
+                                 ": blocks per SM (K3C_MOE_CTAS_*) must be >= 1",
+                             /*gen_crash_diag=*/false);
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t bm = g.bm, KT = g.kTile, S = g.stages, wM = g.warpsM, threads = 32 * g.warps();

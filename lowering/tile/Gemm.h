@@ -200,6 +200,8 @@ struct MxfpGroupedMma {
       epilogue;
   std::string name;
   int64_t warps() const { return 4 * warpsM; }
+  /// Empty when the configuration is well formed for `info`, else why not.
+  std::string check(const TargetInfo &info) const;
   int64_t sharedBytes() const {
     int64_t ring = stages * (bm * (kTile + 8) * 2 + 16 * (4 * kTile + kTile / 4));
     return ring + (warpsM > 1 ? 16 * (kTile / 16) * 32 * 8 : 0);

@@ -15,6 +15,11 @@
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: env K3C_MOE_TILE128_FROM=192 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=T128
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
+// Bad tuning switches are errors naming the kernel and the problem.
+// RUN: not env K3C_MOE_STAGES_16=1 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: not env K3C_MOE_CTAS_16=0 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CTAS
+// STAGES: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_mma_16: stages must be 2..8, got 1
+// CTAS: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_mma_16: blocks per SM (K3C_MOE_CTAS_*) must be >= 1
 
 // GPU-LABEL: func.func @k3_moe_experts_13dd83a6(
 // GPU-SAME: k3.family = "moe_experts"
