@@ -7,6 +7,7 @@
 #include "lowering/tile/Gemm.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace k3c::lowering {
 
@@ -15,6 +16,10 @@ struct LowerState {
   llvm::DenseMap<mlir::Value, mlir::Value> buffer;    ///< tensor value -> memref
   llvm::DenseMap<mlir::Value, MXFP4Buffers> mxfp4;    ///< MXFP4 value -> bytes
   llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Value>> scratch; ///< op-internal
+  /// Linear -> the residual arith.addf fused into its store (fuseResidualAdds).
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> residualAdd;
+  /// Ops another op's lowering already did (the fused adds).
+  llvm::DenseSet<mlir::Operation *> fusedAway;
   mlir::Value get(mlir::Value v) const { return buffer.lookup(v); }
 };
 
@@ -59,8 +64,15 @@ struct ChunkSlot {
 ChunkSlot findChunk(KernelBuilder &kb, ThreadBlock &tb, mlir::Value lens, mlir::Value slot,
                     int64_t C);
 
-/// The tiled y = x W^T block program (Dense.cpp).
-void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y);
+/// The tiled y = x W^T block program (Dense.cpp); with `residual`
+/// ([T, O]), y = round(round(x W^T) + residual) in the same store.
+void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y,
+                 mlir::Value residual = {});
+/// The residual adds of a kernel body that its linears can do in their
+/// store: arith.addf(linear(x, W), r) where the linear's result has no other
+/// use and r is defined before the linear (a kernel input or an earlier
+/// op's result). Linear -> add.
+llvm::DenseMap<mlir::Operation *, mlir::Operation *> fuseResidualAdds(mlir::Block &body);
 
 /// Each returns success() when it lowered `op`, failure() on error, and
 /// std::nullopt when `op` is not of its family.

@@ -159,7 +159,12 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
     if (!outputIndex.count(v))
       outputIndex[v] = p;
   }
+  // Residual adds done in their linear's store: the linear's own result is
+  // never materialized.
+  DenseMap<Operation *, Operation *> residualAdd = fuseResidualAdds(body);
   for (Operation &op : body.without_terminator()) {
+    if (residualAdd.count(&op))
+      continue;
     for (Value r : op.getResults()) {
       if (tiedOperand(r))
         continue;
@@ -201,6 +206,9 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
   for (auto &[op, list] : opScratch)
     for (int64_t pos : list)
       st.scratch[op].push_back(entry->getArgument(pos));
+  st.residualAdd = residualAdd;
+  for (auto [lin, add] : residualAdd)
+    st.fusedAway.insert(add);
   KernelBuilder kb(b, loc, target);
   kb.function = fn;
   for (Operation &op : body.without_terminator()) {

@@ -34,7 +34,7 @@ Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, int64_t 
 /// shuffles (the host's tile, and the f32 build's on the GPU above kTokTile
 /// tokens). On the host: one thread
 /// per block, the same loop nest.
-static void lowerLinearFma(KernelBuilder &kb, Value x, Value w, Value y) {
+static void lowerLinearFma(KernelBuilder &kb, Value x, Value w, Value y, Value residual) {
   auto xt = cast<MemRefType>(x.getType());
   int64_t K = xt.getDimSize(1), O = cast<MemRefType>(w.getType()).getDimSize(0);
   int64_t vw = std::min(kb.vecWidth(x, K), kb.vecWidth(w, K));
@@ -61,7 +61,7 @@ static void lowerLinearFma(KernelBuilder &kb, Value x, Value w, Value y) {
         Value t = kb.add(t0, kb.idx(tt)), o = kb.add(r0, kb.idx(r));
         Value ok = kb.andi(kb.andi(kb.ieq(tb.lane, kb.idx(0)), kb.ult(t, T)),
                            kb.ult(o, kb.idx(O)));
-        kb.ifThen(ok, [&] { kb.storeF32(v, y, {t, o}); });
+        kb.ifThen(ok, [&] { kb.storeF32(addResidual(kb, y, residual, {t, o}, v), y, {t, o}); });
       }
   }, 0, "linear_fma");
 }
@@ -70,7 +70,7 @@ static void lowerLinearFma(KernelBuilder &kb, Value x, Value w, Value y) {
 /// takes the GEMV (both builds), the f32 build the FMA tile above that, the
 /// bf16 build tensor cores from plan.mmaFrom tokens (a host-side branch on T
 /// picks the launch). The host runs the FMA tile.
-void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y) {
+void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual) {
   auto xt = cast<MemRefType>(x.getType());
   LinearPlan plan = linearPlan(kb.info(), xt.getElementType(),
                                cast<MemRefType>(w.getType()).getElementType(), xt.getDimSize(1),
@@ -80,16 +80,16 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y) {
   // blocks; the FMA tile for the other token counts below plan.mmaFrom.
   auto fewTokens = [&] {
     if (!kb.gpu()) {
-      lowerLinearFma(kb, x, w, y);
+      lowerLinearFma(kb, x, w, y, residual);
       return;
     }
     if (plan.mmaFrom == 2) {
-      gemvLinear(kb, x, w, y, T, 1);
+      gemvLinear(kb, x, w, y, T, 1, residual);
       return;
     }
     kb.ifThenElse(
-        kb.ieq(T, kb.idx(1)), [&] { gemvLinear(kb, x, w, y, T, 1); },
-        [&] { lowerLinearFma(kb, x, w, y); });
+        kb.ieq(T, kb.idx(1)), [&] { gemvLinear(kb, x, w, y, T, 1, residual); },
+        [&] { lowerLinearFma(kb, x, w, y, residual); });
   };
   if (!plan.mmaFrom) {
     fewTokens();
@@ -99,28 +99,60 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y) {
       kb.ult(T, kb.idx(plan.mmaFrom)), fewTokens,
       [&] {
         kb.ifThenElse(
-            kb.ule(T, kb.idx(plan.smallUpTo)), [&] { mmaLinear(kb, x, w, y, T, plan.small); },
+            kb.ule(T, kb.idx(plan.smallUpTo)),
+            [&] { mmaLinear(kb, x, w, y, T, plan.small, residual); },
             [&] {
               kb.ifThenElse(
                   kb.ule(T, kb.idx(plan.mediumUpTo)),
                   [&] {
                     if (plan.useWgmma)
-                      wgmmaLinear(kb, x, w, y, T, plan.wgmmaMedium);
+                      wgmmaLinear(kb, x, w, y, T, plan.wgmmaMedium, residual);
                     else
-                      mmaLinear(kb, x, w, y, T, plan.medium);
+                      mmaLinear(kb, x, w, y, T, plan.medium, residual);
                   },
                   [&] {
                     if (plan.useWgmma)
-                      wgmmaLinear(kb, x, w, y, T, plan.wgmma);
+                      wgmmaLinear(kb, x, w, y, T, plan.wgmma, residual);
                     else
-                      mmaLinear(kb, x, w, y, T, plan.large);
+                      mmaLinear(kb, x, w, y, T, plan.large, residual);
                   });
             });
       });
 }
 
+DenseMap<Operation *, Operation *> fuseResidualAdds(Block &body) {
+  DenseMap<Operation *, Operation *> out;
+  if (!intFromEnv("K3C_FUSE_RESIDUAL", 1))
+    return out;
+  for (Operation &op : body.without_terminator()) {
+    auto lin = dyn_cast<LinearOp>(op);
+    if (!lin || !lin.getResult().hasOneUse())
+      continue;
+    auto add = dyn_cast<arith::AddFOp>(*lin.getResult().getUsers().begin());
+    if (!add || add->getBlock() != &body || add.getType() != lin.getType())
+      continue;
+    Value other = add.getLhs() == lin.getResult() ? add.getRhs() : add.getLhs();
+    if (other == lin.getResult())
+      continue; // y + y
+    Operation *def = other.getDefiningOp();
+    if (def && (def->getBlock() != &body || !def->isBeforeInBlock(&op)))
+      continue;
+    out[&op] = add;
+  }
+  return out;
+}
+
 std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto lin = dyn_cast<LinearOp>(op)) {
+    // A residual add fused into the store (KernelsToLoops decides which):
+    // the linear writes the sum straight into the add's buffer.
+    if (auto it = st.residualAdd.find(op); it != st.residualAdd.end()) {
+      auto add = cast<arith::AddFOp>(it->second);
+      Value other = add.getLhs() == lin.getResult() ? add.getRhs() : add.getLhs();
+      lowerLinear(kb, st.get(lin.getInput()), st.get(lin.getWeight()), st.get(add.getResult()),
+                  st.get(other));
+      return success();
+    }
     lowerLinear(kb, st.get(lin.getInput()), st.get(lin.getWeight()), st.get(lin.getResult()));
     return success();
   }
@@ -152,6 +184,8 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
     return success();
   }
   if (auto addf = dyn_cast<arith::AddFOp>(op)) {
+    if (st.fusedAway.contains(op))
+      return success(); // done by the linear it follows (residualAdd)
     Value a = st.get(addf.getLhs()), b = st.get(addf.getRhs()), y = st.get(addf.getResult());
     kb.parallel({kb.dim(y, 0), kb.dim(y, 1)}, [&](ValueRange iv) {
       kb.storeF32(kb.fadd(kb.loadF32(a, iv), kb.loadF32(b, iv)), y, iv);

@@ -162,7 +162,8 @@ SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t
 }
 
 
-void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t tok) {
+void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t tok,
+                Value residual) {
   const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
   const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
   const int64_t vw = std::min(kb.vecWidth(x, K), kb.vecWidth(w, K));
@@ -202,7 +203,9 @@ void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t t
         total = kb.fadd(total, kb.load(red, {kb.idx(wi), i}));
       Value r = kb.div(i, tok), t = kb.rem(i, tok);
       Value o = kb.add(r0, r);
-      kb.ifThen(kb.andi(kb.ult(o, kb.idx(O)), kb.ult(t, T)), [&] { kb.storeF32(total, y, {t, o}); });
+      kb.ifThen(kb.andi(kb.ult(o, kb.idx(O)), kb.ult(t, T)), [&] {
+        kb.storeF32(addResidual(kb, y, residual, {t, o}, total), y, {t, o});
+      });
     });
   }, 0, "linear_gemv" + std::to_string(tok));
 }
@@ -250,17 +253,19 @@ static MmaTile tileFromEnv(const char *var, MmaTile dflt) {
   return MmaTile{f[0], f[1], f[2], f[3], f[4], f[5]};
 }
 
-/// "bm,bn,stages" from the environment (tuning override), or `dflt`.
+/// "bm,bn,stages[,inflight]" from the environment (tuning override), or
+/// `dflt`.
 static WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt) {
   const char *v = std::getenv(var);
   if (!v || !*v)
     return dflt;
   SmallVector<StringRef> parts;
   StringRef(v).split(parts, ',');
-  WgmmaTile t;
-  if (parts.size() != 3 || parts[0].trim().getAsInteger(10, t.bm) ||
-      parts[1].trim().getAsInteger(10, t.bn) || parts[2].trim().getAsInteger(10, t.stages))
-    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be bm,bn,stages",
+  WgmmaTile t = dflt;
+  if ((parts.size() != 3 && parts.size() != 4) || parts[0].trim().getAsInteger(10, t.bm) ||
+      parts[1].trim().getAsInteger(10, t.bn) || parts[2].trim().getAsInteger(10, t.stages) ||
+      (parts.size() == 4 && parts[3].trim().getAsInteger(10, t.inflight)))
+    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be bm,bn,stages[,inflight]",
                              /*gen_crash_diag=*/false);
   return t;
 }
@@ -275,7 +280,7 @@ int64_t intFromEnv(const char *var, int64_t dflt) {
 
 std::string WgmmaTile::name() const {
   return "wgmma_" + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) +
-         "_s" + std::to_string(stages);
+         "_s" + std::to_string(stages) + (inflight ? "_f" + std::to_string(inflight) : "");
 }
 
 std::string WgmmaTile::check(const TargetInfo &info) const {
@@ -283,6 +288,8 @@ std::string WgmmaTile::check(const TargetInfo &info) const {
     return "the target has no warpgroup MMA";
   if (bm % 64 || bm < 64 || bm > 256 || bn % 16 || bn < 16 || bn > 256 || stages < 2)
     return "needs bm in {64, 128, 192, 256}, bn a multiple of 16 up to 256, stages >= 2";
+  if (inflight < 0 || inflight > 1 || stages < 2 + inflight)
+    return "needs inflight 0 or 1 and stages >= 2 + inflight";
   if ((bm * 8) % threads() || (bn * 8) % threads())
     return "the 16-byte chunks of a stage must split evenly over the threads";
   if (sharedBytes() > info.maxSharedPerBlock)
@@ -443,13 +450,26 @@ void storePair(KernelBuilder &kb, Value mem, ValueRange indices, Value v0, Value
   kb.storeF32(v1, mem, next);
 }
 
-void storeAccPair(KernelBuilder &kb, Value y, Value row, Value col, Value v0, Value v1, Value T,
-                  int64_t O) {
-  kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, kb.idx(O))),
-            [&] { storePair(kb, y, {row, col}, v0, v1); });
+Value addResidual(KernelBuilder &kb, Value y, Value residual, ValueRange indices, Value v) {
+  if (!residual)
+    return v;
+  return kb.fadd(kb.round(v, cast<MemRefType>(y.getType()).getElementType()),
+                 kb.loadF32(residual, indices));
 }
 
-void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaTile &tile) {
+void storeAccPair(KernelBuilder &kb, Value y, Value row, Value col, Value v0, Value v1, Value T,
+                  int64_t O, Value residual) {
+  kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, kb.idx(O))), [&] {
+    if (residual) {
+      v0 = addResidual(kb, y, residual, {row, col}, v0);
+      v1 = addResidual(kb, y, residual, {row, kb.add(col, 1)}, v1);
+    }
+    storePair(kb, y, {row, col}, v0, v1);
+  });
+}
+
+void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaTile &tile,
+               Value residual) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
@@ -534,7 +554,8 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
         for (int64_t h = 0; h < 2; ++h)
           storeAccPair(kb, y, kb.add(kb.add(m0, wRow), kb.add(g, i * 16 + 8 * h)),
                        kb.add(kb.add(n0, wCol), kb.add(c2, j * 8)),
-                       acc[(i * ni + j) * 4 + 2 * h], acc[(i * ni + j) * 4 + 2 * h + 1], T, O);
+                       acc[(i * ni + j) * 4 + 2 * h], acc[(i * ni + j) * 4 + 2 * h + 1], T, O,
+                       residual);
   }, tile.sharedBytes(2), "linear_" + tile.name());
 }
 
@@ -560,7 +581,8 @@ static Value smemDescriptor(KernelBuilder &kb, Value addr) {
   return arith::OrIOp::create(b, loc, lo, fixed);
 }
 
-void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const WgmmaTile &tile) {
+void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const WgmmaTile &tile,
+                 Value residual) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
@@ -604,7 +626,10 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       copyTileRows(kb, tb, w, bs, slot, n0, kb.idx(O), kt, bn, bk, K, swizzled);
       NVVM::CpAsyncCommitGroupOp::create(b, loc);
     };
-    for (int64_t s = 0; s + 1 < stages; ++s)
+    // Prefetch distance: with a wgmma group left in flight at the end of
+    // step kt - 1, the slot step kt may refill is the one step kt - 2 read.
+    const int64_t ahead = stages - 1 - tile.inflight;
+    for (int64_t s = 0; s < ahead; ++s)
       issue(kb.idx(s), kb.idx(s));
 
     Value wg = kb.div(tb.tid, 128);
@@ -614,12 +639,13 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     Value acc = kb.loop(kb.idx(0), kb.idx(kTiles), ValueRange{zero}, [&](Value kt, ValueRange in) {
       // Stage kt landed; generic-proxy writes made visible to the async
       // proxy (wgmma reads shared memory through it); every warpgroup is
-      // done with stage kt-1 (its wgmma waited below), refilled next.
-      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(stages - 2));
+      // done with stage kt - 1 - inflight (its wgmma waited below), whose
+      // slot is refilled next.
+      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(ahead - 1));
       NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
                                  NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
       kb.barrier(tb);
-      Value next = kb.add(kt, stages - 1);
+      Value next = kb.add(kt, ahead);
       issue(next, kb.rem(next, stages));
       Value slot = kb.rem(kt, stages);
       Value aAddr = toI64(kb.add(aWg, kb.mul(slot, bm * rowBytes)));
@@ -637,9 +663,11 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
             NVVM::MMALayout::row, NVVM::MMALayout::col, nullptr);
       }
       NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(tile.inflight));
       return SmallVector<Value>{d};
     })[0];
+    if (tile.inflight)
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
     NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
 
     // Epilogue: accumulator 4j + e of a thread holds row 16 (warp % 4) +
@@ -654,7 +682,8 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
         storeAccPair(
             kb, y, kb.add(rowBase, 8 * h), kb.add(colBase, 8 * j),
             LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h}),
-            LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h + 1}), T, O);
+            LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h + 1}), T, O,
+            residual);
   }, tile.sharedBytes(), "linear_" + tile.name());
 }
 

@@ -68,8 +68,11 @@ gemmTile(KernelBuilder &kb, ThreadBlock &tb, mlir::Value a, int64_t K, int64_t v
 /// blocks of 4-row warps.
 constexpr int64_t kGemvThreads = 256;
 constexpr int64_t kGemvRows = 4;
+/// Every linear strategy takes an optional `residual` [T, O] (a fused
+/// residual add): y = round(round(x W^T) + residual), the unfused kernels'
+/// two rounding points kept, so the fusion changes no bit of y.
 void gemvLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
-                int64_t tok);
+                int64_t tok, mlir::Value residual = {});
 
 /// A tensor-core CTA tile: bm x bn outputs a block, bk columns of K a
 /// pipeline stage, warpsM x warpsN warps (each a (bm/warpsM) x (bn/warpsN)
@@ -88,9 +91,12 @@ struct MmaTile {
 
 /// A warpgroup-MMA CTA tile (sm_90a): bm/64 consumer warpgroups, each
 /// issuing wgmma.m64n{bn}k16 over its 64 rows; stages of 64 K columns (one
-/// 128-byte swizzled row per tile row) filled by cp.async.
+/// 128-byte swizzled row per tile row) filled by cp.async. `inflight` wgmma
+/// groups (0 or 1) stay in flight while the next stage is waited for and
+/// refilled, so the tensor cores run across the block barrier; the ring then
+/// prefetches stages - 1 - inflight stages ahead.
 struct WgmmaTile {
-  int64_t bm = 128, bn = 256, stages = 4;
+  int64_t bm = 128, bn = 256, stages = 4, inflight = 1;
   static constexpr int64_t bk = 64;
   int64_t threads() const { return 128 * (bm / 64); }
   /// Stage bytes plus 1 KB to align the ring to the 1024-byte swizzle atom.
@@ -121,14 +127,14 @@ LinearPlan linearPlan(const TargetInfo &info, mlir::Type xElt, mlir::Type wElt, 
 /// W tiles a wave reads stay in L2). x, W bf16; y any float type (rounded
 /// once from the fp32 accumulators).
 void mmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
-               const MmaTile &tile);
+               const MmaTile &tile, mlir::Value residual = {});
 
 /// y = x W^T over `T` rows with warpgroup MMA (sm_90a): x and W tiles in
 /// 128-byte-swizzled shared memory (cp.async, zero-filled edges, a
 /// `stages`-deep ring), shared-memory matrix descriptors, wgmma.mma_async
 /// m64n{bn}k16 bf16 -> f32 accumulating in registers.
 void wgmmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
-                 const WgmmaTile &tile);
+                 const WgmmaTile &tile, mlir::Value residual = {});
 
 // Fragment-level helpers of the mma.sync strategy for families that chain
 // small products in registers (the KDA chunk recurrence).
@@ -228,8 +234,15 @@ void storePair(KernelBuilder &kb, mlir::Value mem, mlir::ValueRange indices, mli
                mlir::Value v1);
 /// Stores accumulators v0, v1 at y[row, col], y[row, col + 1] when row < T
 /// and col < O (O even): one 4-byte store of the rounded pair for 16-bit y.
+/// With `residual`, the pair is rounded to y's type, residual[row, col..]
+/// added in fp32, and the sum stored (rounded again).
 void storeAccPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,
-                  mlir::Value v0, mlir::Value v1, mlir::Value T, int64_t O);
+                  mlir::Value v0, mlir::Value v1, mlir::Value T, int64_t O,
+                  mlir::Value residual = {});
+/// v rounded to y's element type plus residual[indices] (fp32), when
+/// `residual` is set; else v.
+mlir::Value addResidual(KernelBuilder &kb, mlir::Value y, mlir::Value residual,
+                        mlir::ValueRange indices, mlir::Value v);
 
 } // namespace k3c::lowering
 

@@ -5,8 +5,15 @@
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=F32
+// RUN: env K3C_FUSE_RESIDUAL=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=UNFUSED
+// RUN: env K3C_WGMMA_TILE=128,256,4,0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SERIAL
 
-// GPU-LABEL: func.func @k3_mlp_down_{{[0-9a-f]+}}(
+// The residual add is done in the linear's store: the linear's own result
+// gets no buffer (arguments: GLU inputs, W, the residual, the GLU's scratch,
+// the output), and no separate add launch follows the GEMM tiles.
+// UNFUSED keeps the add as its own launch and the linear's result buffer.
+
+// GPU-LABEL: func.func @k3_mlp_down_{{[0-9a-f]+}}(%arg0: memref<?x576xbf16>, %arg1: memref<?x576xbf16>, %arg2: memref<128x576xbf16>, %arg3: memref<?x128xbf16>, %arg4: memref<?x576xbf16>, %arg5: memref<?x128xbf16>)
 // GPU-SAME: k3.family = "mlp_down"
 // GPU: arith.cmpi ult, %[[T:.*]], %c2 : index
 // GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) module(@k3_mlp_down_{{[0-9a-f]+}}_linear_gemv1) {{.*}} workgroup(%{{.*}} : memref<8x4xf32, #gpu.address_space<workgroup>>)
@@ -20,14 +27,33 @@
 // GPU: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<6x32x72xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 // GPU: nvvm.mma.sync {{.*}}{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>{{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // GPU: vector.store {{.*}} : memref<?x128xbf16>, vector<2xbf16>
-// GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x64x64_s4)
-// GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4)
+// GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x64x64_s4_f1)
+// GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1)
 // GPU: memref.extract_aligned_pointer_as_index
+// GPU: nvvm.cp.async.wait.group 1
 // GPU: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // GPU: nvvm.wgmma.fence.aligned
 // GPU: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 256, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 // GPU: nvvm.wgmma.commit.group.sync.aligned
+// One wgmma group stays in flight across the next stage's barrier; the last
+// is waited for before the epilogue, which adds the residual (%arg3).
+// GPU: nvvm.wgmma.wait.group.sync.aligned 1
 // GPU: nvvm.wgmma.wait.group.sync.aligned 0
+// GPU: memref.load {{.*}} : memref<?x128xbf16>
+// GPU: arith.addf
+// GPU: vector.store {{.*}} : memref<?x128xbf16>, vector<2xbf16>
+// GPU-NOT: gpu.launch
+// GPU: return
+
+// UNFUSED-LABEL: func.func @k3_mlp_down_{{[0-9a-f]+}}(%arg0: memref<?x576xbf16>, %arg1: memref<?x576xbf16>, %arg2: memref<128x576xbf16>, %arg3: memref<?x128xbf16>, %arg4: memref<?x576xbf16>, %arg5: memref<?x128xbf16>, %arg6: memref<?x128xbf16>)
+// UNFUSED: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1)
+// UNFUSED: gpu.launch
+// UNFUSED: return
+
+// SERIAL: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4)
+// SERIAL-NOT: nvvm.wgmma.wait.group.sync.aligned 1
+// SERIAL: nvvm.cp.async.wait.group 2
+// SERIAL: nvvm.wgmma.wait.group.sync.aligned 0
 
 // The host: one thread a block, no GPU or tensor-core operations.
 // HOST-LABEL: func.func @k3_mlp_down_{{[0-9a-f]+}}(

@@ -14,10 +14,12 @@
 // GPU-LABEL: func.func @k3_linear_test(
 // GPU: module(@k3_linear_test_linear_gemv1)
 // GPU: module(@k3_linear_test_linear_mma_32x64x64_s6)
-// GPU: module(@k3_linear_test_linear_wgmma_128x64x64_s4)
-// GPU: module(@k3_linear_test_linear_wgmma_128x256x64_s4)
+// GPU: module(@k3_linear_test_linear_wgmma_128x64x64_s4_f1)
+// GPU: module(@k3_linear_test_linear_wgmma_128x256x64_s4_f1)
 // RUN: not env K3C_WGMMA_TILE=64,512,2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADTILE
-// BADTILE: LLVM ERROR: k3c: bad wgmma tile wgmma_64x512x64_s2: needs bm in {64, 128, 192, 256}, bn a multiple of 16 up to 256, stages >= 2
+// RUN: not env K3C_WGMMA_TILE=128,256,2,1 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADINFLIGHT
+// BADINFLIGHT: LLVM ERROR: k3c: bad wgmma tile wgmma_128x256x64_s2_f1: needs inflight 0 or 1 and stages >= 2 + inflight
+// BADTILE: LLVM ERROR: k3c: bad wgmma tile wgmma_64x512x64_s2_f1: needs bm in {64, 128, 192, 256}, bn a multiple of 16 up to 256, stages >= 2
 // NOKERNEL: error: --k3-lower-kernels: the module holds no k3.kernel (run --k3-pipeline or --k3-fuse-kernels first)
 // TARGET: error: --k3-lower-kernels: unknown target 'sm_80' (expected host or sm_90a)
 func.func @two_calls(%x: tensor<?x64xbf16>, %w: tensor<32x64xbf16>) -> (tensor<?x32xbf16>, tensor<?x32xbf16>) {
