@@ -4,7 +4,11 @@
 
 #include "support/Common.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <dlfcn.h>
+#include <vector>
 #include <map>
 #include <mutex>
 
@@ -55,6 +59,7 @@ struct Driver {
   CUresult (*cuGraphLaunch)(void *, CUstream);
   CUresult (*cuGraphExecDestroy)(void *);
   CUresult (*cuGraphDestroy)(void *);
+  CUresult (*cuFuncGetName)(const char **, CUfunction) = nullptr; // optional (CUDA >= 12.3)
   bool capturing = false;
   CUcontext ctx = nullptr;
   CUstream stream = nullptr;
@@ -113,6 +118,8 @@ bool initialize(std::string &why) {
             bind(d.cuEventSynchronize, "cuEventSynchronize") &&
             bind(d.cuEventElapsedTime, "cuEventElapsedTime") &&
             bind(d.cuGetErrorString, "cuGetErrorString");
+  if (!bind(d.cuFuncGetName, "cuFuncGetName"))
+    d.cuFuncGetName = nullptr;
   // Graph support is optional: without it decode runs eagerly.
   if (!(bind(d.cuStreamBeginCapture, "cuStreamBeginCapture_v2") &&
         bind(d.cuStreamEndCapture, "cuStreamEndCapture") &&
@@ -262,6 +269,39 @@ static void record(const char *call, int r) {
     launchError = std::string(call) + " failed: " + errorText(r);
 }
 
+/// K3C_PROFILE_LAUNCHES=1: every eager launch is timed by device events and
+/// synchronized (slow: for finding where a fused kernel's time goes, not for
+/// its total); the table of device functions (the kernel's strategy-named
+/// launches: its prologue, GEMM tiles, epilogue) goes to stderr at exit.
+namespace {
+struct LaunchProfile {
+  bool on = false;
+  struct Row {
+    int64_t launches = 0;
+    double ms = 0;
+  };
+  std::map<std::string, Row> rows;
+  CUevent start = nullptr, stop = nullptr;
+  LaunchProfile() {
+    const char *v = std::getenv("K3C_PROFILE_LAUNCHES");
+    on = v && *v && std::string(v) != "0";
+  }
+  ~LaunchProfile() {
+    if (rows.empty())
+      return;
+    std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto &a, const auto &b) { return a.second.ms > b.second.ms; });
+    std::fprintf(stderr, "launch profile (K3C_PROFILE_LAUNCHES): device function, launches, "
+                         "total ms, mean us\n");
+    for (const auto &[name, r] : sorted)
+      std::fprintf(stderr, "  %-72s %8lld %10.3f %10.1f\n", name.c_str(),
+                   static_cast<long long>(r.launches), r.ms, 1e3 * r.ms / r.launches);
+  }
+};
+LaunchProfile launchProfile;
+} // namespace
+
 extern "C" {
 
 __attribute__((visibility("default"))) void *mgpuModuleLoad(void *data, size_t) {
@@ -314,8 +354,32 @@ mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t
       have = smem;
     }
   }
-  if (int r = d.cuLaunchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params, extra))
+  const bool timed = launchProfile.on && !d.capturing;
+  if (timed) {
+    if (!launchProfile.start &&
+        (d.cuEventCreate(&launchProfile.start, 0) || d.cuEventCreate(&launchProfile.stop, 0)))
+      launchProfile.on = false;
+    else
+      d.cuEventRecord(launchProfile.start, stream);
+  }
+  if (int r = d.cuLaunchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params, extra)) {
     record("cuLaunchKernel", r);
+    return;
+  }
+  if (timed && launchProfile.on) {
+    float ms = 0;
+    d.cuEventRecord(launchProfile.stop, stream);
+    d.cuEventSynchronize(launchProfile.stop);
+    d.cuEventElapsedTime(&ms, launchProfile.start, launchProfile.stop);
+    const char *name = nullptr;
+    if (d.cuFuncGetName)
+      d.cuFuncGetName(&name, function);
+    std::string key = name ? name : "?";
+    key += " <" + std::to_string(gx * gy * gz) + "x" + std::to_string(bx * by * bz) + ">";
+    auto &row = launchProfile.rows[key];
+    ++row.launches;
+    row.ms += ms;
+  }
 }
 
 __attribute__((visibility("default"))) void *mgpuStreamCreate() { return d.stream; }
