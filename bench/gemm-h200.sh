@@ -18,6 +18,8 @@ k3-mkcheckpoint --config k3-tiny.json -o ckpt-tiny --seed 11 --quiet
 k3-mkcheckpoint --config k3-tiny-dense.json -o ckpt-tiny-dense --seed 11 --quiet
 echo "== k3-tiny f32 (exact FMA path) vs the reference"
 k3-run tiny-f32 --checkpoint ckpt-tiny --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "check:"
+echo "== k3-tiny bf16 (MXFP4 experts; the reference follows the compiled routing at near ties)"
+k3-run tiny-bf16 --checkpoint ckpt-tiny --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "routing|check:"
 echo "== dense k3-tiny bf16 vs the reference: 20 tokens, 300 + 20 tokens, mixed batch"
 seq -s, 1 300 > long.txt; seq -s, 5 24 >> long.txt
 k3-run tiny-dense-bf16 --checkpoint ckpt-tiny-dense --device cuda --prompt-ids $(seq -s, 7 26) --max-new-tokens 4 --check --quiet | grep -E "check:"
@@ -41,8 +43,11 @@ python3 gemm_peer.py slice-bf16 $OUT/slice-bench.csv | tee $OUT/peer.txt
 for a in v/slice-P*; do
   [ -d "$a" ] || continue
   echo "== tile variant $a (prefill)"
-  k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode none --reps 2 --csv $OUT/$(basename $a).csv | grep -E "^prefill|mlp_in|mlp_down|kda_in"
+  k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode none --reps 2 --csv $OUT/$(basename $a).csv | grep -E "^prefill|mlp_in|mlp_down|kda_in|kda_out|mla_out|mla_in"
 done
+echo "== where each kernel's time goes: every launch timed (K3C_PROFILE_LAUNCHES), prefill 8192, decode 1 and 128"
+K3C_PROFILE_LAUNCHES=1 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 8192 --decode 1,128 --steps 4 --reps 1 > /dev/null 2> $OUT/launches.txt
+grep -A60 "launch profile" $OUT/launches.txt | head -70
 for a in v/slice-D*; do
   [ -d "$a" ] || continue
   echo "== tile variant $a (decode)"

@@ -5,7 +5,7 @@
 # the full-width 2-layer k3-small slice (dense MLP, capacity 8192 tokens and
 # 128 sequences) for sm_90a, and the same slice with mma.sync only
 # (K3C_WGMMA=0) to compare logits. Tile variants for tuning:
-#   VARIANTS="P1=K3C_WGMMA_TILE=128,256,4 D1=K3C_MMA_SMALL=32,64,64,2,2,6;K3C_MMA_FROM=2" \
+#   VARIANTS="P1=K3C_WGMMA_TILE=128,256,4,0 D1=K3C_MMA_SMALL=32,64,64,2,2,6;K3C_MMA_FROM=2" \
 #     bash bench/make-gemm-bundle.sh
 # (names starting with P are benchmarked at prefill, D at decode).
 # Carry .dev; run: bash .dev/gemm-h200.sh
@@ -19,6 +19,7 @@ cp models/configs/k3-tiny.json test/Runtime/Inputs/k3-tiny-dense.json $D/
 $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o /tmp/k3c-ckpt-tiny --seed 11 --quiet
 $B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
 $B/k3-compile /tmp/k3c-ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
+$B/k3-compile /tmp/k3c-ckpt-tiny -o $D/tiny-bf16 --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
 $B/k3-compile /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024 --target=sm_90a --quiet
 python3 bench/slice-config.py .dev slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet

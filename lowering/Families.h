@@ -18,7 +18,9 @@ struct LowerState {
   llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Value>> scratch; ///< op-internal
   /// Linear -> the residual arith.addf fused into its store (fuseResidualAdds).
   llvm::DenseMap<mlir::Operation *, mlir::Operation *> residualAdd;
-  /// Ops another op's lowering already did (the fused adds).
+  /// Gated activation -> its (gate, up) projections, lowered as one GEMM.
+  llvm::DenseMap<mlir::Operation *, std::pair<mlir::Operation *, mlir::Operation *>> gluPair;
+  /// Ops another op's lowering does (fused adds, paired projections).
   llvm::DenseSet<mlir::Operation *> fusedAway;
   mlir::Value get(mlir::Value v) const { return buffer.lookup(v); }
 };
@@ -73,6 +75,12 @@ void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y,
 /// use and r is defined before the linear (a kernel input or an earlier
 /// op's result). Linear -> add.
 llvm::DenseMap<mlir::Operation *, mlir::Operation *> fuseResidualAdds(mlir::Block &body);
+/// The gated activations of a kernel body computed with their projections:
+/// glu(linear(x, Wg), linear(x, Wu)), same x and weight shapes, the
+/// projections used by nothing else. Glu -> (gate, up). (The projections'
+/// buffers remain for the paths that run them separately.)
+llvm::DenseMap<mlir::Operation *, std::pair<mlir::Operation *, mlir::Operation *>>
+fuseGluPairs(mlir::Block &body);
 
 /// Each returns success() when it lowered `op`, failure() on error, and
 /// std::nullopt when `op` is not of its family.

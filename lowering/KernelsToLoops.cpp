@@ -209,6 +209,11 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
   st.residualAdd = residualAdd;
   for (auto [lin, add] : residualAdd)
     st.fusedAway.insert(add);
+  st.gluPair = fuseGluPairs(body);
+  for (auto &[glu, pair] : st.gluPair) {
+    st.fusedAway.insert(pair.first);
+    st.fusedAway.insert(pair.second);
+  }
   KernelBuilder kb(b, loc, target);
   kb.function = fn;
   for (Operation &op : body.without_terminator()) {

@@ -5,6 +5,7 @@
 //   norm_proj   [attn_res] + rmsnorm + every k3.linear reading the norm
 //               (KDA: q,k,v,f_a,b,g; MLA: q_a|q, kv_a, g; MoE: latent down,
 //               shared gate/up; dense: gate/up; final: last_tokens + lm head)
+//               + the gated activation of a gate/up pair (fuse-glu)
 //   kda_conv_gate  3 x short_conv + 2 x l2norm + f_b linear + kda_gate
 //   kda_chunk   the chunked delta rule
 //   kda_out     gated_rmsnorm + o_proj (+ the residual add)
@@ -13,9 +14,9 @@
 //   mla_out     o_proj (+ the residual add)
 //   moe_router  router GEMM + top-k + renormalize
 //   moe_experts grouped w1/w3 GEMM + SiTU + w2 GEMM, MXFP4 dequant in registers
-//   moe_shared  shared-expert activation + down projection
+//   moe_shared  shared-expert down projection (+ its activation without fuse-glu)
 //   moe_out     weighted combine + RMSNorm + up projection + shared add (+ residual)
-//   mlp_down    dense activation + down projection (+ residual)
+//   mlp_down    down projection (+ residual; + the activation without fuse-glu)
 //   embed       embedding gather
 // The block is then re-sorted topologically, each group is outlined into a
 // k3.kernel (inputs = values from outside, results = values used outside),
@@ -50,7 +51,7 @@ struct Group {
 
 class Fuser {
 public:
-  explicit Fuser(Block &block) : block(block) {}
+  Fuser(Block &block, bool fuseGlu) : block(block), fuseGlu(fuseGlu) {}
 
   LogicalResult run(bool report);
 
@@ -79,6 +80,7 @@ private:
   LogicalResult outline(Group &g);
 
   Block &block;
+  bool fuseGlu;
   std::vector<std::unique_ptr<Group>> groups;
   llvm::DenseMap<Operation *, Group *> owner;
 };
@@ -193,6 +195,22 @@ void Fuser::formGroups() {
     if (g->family == "norm_proj")
       g->family = kda ? "kda_in" : mla ? "mla_in" : moe ? "moe_in" : mlp ? "mlp_in" : "norm_proj";
   });
+  // A gated activation whose gate and up projections share a kernel (and
+  // are used by nothing else) moves into it: the GEMM tile computes both and
+  // stores only the activation (the down projection's kernel keeps the rest).
+  if (fuseGlu)
+    block.walk([&](GluOp glu) {
+      auto gate = def<LinearOp>(glu.getGate()), up = def<LinearOp>(glu.getUp());
+      if (!gate || !up || gate == up || !groupOf(gate) || groupOf(gate) != groupOf(up) ||
+          gate.getInput() != up.getInput() || gate.getType() != up.getType() ||
+          !singleUse(gate.getResult()) || !singleUse(up.getResult()))
+        return;
+      if (Group *from = groupOf(glu)) {
+        from->ops.remove(glu);
+        owner.erase(glu);
+      }
+      add(groupOf(gate), glu);
+    });
   // Residual / running-sum adds join the kernel producing their newest operand.
   block.walk([&](arith::AddFOp add_) {
     if (groupOf(add_))
@@ -340,7 +358,7 @@ struct K3FuseKernelsPass : mlir::k3::impl::K3FuseKernelsPassBase<K3FuseKernelsPa
     getOperation().walk([&](func::FuncOp fn) {
       if (fn.isExternal())
         return;
-      if (failed(Fuser(fn.getBody().front()).run(report)))
+      if (failed(Fuser(fn.getBody().front(), fuseGlu).run(report)))
         ok = false;
     });
     if (!ok)

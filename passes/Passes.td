@@ -68,7 +68,10 @@ def K3FuseKernelsPass : Pass<"k3-fuse-kernels", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"report", "report", "bool", /*default=*/"false",
-           "Emit a remark per kernel with its cost estimates">
+           "Emit a remark per kernel with its cost estimates">,
+    Option<"fuseGlu", "fuse-glu", "bool", /*default=*/"true",
+           "Put a gated activation (dense MLP, shared experts) in the kernel of "
+           "its gate and up projections, so only the activation leaves it">
   ];
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }

@@ -120,6 +120,106 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual) {
       });
 }
 
+/// The elementwise gated activation y = act(a, b) (one launch).
+static void lowerGluElementwise(KernelBuilder &kb, GluOp glu, Value a, Value b, Value y) {
+  kb.parallel({kb.dim(y, 0), kb.dim(y, 1)}, [&](ValueRange iv) {
+    Value v = kb.glu(glu.getActivation(), glu.getSituBeta(), glu.getSituLinearBeta(),
+                     kb.loadF32(a, iv), kb.loadF32(b, iv));
+    kb.storeF32(v, y, iv);
+  });
+}
+
+/// glu(linear(x, Wg), linear(x, Wu)) as one GEMM where the GEMM layer can
+/// (GluPair: the GEMV at one token, the tensor-core tiles from plan.mmaFrom
+/// tokens; y only is written); elsewhere (the host, the f32 build's FMA
+/// tile) the two projections into their buffers, then the activation.
+static void lowerLinearGlu(KernelBuilder &kb, GluOp glu, LinearOp gate, LinearOp up,
+                           LowerState &st) {
+  Value x = st.get(gate.getInput()), wg = st.get(gate.getWeight()), wu = st.get(up.getWeight());
+  Value yg = st.get(gate.getResult()), yu = st.get(up.getResult()), y = st.get(glu.getResult());
+  auto xt = cast<MemRefType>(x.getType());
+  int64_t K = xt.getDimSize(1), O = cast<MemRefType>(wg.getType()).getDimSize(0);
+  LinearPlan plan = linearPlan(kb.info(), xt.getElementType(),
+                               cast<MemRefType>(wg.getType()).getElementType(), K, 2 * O);
+  GluPair pair;
+  pair.up = wu;
+  pair.roundTo = cast<MemRefType>(yg.getType()).getElementType();
+  pair.act = [&kb, glu](Value g, Value u) mutable {
+    return kb.glu(glu.getActivation(), glu.getSituBeta(), glu.getSituLinearBeta(), g, u);
+  };
+  Value T = kb.dim(x, 0);
+  const bool paired = intFromEnv("K3C_GLU_PAIR", 1) != 0;
+  // Separately: with pairing on the GPU, the FMA tile for both projections
+  // (the only strategy reachable there: below the tensor-core tiles, above
+  // one token); else (the host, K3C_GLU_PAIR=0) the whole linear plan.
+  auto separate = [&] {
+    if (kb.gpu() && paired) {
+      lowerLinearFma(kb, x, wg, yg, {});
+      lowerLinearFma(kb, x, wu, yu, {});
+    } else {
+      lowerLinear(kb, x, wg, yg);
+      lowerLinear(kb, x, wu, yu);
+    }
+    lowerGluElementwise(kb, glu, yg, yu, y);
+  };
+  // The tiles need whole 8-row blocks of gate and up (O % 8).
+  const bool tiles = paired && plan.mmaFrom && O % 8 == 0;
+  if (!kb.gpu() || !paired) {
+    separate();
+    return;
+  }
+  auto fewTokens = [&] {
+    if (tiles && plan.mmaFrom == 2) {
+      gemvLinear(kb, x, wg, y, T, 1, {}, pair);
+      return;
+    }
+    kb.ifThenElse(
+        kb.ieq(T, kb.idx(1)), [&] { gemvLinear(kb, x, wg, y, T, 1, {}, pair); }, separate);
+  };
+  if (!tiles) {
+    fewTokens();
+    return;
+  }
+  kb.ifThenElse(kb.ult(T, kb.idx(plan.mmaFrom)), fewTokens, [&] {
+    kb.ifThenElse(
+        kb.ule(T, kb.idx(plan.smallUpTo)),
+        [&] { mmaLinear(kb, x, wg, y, T, plan.small, {}, pair); },
+        [&] {
+          kb.ifThenElse(
+              kb.ule(T, kb.idx(plan.mediumUpTo)),
+              [&] {
+                if (plan.useWgmma)
+                  wgmmaLinear(kb, x, wg, y, T, plan.wgmmaMedium, {}, pair);
+                else
+                  mmaLinear(kb, x, wg, y, T, plan.medium, {}, pair);
+              },
+              [&] {
+                if (plan.useWgmma)
+                  wgmmaLinear(kb, x, wg, y, T, plan.wgmma, {}, pair);
+                else
+                  mmaLinear(kb, x, wg, y, T, plan.large, {}, pair);
+              });
+        });
+  });
+}
+
+DenseMap<Operation *, std::pair<Operation *, Operation *>> fuseGluPairs(Block &body) {
+  DenseMap<Operation *, std::pair<Operation *, Operation *>> out;
+  for (Operation &op : body.without_terminator()) {
+    auto glu = dyn_cast<GluOp>(op);
+    if (!glu)
+      continue;
+    auto gate = glu.getGate().getDefiningOp<LinearOp>();
+    auto up = glu.getUp().getDefiningOp<LinearOp>();
+    if (!gate || !up || gate == up || gate->getBlock() != &body || up->getBlock() != &body ||
+        gate.getInput() != up.getInput() || gate.getWeight().getType() != up.getWeight().getType() ||
+        !gate.getResult().hasOneUse() || !up.getResult().hasOneUse())
+      continue;
+    out[&op] = {gate, up};
+  }
+  return out;
+}
+
 DenseMap<Operation *, Operation *> fuseResidualAdds(Block &body) {
   DenseMap<Operation *, Operation *> out;
   if (!intFromEnv("K3C_FUSE_RESIDUAL", 1))
@@ -144,6 +244,8 @@ DenseMap<Operation *, Operation *> fuseResidualAdds(Block &body) {
 
 std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto lin = dyn_cast<LinearOp>(op)) {
+    if (st.fusedAway.contains(op))
+      return success(); // a gate/up projection: lowered with its activation
     // A residual add fused into the store (KernelsToLoops decides which):
     // the linear writes the sum straight into the add's buffer.
     if (auto it = st.residualAdd.find(op); it != st.residualAdd.end()) {
@@ -175,12 +277,13 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
     return success();
   }
   if (auto glu = dyn_cast<GluOp>(op)) {
-    Value a = st.get(glu.getGate()), b = st.get(glu.getUp()), y = st.get(glu.getResult());
-    kb.parallel({kb.dim(y, 0), kb.dim(y, 1)}, [&](ValueRange iv) {
-      Value v = kb.glu(glu.getActivation(), glu.getSituBeta(), glu.getSituLinearBeta(),
-                           kb.loadF32(a, iv), kb.loadF32(b, iv));
-      kb.storeF32(v, y, iv);
-    });
+    if (auto it = st.gluPair.find(op); it != st.gluPair.end()) {
+      lowerLinearGlu(kb, glu, cast<LinearOp>(it->second.first), cast<LinearOp>(it->second.second),
+                     st);
+      return success();
+    }
+    lowerGluElementwise(kb, glu, st.get(glu.getGate()), st.get(glu.getUp()),
+                        st.get(glu.getResult()));
     return success();
   }
   if (auto addf = dyn_cast<arith::AddFOp>(op)) {

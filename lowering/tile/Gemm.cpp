@@ -163,16 +163,18 @@ SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t
 
 
 void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t tok,
-                Value residual) {
+                Value residual, const GluPair &glu) {
   const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
   const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
   const int64_t vw = std::min(kb.vecWidth(x, K), kb.vecWidth(w, K));
-  const int64_t R = kGemvRows, threads = kb.gpu() ? kGemvThreads : 1;
-  kb.blocks({kb.idx((O + R - 1) / R)}, kGemvThreads, [&](ValueRange bid, ThreadBlock &tb) {
-    Value r0 = kb.mul(bid[0], R);
+  // With a GluPair a block's R rows are R/2 gate rows and the same R/2 up
+  // rows: it stores R/2 hidden columns.
+  const int64_t R = kGemvRows, outRows = glu ? R / 2 : R, threads = kb.gpu() ? kGemvThreads : 1;
+  kb.blocks({kb.idx((O + outRows - 1) / outRows)}, kGemvThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value r0 = kb.mul(bid[0], outRows);
     SmallVector<Value> rows, toks;
-    for (int64_t r = 0; r < R; ++r)
-      rows.push_back(kb.minu(kb.add(r0, r), kb.idx(O - 1))); // past O: row O-1, not stored
+    for (int64_t r = 0; r < R; ++r) // past O: row O-1, not stored
+      rows.push_back(kb.minu(kb.add(r0, r % outRows), kb.idx(O - 1)));
     for (int64_t t = 0; t < tok; ++t)
       toks.push_back(kb.minu(kb.idx(t), kb.sub(T, kb.idx(1)))); // past T: row T-1, not stored
     SmallVector<Value> zeros(R * tok, kb.f32(0.0));
@@ -180,7 +182,7 @@ void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t t
         kb.mul(tb.tid, vw), kb.idx(K), kb.idx(threads * vw), zeros, [&](Value k, ValueRange in) {
           SmallVector<SmallVector<Value>> wv, xv;
           for (int64_t r = 0; r < R; ++r)
-            wv.push_back(kb.loadVec(w, {rows[r], k}, vw));
+            wv.push_back(kb.loadVec(glu && r >= outRows ? glu.up : w, {rows[r], k}, vw));
           for (int64_t t = 0; t < tok; ++t)
             xv.push_back(kb.loadVec(x, {toks[t], k}, vw));
           SmallVector<Value> out(in);
@@ -197,17 +199,26 @@ void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t t
       kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] { kb.store(v, red, {tb.warp, kb.idx(i)}); });
     }
     kb.barrier(tb);
-    kb.strided(tb, kb.idx(0), kb.idx(R * tok), [&](Value i) {
-      Value total = kb.f32(0.0);
+    auto total = [&](Value i) {
+      Value sum = kb.f32(0.0);
       for (int64_t wi = 0; wi < tb.warps; ++wi)
-        total = kb.fadd(total, kb.load(red, {kb.idx(wi), i}));
+        sum = kb.fadd(sum, kb.load(red, {kb.idx(wi), i}));
+      return sum;
+    };
+    kb.strided(tb, kb.idx(0), kb.idx(outRows * tok), [&](Value i) {
       Value r = kb.div(i, tok), t = kb.rem(i, tok);
       Value o = kb.add(r0, r);
       kb.ifThen(kb.andi(kb.ult(o, kb.idx(O)), kb.ult(t, T)), [&] {
-        kb.storeF32(addResidual(kb, y, residual, {t, o}, total), y, {t, o});
+        if (glu) {
+          Value g = kb.round(total(i), glu.roundTo);
+          Value u = kb.round(total(kb.add(i, outRows * tok)), glu.roundTo);
+          kb.storeF32(glu.act(g, u), y, {t, o});
+          return;
+        }
+        kb.storeF32(addResidual(kb, y, residual, {t, o}, total(i)), y, {t, o});
       });
     });
-  }, 0, "linear_gemv" + std::to_string(tok));
+  }, 0, std::string(glu ? "linear_glu_gemv" : "linear_gemv") + std::to_string(tok));
 }
 
 //===----------------------------------------------------------------------===//
@@ -409,10 +420,14 @@ static std::pair<Value, Value> rasterTile(KernelBuilder &kb, Value bid, Value mT
 /// tile row `r` lands at column 8 * dstChunk(r, c). Rows past `limit` and
 /// columns past K read nothing and are zero-filled. Returns the copies'
 /// tokens.
+/// With `glu`, src is the gate weight and tile rows alternate 8 gate and 8
+/// up rows (GluPair): tile row r0 + r reads row 8 ((r0 + r) / 16) + r % 8 of
+/// gate or up (`limit` counts both: 2 O).
 static SmallVector<Value> copyTileRows(KernelBuilder &kb, ThreadBlock &tb, Value src, Value dst,
                                        Value slot, Value r0, Value limit, Value kt,
                                        int64_t count, int64_t bk, int64_t K,
-                                       const std::function<Value(Value, Value)> &dstChunk) {
+                                       const std::function<Value(Value, Value)> &dstChunk,
+                                       const GluPair *glu = nullptr) {
   OpBuilder &b = kb.b;
   const int64_t chunksPerRow = bk / 8;
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
@@ -422,10 +437,16 @@ static SmallVector<Value> copyTileRows(KernelBuilder &kb, ThreadBlock &tb, Value
     Value r = kb.div(lin, chunksPerRow), chunk = kb.rem(lin, chunksPerRow);
     Value row = kb.add(r0, r), k = kb.add(kb.mul(kt, bk), kb.mul(chunk, 8));
     Value ok = kb.andi(kb.ult(row, limit), kb.ult(k, kb.idx(K)));
-    Value srcRow = kb.select(ok, row, kb.idx(0)), srcK = kb.select(ok, k, kb.idx(0));
+    Value from = src, fromRow = row;
+    if (glu) {
+      Value isUp = kb.ieq(kb.rem(kb.div(row, 8), 2), kb.idx(1));
+      from = arith::SelectOp::create(b, kb.loc, isUp, glu->up, src);
+      fromRow = kb.add(kb.mul(kb.div(row, 16), 8), kb.rem(row, 8));
+    }
+    Value srcRow = kb.select(ok, fromRow, kb.idx(0)), srcK = kb.select(ok, k, kb.idx(0));
     Value n = kb.select(ok, kb.idx(8), kb.idx(0));
     tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
-        b, kb.loc, tokenType, dst, ValueRange{slot, r, kb.mul(dstChunk(r, chunk), 8)}, src,
+        b, kb.loc, tokenType, dst, ValueRange{slot, r, kb.mul(dstChunk(r, chunk), 8)}, from,
         ValueRange{srcRow, srcK}, b.getIndexAttr(8), n, b.getUnitAttr()));
   }
   return tokens;
@@ -450,6 +471,15 @@ void storePair(KernelBuilder &kb, Value mem, ValueRange indices, Value v0, Value
   kb.storeF32(v1, mem, next);
 }
 
+void storeGluPair(KernelBuilder &kb, Value y, Value row, Value col, Value g0, Value g1, Value u0,
+                  Value u1, Value T, int64_t O, const GluPair &glu) {
+  kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, kb.idx(O))), [&] {
+    Value v0 = glu.act(kb.round(g0, glu.roundTo), kb.round(u0, glu.roundTo));
+    Value v1 = glu.act(kb.round(g1, glu.roundTo), kb.round(u1, glu.roundTo));
+    storePair(kb, y, {row, col}, v0, v1);
+  });
+}
+
 Value addResidual(KernelBuilder &kb, Value y, Value residual, ValueRange indices, Value v) {
   if (!residual)
     return v;
@@ -469,7 +499,7 @@ void storeAccPair(KernelBuilder &kb, Value y, Value row, Value col, Value v0, Va
 }
 
 void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaTile &tile,
-               Value residual) {
+               Value residual, const GluPair &glu) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
@@ -494,7 +524,8 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
       auto inPlace = [](Value, Value chunk) { return chunk; };
       SmallVector<Value> tokens =
           copyTileRows(kb, tb, x, as, slot, m0, T, kt, bm, bk, K, inPlace);
-      tokens.append(copyTileRows(kb, tb, w, bs, slot, n0, kb.idx(O), kt, bn, bk, K, inPlace));
+      tokens.append(copyTileRows(kb, tb, w, bs, slot, n0, kb.idx(glu ? 2 * O : O), kt, bn, bk, K,
+                                 inPlace, glu ? &glu : nullptr));
       nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
     };
     for (int64_t s = 0; s + 1 < tile.stages; ++s)
@@ -549,6 +580,19 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
     // Epilogue: accumulator (i, j) holds rows g, g + 8 (g = lane / 4) and
     // columns 2 (lane % 4) + {0, 1} of its m16n8 tile.
     Value g = kb.div(lane, 4), c2 = kb.mul(kb.rem(lane, 4), 2);
+    if (glu) {
+      // Tiles j (gate) and j + 1 (up) of hidden columns (n0 + wCol) / 2 + 4 j.
+      Value hBase = kb.add(kb.div(kb.add(n0, wCol), 2), c2);
+      for (int64_t i = 0; i < mi; ++i)
+        for (int64_t j = 0; j < ni; j += 2)
+          for (int64_t h = 0; h < 2; ++h) {
+            int64_t gi = (i * ni + j) * 4 + 2 * h, ui = (i * ni + j + 1) * 4 + 2 * h;
+            storeGluPair(kb, y, kb.add(kb.add(m0, wRow), kb.add(g, i * 16 + 8 * h)),
+                         kb.add(hBase, 4 * j), acc[gi], acc[gi + 1], acc[ui], acc[ui + 1], T, O,
+                         glu);
+          }
+      return;
+    }
     for (int64_t i = 0; i < mi; ++i)
       for (int64_t j = 0; j < ni; ++j)
         for (int64_t h = 0; h < 2; ++h)
@@ -556,7 +600,7 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
                        kb.add(kb.add(n0, wCol), kb.add(c2, j * 8)),
                        acc[(i * ni + j) * 4 + 2 * h], acc[(i * ni + j) * 4 + 2 * h + 1], T, O,
                        residual);
-  }, tile.sharedBytes(2), "linear_" + tile.name());
+  }, tile.sharedBytes(2), (glu ? "linear_glu_" : "linear_") + tile.name());
 }
 
 //===----------------------------------------------------------------------===//
@@ -582,14 +626,15 @@ static Value smemDescriptor(KernelBuilder &kb, Value addr) {
 }
 
 void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const WgmmaTile &tile,
-                 Value residual) {
+                 Value residual, const GluPair &glu) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
   const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
   const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
   const int64_t bm = tile.bm, bn = tile.bn, bk = WgmmaTile::bk, stages = tile.stages;
-  const int64_t kTiles = (K + bk - 1) / bk, nTiles = (O + bn - 1) / bn;
+  const int64_t tileCols = glu ? 2 * O : O; // a GluPair's gate and up rows
+  const int64_t kTiles = (K + bk - 1) / bk, nTiles = (tileCols + bn - 1) / bn;
   const int64_t threads = tile.threads(), rowBytes = bk * 2;
   Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type();
   const int64_t accN = bn / 2; // fp32 accumulators a thread holds (m64nN: 64 * N / 128)
@@ -623,7 +668,8 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
         return arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
       };
       copyTileRows(kb, tb, x, as, slot, m0, T, kt, bm, bk, K, swizzled);
-      copyTileRows(kb, tb, w, bs, slot, n0, kb.idx(O), kt, bn, bk, K, swizzled);
+      copyTileRows(kb, tb, w, bs, slot, n0, kb.idx(tileCols), kt, bn, bk, K, swizzled,
+                   glu ? &glu : nullptr);
       NVVM::CpAsyncCommitGroupOp::create(b, loc);
     };
     // Prefetch distance: with a wgmma group left in flight at the end of
@@ -677,6 +723,19 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     Value rowBase = kb.add(kb.add(m0, kb.mul(wg, 64)),
                            kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));
     Value colBase = kb.add(n0, kb.mul(kb.rem(lane, 4), 2));
+    auto accAt = [&](int64_t i) {
+      return LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}).getResult();
+    };
+    if (glu) {
+      // n8 tiles j (gate) and j + 1 (up) hold hidden columns n0 / 2 + 4 j.
+      Value hBase = kb.add(kb.div(n0, 2), kb.mul(kb.rem(lane, 4), 2));
+      for (int64_t j = 0; j < bn / 8; j += 2)
+        for (int64_t h = 0; h < 2; ++h)
+          storeGluPair(kb, y, kb.add(rowBase, 8 * h), kb.add(hBase, 4 * j), accAt(4 * j + 2 * h),
+                       accAt(4 * j + 2 * h + 1), accAt(4 * j + 4 + 2 * h),
+                       accAt(4 * j + 4 + 2 * h + 1), T, O, glu);
+      return;
+    }
     for (int64_t j = 0; j < bn / 8; ++j)
       for (int64_t h = 0; h < 2; ++h)
         storeAccPair(
@@ -684,7 +743,7 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
             LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h}),
             LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h + 1}), T, O,
             residual);
-  }, tile.sharedBytes(), "linear_" + tile.name());
+  }, tile.sharedBytes(), (glu ? "linear_glu_" : "linear_") + tile.name());
 }
 
 //===----------------------------------------------------------------------===//

@@ -68,11 +68,27 @@ gemmTile(KernelBuilder &kb, ThreadBlock &tb, mlir::Value a, int64_t K, int64_t v
 /// blocks of 4-row warps.
 constexpr int64_t kGemvThreads = 256;
 constexpr int64_t kGemvRows = 4;
+/// A gate/up pair computed by one linear tile instead of y = x W^T: W is the
+/// gate weight, `up` a second weight of its shape [O, K]. The tile's B rows
+/// alternate 8 gate rows and 8 up rows (tile column 16p + i, i < 8: gate row
+/// 8p + i; 16p + 8 + i: up row 8p + i), so every thread holds gate and up of
+/// the same hidden columns, and the store writes
+/// y[t, h] = act(round(g), round(u)) with g, u rounded to `roundTo` (the
+/// unfused projections' type: bit-identical to the separate kernels).
+struct GluPair {
+  mlir::Value up;
+  mlir::Type roundTo;
+  std::function<mlir::Value(mlir::Value gate, mlir::Value up)> act;
+  explicit operator bool() const { return static_cast<bool>(up); }
+};
+
 /// Every linear strategy takes an optional `residual` [T, O] (a fused
 /// residual add): y = round(round(x W^T) + residual), the unfused kernels'
-/// two rounding points kept, so the fusion changes no bit of y.
+/// two rounding points kept, so the fusion changes no bit of y. The GEMV and
+/// the tensor-core tiles also take a GluPair (y is then [T, O] of the
+/// activation; no residual with it).
 void gemvLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
-                int64_t tok, mlir::Value residual = {});
+                int64_t tok, mlir::Value residual = {}, const GluPair &glu = {});
 
 /// A tensor-core CTA tile: bm x bn outputs a block, bk columns of K a
 /// pipeline stage, warpsM x warpsN warps (each a (bm/warpsM) x (bn/warpsN)
@@ -127,14 +143,14 @@ LinearPlan linearPlan(const TargetInfo &info, mlir::Type xElt, mlir::Type wElt, 
 /// W tiles a wave reads stay in L2). x, W bf16; y any float type (rounded
 /// once from the fp32 accumulators).
 void mmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
-               const MmaTile &tile, mlir::Value residual = {});
+               const MmaTile &tile, mlir::Value residual = {}, const GluPair &glu = {});
 
 /// y = x W^T over `T` rows with warpgroup MMA (sm_90a): x and W tiles in
 /// 128-byte-swizzled shared memory (cp.async, zero-filled edges, a
 /// `stages`-deep ring), shared-memory matrix descriptors, wgmma.mma_async
 /// m64n{bn}k16 bf16 -> f32 accumulating in registers.
 void wgmmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
-                 const WgmmaTile &tile, mlir::Value residual = {});
+                 const WgmmaTile &tile, mlir::Value residual = {}, const GluPair &glu = {});
 
 // Fragment-level helpers of the mma.sync strategy for families that chain
 // small products in registers (the KDA chunk recurrence).
@@ -239,6 +255,11 @@ void storePair(KernelBuilder &kb, mlir::Value mem, mlir::ValueRange indices, mli
 void storeAccPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,
                   mlir::Value v0, mlir::Value v1, mlir::Value T, int64_t O,
                   mlir::Value residual = {});
+/// Stores act(round(g0), round(u0)), act(round(g1), round(u1)) at y[row, col],
+/// y[row, col + 1] when row < T and col < O (the GluPair's store).
+void storeGluPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,
+                  mlir::Value g0, mlir::Value g1, mlir::Value u0, mlir::Value u1, mlir::Value T,
+                  int64_t O, const GluPair &glu);
 /// v rounded to y's element type plus residual[indices] (fp32), when
 /// `residual` is set; else v.
 mlir::Value addResidual(KernelBuilder &kb, mlir::Value y, mlir::Value residual,

@@ -42,12 +42,13 @@
 // GPU: memref.load {{.*}} : memref<?x128xbf16>
 // GPU: arith.addf
 // GPU: vector.store {{.*}} : memref<?x128xbf16>, vector<2xbf16>
-// GPU-NOT: gpu.launch
+// GPU-NOT: scf.parallel
 // GPU: return
 
 // UNFUSED-LABEL: func.func @k3_mlp_down_{{[0-9a-f]+}}(%arg0: memref<?x576xbf16>, %arg1: memref<?x576xbf16>, %arg2: memref<128x576xbf16>, %arg3: memref<?x128xbf16>, %arg4: memref<?x576xbf16>, %arg5: memref<?x128xbf16>, %arg6: memref<?x128xbf16>)
 // UNFUSED: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1)
-// UNFUSED: gpu.launch
+// UNFUSED: scf.parallel
+// UNFUSED: arith.addf
 // UNFUSED: return
 
 // SERIAL: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4)
@@ -97,4 +98,54 @@ func.func @mlp_down_f32(%a0: tensor<?x576xf32>, %a1: tensor<?x576xf32>, %a2: ten
       k3.yield %118 : tensor<?x128xf32>
     }
   return %r : tensor<?x128xf32>
+}
+
+// -----
+
+// The gate/up pair with its activation (mlp_in after --k3-fuse-kernels
+// fuse-glu): one GEMM whose tile rows alternate 8 gate and 8 up rows and
+// whose store applies SiTU to the rounded pair. Only the activation is
+// written: the GEMV, the mma.sync and the wgmma tiles are all `linear_glu_`
+// launches, with no elementwise launch after them. The projections' buffers
+// (%arg3, %arg4) stay for the paths that run them separately (the host, and
+// K3C_GLU_PAIR=0: two linears, then the activation).
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIR
+// RUN: env K3C_GLU_PAIR=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOPAIR
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=PAIRHOST
+// PAIR-LABEL: func.func @k3_mlp_in_pair(%arg0: memref<?x128xbf16>, %arg1: memref<576x128xbf16>, %arg2: memref<576x128xbf16>, %arg3: memref<?x576xbf16>, %arg4: memref<?x576xbf16>, %arg5: memref<?x576xbf16>)
+// PAIR: arith.cmpi ult, %[[T:.*]], %c2 : index
+// PAIR: module(@k3_mlp_in_pair_linear_glu_gemv1)
+// PAIR: arith.cmpi ule, %[[T]], %c64
+// PAIR: module(@k3_mlp_in_pair_linear_glu_mma_32x64x64_s6)
+// The B tile's rows come from the gate or the up weight by 8-row block.
+// PAIR: arith.select %{{.*}}, %arg2, %arg1 : memref<576x128xbf16>
+// PAIR: nvgpu.device_async_copy
+// PAIR: nvvm.mma.sync
+// PAIR: math.exp
+// PAIR: vector.store {{.*}} : memref<?x576xbf16>, vector<2xbf16>
+// PAIR: module(@k3_mlp_in_pair_linear_glu_wgmma_128x64x64_s4_f1)
+// PAIR: module(@k3_mlp_in_pair_linear_glu_wgmma_128x256x64_s4_f1)
+// PAIR: arith.select %{{.*}}, %arg2, %arg1 : memref<576x128xbf16>
+// PAIR: nvvm.wgmma.mma_async
+// PAIR: nvvm.wgmma.wait.group.sync.aligned 0
+// PAIR: math.exp
+// PAIR: vector.store {{.*}} : memref<?x576xbf16>, vector<2xbf16>
+// PAIR-NOT: scf.parallel
+// PAIR: return
+// NOPAIR-COUNT-2: module(@k3_mlp_in_pair_linear_wgmma_128x256x64_s4_f1)
+// NOPAIR: scf.parallel
+// NOPAIR: math.exp
+// NOPAIR-NOT: linear_glu
+// PAIRHOST-LABEL: func.func @k3_mlp_in_pair(
+// PAIRHOST-COUNT-2: memref.load %arg{{[12]}}
+// PAIRHOST: math.exp
+func.func @mlp_in_pair(%x: tensor<?x128xbf16>, %wg: tensor<576x128xbf16>, %wu: tensor<576x128xbf16>) -> tensor<?x576xbf16> {
+  %r = k3.kernel "k3_mlp_in_pair" family "mlp_in" (%x, %wg, %wu) : (tensor<?x128xbf16>, tensor<576x128xbf16>, tensor<576x128xbf16>) -> tensor<?x576xbf16> {
+  ^bb0(%a: tensor<?x128xbf16>, %g: tensor<576x128xbf16>, %u: tensor<576x128xbf16>):
+    %0 = k3.linear %a, %g : (tensor<?x128xbf16>, tensor<576x128xbf16>) -> tensor<?x576xbf16>
+    %1 = k3.linear %a, %u : (tensor<?x128xbf16>, tensor<576x128xbf16>) -> tensor<?x576xbf16>
+    %2 = k3.glu %0, %1 {activation = #k3.activation<situ>, situ_beta = 4.000000e+00 : f64, situ_linear_beta = 2.500000e+01 : f64} : tensor<?x576xbf16>
+    k3.yield %2 : tensor<?x576xbf16>
+  }
+  return %r : tensor<?x576xbf16>
 }

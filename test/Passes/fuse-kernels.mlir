@@ -1,6 +1,7 @@
 // RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels | FileCheck %s
 // RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels=report -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
 // RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels | k3-opt -o /dev/null
+// RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels=fuse-glu=false | FileCheck %s --check-prefix=NOGLU
 
 // Two identical pre-norm KDA layers with residual adds: four kernels per
 // layer, and the second layer reuses the first layer's kernel names.
@@ -73,4 +74,39 @@ func.func @two_kda_layers(%x: tensor<?x128xbf16>, %lens: tensor<?xi32>,
       -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>, tensor<?x3x384xbf16>)
   %h2 = arith.addf %h1, %a1 : tensor<?x128xbf16>
   return %h2 : tensor<?x128xbf16>
+}
+
+// A dense MLP: the gated activation joins its gate/up projections (mlp_in
+// holds the norm, both linears and the SiTU; only the activation leaves it),
+// the down projection keeps the residual add. fuse-glu=false leaves the
+// activation with the down projection.
+// CHECK-LABEL: func.func @dense_mlp
+// CHECK: %[[HID:.*]] = k3.kernel "{{k3_mlp_in_[0-9a-f]+}}" family "mlp_in"
+// CHECK: k3.rmsnorm
+// CHECK-NEXT: k3.linear
+// CHECK-NEXT: k3.linear
+// CHECK-NEXT: k3.glu
+// CHECK-NEXT: k3.yield
+// CHECK: k3.kernel "{{k3_mlp_down_[0-9a-f]+}}" family "mlp_down" (%[[HID]],
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: k3.linear
+// CHECK-NEXT: arith.addf
+// CHECK-NEXT: k3.yield
+// NOGLU-LABEL: func.func @dense_mlp
+// NOGLU: k3.kernel "{{k3_mlp_in_[0-9a-f]+}}" family "mlp_in"
+// NOGLU-NOT: k3.glu
+// NOGLU: k3.kernel "{{k3_mlp_down_[0-9a-f]+}}" family "mlp_down"
+// NOGLU-NEXT: ^bb0
+// NOGLU-NEXT: k3.glu
+// NOGLU-NEXT: k3.linear
+// NOGLU-NEXT: arith.addf
+func.func @dense_mlp(%x: tensor<?x128xbf16>, %n: tensor<128xbf16>, %wg: tensor<576x128xbf16>,
+    %wu: tensor<576x128xbf16>, %wd: tensor<128x576xbf16>) -> tensor<?x128xbf16> {
+  %xn = k3.rmsnorm %x, %n {eps = 1.0e-05 : f64} : (tensor<?x128xbf16>, tensor<128xbf16>) -> tensor<?x128xbf16>
+  %g = k3.linear %xn, %wg : (tensor<?x128xbf16>, tensor<576x128xbf16>) -> tensor<?x576xbf16>
+  %u = k3.linear %xn, %wu : (tensor<?x128xbf16>, tensor<576x128xbf16>) -> tensor<?x576xbf16>
+  %h = k3.glu %g, %u {activation = #k3.activation<situ>, situ_beta = 4.000000e+00 : f64, situ_linear_beta = 2.500000e+01 : f64} : tensor<?x576xbf16>
+  %d = k3.linear %h, %wd : (tensor<?x576xbf16>, tensor<128x576xbf16>) -> tensor<?x128xbf16>
+  %y = arith.addf %x, %d : tensor<?x128xbf16>
+  return %y : tensor<?x128xbf16>
 }
