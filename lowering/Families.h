@@ -20,7 +20,11 @@ struct LowerState {
   llvm::DenseMap<mlir::Operation *, mlir::Operation *> residualAdd;
   /// Gated activation -> its (gate, up) projections, lowered as one GEMM.
   llvm::DenseMap<mlir::Operation *, std::pair<mlir::Operation *, mlir::Operation *>> gluPair;
-  /// Ops another op's lowering does (fused adds, paired projections).
+  /// GPU: first linear -> every projection of the same x lowered with it
+  /// (one gemvMulti launch at one token; gemvGroups).
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *>> gemvGroup;
+  /// Ops another op's lowering does (fused adds, paired projections, the
+  /// later members of a projection group).
   llvm::DenseSet<mlir::Operation *> fusedAway;
   mlir::Value get(mlir::Value v) const { return buffer.lookup(v); }
 };
@@ -68,8 +72,16 @@ ChunkSlot findChunk(KernelBuilder &kb, ThreadBlock &tb, mlir::Value lens, mlir::
 
 /// The tiled y = x W^T block program (Dense.cpp); with `residual`
 /// ([T, O]), y = round(round(x W^T) + residual) in the same store.
+/// With `oneTokenElsewhere` (GPU) the launches for T = 1 are left out: the
+/// caller branches to gemvMulti for one token.
 void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y,
-                 mlir::Value residual = {});
+                 mlir::Value residual = {}, bool oneTokenElsewhere = false);
+/// The linears of a kernel body that read the same x (same K and element
+/// types; not fused with an add or an activation), two or more: first ->
+/// all, in program order. K3C_GEMV_MULTI=0: none.
+struct LowerState;
+llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *>>
+gemvGroups(mlir::Block &body, const LowerState &st);
 /// The residual adds of a kernel body that its linears can do in their
 /// store: arith.addf(linear(x, W), r) where the linear's result has no other
 /// use and r is defined before the linear (a kernel input or an earlier

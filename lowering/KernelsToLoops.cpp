@@ -216,6 +216,13 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
   }
   KernelBuilder kb(b, loc, target);
   kb.function = fn;
+  if (kb.gpu()) {
+    st.gemvGroup = gemvGroups(body, st);
+    for (auto &[first, group] : st.gemvGroup)
+      for (Operation *o : group)
+        if (o != first)
+          st.fusedAway.insert(o);
+  }
   for (Operation &op : body.without_terminator()) {
     for (Value r : op.getResults())
       if (Value t = tiedOperand(r))

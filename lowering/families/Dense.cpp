@@ -10,6 +10,8 @@
 
 #include "lowering/Families.h"
 
+#include "llvm/ADT/MapVector.h"
+
 using namespace mlir;
 using namespace mlir::k3;
 
@@ -17,10 +19,15 @@ namespace k3c::lowering {
 
 Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, int64_t d, Value eps,
                 Value red) {
-  Value part = kb.loopStep(tb.tid, kb.idx(d), kb.idx(tb.threads), ValueRange{kb.f32(0.0)},
-                           [&](Value i, ValueRange a) {
-                             Value v = kb.loadF32(x, {row, i});
-                             return SmallVector<Value>{kb.fadd(a[0], kb.fmul(v, v))};
+  // 16-byte loads on the GPU (a 7168-wide bf16 row is 3.5 loads a thread of
+  // 256, not 28 dependent scalar ones: a decode step's norms are latency).
+  const int64_t vw = kb.vecWidth(x, d);
+  Value part = kb.loopStep(kb.mul(tb.tid, vw), kb.idx(d), kb.idx(tb.threads * vw),
+                           ValueRange{kb.f32(0.0)}, [&](Value i, ValueRange a) {
+                             Value acc = a[0];
+                             for (Value v : kb.loadVec(x, {row, i}, vw))
+                               acc = kb.fadd(acc, kb.fmul(v, v));
+                             return SmallVector<Value>{acc};
                            })[0];
   Value ss = kb.blockSum(tb, part, red);
   return kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))), eps));
@@ -70,7 +77,8 @@ static void lowerLinearFma(KernelBuilder &kb, Value x, Value w, Value y, Value r
 /// takes the GEMV (both builds), the f32 build the FMA tile above that, the
 /// bf16 build tensor cores from plan.mmaFrom tokens (a host-side branch on T
 /// picks the launch). The host runs the FMA tile.
-void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual) {
+void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
+                 bool oneTokenElsewhere) {
   auto xt = cast<MemRefType>(x.getType());
   LinearPlan plan = linearPlan(kb.info(), xt.getElementType(),
                                cast<MemRefType>(w.getType()).getElementType(), xt.getDimSize(1),
@@ -81,6 +89,11 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual) {
   auto fewTokens = [&] {
     if (!kb.gpu()) {
       lowerLinearFma(kb, x, w, y, residual);
+      return;
+    }
+    if (oneTokenElsewhere) { // T = 1 is the caller's (gemvMulti)
+      if (plan.mmaFrom != 2)
+        lowerLinearFma(kb, x, w, y, residual);
       return;
     }
     if (plan.mmaFrom == 2) {
@@ -220,6 +233,36 @@ DenseMap<Operation *, std::pair<Operation *, Operation *>> fuseGluPairs(Block &b
   return out;
 }
 
+DenseMap<Operation *, SmallVector<Operation *>> gemvGroups(Block &body, const LowerState &st) {
+  DenseMap<Operation *, SmallVector<Operation *>> out;
+  if (!intFromEnv("K3C_GEMV_MULTI", 1))
+    return out;
+  llvm::MapVector<Value, SmallVector<Operation *>> byInput;
+  for (Operation &op : body.without_terminator()) {
+    auto lin = dyn_cast<LinearOp>(op);
+    if (!lin || st.fusedAway.contains(&op) || st.residualAdd.count(&op))
+      continue;
+    byInput[lin.getInput()].push_back(&op);
+  }
+  for (auto &[x, lins] : byInput) {
+    SmallVector<Operation *> same;
+    auto first = cast<LinearOp>(lins.front());
+    auto wt = cast<RankedTensorType>(first.getWeight().getType());
+    auto yt = cast<RankedTensorType>(first.getType());
+    for (Operation *op : lins) {
+      auto lin = cast<LinearOp>(op);
+      auto w = cast<RankedTensorType>(lin.getWeight().getType());
+      auto y = cast<RankedTensorType>(lin.getType());
+      if (w.getElementType() == wt.getElementType() && w.getDimSize(1) == wt.getDimSize(1) &&
+          y.getElementType() == yt.getElementType())
+        same.push_back(op);
+    }
+    if (same.size() >= 2)
+      out[same.front()] = same;
+  }
+  return out;
+}
+
 DenseMap<Operation *, Operation *> fuseResidualAdds(Block &body) {
   DenseMap<Operation *, Operation *> out;
   if (!intFromEnv("K3C_FUSE_RESIDUAL", 1))
@@ -244,8 +287,25 @@ DenseMap<Operation *, Operation *> fuseResidualAdds(Block &body) {
 
 std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto lin = dyn_cast<LinearOp>(op)) {
+    if (auto it = st.gemvGroup.find(op); it != st.gemvGroup.end()) {
+      // Several projections of one x: one GEMV launch at one token, each its
+      // own tiles otherwise (the group's later linears are lowered here).
+      Value x = st.get(lin.getInput());
+      SmallVector<Value> ws, ys;
+      for (Operation *o : it->second) {
+        ws.push_back(st.get(cast<LinearOp>(o).getWeight()));
+        ys.push_back(st.get(cast<LinearOp>(o).getResult()));
+      }
+      kb.ifThenElse(
+          kb.ieq(kb.dim(x, 0), kb.idx(1)), [&] { gemvMulti(kb, x, ws, ys); },
+          [&] {
+            for (auto [w, y] : llvm::zip(ws, ys))
+              lowerLinear(kb, x, w, y, {}, /*oneTokenElsewhere=*/true);
+          });
+      return success();
+    }
     if (st.fusedAway.contains(op))
-      return success(); // a gate/up projection: lowered with its activation
+      return success(); // lowered with its activation or its projection group
     // A residual add fused into the store (KernelsToLoops decides which):
     // the linear writes the sum straight into the add's buffer.
     if (auto it = st.residualAdd.find(op); it != st.residualAdd.end()) {
@@ -265,13 +325,16 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
     Type xt = cast<MemRefType>(x.getType()).getElementType();
     int64_t d = cast<MemRefType>(x.getType()).getDimSize(1);
     Value eps = kb.f32(norm.getEps().convertToDouble());
+    const int64_t vw = std::min({kb.vecWidth(x, d), kb.vecWidth(w, d), kb.vecWidth(y, d)});
     kb.blocks({kb.dim(x, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
       Value row = bid[0];
       Value red = kb.shared(tb, {tb.warps}, kb.b.getF32Type());
       Value inv = rowInvRms(kb, tb, x, row, d, eps, red);
-      kb.strided(tb, kb.idx(0), kb.idx(d), [&](Value i) {
-        Value xn = kb.round(kb.fmul(kb.loadF32(x, {row, i}), inv), xt);
-        kb.storeF32(kb.fmul(xn, kb.loadF32(w, {i})), y, {row, i});
+      kb.loopStep(kb.mul(tb.tid, vw), kb.idx(d), kb.idx(tb.threads * vw), [&](Value i) {
+        SmallVector<Value> xv = kb.loadVec(x, {row, i}, vw), wv = kb.loadVec(w, {i}, vw), out;
+        for (int64_t j = 0; j < vw; ++j)
+          out.push_back(kb.fmul(kb.round(kb.fmul(xv[j], inv), xt), wv[j]));
+        kb.storeVec(out, y, {row, i});
       });
     });
     return success();
@@ -324,19 +387,27 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
           y = st.get(mix.getResult());
     int64_t d = cast<MemRefType>(y.getType()).getDimSize(1);
     Value D = kb.idx(d), eps = kb.f32(mix.getEps().convertToDouble());
+    int64_t vw = std::min({kb.vecWidth(y, d), kb.vecWidth(wn, d), kb.vecWidth(wp, d)});
+    for (Value v : src)
+      vw = std::min(vw, kb.vecWidth(v, d));
+    auto vecLoop = [&](ThreadBlock &tb, ValueRange init,
+                       const std::function<SmallVector<Value>(Value, ValueRange)> &body) {
+      return kb.loopStep(kb.mul(tb.tid, vw), D, kb.idx(tb.threads * vw), init, body);
+    };
     kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
       Value row = bid[0];
       Value red = kb.shared(tb, {tb.warps}, kb.b.getF32Type());
       SmallVector<Value> scores;
       for (Value s : src) {
         Value inv = rowInvRms(kb, tb, s, row, d, eps, red);
-        Value part = kb.loopStep(tb.tid, D, kb.idx(tb.threads), ValueRange{kb.f32(0.0)},
-                                 [&](Value i, ValueRange a) {
-                                   Value q = kb.fmul(kb.loadF32(wn, {i}),
-                                                     kb.loadF32(wp, {kb.idx(0), i}));
-                                   Value v = kb.fmul(kb.loadF32(s, {row, i}), q);
-                                   return SmallVector<Value>{kb.fadd(a[0], v)};
-                                 })[0];
+        Value part = vecLoop(tb, ValueRange{kb.f32(0.0)}, [&](Value i, ValueRange a) {
+          SmallVector<Value> nv = kb.loadVec(wn, {i}, vw), pv = kb.loadVec(wp, {kb.idx(0), i}, vw),
+                             sv = kb.loadVec(s, {row, i}, vw);
+          Value acc = a[0];
+          for (int64_t j = 0; j < vw; ++j)
+            acc = kb.fadd(acc, kb.fmul(sv[j], kb.fmul(nv[j], pv[j])));
+          return SmallVector<Value>{acc};
+        })[0];
         scores.push_back(kb.fmul(kb.blockSum(tb, part, red), inv));
       }
       Value mx = kb.f32(-INFINITY);
@@ -348,11 +419,18 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
         e.push_back(kb.exp(kb.fsub(s, mx)));
         z = kb.fadd(z, e.back());
       }
-      kb.strided(tb, kb.idx(0), D, [&](Value i) {
-        Value acc = kb.f32(0.0);
-        for (auto [w, s] : llvm::zip(e, src))
-          acc = kb.fadd(acc, kb.fmul(kb.fdiv(w, z), kb.loadF32(s, {row, i})));
-        kb.storeF32(acc, y, {row, i});
+      SmallVector<Value> coef;
+      for (Value w : e)
+        coef.push_back(kb.fdiv(w, z));
+      vecLoop(tb, ValueRange{}, [&](Value i, ValueRange) {
+        SmallVector<Value> acc(vw, kb.f32(0.0));
+        for (auto [c, s] : llvm::zip(coef, src)) {
+          SmallVector<Value> sv = kb.loadVec(s, {row, i}, vw);
+          for (int64_t j = 0; j < vw; ++j)
+            acc[j] = kb.fadd(acc[j], kb.fmul(c, sv[j]));
+        }
+        kb.storeVec(acc, y, {row, i});
+        return SmallVector<Value>{};
       });
     });
     return success();

@@ -221,6 +221,67 @@ void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t t
   }, 0, std::string(glu ? "linear_glu_gemv" : "linear_gemv") + std::to_string(tok));
 }
 
+void gemvMulti(KernelBuilder &kb, Value x, ArrayRef<Value> ws, ArrayRef<Value> ys) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
+  const int64_t R = kGemvRows, threads = kb.gpu() ? kGemvThreads : 1;
+  Type wElt = cast<MemRefType>(ws[0].getType()).getElementType();
+  Type yElt = cast<MemRefType>(ys[0].getType()).getElementType();
+  int64_t vw = kb.vecWidth(x, K);
+  SmallVector<int64_t> starts{0}, rowsOf;
+  for (Value w : ws) {
+    vw = std::min(vw, kb.vecWidth(w, K));
+    rowsOf.push_back(cast<MemRefType>(w.getType()).getDimSize(0));
+    starts.push_back(starts.back() + (rowsOf.back() + R - 1) / R);
+  }
+  auto wDyn = MemRefType::get({ShapedType::kDynamic, K}, wElt);
+  auto yDyn = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, yElt);
+  std::string name = "linear_gemv1_x" + std::to_string(ws.size());
+  kb.blocks({kb.idx(starts.back())}, kGemvThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    // The block's projection: the last i with starts[i] <= b (selects).
+    Value w = memref::CastOp::create(b, loc, wDyn, ws[0]);
+    Value y = memref::CastOp::create(b, loc, yDyn, ys[0]);
+    Value first = kb.idx(0), O = kb.idx(rowsOf[0]);
+    for (size_t i = 1; i < ws.size(); ++i) {
+      Value in = kb.ule(kb.idx(starts[i]), bid[0]);
+      w = arith::SelectOp::create(b, loc, in, memref::CastOp::create(b, loc, wDyn, ws[i]), w);
+      y = arith::SelectOp::create(b, loc, in, memref::CastOp::create(b, loc, yDyn, ys[i]), y);
+      first = kb.select(in, kb.idx(starts[i]), first);
+      O = kb.select(in, kb.idx(rowsOf[i]), O);
+    }
+    Value r0 = kb.mul(kb.sub(bid[0], first), R);
+    Value last = kb.sub(O, kb.idx(1));
+    SmallVector<Value> rows;
+    for (int64_t r = 0; r < R; ++r) // past O: row O-1, not stored
+      rows.push_back(kb.minu(kb.add(r0, r), last));
+    SmallVector<Value> zeros(R, kb.f32(0.0));
+    SmallVector<Value> acc = kb.loopStep(
+        kb.mul(tb.tid, vw), kb.idx(K), kb.idx(threads * vw), zeros, [&](Value k, ValueRange in) {
+          SmallVector<Value> xv = kb.loadVec(x, {kb.idx(0), k}, vw), out(in);
+          for (int64_t r = 0; r < R; ++r) {
+            SmallVector<Value> wv = kb.loadVec(w, {rows[r], k}, vw);
+            for (int64_t j = 0; j < vw; ++j)
+              out[r] = kb.fadd(out[r], kb.fmul(wv[j], xv[j]));
+          }
+          return out;
+        });
+    Value red = kb.shared(tb, {tb.warps, R}, kb.b.getF32Type());
+    for (int64_t i = 0; i < R; ++i) {
+      Value v = kb.warpSum(tb, acc[i]);
+      kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] { kb.store(v, red, {tb.warp, kb.idx(i)}); });
+    }
+    kb.barrier(tb);
+    kb.strided(tb, kb.idx(0), kb.idx(R), [&](Value r) {
+      Value total = kb.f32(0.0);
+      for (int64_t wi = 0; wi < tb.warps; ++wi)
+        total = kb.fadd(total, kb.load(red, {kb.idx(wi), r}));
+      Value o = kb.add(r0, r);
+      kb.ifThen(kb.ult(o, O), [&] { kb.storeF32(total, y, {kb.idx(0), o}); });
+    });
+  }, 0, name);
+}
+
 //===----------------------------------------------------------------------===//
 // Tensor cores: mma.sync
 //===----------------------------------------------------------------------===//

@@ -142,6 +142,14 @@ LinearPlan linearPlan(const TargetInfo &info, mlir::Type xElt, mlir::Type wElt, 
 /// one launch, grid of row tiles x column tiles in groups of 8 row tiles (the
 /// W tiles a wave reads stay in L2). x, W bf16; y any float type (rounded
 /// once from the fp32 accumulators).
+/// One decode GEMV launch (one token: T = 1) for several projections of the
+/// same x: ys[i] = x ws[i]^T. Blocks take kGemvRows rows of the projections'
+/// concatenated outputs (block b: the projection whose block range holds b),
+/// so a kernel's q/k/v/gate/... projections stream as one grid, with no
+/// launch gaps and no small-grid tails. ws share K and element type; ys
+/// their element type.
+void gemvMulti(KernelBuilder &kb, mlir::Value x, llvm::ArrayRef<mlir::Value> ws,
+               llvm::ArrayRef<mlir::Value> ys);
 void mmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
                const MmaTile &tile, mlir::Value residual = {}, const GluPair &glu = {});
 

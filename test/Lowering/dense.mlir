@@ -149,3 +149,35 @@ func.func @mlp_in_pair(%x: tensor<?x128xbf16>, %wg: tensor<576x128xbf16>, %wu: t
   }
   return %r : tensor<?x576xbf16>
 }
+
+// -----
+
+// Three projections of one x (mla_in's q_a, kv_a and gate): at one token a
+// single GEMV launch over their concatenated rows (each block picks its
+// projection's weight and output by its block index), above one token each
+// its own tiles with no GEMV left in them (96 + 16 + 2 blocks of 4 rows).
+// K3C_GEMV_MULTI=0: a GEMV each.
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=MULTI
+// RUN: env K3C_GEMV_MULTI=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SINGLE
+// MULTI-LABEL: func.func @k3_mla_in_multi(
+// MULTI: arith.cmpi eq, %{{.*}}, %c1 : index
+// MULTI: gpu.launch blocks({{.*}}) in ({{.*}} = %c114,{{.*}}module(@k3_mla_in_multi_linear_gemv1_x3)
+// MULTI: memref.cast %arg1 : memref<384x128xbf16> to memref<?x128xbf16>
+// MULTI: arith.select {{.*}} : memref<?x128xbf16>
+// MULTI: arith.select {{.*}} : memref<?x?xbf16>
+// MULTI-NOT: linear_gemv1
+// MULTI: module(@k3_mla_in_multi_linear_mma_32x64x64_s6)
+// MULTI-NOT: linear_gemv1
+// MULTI: return
+// SINGLE-COUNT-3: module(@k3_mla_in_multi_linear_gemv1)
+// SINGLE-NOT: gemv1_x3
+func.func @mla_in_multi(%x: tensor<?x128xbf16>, %wq: tensor<384x128xbf16>, %wkv: tensor<64x128xbf16>, %wg: tensor<8x128xbf16>) -> (tensor<?x384xbf16>, tensor<?x64xbf16>, tensor<?x8xbf16>) {
+  %r:3 = k3.kernel "k3_mla_in_multi" family "mla_in" (%x, %wq, %wkv, %wg) : (tensor<?x128xbf16>, tensor<384x128xbf16>, tensor<64x128xbf16>, tensor<8x128xbf16>) -> (tensor<?x384xbf16>, tensor<?x64xbf16>, tensor<?x8xbf16>) {
+  ^bb0(%a: tensor<?x128xbf16>, %q: tensor<384x128xbf16>, %kv: tensor<64x128xbf16>, %g: tensor<8x128xbf16>):
+    %0 = k3.linear %a, %q : (tensor<?x128xbf16>, tensor<384x128xbf16>) -> tensor<?x384xbf16>
+    %1 = k3.linear %a, %kv : (tensor<?x128xbf16>, tensor<64x128xbf16>) -> tensor<?x64xbf16>
+    %2 = k3.linear %a, %g : (tensor<?x128xbf16>, tensor<8x128xbf16>) -> tensor<?x8xbf16>
+    k3.yield %0, %1, %2 : tensor<?x384xbf16>, tensor<?x64xbf16>, tensor<?x8xbf16>
+  }
+  return %r#0, %r#1, %r#2 : tensor<?x384xbf16>, tensor<?x64xbf16>, tensor<?x8xbf16>
+}
