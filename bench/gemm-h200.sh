@@ -13,6 +13,7 @@ set -u
 cd "$(dirname "$0")"
 export PATH=$PWD/bin:$PATH
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+exec > >(tee $OUT/log.txt) 2>&1
 echo "== machine"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 k3-mkcheckpoint --config k3-tiny.json -o ckpt-tiny --seed 11 --quiet
 k3-mkcheckpoint --config k3-tiny-dense.json -o ckpt-tiny-dense --seed 11 --quiet

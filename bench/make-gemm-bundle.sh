@@ -9,12 +9,9 @@
 #     bash bench/make-gemm-bundle.sh
 # (names starting with P are benchmarked at prefill, D at decode).
 # Carry .dev; run: bash .dev/gemm-h200.sh
-set -euo pipefail
-cd "$(dirname "$0")/.."
-B=build/bin
-D=.dev
-rm -rf $D && mkdir -p $D/bin $D/v
-cp $B/k3-run $B/k3-bench $B/k3-mkcheckpoint $D/bin/
+source "$(dirname "$0")/bundle-common.sh"
+bundle_start k3-run k3-bench k3-mkcheckpoint
+mkdir -p $D/v
 cp models/configs/k3-tiny.json test/Runtime/Inputs/k3-tiny-dense.json $D/
 $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o /tmp/k3c-ckpt-tiny --seed 11 --quiet
 $B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet

@@ -567,7 +567,8 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
   const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
   const int64_t bm = tile.bm, bn = tile.bn, bk = tile.bk, pitch = tile.pitch();
   const int64_t wm = bm / tile.warpsM, wn = bn / tile.warpsN, mi = wm / 16, ni = wn / 8;
-  const int64_t kTiles = (K + bk - 1) / bk, nTiles = (O + bn - 1) / bn;
+  const int64_t tileCols = glu ? 2 * O : O; // a GluPair's gate and up rows
+  const int64_t kTiles = (K + bk - 1) / bk, nTiles = (tileCols + bn - 1) / bn;
   const int64_t threads = tile.threads();
   Type bf16 = b.getBF16Type();
   Value mTiles = kb.ceilDiv(T, bm);
@@ -585,7 +586,7 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
       auto inPlace = [](Value, Value chunk) { return chunk; };
       SmallVector<Value> tokens =
           copyTileRows(kb, tb, x, as, slot, m0, T, kt, bm, bk, K, inPlace);
-      tokens.append(copyTileRows(kb, tb, w, bs, slot, n0, kb.idx(glu ? 2 * O : O), kt, bn, bk, K,
+      tokens.append(copyTileRows(kb, tb, w, bs, slot, n0, kb.idx(tileCols), kt, bn, bk, K,
                                  inPlace, glu ? &glu : nullptr));
       nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
     };

@@ -114,8 +114,11 @@ func.func @mlp_down_f32(%a0: tensor<?x576xf32>, %a1: tensor<?x576xf32>, %a2: ten
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=PAIRHOST
 // PAIR-LABEL: func.func @k3_mlp_in_pair(%arg0: memref<?x128xbf16>, %arg1: memref<576x128xbf16>, %arg2: memref<576x128xbf16>, %arg3: memref<?x576xbf16>, %arg4: memref<?x576xbf16>, %arg5: memref<?x576xbf16>)
 // PAIR: arith.cmpi ult, %[[T:.*]], %c2 : index
-// PAIR: module(@k3_mlp_in_pair_linear_glu_gemv1)
+// Grids cover both weights' rows: the GEMV 576 / 2 blocks (2 hidden columns
+// a block), the tiles 2 x 576 / bn column tiles (18 of 64, 5 of 256).
+// PAIR: gpu.launch blocks({{.*}}) in ({{.*}} = %c288,{{.*}}module(@k3_mlp_in_pair_linear_glu_gemv1)
 // PAIR: arith.cmpi ule, %[[T]], %c64
+// PAIR: arith.muli %{{.*}}, %c18 : index
 // PAIR: module(@k3_mlp_in_pair_linear_glu_mma_32x64x64_s6)
 // The B tile's rows come from the gate or the up weight by 8-row block.
 // PAIR: arith.select %{{.*}}, %arg2, %arg1 : memref<576x128xbf16>
@@ -123,7 +126,9 @@ func.func @mlp_down_f32(%a0: tensor<?x576xf32>, %a1: tensor<?x576xf32>, %a2: ten
 // PAIR: nvvm.mma.sync
 // PAIR: math.exp
 // PAIR: vector.store {{.*}} : memref<?x576xbf16>, vector<2xbf16>
+// PAIR: arith.muli %{{.*}}, %c18 : index
 // PAIR: module(@k3_mlp_in_pair_linear_glu_wgmma_128x64x64_s4_f1)
+// PAIR: arith.muli %{{.*}}, %c5 : index
 // PAIR: module(@k3_mlp_in_pair_linear_glu_wgmma_128x256x64_s4_f1)
 // PAIR: arith.select %{{.*}}, %arg2, %arg1 : memref<576x128xbf16>
 // PAIR: nvvm.wgmma.mma_async
