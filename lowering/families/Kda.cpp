@@ -693,49 +693,78 @@ static void lowerDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) 
 std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto conv = dyn_cast<ShortConvOp>(op)) {
     // Launch 1: a block per (kConvTokens-token tile of a sequence, channel
-    // block), a thread per channel sliding the causal window over the
-    // tile's tokens in registers (the W-1 inputs before the tile from the
-    // input, or from the state before the sequence's first token).
+    // block), a thread per `cw` adjacent channels (16-byte loads on the GPU)
+    // sliding the causal window over the tile's tokens in registers (the W-1
+    // inputs before the tile from the input, or from the state before the
+    // sequence's first token). Tokens go kConvUnroll at a time: their loads
+    // are issued together, then the window slides over them (a tile is a
+    // few dependent load latencies, not kConvTokens).
     Value x = st.get(conv.getInput()), w = st.get(conv.getWeight()),
           state = st.get(conv.getConvState()), lens = st.get(conv.getSeqLens()),
           y = st.get(conv.getResult());
     int64_t W = cast<MemRefType>(w.getType()).getDimSize(2);
     int64_t channels = cast<MemRefType>(x.getType()).getDimSize(1);
+    const int64_t stateWidth = cast<MemRefType>(state.getType()).getDimSize(2);
+    int64_t cw = std::min({kb.vecWidth(x, channels), kb.vecWidth(y, channels),
+                           kb.vecWidth(state, stateWidth)});
+    while (cw > 1 && conv.getStateOffset() % cw)
+      cw /= 2;
     Value off = kb.idx(conv.getStateOffset()), Wm1 = kb.idx(W - 1);
-    const int64_t TB = kConvTokens;
+    const int64_t TB = kConvTokens, U = kb.gpu() ? kConvUnroll : 1;
     Value slots = kb.add(kb.ceilDiv(kb.dim(x, 0), TB), kb.dim(lens, 0));
-    int64_t cBlocks = kb.gpu() ? (channels + kConvThreads - 1) / kConvThreads : 1;
+    const int64_t span = kb.gpu() ? kConvThreads * cw : channels; // channels a block
+    int64_t cBlocks = (channels + span - 1) / span;
     kb.blocks({slots, kb.idx(cBlocks)}, kConvThreads, [&](ValueRange bid, ThreadBlock &tb) {
       ChunkSlot cs = findChunk(kb, tb, lens, bid[0], TB);
       kb.ifThen(cs.valid, [&] {
-        // The block's channels (all of them on the host's one-thread block).
-        const int64_t span = kb.gpu() ? kConvThreads : channels;
         Value c0 = kb.mul(bid[1], span);
         Value cEnd = kb.minu(kb.idx(channels), kb.add(c0, span));
-        kb.strided(tb, c0, cEnd, [&](Value c) {
+        kb.loopStep(kb.add(c0, kb.mul(tb.tid, cw)), cEnd, kb.idx(tb.threads * cw), [&](Value c) {
           Value sc = kb.add(off, c);
-          // Window slot i holds position t0 - (W-1) + i of the sequence.
-          SmallVector<Value> win;
+          // Window slot i holds position t0 - (W-1) + i of the sequence:
+          // from the state before the sequence's first token, else from x
+          // (both addresses clamped in range, the value selected).
+          SmallVector<Value> win; // [(W-1) * cw], slot-major
           for (int64_t i = 0; i < W - 1; ++i) {
             Value ps = kb.add(cs.t0, kb.idx(i)); // shifted by W-1
-            win.push_back(kb.ifElse(
-                kb.ult(ps, Wm1), [&] { return kb.loadF32(state, {cs.n, ps, sc}); },
-                [&] { return kb.loadF32(x, {kb.add(cs.start, kb.sub(ps, Wm1)), c}); }));
+            Value fromState = kb.ult(ps, Wm1);
+            Value sRow = kb.select(fromState, ps, kb.idx(0));
+            Value xRow = kb.select(fromState, cs.start, kb.add(cs.start, kb.sub(ps, Wm1)));
+            SmallVector<Value> sv = kb.loadVec(state, {cs.n, sRow, sc}, cw);
+            SmallVector<Value> xv = kb.loadVec(x, {xRow, c}, cw);
+            for (int64_t e = 0; e < cw; ++e)
+              win.push_back(kb.select(fromState, sv[e], xv[e]));
           }
-          SmallVector<Value> wt;
-          for (int64_t j = 0; j < W; ++j)
-            wt.push_back(kb.loadF32(w, {c, kb.idx(0), kb.idx(j)}));
+          SmallVector<SmallVector<Value>> wt(cw);
+          for (int64_t e = 0; e < cw; ++e)
+            for (int64_t j = 0; j < W; ++j)
+              wt[e].push_back(kb.loadF32(w, {kb.add(c, kb.idx(e)), kb.idx(0), kb.idx(j)}));
           Value tEnd = kb.minu(cs.len, kb.add(cs.t0, TB));
-          kb.loop(cs.t0, tEnd, win, [&](Value t, ValueRange a) {
-            Value row = kb.add(cs.start, t);
-            Value in = kb.loadF32(x, {row, c});
-            Value u = kb.fmul(wt[W - 1], in);
-            for (int64_t j = 0; j < W - 1; ++j)
-              u = kb.fadd(u, kb.fmul(wt[j], a[j]));
-            kb.storeF32(kb.silu(u), y, {row, c});
-            SmallVector<Value> next(a.begin() + 1, a.end());
-            next.push_back(in);
-            return next;
+          Value last = kb.add(cs.start, kb.sub(tEnd, kb.idx(1)));
+          kb.loopStep(cs.t0, tEnd, kb.idx(U), win, [&](Value t, ValueRange a) {
+            SmallVector<SmallVector<Value>> in;
+            SmallVector<Value> rows, ok;
+            for (int64_t u = 0; u < U; ++u) {
+              Value tu = kb.add(t, kb.idx(u));
+              ok.push_back(kb.ult(tu, tEnd));
+              rows.push_back(kb.minu(kb.add(cs.start, tu), last));
+              in.push_back(kb.loadVec(x, {rows.back(), c}, cw));
+            }
+            SmallVector<Value> cur(a.begin(), a.end());
+            for (int64_t u = 0; u < U; ++u) {
+              SmallVector<Value> out;
+              for (int64_t e = 0; e < cw; ++e) {
+                Value v = kb.fmul(wt[e][W - 1], in[u][e]);
+                for (int64_t j = 0; j < W - 1; ++j)
+                  v = kb.fadd(v, kb.fmul(wt[e][j], cur[j * cw + e]));
+                out.push_back(kb.silu(v));
+              }
+              kb.ifThen(ok[u], [&] { kb.storeVec(out, y, {rows[u], c}); });
+              SmallVector<Value> next(cur.begin() + cw, cur.end());
+              next.append(in[u].begin(), in[u].end());
+              cur = next;
+            }
+            return cur;
           });
         });
       });
@@ -746,8 +775,9 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // len + r >= r + 1 before they are overwritten.
     // A block per (sequence, 256 channels); the sequence's first row summed
     // by the warps' lanes.
-    kb.blocks({kb.dim(lens, 0), kb.idx(cBlocks)}, kConvThreads, [&](ValueRange bid,
-                                                                   ThreadBlock &tb) {
+    const int64_t winBlocks = kb.gpu() ? (channels + kConvThreads - 1) / kConvThreads : 1;
+    kb.blocks({kb.dim(lens, 0), kb.idx(winBlocks)}, kConvThreads, [&](ValueRange bid,
+                                                                     ThreadBlock &tb) {
       Value n = bid[0];
       Value start = kb.seqOffset(tb, lens, n), len = kb.seqLen(lens, n);
       const int64_t span = kb.gpu() ? kConvThreads : channels;
@@ -772,15 +802,38 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     int64_t width = cast<MemRefType>(z.getType()).getDimSize(1);
     int64_t d = width / gate.getNumHeads();
     bool bounded = gate.getGateForm() == GateForm::bounded_sigmoid;
-    kb.parallel({kb.dim(z, 0), kb.idx(width)}, [&](ValueRange iv) {
-      Value h = kb.div(iv[1], d);
-      Value a = kb.exp(kb.loadF32(alog, {h}));
-      Value zz = kb.fadd(kb.loadF32(z, iv), kb.loadF32(dt, {iv[1]}));
-      Value g = bounded ? kb.fmul(kb.f32(gate.getLowerBound()->convertToDouble()),
-                                  kb.sigmoid(kb.fmul(a, zz)))
-                        : kb.fneg(kb.fmul(a, kb.softplus(zz)));
-      kb.storeF32(g, y, iv);
-    });
+    auto gateOf = [&](Value a, Value zz) {
+      return bounded ? kb.fmul(kb.f32(gate.getLowerBound()->convertToDouble()),
+                               kb.sigmoid(kb.fmul(a, zz)))
+                     : kb.fneg(kb.fmul(a, kb.softplus(zz)));
+    };
+    // A thread per `gw` adjacent columns of one head (16-byte loads and
+    // stores on the GPU); the host: an iteration per element.
+    int64_t gw = std::min({kb.vecWidth(z, width), kb.vecWidth(dt, width), kb.vecWidth(y, width)});
+    while (gw > 1 && d % gw)
+      gw /= 2;
+    if (gw == 1) {
+      kb.parallel({kb.dim(z, 0), kb.idx(width)}, [&](ValueRange iv) {
+        Value a = kb.exp(kb.loadF32(alog, {kb.div(iv[1], d)}));
+        Value zz = kb.fadd(kb.loadF32(z, iv), kb.loadF32(dt, {iv[1]}));
+        kb.storeF32(gateOf(a, zz), y, iv);
+      });
+      return success();
+    }
+    Value T = kb.dim(z, 0);
+    const int64_t perRow = width / gw, threads = kConvThreads;
+    Value total = kb.mul(T, kb.idx(perRow));
+    kb.blocks({kb.ceilDiv(total, threads)}, threads, [&](ValueRange bid, ThreadBlock &tb) {
+      Value i = kb.add(kb.mul(bid[0], threads), tb.tid);
+      kb.ifThen(kb.ult(i, total), [&] {
+        Value row = kb.div(i, perRow), col = kb.mul(kb.rem(i, perRow), gw);
+        Value a = kb.exp(kb.loadF32(alog, {kb.div(col, d)}));
+        SmallVector<Value> zv = kb.loadVec(z, {row, col}, gw), dv = kb.loadVec(dt, {col}, gw), out;
+        for (int64_t e = 0; e < gw; ++e)
+          out.push_back(gateOf(a, kb.fadd(zv[e], dv[e])));
+        kb.storeVec(out, y, {row, col});
+      });
+    }, 0, "kda_gate");
     return success();
   }
   if (auto l2 = dyn_cast<L2NormOp>(op)) {

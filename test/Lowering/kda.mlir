@@ -55,3 +55,33 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
     }
   return %r#0, %r#1 : tensor<?x128xf32>, tensor<?x4x32x32xf32>
 }
+
+// The convolutions and the gate (sm_90a): each conv thread owns 8 adjacent
+// channels (16-byte loads of x and of the state, 16-byte stores of y) and
+// loads 8 tokens' inputs before it slides its window over them; the gate
+// is a thread per 4 columns of one head (16-byte f32 loads of the bias and
+// stores of the gate). The host keeps a channel and a
+// token at a time.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONV
+// CONV-LABEL: func.func @k3_kda_conv_gate_test(
+// CONV: module(@k3_kda_conv_gate_test_short_conv)
+// CONV: vector.load %{{.*}} : memref<?x3x384xbf16>, vector<8xbf16>
+// CONV: vector.load %{{.*}} : memref<?x128xbf16>, vector<8xbf16>
+// CONV: scf.for {{.*}} step %c8
+// CONV-COUNT-8: vector.load %{{.*}} : memref<?x128xbf16>, vector<8xbf16>
+// CONV: vector.store %{{.*}} : memref<?x128xbf16>, vector<8xbf16>
+// CONV: module(@k3_kda_conv_gate_test_short_conv_window)
+// CONV: module(@k3_kda_conv_gate_test_kda_gate)
+// CONV: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
+// CONV: vector.load %{{.*}} : memref<128xf32>, vector<4xf32>
+// CONV: vector.store %{{.*}} : memref<?x128xf32>, vector<4xf32>
+func.func @conv_gate(%a0: tensor<?x128xbf16>, %a1: tensor<128x1x4xf32>, %a2: tensor<?x3x384xbf16>, %a3: tensor<?xi32>, %a9: tensor<?x32xbf16>, %a10: tensor<128x32xbf16>, %a11: tensor<128xf32>, %a12: tensor<128xf32>) -> (tensor<?x128xbf16>, tensor<?x3x384xbf16>, tensor<?x128xf32>) {
+  %r:3 = k3.kernel "k3_kda_conv_gate_test" family "kda_conv_gate" (%a0, %a1, %a2, %a3, %a9, %a10, %a11, %a12) : (tensor<?x128xbf16>, tensor<128x1x4xf32>, tensor<?x3x384xbf16>, tensor<?xi32>, tensor<?x32xbf16>, tensor<128x32xbf16>, tensor<128xf32>, tensor<128xf32>) -> (tensor<?x128xbf16>, tensor<?x3x384xbf16>, tensor<?x128xf32>) {
+  ^bb0(%x: tensor<?x128xbf16>, %w: tensor<128x1x4xf32>, %s: tensor<?x3x384xbf16>, %lens: tensor<?xi32>, %fa: tensor<?x32xbf16>, %fb: tensor<128x32xbf16>, %alog: tensor<128xf32>, %dt: tensor<128xf32>):
+    %y, %ns = k3.short_conv %x, %w, %s, %lens {state_offset = 128 : i64} : (tensor<?x128xbf16>, tensor<128x1x4xf32>, tensor<?x3x384xbf16>, tensor<?xi32>) -> (tensor<?x128xbf16>, tensor<?x3x384xbf16>)
+    %z = k3.linear %fa, %fb : (tensor<?x32xbf16>, tensor<128x32xbf16>) -> tensor<?x128xbf16>
+    %g = k3.kda_gate %z, %alog, %dt {gate_form = #k3.gate_form<bounded_sigmoid>, lower_bound = -5.000000e+00 : f64, num_heads = 4 : i64} : (tensor<?x128xbf16>, tensor<128xf32>, tensor<128xf32>) -> tensor<?x128xf32>
+    k3.yield %y, %ns, %g : tensor<?x128xbf16>, tensor<?x3x384xbf16>, tensor<?x128xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<?x128xbf16>, tensor<?x3x384xbf16>, tensor<?x128xf32>
+}
