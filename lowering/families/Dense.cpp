@@ -233,6 +233,62 @@ DenseMap<Operation *, std::pair<Operation *, Operation *>> fuseGluPairs(Block &b
   return out;
 }
 
+/// Several projections of one x from two tokens up (a gemvMulti launch takes
+/// one token): one tile launch for all of them on tensor cores
+/// (MoreProjections), each its own FMA tile below the tensor-core tiles (the
+/// f32 build) or where a projection does not fit the tiles.
+static void lowerLinearSet(KernelBuilder &kb, Value x, ArrayRef<Value> ws, ArrayRef<Value> ys) {
+  auto xt = cast<MemRefType>(x.getType());
+  const int64_t K = xt.getDimSize(1);
+  LinearPlan plan = linearPlan(kb.info(), xt.getElementType(),
+                               cast<MemRefType>(ws[0].getType()).getElementType(), K,
+                               cast<MemRefType>(ws[0].getType()).getDimSize(0));
+  bool tiles = plan.mmaFrom && intFromEnv("K3C_TILE_MULTI", 1);
+  for (Value w : ws)
+    tiles &= cast<MemRefType>(w.getType()).getDimSize(0) % 2 == 0;
+  if (!tiles) {
+    for (auto [w, y] : llvm::zip(ws, ys))
+      lowerLinear(kb, x, w, y, {}, /*oneTokenElsewhere=*/true);
+    return;
+  }
+  MoreProjections more;
+  more.ws.assign(ws.begin() + 1, ws.end());
+  more.ys.assign(ys.begin() + 1, ys.end());
+  Value T = kb.dim(x, 0);
+  auto onTensorCores = [&] {
+    kb.ifThenElse(
+        kb.ule(T, kb.idx(plan.smallUpTo)),
+        [&] { mmaLinear(kb, x, ws[0], ys[0], T, plan.small, {}, {}, more); },
+        [&] {
+          kb.ifThenElse(
+              kb.ule(T, kb.idx(plan.mediumUpTo)),
+              [&] {
+                if (plan.useWgmma)
+                  wgmmaLinear(kb, x, ws[0], ys[0], T, plan.wgmmaMedium, {}, {}, more);
+                else
+                  mmaLinear(kb, x, ws[0], ys[0], T, plan.medium, {}, {}, more);
+              },
+              [&] {
+                if (plan.useWgmma)
+                  wgmmaLinear(kb, x, ws[0], ys[0], T, plan.wgmma, {}, {}, more);
+                else
+                  mmaLinear(kb, x, ws[0], ys[0], T, plan.large, {}, {}, more);
+              });
+        });
+  };
+  if (plan.mmaFrom == 2) {
+    onTensorCores();
+    return;
+  }
+  kb.ifThenElse(
+      kb.ult(T, kb.idx(plan.mmaFrom)),
+      [&] {
+        for (auto [w, y] : llvm::zip(ws, ys))
+          lowerLinearFma(kb, x, w, y, {});
+      },
+      onTensorCores);
+}
+
 DenseMap<Operation *, SmallVector<Operation *>> gemvGroups(Block &body, const LowerState &st) {
   DenseMap<Operation *, SmallVector<Operation *>> out;
   if (!intFromEnv("K3C_GEMV_MULTI", 1))
@@ -288,8 +344,8 @@ DenseMap<Operation *, Operation *> fuseResidualAdds(Block &body) {
 std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto lin = dyn_cast<LinearOp>(op)) {
     if (auto it = st.gemvGroup.find(op); it != st.gemvGroup.end()) {
-      // Several projections of one x: one GEMV launch at one token, each its
-      // own tiles otherwise (the group's later linears are lowered here).
+      // Several projections of one x: one GEMV launch at one token, one tile
+      // launch above (the group's later linears are lowered here).
       Value x = st.get(lin.getInput());
       SmallVector<Value> ws, ys;
       for (Operation *o : it->second) {
@@ -298,10 +354,7 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
       }
       kb.ifThenElse(
           kb.ieq(kb.dim(x, 0), kb.idx(1)), [&] { gemvMulti(kb, x, ws, ys); },
-          [&] {
-            for (auto [w, y] : llvm::zip(ws, ys))
-              lowerLinear(kb, x, w, y, {}, /*oneTokenElsewhere=*/true);
-          });
+          [&] { lowerLinearSet(kb, x, ws, ys); });
       return success();
     }
     if (st.fusedAway.contains(op))

@@ -549,8 +549,8 @@ Value addResidual(KernelBuilder &kb, Value y, Value residual, ValueRange indices
 }
 
 void storeAccPair(KernelBuilder &kb, Value y, Value row, Value col, Value v0, Value v1, Value T,
-                  int64_t O, Value residual) {
-  kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, kb.idx(O))), [&] {
+                  Value O, Value residual) {
+  kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, O)), [&] {
     if (residual) {
       v0 = addResidual(kb, y, residual, {row, col}, v0);
       v1 = addResidual(kb, y, residual, {row, kb.add(col, 1)}, v1);
@@ -559,8 +559,57 @@ void storeAccPair(KernelBuilder &kb, Value y, Value row, Value col, Value v0, Va
   });
 }
 
+/// The column-tile grid of a linear and its MoreProjections: per
+/// projection its weight, output, width and first tile.
+namespace {
+struct ProjectionTiles {
+  SmallVector<Value> ws, ys;
+  SmallVector<int64_t> widths, starts; ///< starts: first tile, then the total
+  int64_t total() const { return starts.back(); }
+  ProjectionTiles(Value w, Value y, int64_t cols, int64_t bn, const MoreProjections &more)
+      : ws{w}, ys{y}, widths{cols}, starts{0, (cols + bn - 1) / bn} {
+    for (auto [mw, my] : llvm::zip(more.ws, more.ys)) {
+      int64_t o = cast<MemRefType>(mw.getType()).getDimSize(0);
+      ws.push_back(mw);
+      ys.push_back(my);
+      widths.push_back(o);
+      starts.push_back(starts.back() + (o + bn - 1) / bn);
+    }
+  }
+  /// The projection of the tile starting at grid column n0: its weight and
+  /// output (cast to dynamic shapes when there are several), width, and the
+  /// tile's first column in it.
+  struct Pick {
+    Value w, y, width, n0;
+  };
+  Pick pick(KernelBuilder &kb, Value n0, int64_t bn) const {
+    if (ws.size() == 1)
+      return {ws[0], ys[0], kb.idx(widths[0]), n0};
+    OpBuilder &b = kb.b;
+    auto dyn = [&](Value m, bool rowsOnly) {
+      auto t = cast<MemRefType>(m.getType());
+      auto to = MemRefType::get({ShapedType::kDynamic, rowsOnly ? t.getDimSize(1)
+                                                                 : ShapedType::kDynamic},
+                                t.getElementType());
+      return memref::CastOp::create(b, kb.loc, to, m).getResult();
+    };
+    Value t = kb.div(n0, bn);
+    Pick p{dyn(ws[0], true), dyn(ys[0], false), kb.idx(widths[0]), kb.idx(0)};
+    for (size_t i = 1; i < ws.size(); ++i) {
+      Value in = kb.ule(kb.idx(starts[i]), t);
+      p.w = arith::SelectOp::create(b, kb.loc, in, dyn(ws[i], true), p.w);
+      p.y = arith::SelectOp::create(b, kb.loc, in, dyn(ys[i], false), p.y);
+      p.width = kb.select(in, kb.idx(widths[i]), p.width);
+      p.n0 = kb.select(in, kb.idx(starts[i] * bn), p.n0);
+    }
+    p.n0 = kb.sub(n0, p.n0);
+    return p;
+  }
+};
+} // namespace
+
 void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaTile &tile,
-               Value residual, const GluPair &glu) {
+               Value residual, const GluPair &glu, const MoreProjections &more) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
@@ -568,7 +617,8 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
   const int64_t bm = tile.bm, bn = tile.bn, bk = tile.bk, pitch = tile.pitch();
   const int64_t wm = bm / tile.warpsM, wn = bn / tile.warpsN, mi = wm / 16, ni = wn / 8;
   const int64_t tileCols = glu ? 2 * O : O; // a GluPair's gate and up rows
-  const int64_t kTiles = (K + bk - 1) / bk, nTiles = (tileCols + bn - 1) / bn;
+  ProjectionTiles proj(w, y, tileCols, bn, more);
+  const int64_t kTiles = (K + bk - 1) / bk, nTiles = proj.total();
   const int64_t threads = tile.threads();
   Type bf16 = b.getBF16Type();
   Value mTiles = kb.ceilDiv(T, bm);
@@ -576,7 +626,9 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
 
   kb.blocks({kb.mul(mTiles, kb.idx(nTiles))}, threads, [&](ValueRange bid, ThreadBlock &tb) {
-    auto [m0, n0] = rasterTile(kb, bid[0], mTiles, nTiles, bm, bn);
+    auto [m0, n0g] = rasterTile(kb, bid[0], mTiles, nTiles, bm, bn);
+    ProjectionTiles::Pick pk = proj.pick(kb, n0g, bn);
+    Value w = pk.w, y = pk.y, n0 = pk.n0, limit = pk.width;
     Value as = kb.dynamicShared(tb, 0, {tile.stages, bm, pitch}, bf16);
     Value bs = kb.dynamicShared(tb, tile.stages * bm * pitch * 2, {tile.stages, bn, pitch}, bf16);
 
@@ -586,8 +638,8 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
       auto inPlace = [](Value, Value chunk) { return chunk; };
       SmallVector<Value> tokens =
           copyTileRows(kb, tb, x, as, slot, m0, T, kt, bm, bk, K, inPlace);
-      tokens.append(copyTileRows(kb, tb, w, bs, slot, n0, kb.idx(tileCols), kt, bn, bk, K,
-                                 inPlace, glu ? &glu : nullptr));
+      tokens.append(copyTileRows(kb, tb, w, bs, slot, n0, limit, kt, bn, bk, K, inPlace,
+                                 glu ? &glu : nullptr));
       nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
     };
     for (int64_t s = 0; s + 1 < tile.stages; ++s)
@@ -660,7 +712,7 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
         for (int64_t h = 0; h < 2; ++h)
           storeAccPair(kb, y, kb.add(kb.add(m0, wRow), kb.add(g, i * 16 + 8 * h)),
                        kb.add(kb.add(n0, wCol), kb.add(c2, j * 8)),
-                       acc[(i * ni + j) * 4 + 2 * h], acc[(i * ni + j) * 4 + 2 * h + 1], T, O,
+                       acc[(i * ni + j) * 4 + 2 * h], acc[(i * ni + j) * 4 + 2 * h + 1], T, limit,
                        residual);
   }, tile.sharedBytes(2), (glu ? "linear_glu_" : "linear_") + tile.name());
 }
@@ -688,7 +740,7 @@ static Value smemDescriptor(KernelBuilder &kb, Value addr) {
 }
 
 void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const WgmmaTile &tile,
-                 Value residual, const GluPair &glu) {
+                 Value residual, const GluPair &glu, const MoreProjections &more) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
@@ -696,7 +748,8 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
   const int64_t bm = tile.bm, bn = tile.bn, bk = WgmmaTile::bk, stages = tile.stages;
   const int64_t tileCols = glu ? 2 * O : O; // a GluPair's gate and up rows
-  const int64_t kTiles = (K + bk - 1) / bk, nTiles = (tileCols + bn - 1) / bn;
+  ProjectionTiles proj(w, y, tileCols, bn, more);
+  const int64_t kTiles = (K + bk - 1) / bk, nTiles = proj.total();
   const int64_t threads = tile.threads(), rowBytes = bk * 2;
   Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type();
   const int64_t accN = bn / 2; // fp32 accumulators a thread holds (m64nN: 64 * N / 128)
@@ -704,7 +757,9 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   Value mTiles = kb.ceilDiv(T, bm);
 
   kb.blocks({kb.mul(mTiles, kb.idx(nTiles))}, threads, [&](ValueRange bid, ThreadBlock &tb) {
-    auto [m0, n0] = rasterTile(kb, bid[0], mTiles, nTiles, bm, bn);
+    auto [m0, n0g] = rasterTile(kb, bid[0], mTiles, nTiles, bm, bn);
+    ProjectionTiles::Pick pk = proj.pick(kb, n0g, bn);
+    Value w = pk.w, y = pk.y, n0 = pk.n0, limit = pk.width;
 
     // The ring starts at the first 1024-byte boundary of dynamic shared
     // memory (the swizzle pattern is anchored to 1024-byte atoms).
@@ -730,7 +785,7 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
         return arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
       };
       copyTileRows(kb, tb, x, as, slot, m0, T, kt, bm, bk, K, swizzled);
-      copyTileRows(kb, tb, w, bs, slot, n0, kb.idx(tileCols), kt, bn, bk, K, swizzled,
+      copyTileRows(kb, tb, w, bs, slot, n0, limit, kt, bn, bk, K, swizzled,
                    glu ? &glu : nullptr);
       NVVM::CpAsyncCommitGroupOp::create(b, loc);
     };
@@ -803,8 +858,8 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
         storeAccPair(
             kb, y, kb.add(rowBase, 8 * h), kb.add(colBase, 8 * j),
             LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h}),
-            LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h + 1}), T, O,
-            residual);
+            LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h + 1}), T,
+            limit, residual);
   }, tile.sharedBytes(), (glu ? "linear_glu_" : "linear_") + tile.name());
 }
 

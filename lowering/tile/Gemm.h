@@ -150,15 +150,25 @@ LinearPlan linearPlan(const TargetInfo &info, mlir::Type xElt, mlir::Type wElt, 
 /// their element type.
 void gemvMulti(KernelBuilder &kb, mlir::Value x, llvm::ArrayRef<mlir::Value> ws,
                llvm::ArrayRef<mlir::Value> ys);
+/// More projections of the same x for one tile launch (mmaLinear,
+/// wgmmaLinear): the column tiles of w and of every ws[i] form one grid, a
+/// block's tile picks its projection's weight, output and width (small
+/// projections ride with large ones instead of leaving SMs idle; one
+/// launch). Not with a residual or a GluPair.
+struct MoreProjections {
+  llvm::SmallVector<mlir::Value> ws, ys;
+};
 void mmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
-               const MmaTile &tile, mlir::Value residual = {}, const GluPair &glu = {});
+               const MmaTile &tile, mlir::Value residual = {}, const GluPair &glu = {},
+               const MoreProjections &more = {});
 
 /// y = x W^T over `T` rows with warpgroup MMA (sm_90a): x and W tiles in
 /// 128-byte-swizzled shared memory (cp.async, zero-filled edges, a
 /// `stages`-deep ring), shared-memory matrix descriptors, wgmma.mma_async
 /// m64n{bn}k16 bf16 -> f32 accumulating in registers.
 void wgmmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
-                 const WgmmaTile &tile, mlir::Value residual = {}, const GluPair &glu = {});
+                 const WgmmaTile &tile, mlir::Value residual = {}, const GluPair &glu = {},
+                 const MoreProjections &more = {});
 
 // Fragment-level helpers of the mma.sync strategy for families that chain
 // small products in registers (the KDA chunk recurrence).
@@ -261,8 +271,13 @@ void storePair(KernelBuilder &kb, mlir::Value mem, mlir::ValueRange indices, mli
 /// With `residual`, the pair is rounded to y's type, residual[row, col..]
 /// added in fp32, and the sum stored (rounded again).
 void storeAccPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,
-                  mlir::Value v0, mlir::Value v1, mlir::Value T, int64_t O,
+                  mlir::Value v0, mlir::Value v1, mlir::Value T, mlir::Value O,
                   mlir::Value residual = {});
+inline void storeAccPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,
+                         mlir::Value v0, mlir::Value v1, mlir::Value T, int64_t O,
+                         mlir::Value residual = {}) {
+  storeAccPair(kb, y, row, col, v0, v1, T, kb.idx(O), residual);
+}
 /// Stores act(round(g0), round(u0)), act(round(g1), round(u1)) at y[row, col],
 /// y[row, col + 1] when row < T and col < O (the GluPair's store).
 void storeGluPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,

@@ -158,10 +158,11 @@ func.func @mlp_in_pair(%x: tensor<?x128xbf16>, %wg: tensor<576x128xbf16>, %wu: t
 // -----
 
 // Three projections of one x (mla_in's q_a, kv_a and gate): at one token a
-// single GEMV launch over their concatenated rows (each block picks its
-// projection's weight and output by its block index), above one token each
-// its own tiles with no GEMV left in them (96 + 16 + 2 blocks of 4 rows).
-// K3C_GEMV_MULTI=0: a GEMV each.
+// single GEMV launch over their concatenated rows (96 + 16 + 2 blocks of 4
+// rows; each block picks its projection's weight and output by its block
+// index), above one token a single launch of each tile strategy over their
+// concatenated column tiles (64-column mma.sync tiles: 6 + 1 + 1), no GEMV
+// and no second tile launch. K3C_GEMV_MULTI=0: a launch per projection.
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=MULTI
 // RUN: env K3C_GEMV_MULTI=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SINGLE
 // MULTI-LABEL: func.func @k3_mla_in_multi(
@@ -171,8 +172,16 @@ func.func @mlp_in_pair(%x: tensor<?x128xbf16>, %wg: tensor<576x128xbf16>, %wu: t
 // MULTI: arith.select {{.*}} : memref<?x128xbf16>
 // MULTI: arith.select {{.*}} : memref<?x?xbf16>
 // MULTI-NOT: linear_gemv1
+// MULTI: arith.muli %{{.*}}, %c8 : index
 // MULTI: module(@k3_mla_in_multi_linear_mma_32x64x64_s6)
-// MULTI-NOT: linear_gemv1
+// MULTI: arith.select {{.*}} : memref<?x128xbf16>
+// MULTI: nvvm.mma.sync
+// MULTI: vector.store {{.*}} : memref<?x?xbf16>, vector<2xbf16>
+// MULTI-NOT: module(@k3_mla_in_multi_linear_mma_32x64x64_s6)
+// MULTI: module(@k3_mla_in_multi_linear_wgmma_128x64x64_s4_f1)
+// MULTI-NOT: module(@k3_mla_in_multi_linear_wgmma_128x64x64_s4_f1)
+// MULTI: module(@k3_mla_in_multi_linear_wgmma_128x256x64_s4_f1)
+// MULTI-NOT: module(@
 // MULTI: return
 // SINGLE-COUNT-3: module(@k3_mla_in_multi_linear_gemv1)
 // SINGLE-NOT: gemv1_x3
