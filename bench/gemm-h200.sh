@@ -44,7 +44,7 @@ python3 gemm_peer.py slice-bf16 $OUT/slice-bench.csv | tee $OUT/peer.txt
 for a in v/slice-P*; do
   [ -d "$a" ] || continue
   echo "== tile variant $a (prefill)"
-  k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode none --reps 2 --csv $OUT/$(basename $a).csv | grep -E "^prefill|mlp_in|mlp_down|kda_in|kda_out|mla_out|mla_in"
+  k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode none --reps 2 --csv $OUT/$(basename $a).csv | grep -E "^prefill|mlp_in|mlp_down|kda_in|kda_out|mla_out|mla_in|kda_conv_gate"
 done
 echo "== where each kernel's time goes: every launch timed (K3C_PROFILE_LAUNCHES), prefill 8192, decode 1 and 128"
 K3C_PROFILE_LAUNCHES=1 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 8192 --decode 1,128 --steps 4 --reps 1 > /dev/null 2> $OUT/launches.txt

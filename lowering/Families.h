@@ -53,6 +53,7 @@ constexpr int64_t kKdaPrepThreads = 128; ///< KDA: a prep block per (chunk, head
 constexpr int64_t kConvThreads = 256;   ///< short conv: channels a block
 constexpr int64_t kConvTokens = 32;     ///< short conv: tokens a block slides over
 constexpr int64_t kConvUnroll = 8;      ///< short conv: tokens whose loads go together
+constexpr int64_t kConvChannels = 4;    ///< short conv: channels a thread (at most)
 constexpr int64_t kSharedBudget = 48 * 1024; ///< static shared memory a block
 
 /// 1 / sqrt(mean(x[row, :d]^2) + eps) by a block-wide reduction (`red`:

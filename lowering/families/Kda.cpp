@@ -705,12 +705,16 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     int64_t W = cast<MemRefType>(w.getType()).getDimSize(2);
     int64_t channels = cast<MemRefType>(x.getType()).getDimSize(1);
     const int64_t stateWidth = cast<MemRefType>(state.getType()).getDimSize(2);
+    // At most kConvChannels channels a thread: wider vectors with 8 tokens in
+    // flight cost registers (8 x 8 channels: 166 a thread, one block an SM).
     int64_t cw = std::min({kb.vecWidth(x, channels), kb.vecWidth(y, channels),
-                           kb.vecWidth(state, stateWidth)});
-    while (cw > 1 && conv.getStateOffset() % cw)
+                           kb.vecWidth(state, stateWidth),
+                           intFromEnv("K3C_CONV_CHANNELS", kConvChannels)});
+    while (cw > 1 && (conv.getStateOffset() % cw || channels % cw))
       cw /= 2;
     Value off = kb.idx(conv.getStateOffset()), Wm1 = kb.idx(W - 1);
-    const int64_t TB = kConvTokens, U = kb.gpu() ? kConvUnroll : 1;
+    const int64_t TB = kConvTokens,
+                  U = kb.gpu() ? std::max<int64_t>(1, intFromEnv("K3C_CONV_UNROLL", kConvUnroll)) : 1;
     Value slots = kb.add(kb.ceilDiv(kb.dim(x, 0), TB), kb.dim(lens, 0));
     const int64_t span = kb.gpu() ? kConvThreads * cw : channels; // channels a block
     int64_t cBlocks = (channels + span - 1) / span;

@@ -162,7 +162,8 @@ func.func @mlp_in_pair(%x: tensor<?x128xbf16>, %wg: tensor<576x128xbf16>, %wu: t
 // rows; each block picks its projection's weight and output by its block
 // index), above one token a single launch of each tile strategy over their
 // concatenated column tiles (64-column mma.sync tiles: 6 + 1 + 1), no GEMV
-// and no second tile launch. K3C_GEMV_MULTI=0: a launch per projection.
+// and no second tile launch; prefill tiles share the grid up to 1024 tokens
+// and take a launch each above. K3C_GEMV_MULTI=0: a launch per projection.
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=MULTI
 // RUN: env K3C_GEMV_MULTI=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SINGLE
 // MULTI-LABEL: func.func @k3_mla_in_multi(
@@ -180,7 +181,11 @@ func.func @mlp_in_pair(%x: tensor<?x128xbf16>, %wg: tensor<576x128xbf16>, %wu: t
 // MULTI-NOT: module(@k3_mla_in_multi_linear_mma_32x64x64_s6)
 // MULTI: module(@k3_mla_in_multi_linear_wgmma_128x64x64_s4_f1)
 // MULTI-NOT: module(@k3_mla_in_multi_linear_wgmma_128x64x64_s4_f1)
+// MULTI: arith.cmpi ule, %{{.*}}, %c1024 : index
 // MULTI: module(@k3_mla_in_multi_linear_wgmma_128x256x64_s4_f1)
+// MULTI: arith.select {{.*}} : memref<?x128xbf16>
+// MULTI: } else {
+// MULTI-COUNT-3: module(@k3_mla_in_multi_linear_wgmma_128x256x64_s4_f1)
 // MULTI-NOT: module(@
 // MULTI: return
 // SINGLE-COUNT-3: module(@k3_mla_in_multi_linear_gemv1)

@@ -56,8 +56,8 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
   return %r#0, %r#1 : tensor<?x128xf32>, tensor<?x4x32x32xf32>
 }
 
-// The convolutions and the gate (sm_90a): each conv thread owns 8 adjacent
-// channels (16-byte loads of x and of the state, 16-byte stores of y) and
+// The convolutions and the gate (sm_90a): each conv thread owns 4 adjacent
+// channels (8-byte loads of x and of the state, 8-byte stores of y) and
 // loads 8 tokens' inputs before it slides its window over them; the gate
 // is a thread per 4 columns of one head (16-byte f32 loads of the bias and
 // stores of the gate). The host keeps a channel and a
@@ -65,11 +65,11 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONV
 // CONV-LABEL: func.func @k3_kda_conv_gate_test(
 // CONV: module(@k3_kda_conv_gate_test_short_conv)
-// CONV: vector.load %{{.*}} : memref<?x3x384xbf16>, vector<8xbf16>
-// CONV: vector.load %{{.*}} : memref<?x128xbf16>, vector<8xbf16>
+// CONV: vector.load %{{.*}} : memref<?x3x384xbf16>, vector<4xbf16>
+// CONV: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
 // CONV: scf.for {{.*}} step %c8
-// CONV-COUNT-8: vector.load %{{.*}} : memref<?x128xbf16>, vector<8xbf16>
-// CONV: vector.store %{{.*}} : memref<?x128xbf16>, vector<8xbf16>
+// CONV-COUNT-8: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
+// CONV: vector.store %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
 // CONV: module(@k3_kda_conv_gate_test_short_conv_window)
 // CONV: module(@k3_kda_conv_gate_test_kda_gate)
 // CONV: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
