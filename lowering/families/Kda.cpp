@@ -675,8 +675,9 @@ static void lowerDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) 
   ArrayRef<Value> sc = st.scratch[rule.getOperation()];
   assert(sc.size() == kKdaScratchCount && "kdaScratchNeeds' buffers");
   Value T = kb.dim(st.get(rule.getQ()), 0), N = kb.dim(st.get(rule.getSeqLens()), 0);
-  // Tensor cores serve the bf16 build; the f32 build keeps the exact path.
-  bool mma = kb.gpu() && kb.info().mmaSync && C == 16 &&
+  // Tensor cores serve the bf16 build; the f32 build keeps the exact path
+  // (K3C_KDA_MMA=0: the bf16 build too, for comparisons).
+  bool mma = kb.gpu() && kb.info().mmaSync && C == 16 && intFromEnv("K3C_KDA_MMA", 1) &&
              cast<ShapedType>(rule.getV().getType()).getElementType().isBF16() &&
              rule.getKeyDim() % 8 == 0 && rule.getValueDim() % 16 == 0;
   kb.ifThenElse(

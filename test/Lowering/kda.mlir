@@ -8,6 +8,12 @@
 // exact FMA recurrence. Host: plain loops.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
+// K3C_KDA_MMA=0: the bf16 build on the exact FMA recurrence (comparisons).
+// RUN: env K3C_KDA_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOMMA
+// NOMMA-LABEL: func.func @k3_kda_chunk_605990ac(
+// NOMMA-NOT: nvvm.mma.sync
+// NOMMA: module(@k3_kda_chunk_605990ac_kda_chunk_fma)
+// NOMMA: return
 
 // GPU-LABEL: func.func @k3_kda_chunk_605990ac(
 // GPU-SAME: k3.family = "kda_chunk"
