@@ -50,6 +50,12 @@ constexpr int64_t kExpertThreads = 256; ///< MoE: grouped expert GEMM blocks
 constexpr int64_t kRouterThreads = 256; ///< MoE router: a block per token
 constexpr int64_t kKdaThreads = 256;    ///< KDA: recurrence / token blocks
 constexpr int64_t kKdaPrepThreads = 128; ///< KDA: a prep block per (chunk, head)
+/// KDA tensor-core recurrence: state products in 3xTF32 (bits: X, O, update).
+/// All three: with plain tf32 operands k3-tiny bf16 (MXFP4) failed its model
+/// check on the H200 (8.1e-2 > 5e-2; only X + O alone or in pairs other than
+/// O + update still failed); 3xTF32 everywhere passes at 3.5e-2 and costs
+/// 1.9x the chunk recurrence (docs/perf.md).
+constexpr int64_t kKda3xTf32 = 7;
 constexpr int64_t kConvThreads = 256;   ///< short conv: channels a block
 constexpr int64_t kConvTokens = 32;     ///< short conv: tokens a block slides over
 constexpr int64_t kConvUnroll = 8;      ///< short conv: tokens whose loads go together

@@ -449,6 +449,36 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
                                                 NVVM::SaturationMode::NONE, false)
           .getResult();
     };
+    // Products in 3xTF32 (hi*hi + hi*lo + lo*hi: fp32-level) or one tf32
+    // MMA; `a` and `b` are the fp32 operand values.
+    auto split = [&](Value v) {
+      Value hi = tf32(v);
+      Value hiF = arith::BitcastOp::create(b, loc, f32, hi);
+      return std::make_pair(hi, tf32(kb.fsub(v, hiF)));
+    };
+    auto mmaPrecise = [&](bool three, ArrayRef<Value> a, ArrayRef<Value> bv,
+                          MutableArrayRef<Value> acc) {
+      SmallVector<Value> ah, al, bh, bl;
+      for (Value v : a) {
+        auto [h, l] = split(v);
+        ah.push_back(h);
+        al.push_back(l);
+      }
+      for (Value v : bv) {
+        auto [h, l] = split(v);
+        bh.push_back(h);
+        bl.push_back(l);
+      }
+      mmaTf32(kb, ah, bh, acc);
+      if (three) {
+        mmaTf32(kb, ah, bl, acc);
+        mmaTf32(kb, al, bh, acc);
+      }
+    };
+    // Which state products run in 3xTF32 (bit 0: X = W^ S^T, bit 1:
+    // O = Qd S^T, bit 2: the state update U^T Kr); M U always does.
+    const int64_t precise = intFromEnv("K3C_KDA_3XTF32", kKda3xTf32);
+    const bool preciseX = precise & 1, preciseO = precise & 2, preciseS = precise & 4;
 
     const int64_t tiles = dk / 8;
     SmallVector<Value> init;
@@ -475,14 +505,14 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
         auto aPermuted = [&](Value buf) {
           SmallVector<Value> lo = kb.loadVec(buf, {slot, g, kb.add(q2, 8 * t)}, 2);
           SmallVector<Value> hi = kb.loadVec(buf, {slot, kb.add(g, 8), kb.add(q2, 8 * t)}, 2);
-          return SmallVector<Value>{tf32(lo[0]), tf32(hi[0]), tf32(lo[1]), tf32(hi[1])};
+          return SmallVector<Value>{lo[0], hi[0], lo[1], hi[1]};
         };
         SmallVector<Value> aW = aPermuted(Wsm), aQ = aPermuted(Qsm);
         int64_t set = 8 * (t % 2);
         for (int64_t u = 0; u < 2; ++u) {
-          SmallVector<Value> bS{tf32(s[4 * t + 2 * u]), tf32(s[4 * t + 2 * u + 1])};
-          mmaTf32(kb, aW, bS, MutableArrayRef<Value>(X).slice(set + 4 * u, 4));
-          mmaTf32(kb, aQ, bS, MutableArrayRef<Value>(O).slice(set + 4 * u, 4));
+          SmallVector<Value> bS{s[4 * t + 2 * u], s[4 * t + 2 * u + 1]};
+          mmaPrecise(preciseX, aW, bS, MutableArrayRef<Value>(X).slice(set + 4 * u, 4));
+          mmaPrecise(preciseO, aQ, bS, MutableArrayRef<Value>(O).slice(set + 4 * u, 4));
         }
       }
       for (int64_t i = 0; i < 8; ++i) {
@@ -510,7 +540,7 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
             SmallVector<Value> at(lead);
             at.push_back(kb.add(g, 8 * hh));
             at.push_back(kb.add(q, 8 * kk + 4 * half));
-            out.push_back(tf32(kb.load(buf, at)));
+            out.push_back(kb.load(buf, at));
           }
         return out;
       };
@@ -519,11 +549,6 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       // dense k3-tiny batch check drifted to 7.9e-2 in a host emulation and
       // failed on the H200 (5.5e-2), while the state products in plain tf32
       // leave it at the fp32 level. B[k = s][n = j] = UT[j][s].
-      auto split = [&](Value v) {
-        Value hi = tf32(v);
-        Value hiF = arith::BitcastOp::create(b, loc, f32, hi);
-        return std::make_pair(hi, tf32(kb.fsub(v, hiF)));
-      };
       for (int64_t kk = 0; kk < 2; ++kk) {
         SmallVector<Value> aMh, aMl;
         for (int64_t half = 0; half < 2; ++half)
@@ -557,9 +582,9 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
           s[4 * t + e] = kb.fmul(s[4 * t + e], gl[e % 2]);
         Value c = kb.add(g, 8 * t);
         for (int64_t kk = 0; kk < 2; ++kk) {
-          SmallVector<Value> bK{tf32(kb.load(Ksm, {slot, kb.add(q, 8 * kk), c})),
-                                tf32(kb.load(Ksm, {slot, kb.add(q, 8 * kk + 4), c}))};
-          mmaTf32(kb, kk ? aU1 : aU0, bK, MutableArrayRef<Value>(s).slice(4 * t, 4));
+          SmallVector<Value> bK{kb.load(Ksm, {slot, kb.add(q, 8 * kk), c}),
+                                kb.load(Ksm, {slot, kb.add(q, 8 * kk + 4), c})};
+          mmaPrecise(preciseS, kk ? aU1 : aU0, bK, MutableArrayRef<Value>(s).slice(4 * t, 4));
         }
       }
       return s;
