@@ -82,7 +82,13 @@ private:
   /// Dynamic dim 0 of an op result follows operand 0 (last_tokens: seq_lens).
   std::pair<int64_t, int64_t> dimSource(Operation *op) {
     Value src = isa<LastTokensOp>(op) ? op->getOperand(1) : op->getOperand(0);
-    return {*argOf(src), 0};
+    if (std::optional<int64_t> a = argOf(src))
+      return {*a, 0};
+    // A value without a buffer (a linear whose residual add is done in its
+    // store) has the rows of its own producer's operand 0.
+    if (Operation *def = src.getDefiningOp())
+      return dimSource(def);
+    return {-1, 0};
   }
   KernelArg describe(KernelArg::Kind kind, int64_t index, ShapedType t, Operation *producer) {
     KernelArg a;
