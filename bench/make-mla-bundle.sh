@@ -8,7 +8,11 @@
 # the prefill branch: decode runs its absorbed kernel for cached sequences);
 # the full-width 2-layer k3-small
 # slice (96 MLA heads, latent 512 + 64, nope 128, v 128) for sm_90a with
-# capacity 32768 tokens, by default and with K3C_MLA_FLASH_WARPS=4.
+# capacity 65536 tokens a step (decode benches of 64 x 1024 tokens), 128
+# sequences and 33024 positions, and one slice build a variant:
+#   VARIANTS="FMA=K3C_MLA_DECODE_MMA=0 HT2=K3C_MLA_DECODE_HEAD_TILES=2" \
+#     bash bench/make-mla-bundle.sh
+# (settings separated by ';'; mla-h200.sh times each variant's decode).
 # Carry .dev; run: bash .dev/mla-h200.sh
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
@@ -21,10 +25,14 @@ tiny -o $D/tiny-dense-bf16
 K3C_MLA_FLASH_FROM=2 K3C_MLA_FLASH_DECODE=1 tiny -o $D/tiny-dense-from2
 python3 bench/slice-config.py .dev slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
-slice() { $B/k3-compile /tmp/slice --max-tokens 32768 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
+slice() { $B/k3-compile /tmp/slice --max-tokens 65536 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16
-K3C_MLA_FLASH_WARPS=4 slice -o $D/slice-w4
-rm -rf $D/*/ptx
+mkdir -p $D/v
+for v in ${VARIANTS:-}; do
+  name=${v%%=*}; settings=${v#*=}
+  env ${settings//;/ } bash -c "$(declare -f slice); B=$B; slice -o $D/v/slice-$name"
+done
+rm -rf $D/*/ptx $D/v/*/ptx $D/*/model.fused.mlir $D/v/*/model.fused.mlir
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
 cp bench/mla-h200.sh bench/mla_check.py bench/mla_peer.py bench/bench_common.py $D/
 du -sh $D

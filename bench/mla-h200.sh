@@ -12,14 +12,16 @@
 #  * k3-tiny f32 (exact: absorbed kernels) against the reference, and its
 #    prefill and decode kernels against fp64 at 1e-6;
 #  * the slice's decode kernel (batch 4, batch 1 at context 300) vs fp64;
-#  * k3-bench prefill on the slice (512, 2048, 8192, 32768; 8192 with
-#    4-warp blocks too), decode at context 1024 (batch 1, 8, 32, 128) and 8192 (batch 1, 4), then
-#    torch SDPA on the same heads (mla_peer.py). QUICK=1: no 4-warp build,
-#    no SDPA; NO_PREFILL=1: no prefill timings.
+#  * the slice's decode at context 5000 (many splits) vs fp64;
+#  * k3-bench decode of the slice and of every variant in v/ (batch 1, 8,
+#    64 at context 1024; 1, 8 at 8192; 1 at 32768); with PREFILL=1 also
+#    prefill (512, 2048, 8192, 32768) and torch SDPA on the same heads
+#    (mla_peer.py).
 set -u
 cd "$(dirname "$0")"
 export PATH=$PWD/bin:$PATH
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+exec > >(tee -a $OUT/log.txt) 2>&1
 echo "== machine"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 k3-mkcheckpoint --config k3-tiny-dense.json -o ckpt-tiny-dense --seed 11 --quiet
 run() { timeout 120 k3-run "$@" --checkpoint ckpt-tiny-dense --device cuda --quiet; }
@@ -48,16 +50,31 @@ K3C_DUMP_KERNEL=mla_attn@2048:/tmp/m4 timeout 120 k3-run slice-bf16 --checkpoint
 printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 70) $(seq -s, 3 20) 9,8,7 $(seq -s, 100 140) > b4.txt
 K3C_DUMP_KERNEL=mla_attn@1-4:/tmp/m5 timeout 120 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --batch b4.txt --max-new-tokens 2 --quiet > /dev/null; python3 mla_check.py /tmp/m5; rm -rf /tmp/m5
 K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/m6 timeout 120 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 300) --max-new-tokens 2 --quiet > /dev/null; python3 mla_check.py /tmp/m6; rm -rf /tmp/m6
+echo "== long context: the slice's decode at context 5000 (many splits) vs fp64"
+K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/m7 timeout 120 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 5000) --max-new-tokens 2 --quiet > /dev/null; python3 mla_check.py /tmp/m7 --head-stride 6; rm -rf /tmp/m7
+# Decode timings (mla_attn per execution, one MLA layer): batch 1 / 8 / 64 at
+# context 1024, 1 / 8 at 8192, 1 at 32768 (a step's prefill must fit the
+# artifact's 65536 tokens).
+decode() { # artifact tag
+  for spec in "1,8,64 1024" "1,8 8192" "1 32768"; do
+    set -- $spec
+    timeout 200 k3-bench $ART --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode $1 --context $2 --steps 8 --csv /tmp/b/decode-$TAG-$2.csv > /tmp/b/decode-$TAG-$2.txt
+    echo "-- $TAG context $2"; grep -E "^decode" /tmp/b/decode-$TAG-$2.txt; grep -E "mla_attn" /tmp/b/decode-$TAG-$2.csv
+  done
+}
+mkdir -p /tmp/b
+echo "== the decode launches of mla_attn (K3C_PROFILE_LAUNCHES; batch 1 and 8 at 8192)"
+for b in 1 8; do
+  K3C_PROFILE_LAUNCHES=1 timeout 200 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode $b --context 8192 --steps 8 2>&1 | grep -E "^decode|launch profile|mla_attn"
+done
+[ -n "${PROFILE_ONLY:-}" ] && exit 0
+echo "== k3-bench decode on the slice"
+ART=slice-bf16 TAG=default decode
+for v in v/*; do [ -d "$v" ] && ART=$v TAG=${v#v/slice-} decode; done
+[ -z "${PREFILL:-}" ] && exit 0
 echo "== k3-bench on the slice (prefill)"
-[ -z "${NO_PREFILL:-}" ] && k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 512,2048,8192 --decode none --csv $OUT/slice-bench.csv > $OUT/slice-bench.txt; grep -E "^prefill" $OUT/slice-bench.txt
-grep -E "mla_attn|kda_chunk" $OUT/slice-bench.csv
-echo "== k3-bench on the slice (decode at context 1024)"
-k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 1,8,32,128 --context 1024 --steps 8 --csv $OUT/slice-decode.csv > $OUT/slice-decode.txt; grep -E "^decode" $OUT/slice-decode.txt
-grep -E "mla_attn" $OUT/slice-decode.csv
-k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 1,4 --context 8192 --steps 8 --csv $OUT/slice-decode8k.csv > $OUT/slice-decode8k.txt; grep -E "^decode" $OUT/slice-decode8k.txt
-grep -E "mla_attn" $OUT/slice-decode8k.csv
-[ -z "${NO_PREFILL:-}" ] && timeout 150 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 32768 --decode none --reps 1 --csv $OUT/slice-32k.csv > $OUT/slice-32k.txt; grep -E "^prefill" $OUT/slice-32k.txt; grep -E "mla_attn" $OUT/slice-32k.csv
-[ -n "${QUICK:-}" ] && exit 0
-k3-bench slice-w4 --checkpoint /tmp/slice --device cuda --quiet --prefill 8192 --decode none --csv $OUT/slice-w4.csv > /dev/null; grep -E "mla_attn" $OUT/slice-w4.csv
+k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 512,2048,8192 --decode none --csv /tmp/b/slice-bench.csv > /tmp/b/slice-bench.txt; grep -E "^prefill" /tmp/b/slice-bench.txt
+grep -E "mla_attn|kda_chunk" /tmp/b/slice-bench.csv
+timeout 150 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 32768 --decode none --reps 1 --csv /tmp/b/slice-32k.csv > /tmp/b/slice-32k.txt; grep -E "^prefill" /tmp/b/slice-32k.txt; grep -E "mla_attn" /tmp/b/slice-32k.csv
 echo "== torch SDPA on the same heads"
-timeout 200 python3 mla_peer.py --tokens 1024,2048,8192,32768 --csv $OUT/sdpa.csv
+timeout 200 python3 mla_peer.py --tokens 1024,2048,8192,32768 --csv /tmp/b/sdpa.csv

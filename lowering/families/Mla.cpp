@@ -103,6 +103,71 @@ static FlashPlan flashPlan(MlaAttentionOp attn, Target target) {
 static bool groupedFits(MlaAttentionOp attn);
 static SmallVector<ScratchNeed> splitScratch(MlaAttentionOp attn);
 
+namespace {
+/// The tensor-core core of the split decode (bf16 builds on mma.sync
+/// targets): a block takes 16 * ht heads of one token (the M dimension of
+/// the MMAs: the heads share every cache tile the block reads) over one
+/// split of the token's cached positions, in tiles of bn positions streamed
+/// by cp.async through a double-buffered ring. The nw warps of a head tile
+/// each compute S = q_abs K^T for a 1/nw share of a tile's positions,
+/// exchange row maxima through shared memory and write P (bf16) there;
+/// then each accumulates O = P V for a 1/nw share of the latent columns
+/// (V = the first R columns of the same cache rows). nw = 4 keeps O at 64
+/// registers a thread (nw = 2: 128, which spills next to the pipeline's
+/// fragments).
+struct DecodeMma {
+  bool on = false;
+  int64_t ht = 3, nw = 4, bn = 64, blocks = 132, H = 0, R = 0, cd = 0, cdPad = 0;
+  int64_t heads() const { return 16 * ht; }
+  int64_t warps() const { return nw * ht; }
+  int64_t groups() const { return (H + heads() - 1) / heads(); }
+  int64_t pitch() const { return cdPad + 8; } // +16 bytes: conflict-free ldmatrix rows
+  int64_t qBytes() const { return heads() * pitch() * 2; }
+  int64_t kBytes() const { return 2 * bn * pitch() * 2; }
+  int64_t pBytes() const { return ht * 16 * (bn + 8) * 2; }
+  int64_t xBytes() const { return ht * nw * 16 * 4; }
+  int64_t sharedBytes() const { return qBytes() + kBytes() + pBytes() + xBytes(); }
+};
+} // namespace
+
+/// Whether the split decode runs its core on tensor cores on `target`: a
+/// tensor-core GPU, a bf16 cache, cache rows of whole 16-byte chunks, R a
+/// multiple of 32. K3C_MLA_DECODE_MMA=0 keeps the FMA core;
+/// K3C_MLA_DECODE_HEAD_TILES (16-head tiles a block, default 3),
+/// K3C_MLA_DECODE_WARPS (warps a head tile: 2 or 4, default 4),
+/// K3C_MLA_DECODE_BN (positions a tile, a multiple of 16 nw) and
+/// K3C_MLA_DECODE_BLOCKS (blocks a round aims for) tune it.
+static DecodeMma decodeMmaPlan(MlaAttentionOp attn, Target target) {
+  DecodeMma d;
+  const TargetInfo &info = TargetInfo::get(target);
+  auto kvType = cast<ShapedType>(attn.getKv().getType());
+  if (!info.mmaSync || !kvType.getElementType().isBF16() || !groupedFits(attn) ||
+      !intFromEnv("K3C_MLA_DECODE_MMA", 1))
+    return d;
+  d.H = attn.getNumHeads();
+  d.R = cast<ShapedType>(attn.getKvBProj().getType()).getDimSize(1);
+  d.cd = kvType.getDimSize(1);
+  if (d.cd % 8 || d.R % 32)
+    return d;
+  d.cdPad = roundUp(d.cd, 16);
+  d.ht = std::min(intFromEnv("K3C_MLA_DECODE_HEAD_TILES", 3), (d.H + 15) / 16);
+  d.bn = intFromEnv("K3C_MLA_DECODE_BN", 64);
+  d.nw = intFromEnv("K3C_MLA_DECODE_WARPS", 4);
+  if (d.nw == 4 && d.R % 64) // small latents (k3-tiny): two warps a head tile
+    d.nw = 2;
+  d.blocks = intFromEnv("K3C_MLA_DECODE_BLOCKS", info.smCount);
+  // Registers a thread: O (16 x R/2 a warp) and S (16 x bn/2) accumulators.
+  if (d.nw != 2 && d.nw != 4)
+    return d;
+  int64_t regs = d.R / d.nw / 2 + d.bn / d.nw / 2;
+  if (d.ht < 1 || d.warps() > 16 || d.bn % (16 * d.nw) || d.R % (16 * d.nw) || d.blocks < 1 ||
+      regs > 192 ||
+      d.sharedBytes() > info.maxSharedPerBlock)
+    return d;
+  d.on = true;
+  return d;
+}
+
 SmallVector<ScratchNeed> mlaScratchNeeds(Operation *op) {
   auto attn = dyn_cast<MlaAttentionOp>(op);
   if (!attn)
@@ -806,17 +871,276 @@ static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, Val
 
 constexpr int64_t kSplitChunk = 64;   ///< split decode: tokens a round of launches
 constexpr int64_t kSplitSlots = 256;  ///< split decode: (token, split) partials at most
-constexpr int64_t kSplitMax = 16;     ///< split decode: splits of a token's positions
+constexpr int64_t kSplitMax = 32;     ///< split decode: splits of a token's positions
+constexpr int64_t kSplitMaxFma = 16;  ///< the same, FMA core
 constexpr int64_t kSplitBlocks = 264; ///< split decode: blocks aimed for (2 an SM)
 constexpr int64_t kSplitMin = 32;     ///< split decode: positions a split at least (a warp tile)
 
 /// Scratch of the split decode: q_abs of a round's tokens [kSplitChunk, H cd]
-/// and the (token, split) partials [kSplitSlots, H (R + 2)] (o_lat, M, L).
+/// and the (token, split) partials [kSplitSlots, H (R + 2)] (o_lat, M, L);
+/// with the tensor-core core, q_abs in bf16 [kSplitChunk H, cd] too.
 static SmallVector<ScratchNeed> splitScratch(MlaAttentionOp attn) {
   int64_t H = attn.getNumHeads(), R = cast<ShapedType>(attn.getKvBProj().getType()).getDimSize(1);
-  int64_t cd = cast<ShapedType>(attn.getKv().getType()).getDimSize(1);
+  auto kvType = cast<ShapedType>(attn.getKv().getType());
+  int64_t cd = kvType.getDimSize(1);
   Type f32 = Float32Type::get(attn.getContext());
-  return {ScratchNeed{{kSplitChunk, H * cd}, f32}, ScratchNeed{{kSplitSlots, H * (R + 2)}, f32}};
+  SmallVector<ScratchNeed> needs{ScratchNeed{{kSplitChunk, H * cd}, f32},
+                                 ScratchNeed{{kSplitSlots, H * (R + 2)}, f32}};
+  if (decodeMmaPlan(attn, Target::Gpu).on)
+    needs.push_back(ScratchNeed{{kSplitChunk * H, cd}, kvType.getElementType()});
+  return needs;
+}
+
+/// The split decode's core on tensor cores (DecodeMma): a block per (token
+/// `local` of the round from t0, head group, split of P), writing the
+/// partials (o_lat unnormalized, M, L) as the FMA core does. q_abs (softmax
+/// scale folded in) comes from qaBf [kSplitChunk H, cd] in bf16.
+static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Value cache,
+                          Value cacheLens, Value lens, Value part, Value t0, Value Tc, Value P) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  const int64_t bn = d.bn, nw = d.nw, half = bn / nw, qP = d.pitch(), Gm = d.heads(), R = d.R;
+  const int64_t sTiles = half / 8, oTiles = R / nw / 8, kSteps = d.cdPad / 16;
+  const int64_t kUnroll = kSteps % 2 == 0 ? 2 : 1;
+  const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
+  std::string name = "absorbed_split_mma_h" + std::to_string(Gm) + "_n" + std::to_string(bn);
+  kb.blocks({Tc, kb.idx(d.groups()), P}, 32 * d.warps(), [&](ValueRange bid, ThreadBlock &tb) {
+    Value local = bid[0], g = bid[1], split = bid[2], row = kb.add(t0, local);
+    ChunkSlot cs = findChunk(kb, tb, lens, row, 1);
+    Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
+    Value S = kb.add(kb.add(past, cs.t0), kb.idx(1)); // visible positions
+    Value per = kb.mul(kb.ceilDiv(kb.div(kb.add(S, kb.sub(P, kb.idx(1))), P), bn), bn);
+    Value lo = kb.minu(kb.mul(split, per), S), hi = kb.minu(kb.add(lo, per), S);
+    Value nT = kb.ceilDiv(kb.sub(hi, lo), bn);
+    Value h0 = kb.mul(g, Gm);
+    Value slotOut = kb.add(kb.mul(local, P), split);
+    Value wHt = kb.div(tb.warp, nw), wHalf = kb.rem(tb.warp, nw), lane = tb.lane;
+    Value gr = kb.div(lane, 4), c2 = kb.mul(kb.rem(lane, 4), 2);
+    Value negInf = kb.f32(-INFINITY), zero = kb.f32(0.0);
+    Value qs = kb.dynamicShared(tb, 0, {Gm, qP}, bf16);
+    Value ks = kb.dynamicShared(tb, d.qBytes(), {2, bn, qP}, bf16);
+    Value ps = kb.dynamicShared(tb, d.qBytes() + d.kBytes(), {d.ht, 16, bn + 8}, bf16);
+    Value xs = kb.dynamicShared(tb, d.qBytes() + d.kBytes() + d.pBytes(), {d.ht, nw, 16}, f32);
+    // Stores this warp's rows' partials: O (unnormalized), M (natural-log
+    // units, as the FMA core's), L.
+    auto storePartials = [&](ArrayRef<Value> o, Value m0, Value m1, Value l0, Value l1) {
+      Value mRow[2] = {m0, m1}, lRow[2] = {l0, l1};
+      for (int64_t hf = 0; hf < 2; ++hf) {
+        Value hl = kb.add(kb.mul(wHt, 16), kb.add(gr, kb.idx(8 * hf)));
+        Value head = kb.add(h0, hl);
+        kb.ifThen(kb.ult(head, kb.idx(d.H)), [&] {
+          Value base = kb.mul(head, R + 2);
+          for (int64_t t = 0; t < oTiles; ++t) {
+            Value col = kb.add(kb.add(kb.mul(wHalf, R / nw), kb.idx(t * 8)), c2);
+            storePair(kb, part, {slotOut, kb.add(base, col)}, o[t * 4 + 2 * hf],
+                      o[t * 4 + 2 * hf + 1]);
+          }
+          kb.ifThen(kb.andi(kb.ieq(kb.rem(lane, 4), kb.idx(0)), kb.ieq(wHalf, kb.idx(0))), [&] {
+            kb.store(kb.fmul(mRow[hf], kb.f32(ln2)), part, {slotOut, kb.add(base, kb.idx(R))});
+            kb.store(lRow[hf], part, {slotOut, kb.add(base, kb.idx(R + 1))});
+          });
+        });
+      }
+    };
+    kb.ifThenElse(
+        kb.ult(kb.idx(0), nT),
+        [&] {
+          // Zero the padding columns once (no copy writes them).
+          if (d.cdPad > d.cd) {
+            int64_t chunks = (d.cdPad - d.cd) / 8;
+            kb.strided(tb, kb.idx(0), kb.idx(Gm * chunks), [&](Value lin) {
+              kb.zeroVec(qs, {kb.div(lin, chunks), kb.add(kb.mul(kb.rem(lin, chunks), 8),
+                                                          kb.idx(d.cd))}, 8);
+            });
+            kb.strided(tb, kb.idx(0), kb.idx(2 * bn * chunks), [&](Value lin) {
+              Value r = kb.div(lin, chunks);
+              kb.zeroVec(ks, {kb.div(r, bn), kb.rem(r, bn),
+                              kb.add(kb.mul(kb.rem(lin, chunks), 8), kb.idx(d.cd))}, 8);
+            });
+          }
+          // cp.async of nRows rows x cd/8 16-byte chunks: tile row r is
+          // src[prefix..., row0 + r, :] (zero-filled from `valid` rows on).
+          const int64_t chunks = d.cd / 8;
+          auto copy = [&](SmallVector<Value> &toks, Value src, ArrayRef<Value> prefix, Value row0,
+                          Value valid, int64_t nRows, Value dst, Value slot) {
+            int64_t total = nRows * chunks;
+            for (int64_t i = 0; i * tb.threads < total; ++i) {
+              Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
+              if (total % tb.threads)
+                lin = kb.minu(lin, kb.idx(total - 1));
+              Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
+              Value ok = kb.ult(r, valid);
+              SmallVector<Value> si(prefix.begin(), prefix.end());
+              si.append({kb.select(ok, kb.add(row0, r), kb.idx(0)), c8});
+              SmallVector<Value> di;
+              if (slot)
+                di.push_back(slot);
+              di.append({r, c8});
+              toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
+                  b, loc, tokenType, dst, di, src, si, b.getIndexAttr(8),
+                  kb.select(ok, kb.idx(8), kb.idx(0)), b.getUnitAttr()));
+            }
+          };
+          auto issueTile = [&](SmallVector<Value> &toks, Value j) {
+            Value p0 = kb.add(lo, kb.mul(j, bn));
+            copy(toks, cache, {cs.n}, p0, kb.sub(hi, p0), bn, ks, kb.rem(j, 2));
+          };
+          {
+            SmallVector<Value> toks;
+            copy(toks, qaBf, {}, kb.add(kb.mul(local, d.H), h0), kb.sub(kb.idx(d.H), h0), Gm, qs,
+                 Value());
+            issueTile(toks, kb.idx(0));
+            nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, toks);
+          }
+          NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+          kb.barrier(tb);
+
+          Value qRow = kb.add(kb.mul(wHt, 16), kb.rem(lane, 16));
+          Value qCol = kb.mul(kb.div(lane, 16), 8);
+          Value bRowOff = kb.add(kb.add(kb.rem(lane, 8), kb.mul(kb.div(lane, 16), 8)),
+                                 kb.mul(wHalf, half));
+          Value bColOff = kb.mul(kb.rem(kb.div(lane, 8), 2), 8);
+          Value vRowOff = kb.add(kb.rem(lane, 8), kb.mul(kb.rem(kb.div(lane, 8), 2), 8));
+          Value vColOff = kb.add(kb.mul(kb.div(lane, 16), 8), kb.mul(wHalf, R / nw));
+          Value cLog2 = kb.f32(log2e);
+          // Carried: O accumulators, m[2] (log2 units), l[2] (this warp's
+          // half of the positions; the pair's halves are summed at the end).
+          SmallVector<Value> init(oTiles * 4, zero);
+          init.append({negInf, negInf, zero, zero});
+          SmallVector<Value> fin = kb.loop(kb.idx(0), nT, init, [&](Value j, ValueRange in) {
+            Value next = kb.add(j, kb.idx(1));
+            kb.ifThen(kb.ult(next, nT), [&] {
+              SmallVector<Value> toks;
+              issueTile(toks, next);
+              nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, toks);
+            });
+            Value slot = kb.rem(j, 2);
+            // S = q_abs K^T over this warp's half of the tile.
+            // A loop over the k steps (kUnroll at a time), not unrolled:
+            // the O accumulators keep the registers.
+            SmallVector<Value> sAcc = kb.loopStep(
+                kb.idx(0), kb.idx(kSteps * 16), kb.idx(kUnroll * 16),
+                SmallVector<Value>(sTiles * 4, zero), [&](Value k0, ValueRange acc) {
+                  SmallVector<Value> sa(acc.begin(), acc.end());
+                  for (int64_t u = 0; u < kUnroll; ++u) {
+                    Value kc = kb.add(k0, kb.idx(u * 16));
+                    SmallVector<Value> a = fragmentWords(
+                        kb, ldmatrixX4(kb, qs, {qRow, kb.add(qCol, kc)}, false), 0, 4);
+                    for (int64_t jj = 0; jj < sTiles / 2; ++jj) {
+                      Value v = ldmatrixX4(
+                          kb, ks, {slot, kb.add(bRowOff, kb.idx(jj * 16)), kb.add(bColOff, kc)},
+                          false);
+                      mmaBf16(kb, a, fragmentWords(kb, v, 0, 2),
+                              MutableArrayRef<Value>(sa).slice(2 * jj * 4, 4));
+                      mmaBf16(kb, a, fragmentWords(kb, v, 2, 2),
+                              MutableArrayRef<Value>(sa).slice((2 * jj + 1) * 4, 4));
+                    }
+                  }
+                  return sa;
+                });
+            // Positions past hi (the split's last tile) score -inf; the row
+            // maxima of both halves through shared memory.
+            Value pBase = kb.add(kb.add(kb.add(lo, kb.mul(j, bn)), kb.mul(wHalf, half)), c2);
+            Value mx[2];
+            for (int64_t hf = 0; hf < 2; ++hf) {
+              mx[hf] = negInf;
+              for (int64_t t = 0; t < sTiles; ++t)
+                for (int64_t e = 0; e < 2; ++e) {
+                  Value &sv = sAcc[t * 4 + 2 * hf + e];
+                  sv = kb.select(kb.ult(kb.add(pBase, kb.idx(t * 8 + e)), hi), sv, negInf);
+                  mx[hf] = kb.fmax(mx[hf], sv);
+                }
+              for (int64_t off : {1, 2})
+                mx[hf] = kb.fmax(mx[hf], shuffleF32(kb, mx[hf], kb.idx(off), gpu::ShuffleMode::XOR));
+            }
+            kb.ifThen(kb.ieq(kb.rem(lane, 4), kb.idx(0)), [&] {
+              kb.store(mx[0], xs, {wHt, wHalf, gr});
+              kb.store(mx[1], xs, {wHt, wHalf, kb.add(gr, kb.idx(8))});
+            });
+            kb.barrier(tb);
+            SmallVector<Value> out(in.begin(), in.end());
+            Value alpha[2];
+            for (int64_t hf = 0; hf < 2; ++hf) {
+              Value r = kb.add(gr, kb.idx(8 * hf));
+              Value tileMax = negInf;
+              for (int64_t w = 0; w < nw; ++w)
+                tileMax = kb.fmax(tileMax, kb.load(xs, {wHt, kb.idx(w), r}));
+              Value mOld = in[oTiles * 4 + hf], mNew = kb.fmax(mOld, kb.fmul(tileMax, cLog2));
+              alpha[hf] = kb.exp2(kb.fsub(mOld, mNew));
+              Value rowSum = zero;
+              for (int64_t t = 0; t < sTiles; ++t) {
+                Value pv[2];
+                for (int64_t e = 0; e < 2; ++e) {
+                  pv[e] = kb.exp2(kb.fsub(kb.fmul(sAcc[t * 4 + 2 * hf + e], cLog2), mNew));
+                  rowSum = kb.fadd(rowSum, pv[e]);
+                }
+                storePair(kb, ps, {wHt, r, kb.add(kb.add(kb.mul(wHalf, half), kb.idx(t * 8)), c2)},
+                          pv[0], pv[1]);
+              }
+              out[oTiles * 4 + hf] = mNew;
+              out[oTiles * 4 + 2 + hf] = kb.fadd(kb.fmul(in[oTiles * 4 + 2 + hf], alpha[hf]), rowSum);
+            }
+            for (int64_t t = 0; t < oTiles; ++t)
+              for (int64_t e = 0; e < 4; ++e)
+                out[t * 4 + e] = kb.fmul(out[t * 4 + e], alpha[e / 2]);
+            kb.barrier(tb);
+            // O += P V over the whole tile, this warp's half of the columns.
+            // (a loop over the 16-position steps, not unrolled)
+            SmallVector<Value> oIn(out.begin(), out.begin() + oTiles * 4);
+            SmallVector<Value> o = kb.loopStep(
+                kb.idx(0), kb.idx(bn), kb.idx(16), oIn, [&](Value kc, ValueRange acc) {
+                  SmallVector<Value> oa(acc.begin(), acc.end());
+                  SmallVector<Value> a = fragmentWords(
+                      kb, ldmatrixX4(kb, ps, {wHt, kb.rem(lane, 16), kb.add(qCol, kc)}, false), 0,
+                      4);
+                  for (int64_t dd = 0; dd < oTiles / 2; ++dd) {
+                    Value v = ldmatrixX4(
+                        kb, ks, {slot, kb.add(vRowOff, kc), kb.add(vColOff, kb.idx(dd * 16))},
+                        true);
+                    mmaBf16(kb, a, fragmentWords(kb, v, 0, 2),
+                            MutableArrayRef<Value>(oa).slice(2 * dd * 4, 4));
+                    mmaBf16(kb, a, fragmentWords(kb, v, 2, 2),
+                            MutableArrayRef<Value>(oa).slice((2 * dd + 1) * 4, 4));
+                  }
+                  return oa;
+                });
+            std::copy(o.begin(), o.end(), out.begin());
+            // Tile j + 1 has landed; every warp is done with slot j % 2, P
+            // and the maxima.
+            NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+            kb.barrier(tb);
+            return out;
+          });
+          // L = both halves' sums (each over its row's 4 lanes).
+          Value l[2];
+          for (int64_t hf = 0; hf < 2; ++hf) {
+            l[hf] = fin[oTiles * 4 + 2 + hf];
+            for (int64_t off : {1, 2})
+              l[hf] = kb.fadd(l[hf], shuffleF32(kb, l[hf], kb.idx(off), gpu::ShuffleMode::XOR));
+          }
+          kb.ifThen(kb.ieq(kb.rem(lane, 4), kb.idx(0)), [&] {
+            kb.store(l[0], xs, {wHt, wHalf, gr});
+            kb.store(l[1], xs, {wHt, wHalf, kb.add(gr, kb.idx(8))});
+          });
+          kb.barrier(tb);
+          Value L[2];
+          for (int64_t hf = 0; hf < 2; ++hf) {
+            Value r = kb.add(gr, kb.idx(8 * hf));
+            L[hf] = zero;
+            for (int64_t w = 0; w < nw; ++w)
+              L[hf] = kb.fadd(L[hf], kb.load(xs, {wHt, kb.idx(w), r}));
+          }
+          storePartials(ArrayRef<Value>(fin).take_front(oTiles * 4), fin[oTiles * 4],
+                        fin[oTiles * 4 + 1], L[0], L[1]);
+        },
+        [&] {
+          // An empty split: weight 0 in the merge.
+          SmallVector<Value> o(oTiles * 4, zero);
+          storePartials(o, negInf, negInf, zero, zero);
+        });
+  }, d.sharedBytes(), name);
 }
 
 /// The absorbed form with split positions (decode and small launches, GPU):
@@ -830,17 +1154,20 @@ static SmallVector<ScratchNeed> splitScratch(MlaAttentionOp attn) {
 /// merges the splits and projects out = W_UV o_lat times the gate.
 static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
                           Value cacheLens, Value lens, Value kvb, Value gate, Value out,
-                          Value qaBuf, Value part, int64_t G) {
+                          Value qaBuf, Value part, Value qaBf, int64_t G) {
   Grouped gr(kb, attn, q, cache, kvb, gate, out, G);
-  const int64_t cd = gr.cd, R = gr.R, groups = gr.H / G;
+  const int64_t cd = gr.cd, R = gr.R;
+  DecodeMma dm = decodeMmaPlan(attn, kb.target);
+  const bool mma = dm.on && qaBf;
+  const int64_t groups = mma ? dm.groups() : gr.H / G;
+  const int64_t aim = mma ? dm.blocks : kSplitBlocks, maxSplits = mma ? kSplitMax : kSplitMaxFma;
   Value T = kb.dim(q, 0);
   kb.loopStep(kb.idx(0), T, kb.idx(kSplitChunk), [&](Value t0) {
     Value Tc = kb.minu(kb.idx(kSplitChunk), kb.sub(T, t0));
-    // P = clamp(ceil(kSplitBlocks / (Tc groups)), 1, min(kSplitMax, kSplitSlots / Tc)).
+    // P = clamp(ceil(aim / (Tc groups)), 1, min(maxSplits, kSplitSlots / Tc)).
     Value blocksPerSplit = kb.mul(Tc, groups);
-    Value P = kb.div(kb.add(kb.idx(kSplitBlocks), kb.sub(blocksPerSplit, kb.idx(1))),
-                     blocksPerSplit);
-    P = kb.minu(P, kb.minu(kb.idx(kSplitMax), kb.div(kb.idx(kSplitSlots), Tc)));
+    Value P = kb.div(kb.add(kb.idx(aim), kb.sub(blocksPerSplit, kb.idx(1))), blocksPerSplit);
+    P = kb.minu(P, kb.minu(kb.idx(maxSplits), kb.div(kb.idx(kSplitSlots), Tc)));
     P = kb.select(kb.ult(P, kb.idx(1)), kb.idx(1), P);
 
     // q_abs of the round's tokens: a block per (head, 8 tokens), a thread
@@ -853,12 +1180,18 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
                [&](int64_t tt, Value, Value c, Value v) {
                  Value local = kb.add(tt0, kb.idx(tt));
                  kb.ifThen(kb.ult(local, Tc), [&] {
-                   kb.store(v, qaBuf, {local, kb.add(kb.mul(head, cd), c)});
+                   if (mma)
+                     kb.storeF32(v, qaBf, {kb.add(kb.mul(local, gr.H), head), c});
+                   else
+                     kb.store(v, qaBuf, {local, kb.add(kb.mul(head, cd), c)});
                  });
                });
     }, 0, "absorbed_qabs");
 
     // The attention core per (token, group, split).
+    if (mma)
+      decodeMmaCore(kb, dm, qaBf, cache, cacheLens, lens, part, t0, Tc, P);
+    else
     kb.blocks({Tc, kb.idx(groups), P}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
       Value local = bid[0], g = bid[1], split = bid[2], row = kb.add(t0, local);
       Value qa = kb.shared(tb, {G, cd}, gr.f32);
@@ -895,7 +1228,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
     }, 0, "absorbed_split_g" + std::to_string(G));
 
     // Merge the splits (empty ones, L = 0, weigh 0), project, gate: a block
-    // per (token, head). Every thread loads the kSplitMax (M, L) pairs at
+    // per (token, head). Every thread loads the maxSplits (M, L) pairs at
     // once (past P: weight 0) and forms the weights e^(M_s - M) / L itself;
     // a thread per latent column sums the partials (all loads in flight);
     // then W_UV o_lat, a warp per 4 output rows.
@@ -903,8 +1236,8 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
       Value local = bid[0], head = bid[1], row = kb.add(t0, local);
       Value olat = kb.shared(tb, {1, R}, gr.f32);
       Value slot0 = kb.mul(local, P), base = kb.mul(head, R + 2);
-      SmallVector<Value> m(kSplitMax), l(kSplitMax), live(kSplitMax), spC(kSplitMax);
-      for (int64_t sp = 0; sp < kSplitMax; ++sp) {
+      SmallVector<Value> m(maxSplits), l(maxSplits), live(maxSplits), spC(maxSplits);
+      for (int64_t sp = 0; sp < maxSplits; ++sp) {
         Value in = kb.ult(kb.idx(sp), P);
         spC[sp] = kb.select(in, kb.idx(sp), kb.idx(0));
         m[sp] = kb.load(part, {kb.add(slot0, spC[sp]), kb.add(base, kb.idx(R))});
@@ -912,21 +1245,21 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
         live[sp] = kb.andi(in, kb.fgt(l[sp], gr.zero));
       }
       Value M = gr.negInf;
-      for (int64_t sp = 0; sp < kSplitMax; ++sp)
+      for (int64_t sp = 0; sp < maxSplits; ++sp)
         M = kb.select(live[sp], kb.fmax(M, m[sp]), M);
-      SmallVector<Value> f(kSplitMax);
+      SmallVector<Value> f(maxSplits);
       Value L = gr.zero;
-      for (int64_t sp = 0; sp < kSplitMax; ++sp) {
+      for (int64_t sp = 0; sp < maxSplits; ++sp) {
         f[sp] = kb.select(live[sp], kb.exp(kb.fsub(m[sp], M)), gr.zero);
         L = kb.fadd(L, kb.select(live[sp], kb.fmul(l[sp], f[sp]), gr.zero));
       }
       kb.strided(tb, kb.idx(0), kb.idx(R), [&](Value r) {
         Value col = kb.add(base, r);
         SmallVector<Value> v;
-        for (int64_t sp = 0; sp < kSplitMax; ++sp)
+        for (int64_t sp = 0; sp < maxSplits; ++sp)
           v.push_back(kb.load(part, {kb.add(slot0, spC[sp]), col}));
         Value acc = gr.zero;
-        for (int64_t sp = 0; sp < kSplitMax; ++sp)
+        for (int64_t sp = 0; sp < maxSplits; ++sp)
           acc = kb.fadd(acc, kb.select(live[sp], kb.fmul(v[sp], f[sp]), gr.zero));
         kb.store(kb.fdiv(acc, L), olat, {kb.idx(0), r});
       });
@@ -955,7 +1288,8 @@ static void absorbedAll(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value c
   if (skipFresh)
     absorbedGrouped(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, G, 16);
   else
-    absorbedSplit(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, split[0], split[1], G);
+    absorbedSplit(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, split[0], split[1],
+                  split.size() > 2 ? split[2] : Value(), G);
 }
 
 std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
@@ -984,8 +1318,7 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
     }
     sc.erase(sc.begin(), sc.begin() + 2);
   }
-  if (!sc.empty())
-    split = {sc[0], sc[1]};
+  split.assign(sc.begin(), sc.end());
 
   // Phase 1: a warp per new token (8 a block; the host: a block per token)
   // appends its latent (RMSNorm'd c, rounded like the reference's norm, then

@@ -6,18 +6,24 @@
 // ex2 softmax, head dims padded 24 -> 32 and 16), plus the absorbed kernel
 // for cached sequences 16 tokens a block; decode and small launches take the
 // split absorbed form in rounds of 64 tokens (a host-side loop): q_abs of
-// the round (a block per head group and 8 tokens), the core per (token,
-// group of 4 heads, split of the positions: q_abs in workgroup memory, the
-// cache read 16 bytes at a time, shuffles), the merge and W_UV projection.
-// The host has the absorbed form a block per (token, head) (its scratch
-// arguments go unused).
+// the round (a block per head and 8 tokens, stored in bf16), the core on
+// tensor cores per (token, group of 16 heads (4 real), split of the
+// positions: q_abs and 64-position cache tiles by cp.async, cache columns
+// padded 40 -> 48 with zeros, S = q_abs K^T and O = P V by mma.sync, two
+// warps a head tile exchanging row maxima and P through workgroup memory),
+// then the merge and W_UV projection. K3C_MLA_DECODE_MMA=0 keeps the FMA
+// core (q_abs in workgroup memory, the cache read 16 bytes at a time,
+// shuffles). The host has the absorbed form a block per (token, head) (its
+// scratch arguments go unused).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
+// RUN: env K3C_MLA_DECODE_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FMA
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 
 // Scratch: the up-projection's c_n [T, 32] and k_nope | v [T, 4 x 32]; the
-// split decode's q_abs [64, 4 x 40] and partials [256, 4 x (32 + 2)].
+// split decode's q_abs [64, 4 x 40] and partials [256, 4 x (32 + 2)], and
+// q_abs in bf16 for the tensor-core core [64 x 4, 40].
 // GPU-LABEL: func.func @k3_mla_attn_{{[0-9a-f]+}}(
-// GPU-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>, %{{.*}}: memref<64x160xf32>, %{{.*}}: memref<256x136xf32>)
+// GPU-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>, %{{.*}}: memref<64x160xf32>, %{{.*}}: memref<256x136xf32>, %{{.*}}: memref<256x40xbf16>)
 // GPU-SAME: k3.family = "mla_attn"
 // GPU: gpu.launch
 // GPU: scf.if
@@ -36,19 +42,45 @@
 // GPU: } else {
 // GPU: scf.for
 // GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_qabs)
-// GPU: memref.store {{.*}} : memref<64x160xf32>
-// GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_split_g4) workgroup(%{{.*}} : memref<4x40xf32, #gpu.address_space<workgroup>>
-// GPU: vector.load %{{.*}} {alignment = 16 : i64} : memref<?x?x40xbf16>, vector<8xbf16>
+// GPU: memref.store {{.*}} : memref<256x40xbf16>
+// The core: (q_abs 16 x 56 + cache 2 x 64 x 56 + P 16 x 72) x 2 bytes (rows
+// padded by 16 bytes), maxima and sums 2 x 16 x 4 bytes; 64 threads.
+// GPU: gpu.launch
+// GPU-SAME: threads(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}) in (%{{[a-z0-9]+}} = %c64{{[_0-9]*}}, %{{[a-z0-9]+}} = %c1{{[_0-9]*}}, %{{[a-z0-9]+}} = %c1{{[_0-9]*}}) dynamic_shared_memory_size %c18560_i32 module(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_split_mma_h16_n64)
+// GPU: nvgpu.device_async_copy {{.*}} : memref<256x40xbf16> to memref<16x56xbf16, #gpu.address_space<workgroup>>
+// GPU: nvgpu.device_async_copy {{.*}} : memref<?x?x40xbf16> to memref<2x64x56xbf16, #gpu.address_space<workgroup>>
+// GPU: nvvm.cp.async.wait.group 0
+// GPU: nvgpu.ldmatrix {{.*}}transpose = false
+// GPU: nvvm.mma.sync
 // GPU: gpu.shuffle  xor
-// GPU: gpu.shuffle  idx
 // GPU: gpu.barrier
+// GPU: math.exp2
+// GPU: vector.store {{.*}} : memref<1x16x72xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// GPU: gpu.barrier
+// GPU: nvgpu.ldmatrix {{.*}}transpose = true
+// GPU: nvvm.mma.sync
 // GPU: memref.store {{.*}} : memref<256x136xf32>
 // GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_combine)
 // GPU: return
 
+// FMA-LABEL: func.func @k3_mla_attn_{{[0-9a-f]+}}(
+// FMA-SAME: %{{.*}}: memref<64x160xf32>, %{{.*}}: memref<256x136xf32>)
+// FMA-NOT: absorbed_split_mma
+// FMA: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_qabs)
+// FMA: memref.store {{.*}} : memref<64x160xf32>
+// FMA: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_split_g4) workgroup(%{{.*}} : memref<4x40xf32, #gpu.address_space<workgroup>>
+// FMA: vector.load %{{.*}} {alignment = 16 : i64} : memref<?x?x40xbf16>, vector<8xbf16>
+// FMA: gpu.shuffle  xor
+// FMA: gpu.shuffle  idx
+// FMA: gpu.barrier
+// FMA: memref.store {{.*}} : memref<256x136xf32>
+// FMA: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_combine)
+// FMA-NOT: absorbed_split_mma
+// FMA: return
+
 // (The host gets the scratch arguments too: one calling convention.)
 // HOST-LABEL: func.func @k3_mla_attn_{{[0-9a-f]+}}(
-// HOST-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>, %{{.*}}: memref<64x160xf32>, %{{.*}}: memref<256x136xf32>)
+// HOST-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>, %{{.*}}: memref<64x160xf32>, %{{.*}}: memref<256x136xf32>, %{{.*}}: memref<256x40xbf16>)
 // HOST-NOT: gpu.
 // HOST-NOT: vector.load
 // HOST-NOT: mma
