@@ -133,11 +133,14 @@ struct DecodeMma {
 /// Whether the split decode runs its core on tensor cores on `target`: a
 /// tensor-core GPU, a bf16 cache, cache rows of whole 16-byte chunks, R a
 /// multiple of 32. K3C_MLA_DECODE_MMA=0 keeps the FMA core;
-/// K3C_MLA_DECODE_HEAD_TILES (16-head tiles a block, default 3),
+/// K3C_MLA_DECODE_HEAD_TILES (16-head tiles a block, default 3;
+/// K3C_MLA_DECODE_HEAD_TILES_SMALL, default 1, for rounds too small to fill
+/// the SMs with the larger blocks: more blocks, the cache tiles shared by
+/// fewer heads),
 /// K3C_MLA_DECODE_WARPS (warps a head tile: 2 or 4, default 4),
 /// K3C_MLA_DECODE_BN (positions a tile, a multiple of 16 nw) and
 /// K3C_MLA_DECODE_BLOCKS (blocks a round aims for) tune it.
-static DecodeMma decodeMmaPlan(MlaAttentionOp attn, Target target) {
+static DecodeMma decodeMmaPlan(MlaAttentionOp attn, Target target, bool small = false) {
   DecodeMma d;
   const TargetInfo &info = TargetInfo::get(target);
   auto kvType = cast<ShapedType>(attn.getKv().getType());
@@ -150,7 +153,9 @@ static DecodeMma decodeMmaPlan(MlaAttentionOp attn, Target target) {
   if (d.cd % 8 || d.R % 32)
     return d;
   d.cdPad = roundUp(d.cd, 16);
-  d.ht = std::min(intFromEnv("K3C_MLA_DECODE_HEAD_TILES", 3), (d.H + 15) / 16);
+  d.ht = std::min(small ? intFromEnv("K3C_MLA_DECODE_HEAD_TILES_SMALL", 1)
+                         : intFromEnv("K3C_MLA_DECODE_HEAD_TILES", 3),
+                   (d.H + 15) / 16);
   d.bn = intFromEnv("K3C_MLA_DECODE_BN", 64);
   d.nw = intFromEnv("K3C_MLA_DECODE_WARPS", 4);
   if (d.nw == 4 && d.R % 64) // small latents (k3-tiny): two warps a head tile
@@ -630,19 +635,29 @@ struct Grouped {
   /// them: store(tt, h, column, value). A thread per (head, vwK columns).
   void qabs(ThreadBlock &tb, Value row, Value g, int64_t tokens, Value rowLimit,
             const std::function<void(int64_t, Value, Value, Value)> &store) {
+    qabsSplit(tb, row, g, tokens, rowLimit, store, 1, Value());
+  }
+  /// The same with the nope sum split over `parts` thread groups (a thread
+  /// per (part, head, vwK columns): tb.threads = parts G R / vwK), the
+  /// groups' partial sums added in order through `red` (shared f32
+  /// [tokens, G R]): `parts` times more loads in flight.
+  void qabsSplit(ThreadBlock &tb, Value row, Value g, int64_t tokens, Value rowLimit,
+                 const std::function<void(int64_t, Value, Value, Value)> &store, int64_t parts,
+                 Value red) {
     SmallVector<Value> rows;
     for (int64_t tt = 0; tt < tokens; ++tt)
       rows.push_back(kb.minu(kb.add(row, kb.idx(tt)), kb.sub(rowLimit, kb.idx(1))));
-    kb.strided(tb, kb.idx(0), kb.idx(G * R / vwK), [&](Value i) {
+    const int64_t items = G * R / vwK, span = nope / parts;
+    auto partial = [&](Value i, Value j0, Value j1) {
       Value h = kb.div(i, R / vwK), r = kb.mul(kb.rem(i, R / vwK), vwK);
       Value head = kb.add(kb.mul(g, G), h);
       Value qBase = kb.mul(head, qk), kRow0 = kb.mul(head, nope + dv);
-      SmallVector<Value> a = kb.loopStep(
-          kb.idx(0), kb.idx(nope), kb.idx(uq), SmallVector<Value>(vwK * tokens, zero),
-          [&](Value j0, ValueRange in) {
+      return kb.loopStep(
+          j0, j1, kb.idx(uq), SmallVector<Value>(vwK * tokens, zero),
+          [&](Value jb, ValueRange in) {
             SmallVector<Value> qs, ws;
             for (int64_t u = 0; u < uq; ++u) {
-              Value j = kb.add(j0, kb.idx(u));
+              Value j = kb.add(jb, kb.idx(u));
               for (int64_t tt = 0; tt < tokens; ++tt)
                 qs.push_back(kb.loadF32(q, {rows[tt], kb.add(qBase, j)}));
               SmallVector<Value> w = kb.loadVec(kvb, {kb.add(kRow0, j), r}, vwK);
@@ -656,10 +671,40 @@ struct Grouped {
                       kb.fadd(o[tt * vwK + e], kb.fmul(qs[u * tokens + tt], ws[u * vwK + e]));
             return o;
           });
+    };
+    auto finish = [&](Value i, ArrayRef<Value> a) {
+      Value h = kb.div(i, R / vwK), r = kb.mul(kb.rem(i, R / vwK), vwK);
       for (int64_t tt = 0; tt < tokens; ++tt)
         for (int64_t e = 0; e < vwK; ++e)
           store(tt, h, kb.add(r, kb.idx(e)), kb.fmul(a[tt * vwK + e], scale));
-    });
+    };
+    if (parts == 1) {
+      kb.strided(tb, kb.idx(0), kb.idx(items),
+                 [&](Value i) { finish(i, partial(i, kb.idx(0), kb.idx(nope))); });
+    } else {
+      assert(tb.threads == parts * items && span % uq == 0 && "qabsSplit's thread grid");
+      Value i = kb.rem(tb.tid, items), part = kb.div(tb.tid, items);
+      Value j0 = kb.mul(part, span);
+      SmallVector<Value> a = partial(i, j0, kb.add(j0, kb.idx(span)));
+      Value col0 = kb.mul(i, vwK); // h R + r
+      for (int64_t p = 0; p < parts; ++p) {
+        kb.ifThen(kb.ieq(part, kb.idx(p)), [&] {
+          SmallVector<Value> sum(a);
+          for (int64_t tt = 0; tt < tokens; ++tt)
+            for (int64_t e = 0; e < vwK; ++e) {
+              Value at = kb.add(col0, kb.idx(e));
+              if (p)
+                sum[tt * vwK + e] = kb.fadd(kb.load(red, {kb.idx(tt), at}), sum[tt * vwK + e]);
+              if (p + 1 < parts)
+                kb.store(sum[tt * vwK + e], red, {kb.idx(tt), at});
+            }
+          if (p + 1 == parts)
+            finish(i, sum);
+        });
+        if (p + 1 < parts)
+          kb.barrier(tb);
+      }
+    }
     kb.strided(tb, kb.idx(0), kb.idx(G * rope), [&](Value i) {
       Value h = kb.div(i, rope), c = kb.rem(i, rope), head = kb.add(kb.mul(g, G), h);
       for (int64_t tt = 0; tt < tokens; ++tt) {
@@ -1157,26 +1202,47 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
                           Value qaBuf, Value part, Value qaBf, int64_t G) {
   Grouped gr(kb, attn, q, cache, kvb, gate, out, G);
   const int64_t cd = gr.cd, R = gr.R;
-  DecodeMma dm = decodeMmaPlan(attn, kb.target);
+  DecodeMma dm = decodeMmaPlan(attn, kb.target), dmSmall = decodeMmaPlan(attn, kb.target, true);
   const bool mma = dm.on && qaBf;
+  const bool twoSizes = mma && dmSmall.on && dmSmall.ht < dm.ht;
   const int64_t groups = mma ? dm.groups() : gr.H / G;
   const int64_t aim = mma ? dm.blocks : kSplitBlocks, maxSplits = mma ? kSplitMax : kSplitMaxFma;
   Value T = kb.dim(q, 0);
   kb.loopStep(kb.idx(0), T, kb.idx(kSplitChunk), [&](Value t0) {
     Value Tc = kb.minu(kb.idx(kSplitChunk), kb.sub(T, t0));
-    // P = clamp(ceil(aim / (Tc groups)), 1, min(maxSplits, kSplitSlots / Tc)).
-    Value blocksPerSplit = kb.mul(Tc, groups);
-    Value P = kb.div(kb.add(kb.idx(aim), kb.sub(blocksPerSplit, kb.idx(1))), blocksPerSplit);
+    Value P;
+    Value small; // the tensor-core core with dmSmall's blocks (host-side)
+    if (mma) {
+      // Rounds whose blocks cannot fill the SMs even at maxSplits take
+      // the small head tiles. P = clamp(floor(aim / (Tc groups)), 1,
+      // min(maxSplits, kSplitSlots / Tc)): one wave, no partial second one.
+      Value g = kb.idx(groups);
+      if (twoSizes) {
+        small = kb.ult(kb.mul(Tc, kb.idx(groups * maxSplits)), kb.idx(aim));
+        g = kb.select(small, kb.idx(dmSmall.groups()), g);
+      }
+      P = kb.div(kb.idx(aim), kb.mul(Tc, g));
+    } else {
+      // P = clamp(ceil(aim / (Tc groups)), 1, min(maxSplits, kSplitSlots / Tc)).
+      Value blocksPerSplit = kb.mul(Tc, groups);
+      P = kb.div(kb.add(kb.idx(aim), kb.sub(blocksPerSplit, kb.idx(1))), blocksPerSplit);
+    }
     P = kb.minu(P, kb.minu(kb.idx(maxSplits), kb.div(kb.idx(kSplitSlots), Tc)));
     P = kb.select(kb.ult(P, kb.idx(1)), kb.idx(1), P);
 
     // q_abs of the round's tokens: a block per (head, 8 tokens), a thread
     // per vwK latent columns.
     Grouped one(kb, attn, q, cache, kvb, gate, out, 1);
-    int64_t qThreads = std::max<int64_t>(32, (R / gr.vwK + 31) / 32 * 32);
+    // (with 32-column warps and nope a multiple of 4 uq: the nope sum in
+    // four parts, four times the loads in flight)
+    int64_t items = R / gr.vwK, parts = 1;
+    if (items % 32 == 0 && gr.nope % (4 * gr.uq) == 0 && 4 * items <= 1024)
+      parts = 4;
+    int64_t qThreads = std::max<int64_t>(32, (parts * items + 31) / 32 * 32);
     kb.blocks({kb.idx(gr.H), kb.ceilDiv(Tc, 8)}, qThreads, [&](ValueRange bid, ThreadBlock &tb) {
       Value tt0 = kb.mul(bid[1], 8), head = bid[0];
-      one.qabs(tb, kb.add(t0, tt0), head, 8, kb.add(t0, Tc),
+      Value red = parts > 1 ? kb.shared(tb, {8, R}, gr.f32) : Value();
+      one.qabsSplit(tb, kb.add(t0, tt0), head, 8, kb.add(t0, Tc),
                [&](int64_t tt, Value, Value c, Value v) {
                  Value local = kb.add(tt0, kb.idx(tt));
                  kb.ifThen(kb.ult(local, Tc), [&] {
@@ -1185,11 +1251,15 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
                    else
                      kb.store(v, qaBuf, {local, kb.add(kb.mul(head, cd), c)});
                  });
-               });
+               }, parts, red);
     }, 0, "absorbed_qabs");
 
     // The attention core per (token, group, split).
-    if (mma)
+    if (twoSizes)
+      kb.ifThenElse(
+          small, [&] { decodeMmaCore(kb, dmSmall, qaBf, cache, cacheLens, lens, part, t0, Tc, P); },
+          [&] { decodeMmaCore(kb, dm, qaBf, cache, cacheLens, lens, part, t0, Tc, P); });
+    else if (mma)
       decodeMmaCore(kb, dm, qaBf, cache, cacheLens, lens, part, t0, Tc, P);
     else
     kb.blocks({Tc, kb.idx(groups), P}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
