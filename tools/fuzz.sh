@@ -10,6 +10,7 @@
 # Prints each fuzzer's executions and exits non-zero on the first crash (the
 # reproducer is left in $OUT_DIR). Needs clang-22 and libclang-rt-22-dev.
 #   tools/fuzz.sh [SECONDS]       K3C_FUZZ_DIR=dir (default build/fuzz)
+#   K3C_FUZZ_TARGETS="manifest config" runs only those (default: all four)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -88,7 +89,7 @@ json.dump(m, open(d + "/manifest/valid.json", "w"))
 PY
 
 status=0
-for t in config safetensors tokenizer manifest; do
+for t in ${K3C_FUZZ_TARGETS:-config safetensors tokenizer manifest}; do
   mkdir -p "$out/corpus/$t"
   log="$out/fuzz_$t.log"
   echo "k3c fuzz: fuzz_$t for $secs s"
