@@ -37,6 +37,7 @@ struct Driver {
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
   CUresult (*cuMemGetInfo)(size_t *, size_t *);
   CUresult (*cuModuleLoadData)(CUmodule *, const void *);
@@ -104,7 +105,8 @@ bool initialize(std::string &why) {
             bind(d.cuCtxSetCurrent, "cuCtxSetCurrent") &&
             bind(d.cuCtxSynchronize, "cuCtxSynchronize") && bind(d.cuMemAlloc, "cuMemAlloc_v2") &&
             bind(d.cuMemFree, "cuMemFree_v2") && bind(d.cuMemcpyHtoD, "cuMemcpyHtoD_v2") &&
-            bind(d.cuMemcpyDtoH, "cuMemcpyDtoH_v2") && bind(d.cuMemsetD8, "cuMemsetD8_v2") &&
+            bind(d.cuMemcpyDtoH, "cuMemcpyDtoH_v2") &&
+            bind(d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2") && bind(d.cuMemsetD8, "cuMemsetD8_v2") &&
             bind(d.cuMemGetInfo, "cuMemGetInfo_v2") &&
             bind(d.cuModuleLoadData, "cuModuleLoadData") &&
             bind(d.cuModuleUnload, "cuModuleUnload") &&
@@ -183,6 +185,9 @@ void download(void *dst, CUdeviceptr src, size_t bytes) {
   check(d.cuMemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
 }
 void zero(CUdeviceptr dst, size_t bytes) { check(d.cuMemsetD8(dst, 0, bytes), "cuMemsetD8"); }
+void copyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  check(d.cuMemcpyDtoDAsync(dst, src, bytes, d.stream), "cuMemcpyDtoDAsync");
+}
 void synchronize(const char *where) { check(d.cuStreamSynchronize(d.stream), where); }
 
 void *stream() { return d.stream; }

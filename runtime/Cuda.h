@@ -31,6 +31,8 @@ void release(CUdeviceptr p);
 void upload(CUdeviceptr dst, const void *src, size_t bytes);
 void download(void *dst, CUdeviceptr src, size_t bytes);
 void zero(CUdeviceptr dst, size_t bytes);
+/// Device-to-device copy on the runtime's stream (ordered with its launches).
+void copyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
 void synchronize(const char *where);
 /// Makes the runtime's context current on the calling thread (a worker
 /// thread that launches kernels or copies).

@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -88,6 +89,21 @@ public:
     std::memcpy(id.internal, got.data(), sizeof(id.internal));
     check(nc.commInitRank(&comm, static_cast<int>(size), id, static_cast<int>(rank)),
           "ncclCommInitRank");
+    // NCCL connects a pair of ranks at their first send/recv (hundreds of
+    // milliseconds over NVLink): one small exchange with every peer here, so
+    // that cost is not paid inside the first MoE layer. K3C_EP_WARMUP=0 skips it.
+    const char *warm = std::getenv("K3C_EP_WARMUP");
+    if (size > 1 && !(warm && std::string(warm) == "0")) {
+      ensure(sendBuf, sendCap, 4096 * static_cast<size_t>(size));
+      ensure(recvBuf, recvCap, 4096 * static_cast<size_t>(size));
+      std::vector<Piece> s, r;
+      for (int64_t p = 0; p < size; ++p)
+        if (p != rank) {
+          s.push_back({p, reinterpret_cast<void *>(sendBuf + 4096 * p), 4096});
+          r.push_back({p, reinterpret_cast<void *>(recvBuf + 4096 * p), 4096});
+        }
+      group(s, r);
+    }
   }
   ~NcclTransport() override {
     if (comm)
@@ -195,12 +211,32 @@ private:
   void group(const std::vector<Piece> &sends, const std::vector<Piece> &recvs) {
     Nccl &nc = nccl();
     void *stream = cuda::stream();
+    // Pieces to this rank itself are device copies on the same stream
+    // (matched in order), not NCCL self-sends (which take NCCL's channels).
+    std::vector<const Piece *> selfSend, selfRecv;
+    for (const Piece &p : sends)
+      if (p.bytes && p.peer == me)
+        selfSend.push_back(&p);
+    for (const Piece &p : recvs)
+      if (p.bytes && p.peer == me)
+        selfRecv.push_back(&p);
+    if (selfSend.size() != selfRecv.size())
+      throw Error("EP rank " + std::to_string(me) + ": " + std::to_string(selfSend.size()) +
+                  " pieces to itself but " + std::to_string(selfRecv.size()) + " from itself");
+    for (size_t i = 0; i < selfSend.size(); ++i) {
+      if (selfSend[i]->bytes != selfRecv[i]->bytes)
+        throw Error("EP rank " + std::to_string(me) + ": a piece to itself of " +
+                    std::to_string(selfSend[i]->bytes) + " bytes is received as " +
+                    std::to_string(selfRecv[i]->bytes));
+      cuda::copyAsync(reinterpret_cast<cuda::CUdeviceptr>(selfRecv[i]->ptr),
+                      reinterpret_cast<cuda::CUdeviceptr>(selfSend[i]->ptr), selfSend[i]->bytes);
+    }
     check(nc.groupStart(), "ncclGroupStart");
     for (const Piece &p : sends)
-      if (p.bytes)
+      if (p.bytes && p.peer != me)
         check(nc.send(p.ptr, p.bytes, kUint8, static_cast<int>(p.peer), comm, stream), "ncclSend");
     for (const Piece &p : recvs)
-      if (p.bytes)
+      if (p.bytes && p.peer != me)
         check(nc.recv(p.ptr, p.bytes, kUint8, static_cast<int>(p.peer), comm, stream), "ncclRecv");
     check(nc.groupEnd(), "ncclGroupEnd");
     wait();
