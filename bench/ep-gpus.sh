@@ -12,6 +12,8 @@
 # the reference executor on one GPU. NVLink multicast off.
 set -u
 cd "$(dirname "$0")"
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+exec > >(tee -a $OUT/log.txt) 2>&1
 export PATH=$PWD/bin:$PATH NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 K3C_EP_TIMEOUT_S=120
 R=$(nvidia-smi -L | wc -l)
 echo "== $R GPUs"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -47,6 +49,10 @@ for routing in uniform skewed; do
       timeout 150 k3-run slice-moe --checkpoint $ck --device cuda --batch b16.txt --max-new-tokens 8 --quiet --ep $R $bal --dump-logits ep.npy | table
       cmp one-$routing.npy ep.npy "R=$R $routing ${bal:-balanced} vs one GPU"
     done
+    if [ $routing = uniform ]; then
+      echo "-- R = $R balanced without the NCCL warm-up (K3C_EP_WARMUP=0: the first layer connects the ranks; ${SECONDS}s)"
+      K3C_EP_WARMUP=0 timeout 150 k3-run slice-moe --checkpoint $ck --device cuda --batch b16.txt --max-new-tokens 8 --quiet --ep $R | table
+    fi
   fi
 done
 echo "== k3-ep-bench over $R processes (one per GPU; ${SECONDS}s)"

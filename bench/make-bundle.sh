@@ -5,22 +5,18 @@
 # the benchmark regenerates on the GPU machine from the same seed (the
 # manifest's SHA-256 of config.json and the index proves it is the same).
 # Carry .dev to the GPU machine and run: bash .dev/h200.sh
-set -euo pipefail
-cd "$(dirname "$0")/.."
-B=build/bin
-D=.dev
-mkdir -p $D/bin
-cp $B/k3-run $B/k3-ref $B/k3-mkcheckpoint $B/k3-ep-bench $D/bin/
+# The slice artifacts are compiled from their config alone (AOT: the
+# checkpoints are made on the GPU machine and given with --checkpoint).
+source "$(dirname "$0")/bundle-common.sh"
+bundle_start k3-run k3-ref k3-mkcheckpoint k3-ep-bench
 $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o $D/ckpt-tiny --seed 11 --quiet
 $B/k3-compile $D/ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
 $B/k3-compile $D/ckpt-tiny -o $D/tiny-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024 --target=sm_90a --quiet
-$B/k3-compile $D/ckpt-tiny -o $D/tiny-oom --max-tokens 100000 --max-seqs 100000 --max-context 8192 --target=sm_90a --quiet
+$B/k3-compile $D/ckpt-tiny -o $D/tiny-oom --max-tokens 100000 --max-seqs 65536 --max-context 16384 --target=sm_90a --quiet
 python3 bench/slice-config.py .dev
-[ -d /tmp/slice-moe ] || $B/k3-mkcheckpoint --config $D/slice-moe.json -o /tmp/slice-moe --seed 3
-$B/k3-compile /tmp/slice-moe -o $D/slice-moe --max-tokens 1024 --max-seqs 16 --max-context 128 --target=sm_90a --quiet
-[ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
-$B/k3-compile /tmp/slice -o $D/slice-bf16 --max-tokens 256 --max-seqs 8 --max-context 512 --target=sm_90a --quiet
-rm -rf $D/*/ptx
+$B/k3-compile $D/slice-moe.json -o $D/slice-moe --max-tokens 1024 --max-seqs 16 --max-context 128 --target=sm_90a --quiet
+$B/k3-compile $D/slice.json -o $D/slice-bf16 --max-tokens 256 --max-seqs 8 --max-context 512 --target=sm_90a --quiet
+rm -rf $D/*/ptx $D/*/model.fused.mlir
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
 cp bench/h200.sh bench/h200-ep.sh bench/ep-gpus.sh bench/nccl-alltoall.py bench/skew-router.py $D/
 du -sh $D
