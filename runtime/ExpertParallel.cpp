@@ -101,6 +101,13 @@ void Transport::allToAllBuffers(const void *send, const std::vector<size_t> &sen
   exchangePieces(out, in, device);
 }
 
+void Transport::barrier() {
+  const int64_t R = size();
+  std::vector<uint8_t> out(R, 1), in(R, 0);
+  std::vector<size_t> ones(R, 1);
+  allToAllBuffers(out.data(), ones, in.data(), ones, /*device=*/false);
+}
+
 void Transport::checkPeers(const std::vector<Piece> &sends,
                            const std::vector<Piece> &recvs) const {
   for (const auto *list : {&sends, &recvs})

@@ -86,6 +86,10 @@ public:
   /// directly.
   virtual void allToAllBuffers(const void *send, const std::vector<size_t> &sendCounts, void *recv,
                                const std::vector<size_t> &recvCounts, bool device);
+  /// Returns when every rank has called it (one byte to and from every
+  /// rank): e.g. after loading weights, so that no rank's first MoE
+  /// exchange waits out another rank's slower load.
+  void barrier();
   /// A piece of a grouped exchange: `bytes` at `ptr`, to or from `peer`.
   struct Piece {
     int64_t peer = 0;

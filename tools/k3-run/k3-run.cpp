@@ -258,6 +258,8 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
         rounds = std::max(rounds, model->prefillRounds(std::vector<std::vector<int64_t>>(
                                       prompts.begin() + a, prompts.begin() + b)));
       }
+      // The ranks load at different speeds: start the steps together.
+      transport->barrier();
       auto t0 = std::chrono::steady_clock::now();
       if (out.count == 0) {
         for (int64_t i = 0; i < rounds; ++i)
