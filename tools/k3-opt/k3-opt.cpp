@@ -17,8 +17,16 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
 
 int main(int argc, char **argv) {
+  // The options registered so far are the linked LLVM libraries' static ones
+  // (AMDGPU, AArch64, ... backend flags): hidden from --help (still
+  // accepted; --help-hidden lists them). MLIR's and k3c's options are
+  // registered below and by MlirOptMain, and stay visible.
+  for (auto &entry : llvm::cl::getRegisteredOptions())
+    if (entry.first != "help" && entry.first != "version")
+      entry.second->setHiddenFlag(llvm::cl::ReallyHidden);
   mlir::registerTransformsPasses();
   mlir::k3::registerK3Passes();
   mlir::k3::registerK3Pipelines();
