@@ -24,9 +24,8 @@ int main(int argc, char **argv) {
   // (AMDGPU, AArch64, ... backend flags): hidden from --help (still
   // accepted; --help-hidden lists them). MLIR's and k3c's options are
   // registered below and by MlirOptMain, and stay visible.
-  for (auto &entry : llvm::cl::getRegisteredOptions())
-    if (entry.first != "help" && entry.first != "version")
-      entry.second->setHiddenFlag(llvm::cl::ReallyHidden);
+  // (LLVM's own function: no categories given = all but the generic ones.)
+  llvm::cl::HideUnrelatedOptions(llvm::ArrayRef<const llvm::cl::OptionCategory *>{});
   mlir::registerTransformsPasses();
   mlir::k3::registerK3Passes();
   mlir::k3::registerK3Pipelines();
