@@ -77,6 +77,34 @@ static void lowerLinearFma(KernelBuilder &kb, Value x, Value w, Value y, Value r
 /// takes the GEMV (both builds), the f32 build the FMA tile above that, the
 /// bf16 build tensor cores from plan.mmaFrom tokens (a host-side branch on T
 /// picks the launch). The host runs the FMA tile.
+/// The tensor-core tiles of `plan` for T >= plan.mmaFrom tokens: the small
+/// mma.sync tile up to plan.smallUpTo, the medium one (warpgroup MMA on
+/// sm_90a) up to plan.mediumUpTo, the large one above. `mma` and `wgmma` emit
+/// one launch with a tile; `large`, when given, replaces the large branch.
+static void tensorCoreTiles(KernelBuilder &kb, const LinearPlan &plan, Value T,
+                            const std::function<void(const MmaTile &)> &mma,
+                            const std::function<void(const WgmmaTile &)> &wgmma,
+                            const std::function<void()> &large = {}) {
+  auto tile = [&](const MmaTile &m, const WgmmaTile &w) {
+    if (plan.useWgmma)
+      wgmma(w);
+    else
+      mma(m);
+  };
+  kb.ifThenElse(
+      kb.ule(T, kb.idx(plan.smallUpTo)), [&] { mma(plan.small); },
+      [&] {
+        kb.ifThenElse(
+            kb.ule(T, kb.idx(plan.mediumUpTo)), [&] { tile(plan.medium, plan.wgmmaMedium); },
+            [&] {
+              if (large)
+                large();
+              else
+                tile(plan.large, plan.wgmma);
+            });
+      });
+}
+
 void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
                  bool oneTokenElsewhere) {
   auto xt = cast<MemRefType>(x.getType());
@@ -108,29 +136,11 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
     fewTokens();
     return;
   }
-  kb.ifThenElse(
-      kb.ult(T, kb.idx(plan.mmaFrom)), fewTokens,
-      [&] {
-        kb.ifThenElse(
-            kb.ule(T, kb.idx(plan.smallUpTo)),
-            [&] { mmaLinear(kb, x, w, y, T, plan.small, residual); },
-            [&] {
-              kb.ifThenElse(
-                  kb.ule(T, kb.idx(plan.mediumUpTo)),
-                  [&] {
-                    if (plan.useWgmma)
-                      wgmmaLinear(kb, x, w, y, T, plan.wgmmaMedium, residual);
-                    else
-                      mmaLinear(kb, x, w, y, T, plan.medium, residual);
-                  },
-                  [&] {
-                    if (plan.useWgmma)
-                      wgmmaLinear(kb, x, w, y, T, plan.wgmma, residual);
-                    else
-                      mmaLinear(kb, x, w, y, T, plan.large, residual);
-                  });
-            });
-      });
+  kb.ifThenElse(kb.ult(T, kb.idx(plan.mmaFrom)), fewTokens, [&] {
+    tensorCoreTiles(
+        kb, plan, T, [&](const MmaTile &t) { mmaLinear(kb, x, w, y, T, t, residual); },
+        [&](const WgmmaTile &t) { wgmmaLinear(kb, x, w, y, T, t, residual); });
+  });
 }
 
 /// The elementwise gated activation y = act(a, b) (one launch).
@@ -194,25 +204,9 @@ static void lowerLinearGlu(KernelBuilder &kb, GluOp glu, LinearOp gate, LinearOp
     return;
   }
   kb.ifThenElse(kb.ult(T, kb.idx(plan.mmaFrom)), fewTokens, [&] {
-    kb.ifThenElse(
-        kb.ule(T, kb.idx(plan.smallUpTo)),
-        [&] { mmaLinear(kb, x, wg, y, T, plan.small, {}, pair); },
-        [&] {
-          kb.ifThenElse(
-              kb.ule(T, kb.idx(plan.mediumUpTo)),
-              [&] {
-                if (plan.useWgmma)
-                  wgmmaLinear(kb, x, wg, y, T, plan.wgmmaMedium, {}, pair);
-                else
-                  mmaLinear(kb, x, wg, y, T, plan.medium, {}, pair);
-              },
-              [&] {
-                if (plan.useWgmma)
-                  wgmmaLinear(kb, x, wg, y, T, plan.wgmma, {}, pair);
-                else
-                  mmaLinear(kb, x, wg, y, T, plan.large, {}, pair);
-              });
-        });
+    tensorCoreTiles(
+        kb, plan, T, [&](const MmaTile &t) { mmaLinear(kb, x, wg, y, T, t, {}, pair); },
+        [&](const WgmmaTile &t) { wgmmaLinear(kb, x, wg, y, T, t, {}, pair); });
   });
 }
 
@@ -256,37 +250,27 @@ static void lowerLinearSet(KernelBuilder &kb, Value x, ArrayRef<Value> ws, Array
   more.ys.assign(ys.begin() + 1, ys.end());
   Value T = kb.dim(x, 0);
   auto onTensorCores = [&] {
-    kb.ifThenElse(
-        kb.ule(T, kb.idx(plan.smallUpTo)),
-        [&] { mmaLinear(kb, x, ws[0], ys[0], T, plan.small, {}, {}, more); },
+    // Prefill tiles: one launch while the row tiles are few (one
+    // projection's grid would leave SMs idle), a launch each from
+    // K3C_TILE_MULTI_UPTO tokens (measured on the H200: the shared grid ran
+    // kda_in 14 % slower at 2048 tokens and 33 % at 8192, 26 % faster at 512).
+    auto large = [&](const MoreProjections &m, Value w, Value y) {
+      if (plan.useWgmma)
+        wgmmaLinear(kb, x, w, y, T, plan.wgmma, {}, {}, m);
+      else
+        mmaLinear(kb, x, w, y, T, plan.large, {}, {}, m);
+    };
+    tensorCoreTiles(
+        kb, plan, T,
+        [&](const MmaTile &t) { mmaLinear(kb, x, ws[0], ys[0], T, t, {}, {}, more); },
+        [&](const WgmmaTile &t) { wgmmaLinear(kb, x, ws[0], ys[0], T, t, {}, {}, more); },
         [&] {
           kb.ifThenElse(
-              kb.ule(T, kb.idx(plan.mediumUpTo)),
+              kb.ule(T, kb.idx(intFromEnv("K3C_TILE_MULTI_UPTO", 1024))),
+              [&] { large(more, ws[0], ys[0]); },
               [&] {
-                if (plan.useWgmma)
-                  wgmmaLinear(kb, x, ws[0], ys[0], T, plan.wgmmaMedium, {}, {}, more);
-                else
-                  mmaLinear(kb, x, ws[0], ys[0], T, plan.medium, {}, {}, more);
-              },
-              [&] {
-                // Prefill tiles: one launch while the row tiles are few (one
-                // projection's grid would leave SMs idle), a launch each
-                // from K3C_TILE_MULTI_UPTO tokens (measured on the H200: the
-                // shared grid ran kda_in 14 % slower at 2048 tokens and 33 %
-                // at 8192, 26 % faster at 512).
-                auto large = [&](const MoreProjections &m, Value w, Value y) {
-                  if (plan.useWgmma)
-                    wgmmaLinear(kb, x, w, y, T, plan.wgmma, {}, {}, m);
-                  else
-                    mmaLinear(kb, x, w, y, T, plan.large, {}, {}, m);
-                };
-                kb.ifThenElse(
-                    kb.ule(T, kb.idx(intFromEnv("K3C_TILE_MULTI_UPTO", 1024))),
-                    [&] { large(more, ws[0], ys[0]); },
-                    [&] {
-                      for (auto [w, y] : llvm::zip(ws, ys))
-                        large({}, w, y);
-                    });
+                for (auto [w, y] : llvm::zip(ws, ys))
+                  large({}, w, y);
               });
         });
   };

@@ -210,6 +210,14 @@ static Value warpMax(KernelBuilder &kb, Value v) {
   return v;
 }
 
+/// The two m16n8k16 MMAs of A fragments `a` against the two n8 halves of one
+/// ldmatrix.x4 result `v` (B fragments), into accumulator tiles t, t + 1.
+static void mmaX4(KernelBuilder &kb, ArrayRef<Value> a, Value v, MutableArrayRef<Value> acc,
+                  int64_t t) {
+  mmaBf16(kb, a, fragmentWords(kb, v, 0, 2), acc.slice(t * 4, 4));
+  mmaBf16(kb, a, fragmentWords(kb, v, 2, 2), acc.slice((t + 1) * 4, 4));
+}
+
 /// The attention output as the reference stores it: with a gate, v rounded
 /// to the output type times sigmoid(gate[row, col]) rounded likewise.
 static Value gatedOutput(KernelBuilder &kb, Value v, Value gate, Value row, Value col,
@@ -355,10 +363,7 @@ static void flashPrefill(KernelBuilder &kb, const FlashPlan &p, Value q, Value k
                                    {slot, kb.add(bRowOff, kb.idx(jj * 16)),
                                     kb.add(bColOff, kb.idx(k * 16))},
                                    false);
-              mmaBf16(kb, qf[k], fragmentWords(kb, v, 0, 2),
-                      MutableArrayRef<Value>(sAcc).slice(2 * jj * 4, 4));
-              mmaBf16(kb, qf[k], fragmentWords(kb, v, 2, 2),
-                      MutableArrayRef<Value>(sAcc).slice((2 * jj + 1) * 4, 4));
+              mmaX4(kb, qf[k], v, sAcc, 2 * jj);
             }
           // Mask the future, online softmax per row in log2 units (the
           // scale folded into the exponent: one FMA an element).
@@ -402,10 +407,7 @@ static void flashPrefill(KernelBuilder &kb, const FlashPlan &p, Value q, Value k
                                    {slot, kb.add(vRowOff, kb.idx(kk * 16)),
                                     kb.add(vColOff, kb.idx(dd * 16))},
                                    true);
-              mmaBf16(kb, a, fragmentWords(kb, v, 0, 2),
-                      MutableArrayRef<Value>(out).slice(2 * dd * 4, 4));
-              mmaBf16(kb, a, fragmentWords(kb, v, 2, 2),
-                      MutableArrayRef<Value>(out).slice((2 * dd + 1) * 4, 4));
+              mmaX4(kb, a, v, out, 2 * dd);
             }
           }
           // Tile j + 1 has landed and every warp is done with slot j % 2.
@@ -1077,10 +1079,7 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
                       Value v = ldmatrixX4(
                           kb, ks, {slot, kb.add(bRowOff, kb.idx(jj * 16)), kb.add(bColOff, kc)},
                           false);
-                      mmaBf16(kb, a, fragmentWords(kb, v, 0, 2),
-                              MutableArrayRef<Value>(sa).slice(2 * jj * 4, 4));
-                      mmaBf16(kb, a, fragmentWords(kb, v, 2, 2),
-                              MutableArrayRef<Value>(sa).slice((2 * jj + 1) * 4, 4));
+                      mmaX4(kb, a, v, sa, 2 * jj);
                     }
                   }
                   return sa;
@@ -1144,10 +1143,7 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
                     Value v = ldmatrixX4(
                         kb, ks, {slot, kb.add(vRowOff, kc), kb.add(vColOff, kb.idx(dd * 16))},
                         true);
-                    mmaBf16(kb, a, fragmentWords(kb, v, 0, 2),
-                            MutableArrayRef<Value>(oa).slice(2 * dd * 4, 4));
-                    mmaBf16(kb, a, fragmentWords(kb, v, 2, 2),
-                            MutableArrayRef<Value>(oa).slice((2 * dd + 1) * 4, 4));
+                    mmaX4(kb, a, v, oa, 2 * dd);
                   }
                   return oa;
                 });
