@@ -33,6 +33,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 
+#include <array>
 #include <cmath>
 
 using namespace mlir;
@@ -948,8 +949,8 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
   Location loc = kb.loc;
   Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-  const int64_t bn = d.bn, nw = d.nw, half = bn / nw, qP = d.pitch(), Gm = d.heads(), R = d.R;
-  const int64_t sTiles = half / 8, oTiles = R / nw / 8, kSteps = d.cdPad / 16;
+  const int64_t bn = d.bn, nw = d.nw, span = bn / nw, qP = d.pitch(), Gm = d.heads(), R = d.R;
+  const int64_t sTiles = span / 8, oTiles = R / nw / 8, kSteps = d.cdPad / 16;
   const int64_t kUnroll = kSteps % 2 == 0 ? 2 : 1;
   const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
   std::string name = "absorbed_split_mma_h" + std::to_string(Gm) + "_n" + std::to_string(bn);
@@ -963,13 +964,35 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
     Value nT = kb.ceilDiv(kb.sub(hi, lo), bn);
     Value h0 = kb.mul(g, Gm);
     Value slotOut = kb.add(kb.mul(local, P), split);
-    Value wHt = kb.div(tb.warp, nw), wHalf = kb.rem(tb.warp, nw), lane = tb.lane;
+    Value wHt = kb.div(tb.warp, nw), wPart = kb.rem(tb.warp, nw), lane = tb.lane;
     Value gr = kb.div(lane, 4), c2 = kb.mul(kb.rem(lane, 4), 2);
     Value negInf = kb.f32(-INFINITY), zero = kb.f32(0.0);
     Value qs = kb.dynamicShared(tb, 0, {Gm, qP}, bf16);
     Value ks = kb.dynamicShared(tb, d.qBytes(), {2, bn, qP}, bf16);
     Value ps = kb.dynamicShared(tb, d.qBytes() + d.kBytes(), {d.ht, 16, bn + 8}, bf16);
     Value xs = kb.dynamicShared(tb, d.qBytes() + d.kBytes() + d.pBytes(), {d.ht, nw, 16}, f32);
+    // A head tile's rows g, g + 8 across its nw warps: each warp's value
+    // (reduced over the row's 4 lanes by max or sum) through `xs`, then
+    // combined in warp order from `init`; every lane gets both rows' results.
+    // Contains a barrier.
+    auto acrossWarps = [&](std::array<Value, 2> v, Value init, bool max) {
+      auto op = [&](Value a, Value b) { return max ? kb.fmax(a, b) : kb.fadd(a, b); };
+      for (int64_t hf = 0; hf < 2; ++hf)
+        for (int64_t off : {1, 2})
+          v[hf] = op(v[hf], shuffleF32(kb, v[hf], kb.idx(off), gpu::ShuffleMode::XOR));
+      kb.ifThen(kb.ieq(kb.rem(tb.lane, 4), kb.idx(0)), [&] {
+        kb.store(v[0], xs, {wHt, wPart, gr});
+        kb.store(v[1], xs, {wHt, wPart, kb.add(gr, kb.idx(8))});
+      });
+      kb.barrier(tb);
+      std::array<Value, 2> res;
+      for (int64_t hf = 0; hf < 2; ++hf) {
+        res[hf] = init;
+        for (int64_t w = 0; w < nw; ++w)
+          res[hf] = op(res[hf], kb.load(xs, {wHt, kb.idx(w), kb.add(gr, kb.idx(8 * hf))}));
+      }
+      return res;
+    };
     // Stores this warp's rows' partials: O (unnormalized), M (natural-log
     // units, as the FMA core's), L.
     auto storePartials = [&](ArrayRef<Value> o, Value m0, Value m1, Value l0, Value l1) {
@@ -980,11 +1003,11 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
         kb.ifThen(kb.ult(head, kb.idx(d.H)), [&] {
           Value base = kb.mul(head, R + 2);
           for (int64_t t = 0; t < oTiles; ++t) {
-            Value col = kb.add(kb.add(kb.mul(wHalf, R / nw), kb.idx(t * 8)), c2);
+            Value col = kb.add(kb.add(kb.mul(wPart, R / nw), kb.idx(t * 8)), c2);
             storePair(kb, part, {slotOut, kb.add(base, col)}, o[t * 4 + 2 * hf],
                       o[t * 4 + 2 * hf + 1]);
           }
-          kb.ifThen(kb.andi(kb.ieq(kb.rem(lane, 4), kb.idx(0)), kb.ieq(wHalf, kb.idx(0))), [&] {
+          kb.ifThen(kb.andi(kb.ieq(kb.rem(lane, 4), kb.idx(0)), kb.ieq(wPart, kb.idx(0))), [&] {
             kb.store(kb.fmul(mRow[hf], kb.f32(ln2)), part, {slotOut, kb.add(base, kb.idx(R))});
             kb.store(lRow[hf], part, {slotOut, kb.add(base, kb.idx(R + 1))});
           });
@@ -1047,13 +1070,13 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
           Value qRow = kb.add(kb.mul(wHt, 16), kb.rem(lane, 16));
           Value qCol = kb.mul(kb.div(lane, 16), 8);
           Value bRowOff = kb.add(kb.add(kb.rem(lane, 8), kb.mul(kb.div(lane, 16), 8)),
-                                 kb.mul(wHalf, half));
+                                 kb.mul(wPart, span));
           Value bColOff = kb.mul(kb.rem(kb.div(lane, 8), 2), 8);
           Value vRowOff = kb.add(kb.rem(lane, 8), kb.mul(kb.rem(kb.div(lane, 8), 2), 8));
-          Value vColOff = kb.add(kb.mul(kb.div(lane, 16), 8), kb.mul(wHalf, R / nw));
+          Value vColOff = kb.add(kb.mul(kb.div(lane, 16), 8), kb.mul(wPart, R / nw));
           Value cLog2 = kb.f32(log2e);
           // Carried: O accumulators, m[2] (log2 units), l[2] (this warp's
-          // half of the positions; the pair's halves are summed at the end).
+          // share of the positions; the shares are summed at the end).
           SmallVector<Value> init(oTiles * 4, zero);
           init.append({negInf, negInf, zero, zero});
           SmallVector<Value> fin = kb.loop(kb.idx(0), nT, init, [&](Value j, ValueRange in) {
@@ -1064,7 +1087,7 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
               nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, toks);
             });
             Value slot = kb.rem(j, 2);
-            // S = q_abs K^T over this warp's half of the tile.
+            // S = q_abs K^T over this warp's share of the tile.
             // A loop over the k steps (kUnroll at a time), not unrolled:
             // the O accumulators keep the registers.
             SmallVector<Value> sAcc = kb.loopStep(
@@ -1085,9 +1108,9 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
                   return sa;
                 });
             // Positions past hi (the split's last tile) score -inf; the row
-            // maxima of both halves through shared memory.
-            Value pBase = kb.add(kb.add(kb.add(lo, kb.mul(j, bn)), kb.mul(wHalf, half)), c2);
-            Value mx[2];
+            // maxima across the head tile's warps.
+            Value pBase = kb.add(kb.add(kb.add(lo, kb.mul(j, bn)), kb.mul(wPart, span)), c2);
+            std::array<Value, 2> mx;
             for (int64_t hf = 0; hf < 2; ++hf) {
               mx[hf] = negInf;
               for (int64_t t = 0; t < sTiles; ++t)
@@ -1096,21 +1119,13 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
                   sv = kb.select(kb.ult(kb.add(pBase, kb.idx(t * 8 + e)), hi), sv, negInf);
                   mx[hf] = kb.fmax(mx[hf], sv);
                 }
-              for (int64_t off : {1, 2})
-                mx[hf] = kb.fmax(mx[hf], shuffleF32(kb, mx[hf], kb.idx(off), gpu::ShuffleMode::XOR));
             }
-            kb.ifThen(kb.ieq(kb.rem(lane, 4), kb.idx(0)), [&] {
-              kb.store(mx[0], xs, {wHt, wHalf, gr});
-              kb.store(mx[1], xs, {wHt, wHalf, kb.add(gr, kb.idx(8))});
-            });
-            kb.barrier(tb);
+            std::array<Value, 2> tileMaxes = acrossWarps(mx, negInf, /*max=*/true);
             SmallVector<Value> out(in.begin(), in.end());
             Value alpha[2];
             for (int64_t hf = 0; hf < 2; ++hf) {
               Value r = kb.add(gr, kb.idx(8 * hf));
-              Value tileMax = negInf;
-              for (int64_t w = 0; w < nw; ++w)
-                tileMax = kb.fmax(tileMax, kb.load(xs, {wHt, kb.idx(w), r}));
+              Value tileMax = tileMaxes[hf];
               Value mOld = in[oTiles * 4 + hf], mNew = kb.fmax(mOld, kb.fmul(tileMax, cLog2));
               alpha[hf] = kb.exp2(kb.fsub(mOld, mNew));
               Value rowSum = zero;
@@ -1120,7 +1135,7 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
                   pv[e] = kb.exp2(kb.fsub(kb.fmul(sAcc[t * 4 + 2 * hf + e], cLog2), mNew));
                   rowSum = kb.fadd(rowSum, pv[e]);
                 }
-                storePair(kb, ps, {wHt, r, kb.add(kb.add(kb.mul(wHalf, half), kb.idx(t * 8)), c2)},
+                storePair(kb, ps, {wHt, r, kb.add(kb.add(kb.mul(wPart, span), kb.idx(t * 8)), c2)},
                           pv[0], pv[1]);
               }
               out[oTiles * 4 + hf] = mNew;
@@ -1130,7 +1145,7 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
               for (int64_t e = 0; e < 4; ++e)
                 out[t * 4 + e] = kb.fmul(out[t * 4 + e], alpha[e / 2]);
             kb.barrier(tb);
-            // O += P V over the whole tile, this warp's half of the columns.
+            // O += P V over the whole tile, this warp's share of the columns.
             // (a loop over the 16-position steps, not unrolled)
             SmallVector<Value> oIn(out.begin(), out.begin() + oTiles * 4);
             SmallVector<Value> o = kb.loopStep(
@@ -1154,25 +1169,10 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
             kb.barrier(tb);
             return out;
           });
-          // L = both halves' sums (each over its row's 4 lanes).
-          Value l[2];
-          for (int64_t hf = 0; hf < 2; ++hf) {
-            l[hf] = fin[oTiles * 4 + 2 + hf];
-            for (int64_t off : {1, 2})
-              l[hf] = kb.fadd(l[hf], shuffleF32(kb, l[hf], kb.idx(off), gpu::ShuffleMode::XOR));
-          }
-          kb.ifThen(kb.ieq(kb.rem(lane, 4), kb.idx(0)), [&] {
-            kb.store(l[0], xs, {wHt, wHalf, gr});
-            kb.store(l[1], xs, {wHt, wHalf, kb.add(gr, kb.idx(8))});
-          });
-          kb.barrier(tb);
-          Value L[2];
-          for (int64_t hf = 0; hf < 2; ++hf) {
-            Value r = kb.add(gr, kb.idx(8 * hf));
-            L[hf] = zero;
-            for (int64_t w = 0; w < nw; ++w)
-              L[hf] = kb.fadd(L[hf], kb.load(xs, {wHt, kb.idx(w), r}));
-          }
+          // L = the sum of the nw warps' sums (each over its share of the
+          // positions).
+          std::array<Value, 2> L =
+              acrossWarps({fin[oTiles * 4 + 2], fin[oTiles * 4 + 3]}, zero, /*max=*/false);
           storePartials(ArrayRef<Value>(fin).take_front(oTiles * 4), fin[oTiles * 4],
                         fin[oTiles * 4 + 1], L[0], L[1]);
         },
