@@ -104,7 +104,9 @@ def main():
                 if int(r['size']) != size:
                     continue
                 if r['kernel'] == 'TOTAL':
-                    label = 'time to first token' if phase == 'prefill' else 'decode step'
+                    label = ('time to first token' if phase == 'prefill' else
+                             'decode step, graph on the device' if r['family'] == 'graph' else
+                             'decode step (wall, with the logits copy)')
                     print(f"{size:>6} {label:<37} {float(r['ms']):>9.3f} ms")
                     continue
                 lin = shapes.get(r['kernel'])

@@ -51,6 +51,8 @@ struct Driver {
   CUresult (*cuStreamQuery)(CUstream);
   CUresult (*cuEventCreate)(CUevent *, unsigned);
   CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventRecordWithFlags)(CUevent, CUstream, unsigned) = nullptr; // optional
+  CUresult (*cuEventDestroy)(CUevent) = nullptr;
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*cuGetErrorString)(CUresult, const char **);
@@ -122,6 +124,9 @@ bool initialize(std::string &why) {
             bind(d.cuGetErrorString, "cuGetErrorString");
   if (!bind(d.cuFuncGetName, "cuFuncGetName"))
     d.cuFuncGetName = nullptr;
+  if (!bind(d.cuEventRecordWithFlags, "cuEventRecordWithFlags") ||
+      !bind(d.cuEventDestroy, "cuEventDestroy_v2"))
+    d.cuEventRecordWithFlags = nullptr;
   // Graph support is optional: without it decode runs eagerly.
   if (!(bind(d.cuStreamBeginCapture, "cuStreamBeginCapture_v2") &&
         bind(d.cuStreamEndCapture, "cuStreamEndCapture") &&
@@ -240,6 +245,28 @@ void launchGraph(void *exec) { check(d.cuGraphLaunch(exec, d.stream), "cuGraphLa
 void destroyGraph(void *exec) {
   if (exec && d.ready)
     d.cuGraphExecDestroy(exec);
+}
+
+bool canMarkGraphs() { return d.cuEventRecordWithFlags && d.cuStreamBeginCapture; }
+
+void *markEvent() {
+  CUevent ev = nullptr;
+  check(d.cuEventCreate(&ev, 0), "cuEventCreate");
+  check(d.cuEventRecordWithFlags(ev, d.stream, /*CU_EVENT_RECORD_EXTERNAL=*/1),
+        "cuEventRecordWithFlags");
+  return ev;
+}
+
+double markSeconds(void *from, void *to) {
+  float ms = 0;
+  check(d.cuEventElapsedTime(&ms, static_cast<CUevent>(from), static_cast<CUevent>(to)),
+        "cuEventElapsedTime");
+  return ms / 1e3;
+}
+
+void destroyEvent(void *ev) {
+  if (ev && d.ready && d.cuEventDestroy)
+    d.cuEventDestroy(static_cast<CUevent>(ev));
 }
 
 void Timer::begin() {

@@ -54,6 +54,16 @@ void *endCapture(); ///< an executable graph, or null if capture failed
 void launchGraph(void *exec);
 void destroyGraph(void *exec);
 
+/// Marks inside a CUDA graph capture (profiling a replayed graph): an
+/// event recorded as a graph node (CU_EVENT_RECORD_EXTERNAL), so each replay
+/// records it between the captured launches around it. False when the
+/// driver lacks cuEventRecordWithFlags.
+bool canMarkGraphs();
+void *markEvent(); ///< a new event recorded on the capturing stream
+/// Seconds between two marks of the last replay (after it finished).
+double markSeconds(void *from, void *to);
+void destroyEvent(void *ev);
+
 /// Device-event timing around a region (profiling).
 struct Timer {
   void *start = nullptr, *stop = nullptr;

@@ -49,17 +49,29 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
   // (Not under EP: the exchange between kernels runs on the host.)
   // Kernel dumps (K3C_DUMP_KERNEL) copy buffers to the host between
   // launches, which a capture does not allow.
-  bool useGraph = graph && gpu && graphsOk && !profiling && !tracing && !routingOn && !opts.ep &&
-                  !std::getenv("K3C_DUMP_KERNEL");
+  bool graphable = graph && gpu && graphsOk && !tracing && !routingOn && !opts.ep &&
+                   !std::getenv("K3C_DUMP_KERNEL");
+  bool useGraph = graphable && !profiling;
+  graphSeconds = 0;
   auto it = decodeGraphs.find(N);
-  if (useGraph && it != decodeGraphs.end()) {
+  if (graphable && profiling && cuda::canMarkGraphs()) {
+    // Profiling decode times the kernels as the step runs them: inside a
+    // replayed graph, with an event node between kernels (no host launch
+    // overhead, no synchronization between kernels; the gap before a kernel
+    // counts to it).
+    runProfiledGraph(e, T, N);
+  } else if (useGraph && it != decodeGraphs.end()) {
+    graphTimer.begin();
     cuda::launchGraph(it->second);
+    graphSeconds = graphTimer.endSeconds();
   } else if (useGraph && cuda::beginCapture()) {
     launchAll(e, T);
     void *exec = cuda::endCapture();
     if (exec) {
       decodeGraphs[N] = exec;
+      graphTimer.begin();
       cuda::launchGraph(exec);
+      graphSeconds = graphTimer.endSeconds();
     } else {
       graphsOk = false; // capture unsupported here: run eagerly from now on
       launchAll(e, T);
@@ -75,6 +87,39 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
   logitsHost.resize(N * vocab);
   logits->read(logitsHost.data(), logitsHost.size() * sizeof(float));
   return logitsHost;
+}
+
+void HostModel::runProfiledGraph(Entry &e, int64_t T, int64_t N) {
+  ProfiledGraph &g = profiledGraphs[N];
+  if (!g.exec) {
+    if (!cuda::beginCapture()) {
+      graphsOk = false;
+      launchAll(e, T);
+      return;
+    }
+    marks = &g;
+    try {
+      launchAll(e, T);
+      g.events.push_back(cuda::markEvent());
+    } catch (...) {
+      marks = nullptr;
+      cuda::endCapture();
+      throw;
+    }
+    marks = nullptr;
+    g.exec = cuda::endCapture();
+    if (!g.exec) {
+      profiledGraphs.erase(N);
+      graphsOk = false;
+      launchAll(e, T);
+      return;
+    }
+  }
+  cuda::launchGraph(g.exec);
+  cuda::synchronize("a profiled decode graph");
+  for (size_t i = 0; i < g.launches.size(); ++i)
+    account(*g.launches[i].kernel, g.launches[i].T,
+            cuda::markSeconds(g.events[i], g.events[i + 1]), g.launches[i].args);
 }
 
 void HostModel::overlapSharedExperts(Entry &e) {
@@ -283,8 +328,13 @@ void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, in
   }
   auto t0 = std::chrono::steady_clock::now();
   cuda::Timer timer;
-  if (profiling && gpu)
+  const bool timed = profiling && !marks; // a profiled graph's capture: marks instead
+  if (timed && gpu)
     timer.begin();
+  if (marks) {
+    marks->events.push_back(cuda::markEvent());
+    marks->launches.push_back({&k, T, argBuf});
+  }
   k.fn(argv.data());
   if (gpu)
     cuda::checkLaunchError(k.name);
@@ -294,37 +344,42 @@ void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, in
         dumpNpy(dump.dir + "/arg" + std::to_string(i) + "_out.npy", *argBuf[i], k.args[i].dtype);
     dump.done = true;
   }
-  if (profiling) {
-    double s = gpu ? timer.endSeconds()
-                   : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    KernelProfile &p = prof[k.name];
-    p.name = k.name;
-    p.family = k.family;
-    ++p.launches;
-    p.seconds += s;
-    p.flops += static_cast<double>(k.flopsPerToken) * T;
-    // An embedding gathers T rows of its table, not the whole table; the
-    // routed experts read the experts that got a pair (counted from the
-    // kernel's group offsets, scratch [4, E + 1]), not all E.
-    double weights = static_cast<double>(k.weightBytes);
-    if (k.family == "embed")
-      weights = static_cast<double>(k.bytesPerToken) * T;
-    if (k.family == "moe_experts")
-      for (size_t i = 0; i < k.args.size(); ++i) {
-        const ArgSpec &a = k.args[i];
-        if (a.kind != "scratch" || a.shape.size() != 2 || a.shape[0] != 4 || a.shape[1] < 2 ||
-            !argBuf[i] || argBuf[i]->bytes < a.shape[1] * 4)
-          continue;
-        std::vector<int32_t> starts(a.shape[1]);
-        argBuf[i]->read(starts.data(), starts.size() * sizeof(int32_t));
-        int64_t used = 0;
-        for (size_t e = 0; e + 1 < starts.size(); ++e)
-          used += starts[e + 1] > starts[e];
-        weights *= static_cast<double>(used) / static_cast<double>(starts.size() - 1);
-        break;
-      }
-    p.bytes += static_cast<double>(k.bytesPerToken) * T + weights;
-  }
+  if (timed)
+    account(k, T,
+            gpu ? timer.endSeconds()
+                : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+            argBuf);
+}
+
+void HostModel::account(const KernelSpec &k, int64_t T, double s,
+                        const std::vector<Buffer *> &argBuf) {
+  KernelProfile &p = prof[k.name];
+  p.name = k.name;
+  p.family = k.family;
+  ++p.launches;
+  p.seconds += s;
+  p.flops += static_cast<double>(k.flopsPerToken) * T;
+  // An embedding gathers T rows of its table, not the whole table; the
+  // routed experts read the experts that got a pair (counted from the
+  // kernel's group offsets, scratch [4, E + 1]), not all E.
+  double weights = static_cast<double>(k.weightBytes);
+  if (k.family == "embed")
+    weights = static_cast<double>(k.bytesPerToken) * T;
+  if (k.family == "moe_experts")
+    for (size_t i = 0; i < k.args.size(); ++i) {
+      const ArgSpec &a = k.args[i];
+      if (a.kind != "scratch" || a.shape.size() != 2 || a.shape[0] != 4 || a.shape[1] < 2 ||
+          !argBuf[i] || argBuf[i]->bytes < a.shape[1] * 4)
+        continue;
+      std::vector<int32_t> starts(a.shape[1]);
+      argBuf[i]->read(starts.data(), starts.size() * sizeof(int32_t));
+      int64_t used = 0;
+      for (size_t e = 0; e + 1 < starts.size(); ++e)
+        used += starts[e + 1] > starts[e];
+      weights *= static_cast<double>(used) / static_cast<double>(starts.size() - 1);
+      break;
+    }
+  p.bytes += static_cast<double>(k.bytesPerToken) * T + weights;
 }
 
 /// The stacked routed-expert weights of a launch (MXFP4 payload and scales,

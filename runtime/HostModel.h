@@ -244,6 +244,11 @@ public:
   ~HostModel() override {
     for (auto &[n, g] : decodeGraphs)
       cuda::destroyGraph(g);
+    for (auto &[n, g] : profiledGraphs) {
+      cuda::destroyGraph(g.exec);
+      for (void *ev : g.events)
+        cuda::destroyEvent(ev);
+    }
     if (lib)
       dlclose(lib);
   }
@@ -263,6 +268,7 @@ public:
   void recordRouting(bool on) override { routingOn = on; }
   std::vector<RoutingRecord> takeRouting() override { return std::move(routing); }
   const EpStats &epStats() const override { return ep; }
+  double lastGraphSeconds() const override { return graphSeconds; }
   std::vector<KernelProfile> profile() const override {
     std::vector<KernelProfile> out;
     for (auto &[name, p] : prof)
@@ -438,6 +444,11 @@ private:
   }
   /// One kernel launch with a buffer per argument (inputs carry their dims).
   void launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, int64_t T);
+  /// One launch's kernel time into the profile (FLOPs, bytes as the kernel
+  /// declares them).
+  void account(const KernelSpec &k, int64_t T, double seconds, const std::vector<Buffer *> &argBuf);
+  /// A decode step through the batch size's profiled graph (captured once).
+  void runProfiledGraph(Entry &e, int64_t T, int64_t N);
   /// The routed experts of one MoE layer across the EP group.
   void runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf);
   /// Under EP: a rank stores its home experts in slots [0, home) and up to
@@ -477,7 +488,24 @@ private:
   bool routingOn = false;
   std::vector<RoutingRecord> routing;
   std::map<int64_t, void *> decodeGraphs; // batch size -> executable graph
+  /// A decode graph with an event node before every kernel and after the
+  /// last (profiling): the launches' kernels, token counts and buffers for
+  /// the accounting after each replay.
+  struct ProfiledGraph {
+    void *exec = nullptr;
+    std::vector<void *> events;
+    struct Marked {
+      KernelSpec *kernel;
+      int64_t T;
+      std::vector<Buffer *> args;
+    };
+    std::vector<Marked> launches;
+  };
+  std::map<int64_t, ProfiledGraph> profiledGraphs;
+  ProfiledGraph *marks = nullptr; ///< set while capturing a profiled graph
   bool graphsOk = true;
+  double graphSeconds = 0; ///< the last graph replay's device time
+  cuda::Timer graphTimer;
   bool gpu = false;
   std::map<std::string, std::vector<float>> traces;
   std::map<std::string, KernelProfile> prof;

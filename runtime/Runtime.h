@@ -122,6 +122,10 @@ public:
   /// The records since the last call (moved out).
   virtual std::vector<RoutingRecord> takeRouting() = 0;
   virtual std::vector<KernelProfile> profile() const = 0;
+  /// Device time of the last step when it replayed a CUDA graph (events
+  /// around the replay: the kernels with their launch gaps, without the
+  /// inputs' upload and the logits' copy to the host); 0 otherwise.
+  virtual double lastGraphSeconds() const = 0;
   virtual const EpStats &epStats() const = 0;
 };
 
