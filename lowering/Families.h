@@ -26,6 +26,12 @@ struct LowerState {
   /// Ops another op's lowering does (fused adds, paired projections, the
   /// later members of a projection group).
   llvm::DenseSet<mlir::Operation *> fusedAway;
+  /// GPU: a linear input -> the row ops (AttnRes, RMSNorm, gated RMSNorm)
+  /// that compute it, done by the GEMV's prologue at one token
+  /// (oneTokenChains); oneTokenOps holds them (their own launches are for
+  /// T != 1 only).
+  llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Operation *>> oneTokenChain;
+  llvm::DenseSet<mlir::Operation *> oneTokenOps;
   mlir::Value get(mlir::Value v) const { return buffer.lookup(v); }
 };
 
@@ -82,8 +88,29 @@ ChunkSlot findChunk(KernelBuilder &kb, ThreadBlock &tb, mlir::Value lens, mlir::
 /// ([T, O]), y = round(round(x W^T) + residual) in the same store.
 /// With `oneTokenElsewhere` (GPU) the launches for T = 1 are left out: the
 /// caller branches to gemvMulti for one token.
+/// `prologue`: x at one token is built by the GEMV blocks (a fused norm).
 void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y,
-                 mlir::Value residual = {}, bool oneTokenElsewhere = false);
+                 mlir::Value residual = {}, bool oneTokenElsewhere = false,
+                 const XPrologue &prologue = {});
+/// The row-op chains a decode GEMV computes in its prologue (GPU): for each
+/// RMSNorm or gated RMSNorm whose result only linears of the body read, the
+/// norm and, when only the norm reads it, the AttnRes before it (their rows
+/// at most 32 KB of shared memory). Norm result -> chain in program order.
+/// Off by default (K3C_GEMV_PROLOGUE=1: on): measured on the H200 in the
+/// decode graph, the separate norm launches and the plain GEMV were faster
+/// (batch 1: kda_out 51 vs 59 us, lm_head 528 vs 533-562 us, step 1.63 vs
+/// 1.65-1.68 ms); docs/perf.md.
+llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Operation *>>
+oneTokenChains(mlir::Block &body);
+/// Emits `emit` (op's row launch over `rows` rows) unless `op` is in a
+/// one-token chain, then only for rows != 1.
+void unlessOneTokenPrologue(KernelBuilder &kb, const LowerState &st, mlir::Operation *op,
+                            mlir::Value rows, const std::function<void()> &emit);
+/// The gated RMSNorm (per head of w's length d: x * rsqrt(mean x^2 + eps) *
+/// w * sigmoid(gate)) of x[xRow], gate[xRow] into y[yRow] by one block, a
+/// warp a head (Kda.cpp; the per-head launch runs the same warp code).
+void gatedNormRow(KernelBuilder &kb, ThreadBlock &tb, mlir::Value x, mlir::Value gate,
+                  mlir::Value w, mlir::Value y, mlir::Value xRow, mlir::Value yRow, double eps);
 /// The linears of a kernel body that read the same x (same K and element
 /// types; not fused with an add or an activation), two or more: first ->
 /// all, in program order. K3C_GEMV_MULTI=0: none.

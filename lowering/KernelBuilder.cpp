@@ -3,6 +3,8 @@
 #include "lowering/KernelBuilder.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -235,6 +237,46 @@ Value KernelBuilder::blockSum(ThreadBlock &tb, Value v, Value red) {
     total = fadd(total, load(red, {idx(w)}));
   barrier(tb); // `red` may be reused right after
   return total;
+}
+
+SmallVector<Value> KernelBuilder::blockSums(ThreadBlock &tb, ArrayRef<Value> vs, Value red) {
+  SmallVector<Value> sums;
+  for (Value v : vs)
+    sums.push_back(warpSum(tb, v));
+  if (tb.warps == 1)
+    return sums;
+  const int64_t n = static_cast<int64_t>(vs.size());
+  ifThen(ieq(tb.lane, idx(0)), [&] {
+    for (int64_t i = 0; i < n; ++i)
+      store(sums[i], red, {add(mul(tb.warp, n), idx(i))});
+  });
+  barrier(tb);
+  SmallVector<Value> totals;
+  for (int64_t i = 0; i < n; ++i) {
+    Value total = f32(0.0);
+    for (int64_t w = 0; w < tb.warps; ++w)
+      total = fadd(total, load(red, {idx(w * n + i)}));
+    totals.push_back(total);
+  }
+  barrier(tb);
+  return totals;
+}
+
+void KernelBuilder::prefetchL2(Value m, ValueRange indices, int64_t bytes) {
+  auto t = cast<MemRefType>(m.getType());
+  int64_t eltBytes = t.getElementTypeBitWidth() / 8;
+  // Linear element offset (row-major) plus the descriptor's offset.
+  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, m);
+  Value off = meta.getOffset();
+  for (auto [i, v] : llvm::enumerate(indices))
+    off = add(off, mul(v, meta.getStrides()[i]));
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, m);
+  Value addr = add(base, mul(off, idx(eltBytes)));
+  Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
+  auto ptrTy = LLVM::LLVMPointerType::get(b.getContext(), 1);
+  Value ptr = LLVM::IntToPtrOp::create(b, loc, ptrTy, i64);
+  Value size = arith::ConstantIntOp::create(b, loc, b.getI32Type(), bytes);
+  NVVM::CpAsyncBulkPrefetchOp::create(b, loc, ptr, size, /*l2CacheHint=*/Value());
 }
 
 Value KernelBuilder::warpDot(ThreadBlock &tb, int64_t len, int64_t width,

@@ -108,6 +108,9 @@ public:
   Value ieq(Value a, Value c) {
     return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, a, c);
   }
+  Value ine(Value a, Value c) {
+    return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ne, a, c);
+  }
   Value andi(Value a, Value c) { return mlir::arith::AndIOp::create(b, loc, a, c); }
   Value toIndex(Value intValue) {
     return mlir::arith::IndexCastOp::create(b, loc, b.getIndexType(), intValue);
@@ -219,6 +222,14 @@ public:
   /// Sum over the block's threads; `red` is shared f32 [warps] scratch.
   /// Every thread gets the total; contains barriers (call uniformly).
   Value blockSum(ThreadBlock &tb, Value v, Value red);
+  /// Several block sums with one exchange: `red` is shared f32
+  /// [warps * vs.size()]; each total equals blockSum's of the same value
+  /// (same order of additions).
+  llvm::SmallVector<Value> blockSums(ThreadBlock &tb, llvm::ArrayRef<Value> vs, Value red);
+  /// sm_90: asks the L2 for `bytes` (a multiple of 16) of a 16-byte aligned
+  /// region of global memref `m` from `indices` (cp.async.bulk.prefetch;
+  /// nothing is waited for). Identity-layout memrefs only.
+  void prefetchL2(Value m, ValueRange indices, int64_t bytes);
   /// The dot product over [0, len) of two rows, split over a warp's lanes
   /// `width` elements at a time (16-byte loads), summed across the warp:
   /// a(k) and b(k) give `width` fp32 values from index k.

@@ -228,6 +228,9 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
       for (Operation *o : group)
         if (o != first)
           st.fusedAway.insert(o);
+    st.oneTokenChain = oneTokenChains(body);
+    for (auto &[x, chain] : st.oneTokenChain)
+      st.oneTokenOps.insert(chain.begin(), chain.end());
   }
   for (Operation &op : body.without_terminator()) {
     for (Value r : op.getResults())

@@ -33,6 +33,127 @@ Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, int64_t 
   return kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))), eps));
 }
 
+/// KimiRMSNorm of x[xRow] into y[yRow] by one block: x * rsqrt(mean x^2 +
+/// eps), rounded to x's type, times w (row `row` of the tensors in the row
+/// launch, row 0 of a shared row in a GEMV prologue: the same code).
+static void rmsNormRow(KernelBuilder &kb, ThreadBlock &tb, Value x, Value xRow, Value w, Value y,
+                       Value yRow, double epsValue) {
+  Type xt = cast<MemRefType>(x.getType()).getElementType();
+  int64_t d = cast<MemRefType>(x.getType()).getDimSize(1);
+  const int64_t vw = std::min({kb.vecWidth(x, d), kb.vecWidth(w, d), kb.vecWidth(y, d)});
+  Value red = kb.shared(tb, {tb.warps}, kb.b.getF32Type());
+  Value inv = rowInvRms(kb, tb, x, xRow, d, kb.f32(epsValue), red);
+  kb.loopStep(kb.mul(tb.tid, vw), kb.idx(d), kb.idx(tb.threads * vw), [&](Value i) {
+    SmallVector<Value> xv = kb.loadVec(x, {xRow, i}, vw), wv = kb.loadVec(w, {i}, vw), out;
+    for (int64_t j = 0; j < vw; ++j)
+      out.push_back(kb.fmul(kb.round(kb.fmul(xv[j], inv), xt), wv[j]));
+    kb.storeVec(out, y, {yRow, i});
+  });
+}
+
+/// Block attention residuals (spec §4.6) of row `row` of the sources into
+/// y[yRow] by one block: per source the sum of squares and the dot product
+/// with w_norm * w_proj in one pass and one block exchange, the score
+/// (dot * rsqrt(mean + eps)), softmax over sources in fp32, the mix of the
+/// raw sources.
+static void attnResRow(KernelBuilder &kb, ThreadBlock &tb, ArrayRef<Value> src, Value row,
+                       Value wn, Value wp, Value y, Value yRow, double epsValue) {
+  int64_t d = cast<MemRefType>(y.getType()).getDimSize(1);
+  Value D = kb.idx(d), eps = kb.f32(epsValue);
+  int64_t vw = std::min({kb.vecWidth(y, d), kb.vecWidth(wn, d), kb.vecWidth(wp, d)});
+  for (Value v : src)
+    vw = std::min(vw, kb.vecWidth(v, d));
+  const int64_t n = static_cast<int64_t>(src.size());
+  Value red = kb.shared(tb, {tb.warps * 2 * n}, kb.b.getF32Type());
+  SmallVector<Value> init(2 * n, kb.f32(0.0));
+  SmallVector<Value> parts = kb.loopStep(
+      kb.mul(tb.tid, vw), D, kb.idx(tb.threads * vw), init, [&](Value i, ValueRange a) {
+        SmallVector<Value> nv = kb.loadVec(wn, {i}, vw), pv = kb.loadVec(wp, {kb.idx(0), i}, vw);
+        SmallVector<Value> out(a);
+        for (int64_t s = 0; s < n; ++s) {
+          SmallVector<Value> sv = kb.loadVec(src[s], {row, i}, vw);
+          for (int64_t j = 0; j < vw; ++j) {
+            out[2 * s] = kb.fadd(out[2 * s], kb.fmul(sv[j], sv[j]));
+            out[2 * s + 1] = kb.fadd(out[2 * s + 1], kb.fmul(sv[j], kb.fmul(nv[j], pv[j])));
+          }
+        }
+        return out;
+      });
+  SmallVector<Value> sums = kb.blockSums(tb, parts, red);
+  SmallVector<Value> scores;
+  for (int64_t s = 0; s < n; ++s) {
+    Value inv = kb.rsqrt(kb.fadd(kb.fdiv(sums[2 * s], kb.f32(static_cast<double>(d))), eps));
+    scores.push_back(kb.fmul(sums[2 * s + 1], inv));
+  }
+  Value mx = kb.f32(-INFINITY);
+  for (Value sc : scores)
+    mx = kb.fmax(mx, sc);
+  Value z = kb.f32(0.0);
+  SmallVector<Value> e;
+  for (Value sc : scores) {
+    e.push_back(kb.exp(kb.fsub(sc, mx)));
+    z = kb.fadd(z, e.back());
+  }
+  SmallVector<Value> coef;
+  for (Value w : e)
+    coef.push_back(kb.fdiv(w, z));
+  kb.loopStep(kb.mul(tb.tid, vw), D, kb.idx(tb.threads * vw), [&](Value i) {
+    SmallVector<Value> acc(vw, kb.f32(0.0));
+    for (auto [c, sv0] : llvm::zip(coef, src)) {
+      SmallVector<Value> sv = kb.loadVec(sv0, {row, i}, vw);
+      for (int64_t j = 0; j < vw; ++j)
+        acc[j] = kb.fadd(acc[j], kb.fmul(c, sv[j]));
+    }
+    kb.storeVec(acc, y, {yRow, i});
+  });
+}
+
+/// The row ops of a one-token prologue chain computed by the GEMV block into
+/// shared rows (row 0 of each), inputs from earlier links or the kernel's
+/// buffers at row 0. Returns the last link's row.
+static Value chainRow(KernelBuilder &kb, ThreadBlock &tb, ArrayRef<Operation *> chain,
+                      const LowerState &st) {
+  DenseMap<Value, Value> local;
+  auto get = [&](Value v) {
+    Value l = local.lookup(v);
+    return l ? l : st.get(v);
+  };
+  Value zero = kb.idx(0), last;
+  for (Operation *op : chain) {
+    auto rt = cast<RankedTensorType>(op->getResult(0).getType());
+    Value row = kb.shared(tb, {1, rt.getDimSize(1)}, rt.getElementType());
+    if (auto norm = dyn_cast<RMSNormOp>(op)) {
+      rmsNormRow(kb, tb, get(norm.getInput()), zero, get(norm.getWeight()), row, zero,
+                 norm.getEps().convertToDouble());
+    } else if (auto mix = dyn_cast<AttnResOp>(op)) {
+      SmallVector<Value> src;
+      for (Value v : mix.getSources())
+        src.push_back(get(v));
+      attnResRow(kb, tb, src, zero, get(mix.getNormWeight()), get(mix.getProjWeight()), row, zero,
+                 mix.getEps().convertToDouble());
+    } else {
+      auto g = cast<GatedRMSNormOp>(op);
+      gatedNormRow(kb, tb, get(g.getInput()), get(g.getGate()), get(g.getWeight()), row, zero,
+                   zero, g.getEps().convertToDouble());
+    }
+    if (op != chain.back())
+      kb.barrier(tb); // the next link reads the whole row (the GEMV's own barrier follows the last)
+    local[op->getResult(0)] = row;
+    last = row;
+  }
+  return last;
+}
+
+/// The prologue of a linear whose input `x` a chain of row ops computes
+/// (oneTokenChains), or none.
+static XPrologue prologueFor(KernelBuilder &kb, const LowerState &st, Value x) {
+  auto it = st.oneTokenChain.find(x);
+  if (it == st.oneTokenChain.end())
+    return {};
+  SmallVector<Operation *> chain = it->second;
+  return [&kb, &st, chain](ThreadBlock &tb) { return chainRow(kb, tb, chain, st); };
+}
+
 /// y[T, O] = x[T, K] W[O, K]^T, tiled: a block computes kTokTile tokens x
 /// (kRowsPerWarp * warps) output rows through gemmTile: the block stages its
 /// tokens' x in shared memory, kChunkBytes at a time (16-byte loads); each
@@ -106,7 +227,7 @@ static void tensorCoreTiles(KernelBuilder &kb, const LinearPlan &plan, Value T,
 }
 
 void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
-                 bool oneTokenElsewhere) {
+                 bool oneTokenElsewhere, const XPrologue &prologue) {
   auto xt = cast<MemRefType>(x.getType());
   LinearPlan plan = linearPlan(kb.info(), xt.getElementType(),
                                cast<MemRefType>(w.getType()).getElementType(), xt.getDimSize(1),
@@ -125,11 +246,11 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
       return;
     }
     if (plan.mmaFrom == 2) {
-      gemvLinear(kb, x, w, y, T, 1, residual);
+      gemvLinear(kb, x, w, y, T, 1, residual, {}, prologue);
       return;
     }
     kb.ifThenElse(
-        kb.ieq(T, kb.idx(1)), [&] { gemvLinear(kb, x, w, y, T, 1, residual); },
+        kb.ieq(T, kb.idx(1)), [&] { gemvLinear(kb, x, w, y, T, 1, residual, {}, prologue); },
         [&] { lowerLinearFma(kb, x, w, y, residual); });
   };
   if (!plan.mmaFrom) {
@@ -172,6 +293,7 @@ static void lowerLinearGlu(KernelBuilder &kb, GluOp glu, LinearOp gate, LinearOp
   };
   Value T = kb.dim(x, 0);
   const bool paired = intFromEnv("K3C_GLU_PAIR", 1) != 0;
+  XPrologue prologue = prologueFor(kb, st, gate.getInput());
   // Separately: with pairing on the GPU, the FMA tile for both projections
   // (the only strategy reachable there: below the tensor-core tiles, above
   // one token); else (the host, K3C_GLU_PAIR=0) the whole linear plan.
@@ -180,8 +302,8 @@ static void lowerLinearGlu(KernelBuilder &kb, GluOp glu, LinearOp gate, LinearOp
       lowerLinearFma(kb, x, wg, yg, {});
       lowerLinearFma(kb, x, wu, yu, {});
     } else {
-      lowerLinear(kb, x, wg, yg);
-      lowerLinear(kb, x, wu, yu);
+      lowerLinear(kb, x, wg, yg, {}, false, prologue);
+      lowerLinear(kb, x, wu, yu, {}, false, prologue);
     }
     lowerGluElementwise(kb, glu, yg, yu, y);
   };
@@ -193,11 +315,12 @@ static void lowerLinearGlu(KernelBuilder &kb, GluOp glu, LinearOp gate, LinearOp
   }
   auto fewTokens = [&] {
     if (tiles && plan.mmaFrom == 2) {
-      gemvLinear(kb, x, wg, y, T, 1, {}, pair);
+      gemvLinear(kb, x, wg, y, T, 1, {}, pair, prologue);
       return;
     }
     kb.ifThenElse(
-        kb.ieq(T, kb.idx(1)), [&] { gemvLinear(kb, x, wg, y, T, 1, {}, pair); }, separate);
+        kb.ieq(T, kb.idx(1)), [&] { gemvLinear(kb, x, wg, y, T, 1, {}, pair, prologue); },
+        separate);
   };
   if (!tiles) {
     fewTokens();
@@ -287,6 +410,55 @@ static void lowerLinearSet(KernelBuilder &kb, Value x, ArrayRef<Value> ws, Array
       onTensorCores);
 }
 
+void unlessOneTokenPrologue(KernelBuilder &kb, const LowerState &st, Operation *op, Value rows,
+                            const std::function<void()> &emit) {
+  if (!st.oneTokenOps.contains(op)) {
+    emit();
+    return;
+  }
+  kb.ifThen(kb.ine(rows, kb.idx(1)), emit);
+}
+
+DenseMap<Value, SmallVector<Operation *>> oneTokenChains(Block &body) {
+  DenseMap<Value, SmallVector<Operation *>> out;
+  if (!intFromEnv("K3C_GEMV_PROLOGUE", 0))
+    return out;
+  auto inBody = [&](Operation *o) { return o && o->getBlock() == &body; };
+  // Every use is a linear of this body reading the value as its input (each
+  // takes the GEMV at one token, and the GEMV takes the prologue).
+  auto onlyLinearInputs = [&](Value v) {
+    if (v.use_empty())
+      return false;
+    for (OpOperand &u : v.getUses()) {
+      auto lin = dyn_cast<LinearOp>(u.getOwner());
+      if (!lin || !inBody(lin) || u.getOperandNumber() != 0 ||
+          !isa<FloatType>(cast<RankedTensorType>(lin.getWeight().getType()).getElementType()))
+        return false;
+    }
+    return true;
+  };
+  auto rowBytes = [](Operation *o) {
+    auto t = cast<RankedTensorType>(o->getResult(0).getType());
+    return t.getDimSize(1) * (t.getElementTypeBitWidth() / 8);
+  };
+  for (Operation &op : body.without_terminator()) {
+    if (!isa<RMSNormOp, GatedRMSNormOp>(op) || !onlyLinearInputs(op.getResult(0)))
+      continue;
+    SmallVector<Operation *> chain{&op};
+    int64_t bytes = rowBytes(&op);
+    if (auto norm = dyn_cast<RMSNormOp>(op)) {
+      auto mix = norm.getInput().getDefiningOp<AttnResOp>();
+      if (mix && inBody(mix) && mix.getResult().hasOneUse() && bytes + rowBytes(mix) <= 32768) {
+        chain.insert(chain.begin(), mix);
+        bytes += rowBytes(mix);
+      }
+    }
+    if (bytes <= 32768)
+      out[op.getResult(0)] = chain;
+  }
+  return out;
+}
+
 DenseMap<Operation *, SmallVector<Operation *>> gemvGroups(Block &body, const LowerState &st) {
   DenseMap<Operation *, SmallVector<Operation *>> out;
   if (!intFromEnv("K3C_GEMV_MULTI", 1))
@@ -351,7 +523,8 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
         ys.push_back(st.get(cast<LinearOp>(o).getResult()));
       }
       kb.ifThenElse(
-          kb.ieq(kb.dim(x, 0), kb.idx(1)), [&] { gemvMulti(kb, x, ws, ys); },
+          kb.ieq(kb.dim(x, 0), kb.idx(1)),
+          [&] { gemvMulti(kb, x, ws, ys, prologueFor(kb, st, lin.getInput())); },
           [&] { lowerLinearSet(kb, x, ws, ys); });
       return success();
     }
@@ -363,29 +536,20 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
       auto add = cast<arith::AddFOp>(it->second);
       Value other = add.getLhs() == lin.getResult() ? add.getRhs() : add.getLhs();
       lowerLinear(kb, st.get(lin.getInput()), st.get(lin.getWeight()), st.get(add.getResult()),
-                  st.get(other));
+                  st.get(other), false, prologueFor(kb, st, lin.getInput()));
       return success();
     }
-    lowerLinear(kb, st.get(lin.getInput()), st.get(lin.getWeight()), st.get(lin.getResult()));
+    lowerLinear(kb, st.get(lin.getInput()), st.get(lin.getWeight()), st.get(lin.getResult()), {},
+                false, prologueFor(kb, st, lin.getInput()));
     return success();
   }
   if (auto norm = dyn_cast<RMSNormOp>(op)) {
-    // KimiRMSNorm: x * rsqrt(mean x^2 + eps), rounded to x's type, times w.
     // One block per row: block-wide sum of squares, then the row strided.
+    // At one token a GEMV prologue may compute it instead (oneTokenChains).
     Value x = st.get(norm.getInput()), w = st.get(norm.getWeight()), y = st.get(norm.getResult());
-    Type xt = cast<MemRefType>(x.getType()).getElementType();
-    int64_t d = cast<MemRefType>(x.getType()).getDimSize(1);
-    Value eps = kb.f32(norm.getEps().convertToDouble());
-    const int64_t vw = std::min({kb.vecWidth(x, d), kb.vecWidth(w, d), kb.vecWidth(y, d)});
-    kb.blocks({kb.dim(x, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
-      Value row = bid[0];
-      Value red = kb.shared(tb, {tb.warps}, kb.b.getF32Type());
-      Value inv = rowInvRms(kb, tb, x, row, d, eps, red);
-      kb.loopStep(kb.mul(tb.tid, vw), kb.idx(d), kb.idx(tb.threads * vw), [&](Value i) {
-        SmallVector<Value> xv = kb.loadVec(x, {row, i}, vw), wv = kb.loadVec(w, {i}, vw), out;
-        for (int64_t j = 0; j < vw; ++j)
-          out.push_back(kb.fmul(kb.round(kb.fmul(xv[j], inv), xt), wv[j]));
-        kb.storeVec(out, y, {row, i});
+    unlessOneTokenPrologue(kb, st, op, kb.dim(x, 0), [&] {
+      kb.blocks({kb.dim(x, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
+        rmsNormRow(kb, tb, x, bid[0], w, y, bid[0], norm.getEps().convertToDouble());
       });
     });
     return success();
@@ -428,60 +592,15 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
     return success();
   }
   if (auto mix = dyn_cast<AttnResOp>(op)) {
-    // Spec §4.6: scores of the RMS-normalized sources against w_norm * w_proj,
-    // softmax over sources in fp32, mix of the raw sources. One block per
-    // row: two block-wide reductions per source, then the mix strided.
+    // One block per row (attnResRow); at one token maybe a GEMV prologue.
     SmallVector<Value> src;
     for (Value v : mix.getSources())
       src.push_back(st.get(v));
-    Value wn = st.get(mix.getNormWeight()), wp = st.get(mix.getProjWeight()),
-          y = st.get(mix.getResult());
-    int64_t d = cast<MemRefType>(y.getType()).getDimSize(1);
-    Value D = kb.idx(d), eps = kb.f32(mix.getEps().convertToDouble());
-    int64_t vw = std::min({kb.vecWidth(y, d), kb.vecWidth(wn, d), kb.vecWidth(wp, d)});
-    for (Value v : src)
-      vw = std::min(vw, kb.vecWidth(v, d));
-    auto vecLoop = [&](ThreadBlock &tb, ValueRange init,
-                       const std::function<SmallVector<Value>(Value, ValueRange)> &body) {
-      return kb.loopStep(kb.mul(tb.tid, vw), D, kb.idx(tb.threads * vw), init, body);
-    };
-    kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
-      Value row = bid[0];
-      Value red = kb.shared(tb, {tb.warps}, kb.b.getF32Type());
-      SmallVector<Value> scores;
-      for (Value s : src) {
-        Value inv = rowInvRms(kb, tb, s, row, d, eps, red);
-        Value part = vecLoop(tb, ValueRange{kb.f32(0.0)}, [&](Value i, ValueRange a) {
-          SmallVector<Value> nv = kb.loadVec(wn, {i}, vw), pv = kb.loadVec(wp, {kb.idx(0), i}, vw),
-                             sv = kb.loadVec(s, {row, i}, vw);
-          Value acc = a[0];
-          for (int64_t j = 0; j < vw; ++j)
-            acc = kb.fadd(acc, kb.fmul(sv[j], kb.fmul(nv[j], pv[j])));
-          return SmallVector<Value>{acc};
-        })[0];
-        scores.push_back(kb.fmul(kb.blockSum(tb, part, red), inv));
-      }
-      Value mx = kb.f32(-INFINITY);
-      for (Value s : scores)
-        mx = kb.fmax(mx, s);
-      Value z = kb.f32(0.0);
-      SmallVector<Value> e;
-      for (Value s : scores) {
-        e.push_back(kb.exp(kb.fsub(s, mx)));
-        z = kb.fadd(z, e.back());
-      }
-      SmallVector<Value> coef;
-      for (Value w : e)
-        coef.push_back(kb.fdiv(w, z));
-      vecLoop(tb, ValueRange{}, [&](Value i, ValueRange) {
-        SmallVector<Value> acc(vw, kb.f32(0.0));
-        for (auto [c, s] : llvm::zip(coef, src)) {
-          SmallVector<Value> sv = kb.loadVec(s, {row, i}, vw);
-          for (int64_t j = 0; j < vw; ++j)
-            acc[j] = kb.fadd(acc[j], kb.fmul(c, sv[j]));
-        }
-        kb.storeVec(acc, y, {row, i});
-        return SmallVector<Value>{};
+    Value y = st.get(mix.getResult());
+    unlessOneTokenPrologue(kb, st, op, kb.dim(y, 0), [&] {
+      kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
+        attnResRow(kb, tb, src, bid[0], st.get(mix.getNormWeight()), st.get(mix.getProjWeight()),
+                   y, bid[0], mix.getEps().convertToDouble());
       });
     });
     return success();

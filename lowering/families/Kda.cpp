@@ -21,32 +21,42 @@ namespace k3c::lowering {
 /// row, the head's first column and the columns of each vector a lane holds
 /// (`vw` elements each, vw the widest 16-byte-or-less vector every tensor in
 /// `vecOf` allows with d a multiple of 32 vw; on the host one lane holds all).
+/// The vector width of a per-head row: the widest 16-byte-or-less vector
+/// every tensor in `vecOf` allows with d a multiple of 32 vw (1 on the host).
+static int64_t perHeadVw(KernelBuilder &kb, int64_t d, ArrayRef<Value> vecOf) {
+  if (!kb.gpu())
+    return 1;
+  for (int64_t w : {8, 4, 2}) {
+    bool ok = d % (32 * w) == 0;
+    for (Value v : vecOf)
+      ok &= w <= kb.vecWidth(v, cast<MemRefType>(v.getType()).getShape().back());
+    if (ok)
+      return w;
+  }
+  return 1;
+}
+
+/// A lane's columns of a head of d elements (vw each).
+static SmallVector<Value> laneCols(KernelBuilder &kb, ThreadBlock &tb, int64_t d, int64_t vw) {
+  const int64_t lanes = kb.gpu() ? 32 : 1;
+  SmallVector<Value> cols;
+  for (int64_t i = 0; i < d / (lanes * vw); ++i)
+    cols.push_back(kb.mul(kb.add(tb.lane, kb.idx(i * lanes)), vw));
+  return cols;
+}
+
 static void perHeadRow(KernelBuilder &kb, Value T, int64_t heads, int64_t d,
                        ArrayRef<Value> vecOf,
                        const std::function<void(ThreadBlock &, Value, Value, ArrayRef<Value>,
                                                 int64_t)> &body) {
-  const int64_t lanes = kb.gpu() ? 32 : 1, warps = kb.gpu() ? 8 : 1;
-  int64_t vw = 1;
-  if (kb.gpu())
-    for (int64_t w : {8, 4, 2}) {
-      bool ok = d % (lanes * w) == 0;
-      for (Value v : vecOf)
-        ok &= w <= kb.vecWidth(v, cast<MemRefType>(v.getType()).getShape().back());
-      if (ok) {
-        vw = w;
-        break;
-      }
-    }
-  const int64_t per = d / (lanes * vw);
+  const int64_t warps = kb.gpu() ? 8 : 1;
+  const int64_t vw = perHeadVw(kb, d, vecOf);
   Value rows = kb.mul(T, heads);
   kb.blocks({kb.ceilDiv(rows, warps)}, 32 * warps, [&](ValueRange bid, ThreadBlock &tb) {
     Value p = kb.add(kb.mul(bid[0], warps), tb.warp);
     kb.ifThen(kb.ult(p, rows), [&] {
       Value row = kb.div(p, heads), base = kb.mul(kb.rem(p, heads), d);
-      SmallVector<Value> cols;
-      for (int64_t i = 0; i < per; ++i)
-        cols.push_back(kb.mul(kb.add(tb.lane, kb.idx(i * lanes)), vw));
-      body(tb, row, base, cols, vw);
+      body(tb, row, base, laneCols(kb, tb, d, vw), vw);
     });
   }, 0, "per_head");
 }
@@ -62,6 +72,36 @@ static Value headSumSq(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, V
       ss = kb.fadd(ss, kb.fmul(v, v));
   }
   return kb.warpSum(tb, ss);
+}
+
+/// One head of the gated RMSNorm by a warp: x[xRow, base + cols ..] and the
+/// gate's, normalized over the head's d = |w| elements, into y[yRow, ...].
+static void gatedNormHead(KernelBuilder &kb, ThreadBlock &tb, Value x, Value gate, Value w,
+                          Value y, Value xRow, Value yRow, Value base, ArrayRef<Value> cols,
+                          int64_t vw, double eps) {
+  int64_t d = cast<MemRefType>(w.getType()).getDimSize(0);
+  SmallVector<SmallVector<Value>> vals;
+  Value ss = headSumSq(kb, tb, x, xRow, base, cols, vw, vals);
+  Value inv = kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))), kb.f32(eps)));
+  for (size_t i = 0; i < cols.size(); ++i) {
+    SmallVector<Value> wv = kb.loadVec(w, {cols[i]}, vw);
+    SmallVector<Value> gv = kb.loadVec(gate, {xRow, kb.add(base, cols[i])}, vw);
+    SmallVector<Value> out;
+    for (int64_t e = 0; e < vw; ++e)
+      out.push_back(kb.fmul(kb.fmul(kb.fmul(vals[i][e], inv), wv[e]), kb.sigmoid(gv[e])));
+    kb.storeVec(out, y, {yRow, kb.add(base, cols[i])});
+  }
+}
+
+void gatedNormRow(KernelBuilder &kb, ThreadBlock &tb, Value x, Value gate, Value w, Value y,
+                  Value xRow, Value yRow, double eps) {
+  int64_t d = cast<MemRefType>(w.getType()).getDimSize(0);
+  int64_t heads = cast<MemRefType>(x.getType()).getDimSize(1) / d;
+  const int64_t vw = perHeadVw(kb, d, {x, gate, w, y});
+  SmallVector<Value> cols = laneCols(kb, tb, d, vw);
+  kb.loopStep(tb.warp, kb.idx(heads), kb.idx(tb.warps), [&](Value h) {
+    gatedNormHead(kb, tb, x, gate, w, y, xRow, yRow, kb.mul(h, d), cols, vw, eps);
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -896,20 +936,12 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
           w = st.get(norm.getWeight()), y = st.get(norm.getResult());
     int64_t d = cast<MemRefType>(w.getType()).getDimSize(0);
     int64_t width = cast<MemRefType>(x.getType()).getDimSize(1);
-    Value eps = kb.f32(norm.getEps().convertToDouble());
-    perHeadRow(kb, kb.dim(x, 0), width / d, d, {x, gate, w, y},
-               [&](ThreadBlock &tb, Value row, Value base, ArrayRef<Value> cols, int64_t vw) {
-      SmallVector<SmallVector<Value>> vals;
-      Value ss = headSumSq(kb, tb, x, row, base, cols, vw, vals);
-      Value inv = kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))), eps));
-      for (size_t i = 0; i < cols.size(); ++i) {
-        SmallVector<Value> wv = kb.loadVec(w, {cols[i]}, vw);
-        SmallVector<Value> gv = kb.loadVec(gate, {row, kb.add(base, cols[i])}, vw);
-        SmallVector<Value> out;
-        for (int64_t e = 0; e < vw; ++e)
-          out.push_back(kb.fmul(kb.fmul(kb.fmul(vals[i][e], inv), wv[e]), kb.sigmoid(gv[e])));
-        kb.storeVec(out, y, {row, kb.add(base, cols[i])});
-      }
+    double eps = norm.getEps().convertToDouble();
+    unlessOneTokenPrologue(kb, st, op, kb.dim(x, 0), [&] {
+      perHeadRow(kb, kb.dim(x, 0), width / d, d, {x, gate, w, y},
+                 [&](ThreadBlock &tb, Value row, Value base, ArrayRef<Value> cols, int64_t vw) {
+                   gatedNormHead(kb, tb, x, gate, w, y, row, row, base, cols, vw, eps);
+                 });
     });
     return success();
   }

@@ -87,8 +87,17 @@ struct GluPair {
 /// two rounding points kept, so the fusion changes no bit of y. The GEMV and
 /// the tensor-core tiles also take a GluPair (y is then [T, O] of the
 /// activation; no residual with it).
+/// One token's activation row built inside every GEMV block (a fused norm
+/// prologue at decode batch 1, K3C_GEMV_PROLOGUE=1; off by default: measured
+/// slower than the norm's own launch in the decode graph): returns a
+/// workgroup memref [1, K] holding the row the GEMV multiplies instead of x. The GEMV then runs persistent
+/// blocks (SMs x K3C_GEMV_PROLOGUE_BLOCKS, default 4) that ask the L2 for
+/// their first rows' weights (sm_90), build the row once and stride over
+/// the row groups (kernel name suffix `_normed`).
+using XPrologue = std::function<mlir::Value(ThreadBlock &)>;
 void gemvLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
-                int64_t tok, mlir::Value residual = {}, const GluPair &glu = {});
+                int64_t tok, mlir::Value residual = {}, const GluPair &glu = {},
+                const XPrologue &prologue = {});
 
 /// A tensor-core CTA tile: bm x bn outputs a block, bk columns of K a
 /// pipeline stage, warpsM x warpsN warps (each a (bm/warpsM) x (bn/warpsN)
@@ -149,7 +158,7 @@ LinearPlan linearPlan(const TargetInfo &info, mlir::Type xElt, mlir::Type wElt, 
 /// launch gaps and no small-grid tails. ws share K and element type; ys
 /// their element type.
 void gemvMulti(KernelBuilder &kb, mlir::Value x, llvm::ArrayRef<mlir::Value> ws,
-               llvm::ArrayRef<mlir::Value> ys);
+               llvm::ArrayRef<mlir::Value> ys, const XPrologue &prologue = {});
 /// More projections of the same x for one tile launch (mmaLinear,
 /// wgmmaLinear): the column tiles of w and of every ws[i] form one grid, a
 /// block's tile picks its projection's weight, output and width (small

@@ -200,3 +200,62 @@ func.func @mla_in_multi(%x: tensor<?x128xbf16>, %wq: tensor<384x128xbf16>, %wkv:
   }
   return %r#0, %r#1, %r#2 : tensor<?x384xbf16>, tensor<?x64xbf16>, tensor<?x8xbf16>
 }
+
+// -----
+
+// Decode at batch 1 with the norm in the GEMV (mla_in: AttnRes + RMSNorm,
+// then two projections of the normed x; kda_out: the gated per-head norm,
+// then o + residual). The row launches run only when T != 1; at T = 1 each
+// GEMV block asks the L2 for its first weight rows, builds the normed row
+// in shared memory (AttnRes into one shared row, RMSNorm into the next) and
+// strides over the row groups (min(groups, 132 SMs x 4) persistent blocks:
+// 96 + 16 groups here). Opt-in (K3C_GEMV_PROLOGUE=1); by default the row
+// launches run at every T and the plain GEMV follows.
+// RUN: env K3C_GEMV_PROLOGUE=1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NORMED
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=UNNORMED
+// NORMED-LABEL: func.func @k3_mla_in_normed(
+// NORMED: arith.cmpi ne, %{{.*}}, %c1{{.*}} : index
+// NORMED-NEXT: scf.if
+// NORMED: gpu.launch
+// NORMED: arith.cmpi ne, %{{.*}}, %c1{{.*}} : index
+// NORMED-NEXT: scf.if
+// NORMED: gpu.launch
+// NORMED: arith.cmpi eq, %{{.*}}, %c1{{.*}} : index
+// NORMED: gpu.launch blocks({{.*}}) in ({{.*}} = %c112,{{.*}}module(@k3_mla_in_normed_linear_gemv1_x2_normed) {{.*}}workgroup(%{{.*}} : memref<1x128xbf16, #gpu.address_space<workgroup>>
+// NORMED: nvvm.cp.async.bulk.prefetch %{{.*}}, %c256_i32 : <1>
+// NORMED: vector.store {{.*}} : memref<1x128xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// NORMED: gpu.barrier
+// NORMED: vector.store {{.*}} : memref<1x128xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// NORMED: gpu.barrier
+// NORMED: scf.for %{{.*}} = %{{.*}} to %c112{{.*}} step %c112
+// NORMED: vector.load {{.*}} : memref<1x128xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// NORMED: gpu.terminator
+// NORMED-LABEL: func.func @k3_kda_out_normed(
+// NORMED: arith.cmpi ne, %{{.*}}, %c1{{.*}} : index
+// NORMED: module(@k3_kda_out_normed_per_head)
+// NORMED: module(@k3_kda_out_normed_linear_gemv1_normed) {{.*}}workgroup(%{{.*}} : memref<1x256xbf16, #gpu.address_space<workgroup>>
+// NORMED: math.exp
+// NORMED: arith.addf
+// UNNORMED-NOT: _normed)
+// UNNORMED-NOT: arith.cmpi ne
+func.func @mla_in_normed(%h: tensor<?x128xbf16>, %r: tensor<?x128xbf16>, %wn: tensor<128xbf16>, %wp: tensor<1x128xbf16>, %w: tensor<128xbf16>, %wq: tensor<384x128xbf16>, %wkv: tensor<64x128xbf16>) -> (tensor<?x384xbf16>, tensor<?x64xbf16>) {
+  %o:2 = k3.kernel "k3_mla_in_normed" family "mla_in" (%h, %r, %wn, %wp, %w, %wq, %wkv) : (tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<128xbf16>, tensor<1x128xbf16>, tensor<128xbf16>, tensor<384x128xbf16>, tensor<64x128xbf16>) -> (tensor<?x384xbf16>, tensor<?x64xbf16>) {
+  ^bb0(%a: tensor<?x128xbf16>, %b: tensor<?x128xbf16>, %n: tensor<128xbf16>, %p: tensor<1x128xbf16>, %nw: tensor<128xbf16>, %q: tensor<384x128xbf16>, %kv: tensor<64x128xbf16>):
+    %0 = k3.attn_res(%a, %b) weights(%n, %p) {eps = 1.0e-05 : f64} : (tensor<?x128xbf16>, tensor<?x128xbf16>), tensor<128xbf16>, tensor<1x128xbf16> -> tensor<?x128xbf16>
+    %1 = k3.rmsnorm %0, %nw {eps = 1.0e-05 : f64} : (tensor<?x128xbf16>, tensor<128xbf16>) -> tensor<?x128xbf16>
+    %2 = k3.linear %1, %q : (tensor<?x128xbf16>, tensor<384x128xbf16>) -> tensor<?x384xbf16>
+    %3 = k3.linear %1, %kv : (tensor<?x128xbf16>, tensor<64x128xbf16>) -> tensor<?x64xbf16>
+    k3.yield %2, %3 : tensor<?x384xbf16>, tensor<?x64xbf16>
+  }
+  return %o#0, %o#1 : tensor<?x384xbf16>, tensor<?x64xbf16>
+}
+func.func @kda_out_normed(%x: tensor<?x256xbf16>, %g: tensor<?x256xbf16>, %w: tensor<128xf32>, %wo: tensor<128x256xbf16>, %res: tensor<?x128xbf16>) -> tensor<?x128xbf16> {
+  %o = k3.kernel "k3_kda_out_normed" family "kda_out" (%x, %g, %w, %wo, %res) : (tensor<?x256xbf16>, tensor<?x256xbf16>, tensor<128xf32>, tensor<128x256xbf16>, tensor<?x128xbf16>) -> tensor<?x128xbf16> {
+  ^bb0(%a: tensor<?x256xbf16>, %b: tensor<?x256xbf16>, %c: tensor<128xf32>, %d: tensor<128x256xbf16>, %e: tensor<?x128xbf16>):
+    %0 = k3.gated_rmsnorm %a, %b, %c {eps = 1.0e-05 : f64} : (tensor<?x256xbf16>, tensor<?x256xbf16>, tensor<128xf32>) -> tensor<?x256xbf16>
+    %1 = k3.linear %0, %d : (tensor<?x256xbf16>, tensor<128x256xbf16>) -> tensor<?x128xbf16>
+    %2 = arith.addf %e, %1 : tensor<?x128xbf16>
+    k3.yield %2 : tensor<?x128xbf16>
+  }
+  return %o : tensor<?x128xbf16>
+}
