@@ -7,7 +7,9 @@
 # (K3C_WGMMA=0) to compare logits. Tile variants for tuning:
 #   VARIANTS="P1=K3C_WGMMA_TILE=128,256,4,0 D1=K3C_MMA_SMALL=32,64,64,2,2,6;K3C_MMA_FROM=2" \
 #     bash bench/make-gemm-bundle.sh
-# (names starting with P are benchmarked at prefill, D at decode).
+# (names starting with P are benchmarked at prefill, D at decode, N compared
+# bit for bit with the default build's decode logits); TINY_VARIANTS the
+# same for k3-tiny bf16 (checked against the reference).
 # Carry .dev; run: bash .dev/gemm-h200.sh
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
@@ -27,6 +29,11 @@ K3C_WGMMA=0 slice $D/v/slice-nowg
 for v in ${VARIANTS:-}; do
   name=${v%%=*}; settings=${v#*=}
   env ${settings//;/ } bash -c "$(declare -f slice); B=$B; slice $D/v/slice-$name"
+done
+# k3-tiny bf16 variants: TINY_VARIANTS="NAME=VAR=VALUE[;VAR=VALUE...] ..."
+for v in ${TINY_VARIANTS:-}; do
+  name=${v%%=*}; settings=${v#*=}
+  env ${settings//;/ } $B/k3-compile /tmp/k3c-ckpt-tiny -o $D/v/tiny-$name --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
 done
 rm -rf $D/*/ptx $D/v/*/ptx $D/v/*/model.fused.mlir
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
