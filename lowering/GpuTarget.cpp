@@ -165,6 +165,56 @@ static void alignSharedMemory(ModuleOp m) {
   });
 }
 
+/// Identical device modules compiled once: kernels of different k3 kernels
+/// often outline the same block program (the same GEMM tile over the same
+/// shapes: kda_out's and mla_out's o projections, a layer kind's linears).
+/// Modules that print the same with their own symbol (module and kernel
+/// function) renamed are merged into the first in program order; launches
+/// of the others are pointed at it. (Full K3: 258 outlined modules, 94
+/// distinct.)
+static void mergeIdenticalModules(ModuleOp m) {
+  llvm::StringMap<gpu::GPUModuleOp> byText;
+  DenseMap<StringAttr, StringAttr> replaced; // module name -> kept module name
+  SmallVector<gpu::GPUModuleOp> dead;
+  for (auto gm : m.getOps<gpu::GPUModuleOp>()) {
+    // The canonical text: a clone whose module and functions carry
+    // position-independent names.
+    OwningOpRef<gpu::GPUModuleOp> clone = cast<gpu::GPUModuleOp>(gm->clone());
+    const std::string own = gm.getName().str();
+    clone->walk([&](Operation *op) {
+      auto sym = op->getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName());
+      if (sym && sym.strref().starts_with(own)) // other symbols must match as they are
+        op->setAttr(SymbolTable::getSymbolAttrName(),
+                    StringAttr::get(m.getContext(), "K" + sym.str().substr(own.size())));
+    });
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    clone->print(os, OpPrintingFlags().printGenericOpForm().useLocalScope());
+    auto [it, fresh] = byText.try_emplace(text, gm);
+    if (fresh)
+      continue;
+    replaced[gm.getNameAttr()] = it->second.getNameAttr();
+    dead.push_back(gm);
+  }
+  if (replaced.empty())
+    return;
+  m.walk([&](gpu::LaunchFuncOp launch) {
+    SymbolRefAttr k = launch.getKernelAttr();
+    auto it = replaced.find(k.getRootReference());
+    if (it == replaced.end())
+      return;
+    // The kernel function keeps its suffix after the module's own name.
+    std::string fn = k.getLeafReference().str();
+    std::string from = k.getRootReference().str(), to = it->second.str();
+    if (fn.rfind(from, 0) == 0)
+      fn = to + fn.substr(from.size());
+    launch.setKernelAttr(SymbolRefAttr::get(
+        it->second, {FlatSymbolRefAttr::get(m.getContext(), fn)}));
+  });
+  for (gpu::GPUModuleOp gm : dead)
+    gm->erase();
+}
+
 LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
   registerGpuPipelinePasses();
   prepareGpuContext(*loops.getContext());
@@ -180,6 +230,7 @@ LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
       return failure();
     }
     if (&pipeline == &pipelines[0]) {
+      mergeIdenticalModules(loops);
       rewriteDeviceMath(loops);
       alignSharedMemory(loops);
     }
