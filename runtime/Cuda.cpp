@@ -249,6 +249,11 @@ void destroyGraph(void *exec) {
 
 bool canMarkGraphs() { return d.cuEventRecordWithFlags && d.cuStreamBeginCapture; }
 
+bool launchesProfiled() {
+  const char *v = std::getenv("K3C_PROFILE_LAUNCHES");
+  return v && *v && std::string(v) != "0";
+}
+
 void *markEvent() {
   CUevent ev = nullptr;
   check(d.cuEventCreate(&ev, 0), "cuEventCreate");
@@ -314,10 +319,7 @@ struct LaunchProfile {
   };
   std::map<std::string, Row> rows;
   CUevent start = nullptr, stop = nullptr;
-  LaunchProfile() {
-    const char *v = std::getenv("K3C_PROFILE_LAUNCHES");
-    on = v && *v && std::string(v) != "0";
-  }
+  LaunchProfile() { on = launchesProfiled(); }
   ~LaunchProfile() {
     if (rows.empty())
       return;

@@ -59,6 +59,9 @@ void destroyGraph(void *exec);
 /// records it between the captured launches around it. False when the
 /// driver lacks cuEventRecordWithFlags.
 bool canMarkGraphs();
+/// K3C_PROFILE_LAUNCHES is on: every launch is timed eagerly, so profiling
+/// does not replay graphs.
+bool launchesProfiled();
 void *markEvent(); ///< a new event recorded on the capturing stream
 /// Seconds between two marks of the last replay (after it finished).
 double markSeconds(void *from, void *to);

@@ -54,7 +54,7 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
   bool useGraph = graphable && !profiling;
   graphSeconds = 0;
   auto it = decodeGraphs.find(N);
-  if (graphable && profiling && cuda::canMarkGraphs()) {
+  if (graphable && profiling && cuda::canMarkGraphs() && !cuda::launchesProfiled()) {
     // Profiling decode times the kernels as the step runs them: inside a
     // replayed graph, with an event node between kernels (no host launch
     // overhead, no synchronization between kernels; the gap before a kernel
