@@ -99,7 +99,8 @@ static cl::opt<std::string> activationDtype(
 static cl::opt<std::string> dumpKernelsTo(
     "dump-kernels-to",
     cl::desc("Write every distinct kernel's stages to DIR: <kernel>.loops.mlir (and, for "
-             "sm_90a, the PTX of its modules)"),
+             "sm_90a, the PTX of its modules; a module identical in several kernels is "
+             "compiled once and written under the first)"),
     cl::value_desc("dir"), cl::init(""));
 static cl::opt<bool> quiet("quiet", cl::desc("No progress lines"), cl::init(false));
 static cl::opt<bool> plan(
