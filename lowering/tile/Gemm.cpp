@@ -206,6 +206,7 @@ static void gemvGrid(KernelBuilder &kb, int64_t groups, int64_t K, const XProlog
 
 void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t tok,
                 Value residual, const GluPair &glu, const XPrologue &prologue) {
+  assert((!prologue || tok == 1) && "a prologue builds one token's row");
   const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
   const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
   const int64_t vw = std::min(kb.vecWidth(x, K), kb.vecWidth(w, K));
