@@ -227,16 +227,7 @@ Value KernelBuilder::warpBroadcastIndex(ThreadBlock &tb, Value v, Value src) {
 }
 
 Value KernelBuilder::blockSum(ThreadBlock &tb, Value v, Value red) {
-  v = warpSum(tb, v);
-  if (tb.warps == 1)
-    return v;
-  ifThen(ieq(tb.lane, idx(0)), [&] { store(v, red, {tb.warp}); });
-  barrier(tb);
-  Value total = f32(0.0);
-  for (int64_t w = 0; w < tb.warps; ++w)
-    total = fadd(total, load(red, {idx(w)}));
-  barrier(tb); // `red` may be reused right after
-  return total;
+  return blockSums(tb, {v}, red)[0];
 }
 
 SmallVector<Value> KernelBuilder::blockSums(ThreadBlock &tb, ArrayRef<Value> vs, Value red) {
@@ -258,7 +249,7 @@ SmallVector<Value> KernelBuilder::blockSums(ThreadBlock &tb, ArrayRef<Value> vs,
       total = fadd(total, load(red, {idx(w * n + i)}));
     totals.push_back(total);
   }
-  barrier(tb);
+  barrier(tb); // `red` may be reused right after
   return totals;
 }
 

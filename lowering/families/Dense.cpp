@@ -34,8 +34,8 @@ Value rowInvRms(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, int64_t 
 }
 
 /// KimiRMSNorm of x[xRow] into y[yRow] by one block: x * rsqrt(mean x^2 +
-/// eps), rounded to x's type, times w (row `row` of the tensors in the row
-/// launch, row 0 of a shared row in a GEMV prologue: the same code).
+/// eps), rounded to x's type, times w (the block's row of the tensors in the
+/// row launch, row 0 of a shared row in a GEMV prologue: the same code).
 static void rmsNormRow(KernelBuilder &kb, ThreadBlock &tb, Value x, Value xRow, Value w, Value y,
                        Value yRow, double epsValue) {
   Type xt = cast<MemRefType>(x.getType()).getElementType();

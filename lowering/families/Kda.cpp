@@ -16,11 +16,6 @@ using namespace mlir::k3;
 
 namespace k3c::lowering {
 
-/// A warp per (token, head) row of `d` elements of [T, heads * d] tensors,
-/// 8 warps a block on the GPU (a block per row on the host). `body` gets the
-/// row, the head's first column and the columns of each vector a lane holds
-/// (`vw` elements each, vw the widest 16-byte-or-less vector every tensor in
-/// `vecOf` allows with d a multiple of 32 vw; on the host one lane holds all).
 /// The vector width of a per-head row: the widest 16-byte-or-less vector
 /// every tensor in `vecOf` allows with d a multiple of 32 vw (1 on the host).
 static int64_t perHeadVw(KernelBuilder &kb, int64_t d, ArrayRef<Value> vecOf) {
@@ -45,6 +40,11 @@ static SmallVector<Value> laneCols(KernelBuilder &kb, ThreadBlock &tb, int64_t d
   return cols;
 }
 
+/// A warp per (token, head) row of `d` elements of [T, heads * d] tensors,
+/// 8 warps a block on the GPU (a block per row on the host). `body` gets the
+/// row, the head's first column and the columns of each vector a lane holds
+/// (`vw` elements each, vw the widest 16-byte-or-less vector every tensor in
+/// `vecOf` allows with d a multiple of 32 vw; on the host one lane holds all).
 static void perHeadRow(KernelBuilder &kb, Value T, int64_t heads, int64_t d,
                        ArrayRef<Value> vecOf,
                        const std::function<void(ThreadBlock &, Value, Value, ArrayRef<Value>,
