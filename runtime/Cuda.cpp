@@ -124,9 +124,10 @@ bool initialize(std::string &why) {
             bind(d.cuGetErrorString, "cuGetErrorString");
   if (!bind(d.cuFuncGetName, "cuFuncGetName"))
     d.cuFuncGetName = nullptr;
-  if (!bind(d.cuEventRecordWithFlags, "cuEventRecordWithFlags") ||
-      !bind(d.cuEventDestroy, "cuEventDestroy_v2"))
+  if (!bind(d.cuEventRecordWithFlags, "cuEventRecordWithFlags"))
     d.cuEventRecordWithFlags = nullptr;
+  if (!bind(d.cuEventDestroy, "cuEventDestroy_v2"))
+    d.cuEventDestroy = nullptr;
   // Graph support is optional: without it decode runs eagerly.
   if (!(bind(d.cuStreamBeginCapture, "cuStreamBeginCapture_v2") &&
         bind(d.cuStreamEndCapture, "cuStreamEndCapture") &&
@@ -282,8 +283,14 @@ void Timer::begin() {
   check(d.cuEventRecord(start, d.stream), "cuEventRecord");
 }
 
-double Timer::endSeconds() {
-  check(d.cuEventRecord(stop, d.stream), "cuEventRecord");
+Timer::~Timer() {
+  destroyEvent(start);
+  destroyEvent(stop);
+}
+
+void Timer::end() { check(d.cuEventRecord(stop, d.stream), "cuEventRecord"); }
+
+double Timer::seconds() const {
   check(d.cuEventSynchronize(stop), "cuEventSynchronize");
   float ms = 0;
   check(d.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");

@@ -70,8 +70,17 @@ void destroyEvent(void *ev);
 /// Device-event timing around a region (profiling).
 struct Timer {
   void *start = nullptr, *stop = nullptr;
+  Timer() = default;
+  Timer(const Timer &) = delete;
+  Timer &operator=(const Timer &) = delete;
+  ~Timer(); ///< destroys its events
   void begin();
-  double endSeconds();
+  void end();             ///< records the stop event (does not wait)
+  double seconds() const; ///< waits for the stop event: seconds since begin
+  double endSeconds() {
+    end();
+    return seconds();
+  }
 };
 
 } // namespace k3c::rt::cuda

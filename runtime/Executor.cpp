@@ -52,7 +52,7 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
   bool graphable = graph && gpu && graphsOk && !tracing && !routingOn && !opts.ep &&
                    !std::getenv("K3C_DUMP_KERNEL");
   bool useGraph = graphable && !profiling;
-  graphSeconds = 0;
+  graphTimed = false;
   auto it = decodeGraphs.find(N);
   if (graphable && profiling && cuda::canMarkGraphs() && !cuda::launchesProfiled()) {
     // Profiling decode times the kernels as the step runs them: inside a
@@ -63,7 +63,8 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
   } else if (useGraph && it != decodeGraphs.end()) {
     graphTimer.begin();
     cuda::launchGraph(it->second);
-    graphSeconds = graphTimer.endSeconds();
+    graphTimer.end(); // read by lastGraphSeconds(): no wait here
+    graphTimed = true;
   } else if (useGraph && cuda::beginCapture()) {
     launchAll(e, T);
     void *exec = cuda::endCapture();
@@ -71,7 +72,8 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
       decodeGraphs[N] = exec;
       graphTimer.begin();
       cuda::launchGraph(exec);
-      graphSeconds = graphTimer.endSeconds();
+      graphTimer.end();
+      graphTimed = true;
     } else {
       graphsOk = false; // capture unsupported here: run eagerly from now on
       launchAll(e, T);

@@ -268,7 +268,7 @@ public:
   void recordRouting(bool on) override { routingOn = on; }
   std::vector<RoutingRecord> takeRouting() override { return std::move(routing); }
   const EpStats &epStats() const override { return ep; }
-  double lastGraphSeconds() const override { return graphSeconds; }
+  double lastGraphSeconds() const override { return graphTimed ? graphTimer.seconds() : 0; }
   std::vector<KernelProfile> profile() const override {
     std::vector<KernelProfile> out;
     for (auto &[name, p] : prof)
@@ -504,8 +504,9 @@ private:
   std::map<int64_t, ProfiledGraph> profiledGraphs;
   ProfiledGraph *marks = nullptr; ///< set while capturing a profiled graph
   bool graphsOk = true;
-  double graphSeconds = 0; ///< the last graph replay's device time
+  /// Events around the last graph replay (its device time, read on demand).
   cuda::Timer graphTimer;
+  bool graphTimed = false;
   bool gpu = false;
   std::map<std::string, std::vector<float>> traces;
   std::map<std::string, KernelProfile> prof;

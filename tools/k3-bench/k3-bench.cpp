@@ -219,7 +219,7 @@ int main(int argc, char **argv) {
       double kernelS = 0;
       for (auto &k : ks)
         kernelS += k.seconds;
-      std::printf("decode batch %lld: %.3f ms/step, %.1f tokens/s (kernels %.3f ms/step", 
+      std::printf("decode batch %lld: %.3f ms/step, %.1f tokens/s (kernels %.3f ms/step",
                   static_cast<long long>(B), stepS * 1e3, B / stepS, kernelS * 1e3);
       if (graphS > 0)
         std::printf("; graph replay %.3f ms/step on the device", graphS * 1e3);
