@@ -191,8 +191,9 @@ static void gemvGrid(KernelBuilder &kb, int64_t groups, int64_t K, const XProlog
     }, 0, name);
     return;
   }
-  const int64_t grid =
-      std::min(groups, kb.info().smCount * intFromEnv("K3C_GEMV_PROLOGUE_BLOCKS", 4));
+  // At least one block an SM (a smaller setting would launch no block).
+  const int64_t grid = std::min(
+      groups, kb.info().smCount * std::max<int64_t>(1, intFromEnv("K3C_GEMV_PROLOGUE_BLOCKS", 4)));
   kb.blocks({kb.idx(grid)}, kGemvThreads, [&](ValueRange bid, ThreadBlock &tb) {
     prefetch(bid[0], tb);
     Value xs = prologue(tb);
