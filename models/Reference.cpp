@@ -44,19 +44,31 @@ SequenceState Reference::newSequence() const {
   return s;
 }
 
-// y[t, o] = sum_i x[t, i] W[o, i], fp64 accumulation.
+// y[t, o] = sum_i x[t, i] W[o, i], fp64 accumulation. Large products run
+// over the cores in blocks of 64 outputs (each output's sum is the same
+// sequential loop whichever thread runs it: results do not depend on the
+// thread count).
 Reference::Vec Reference::linear(const Vec &x, int64_t rows, const F32Tensor &W,
                                  bool round) const {
   int64_t out = W.shape[0], in = W.shape[1];
   Vec y(rows * out);
-  for (int64_t t = 0; t < rows; ++t)
-    for (int64_t o = 0; o < out; ++o) {
-      const float *xr = &x[t * in], *wr = &W.data[o * in];
-      double acc = 0;
-      for (int64_t i = 0; i < in; ++i)
-        acc += static_cast<double>(xr[i]) * wr[i];
-      y[t * out + o] = round ? R(acc) : static_cast<float>(acc);
-    }
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (out + kBlock - 1) / kBlock;
+  parallelFor(
+      static_cast<size_t>(blocks),
+      [&](size_t blk) {
+        const int64_t o0 = static_cast<int64_t>(blk) * kBlock,
+                      o1 = std::min(out, o0 + kBlock);
+        for (int64_t t = 0; t < rows; ++t)
+          for (int64_t o = o0; o < o1; ++o) {
+            const float *xr = &x[t * in], *wr = &W.data[o * in];
+            double acc = 0;
+            for (int64_t i = 0; i < in; ++i)
+              acc += static_cast<double>(xr[i]) * wr[i];
+            y[t * out + o] = round ? R(acc) : static_cast<float>(acc);
+          }
+      },
+      rows * out * in >= (int64_t{1} << 22) ? 2 : static_cast<size_t>(blocks) + 1);
   return y;
 }
 

@@ -61,6 +61,9 @@ public:
   int64_t routingRefused() const { return refused; }
 
   const ModelConfig &config() const { return cfg; }
+  /// The rounding mode of later forward calls (one set of weights serves
+  /// both: k3-run --check runs a bf16 build against both references).
+  void setPrecision(Precision p) { precision = p; }
   SequenceState newSequence() const;
 
   /// Runs `ids` (one sequence) after whatever `state` holds; returns logits

@@ -57,8 +57,11 @@ options:
   --seed S               sampling seed (default 0)
   --dump-logits FILE     float32 .npy [steps, batch, vocab], one row per generated position
   --check                also run the reference executor on the same inputs and print the
-                         logits error per step (max abs, max rel, mean abs); exits 1 if the
-                         greedy tokens differ or the error exceeds the bf16 tolerance
+                         logits error per step (max abs, max rel, mean abs); exits 1 if
+                         NaN/inf positions differ, and for f32 builds if the greedy tokens
+                         differ or the error exceeds 1e-5 of the logits' scale; bf16 builds
+                         run the f32 reference too and fail where the compiled logits are
+                         further from it than 2 x the bf16 reference's distance + 1e-2
   --profile              per-kernel time, bytes, FLOPs and achieved rates
   --ep R                 expert parallelism over R ranks: the prompts are split into R
                          contiguous groups, the routed experts of every MoE layer are sharded
@@ -557,18 +560,22 @@ int main(int argc, char **argv) {
     }
     if (args.has("check")) {
       // The reference executor on the same inputs (its own loader and math).
-      // The reference in the artifact's precision: f32 activations are checked
-      // at fp32 tolerance, bf16 ones at bf16 tolerance (rounding flips amplify
-      // through AttnRes and can change a near-tie top-k choice; spec §4.6), and
-      // the greedy tokens are compared only for f32.
+      // f32 activations are checked at fp32 tolerance (1e-5 of the logits'
+      // scale) and identical greedy tokens. bf16 activations: rounding flips
+      // from different accumulation orders compound through the layers
+      // (AttnRes, a random router's near ties), by ~20x on k3-tiny's 13
+      // random layers, so no fixed tolerance separates a correct bf16 build
+      // from a wrong one. The bf16 rule measures that amplification on the
+      // same inputs instead (as FlashAttention's tests do): the f32
+      // reference runs too, and the compiled logits may be at most twice as
+      // far from it as the bf16 reference (the model's rounding contract) is,
+      // plus 1e-2 of the logits' scale. Both references follow the compiled
+      // expert choice at near ties.
       bool f32 = model->activationDtype() == "f32";
       k3c::Reference ref = k3c::loadReference(
           model->checkpointPath(), f32 ? k3c::Precision::F32 : k3c::Precision::BF16, false);
       bool ok = true;
-      // Relative to the logits' scale. bf16: measured 1-3e-2 on k3-tiny after
-      // 13 layers of rounding flips (docs/runtime.md), so 5e-2.
-      const double tol = f32 ? 1e-5 : 5e-2;
-      int64_t tokenOffset = 0;
+      const double tol = f32 ? 1e-5 : 1e-2, factor = 2.0;
       // Routing hints: step `hintStep`'s records hold every sequence's rows
       // (prefill: all prompt tokens in order; decode: one row a sequence);
       // rows [hintRow, hintRow + T) are this forward call's. A record whose
@@ -589,18 +596,44 @@ int main(int argc, char **argv) {
           return std::vector<int32_t>(r.ids.begin() + hintRow * r.topK,
                                       r.ids.begin() + (hintRow + T) * r.topK);
         });
-      for (int64_t b = 0; b < B; ++b) {
+      // One sequence through the reference: its prompt, then the compiled
+      // model's tokens; the logits of every step. `stream` receives the
+      // residual stream after each prefill layer.
+      auto referenceSteps = [&](int64_t b, int64_t tokenOffset,
+                                std::vector<std::pair<int64_t, std::vector<float>>> *stream) {
         k3c::SequenceState st = ref.newSequence();
         hintStep = 0;
         hintRow = tokenOffset;
-        // Per layer (prefill): the residual stream after each layer.
-        std::vector<std::pair<int64_t, std::vector<float>>> refStream;
         std::vector<float> l = ref.forward(prompts[b], st,
                                            [&](int64_t li, const char *what,
                                                const std::vector<float> &v) {
-                                             if (std::string(what) == "stream")
-                                               refStream.push_back({li, v});
+                                             if (stream && std::string(what) == "stream")
+                                               stream->push_back({li, v});
                                            });
+        std::vector<std::vector<float>> out;
+        out.emplace_back(l.end() - V, l.end());
+        for (int64_t s = 0; s + 1 < steps; ++s) {
+          hintStep = s + 1;
+          hintRow = b;
+          out.push_back(ref.forward({generated[b][s]}, st));
+        }
+        return out;
+      };
+      int64_t tokenOffset = 0, hiForced = 0, hiRefused = 0;
+      double worst = 0; // the largest step error as a fraction of its bound
+      for (int64_t b = 0; b < B; ++b) {
+        // Per layer (prefill): the residual stream after each layer.
+        std::vector<std::pair<int64_t, std::vector<float>>> refStream;
+        std::vector<std::vector<float>> refLogits = referenceSteps(b, tokenOffset, &refStream);
+        std::vector<std::vector<float>> hiLogits;
+        if (!f32) {
+          const int64_t f0 = ref.routingForced(), r0 = ref.routingRefused();
+          ref.setPrecision(k3c::Precision::F32);
+          hiLogits = referenceSteps(b, tokenOffset, nullptr);
+          ref.setPrecision(k3c::Precision::BF16);
+          hiForced += ref.routingForced() - f0;
+          hiRefused += ref.routingRefused() - r0;
+        }
         const int64_t T = static_cast<int64_t>(prompts[b].size());
         for (const auto &[li, rv] : refStream) {
           auto it = prefillTrace.find("layers." + std::to_string(li));
@@ -615,31 +648,51 @@ int main(int argc, char **argv) {
           ok &= !e.nanMismatch;
         }
         tokenOffset += T;
-        std::vector<float> last(l.end() - V, l.end());
         for (int64_t s = 0; s < steps; ++s) {
+          const std::vector<float> &last = refLogits[s];
           Err e = compare(&stepLogits[s][b * V], last.data(), V);
           int64_t refTok = std::max_element(last.begin(), last.end()) - last.begin();
           bool sameTok = temperature > 0 || !f32 || refTok == generated[b][s];
-          std::printf("check seq %lld step %lld: max abs %.3e, max rel %.3e, mean abs %.3e%s%s\n",
+          std::printf("check seq %lld step %lld: max abs %.3e, max rel %.3e, mean abs %.3e%s%s",
                       static_cast<long long>(b), static_cast<long long>(s), e.maxAbs, e.maxRel,
                       e.meanAbs, e.nanMismatch ? ", NaN/inf positions differ" : "",
                       sameTok ? "" : ", greedy token differs");
-          ok &= !e.nanMismatch && e.maxRel <= tol && sameTok;
-          if (s + 1 < steps) {
-            hintStep = s + 1;
-            hintRow = b;
-            last = ref.forward({generated[b][s]}, st);
+          ok &= !e.nanMismatch && sameTok;
+          if (f32) {
+            std::printf("\n");
+            ok &= e.maxRel <= tol;
+            continue;
           }
+          // Against the f32 reference: the compiled build and the bf16
+          // reference, each relative to the f32 logits' scale.
+          Err ec = compare(&stepLogits[s][b * V], hiLogits[s].data(), V);
+          Err er = compare(last.data(), hiLogits[s].data(), V);
+          const double bound = factor * er.maxRel + tol;
+          std::printf("; vs the f32 reference: compiled %.3e, bf16 reference %.3e (bound "
+                      "%.3e)%s\n",
+                      ec.maxRel, er.maxRel, bound, ec.maxRel <= bound ? "" : " EXCEEDED");
+          ok &= !ec.nanMismatch && ec.maxRel <= bound;
+          worst = std::max(worst, ec.maxRel / bound);
         }
       }
-      if (routingHints && (ref.routingForced() || ref.routingRefused()))
+      if (routingHints && (ref.routingForced() || ref.routingRefused())) {
         std::printf("check: routing: %lld token choices at near ties (within 5e-2 of the k-th "
                     "score) followed the compiled model, %lld compiled choices were further "
                     "apart and were not\n",
-                    static_cast<long long>(ref.routingForced()),
-                    static_cast<long long>(ref.routingRefused()));
-      std::printf("check: %s (%s activations; tolerance: max rel %.0e of the logits' scale)\n",
-                  ok ? "PASSED" : "FAILED", f32 ? "f32" : "bf16", tol);
+                    static_cast<long long>(ref.routingForced() - hiForced),
+                    static_cast<long long>(ref.routingRefused() - hiRefused));
+        std::printf("check: routing of the f32 reference: %lld followed, %lld not\n",
+                    static_cast<long long>(hiForced), static_cast<long long>(hiRefused));
+      }
+      if (f32)
+        std::printf("check: %s (f32 activations; tolerance: max rel %.0e of the logits' "
+                    "scale)\n",
+                    ok ? "PASSED" : "FAILED", tol);
+      else
+        std::printf("check: %s (bf16 activations; tolerance: max rel vs the f32 reference "
+                    "<= %.0f x the bf16 reference's + %.0e of the logits' scale; the worst "
+                    "step at %.2f of its bound)\n",
+                    ok ? "PASSED" : "FAILED", factor, tol, worst);
       if (!ok)
         return 1;
     }
