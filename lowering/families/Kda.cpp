@@ -836,6 +836,23 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
             }
             return cur;
           });
+          // A sequence of one tile (every decode step's): this thread read
+          // all of its channels' old window above, so it writes their new
+          // window itself (rows as in launch 2, which skips the sequence).
+          kb.ifThen(kb.ule(cs.len, kb.idx(TB)), [&] {
+            for (int64_t r = 0; r < W - 1; ++r) {
+              Value ci = kb.add(cs.len, kb.idx(r));
+              Value fromOld = kb.ult(ci, Wm1);
+              Value sRow = kb.select(fromOld, ci, kb.idx(0));
+              Value xRow = kb.select(fromOld, cs.start, kb.add(cs.start, kb.sub(ci, Wm1)));
+              SmallVector<Value> sv = kb.loadVec(state, {cs.n, sRow, sc}, cw);
+              SmallVector<Value> xv = kb.loadVec(x, {xRow, c}, cw);
+              SmallVector<Value> v;
+              for (int64_t e = 0; e < cw; ++e)
+                v.push_back(kb.select(fromOld, sv[e], xv[e]));
+              kb.storeVec(v, state, {cs.n, kb.idx(r), sc});
+            }
+          });
         });
       });
     }, 0, "short_conv");
@@ -844,23 +861,27 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // len + r of [old window ++ inputs]; ascending r reads rows
     // len + r >= r + 1 before they are overwritten.
     // A block per (sequence, 256 channels); the sequence's first row summed
-    // by the warps' lanes.
+    // by the warps' lanes. Sequences of one tile (at most kConvTokens
+    // tokens) wrote their window in launch 1.
     const int64_t winBlocks = kb.gpu() ? (channels + kConvThreads - 1) / kConvThreads : 1;
     kb.blocks({kb.dim(lens, 0), kb.idx(winBlocks)}, kConvThreads, [&](ValueRange bid,
                                                                      ThreadBlock &tb) {
       Value n = bid[0];
-      Value start = kb.seqOffset(tb, lens, n), len = kb.seqLen(lens, n);
-      const int64_t span = kb.gpu() ? kConvThreads : channels;
-      Value c0 = kb.mul(bid[1], span);
-      kb.strided(tb, c0, kb.minu(kb.idx(channels), kb.add(c0, span)), [&](Value c) {
-        Value sc = kb.add(off, c);
-        kb.loop(kb.idx(0), Wm1, [&](Value r) {
-          Value ci = kb.add(len, r);
-          Value fromOld = kb.ult(ci, Wm1);
-          Value v = kb.ifElse(
-              fromOld, [&] { return kb.loadF32(state, {n, ci, sc}); },
-              [&] { return kb.loadF32(x, {kb.add(start, kb.sub(ci, Wm1)), c}); });
-          kb.storeF32(v, state, {n, r, sc});
+      Value len = kb.seqLen(lens, n);
+      kb.ifThen(kb.ult(kb.idx(TB), len), [&] {
+        Value start = kb.seqOffset(tb, lens, n);
+        const int64_t span = kb.gpu() ? kConvThreads : channels;
+        Value c0 = kb.mul(bid[1], span);
+        kb.strided(tb, c0, kb.minu(kb.idx(channels), kb.add(c0, span)), [&](Value c) {
+          Value sc = kb.add(off, c);
+          kb.loop(kb.idx(0), Wm1, [&](Value r) {
+            Value ci = kb.add(len, r);
+            Value fromOld = kb.ult(ci, Wm1);
+            Value v = kb.ifElse(
+                fromOld, [&] { return kb.loadF32(state, {n, ci, sc}); },
+                [&] { return kb.loadF32(x, {kb.add(start, kb.sub(ci, Wm1)), c}); });
+            kb.storeF32(v, state, {n, r, sc});
+          });
         });
       });
     }, 0, "short_conv_window");
