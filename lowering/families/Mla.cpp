@@ -884,6 +884,46 @@ struct Grouped {
   }
 };
 
+/// project() for one head (G = 1) and `tokens` rows at once (olat: shared
+/// [tokens, R], normalized; rows row0 + tt for tt < valid are stored): each
+/// W_UV row is loaded once for all of them. Per token the same sums in the
+/// same order as project().
+static void projectTokens(Grouped &gr, ThreadBlock &tb, Value olat, Value row0, Value valid,
+                          Value head, int64_t tokens) {
+  KernelBuilder &kb = gr.kb;
+  const int64_t W = tb.warps, uo = gr.uo, vw = gr.vwKvb;
+  kb.loopStep(kb.mul(tb.warp, uo), kb.idx(gr.dv), kb.idx(W * uo), [&](Value i0) {
+    SmallVector<Value> part = kb.loopStep(
+        kb.mul(tb.lane, vw), kb.idx(gr.R), kb.idx(tb.lanes * vw),
+        SmallVector<Value>(uo * tokens, gr.zero), [&](Value r, ValueRange a) {
+          SmallVector<SmallVector<Value>> w;
+          for (int64_t u = 0; u < uo; ++u)
+            w.push_back(kb.loadVec(gr.kvb,
+                                   {kb.add(kb.add(kb.mul(head, gr.nope + gr.dv), kb.idx(gr.nope)),
+                                           kb.add(i0, kb.idx(u))),
+                                    r},
+                                   vw));
+          SmallVector<Value> o(a);
+          for (int64_t tt = 0; tt < tokens; ++tt) {
+            SmallVector<Value> ov = kb.loadVec(olat, {kb.idx(tt), r}, vw);
+            for (int64_t u = 0; u < uo; ++u)
+              for (int64_t e = 0; e < vw; ++e)
+                o[u * tokens + tt] = kb.fadd(o[u * tokens + tt], kb.fmul(w[u][e], ov[e]));
+          }
+          return o;
+        });
+    for (int64_t u = 0; u < uo; ++u)
+      for (int64_t tt = 0; tt < tokens; ++tt) {
+        Value o = kb.warpSum(tb, part[u * tokens + tt]);
+        Value row = kb.add(row0, kb.idx(tt));
+        Value col = kb.add(kb.mul(head, gr.dv), kb.add(i0, kb.idx(u)));
+        kb.ifThen(kb.andi(kb.ieq(tb.lane, kb.idx(0)), kb.ult(kb.idx(tt), valid)), [&] {
+          kb.storeF32(gatedOutput(kb, o, gr.gate, row, col, gr.outType), gr.out, {row, col});
+        });
+      }
+  });
+}
+
 /// The grouped absorbed kernel for the cached sequences of a prefill launch:
 /// a block per (tpb tokens, group of G heads), tokens of sequences without
 /// cached context (the flash prefill's) skipped.
@@ -921,6 +961,9 @@ constexpr int64_t kSplitChunk = 64;   ///< split decode: tokens a round of launc
 constexpr int64_t kSplitSlots = 256;  ///< split decode: (token, split) partials at most
 constexpr int64_t kSplitMax = 32;     ///< split decode: splits of a token's positions
 constexpr int64_t kSplitMaxFma = 16;  ///< the same, FMA core
+/// split decode: tokens a combine block projects from rounds of that many
+/// tokens on (K3C_MLA_COMBINE_TOKENS; above kSplitChunk: never).
+constexpr int64_t kCombineTokens = 8;
 constexpr int64_t kSplitBlocks = 264; ///< split decode: blocks aimed for (2 an SM)
 constexpr int64_t kSplitMin = 32;     ///< split decode: positions a split at least (a warp tile)
 
@@ -1297,12 +1340,17 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
     // per (token, head). Every thread loads the maxSplits (M, L) pairs at
     // once (past P: weight 0) and forms the weights e^(M_s - M) / L itself;
     // a thread per latent column sums the partials (all loads in flight);
-    // then W_UV o_lat, a warp per 4 output rows.
-    kb.blocks({Tc, kb.idx(gr.H)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
-      Value local = bid[0], head = bid[1], row = kb.add(t0, local);
-      Value olat = kb.shared(tb, {1, R}, gr.f32);
-      Value slot0 = kb.mul(local, P), base = kb.mul(head, R + 2);
-      SmallVector<Value> m(maxSplits), l(maxSplits), live(maxSplits), spC(maxSplits);
+    // then W_UV o_lat, a warp per 4 output rows. Rounds of at least
+    // kCombineTokens tokens take a block per (head, kCombineTokens tokens)
+    // instead: W_UV read once for them (a block per token read each head's
+    // 128 KB once per token: 1.6 GB of L2 traffic at 128 sequences), the
+    // same sums in the same order.
+    auto weights = [&](Value slot0, Value base, SmallVector<Value> &f, SmallVector<Value> &live,
+                       SmallVector<Value> &spC) {
+      SmallVector<Value> m(maxSplits), l(maxSplits);
+      f.assign(maxSplits, Value());
+      live.assign(maxSplits, Value());
+      spC.assign(maxSplits, Value());
       for (int64_t sp = 0; sp < maxSplits; ++sp) {
         Value in = kb.ult(kb.idx(sp), P);
         spC[sp] = kb.select(in, kb.idx(sp), kb.idx(0));
@@ -1313,25 +1361,93 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
       Value M = gr.negInf;
       for (int64_t sp = 0; sp < maxSplits; ++sp)
         M = kb.select(live[sp], kb.fmax(M, m[sp]), M);
-      SmallVector<Value> f(maxSplits);
       Value L = gr.zero;
       for (int64_t sp = 0; sp < maxSplits; ++sp) {
         f[sp] = kb.select(live[sp], kb.exp(kb.fsub(m[sp], M)), gr.zero);
         L = kb.fadd(L, kb.select(live[sp], kb.fmul(l[sp], f[sp]), gr.zero));
       }
-      kb.strided(tb, kb.idx(0), kb.idx(R), [&](Value r) {
-        Value col = kb.add(base, r);
-        SmallVector<Value> v;
-        for (int64_t sp = 0; sp < maxSplits; ++sp)
-          v.push_back(kb.load(part, {kb.add(slot0, spC[sp]), col}));
-        Value acc = gr.zero;
-        for (int64_t sp = 0; sp < maxSplits; ++sp)
-          acc = kb.fadd(acc, kb.select(live[sp], kb.fmul(v[sp], f[sp]), gr.zero));
-        kb.store(kb.fdiv(acc, L), olat, {kb.idx(0), r});
-      });
-      kb.barrier(tb);
-      one.project(tb, olat, row, head);
-    }, 0, "absorbed_combine");
+      return L;
+    };
+    auto merged = [&](Value slot0, Value col, ArrayRef<Value> f, ArrayRef<Value> live,
+                      ArrayRef<Value> spC, Value L) {
+      SmallVector<Value> v;
+      for (int64_t sp = 0; sp < maxSplits; ++sp)
+        v.push_back(kb.load(part, {kb.add(slot0, spC[sp]), col}));
+      Value acc = gr.zero;
+      for (int64_t sp = 0; sp < maxSplits; ++sp)
+        acc = kb.fadd(acc, kb.select(live[sp], kb.fmul(v[sp], f[sp]), gr.zero));
+      return kb.fdiv(acc, L);
+    };
+    auto perToken = [&] {
+      kb.blocks({Tc, kb.idx(gr.H)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+        Value local = bid[0], head = bid[1], row = kb.add(t0, local);
+        Value olat = kb.shared(tb, {1, R}, gr.f32);
+        Value slot0 = kb.mul(local, P), base = kb.mul(head, R + 2);
+        SmallVector<Value> f, live, spC;
+        Value L = weights(slot0, base, f, live, spC);
+        kb.strided(tb, kb.idx(0), kb.idx(R), [&](Value r) {
+          kb.store(merged(slot0, kb.add(base, r), f, live, spC, L), olat, {kb.idx(0), r});
+        });
+        kb.barrier(tb);
+        one.project(tb, olat, row, head);
+      }, 0, "absorbed_combine");
+    };
+    // The multi-token form: thread tt < kCombineTokens forms token tt's
+    // weights into shared memory; then a thread per (token, latent column).
+    const int64_t TT = std::max<int64_t>(1, intFromEnv("K3C_MLA_COMBINE_TOKENS", kCombineTokens));
+    auto multiToken = [&] {
+      kb.blocks({kb.idx(gr.H), kb.ceilDiv(Tc, TT)}, kMlaThreads, [&](ValueRange bid,
+                                                                       ThreadBlock &tb) {
+        Value head = bid[0], local0 = kb.mul(bid[1], TT);
+        Value valid = kb.minu(kb.idx(TT), kb.sub(Tc, local0));
+        Value olat = kb.shared(tb, {TT, R}, gr.f32);
+        Value fS = kb.shared(tb, {TT, maxSplits + 1}, gr.f32);
+        Value liveS = kb.shared(tb, {TT, maxSplits}, gr.f32);
+        Value base = kb.mul(head, R + 2), one1 = kb.f32(1.0);
+        kb.ifThen(kb.ult(tb.tid, valid), [&] {
+          Value slot0 = kb.mul(kb.add(local0, tb.tid), P);
+          SmallVector<Value> f, live, spC;
+          Value L = weights(slot0, base, f, live, spC);
+          for (int64_t sp = 0; sp < maxSplits; ++sp) {
+            kb.store(f[sp], fS, {tb.tid, kb.idx(sp)});
+            kb.store(kb.select(live[sp], one1, gr.zero), liveS, {tb.tid, kb.idx(sp)});
+          }
+          kb.store(L, fS, {tb.tid, kb.idx(maxSplits)});
+        });
+        kb.barrier(tb);
+        // A thread per (token, latent column): only the round's P splits
+        // (4 at a time, loads in flight), in split order as merged() sums
+        // them (the splits past P only add zeros there).
+        kb.strided(tb, kb.idx(0), kb.mul(valid, kb.idx(R)), [&](Value i) {
+          Value tt = kb.div(i, R), r = kb.rem(i, R);
+          Value slot0 = kb.mul(kb.add(local0, tt), P), col = kb.add(base, r);
+          constexpr int64_t U = 4;
+          Value acc = kb.loopStep(
+              kb.idx(0), P, kb.idx(U), ValueRange{gr.zero}, [&](Value sp0, ValueRange a) {
+                SmallVector<Value> in, v, f, live;
+                for (int64_t u = 0; u < U; ++u) {
+                  Value sp = kb.add(sp0, kb.idx(u));
+                  in.push_back(kb.ult(sp, P));
+                  Value spc = kb.select(in.back(), sp, kb.idx(0));
+                  v.push_back(kb.load(part, {kb.add(slot0, spc), col}));
+                  f.push_back(kb.load(fS, {tt, spc}));
+                  live.push_back(kb.andi(in.back(), kb.fgt(kb.load(liveS, {tt, spc}), gr.zero)));
+                }
+                Value sum = a[0];
+                for (int64_t u = 0; u < U; ++u)
+                  sum = kb.select(live[u], kb.fadd(sum, kb.fmul(v[u], f[u])), sum);
+                return SmallVector<Value>{sum};
+              })[0];
+          kb.store(kb.fdiv(acc, kb.load(fS, {tt, kb.idx(maxSplits)})), olat, {tt, r});
+        });
+        kb.barrier(tb);
+        projectTokens(one, tb, olat, kb.add(t0, local0), valid, head, TT);
+      }, 0, "absorbed_combine_t" + std::to_string(TT));
+    };
+    if (TT > kSplitChunk)
+      perToken();
+    else
+      kb.ifThenElse(kb.ult(Tc, kb.idx(TT)), perToken, multiToken);
 
   });
 }
