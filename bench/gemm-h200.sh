@@ -47,14 +47,16 @@ print('wgmma vs mma.sync logits: max rel %.3e, nan/inf positions equal %s, greed
 rm -f $OUT/wg.npy $OUT/mma.npy
 for a in v/slice-N*; do
   [ -d "$a" ] || continue
-  echo "== decode at one token: $a vs slice-bf16 (the GEMV's norm prologue on/off: bit-identical logits expected)"
-  k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits $OUT/n1.npy > /dev/null
-  k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits $OUT/n0.npy > /dev/null
-  python3 -c "
+  echo "== decode: $a vs slice-bf16, one sequence and 16 (bit-identical logits expected)"
+  for prompts in "--prompt-ids $(seq -s, 3 18)" "--batch batch16.txt"; do
+    k3-run slice-bf16 --checkpoint /tmp/slice --device cuda $prompts --max-new-tokens 6 --quiet --dump-logits $OUT/n1.npy > /dev/null
+    k3-run $a --checkpoint /tmp/slice --device cuda $prompts --max-new-tokens 6 --quiet --dump-logits $OUT/n0.npy > /dev/null
+    python3 -c "
 import numpy as n
 a, b = n.load('$OUT/n1.npy'), n.load('$OUT/n0.npy')
-print('logits of %d steps: bit-identical %s, max abs diff %.3e -> %s' % (a.shape[0], bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a - b).max(), 'PASS' if (a.view(n.uint32) == b.view(n.uint32)).all() else 'FAIL'))"
-  rm -f $OUT/n0.npy $OUT/n1.npy
+print('logits of %d steps x %d sequences: bit-identical %s, max abs diff %.3e -> %s' % (a.shape[0], a.shape[1], bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a - b).max(), 'PASS' if (a.view(n.uint32) == b.view(n.uint32)).all() else 'FAIL'))"
+    rm -f $OUT/n0.npy $OUT/n1.npy
+  done
 done
 echo "== k3-bench on the slice"
 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --csv $OUT/slice-bench.csv ${BENCH_ARGS:-} > $OUT/slice-bench.txt; grep -E "^(prefill|decode)" $OUT/slice-bench.txt
@@ -63,7 +65,7 @@ python3 gemm_peer.py slice-bf16 $OUT/slice-bench.csv | tee $OUT/peer.txt
 for a in v/slice-P*; do
   [ -d "$a" ] || continue
   echo "== tile variant $a (prefill)"
-  k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode none --reps 2 --csv $OUT/$(basename $a).csv | grep -E "^prefill|mlp_in|mlp_down|kda_in|kda_out|mla_out|mla_in|kda_conv_gate"
+  k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode none --reps 2 --csv $OUT/$(basename $a).csv | grep -E "^prefill|mlp_in|mlp_down|kda_in|kda_out|mla_out|mla_in|kda_conv_gate|kda_chunk"
 done
 echo "== where each kernel's time goes: every launch timed (K3C_PROFILE_LAUNCHES), prefill 8192, decode 1 and 128"
 K3C_PROFILE_LAUNCHES=1 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 8192 --decode 1,128 --steps 4 --reps 1 > /dev/null 2> $OUT/launches.txt
@@ -78,5 +80,5 @@ done
 for a in v/slice-D* v/slice-N*; do
   [ -d "$a" ] || continue
   echo "== tile variant $a (decode)"
-  k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode ${DECODE_VARIANTS:-8,32,128} --steps 16 --csv $OUT/$(basename $a).csv | grep -E "^decode|mlp_in|mlp_down|kda_in|lm_head"
+  k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode ${DECODE_VARIANTS:-8,32,128} --steps 16 --csv $OUT/$(basename $a).csv | grep -E "^decode|mlp_in|mlp_down|kda_in|lm_head|mla_attn|kda_conv_gate"
 done
