@@ -32,6 +32,7 @@
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <array>
 #include <cmath>
@@ -924,6 +925,71 @@ static void projectTokens(Grouped &gr, ThreadBlock &tb, Value olat, Value row0, 
   });
 }
 
+/// Two bf16 of `memref` (bf16) from `indices` as one packed i32 word (an
+/// mma.sync B fragment register).
+static Value loadWord(KernelBuilder &kb, Value memref, ValueRange indices) {
+  OpBuilder &b = kb.b;
+  Value v = vector::LoadOp::create(b, kb.loc, VectorType::get({2}, b.getBF16Type()), memref,
+                                   indices, /*nontemporal=*/false, llvm::MaybeAlign(4));
+  Value w = vector::BitCastOp::create(b, kb.loc, VectorType::get({1}, b.getI32Type()), v);
+  return vector::ExtractOp::create(b, kb.loc, w, ArrayRef<int64_t>{0});
+}
+
+/// projectTokens on tensor cores (GPU, bf16 W_UV): out[row0 + m, head, j] =
+/// W_UV[head] o_lat[m] for the block's 16 tokens as one 16 x dv x R product,
+/// o_lat given as hi + lo bf16 parts (olHi, olLo: shared [16, pitch], rows
+/// past `valid` zero) so that the product keeps fp32-level inputs (two
+/// m16n8k16 MMAs a k step; the W_UV bf16 values are exact). A warp per dv /
+/// warps columns; W_UV's B fragments straight from global memory (each
+/// 32-byte sector of a row read by one warp), 4 k steps of loads in flight.
+static void projectTokensMma(Grouped &gr, ThreadBlock &tb, Value olHi, Value olLo, Value row0,
+                             Value valid, Value head) {
+  KernelBuilder &kb = gr.kb;
+  const int64_t W = tb.warps, cols = gr.dv / W, tiles = cols / 8;
+  Value lane = tb.lane, quad = kb.rem(lane, 4), grp = kb.div(lane, 4);
+  Value aRow = kb.rem(lane, 16), aCol = kb.mul(kb.div(lane, 16), 8);
+  Value n0 = kb.mul(tb.warp, cols);
+  Value wRow0 = kb.add(kb.add(kb.mul(head, gr.nope + gr.dv), kb.idx(gr.nope)), kb.add(n0, grp));
+  constexpr int64_t U = 4; // k steps a loop iteration
+  SmallVector<Value> acc = kb.loopStep(
+      kb.idx(0), kb.idx(gr.R), kb.idx(16 * U), SmallVector<Value>(tiles * 4, gr.zero),
+      [&](Value k0, ValueRange in) {
+        SmallVector<Value> bw; // [u][t][2]
+        for (int64_t u = 0; u < U; ++u)
+          for (int64_t t = 0; t < tiles; ++t) {
+            Value wr = kb.add(wRow0, kb.idx(8 * t));
+            Value kc = kb.add(k0, kb.add(kb.idx(16 * u), kb.mul(quad, 2)));
+            bw.push_back(loadWord(kb, gr.kvb, {wr, kc}));
+            bw.push_back(loadWord(kb, gr.kvb, {wr, kb.add(kc, kb.idx(8))}));
+          }
+        SmallVector<Value> c(in.begin(), in.end());
+        for (int64_t u = 0; u < U; ++u) {
+          Value kc = kb.add(k0, kb.add(kb.idx(16 * u), aCol));
+          SmallVector<Value> aHi = fragmentWords(kb, ldmatrixX4(kb, olHi, {aRow, kc}, false), 0, 4);
+          SmallVector<Value> aLo = fragmentWords(kb, ldmatrixX4(kb, olLo, {aRow, kc}, false), 0, 4);
+          for (int64_t t = 0; t < tiles; ++t) {
+            SmallVector<Value> bf{bw[(u * tiles + t) * 2], bw[(u * tiles + t) * 2 + 1]};
+            MutableArrayRef<Value> ct = MutableArrayRef<Value>(c).slice(4 * t, 4);
+            mmaBf16(kb, aHi, bf, ct);
+            mmaBf16(kb, aLo, bf, ct);
+          }
+        }
+        return c;
+      });
+  // C fragment: c0, c1 at row grp, columns 2 quad + {0, 1}; c2, c3 at row grp + 8.
+  for (int64_t t = 0; t < tiles; ++t)
+    for (int64_t e = 0; e < 4; ++e) {
+      Value m = kb.add(grp, kb.idx(e < 2 ? 0 : 8));
+      Value col = kb.add(kb.mul(head, gr.dv),
+                         kb.add(n0, kb.add(kb.idx(8 * t + e % 2), kb.mul(quad, 2))));
+      kb.ifThen(kb.ult(m, valid), [&] {
+        Value row = kb.add(row0, m);
+        kb.storeF32(gatedOutput(kb, acc[4 * t + e], gr.gate, row, col, gr.outType), gr.out,
+                    {row, col});
+      });
+    }
+}
+
 /// The grouped absorbed kernel for the cached sequences of a prefill launch:
 /// a block per (tpb tokens, group of G heads), tokens of sequences without
 /// cached context (the flash prefill's) skipped.
@@ -1392,15 +1458,25 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
         one.project(tb, olat, row, head);
       }, 0, "absorbed_combine");
     };
-    // The multi-token form: thread tt < kCombineTokens forms token tt's
-    // weights into shared memory; then a thread per (token, latent column).
-    const int64_t TT = std::max<int64_t>(1, intFromEnv("K3C_MLA_COMBINE_TOKENS", kCombineTokens));
+    // The multi-token form: thread tt < TT forms token tt's weights into
+    // shared memory; then a thread per (token, latent column) merges; then
+    // the projection: on tensor cores (16 tokens a block, projectTokensMma)
+    // where the target has mma.sync and W_UV is bf16, else FMA
+    // (projectTokens, 8 tokens a block). K3C_MLA_COMBINE_MMA=0: FMA.
+    const int64_t from = std::max<int64_t>(1, intFromEnv("K3C_MLA_COMBINE_TOKENS", kCombineTokens));
+    const bool tc = kb.info().mmaSync && intFromEnv("K3C_MLA_COMBINE_MMA", 1) &&
+                    cast<MemRefType>(kvb.getType()).getElementType().isBF16() &&
+                    gr.dv % (8 * (kMlaThreads / 32)) == 0 && R % 64 == 0;
+    const int64_t TT = tc ? 16 : from, pitch = R + 8;
     auto multiToken = [&] {
       kb.blocks({kb.idx(gr.H), kb.ceilDiv(Tc, TT)}, kMlaThreads, [&](ValueRange bid,
                                                                        ThreadBlock &tb) {
         Value head = bid[0], local0 = kb.mul(bid[1], TT);
         Value valid = kb.minu(kb.idx(TT), kb.sub(Tc, local0));
-        Value olat = kb.shared(tb, {TT, R}, gr.f32);
+        Type bf16 = kb.b.getBF16Type();
+        Value olat = tc ? Value() : kb.shared(tb, {TT, R}, gr.f32);
+        Value olHi = tc ? kb.shared(tb, {TT, pitch}, bf16) : Value();
+        Value olLo = tc ? kb.shared(tb, {TT, pitch}, bf16) : Value();
         Value fS = kb.shared(tb, {TT, maxSplits + 1}, gr.f32);
         Value liveS = kb.shared(tb, {TT, maxSplits}, gr.f32);
         Value base = kb.mul(head, R + 2), one1 = kb.f32(1.0);
@@ -1417,7 +1493,14 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
         kb.barrier(tb);
         // A thread per (token, latent column): only the round's P splits
         // (4 at a time, loads in flight), in split order as merged() sums
-        // them (the splits past P only add zeros there).
+        // them (the splits past P only add zeros there). For the tensor
+        // cores o_lat = hi + lo in bf16, rows past `valid` zero.
+        if (tc)
+          kb.strided(tb, kb.mul(valid, kb.idx(R)), kb.idx(TT * R), [&](Value i) {
+            Value tt = kb.div(i, R), r = kb.rem(i, R);
+            kb.storeF32(gr.zero, olHi, {tt, r});
+            kb.storeF32(gr.zero, olLo, {tt, r});
+          });
         kb.strided(tb, kb.idx(0), kb.mul(valid, kb.idx(R)), [&](Value i) {
           Value tt = kb.div(i, R), r = kb.rem(i, R);
           Value slot0 = kb.mul(kb.add(local0, tt), P), col = kb.add(base, r);
@@ -1438,16 +1521,26 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
                   sum = kb.select(live[u], kb.fadd(sum, kb.fmul(v[u], f[u])), sum);
                 return SmallVector<Value>{sum};
               })[0];
-          kb.store(kb.fdiv(acc, kb.load(fS, {tt, kb.idx(maxSplits)})), olat, {tt, r});
+          Value o = kb.fdiv(acc, kb.load(fS, {tt, kb.idx(maxSplits)}));
+          if (tc) {
+            Value hi = kb.round(o, bf16);
+            kb.storeF32(hi, olHi, {tt, r});
+            kb.storeF32(kb.fsub(o, hi), olLo, {tt, r});
+          } else {
+            kb.store(o, olat, {tt, r});
+          }
         });
         kb.barrier(tb);
-        projectTokens(one, tb, olat, kb.add(t0, local0), valid, head, TT);
-      }, 0, "absorbed_combine_t" + std::to_string(TT));
+        if (tc)
+          projectTokensMma(one, tb, olHi, olLo, kb.add(t0, local0), valid, head);
+        else
+          projectTokens(one, tb, olat, kb.add(t0, local0), valid, head, TT);
+      }, 0, std::string("absorbed_combine_") + (tc ? "mma_t" : "t") + std::to_string(TT));
     };
-    if (TT > kSplitChunk)
+    if (from > kSplitChunk)
       perToken();
     else
-      kb.ifThenElse(kb.ult(Tc, kb.idx(TT)), perToken, multiToken);
+      kb.ifThenElse(kb.ult(Tc, kb.idx(from)), perToken, multiToken);
 
   });
 }

@@ -1,0 +1,34 @@
+// --k3-lower-kernels on an MLA attention of 4 heads with 64-wide values
+// (latent 64 + rope 16, nope 16, bf16) for sm_90a: the split decode's
+// combine for rounds of at least 8 tokens merges 16 tokens a block and
+// projects them by W_UV on tensor cores: o_lat as hi + lo bf16 parts in
+// shared memory (16 x 72 each, rows padded by 16 bytes), ldmatrix A
+// fragments, W_UV's B fragments as packed bf16 pairs from global memory, two
+// mma.sync a k step. K3C_MLA_COMBINE_MMA=0 keeps the FMA projection (8
+// tokens a block, o_lat in fp32).
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
+// RUN: env K3C_MLA_COMBINE_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FMA
+
+// CHECK-LABEL: func.func @k3_mla_attn_0000c0de(
+// CHECK: function(@k3_mla_attn_0000c0de_absorbed_combine)
+// CHECK: } else {
+// CHECK: function(@k3_mla_attn_0000c0de_absorbed_combine_mma_t16) workgroup(%{{.*}} : memref<16x72xbf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x72xbf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x33xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x32xf32, #gpu.address_space<workgroup>>)
+// CHECK: gpu.barrier
+// CHECK: vector.load {{.*}} : memref<320x64xbf16>, vector<2xbf16>
+// CHECK: nvgpu.ldmatrix {{.*}}transpose = false
+// CHECK: nvvm.mma.sync
+// CHECK: nvvm.mma.sync
+// CHECK: arith.negf
+// CHECK: memref.store {{.*}} : memref<?x256xbf16>
+
+// FMA: function(@k3_mla_attn_0000c0de_absorbed_combine_t8) workgroup(%{{.*}} : memref<8x64xf32, #gpu.address_space<workgroup>>
+// FMA-NOT: absorbed_combine_mma
+
+func.func @mla_attn(%a0: tensor<?x128xbf16>, %a1: tensor<?x80xbf16>, %a2: tensor<64xbf16>, %a3: tensor<?x?x80xbf16>, %a4: tensor<?xi32>, %a5: tensor<?xi32>, %a6: tensor<320x64xbf16>, %a7: tensor<?x256xbf16>) -> (tensor<?x256xbf16>, tensor<?x?x80xbf16>) {
+    %r:2 = k3.kernel "k3_mla_attn_0000c0de" family "mla_attn" (%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7) {bytes_per_token = 696 : i64, flops_per_token = 8192 : i64, weight_bytes = 40960 : i64} : (tensor<?x128xbf16>, tensor<?x80xbf16>, tensor<64xbf16>, tensor<?x?x80xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<320x64xbf16>, tensor<?x256xbf16>) -> (tensor<?x256xbf16>, tensor<?x?x80xbf16>) {
+    ^bb0(%arg401: tensor<?x128xbf16>, %arg402: tensor<?x80xbf16>, %arg403: tensor<64xbf16>, %arg404: tensor<?x?x80xbf16>, %arg405: tensor<?xi32>, %arg406: tensor<?xi32>, %arg407: tensor<320x64xbf16>, %arg408: tensor<?x256xbf16>):
+      %result, %new_cache = k3.mla_attention %arg401, %arg402, %arg403, %arg404, %arg405, %arg406, %arg407 gate(%arg408) {norm_eps = 9.9999999999999995E-7 : f64, num_heads = 4 : i64, qk_nope_head_dim = 16 : i64, softmax_scale = 0.17677669529663687 : f64, v_head_dim = 64 : i64} : (tensor<?x128xbf16>, tensor<?x80xbf16>, tensor<64xbf16>, tensor<?x?x80xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<320x64xbf16>, tensor<?x256xbf16>) -> (tensor<?x256xbf16>, tensor<?x?x80xbf16>)
+      k3.yield %result, %new_cache : tensor<?x256xbf16>, tensor<?x?x80xbf16>
+    }
+    return %r#0, %r#1 : tensor<?x256xbf16>, tensor<?x?x80xbf16>
+}
