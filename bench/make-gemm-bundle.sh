@@ -38,5 +38,6 @@ done
 rm -rf $D/*/ptx $D/v/*/ptx $D/v/*/model.fused.mlir
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
 for i in $(seq 1 16); do seq -s, $((i * 7)) $((i * 7 + i % 5 + 2)); done > $D/batch16.txt
+printf '5\n9\n13\n17\n21\n25\n29\n33\n' > $D/batch8.txt
 cp bench/gemm-h200.sh bench/gemm_peer.py bench/bench_common.py $D/
 du -sh $D
