@@ -784,78 +784,90 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     Value slots = kb.add(kb.ceilDiv(kb.dim(x, 0), TB), kb.dim(lens, 0));
     const int64_t span = kb.gpu() ? kConvThreads * cw : channels; // channels a block
     int64_t cBlocks = (channels + span - 1) / span;
-    kb.blocks({slots, kb.idx(cBlocks)}, kConvThreads, [&](ValueRange bid, ThreadBlock &tb) {
-      ChunkSlot cs = findChunk(kb, tb, lens, bid[0], TB);
-      kb.ifThen(cs.valid, [&] {
-        Value c0 = kb.mul(bid[1], span);
-        Value cEnd = kb.minu(kb.idx(channels), kb.add(c0, span));
-        kb.loopStep(kb.add(c0, kb.mul(tb.tid, cw)), cEnd, kb.idx(tb.threads * cw), [&](Value c) {
-          Value sc = kb.add(off, c);
-          // Window slot i holds position t0 - (W-1) + i of the sequence:
-          // from the state before the sequence's first token, else from x
-          // (both addresses clamped in range, the value selected).
-          SmallVector<Value> win; // [(W-1) * cw], slot-major
-          for (int64_t i = 0; i < W - 1; ++i) {
-            Value ps = kb.add(cs.t0, kb.idx(i)); // shifted by W-1
-            Value fromState = kb.ult(ps, Wm1);
-            Value sRow = kb.select(fromState, ps, kb.idx(0));
-            Value xRow = kb.select(fromState, cs.start, kb.add(cs.start, kb.sub(ps, Wm1)));
-            SmallVector<Value> sv = kb.loadVec(state, {cs.n, sRow, sc}, cw);
-            SmallVector<Value> xv = kb.loadVec(x, {xRow, c}, cw);
-            for (int64_t e = 0; e < cw; ++e)
-              win.push_back(kb.select(fromState, sv[e], xv[e]));
-          }
-          SmallVector<SmallVector<Value>> wt(cw);
-          for (int64_t e = 0; e < cw; ++e)
-            for (int64_t j = 0; j < W; ++j)
-              wt[e].push_back(kb.loadF32(w, {kb.add(c, kb.idx(e)), kb.idx(0), kb.idx(j)}));
-          Value tEnd = kb.minu(cs.len, kb.add(cs.t0, TB));
-          Value last = kb.add(cs.start, kb.sub(tEnd, kb.idx(1)));
-          kb.loopStep(cs.t0, tEnd, kb.idx(U), win, [&](Value t, ValueRange a) {
-            SmallVector<SmallVector<Value>> in;
-            SmallVector<Value> rows, ok;
-            for (int64_t u = 0; u < U; ++u) {
-              Value tu = kb.add(t, kb.idx(u));
-              ok.push_back(kb.ult(tu, tEnd));
-              rows.push_back(kb.minu(kb.add(cs.start, tu), last));
-              in.push_back(kb.loadVec(x, {rows.back(), c}, cw));
-            }
-            SmallVector<Value> cur(a.begin(), a.end());
-            for (int64_t u = 0; u < U; ++u) {
-              SmallVector<Value> out;
-              for (int64_t e = 0; e < cw; ++e) {
-                Value v = kb.fmul(wt[e][W - 1], in[u][e]);
-                for (int64_t j = 0; j < W - 1; ++j)
-                  v = kb.fadd(v, kb.fmul(wt[e][j], cur[j * cw + e]));
-                out.push_back(kb.silu(v));
-              }
-              kb.ifThen(ok[u], [&] { kb.storeVec(out, y, {rows[u], c}); });
-              SmallVector<Value> next(cur.begin() + cw, cur.end());
-              next.append(in[u].begin(), in[u].end());
-              cur = next;
-            }
-            return cur;
-          });
-          // A sequence of one tile (every decode step's): this thread read
-          // all of its channels' old window above, so it writes their new
-          // window itself (rows as in launch 2, which skips the sequence).
-          kb.ifThen(kb.ule(cs.len, kb.idx(TB)), [&] {
-            for (int64_t r = 0; r < W - 1; ++r) {
-              Value ci = kb.add(cs.len, kb.idx(r));
-              Value fromOld = kb.ult(ci, Wm1);
-              Value sRow = kb.select(fromOld, ci, kb.idx(0));
-              Value xRow = kb.select(fromOld, cs.start, kb.add(cs.start, kb.sub(ci, Wm1)));
+    // Launches of at most one token a sequence on average (decode) take the
+    // same kernel without the unroll (`short_conv_decode`: tiles of one or
+    // two tokens, 8 tokens' registers and loads would be idle and cap the
+    // blocks an SM holds); same sums, same results. K3C_CONV_DECODE=0: one
+    // kernel.
+    auto conv1 = [&](int64_t U, const std::string &name) {
+      kb.blocks({slots, kb.idx(cBlocks)}, kConvThreads, [&](ValueRange bid, ThreadBlock &tb) {
+        ChunkSlot cs = findChunk(kb, tb, lens, bid[0], TB);
+        kb.ifThen(cs.valid, [&] {
+          Value c0 = kb.mul(bid[1], span);
+          Value cEnd = kb.minu(kb.idx(channels), kb.add(c0, span));
+          kb.loopStep(kb.add(c0, kb.mul(tb.tid, cw)), cEnd, kb.idx(tb.threads * cw), [&](Value c) {
+            Value sc = kb.add(off, c);
+            // Window slot i holds position t0 - (W-1) + i of the sequence:
+            // from the state before the sequence's first token, else from x
+            // (both addresses clamped in range, the value selected).
+            SmallVector<Value> win; // [(W-1) * cw], slot-major
+            for (int64_t i = 0; i < W - 1; ++i) {
+              Value ps = kb.add(cs.t0, kb.idx(i)); // shifted by W-1
+              Value fromState = kb.ult(ps, Wm1);
+              Value sRow = kb.select(fromState, ps, kb.idx(0));
+              Value xRow = kb.select(fromState, cs.start, kb.add(cs.start, kb.sub(ps, Wm1)));
               SmallVector<Value> sv = kb.loadVec(state, {cs.n, sRow, sc}, cw);
               SmallVector<Value> xv = kb.loadVec(x, {xRow, c}, cw);
-              SmallVector<Value> v;
               for (int64_t e = 0; e < cw; ++e)
-                v.push_back(kb.select(fromOld, sv[e], xv[e]));
-              kb.storeVec(v, state, {cs.n, kb.idx(r), sc});
+                win.push_back(kb.select(fromState, sv[e], xv[e]));
             }
+            SmallVector<SmallVector<Value>> wt(cw);
+            for (int64_t e = 0; e < cw; ++e)
+              for (int64_t j = 0; j < W; ++j)
+                wt[e].push_back(kb.loadF32(w, {kb.add(c, kb.idx(e)), kb.idx(0), kb.idx(j)}));
+            Value tEnd = kb.minu(cs.len, kb.add(cs.t0, TB));
+            Value last = kb.add(cs.start, kb.sub(tEnd, kb.idx(1)));
+            kb.loopStep(cs.t0, tEnd, kb.idx(U), win, [&](Value t, ValueRange a) {
+              SmallVector<SmallVector<Value>> in;
+              SmallVector<Value> rows, ok;
+              for (int64_t u = 0; u < U; ++u) {
+                Value tu = kb.add(t, kb.idx(u));
+                ok.push_back(kb.ult(tu, tEnd));
+                rows.push_back(kb.minu(kb.add(cs.start, tu), last));
+                in.push_back(kb.loadVec(x, {rows.back(), c}, cw));
+              }
+              SmallVector<Value> cur(a.begin(), a.end());
+              for (int64_t u = 0; u < U; ++u) {
+                SmallVector<Value> out;
+                for (int64_t e = 0; e < cw; ++e) {
+                  Value v = kb.fmul(wt[e][W - 1], in[u][e]);
+                  for (int64_t j = 0; j < W - 1; ++j)
+                    v = kb.fadd(v, kb.fmul(wt[e][j], cur[j * cw + e]));
+                  out.push_back(kb.silu(v));
+                }
+                kb.ifThen(ok[u], [&] { kb.storeVec(out, y, {rows[u], c}); });
+                SmallVector<Value> next(cur.begin() + cw, cur.end());
+                next.append(in[u].begin(), in[u].end());
+                cur = next;
+              }
+              return cur;
+            });
+            // A sequence of one tile (every decode step's): this thread read
+            // all of its channels' old window above, so it writes their new
+            // window itself (rows as in launch 2, which skips the sequence).
+            kb.ifThen(kb.ule(cs.len, kb.idx(TB)), [&] {
+              for (int64_t r = 0; r < W - 1; ++r) {
+                Value ci = kb.add(cs.len, kb.idx(r));
+                Value fromOld = kb.ult(ci, Wm1);
+                Value sRow = kb.select(fromOld, ci, kb.idx(0));
+                Value xRow = kb.select(fromOld, cs.start, kb.add(cs.start, kb.sub(ci, Wm1)));
+                SmallVector<Value> sv = kb.loadVec(state, {cs.n, sRow, sc}, cw);
+                SmallVector<Value> xv = kb.loadVec(x, {xRow, c}, cw);
+                SmallVector<Value> v;
+                for (int64_t e = 0; e < cw; ++e)
+                  v.push_back(kb.select(fromOld, sv[e], xv[e]));
+                kb.storeVec(v, state, {cs.n, kb.idx(r), sc});
+              }
+            });
           });
         });
-      });
-    }, 0, "short_conv");
+      }, 0, name);
+    };
+    if (kb.gpu() && U > 1 && intFromEnv("K3C_CONV_DECODE", 1))
+      kb.ifThenElse(kb.ule(kb.dim(x, 0), kb.dim(lens, 0)), [&] { conv1(1, "short_conv_decode"); },
+                    [&] { conv1(U, "short_conv"); });
+    else
+      conv1(U, "short_conv");
     // Launch 2, after every read of the old window: the new window per
     // (sequence, channel). Row r = position len - (W-1) + r, i.e. index
     // len + r of [old window ++ inputs]; ascending r reads rows

@@ -68,8 +68,17 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // is a thread per 4 columns of one head (16-byte f32 loads of the bias and
 // stores of the gate). The host keeps a channel and a
 // token at a time.
+// Launches of at most one token a sequence (decode) take the conv without
+// the 8-token unroll (K3C_CONV_DECODE=0: one kernel).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONV
+// RUN: env K3C_CONV_DECODE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ONECONV
+// ONECONV-NOT: short_conv_decode
 // CONV-LABEL: func.func @k3_kda_conv_gate_test(
+// CONV: arith.cmpi ule
+// CONV-NEXT: scf.if
+// CONV: module(@k3_kda_conv_gate_test_short_conv_decode)
+// CONV-NOT: step %c8
+// CONV: } else {
 // CONV: module(@k3_kda_conv_gate_test_short_conv)
 // CONV: vector.load %{{.*}} : memref<?x3x384xbf16>, vector<4xbf16>
 // CONV: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
