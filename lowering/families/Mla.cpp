@@ -990,6 +990,67 @@ static void projectTokensMma(Grouped &gr, ThreadBlock &tb, Value olHi, Value olL
     }
 }
 
+/// memref[row, col] and memref[row + 1, col] (bf16) as one packed i32 word:
+/// an mma.sync B fragment register of a row-major (k-major) B.
+static Value loadColumnPair(KernelBuilder &kb, Value memref, Value row, Value col) {
+  OpBuilder &b = kb.b;
+  Value lo = memref::LoadOp::create(b, kb.loc, memref, ValueRange{row, col});
+  Value hi = memref::LoadOp::create(b, kb.loc, memref, ValueRange{kb.add(row, kb.idx(1)), col});
+  Value pair = vector::FromElementsOp::create(b, kb.loc, VectorType::get({2}, b.getBF16Type()),
+                                              ValueRange{lo, hi});
+  Value w = vector::BitCastOp::create(b, kb.loc, VectorType::get({1}, b.getI32Type()), pair);
+  return vector::ExtractOp::create(b, kb.loc, w, ArrayRef<int64_t>{0});
+}
+
+/// q_abs of 16 tokens (rows row0 + m, m < valid; rows past repeat the last)
+/// for one head on tensor cores (GPU; bf16 q and W_UK, both exact in the
+/// MMA's bf16 inputs): q_nope [16, nope] W_UK[head] [nope, R] as m16n8k16
+/// MMAs, a warp per R / warps columns, A fragments (pairs of adjacent q
+/// columns) and B fragments (pairs of adjacent W_UK rows) straight from
+/// global memory. store(m, column, value) gets scale q_abs; the rope columns
+/// (scale q_pe) follow, a thread per (token, column).
+static void qabsMma(Grouped &gr, ThreadBlock &tb, Value row0, Value valid, Value head,
+                    const std::function<void(Value, Value, Value)> &store) {
+  KernelBuilder &kb = gr.kb;
+  const int64_t W = tb.warps, cols = gr.R / W, tiles = cols / 8;
+  Value lane = tb.lane, quad = kb.rem(lane, 4), grp = kb.div(lane, 4);
+  Value last = kb.sub(valid, kb.idx(1));
+  Value rA = kb.add(row0, kb.minu(grp, last));
+  Value rB = kb.add(row0, kb.minu(kb.add(grp, kb.idx(8)), last));
+  Value qBase = kb.mul(head, gr.qk), kBase = kb.mul(head, gr.nope + gr.dv);
+  Value n0 = kb.mul(tb.warp, cols);
+  SmallVector<Value> acc = kb.loopStep(
+      kb.idx(0), kb.idx(gr.nope), kb.idx(16), SmallVector<Value>(tiles * 4, gr.zero),
+      [&](Value k0, ValueRange in) {
+        Value ka = kb.add(qBase, kb.add(k0, kb.mul(quad, 2)));
+        SmallVector<Value> a{loadWord(kb, gr.q, {rA, ka}), loadWord(kb, gr.q, {rB, ka}),
+                             loadWord(kb, gr.q, {rA, kb.add(ka, kb.idx(8))}),
+                             loadWord(kb, gr.q, {rB, kb.add(ka, kb.idx(8))})};
+        Value kr = kb.add(kBase, kb.add(k0, kb.mul(quad, 2)));
+        SmallVector<Value> bw;
+        for (int64_t t = 0; t < tiles; ++t) {
+          Value n = kb.add(n0, kb.add(kb.idx(8 * t), grp));
+          bw.push_back(loadColumnPair(kb, gr.kvb, kr, n));
+          bw.push_back(loadColumnPair(kb, gr.kvb, kb.add(kr, kb.idx(8)), n));
+        }
+        SmallVector<Value> c(in.begin(), in.end());
+        for (int64_t t = 0; t < tiles; ++t)
+          mmaBf16(kb, a, {bw[2 * t], bw[2 * t + 1]}, MutableArrayRef<Value>(c).slice(4 * t, 4));
+        return c;
+      });
+  for (int64_t t = 0; t < tiles; ++t)
+    for (int64_t e = 0; e < 4; ++e) {
+      Value m = kb.add(grp, kb.idx(e < 2 ? 0 : 8));
+      Value col = kb.add(n0, kb.add(kb.idx(8 * t + e % 2), kb.mul(quad, 2)));
+      kb.ifThen(kb.ult(m, valid), [&] { store(m, col, kb.fmul(acc[4 * t + e], gr.scale)); });
+    }
+  kb.strided(tb, kb.idx(0), kb.mul(valid, kb.idx(gr.rope)), [&](Value i) {
+    Value m = kb.div(i, gr.rope), c = kb.rem(i, gr.rope);
+    Value v = kb.loadF32(gr.q, {kb.add(row0, m), kb.add(kb.add(qBase, kb.idx(gr.nope)), c)});
+    store(m, kb.add(kb.idx(gr.R), c), kb.fmul(v, gr.scale));
+  });
+}
+
 /// The grouped absorbed kernel for the cached sequences of a prefill launch:
 /// a block per (tpb tokens, group of G heads), tokens of sequences without
 /// cached context (the flash prefill's) skipped.
@@ -1344,20 +1405,46 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
     if (items % 32 == 0 && gr.nope % (4 * gr.uq) == 0 && 4 * items <= 1024)
       parts = 4;
     int64_t qThreads = std::max<int64_t>(32, (parts * items + 31) / 32 * 32);
-    kb.blocks({kb.idx(gr.H), kb.ceilDiv(Tc, 8)}, qThreads, [&](ValueRange bid, ThreadBlock &tb) {
-      Value tt0 = kb.mul(bid[1], 8), head = bid[0];
-      Value red = parts > 1 ? kb.shared(tb, {8, R}, gr.f32) : Value();
-      one.qabsSplit(tb, kb.add(t0, tt0), head, 8, kb.add(t0, Tc),
-               [&](int64_t tt, Value, Value c, Value v) {
-                 Value local = kb.add(tt0, kb.idx(tt));
-                 kb.ifThen(kb.ult(local, Tc), [&] {
-                   if (mma)
-                     kb.storeF32(v, qaBf, {kb.add(kb.mul(local, gr.H), head), c});
-                   else
-                     kb.store(v, qaBuf, {local, kb.add(kb.mul(head, cd), c)});
-                 });
-               }, parts, red);
-    }, 0, "absorbed_qabs");
+    auto qabsFma = [&] {
+      kb.blocks({kb.idx(gr.H), kb.ceilDiv(Tc, 8)}, qThreads, [&](ValueRange bid, ThreadBlock &tb) {
+        Value tt0 = kb.mul(bid[1], 8), head = bid[0];
+        Value red = parts > 1 ? kb.shared(tb, {8, R}, gr.f32) : Value();
+        one.qabsSplit(tb, kb.add(t0, tt0), head, 8, kb.add(t0, Tc),
+                 [&](int64_t tt, Value, Value c, Value v) {
+                   Value local = kb.add(tt0, kb.idx(tt));
+                   kb.ifThen(kb.ult(local, Tc), [&] {
+                     if (mma)
+                       kb.storeF32(v, qaBf, {kb.add(kb.mul(local, gr.H), head), c});
+                     else
+                       kb.store(v, qaBuf, {local, kb.add(kb.mul(head, cd), c)});
+                   });
+                 }, parts, red);
+      }, 0, "absorbed_qabs");
+    };
+    // K3C_MLA_QABS_MMA=1: rounds of at least kCombineTokens tokens with the
+    // tensor-core core take q_abs on tensor cores too, 16 tokens a block
+    // (qabsMma; bf16 q). Off by default until timed and checked on the GPU;
+    // the FMA form reads W_UK once per 8 tokens on CUDA cores.
+    const bool qabsTc = mma && intFromEnv("K3C_MLA_QABS_MMA", 0) &&
+                        cast<MemRefType>(q.getType()).getElementType().isBF16() &&
+                        cast<MemRefType>(kvb.getType()).getElementType().isBF16() &&
+                        gr.nope % 16 == 0 && R % (8 * (kMlaThreads / 32)) == 0;
+    if (qabsTc)
+      kb.ifThenElse(kb.ult(Tc, kb.idx(kCombineTokens)), qabsFma, [&] {
+        kb.blocks({kb.idx(gr.H), kb.ceilDiv(Tc, 16)}, kMlaThreads,
+                  [&](ValueRange bid, ThreadBlock &tb) {
+                    Value head = bid[0], local0 = kb.mul(bid[1], 16);
+                    Value valid = kb.minu(kb.idx(16), kb.sub(Tc, local0));
+                    qabsMma(one, tb, kb.add(t0, local0), valid, head,
+                            [&](Value m, Value c, Value v) {
+                              Value local = kb.add(local0, m);
+                              kb.storeF32(v, qaBf, {kb.add(kb.mul(local, gr.H), head), c});
+                            });
+                  },
+                  0, "absorbed_qabs_mma_t16");
+      });
+    else
+      qabsFma();
 
     // The attention core per (token, group, split).
     if (twoSizes)

@@ -6,7 +6,22 @@
 // fragments, W_UV's B fragments as packed bf16 pairs from global memory, two
 // mma.sync a k step. K3C_MLA_COMBINE_MMA=0 keeps the FMA projection (8
 // tokens a block, o_lat in fp32).
+// With K3C_MLA_QABS_MMA=1 (off by default) those rounds take q_abs on tensor
+// cores too: 16 tokens a block, A fragments as pairs of adjacent q columns and
+// B fragments as pairs of adjacent W_UK rows straight from global memory,
+// scale q_abs stored in bf16 for the core.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
+// RUN: env K3C_MLA_QABS_MMA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QABS
+// QABS: arith.cmpi ult
+// QABS-NEXT: scf.if
+// QABS: function(@k3_mla_attn_0000c0de_absorbed_qabs)
+// QABS: } else {
+// QABS: function(@k3_mla_attn_0000c0de_absorbed_qabs_mma_t16)
+// QABS: vector.load {{.*}} : memref<?x128xbf16>, vector<2xbf16>
+// QABS: memref.load {{.*}} : memref<320x64xbf16>
+// QABS: vector.from_elements {{.*}} : vector<2xbf16>
+// QABS: nvvm.mma.sync
+// QABS: memref.store {{.*}} : memref<256x80xbf16>
 // RUN: env K3C_MLA_COMBINE_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FMA
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000c0de(
@@ -21,6 +36,7 @@
 // CHECK: arith.negf
 // CHECK: memref.store {{.*}} : memref<?x256xbf16>
 
+// FMA-NOT: absorbed_qabs_mma
 // FMA: function(@k3_mla_attn_0000c0de_absorbed_combine_t8) workgroup(%{{.*}} : memref<8x64xf32, #gpu.address_space<workgroup>>
 // FMA-NOT: absorbed_combine_mma
 
