@@ -1,7 +1,9 @@
 //===- MXFP4.cpp - OCP MX v1.0 MXFP4 quantization and K3 packing ----------===//
 
 #include "models/MXFP4.h"
+#include "support/Common.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -109,12 +111,18 @@ void quantize(const float *w, int64_t rows, int64_t cols, std::vector<uint8_t> &
 
 void dequantize(const uint8_t *packed, const uint8_t *scales, int64_t rows, int64_t cols,
                 float *out) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      uint8_t b = packed[r * (cols / 2) + c / 2];
-      uint8_t code = (c % 2 == 0) ? (b & 0xF) : (b >> 4);
-      out[r * cols + c] = decodeE2M1(code) * decodeE8M0(scales[r * (cols / kBlock) + c / kBlock]);
-    }
+  // Rows in blocks over the cores (an expert stack is GBs in f32).
+  const int64_t perBlock = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(cols, 1));
+  parallelFor(static_cast<size_t>((rows + perBlock - 1) / perBlock), [&](size_t blk) {
+    const int64_t r0 = static_cast<int64_t>(blk) * perBlock, r1 = std::min(rows, r0 + perBlock);
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        uint8_t b = packed[r * (cols / 2) + c / 2];
+        uint8_t code = (c % 2 == 0) ? (b & 0xF) : (b >> 4);
+        out[r * cols + c] =
+            decodeE2M1(code) * decodeE8M0(scales[r * (cols / kBlock) + c / kBlock]);
+      }
+  });
 }
 
 } // namespace k3c::mxfp4

@@ -231,33 +231,31 @@ void bindCheckpoint(const ModelConfig &c, const CheckpointFiles &ckpt) {
 }
 
 F32Tensor readFloat(const CheckpointFiles &ckpt, const TensorInfo &t) {
+  if (t.dtype != DType::BF16 && t.dtype != DType::F16 && t.dtype != DType::F32)
+    throw Error("tensor '" + t.name + "' has dtype " + dtypeName(t.dtype) +
+                ", expected a float type");
   F32Tensor out;
   out.shape = t.shape;
-  int64_t n = t.numel();
+  const int64_t n = t.numel();
   out.data.resize(n);
   const uint8_t *p = ckpt.data(t);
-  for (int64_t i = 0; i < n; ++i) {
-    switch (t.dtype) {
-    case DType::BF16: {
+  float *o = out.data.data();
+  // Converted over the cores in blocks of 1M elements (a full-width
+  // checkpoint's tensors are GBs).
+  constexpr int64_t kBlock = int64_t{1} << 20;
+  const DType dt = t.dtype;
+  parallelFor(static_cast<size_t>((n + kBlock - 1) / kBlock), [&](size_t blk) {
+    const int64_t i0 = static_cast<int64_t>(blk) * kBlock, i1 = std::min(n, i0 + kBlock);
+    if (dt == DType::F32) {
+      std::memcpy(o + i0, p + 4 * i0, 4 * (i1 - i0));
+      return;
+    }
+    for (int64_t i = i0; i < i1; ++i) {
       uint16_t h;
       std::memcpy(&h, p + 2 * i, 2);
-      out.data[i] = bf16ToFloat(h);
-      break;
+      o[i] = dt == DType::BF16 ? bf16ToFloat(h) : f16ToFloat(h);
     }
-    case DType::F16: {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      out.data[i] = f16ToFloat(h);
-      break;
-    }
-    case DType::F32:
-      std::memcpy(&out.data[i], p + 4 * i, 4);
-      break;
-    default:
-      throw Error("tensor '" + t.name + "' has dtype " + dtypeName(t.dtype) +
-                  ", expected a float type");
-    }
-  }
+  });
   return out;
 }
 
