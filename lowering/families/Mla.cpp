@@ -1553,7 +1553,8 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
     const int64_t from = std::max<int64_t>(1, intFromEnv("K3C_MLA_COMBINE_TOKENS", kCombineTokens));
     const bool tc = kb.info().mmaSync && intFromEnv("K3C_MLA_COMBINE_MMA", 1) &&
                     cast<MemRefType>(kvb.getType()).getElementType().isBF16() &&
-                    gr.dv % (8 * (kMlaThreads / 32)) == 0 && R % 64 == 0;
+                    gr.dv % (8 * (kMlaThreads / 32)) == 0 && R % 64 == 0 &&
+                    16 * (2 * 2 * (R + 8) + 4 * (2 * maxSplits + 1)) <= kSharedBudget;
     const int64_t TT = tc ? 16 : from, pitch = R + 8;
     auto multiToken = [&] {
       kb.blocks({kb.idx(gr.H), kb.ceilDiv(Tc, TT)}, kMlaThreads, [&](ValueRange bid,
