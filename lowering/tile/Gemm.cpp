@@ -162,6 +162,18 @@ SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t
 }
 
 
+/// Threads of a GEMV block: kGemvThreads, or on the GPU without a prologue
+/// just enough whole warps for K / vw 16-byte chunks where that is fewer
+/// (mla_q_up's K = 1536 kept a quarter of 256 threads idle, a low-rank K =
+/// 128 all but 16). Bit-identical: the idle warps only added zeros to the
+/// block's sum. K3C_GEMV_FIT_THREADS=0: always kGemvThreads.
+static int64_t gemvThreads(KernelBuilder &kb, int64_t K, int64_t vw, const XPrologue &prologue) {
+  if (!kb.gpu() || prologue || !intFromEnv("K3C_GEMV_FIT_THREADS", 1))
+    return kGemvThreads;
+  const int64_t chunks = (K + vw - 1) / vw;
+  return std::min<int64_t>(kGemvThreads, (chunks + 31) / 32 * 32);
+}
+
 /// The GEMV grid: `groups` blocks of rows, one a block, or with a prologue
 /// persistent blocks (SMs x K3C_GEMV_PROLOGUE_BLOCKS, 4 by default) that
 /// first ask the L2 for their first group's weight rows (sm_90;
@@ -170,8 +182,8 @@ SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t
 /// prefetch was measured slower: mlp_down at batch 1 113 -> 178 us.)
 /// `group(g, xs)` emits one group's work; `firstRows(g)` gives its weight
 /// rows (memref, row).
-static void gemvGrid(KernelBuilder &kb, int64_t groups, int64_t K, const XPrologue &prologue,
-                     Value x, const std::string &name,
+static void gemvGrid(KernelBuilder &kb, int64_t groups, int64_t K, int64_t threads,
+                     const XPrologue &prologue, Value x, const std::string &name,
                      const std::function<SmallVector<std::pair<Value, Value>>(Value)> &firstRows,
                      const std::function<void(Value, Value, ThreadBlock &)> &group) {
   auto prefetch = [&](Value g, ThreadBlock &tb) {
@@ -186,7 +198,7 @@ static void gemvGrid(KernelBuilder &kb, int64_t groups, int64_t K, const XProlog
     }
   };
   if (!prologue) {
-    kb.blocks({kb.idx(groups)}, kGemvThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    kb.blocks({kb.idx(groups)}, threads, [&](ValueRange bid, ThreadBlock &tb) {
       group(bid[0], x, tb);
     }, 0, name);
     return;
@@ -213,7 +225,8 @@ void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t t
   const int64_t vw = std::min(kb.vecWidth(x, K), kb.vecWidth(w, K));
   // With a GluPair a block's R rows are R/2 gate rows and the same R/2 up
   // rows: it stores R/2 hidden columns.
-  const int64_t R = kGemvRows, outRows = glu ? R / 2 : R, threads = kb.gpu() ? kGemvThreads : 1;
+  const int64_t R = kGemvRows, outRows = glu ? R / 2 : R,
+                launch = gemvThreads(kb, K, vw, prologue), threads = kb.gpu() ? launch : 1;
   auto rowsOf = [&](Value g) {
     Value r0 = kb.mul(g, outRows);
     SmallVector<Value> rows;
@@ -269,7 +282,7 @@ void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t t
       });
     });
   };
-  gemvGrid(kb, (O + outRows - 1) / outRows, K, prologue, x,
+  gemvGrid(kb, (O + outRows - 1) / outRows, K, launch, prologue, x,
            std::string(glu ? "linear_glu_gemv" : "linear_gemv") + std::to_string(tok),
            [&](Value g) {
              SmallVector<std::pair<Value, Value>> out;
@@ -286,7 +299,7 @@ void gemvMulti(KernelBuilder &kb, Value x, ArrayRef<Value> ws, ArrayRef<Value> y
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
-  const int64_t R = kGemvRows, threads = kb.gpu() ? kGemvThreads : 1;
+  const int64_t R = kGemvRows;
   Type wElt = cast<MemRefType>(ws[0].getType()).getElementType();
   Type yElt = cast<MemRefType>(ys[0].getType()).getElementType();
   int64_t vw = kb.vecWidth(x, K);
@@ -296,6 +309,7 @@ void gemvMulti(KernelBuilder &kb, Value x, ArrayRef<Value> ws, ArrayRef<Value> y
     rowsOf.push_back(cast<MemRefType>(w.getType()).getDimSize(0));
     starts.push_back(starts.back() + (rowsOf.back() + R - 1) / R);
   }
+  const int64_t launch = gemvThreads(kb, K, vw, prologue), threads = kb.gpu() ? launch : 1;
   auto wDyn = MemRefType::get({ShapedType::kDynamic, K}, wElt);
   auto yDyn = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, yElt);
   // Group g's projection: the last i with starts[i] <= g (selects).
@@ -349,7 +363,7 @@ void gemvMulti(KernelBuilder &kb, Value x, ArrayRef<Value> ws, ArrayRef<Value> y
       kb.ifThen(kb.ult(o, p.O), [&] { kb.storeF32(total, p.y, {kb.idx(0), o}); });
     });
   };
-  gemvGrid(kb, starts.back(), K, prologue, x, "linear_gemv1_x" + std::to_string(ws.size()),
+  gemvGrid(kb, starts.back(), K, launch, prologue, x, "linear_gemv1_x" + std::to_string(ws.size()),
            [&](Value g) {
              Pick p = pick(g);
              SmallVector<std::pair<Value, Value>> out;

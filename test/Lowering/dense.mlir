@@ -7,6 +7,8 @@
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=F32
 // RUN: env K3C_FUSE_RESIDUAL=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=UNFUSED
 // RUN: env K3C_WGMMA_TILE=128,256,4,0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SERIAL
+// RUN: env K3C_GEMV_FIT_THREADS=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FIT0
+// FIT0: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) module(@k3_mlp_down_{{[0-9a-f]+}}_linear_gemv1) {{.*}} workgroup(%{{.*}} : memref<8x4xf32, #gpu.address_space<workgroup>>)
 
 // The residual add is done in the linear's store: the linear's own result
 // gets no buffer (arguments: GLU inputs, W, the residual, the GLU's scratch,
@@ -16,7 +18,9 @@
 // GPU-LABEL: func.func @k3_mlp_down_{{[0-9a-f]+}}(%arg0: memref<?x576xbf16>, %arg1: memref<?x576xbf16>, %arg2: memref<128x576xbf16>, %arg3: memref<?x128xbf16>, %arg4: memref<?x576xbf16>, %arg5: memref<?x128xbf16>)
 // GPU-SAME: k3.family = "mlp_down"
 // GPU: arith.cmpi ult, %[[T:.*]], %c2 : index
-// GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) module(@k3_mlp_down_{{[0-9a-f]+}}_linear_gemv1) {{.*}} workgroup(%{{.*}} : memref<8x4xf32, #gpu.address_space<workgroup>>)
+// The GEMV block has just enough warps for K = 576 (72 16-byte chunks: 3
+// warps, not 8 with 5 idle); K3C_GEMV_FIT_THREADS=0 keeps 256 threads.
+// GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c96{{.*}}) module(@k3_mlp_down_{{[0-9a-f]+}}_linear_gemv1) {{.*}} workgroup(%{{.*}} : memref<3x4xf32, #gpu.address_space<workgroup>>)
 // GPU: } else {
 // GPU: arith.cmpi ule, %[[T]], %c64
 // GPU: gpu.launch {{.*}} dynamic_shared_memory_size %c82944_i32 module(@k3_mlp_down_{{[0-9a-f]+}}_linear_mma_32x64x64_s6)
