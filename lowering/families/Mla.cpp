@@ -32,7 +32,6 @@
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <array>
 #include <cmath>
@@ -925,16 +924,6 @@ static void projectTokens(Grouped &gr, ThreadBlock &tb, Value olat, Value row0, 
   });
 }
 
-/// Two bf16 of `memref` (bf16) from `indices` as one packed i32 word (an
-/// mma.sync B fragment register).
-static Value loadWord(KernelBuilder &kb, Value memref, ValueRange indices) {
-  OpBuilder &b = kb.b;
-  Value v = vector::LoadOp::create(b, kb.loc, VectorType::get({2}, b.getBF16Type()), memref,
-                                   indices, /*nontemporal=*/false, llvm::MaybeAlign(4));
-  Value w = vector::BitCastOp::create(b, kb.loc, VectorType::get({1}, b.getI32Type()), v);
-  return vector::ExtractOp::create(b, kb.loc, w, ArrayRef<int64_t>{0});
-}
-
 /// projectTokens on tensor cores (GPU, bf16 W_UV): out[row0 + m, head, j] =
 /// W_UV[head] o_lat[m] for the block's 16 tokens as one 16 x dv x R product,
 /// o_lat given as hi + lo bf16 parts (olHi, olLo: shared [16, pitch], rows
@@ -959,8 +948,8 @@ static void projectTokensMma(Grouped &gr, ThreadBlock &tb, Value olHi, Value olL
           for (int64_t t = 0; t < tiles; ++t) {
             Value wr = kb.add(wRow0, kb.idx(8 * t));
             Value kc = kb.add(k0, kb.add(kb.idx(16 * u), kb.mul(quad, 2)));
-            bw.push_back(loadWord(kb, gr.kvb, {wr, kc}));
-            bw.push_back(loadWord(kb, gr.kvb, {wr, kb.add(kc, kb.idx(8))}));
+            bw.push_back(loadPairWord(kb, gr.kvb, {wr, kc}));
+            bw.push_back(loadPairWord(kb, gr.kvb, {wr, kb.add(kc, kb.idx(8))}));
           }
         SmallVector<Value> c(in.begin(), in.end());
         for (int64_t u = 0; u < U; ++u) {
@@ -990,18 +979,6 @@ static void projectTokensMma(Grouped &gr, ThreadBlock &tb, Value olHi, Value olL
     }
 }
 
-/// memref[row, col] and memref[row + 1, col] (bf16) as one packed i32 word:
-/// an mma.sync B fragment register of a row-major (k-major) B.
-static Value loadColumnPair(KernelBuilder &kb, Value memref, Value row, Value col) {
-  OpBuilder &b = kb.b;
-  Value lo = memref::LoadOp::create(b, kb.loc, memref, ValueRange{row, col});
-  Value hi = memref::LoadOp::create(b, kb.loc, memref, ValueRange{kb.add(row, kb.idx(1)), col});
-  Value pair = vector::FromElementsOp::create(b, kb.loc, VectorType::get({2}, b.getBF16Type()),
-                                              ValueRange{lo, hi});
-  Value w = vector::BitCastOp::create(b, kb.loc, VectorType::get({1}, b.getI32Type()), pair);
-  return vector::ExtractOp::create(b, kb.loc, w, ArrayRef<int64_t>{0});
-}
-
 /// q_abs of 16 tokens (rows row0 + m, m < valid; rows past repeat the last)
 /// for one head on tensor cores (GPU; bf16 q and W_UK, both exact in the
 /// MMA's bf16 inputs): q_nope [16, nope] W_UK[head] [nope, R] as m16n8k16
@@ -1023,15 +1000,15 @@ static void qabsMma(Grouped &gr, ThreadBlock &tb, Value row0, Value valid, Value
       kb.idx(0), kb.idx(gr.nope), kb.idx(16), SmallVector<Value>(tiles * 4, gr.zero),
       [&](Value k0, ValueRange in) {
         Value ka = kb.add(qBase, kb.add(k0, kb.mul(quad, 2)));
-        SmallVector<Value> a{loadWord(kb, gr.q, {rA, ka}), loadWord(kb, gr.q, {rB, ka}),
-                             loadWord(kb, gr.q, {rA, kb.add(ka, kb.idx(8))}),
-                             loadWord(kb, gr.q, {rB, kb.add(ka, kb.idx(8))})};
+        SmallVector<Value> a{loadPairWord(kb, gr.q, {rA, ka}), loadPairWord(kb, gr.q, {rB, ka}),
+                             loadPairWord(kb, gr.q, {rA, kb.add(ka, kb.idx(8))}),
+                             loadPairWord(kb, gr.q, {rB, kb.add(ka, kb.idx(8))})};
         Value kr = kb.add(kBase, kb.add(k0, kb.mul(quad, 2)));
         SmallVector<Value> bw;
         for (int64_t t = 0; t < tiles; ++t) {
           Value n = kb.add(n0, kb.add(kb.idx(8 * t), grp));
-          bw.push_back(loadColumnPair(kb, gr.kvb, kr, n));
-          bw.push_back(loadColumnPair(kb, gr.kvb, kb.add(kr, kb.idx(8)), n));
+          bw.push_back(loadColumnPairWord(kb, gr.kvb, kr, n));
+          bw.push_back(loadColumnPairWord(kb, gr.kvb, kb.add(kr, kb.idx(8)), n));
         }
         SmallVector<Value> c(in.begin(), in.end());
         for (int64_t t = 0; t < tiles; ++t)

@@ -511,6 +511,24 @@ SmallVector<Value> fragmentWords(KernelBuilder &kb, Value frag, int64_t first, i
   return out;
 }
 
+Value loadPairWord(KernelBuilder &kb, Value memref, ValueRange indices) {
+  OpBuilder &b = kb.b;
+  Value v = vector::LoadOp::create(b, kb.loc, VectorType::get({2}, b.getBF16Type()), memref,
+                                   indices, /*nontemporal=*/false, llvm::MaybeAlign(4));
+  Value w = vector::BitCastOp::create(b, kb.loc, VectorType::get({1}, b.getI32Type()), v);
+  return vector::ExtractOp::create(b, kb.loc, w, ArrayRef<int64_t>{0});
+}
+
+Value loadColumnPairWord(KernelBuilder &kb, Value memref, Value row, Value col) {
+  OpBuilder &b = kb.b;
+  Value lo = memref::LoadOp::create(b, kb.loc, memref, ValueRange{row, col});
+  Value hi = memref::LoadOp::create(b, kb.loc, memref, ValueRange{kb.add(row, kb.idx(1)), col});
+  Value pair = vector::FromElementsOp::create(b, kb.loc, VectorType::get({2}, b.getBF16Type()),
+                                              ValueRange{lo, hi});
+  Value w = vector::BitCastOp::create(b, kb.loc, VectorType::get({1}, b.getI32Type()), pair);
+  return vector::ExtractOp::create(b, kb.loc, w, ArrayRef<int64_t>{0});
+}
+
 /// c += a b for one m16n8k16 bf16 tile (mma.sync.aligned.m16n8k16.row.col
 /// .f32.bf16.bf16.f32): `a` 4 and `b` 2 i32 words of packed bf16 pairs, `c`
 /// the thread's 4 fp32 accumulators. nvgpu.mma.sync deduces no PTX type for

@@ -202,6 +202,14 @@ mlir::Value ldmatrixX4(KernelBuilder &kb, mlir::Value smem, mlir::ValueRange ind
 /// Rows [first, first + count) of an ldmatrix result as mma i32 words.
 llvm::SmallVector<mlir::Value> fragmentWords(KernelBuilder &kb, mlir::Value frag, int64_t first,
                                              int64_t count);
+/// Two adjacent bf16 of a row (memref[indices], the next column) as one
+/// packed i32 word, loaded straight from memory: an A register of mmaBf16
+/// (row-major A) or a B register of a column-major B.
+mlir::Value loadPairWord(KernelBuilder &kb, mlir::Value memref, mlir::ValueRange indices);
+/// memref[row, col] and memref[row + 1, col] (bf16) as one packed i32 word:
+/// a B register of mmaBf16 for a row-major (k-major) B.
+mlir::Value loadColumnPairWord(KernelBuilder &kb, mlir::Value memref, mlir::Value row,
+                               mlir::Value col);
 /// An integer tuning override from the environment (compile time), else dflt.
 int64_t intFromEnv(const char *var, int64_t dflt);
 
