@@ -7,7 +7,8 @@
 #  * the slice bf16 at 16 tokens and 8 one-token prompts against the reference, and at 300 tokens
 #    (wgmma) against the same slice compiled with mma.sync only (K3C_WGMMA=0);
 #  * variants v/slice-N* (e.g. N0=K3C_GEMV_PROLOGUE=0): decode logits
-#    bit-identical to the default build's;
+#    bit-identical to the default build's; v/slice-C* (e.g. C4=K3C_MLA_QABS_MMA=1):
+#    checked against the reference (8 one-token prompts), then timed at decode;
 #  * k3-bench: prefill T = 512, 2048, 8192, decode batch 1, 8, 32, 128;
 #    bench/gemm_peer.py: the same linears through torch, and the ceilings.
 # Bundle: bash bench/make-gemm-bundle.sh here; carry .dev; run bash .dev/gemm-h200.sh
@@ -80,6 +81,12 @@ for a in slice-bf16 v/slice-M*; do
   echo "== MLA decode variant $a (context 1024: batch 1, 8; context 8000: batch 1)"
   k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 1,8 --context 1024 --steps 16 | grep -E "^decode|mla_attn"
   k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 1 --context 8000 --steps 16 | grep -E "^decode|mla_attn"
+done
+for a in v/slice-C*; do
+  [ -d "$a" ] || continue
+  echo "== checked variant $a: 8 one-token prompts vs the reference, then decode"
+  timeout 400 k3-run $a --checkpoint /tmp/slice --device cuda --batch batch8.txt --max-new-tokens 2 --check --quiet | grep -E "check:"
+  k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode ${DECODE_VARIANTS:-8,32,128} --steps 16 --csv $OUT/$(basename $a).csv | grep -E "^decode|mla_attn|lm_head"
 done
 for a in v/slice-D* v/slice-N*; do
   [ -d "$a" ] || continue

@@ -8,7 +8,8 @@
 #   VARIANTS="P1=K3C_WGMMA_TILE=128,256,4,0 D1=K3C_MMA_SMALL=32,64,64,2,2,6;K3C_MMA_FROM=2" \
 #     bash bench/make-gemm-bundle.sh
 # (names starting with P are benchmarked at prefill, D at decode, N compared
-# bit for bit with the default build's decode logits); TINY_VARIANTS the
+# bit for bit with the default build's decode logits, C checked against the
+# reference and benchmarked at decode); TINY_VARIANTS the
 # same for k3-tiny bf16 (checked against the reference).
 # Carry .dev; run: bash .dev/gemm-h200.sh
 source "$(dirname "$0")/bundle-common.sh"
