@@ -63,6 +63,8 @@ struct Driver {
   CUresult (*cuGraphExecDestroy)(void *);
   CUresult (*cuGraphDestroy)(void *);
   CUresult (*cuFuncGetName)(const char **, CUfunction) = nullptr; // optional (CUDA >= 12.3)
+  CUresult (*cuMemHostRegister)(void *, size_t, unsigned) = nullptr; // optional
+  CUresult (*cuMemHostUnregister)(void *) = nullptr;
   bool capturing = false;
   CUcontext ctx = nullptr;
   CUstream stream = nullptr;
@@ -128,6 +130,9 @@ bool initialize(std::string &why) {
     d.cuEventRecordWithFlags = nullptr;
   if (!bind(d.cuEventDestroy, "cuEventDestroy_v2"))
     d.cuEventDestroy = nullptr;
+  if (!(bind(d.cuMemHostRegister, "cuMemHostRegister_v2") &&
+        bind(d.cuMemHostUnregister, "cuMemHostUnregister")))
+    d.cuMemHostRegister = nullptr;
   // Graph support is optional: without it decode runs eagerly.
   if (!(bind(d.cuStreamBeginCapture, "cuStreamBeginCapture_v2") &&
         bind(d.cuStreamEndCapture, "cuStreamEndCapture") &&
@@ -189,6 +194,14 @@ void upload(CUdeviceptr dst, const void *src, size_t bytes) {
 void download(void *dst, CUdeviceptr src, size_t bytes) {
   check(d.cuStreamSynchronize(d.stream), "cuStreamSynchronize");
   check(d.cuMemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
+}
+bool pinHost(void *p, size_t bytes) {
+  return d.ready && d.cuMemHostRegister && p && bytes &&
+         d.cuMemHostRegister(p, bytes, /*CU_MEMHOSTREGISTER_PORTABLE*/ 1) == 0;
+}
+void unpinHost(void *p) {
+  if (d.ready && d.cuMemHostRegister && p)
+    d.cuMemHostUnregister(p);
 }
 void zero(CUdeviceptr dst, size_t bytes) { check(d.cuMemsetD8(dst, 0, bytes), "cuMemsetD8"); }
 void copyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {

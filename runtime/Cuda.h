@@ -30,6 +30,12 @@ CUdeviceptr alloc(size_t bytes, const std::string &what);
 void release(CUdeviceptr p);
 void upload(CUdeviceptr dst, const void *src, size_t bytes);
 void download(void *dst, CUdeviceptr src, size_t bytes);
+/// Page-locks host memory [p, p + bytes) for the device's copies (copies
+/// into it run at PCIe speed instead of through the driver's staging
+/// buffers). False where the driver lacks cuMemHostRegister or refuses
+/// (copies then stay pageable: nothing else changes).
+bool pinHost(void *p, size_t bytes);
+void unpinHost(void *p);
 void zero(CUdeviceptr dst, size_t bytes);
 /// Device-to-device copy on the runtime's stream (ordered with its launches).
 void copyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes);

@@ -86,6 +86,16 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
   if (N == 0) // a step without sequences (idle): the last logits stay
     return logitsHost;
   Buffer *logits = e.values[e.returns[0]].buf;
+  if (logits->device && !logitsPinTried) {
+    // Room for every step's rows up front: the pinned pages never move.
+    logitsPinTried = true;
+    logitsHost.reserve(static_cast<size_t>(std::max<int64_t>(plan.maxSeqs, N) * vocab));
+    logitsPinned = cuda::pinHost(logitsHost.data(), logitsHost.capacity() * sizeof(float));
+  }
+  if (logitsPinned && static_cast<size_t>(N * vocab) > logitsHost.capacity()) {
+    cuda::unpinHost(logitsHost.data()); // a larger step than planned: pageable from now on
+    logitsPinned = false;
+  }
   logitsHost.resize(N * vocab);
   logits->read(logitsHost.data(), logitsHost.size() * sizeof(float));
   return logitsHost;
