@@ -62,6 +62,9 @@ options:
                          differ or the error exceeds 1e-5 of the logits' scale; bf16 builds
                          run the f32 reference too and fail where the compiled logits are
                          further from it than 2 x the bf16 reference's distance + 1e-2
+  --check-factor F       bf16 --check: the factor on the bf16 reference's distance (default 2)
+  --check-floor T        --check: the tolerance floor of the logits' scale (default 1e-2 for
+                         bf16 builds, 1e-5 for f32)
   --profile              per-kernel time, bytes, FLOPs and achieved rates
   --ep R                 expert parallelism over R ranks: the prompts are split into R
                          contiguous groups, the routed experts of every MoE layer are sharded
@@ -375,7 +378,7 @@ int main(int argc, char **argv) {
     k3c::Args args(argc, argv,
                    {"prompt-ids", "batch", "max-new-tokens", "device", "temperature", "top-p",
                     "seed", "dump-logits", "checkpoint", "ep", "prompt", "prompt-file", "system",
-                    "tokenizer"},
+                    "tokenizer", "check-factor", "check-floor"},
                    {"help", "check", "profile", "quiet", "ep-no-balance", "chat",
                     "allow-nonfinite"});
     if (args.has("help")) {
@@ -398,6 +401,8 @@ int main(int argc, char **argv) {
     int64_t steps = args.getInt("max-new-tokens", 8);
     if (steps < 1)
       throw k3c::Error("--max-new-tokens must be >= 1, got " + std::to_string(steps));
+    if (!(args.getDouble("check-floor", 0.0) >= 0) || !(args.getDouble("check-factor", 0.0) >= 0))
+      throw k3c::Error("--check-floor and --check-factor must be >= 0");
     double temperature = args.getDouble("temperature", 0.0), topP = args.getDouble("top-p", 1.0);
     if (!(temperature >= 0) || !std::isfinite(temperature) || !(topP > 0 && topP <= 1))
       throw k3c::Error("--temperature must be a finite number >= 0 and --top-p in (0, 1]");
@@ -575,7 +580,8 @@ int main(int argc, char **argv) {
       k3c::Reference ref = k3c::loadReference(
           model->checkpointPath(), f32 ? k3c::Precision::F32 : k3c::Precision::BF16, false);
       bool ok = true;
-      const double tol = f32 ? 1e-5 : 1e-2, factor = 2.0;
+      const double tol = args.getDouble("check-floor", f32 ? 1e-5 : 1e-2),
+                   factor = args.getDouble("check-factor", 2.0);
       // Routing hints: step `hintStep`'s records hold every sequence's rows
       // (prefill: all prompt tokens in order; decode: one row a sequence);
       // rows [hintRow, hintRow + T) are this forward call's. A record whose
@@ -690,7 +696,7 @@ int main(int argc, char **argv) {
                     ok ? "PASSED" : "FAILED", tol);
       else
         std::printf("check: %s (bf16 activations; tolerance: max rel vs the f32 reference "
-                    "<= %.0f x the bf16 reference's + %.0e of the logits' scale; the worst "
+                    "<= %g x the bf16 reference's + %.0e of the logits' scale; the worst "
                     "step at %.2f of its bound)\n",
                     ok ? "PASSED" : "FAILED", factor, tol, worst);
       if (!ok)
