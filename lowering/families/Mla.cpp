@@ -1528,11 +1528,16 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
     // where the target has mma.sync and W_UV is bf16, else FMA
     // (projectTokens, 8 tokens a block). K3C_MLA_COMBINE_MMA=0: FMA.
     const int64_t from = std::max<int64_t>(1, intFromEnv("K3C_MLA_COMBINE_TOKENS", kCombineTokens));
+    // Shared memory of the tensor-core form: o_lat hi and lo (bf16 [16,
+    // pitch] each) and the weights fS [16, maxSplits + 1] and liveS [16,
+    // maxSplits] (f32), as multiToken allocates them.
+    const int64_t pitch = R + 8;
+    const int64_t tcShared = 16 * (2 * pitch * 2 + (2 * maxSplits + 1) * 4);
     const bool tc = kb.info().mmaSync && intFromEnv("K3C_MLA_COMBINE_MMA", 1) &&
                     cast<MemRefType>(kvb.getType()).getElementType().isBF16() &&
                     gr.dv % (8 * (kMlaThreads / 32)) == 0 && R % 64 == 0 &&
-                    16 * (2 * 2 * (R + 8) + 4 * (2 * maxSplits + 1)) <= kSharedBudget;
-    const int64_t TT = tc ? 16 : from, pitch = R + 8;
+                    tcShared <= kSharedBudget;
+    const int64_t TT = tc ? 16 : from;
     auto multiToken = [&] {
       kb.blocks({kb.idx(gr.H), kb.ceilDiv(Tc, TT)}, kMlaThreads, [&](ValueRange bid,
                                                                        ThreadBlock &tb) {
