@@ -54,6 +54,9 @@ Reference::Vec Reference::linear(const Vec &x, int64_t rows, const F32Tensor &W,
   Vec y(rows * out);
   constexpr int64_t kBlock = 64;
   const int64_t blocks = (out + kBlock - 1) / kBlock;
+  // Small products (k3-tiny's) stay on the calling thread.
+  const size_t minParallel =
+      rows * out * in >= (int64_t{1} << 22) ? 2 : static_cast<size_t>(blocks) + 1;
   parallelFor(
       static_cast<size_t>(blocks),
       [&](size_t blk) {
@@ -68,7 +71,7 @@ Reference::Vec Reference::linear(const Vec &x, int64_t rows, const F32Tensor &W,
             y[t * out + o] = round ? R(acc) : static_cast<float>(acc);
           }
       },
-      rows * out * in >= (int64_t{1} << 22) ? 2 : static_cast<size_t>(blocks) + 1);
+      minParallel);
   return y;
 }
 
