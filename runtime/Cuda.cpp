@@ -49,6 +49,7 @@ struct Driver {
   CUresult (*cuStreamCreate)(CUstream *, unsigned);
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamQuery)(CUstream);
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned) = nullptr; // optional
   CUresult (*cuEventCreate)(CUevent *, unsigned);
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventRecordWithFlags)(CUevent, CUstream, unsigned) = nullptr; // optional
@@ -68,6 +69,9 @@ struct Driver {
   bool capturing = false;
   CUcontext ctx = nullptr;
   CUstream stream = nullptr;
+  CUstream side = nullptr;                  ///< copyBeside's stream (made on first use)
+  CUevent forkEv = nullptr, joinEv = nullptr; ///< ordering between the two streams
+  bool forked = false;
   std::string name;
   bool ready = false;
 };
@@ -128,6 +132,8 @@ bool initialize(std::string &why) {
     d.cuFuncGetName = nullptr;
   if (!bind(d.cuEventRecordWithFlags, "cuEventRecordWithFlags"))
     d.cuEventRecordWithFlags = nullptr;
+  if (!bind(d.cuStreamWaitEvent, "cuStreamWaitEvent"))
+    d.cuStreamWaitEvent = nullptr;
   if (!bind(d.cuEventDestroy, "cuEventDestroy_v2"))
     d.cuEventDestroy = nullptr;
   if (!(bind(d.cuMemHostRegister, "cuMemHostRegister_v2") &&
@@ -206,6 +212,31 @@ void unpinHost(void *p) {
 void zero(CUdeviceptr dst, size_t bytes) { check(d.cuMemsetD8(dst, 0, bytes), "cuMemsetD8"); }
 void copyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
   check(d.cuMemcpyDtoDAsync(dst, src, bytes, d.stream), "cuMemcpyDtoDAsync");
+}
+void copyBeside(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  if (!d.cuStreamWaitEvent || d.capturing) {
+    copyAsync(dst, src, bytes);
+    return;
+  }
+  if (!d.side) {
+    check(d.cuStreamCreate(&d.side, /*CU_STREAM_NON_BLOCKING*/ 1), "cuStreamCreate (side stream)");
+    check(d.cuEventCreate(&d.forkEv, /*CU_EVENT_DISABLE_TIMING*/ 2), "cuEventCreate");
+    check(d.cuEventCreate(&d.joinEv, 2), "cuEventCreate");
+  }
+  if (!d.forked) {
+    // The copies start after everything enqueued on the runtime's stream.
+    check(d.cuEventRecord(d.forkEv, d.stream), "cuEventRecord");
+    check(d.cuStreamWaitEvent(d.side, d.forkEv, 0), "cuStreamWaitEvent");
+    d.forked = true;
+  }
+  check(d.cuMemcpyDtoDAsync(dst, src, bytes, d.side), "cuMemcpyDtoDAsync (side stream)");
+}
+void joinSide() {
+  if (!d.forked)
+    return;
+  check(d.cuEventRecord(d.joinEv, d.side), "cuEventRecord");
+  check(d.cuStreamWaitEvent(d.stream, d.joinEv, 0), "cuStreamWaitEvent");
+  d.forked = false;
 }
 void synchronize(const char *where) { check(d.cuStreamSynchronize(d.stream), where); }
 

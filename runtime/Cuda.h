@@ -39,6 +39,13 @@ void unpinHost(void *p);
 void zero(CUdeviceptr dst, size_t bytes);
 /// Device-to-device copy on the runtime's stream (ordered with its launches).
 void copyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+/// Device-to-device copies that overlap what is enqueued next on the
+/// runtime's stream (e.g. a NCCL exchange's kernels): they start after
+/// everything enqueued so far, run on a second stream, and joinSide() makes
+/// the runtime's stream wait for them. Without cuStreamWaitEvent (or while
+/// capturing a graph) copyBeside is copyAsync.
+void copyBeside(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+void joinSide();
 void synchronize(const char *where);
 /// Makes the runtime's context current on the calling thread (a worker
 /// thread that launches kernels or copies).

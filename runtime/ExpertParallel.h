@@ -105,6 +105,14 @@ public:
                               bool device);
   /// Marks the group failed (a rank's own error), so no rank waits forever.
   virtual void abort(const std::string &why) = 0;
+  /// With deferDeviceWaits set, an exchange of device pieces is only
+  /// enqueued on the runtime's stream (work enqueued after it runs after it)
+  /// and flush() waits for all of them, with the same error and timeout
+  /// checks as an exchange that waits. Nothing may block on the stream in
+  /// between (a peer that died would hang it): the caller flushes before
+  /// any host copy or synchronization. Host pieces always wait.
+  bool deferDeviceWaits = false;
+  virtual void flush() {}
   /// Bytes sent so far (for the dispatch/combine benchmark).
   int64_t bytesSent = 0;
 

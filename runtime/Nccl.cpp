@@ -145,8 +145,9 @@ public:
       out += p.bytes;
     if (device) {
       // Device memory: NCCL reads and writes the pieces where they are.
-      group(sends, recvs);
+      group(sends, recvs, deferDeviceWaits);
     } else {
+      flush();
       // Host memory: through the staging buffers, in piece order.
       size_t in = 0;
       for (const Piece &p : recvs)
@@ -208,11 +209,14 @@ private:
   /// One grouped ncclSend/ncclRecv round over device pieces (pieces between
   /// two ranks match in order), waited for with the async-error and timeout
   /// checks.
-  void group(const std::vector<Piece> &sends, const std::vector<Piece> &recvs) {
+  void group(const std::vector<Piece> &sends, const std::vector<Piece> &recvs,
+             bool defer = false) {
     Nccl &nc = nccl();
     void *stream = cuda::stream();
-    // Pieces to this rank itself are device copies on the same stream
-    // (matched in order), not NCCL self-sends (which take NCCL's channels).
+    // Pieces to this rank itself are device copies (matched in order), not
+    // NCCL self-sends (which take NCCL's channels), on a second stream so
+    // they overlap the sends to the other ranks; the runtime's stream waits
+    // for both.
     std::vector<const Piece *> selfSend, selfRecv;
     for (const Piece &p : sends)
       if (p.bytes && p.peer == me)
@@ -228,8 +232,8 @@ private:
         throw Error("EP rank " + std::to_string(me) + ": a piece to itself of " +
                     std::to_string(selfSend[i]->bytes) + " bytes is received as " +
                     std::to_string(selfRecv[i]->bytes));
-      cuda::copyAsync(reinterpret_cast<cuda::CUdeviceptr>(selfRecv[i]->ptr),
-                      reinterpret_cast<cuda::CUdeviceptr>(selfSend[i]->ptr), selfSend[i]->bytes);
+      cuda::copyBeside(reinterpret_cast<cuda::CUdeviceptr>(selfRecv[i]->ptr),
+                       reinterpret_cast<cuda::CUdeviceptr>(selfSend[i]->ptr), selfSend[i]->bytes);
     }
     check(nc.groupStart(), "ncclGroupStart");
     for (const Piece &p : sends)
@@ -239,7 +243,11 @@ private:
       if (p.bytes && p.peer != me)
         check(nc.recv(p.ptr, p.bytes, kUint8, static_cast<int>(p.peer), comm, stream), "ncclRecv");
     check(nc.groupEnd(), "ncclGroupEnd");
-    wait();
+    cuda::joinSide();
+    if (defer)
+      pending = true;
+    else
+      wait();
   }
   /// Host messages of any size: the sizes first (8 bytes to and from every
   /// rank), then the bytes; both through the staging buffers.
@@ -256,8 +264,13 @@ private:
     exchangePieces(out, in, /*device=*/false);
     bytesSent = counted;
   }
+  void flush() override {
+    if (pending)
+      wait();
+  }
   /// Polls the stream and NCCL's async error until done or the timeout.
   void wait() {
+    pending = false;
     auto start = std::chrono::steady_clock::now();
     while (!cuda::streamDone("NCCL all-to-all")) {
       Result async = 0;
@@ -286,7 +299,7 @@ private:
   Comm comm = nullptr;
   cuda::CUdeviceptr sendBuf = 0, recvBuf = 0;
   size_t sendCap = 0, recvCap = 0;
-  bool failed = false;
+  bool failed = false, pending = false;
   std::string failure;
 };
 

@@ -25,7 +25,9 @@ Prints two tables:
   1. all-to-all bandwidth against message size (bytes each rank sends to each
      other rank; what dispatch and combine do every MoE layer): time per
      exchange and GB/s sent per rank; with nccl also from device buffers
-     (what k3-run's EP exchange sends). inproc: R threads of this process
+     (what k3-run's EP exchange sends), each exchange waited for (as k3-run
+     does) and back to back (N enqueued, one wait: how NCCL's own
+     all-to-all is timed by bench/nccl-alltoall.py). inproc: R threads of this process
      (default R = 4); nccl: this process's GPU, R = 1 (self send/recv through
      NCCL, including the host<->device staging k3-run uses), or R processes
      started by a launcher (the variables of k3-run --help, --ep: torchrun,
@@ -82,8 +84,11 @@ static void bandwidth(Transport &t, int64_t iters, bool print) {
 static void deviceBandwidth(Transport &t, int64_t iters, bool print) {
   const int64_t R = t.size();
   if (print)
-    std::printf("\ndevice buffers\n%-14s %12s %14s\n", "message bytes", "us/exchange",
-                "GB/s per rank");
+    std::printf("\ndevice buffers (waited: each exchange waited for, as k3-run does; back to "
+                "back: %lld enqueued, then one wait, as NCCL's own all-to-all is timed)\n"
+                "%-14s %12s %14s %16s %18s\n",
+                static_cast<long long>(iters), "message bytes", "us/exchange", "GB/s per rank",
+                "us back to back", "GB/s back to back");
   for (int64_t bytes : {int64_t(4) << 10, int64_t(64) << 10, int64_t(1) << 20, int64_t(8) << 20,
                         int64_t(64) << 20}) {
     size_t total = static_cast<size_t>(bytes * R);
@@ -111,9 +116,20 @@ static void deviceBandwidth(Transport &t, int64_t iters, bool print) {
       t.allToAllBuffers(s, counts, r, counts, true);
     double sec =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+    // Back to back: the exchanges only enqueued, one wait at the end.
+    t.barrier();
+    t.deferDeviceWaits = true;
+    t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < iters; ++i)
+      t.allToAllBuffers(s, counts, r, counts, true);
+    t.flush();
+    double batched =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+    t.deferDeviceWaits = false;
     if (print)
-      std::printf("%-14lld %12.1f %14.2f\n", static_cast<long long>(bytes), sec * 1e6,
-                  static_cast<double>(bytes * R) / sec / 1e9);
+      std::printf("%-14lld %12.1f %14.2f %16.1f %18.2f\n", static_cast<long long>(bytes),
+                  sec * 1e6, static_cast<double>(bytes * R) / sec / 1e9, batched * 1e6,
+                  static_cast<double>(bytes * R) / batched / 1e9);
     cuda::release(src);
     cuda::release(dst);
   }
