@@ -86,15 +86,33 @@ void HostModel::runExpertsEP(Entry &e, Launch &l, std::vector<Buffer *> &bufOf) 
   if (!std::equal(mine.begin(), mine.end(), all.begin() + me * E))
     throw Error("EP: this rank's counts came back changed from the exchange");
   auto t1 = now();
-  Placement pl = planPlacement(cum[R], R, opts.epBalance);
+  std::vector<Buffer *> wbufs = expertWeightBuffers(e, l);
+  const ExpertSlots es = expertSlots(E);
+  auto slotBytes = [&](Buffer *b) { return b->bytes / es.slots; };
+  int64_t minPairs = opts.epReplicaMinPairs;
+  if (minPairs <= 0 && !gpu)
+    minPairs = 1;
+  if (minPairs <= 0) {
+    // Break-even on the GPU: the expert's bytes over the link against its
+    // pairs' math (2 FLOPs per weight element and pair).
+    double bytes = 0, elements = 0;
+    for (Buffer *b : wbufs)
+      bytes += static_cast<double>(slotBytes(b));
+    for (size_t i = 2; i < l.inputs.size(); ++i) {
+      double n = 1;
+      for (int64_t d : e.values[l.inputs[i]].shape)
+        n *= static_cast<double>(d);
+      elements += n / static_cast<double>(E);
+    }
+    minPairs = replicaBreakEven(bytes, 2 * elements, 250e9, 200e12);
+  }
+  ep.replicaMinPairs = minPairs;
+  Placement pl = planPlacement(cum[R], R, opts.epBalance, minPairs);
   auto t2 = now();
   ep.planSeconds += secs(t1, t2);
 
   // 2. Replica weights from their home ranks, slot to slot (device to device
   //    over NCCL): every rank derives the same pieces from the plan.
-  std::vector<Buffer *> wbufs = expertWeightBuffers(e, l);
-  const ExpertSlots es = expertSlots(E);
-  auto slotBytes = [&](Buffer *b) { return b->bytes / es.slots; };
   auto slotPtr = [&](Buffer *b, int64_t slot) {
     return static_cast<void *>(static_cast<uint8_t *>(b->data) + slot * slotBytes(b));
   };

@@ -6,14 +6,19 @@
 #include "runtime/Cuda.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
 namespace k3c::rt {
 
-Placement planPlacement(const std::vector<int64_t> &load, int64_t ranks, bool balance) {
+Placement planPlacement(const std::vector<int64_t> &load, int64_t ranks, bool balance,
+                        int64_t minReplicaPairs) {
   if (ranks < 1)
     throw Error("expert parallelism needs at least one rank, got " + std::to_string(ranks));
+  if (minReplicaPairs < 1)
+    throw Error("the smallest replica share must be at least 1 pair, got " +
+                std::to_string(minReplicaPairs));
   Placement p;
   p.ranks = ranks;
   p.experts = static_cast<int64_t>(load.size());
@@ -62,7 +67,21 @@ Placement planPlacement(const std::vector<int64_t> &load, int64_t ranks, bool ba
           if (recv >= ranks)
             break;
           int64_t n = std::min({p.computed[d] - target[d], target[recv] - p.computed[recv], home[e]});
-          if (away[e].empty() || away[e].back().first != recv) {
+          bool fresh = away[e].empty() || away[e].back().first != recv;
+          // A new replica costs a copy of the expert's weights: worth it only
+          // for a share of at least minReplicaPairs pairs. The donor's
+          // experts come largest first, so no later one can do better.
+          if (fresh && n < minReplicaPairs) {
+            // A receiver short by less than that is left short; else the
+            // donor's excess or this expert's pairs are too few.
+            if (target[recv] - p.computed[recv] < minReplicaPairs &&
+                std::min(p.computed[d] - target[d], home[e]) >= minReplicaPairs) {
+              ++recv;
+              continue;
+            }
+            break;
+          }
+          if (fresh) {
             away[e].push_back({recv, 0});
             ++p.replicas[recv];
           }
@@ -81,6 +100,15 @@ Placement planPlacement(const std::vector<int64_t> &load, int64_t ranks, bool ba
       p.shares[e].push_back(s);
   }
   return p;
+}
+
+int64_t replicaBreakEven(double expertBytes, double flopsPerPair, double linkBytesPerSecond,
+                         double flopsPerSecond) {
+  if (!(expertBytes >= 0) || !(flopsPerPair > 0) || !(linkBytesPerSecond > 0) ||
+      !(flopsPerSecond > 0))
+    throw Error("replicaBreakEven: sizes and rates must be positive");
+  double pairs = std::ceil((expertBytes / linkBytesPerSecond) / (flopsPerPair / flopsPerSecond));
+  return std::max<int64_t>(1, static_cast<int64_t>(std::min(pairs, 1e15)));
 }
 
 void Transport::allToAllBuffers(const void *send, const std::vector<size_t> &sendCounts,

@@ -65,8 +65,19 @@ inline ExpertSlots expertSlots(int64_t experts, int64_t ranks, int64_t rank) {
 /// ranks above the mean move to ranks below it (a new replica each time an
 /// expert starts a share on another rank) until every rank computes
 /// ⌊P/R⌋ or ⌈P/R⌉ pairs, never giving a rank more than ⌈E/R⌉ replicas; when
-/// that budget is exhausted the remaining imbalance is kept.
-Placement planPlacement(const std::vector<int64_t> &load, int64_t ranks, bool balance);
+/// that budget is exhausted the remaining imbalance is kept. A replica is
+/// made only for a share of at least `minReplicaPairs` pairs (fetching an
+/// expert's weights must cost less than computing the pairs it moves), so
+/// with a threshold above 1 the ranks end within about minReplicaPairs of
+/// each other per expert left unmoved.
+Placement planPlacement(const std::vector<int64_t> &load, int64_t ranks, bool balance,
+                        int64_t minReplicaPairs = 1);
+
+/// The smallest share worth a replica on a GPU: ⌈fetch time / time per
+/// pair⌉ for an expert of `expertBytes` weight bytes (over the link at
+/// `linkBytesPerSecond`) and `flopsPerPair` (at `flopsPerSecond`); at least 1.
+int64_t replicaBreakEven(double expertBytes, double flopsPerPair, double linkBytesPerSecond,
+                         double flopsPerSecond);
 
 /// Moves bytes between the ranks of one EP group. Every call is collective:
 /// all ranks call it in the same order. Failures (a rank that died, a

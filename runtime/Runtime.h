@@ -37,6 +37,12 @@ struct LoadOptions {
   /// exchanges its routed pairs through `ep` (docs/runtime.md).
   Transport *ep = nullptr;
   bool epBalance = true; ///< balanced placement (replicas of hot experts)
+  /// The smallest share of an expert's pairs worth a replica (its weights
+  /// fetched from the home rank). 0: on the GPU, the break-even of the
+  /// expert's bytes over the link (250 GB/s) against its pairs' math (200
+  /// TFLOP/s), ~200 pairs at K3's expert shapes; on the CPU (ranks are
+  /// threads sharing memory) 1.
+  int64_t epReplicaMinPairs = 0;
   /// Load weights holding NaN/Inf (otherwise loading stops at the first one,
   /// naming the tensor and the element).
   bool allowNonFinite = false;
@@ -54,6 +60,7 @@ struct EpStats {
   /// all of them and those of decode steps.
   double moeSeconds = 0, decodeMoeSeconds = 0;
   int64_t decodeLayers = 0; ///< MoE layer executions in decode steps
+  int64_t replicaMinPairs = 0; ///< the smallest share worth a replica (last layer)
 };
 
 struct MemoryPlan {

@@ -128,6 +128,58 @@ TEST(Placement, ReplicaBudgetIsRespectedWhenTight) {
     EXPECT_LE(p.replicas[r], 1);
 }
 
+TEST(Placement, ReplicasOnlyForSharesWorthTheirFetch) {
+  // Decode-sized steps (16 tokens x top 16 over 256 experts): with a
+  // threshold above any expert's load nothing is replicated, and the plan is
+  // the home-only one.
+  for (int64_t R : {2, 4}) {
+    auto load = zipfLoad(256, 16 * 16, 1.2, 3);
+    int64_t hottest = *std::max_element(load.begin(), load.end());
+    Placement p = planPlacement(load, R, true, hottest + 1);
+    checkPlan(p, load, true);
+    Placement home = planPlacement(load, R, false);
+    for (int64_t r = 0; r < R; ++r) {
+      EXPECT_EQ(p.replicas[r], 0) << "R " << R;
+      EXPECT_EQ(p.computed[r], home.computed[r]);
+    }
+  }
+  // Prefill-sized skewed steps: every replica share holds at least the
+  // threshold, and the ranks still end within the threshold of each other
+  // (the first-fit only stops short of a share smaller than it).
+  for (int64_t R : {2, 4, 8})
+    for (int64_t minPairs : {2, 50, 200}) {
+      auto load = zipfLoad(384, 8 * 4096, 1.2, 7);
+      Placement p = planPlacement(load, R, true, minPairs);
+      int64_t spread = checkPlan(p, load, true);
+      // A replica share starts at the threshold or above and only grows.
+      for (int64_t e = 0; e < 384; ++e)
+        for (auto [r, n] : p.shares[e])
+          if (r != homeRank(e, 384, R))
+            EXPECT_GE(n, minPairs) << "expert " << e;
+      int64_t unbalanced = checkPlan(planPlacement(load, R, false), load, false);
+      EXPECT_LT(spread, unbalanced) << "R " << R << " min " << minPairs;
+      EXPECT_LE(spread, 2 * R * minPairs) << "R " << R << " min " << minPairs;
+    }
+  // One hot expert: spread in shares of at least the threshold.
+  std::vector<int64_t> load(64, 0);
+  load[0] = 1000;
+  Placement p = planPlacement(load, 4, true, 200);
+  EXPECT_EQ(checkPlan(p, load, true), 0);
+  EXPECT_EQ(p.shares[0].size(), 4u);
+  // Shares of 250 are below a 300-pair threshold: the expert stays home.
+  p = planPlacement(load, 4, true, 300);
+  EXPECT_EQ(checkPlan(p, load, true), 1000);
+  EXPECT_THROW(planPlacement(load, 4, true, 0), Error);
+}
+
+TEST(Placement, ReplicaBreakEven) {
+  // K3's expert: 17.55 MB, 3 x 3072 x 3584 weights -> 66 MFLOP a pair;
+  // 250 GB/s and 200 TFLOP/s: 70.2 us against 0.33 us a pair.
+  EXPECT_EQ(replicaBreakEven(17.55e6, 2.0 * 3 * 3072 * 3584, 250e9, 200e12), 213);
+  EXPECT_EQ(replicaBreakEven(0, 1, 1, 1), 1);
+  EXPECT_THROW(replicaBreakEven(1, 0, 1, 1), Error);
+}
+
 TEST(Placement, EmptyStepAndBadInput) {
   std::vector<int64_t> load(16, 0);
   EXPECT_EQ(checkPlan(planPlacement(load, 4, true), load, true), 0);

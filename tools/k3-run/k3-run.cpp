@@ -85,6 +85,12 @@ options:
                          (default 120): how long a rank waits for the others (rendezvous and
                          every exchange) before it aborts with an error.
   --ep-no-balance        keep every expert on its home rank (no replicas of hot experts)
+  --ep-replica-min-pairs N
+                         balanced placement makes a replica (fetches the expert's weights from
+                         its home rank) only for a share of at least N pairs; default on the
+                         GPU: the break-even of the expert's bytes over the link against its
+                         pairs' math (~200 pairs at K3's expert shapes, so decode steps keep
+                         experts home), on the CPU 1
   --allow-nonfinite      load weights that hold NaN/Inf (by default loading stops at the first,
                          naming the tensor and the element)
   --quiet                no progress lines
@@ -215,6 +221,12 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
     return launchRanks(R, argv);
   }
   lo.epBalance = !args.has("ep-no-balance");
+  if (args.has("ep-replica-min-pairs")) {
+    lo.epReplicaMinPairs = args.getInt("ep-replica-min-pairs", 0);
+    if (lo.epReplicaMinPairs < 1)
+      throw k3c::Error("--ep-replica-min-pairs must be at least 1, got " +
+                       std::to_string(lo.epReplicaMinPairs));
+  }
   std::unique_ptr<k3c::rt::InProcessHub> hub;
   if (!nccl)
     hub = std::make_unique<k3c::rt::InProcessHub>(R);
@@ -327,6 +339,9 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
   std::printf("expert parallelism: %lld ranks (%s), placement %s\n", static_cast<long long>(R),
               nccl ? (only >= 0 ? "NCCL, one process per rank" : "NCCL") : "in-process",
               lo.epBalance ? "balanced" : "home experts only");
+  if (lo.epBalance)
+    std::printf("replicas only for shares of >= %lld pairs\n",
+                static_cast<long long>(res[mineRanks[0]].stats.replicaMinPairs));
   for (int64_t r : mineRanks)
     for (int64_t b = 0; b < res[r].count; ++b) {
       std::printf("sequence %lld: prompt %zu tokens -> generated",
@@ -377,7 +392,8 @@ int main(int argc, char **argv) {
   try {
     k3c::Args args(argc, argv,
                    {"prompt-ids", "batch", "max-new-tokens", "device", "temperature", "top-p",
-                    "seed", "dump-logits", "checkpoint", "ep", "prompt", "prompt-file", "system",
+                    "seed", "dump-logits", "checkpoint", "ep", "ep-replica-min-pairs", "prompt",
+                    "prompt-file", "system",
                     "tokenizer", "check-factor", "check-floor"},
                    {"help", "check", "profile", "quiet", "ep-no-balance", "chat",
                     "allow-nonfinite"});
