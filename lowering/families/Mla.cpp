@@ -1398,11 +1398,12 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
                  }, parts, red);
       }, 0, "absorbed_qabs");
     };
-    // K3C_MLA_QABS_MMA=1: rounds of at least kCombineTokens tokens with the
-    // tensor-core core take q_abs on tensor cores too, 16 tokens a block
-    // (qabsMma; bf16 q). Off by default until timed and checked on the GPU;
-    // the FMA form reads W_UK once per 8 tokens on CUDA cores.
-    const bool qabsTc = mma && intFromEnv("K3C_MLA_QABS_MMA", 0) &&
+    // Rounds of at least kCombineTokens tokens with the tensor-core core
+    // take q_abs on tensor cores too, 16 tokens a block (qabsMma; bf16 q):
+    // on the H200 mla_attn at batch 128 263 us against 312 with the FMA form
+    // (which reads W_UK once per 8 tokens on CUDA cores), the slice's bf16
+    // check unchanged (docs/perf.md). K3C_MLA_QABS_MMA=0 keeps the FMA form.
+    const bool qabsTc = mma && intFromEnv("K3C_MLA_QABS_MMA", 1) &&
                         cast<MemRefType>(q.getType()).getElementType().isBF16() &&
                         cast<MemRefType>(kvb.getType()).getElementType().isBF16() &&
                         gr.nope % 16 == 0 && R % (8 * (kMlaThreads / 32)) == 0;

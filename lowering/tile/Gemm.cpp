@@ -488,7 +488,16 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     // 7168-wide outputs still give 112 blocks; 128 x 256 (m64n256) for
     // prefill. Both measured against the mma.sync tiles on the H200.
     p.useWgmma = true;
-    p.wgmmaMedium = wgmmaTileFromEnv("K3C_WGMMA_MEDIUM_TILE", WgmmaTile{128, 64, 4});
+    // Outputs wide enough that 256-column tiles still give every SM two
+    // blocks (lm_head's 163840, mlp_in's paired 2 x 33792) take 128 x 256 at
+    // batched decode too: W is read once per 128 tokens either way, and the
+    // wide tile issues a quarter of the B-tile loads and barriers per MMA (H200,
+    // batch 128: lm_head 665 us against 817, mlp_in 602 against 665, while
+    // mlp_down's 7168 outputs would get 28 blocks and take 662 against 481).
+    const int64_t wideFrom = intFromEnv("K3C_WGMMA_MEDIUM_WIDE_FROM", 2 * info.smCount);
+    const bool wide = wideFrom > 0 && (O + 255) / 256 >= wideFrom;
+    p.wgmmaMedium = wgmmaTileFromEnv(
+        "K3C_WGMMA_MEDIUM_TILE", wide ? WgmmaTile{128, 256, 4, 1} : WgmmaTile{128, 64, 4});
     p.wgmma = wgmmaTileFromEnv("K3C_WGMMA_TILE", WgmmaTile{128, 256, 4});
     for (const WgmmaTile *t : {&p.wgmmaMedium, &p.wgmma})
       if (std::string why = t->check(info); !why.empty())

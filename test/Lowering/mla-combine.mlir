@@ -4,14 +4,17 @@
 // projects them by W_UV on tensor cores: o_lat as hi + lo bf16 parts in
 // shared memory (16 x 72 each, rows padded by 16 bytes), ldmatrix A
 // fragments, W_UV's B fragments as packed bf16 pairs from global memory, two
-// mma.sync a k step. K3C_MLA_COMBINE_MMA=0 keeps the FMA projection (8
-// tokens a block, o_lat in fp32).
-// With K3C_MLA_QABS_MMA=1 (off by default) those rounds take q_abs on tensor
-// cores too: 16 tokens a block, A fragments as pairs of adjacent q columns and
-// B fragments as pairs of adjacent W_UK rows straight from global memory,
-// scale q_abs stored in bf16 for the core.
+// mma.sync a k step. K3C_MLA_COMBINE_MMA=0 (with K3C_MLA_QABS_MMA=0 below)
+// keeps the FMA projection (8 tokens a block, o_lat in fp32).
+// Those rounds take q_abs on tensor cores too: 16 tokens a block, A
+// fragments as pairs of adjacent q columns and B fragments as pairs of
+// adjacent W_UK rows straight from global memory, scale q_abs stored in bf16
+// for the core; K3C_MLA_QABS_MMA=0 keeps the FMA q_abs for every round.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
-// RUN: env K3C_MLA_QABS_MMA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QABS
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QABS
+// RUN: env K3C_MLA_QABS_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QFMA
+// QFMA: function(@k3_mla_attn_0000c0de_absorbed_qabs)
+// QFMA-NOT: absorbed_qabs_mma
 // QABS: arith.cmpi ult
 // QABS-NEXT: scf.if
 // QABS: function(@k3_mla_attn_0000c0de_absorbed_qabs)
@@ -22,7 +25,7 @@
 // QABS: vector.from_elements {{.*}} : vector<2xbf16>
 // QABS: nvvm.mma.sync
 // QABS: memref.store {{.*}} : memref<256x80xbf16>
-// RUN: env K3C_MLA_COMBINE_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FMA
+// RUN: env K3C_MLA_COMBINE_MMA=0 K3C_MLA_QABS_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FMA
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000c0de(
 // CHECK: function(@k3_mla_attn_0000c0de_absorbed_combine)
