@@ -789,12 +789,33 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // two tokens, 8 tokens' registers and loads would be idle and cap the
     // blocks an SM holds); same sums, same results. K3C_CONV_DECODE=0: one
     // kernel.
-    auto conv1 = [&](int64_t U, const std::string &name) {
-      kb.blocks({slots, kb.idx(cBlocks)}, kConvThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    //
+    // The decode kernel's blocks take a channel span chosen at launch from
+    // the sequence count: enough channel blocks that the slots give every
+    // SM about two blocks (K3C_CONV_DECODE_BLOCKS_PER_SM), each thread then
+    // looping over its span's channel groups. One 256-channel-group block per
+    // (slot, 1024 channels) at 128 sequences was 1584 blocks of 104
+    // registers, six waves of a few dependent load latencies each: 43 us a
+    // convolution on the H200 for 13 MB of window. Same sums, same results.
+    auto conv1 = [&](int64_t U, const std::string &name, bool spread) {
+      Value spanV = kb.idx(span), cBlocksV = kb.idx(cBlocks);
+      const int64_t perSm = intFromEnv("K3C_CONV_DECODE_BLOCKS_PER_SM", 2);
+      if (spread && perSm > 0) {
+        Value n = kb.dim(lens, 0);
+        n = kb.select(kb.ieq(n, kb.idx(0)), kb.idx(1), n);
+        Value want = kb.div(kb.idx(perSm * kb.info().smCount), n);
+        want = kb.select(kb.ieq(want, kb.idx(0)), kb.idx(1), want);
+        want = kb.minu(want, kb.idx(cBlocks));
+        // Whole thread sweeps (span multiples of threads x cw channels).
+        auto ceilDivV = [&](Value a, Value d) { return kb.div(kb.add(a, kb.sub(d, kb.idx(1))), d); };
+        spanV = kb.mul(kb.ceilDiv(ceilDivV(kb.idx(channels), want), span), span);
+        cBlocksV = ceilDivV(kb.idx(channels), spanV);
+      }
+      kb.blocks({slots, cBlocksV}, kConvThreads, [&](ValueRange bid, ThreadBlock &tb) {
         ChunkSlot cs = findChunk(kb, tb, lens, bid[0], TB);
         kb.ifThen(cs.valid, [&] {
-          Value c0 = kb.mul(bid[1], span);
-          Value cEnd = kb.minu(kb.idx(channels), kb.add(c0, span));
+          Value c0 = kb.mul(bid[1], spanV);
+          Value cEnd = kb.minu(kb.idx(channels), kb.add(c0, spanV));
           kb.loopStep(kb.add(c0, kb.mul(tb.tid, cw)), cEnd, kb.idx(tb.threads * cw), [&](Value c) {
             Value sc = kb.add(off, c);
             // Window slot i holds position t0 - (W-1) + i of the sequence:
@@ -817,7 +838,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
                 wt[e].push_back(kb.loadF32(w, {kb.add(c, kb.idx(e)), kb.idx(0), kb.idx(j)}));
             Value tEnd = kb.minu(cs.len, kb.add(cs.t0, TB));
             Value last = kb.add(cs.start, kb.sub(tEnd, kb.idx(1)));
-            kb.loopStep(cs.t0, tEnd, kb.idx(U), win, [&](Value t, ValueRange a) {
+            SmallVector<Value> fin = kb.loopStep(cs.t0, tEnd, kb.idx(U), win, [&](Value t, ValueRange a) {
               SmallVector<SmallVector<Value>> in;
               SmallVector<Value> rows, ok;
               for (int64_t u = 0; u < U; ++u) {
@@ -845,6 +866,18 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
             // A sequence of one tile (every decode step's): this thread read
             // all of its channels' old window above, so it writes their new
             // window itself (rows as in launch 2, which skips the sequence).
+            // One token at a time (U = 1) the window slid over the whole
+            // sequence (t0 = 0, len <= TB) ends holding its last W - 1
+            // inputs, old window first: the new window, stored from registers
+            // with no second round of loads.
+            if (U == 1 && spread) {
+              kb.ifThen(kb.ule(cs.len, kb.idx(TB)), [&] {
+                for (int64_t r = 0; r < W - 1; ++r)
+                  kb.storeVec(ArrayRef<Value>(fin).slice(r * cw, cw), state,
+                              {cs.n, kb.idx(r), sc});
+              });
+              return;
+            }
             kb.ifThen(kb.ule(cs.len, kb.idx(TB)), [&] {
               for (int64_t r = 0; r < W - 1; ++r) {
                 Value ci = kb.add(cs.len, kb.idx(r));
@@ -864,10 +897,11 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
       }, 0, name);
     };
     if (kb.gpu() && U > 1 && intFromEnv("K3C_CONV_DECODE", 1))
-      kb.ifThenElse(kb.ule(kb.dim(x, 0), kb.dim(lens, 0)), [&] { conv1(1, "short_conv_decode"); },
-                    [&] { conv1(U, "short_conv"); });
+      kb.ifThenElse(kb.ule(kb.dim(x, 0), kb.dim(lens, 0)),
+                    [&] { conv1(1, "short_conv_decode", /*spread=*/true); },
+                    [&] { conv1(U, "short_conv", false); });
     else
-      conv1(U, "short_conv");
+      conv1(U, "short_conv", false);
     // Launch 2, after every read of the old window: the new window per
     // (sequence, channel). Row r = position len - (W-1) + r, i.e. index
     // len + r of [old window ++ inputs]; ascending r reads rows

@@ -69,15 +69,22 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // stores of the gate). The host keeps a channel and a
 // token at a time.
 // Launches of at most one token a sequence (decode) take the conv without
-// the 8-token unroll (K3C_CONV_DECODE=0: one kernel).
+// the 8-token unroll (K3C_CONV_DECODE=0: one kernel), with as many channel
+// blocks as give the SMs 2 blocks each (264 / sequences on sm_90a, at most
+// one block per 1024 channels) and the new window stored from the registers the window
+// slid through (no loads of the state after y's store).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONV
 // RUN: env K3C_CONV_DECODE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ONECONV
 // ONECONV-NOT: short_conv_decode
 // CONV-LABEL: func.func @k3_kda_conv_gate_test(
 // CONV: arith.cmpi ule
 // CONV-NEXT: scf.if
+// CONV: arith.divui %c264, %{{.*}} : index
 // CONV: module(@k3_kda_conv_gate_test_short_conv_decode)
 // CONV-NOT: step %c8
+// CONV: vector.store %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
+// CONV-NOT: vector.load %{{.*}} : memref<?x3x384xbf16>
+// CONV-COUNT-3: vector.store %{{.*}} : memref<?x3x384xbf16>, vector<4xbf16>
 // CONV: } else {
 // CONV: module(@k3_kda_conv_gate_test_short_conv)
 // CONV: vector.load %{{.*}} : memref<?x3x384xbf16>, vector<4xbf16>
