@@ -42,6 +42,12 @@ struct ScratchNeed {
   bool deviceOnly = false; ///< only GPU kernels touch it (the host gets a stub)
 };
 llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op);
+/// A plain bf16 linear's split-K workspace (Dense.cpp): [kSplitK *
+/// kSplitRows, O] f32, device-only, for linears lowered on their own (not a
+/// GLU's or a projection set's) with K >= 4096 and O <= 16384, whose
+/// batched-decode column tiles may leave SMs idle. Decided from shapes
+/// alone, so host and GPU kernels keep one calling convention.
+llvm::SmallVector<ScratchNeed> linearSplitNeed(mlir::Operation *op);
 /// The KDA delta rule's chunk scratch (Kda.cpp).
 llvm::SmallVector<ScratchNeed> kdaScratchNeeds(mlir::Operation *op);
 /// The MLA kernel's GPU scratch (Mla.cpp): the flash prefill's
@@ -89,9 +95,10 @@ ChunkSlot findChunk(KernelBuilder &kb, ThreadBlock &tb, mlir::Value lens, mlir::
 /// With `oneTokenElsewhere` (GPU) the launches for T = 1 are left out: the
 /// caller branches to gemvMulti for one token.
 /// `prologue`: x at one token is built by the GEMV blocks (a fused norm).
+/// `splitWs`: the linear's split-K workspace (linearSplitNeed), if it has one.
 void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y,
                  mlir::Value residual = {}, bool oneTokenElsewhere = false,
-                 const XPrologue &prologue = {});
+                 const XPrologue &prologue = {}, mlir::Value splitWs = {});
 /// The row-op chains a decode GEMV computes in its prologue (GPU): for each
 /// RMSNorm or gated RMSNorm whose result only linears of the body read, the
 /// norm and, when only the norm reads it, the AttnRes before it (their rows

@@ -169,9 +169,9 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
   // never materialized.
   DenseMap<Operation *, Operation *> residualAdd = fuseResidualAdds(body);
   for (Operation &op : body.without_terminator()) {
-    if (residualAdd.count(&op))
-      continue;
     for (Value r : op.getResults()) {
+      if (residualAdd.count(&op))
+        break; // stored into its add's buffer
       if (tiedOperand(r))
         continue;
       auto t = dyn_cast<RankedTensorType>(r.getType());

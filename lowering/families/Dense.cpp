@@ -226,8 +226,30 @@ static void tensorCoreTiles(KernelBuilder &kb, const LinearPlan &plan, Value T,
       });
 }
 
+SmallVector<ScratchNeed> linearSplitNeed(Operation *op) {
+  auto lin = cast<LinearOp>(op);
+  auto xt = cast<RankedTensorType>(lin.getInput().getType());
+  auto wt = dyn_cast<RankedTensorType>(lin.getWeight().getType());
+  if (!wt || !xt.getElementType().isBF16() || !wt.getElementType().isBF16() ||
+      !intFromEnv("K3C_SPLITK", 1))
+    return {};
+  const int64_t K = wt.getDimSize(1), O = wt.getDimSize(0);
+  if (K < 4096 || O > 16384 || O % 2)
+    return {};
+  // Lowered with others: a GLU's projections, a projection set (another
+  // linear of the same x).
+  for (Operation *u : lin.getResult().getUsers())
+    if (isa<GluOp>(u))
+      return {};
+  for (Operation *u : lin.getInput().getUsers())
+    if (u != op && isa<LinearOp>(u))
+      return {};
+  return {ScratchNeed{{kSplitK * kSplitRows, O}, Float32Type::get(op->getContext()),
+                      /*deviceOnly=*/true}};
+}
+
 void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
-                 bool oneTokenElsewhere, const XPrologue &prologue) {
+                 bool oneTokenElsewhere, const XPrologue &prologue, Value splitWs) {
   auto xt = cast<MemRefType>(x.getType());
   LinearPlan plan = linearPlan(kb.info(), xt.getElementType(),
                                cast<MemRefType>(w.getType()).getElementType(), xt.getDimSize(1),
@@ -260,7 +282,21 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
   kb.ifThenElse(kb.ult(T, kb.idx(plan.mmaFrom)), fewTokens, [&] {
     tensorCoreTiles(
         kb, plan, T, [&](const MmaTile &t) { mmaLinear(kb, x, w, y, T, t, residual); },
-        [&](const WgmmaTile &t) { wgmmaLinear(kb, x, w, y, T, t, residual); });
+        [&](const WgmmaTile &t) {
+          // Split-K where the output's column tiles alone leave SMs idle
+          // (O = 7168 in 64-column tiles: 112 blocks on 132 SMs) and the
+          // tokens fit one row tile of the workspace (linearSplitNeed).
+          const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
+          if (splitWs && t.name() == plan.wgmmaMedium.name() && t.bm >= kSplitRows &&
+              (O + t.bn - 1) / t.bn <= kb.info().smCount &&
+              intFromEnv("K3C_SPLITK", 1))
+            kb.ifThenElse(
+                kb.ule(T, kb.idx(kSplitRows)),
+                [&] { wgmmaLinear(kb, x, w, y, T, t, residual, {}, {}, splitWs); },
+                [&] { wgmmaLinear(kb, x, w, y, T, t, residual); });
+          else
+            wgmmaLinear(kb, x, w, y, T, t, residual);
+        });
   });
 }
 
@@ -530,17 +566,20 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
     }
     if (st.fusedAway.contains(op))
       return success(); // lowered with its activation or its projection group
+    Value splitWs; // linearSplitNeed's workspace, where the linear has one
+    if (auto it = st.scratch.find(op); it != st.scratch.end() && !it->second.empty())
+      splitWs = it->second[0];
     // A residual add fused into the store (KernelsToLoops decides which):
     // the linear writes the sum straight into the add's buffer.
     if (auto it = st.residualAdd.find(op); it != st.residualAdd.end()) {
       auto add = cast<arith::AddFOp>(it->second);
       Value other = add.getLhs() == lin.getResult() ? add.getRhs() : add.getLhs();
       lowerLinear(kb, st.get(lin.getInput()), st.get(lin.getWeight()), st.get(add.getResult()),
-                  st.get(other), false, prologueFor(kb, st, lin.getInput()));
+                  st.get(other), false, prologueFor(kb, st, lin.getInput()), splitWs);
       return success();
     }
     lowerLinear(kb, st.get(lin.getInput()), st.get(lin.getWeight()), st.get(lin.getResult()), {},
-                false, prologueFor(kb, st, lin.getInput()));
+                false, prologueFor(kb, st, lin.getInput()), splitWs);
     return success();
   }
   if (auto norm = dyn_cast<RMSNormOp>(op)) {

@@ -23,6 +23,8 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
     return kdaScratchNeeds(op);
   if (isa<MlaAttentionOp>(op))
     return mlaScratchNeeds(op);
+  if (isa<LinearOp>(op))
+    return linearSplitNeed(op);
   if (auto r = dyn_cast<MoeRouterOp>(op)) {
     int64_t e = cast<RankedTensorType>(r.getWeight().getType()).getDimSize(0);
     return {ScratchNeed{{-1, e}, Float32Type::get(ctx)}};

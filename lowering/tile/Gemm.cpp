@@ -859,7 +859,7 @@ static Value smemDescriptor(KernelBuilder &kb, Value addr) {
 }
 
 void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const WgmmaTile &tile,
-                 Value residual, const GluPair &glu, const MoreProjections &more) {
+                 Value residual, const GluPair &glu, const MoreProjections &more, Value splitWs) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
@@ -874,9 +874,17 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   const int64_t accN = bn / 2; // fp32 accumulators a thread holds (m64nN: 64 * N / 128)
   auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(accN, f32));
   Value mTiles = kb.ceilDiv(T, bm);
+  const bool split = static_cast<bool>(splitWs);
+  assert((!split || (!glu && more.ws.empty())) && "split-K: one plain projection");
+  const int64_t ways = split ? kSplitK : 1, kPer = (kTiles + ways - 1) / ways;
+  Value tiles = kb.mul(mTiles, kb.idx(nTiles));
 
-  kb.blocks({kb.mul(mTiles, kb.idx(nTiles))}, threads, [&](ValueRange bid, ThreadBlock &tb) {
-    auto [m0, n0g] = rasterTile(kb, bid[0], mTiles, nTiles, bm, bn);
+  kb.blocks({kb.mul(tiles, kb.idx(ways))}, threads, [&](ValueRange bid, ThreadBlock &tb) {
+    // Split-K: block b takes K tiles [k0, k1) of output tile b mod tiles.
+    Value part = kb.div(bid[0], tiles);
+    Value k0 = kb.mul(part, kb.idx(kPer));
+    Value k1 = kb.minu(kb.idx(kTiles), kb.add(k0, kb.idx(kPer)));
+    auto [m0, n0g] = rasterTile(kb, kb.rem(bid[0], tiles), mTiles, nTiles, bm, bn);
     ProjectionTiles::Pick pk = proj.pick(kb, n0g, bn);
     Value w = pk.w, y = pk.y, n0 = pk.n0, limit = pk.width;
 
@@ -900,6 +908,9 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     // Stage: tile row r's 16-byte chunk c goes to chunk c ^ (r % 8) of its
     // 128-byte row (the 128-byte swizzle); edges zero-filled.
     auto issue = [&](Value kt, Value slot) {
+      // K tiles past the block's range read nothing (zero-filled, never
+      // consumed).
+      kt = kb.select(kb.ult(kt, k1), kt, kb.idx(kTiles));
       auto swizzled = [&](Value r, Value chunk) {
         return arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
       };
@@ -912,13 +923,13 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     // step kt - 1, the slot step kt may refill is the one step kt - 2 read.
     const int64_t ahead = stages - 1 - tile.inflight;
     for (int64_t s = 0; s < ahead; ++s)
-      issue(kb.idx(s), kb.idx(s));
+      issue(kb.add(k0, kb.idx(s)), kb.idx(s));
 
     Value wg = kb.div(tb.tid, 128);
     Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
     auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
     Value zero = LLVM::ZeroOp::create(b, loc, accType);
-    Value acc = kb.loop(kb.idx(0), kb.idx(kTiles), ValueRange{zero}, [&](Value kt, ValueRange in) {
+    Value acc = kb.loop(kb.idx(0), kb.sub(k1, k0), ValueRange{zero}, [&](Value kt, ValueRange in) {
       // Stage kt landed; generic-proxy writes made visible to the async
       // proxy (wgmma reads shared memory through it); every warpgroup is
       // done with stage kt - 1 - inflight (its wgmma waited below), whose
@@ -928,7 +939,7 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
                                  NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
       kb.barrier(tb);
       Value next = kb.add(kt, ahead);
-      issue(next, kb.rem(next, stages));
+      issue(kb.add(k0, next), kb.rem(next, stages));
       Value slot = kb.rem(kt, stages);
       Value aAddr = toI64(kb.add(aWg, kb.mul(slot, bm * rowBytes)));
       Value bAddr = toI64(kb.add(bBase, kb.mul(slot, bn * rowBytes)));
@@ -972,6 +983,19 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
                        accAt(4 * j + 4 + 2 * h + 1), T, O, glu);
       return;
     }
+    if (split) {
+      // This block's fp32 partial tile into its slice of the workspace.
+      Value sliceRow = kb.mul(part, kb.idx(kSplitRows));
+      for (int64_t j = 0; j < bn / 8; ++j)
+        for (int64_t h = 0; h < 2; ++h) {
+          Value row = kb.add(rowBase, 8 * h), col = kb.add(colBase, 8 * j);
+          kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, limit)), [&] {
+            storePair(kb, splitWs, {kb.add(sliceRow, row), col}, accAt(4 * j + 2 * h),
+                      accAt(4 * j + 2 * h + 1));
+          });
+        }
+      return;
+    }
     for (int64_t j = 0; j < bn / 8; ++j)
       for (int64_t h = 0; h < 2; ++h)
         storeAccPair(
@@ -979,7 +1003,28 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
             LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h}),
             LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h + 1}), T,
             limit, residual);
-  }, tile.sharedBytes(), (glu ? "linear_glu_" : "linear_") + tile.name());
+  }, tile.sharedBytes(),
+            (glu ? "linear_glu_" : "linear_") + tile.name() + (split ? "_splitk2" : ""));
+  if (!split)
+    return;
+  // The sum of the slices, in slice order, then the epilogue: a thread per
+  // column pair (8-byte loads of each slice).
+  const int64_t pairs = O / 2;
+  kb.blocks({kb.mul(T, kb.idx((pairs + 255) / 256))}, 256, [&](ValueRange bid, ThreadBlock &tb) {
+    const int64_t perRow = (pairs + 255) / 256;
+    Value row = kb.div(bid[0], perRow);
+    Value pair = kb.add(kb.mul(kb.rem(bid[0], perRow), 256), tb.tid);
+    kb.ifThen(kb.ult(pair, kb.idx(pairs)), [&] {
+      Value col = kb.mul(pair, 2);
+      Value v0 = kb.f32(0.0), v1 = kb.f32(0.0);
+      for (int64_t s = 0; s < kSplitK; ++s) {
+        SmallVector<Value> p = kb.loadVec(splitWs, {kb.add(row, kb.idx(s * kSplitRows)), col}, 2);
+        v0 = s ? kb.fadd(v0, p[0]) : p[0];
+        v1 = s ? kb.fadd(v1, p[1]) : p[1];
+      }
+      storeAccPair(kb, y, row, col, v0, v1, T, kb.idx(O), residual);
+    });
+  }, 0, "linear_splitk_sum");
 }
 
 //===----------------------------------------------------------------------===//

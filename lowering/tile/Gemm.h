@@ -175,9 +175,17 @@ void mmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, m
 /// 128-byte-swizzled shared memory (cp.async, zero-filled edges, a
 /// `stages`-deep ring), shared-memory matrix descriptors, wgmma.mma_async
 /// m64n{bn}k16 bf16 -> f32 accumulating in registers.
+/// With `splitWs` ([kSplitK * kSplitRows, O] f32, T <= kSplitRows, no
+/// GluPair or more projections) the K tiles split kSplitK ways over as many
+/// blocks: each writes its fp32 partial tile to its slice of splitWs, and a
+/// second launch sums the slices in order and stores y (with the residual):
+/// for outputs whose column tiles alone leave SMs idle.
 void wgmmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
                  const WgmmaTile &tile, mlir::Value residual = {}, const GluPair &glu = {},
-                 const MoreProjections &more = {});
+                 const MoreProjections &more = {}, mlir::Value splitWs = {});
+/// Split-K of the batched-decode wgmma tile (wgmmaLinear's splitWs): ways
+/// and the most rows it serves.
+constexpr int64_t kSplitK = 2, kSplitRows = 128;
 
 // Fragment-level helpers of the mma.sync strategy for families that chain
 // small products in registers (the KDA chunk recurrence).

@@ -274,3 +274,40 @@ func.func @kda_out_normed(%x: tensor<?x256xbf16>, %g: tensor<?x256xbf16>, %w: te
   }
   return %o : tensor<?x128xbf16>
 }
+
+// -----
+
+// Split-K (bf16, K >= 4096, O <= 16384, lowered on its own): the kernel
+// gets a [2 x 128, O] f32 workspace (device-only) and batched decode of up
+// to 128 tokens, whose 64-column tiles alone would leave SMs idle, splits
+// the K tiles over two blocks per output tile (each writing its fp32
+// partial), then one launch sums the two slices in order and adds the
+// residual; above 128 tokens the same tile without the split.
+// K3C_SPLITK=0: no workspace, no split.
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT
+// RUN: env K3C_SPLITK=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOSPLIT
+// SPLIT-LABEL: func.func @k3_split_test(%arg0: memref<?x4096xbf16>, %arg1: memref<512x4096xbf16>, %arg2: memref<?x512xbf16>, %arg3: memref<256x512xf32>, %arg4: memref<?x512xbf16>)
+// SPLIT: arith.cmpi ule, %{{.*}}, %c128
+// SPLIT-NEXT: scf.if
+// SPLIT: module(@k3_split_test_linear_wgmma_128x64x64_s4_f1_splitk2)
+// SPLIT: nvvm.wgmma.mma_async
+// SPLIT: memref.store {{.*}} : memref<256x512xf32>
+// SPLIT: module(@k3_split_test_linear_splitk_sum)
+// SPLIT: vector.load %arg3{{.*}} : memref<256x512xf32>, vector<2xf32>
+// SPLIT: vector.load %arg3{{.*}} : memref<256x512xf32>, vector<2xf32>
+// SPLIT: memref.load %arg2
+// SPLIT: vector.store {{.*}} : memref<?x512xbf16>, vector<2xbf16>
+// SPLIT: } else {
+// SPLIT: module(@k3_split_test_linear_wgmma_128x64x64_s4_f1)
+// NOSPLIT-LABEL: func.func @k3_split_test(%arg0: memref<?x4096xbf16>, %arg1: memref<512x4096xbf16>, %arg2: memref<?x512xbf16>, %arg3: memref<?x512xbf16>)
+// NOSPLIT-NOT: splitk
+
+func.func @split(%a0: tensor<?x4096xbf16>, %a1: tensor<512x4096xbf16>, %a2: tensor<?x512xbf16>) -> (tensor<?x512xbf16>) {
+    %r = k3.kernel "k3_split_test" family "mlp_down" (%a0, %a1, %a2) : (tensor<?x4096xbf16>, tensor<512x4096xbf16>, tensor<?x512xbf16>) -> tensor<?x512xbf16> {
+    ^bb0(%x: tensor<?x4096xbf16>, %w: tensor<512x4096xbf16>, %res: tensor<?x512xbf16>):
+      %l = k3.linear %x, %w : (tensor<?x4096xbf16>, tensor<512x4096xbf16>) -> tensor<?x512xbf16>
+      %s = arith.addf %res, %l : tensor<?x512xbf16>
+      k3.yield %s : tensor<?x512xbf16>
+    }
+  return %r : tensor<?x512xbf16>
+}
