@@ -286,6 +286,8 @@ func.func @kda_out_normed(%x: tensor<?x256xbf16>, %g: tensor<?x256xbf16>, %w: te
 // K3C_SPLITK=0: no workspace, no split.
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT
 // RUN: env K3C_SPLITK=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOSPLIT
+// K3C_SPLITK_MIN_K moves the depth bound (8192: this K = 4096 is too shallow).
+// RUN: env K3C_SPLITK_MIN_K=8192 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOSPLIT
 // SPLIT-LABEL: func.func @k3_split_test(%arg0: memref<?x4096xbf16>, %arg1: memref<512x4096xbf16>, %arg2: memref<?x512xbf16>, %arg3: memref<256x512xf32>, %arg4: memref<?x512xbf16>)
 // SPLIT: arith.cmpi ule, %{{.*}}, %c128
 // SPLIT-NEXT: scf.if
