@@ -3,7 +3,8 @@
 # k3-small slice next to torch (cuBLAS) on the same linears, in one run.
 #  * k3-tiny f32: the exact FMA path against the reference executor (1e-5);
 #  * dense k3-tiny bf16 (the suite's bf16 model): 20 tokens (mma.sync 64x64),
-#    300 tokens (wgmma 128x128) and a mixed batch against the reference;
+#    300 tokens (wgmma 128x128) and a mixed batch against the reference; the
+#    same with split-K on every linear at 100 and 128 tokens;
 #  * the slice bf16 at 16 tokens and 8 one-token prompts against the reference, and at 300 tokens
 #    (wgmma) against the same slice compiled with mma.sync only (K3C_WGMMA=0);
 #  * variants v/slice-N* (e.g. N0=K3C_GEMV_PROLOGUE=0): decode logits
@@ -36,6 +37,11 @@ k3-run tiny-dense-bf16 --checkpoint ckpt-tiny-dense --device cuda --batch long.t
 k3-run tiny-dense-bf16 --checkpoint ckpt-tiny-dense --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "check:"
 echo "== dense k3-tiny bf16, 16 sequences (decode rounds of 16 tokens: the multi-token MLA combine)"
 k3-run tiny-dense-bf16 --checkpoint ckpt-tiny-dense --device cuda --batch batch16.txt --max-new-tokens 4 --check --quiet | grep -E "check:"
+echo "== dense k3-tiny bf16 with split-K on every linear (K3C_SPLITK_MIN_K=1): 128 one-token prompts, a 100-token prompt"
+seq 1 128 > b128.txt; seq 3 102 | paste -sd, > p100.txt
+for b in b128.txt p100.txt; do
+  k3-run tiny-dense-split --checkpoint ckpt-tiny-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)"
+done
 echo "== full-width k3-small slice (seed 3): bf16 vs the reference at 16 tokens"
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 timeout 300 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 16) --max-new-tokens 2 --check --quiet | grep -E "step|check:"

@@ -21,6 +21,9 @@ $B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --
 $B/k3-compile /tmp/k3c-ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
 $B/k3-compile /tmp/k3c-ckpt-tiny -o $D/tiny-bf16 --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
 $B/k3-compile /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024 --target=sm_90a --quiet
+# Split-K on every linear deep enough for it (K3C_SPLITK_MIN_K=1), checked at
+# 65-128 tokens against the reference.
+K3C_SPLITK_MIN_K=1 $B/k3-compile /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-split --max-tokens 512 --max-seqs 128 --max-context 1024 --target=sm_90a --quiet
 python3 bench/slice-config.py .dev slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
 slice() { $B/k3-compile /tmp/slice -o "$1" --max-tokens 8192 --max-seqs 128 --max-context 8448 --target=sm_90a --quiet; }
