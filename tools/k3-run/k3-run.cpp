@@ -89,7 +89,7 @@ options:
                          balanced placement makes a replica (fetches the expert's weights from
                          its home rank) only for a share of at least N pairs; default on the
                          GPU: the break-even of the expert's bytes over the link against its
-                         pairs' math (~200 pairs at K3's expert shapes, so decode steps keep
+                         pairs' math (213 pairs for MXFP4 experts, so decode steps keep
                          experts home), on the CPU 1
   --allow-nonfinite      load weights that hold NaN/Inf (by default loading stops at the first,
                          naming the tensor and the element)
