@@ -212,6 +212,15 @@ static void tensorCoreTiles(KernelBuilder &kb, const LinearPlan &plan, Value T,
     else
       mma(m);
   };
+  // A medium tile equal to the large one (the wide batched-decode tile) is
+  // one branch: one kernel, not two identical ones under two names.
+  const bool sameTile = plan.useWgmma ? plan.wgmmaMedium.name() == plan.wgmma.name()
+                                      : plan.medium.name() == plan.large.name();
+  if (sameTile && !large) {
+    kb.ifThenElse(kb.ule(T, kb.idx(plan.smallUpTo)), [&] { mma(plan.small); },
+                  [&] { tile(plan.large, plan.wgmma); });
+    return;
+  }
   kb.ifThenElse(
       kb.ule(T, kb.idx(plan.smallUpTo)), [&] { mma(plan.small); },
       [&] {

@@ -12,13 +12,17 @@
 // Batched decode (65..256 tokens) takes the 128 x 256 tile too where the
 // output has 256-column tiles for 2 blocks an SM (K3C_WGMMA_MEDIUM_WIDE_FROM,
 // default 2 x 132: lm_head, mlp_in on K3's shapes); this 128-wide output has
-// one, so only a threshold of 1 makes it wide.
-// WIDE: arith.cmpi ule, %{{.*}}, %c256
+// one, so only a threshold of 1 makes it wide. Medium and large tile are then
+// the same: one branch above 64 tokens, one kernel.
+// WIDE: arith.cmpi ule, %{{.*}}, %c64
 // WIDE-NEXT: scf.if
+// WIDE: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_mma_32x64x64_s6)
+// WIDE: } else {
+// WIDE-NOT: arith.cmpi ule, %{{.*}}, %c256
 // WIDE-NOT: wgmma_128x64x64
 // WIDE: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1)
-// WIDE: } else {
-// WIDE: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1)
+// WIDE-NOT: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma
+// WIDE: return
 // FIT0: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) module(@k3_mlp_down_{{[0-9a-f]+}}_linear_gemv1) {{.*}} workgroup(%{{.*}} : memref<8x4xf32, #gpu.address_space<workgroup>>)
 
 // The residual add is done in the linear's store: the linear's own result
