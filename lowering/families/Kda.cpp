@@ -816,7 +816,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
         kb.ifThen(cs.valid, [&] {
           Value c0 = kb.mul(bid[1], spanV);
           Value cEnd = kb.minu(kb.idx(channels), kb.add(c0, spanV));
-          kb.loopStep(kb.add(c0, kb.mul(tb.tid, cw)), cEnd, kb.idx(tb.threads * cw), [&](Value c) {
+          auto general = [&](Value c) {
             Value sc = kb.add(off, c);
             // Window slot i holds position t0 - (W-1) + i of the sequence:
             // from the state before the sequence's first token, else from x
@@ -892,6 +892,37 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
                 kb.storeVec(v, state, {cs.n, kb.idx(r), sc});
               }
             });
+          };
+          // The decode kernel's common case, a one-token sequence, in one
+          // round of loads: its old window (state rows 0..W-2), its input and
+          // the taps together, then y and the new window (old rows 1..W-2,
+          // the input). The same products and sums, in the same order, as the
+          // general path's one step (bit-identical).
+          auto oneToken = [&](Value c) {
+            Value sc = kb.add(off, c);
+            SmallVector<SmallVector<Value>> sv;
+            for (int64_t i = 0; i < W - 1; ++i)
+              sv.push_back(kb.loadVec(state, {cs.n, kb.idx(i), sc}, cw));
+            SmallVector<Value> xv = kb.loadVec(x, {cs.start, c}, cw);
+            SmallVector<Value> out;
+            for (int64_t e = 0; e < cw; ++e) {
+              SmallVector<Value> taps;
+              for (int64_t j = 0; j < W; ++j)
+                taps.push_back(kb.loadF32(w, {kb.add(c, kb.idx(e)), kb.idx(0), kb.idx(j)}));
+              Value v = kb.fmul(taps[W - 1], xv[e]);
+              for (int64_t j = 0; j < W - 1; ++j)
+                v = kb.fadd(v, kb.fmul(taps[j], sv[j][e]));
+              out.push_back(kb.silu(v));
+            }
+            kb.storeVec(out, y, {cs.start, c});
+            for (int64_t r = 0; r < W - 1; ++r)
+              kb.storeVec(r + 1 < W - 1 ? sv[r + 1] : xv, state, {cs.n, kb.idx(r), sc});
+          };
+          kb.loopStep(kb.add(c0, kb.mul(tb.tid, cw)), cEnd, kb.idx(tb.threads * cw), [&](Value c) {
+            if (spread && U == 1 && intFromEnv("K3C_CONV_DECODE_ONE", 1))
+              kb.ifThenElse(kb.ieq(cs.len, kb.idx(1)), [&] { oneToken(c); }, [&] { general(c); });
+            else
+              general(c);
           });
         });
       }, 0, name);
