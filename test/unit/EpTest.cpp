@@ -153,9 +153,11 @@ TEST(Placement, ReplicasOnlyForSharesWorthTheirFetch) {
       int64_t spread = checkPlan(p, load, true);
       // A replica share starts at the threshold or above and only grows.
       for (int64_t e = 0; e < 384; ++e)
-        for (auto [r, n] : p.shares[e])
-          if (r != homeRank(e, 384, R))
+        for (auto [r, n] : p.shares[e]) {
+          if (r != homeRank(e, 384, R)) {
             EXPECT_GE(n, minPairs) << "expert " << e;
+          }
+        }
       int64_t unbalanced = checkPlan(planPlacement(load, R, false), load, false);
       EXPECT_LT(spread, unbalanced) << "R " << R << " min " << minPairs;
       EXPECT_LE(spread, 2 * R * minPairs) << "R " << R << " min " << minPairs;
