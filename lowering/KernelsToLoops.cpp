@@ -169,9 +169,12 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
   // never materialized.
   DenseMap<Operation *, Operation *> residualAdd = fuseResidualAdds(body);
   for (Operation &op : body.without_terminator()) {
+    // A linear stored into its residual add's buffer has no result buffer
+    // (its scratch, below, it still has).
+    const bool fusedResult = residualAdd.count(&op);
     for (Value r : op.getResults()) {
-      if (residualAdd.count(&op))
-        break; // stored into its add's buffer
+      if (fusedResult)
+        break;
       if (tiedOperand(r))
         continue;
       auto t = dyn_cast<RankedTensorType>(r.getType());

@@ -299,8 +299,7 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
           // tokens fit one row tile of the workspace (linearSplitNeed).
           const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
           if (splitWs && t.name() == plan.wgmmaMedium.name() && t.bm >= kSplitRows &&
-              (O + t.bn - 1) / t.bn <= kb.info().smCount &&
-              intFromEnv("K3C_SPLITK", 1))
+              (O + t.bn - 1) / t.bn <= kb.info().smCount)
             kb.ifThenElse(
                 kb.ule(T, kb.idx(kSplitRows)),
                 [&] { wgmmaLinear(kb, x, w, y, T, t, residual, {}, {}, splitWs); },

@@ -998,13 +998,11 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     }
     for (int64_t j = 0; j < bn / 8; ++j)
       for (int64_t h = 0; h < 2; ++h)
-        storeAccPair(
-            kb, y, kb.add(rowBase, 8 * h), kb.add(colBase, 8 * j),
-            LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h}),
-            LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{4 * j + 2 * h + 1}), T,
-            limit, residual);
+        storeAccPair(kb, y, kb.add(rowBase, 8 * h), kb.add(colBase, 8 * j),
+                     accAt(4 * j + 2 * h), accAt(4 * j + 2 * h + 1), T, limit, residual);
   }, tile.sharedBytes(),
-            (glu ? "linear_glu_" : "linear_") + tile.name() + (split ? "_splitk2" : ""));
+            (glu ? "linear_glu_" : "linear_") + tile.name() +
+                (split ? "_splitk" + std::to_string(kSplitK) : ""));
   if (!split)
     return;
   // The sum of the slices, in slice order, then the epilogue: a thread per
