@@ -646,8 +646,12 @@ static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
         g = st.get(rule.getG()), beta = st.get(rule.getBeta()), S = st.get(rule.getState()),
         lens = st.get(rule.getSeqLens()), o = st.get(rule.getResult());
   int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
-  const int64_t lanes = kb.gpu() ? 32 : 1, warps = kb.gpu() ? kKdaThreads / 32 : 1;
-  const int64_t R = kb.gpu() ? 4 : 1, rowsPerBlock = R * warps;
+  // K3C_KDA_TOKEN_THREADS: threads a block (kKdaThreads).
+  const int64_t threads = kb.gpu() ? intFromEnv("K3C_KDA_TOKEN_THREADS", kKdaThreads) : 1;
+  const int64_t lanes = kb.gpu() ? 32 : 1, warps = kb.gpu() ? std::max<int64_t>(1, threads / 32) : 1;
+  // K3C_KDA_TOKEN_ROWS: state rows a warp (4; bytes a lane has in flight).
+  const int64_t R = kb.gpu() ? std::max<int64_t>(1, intFromEnv("K3C_KDA_TOKEN_ROWS", 4)) : 1,
+                rowsPerBlock = R * warps;
   int64_t vw = 1;
   if (kb.gpu())
     for (int64_t w : {4, 2})
@@ -658,10 +662,9 @@ static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
       }
   const int64_t per = (dk + lanes * vw - 1) / (lanes * vw); // vectors a lane holds
   kb.blocks({kb.dim(lens, 0), kb.idx(H), kb.idx((dv + rowsPerBlock - 1) / rowsPerBlock)},
-            kKdaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+            kb.gpu() ? 32 * warps : kKdaThreads, [&](ValueRange bid, ThreadBlock &tb) {
     Value n = bid[0], h = bid[1];
     Value j0 = kb.add(kb.mul(bid[2], rowsPerBlock), kb.mul(tb.warp, R));
-    Value start = kb.seqOffset(tb, lens, n), len = kb.seqLen(lens, n);
     Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv);
     // Lane vector p covers columns c_p .. c_p + vw (valid when c_p < dk).
     SmallVector<Value> cols, colOk;
@@ -676,14 +679,18 @@ static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
       rowOk.push_back(kb.ult(j, kb.idx(dv)));
       rows.push_back(kb.minu(j, kb.idx(dv - 1)));
     }
+    // The state rows first: their loads depend on the block's indices only,
+    // so they are in flight while the warp sums the earlier sequences'
+    // lengths (up to N / 32 dependent loads at large batches).
     SmallVector<Value> init;
     for (int64_t rr = 0; rr < R; ++rr)
       for (int64_t p = 0; p < per; ++p)
         for (Value x : kb.loadVec(S, {n, h, rows[rr], cols[p]}, vw))
           init.push_back(x);
+    Value start = kb.seqOffset(tb, lens, n), len = kb.seqLen(lens, n);
     SmallVector<Value> fin = kb.loop(kb.idx(0), len, init, [&](Value t, ValueRange in) {
       Value row = kb.add(start, t);
-      SmallVector<Value> s(in), gv, kv, qv;
+      SmallVector<Value> s(in), gv, kv, qv, vv;
       for (int64_t p = 0; p < per; ++p) {
         // Columns past dk (clamped duplicates) count as zero.
         auto masked = [&](SmallVector<Value> xs) {
@@ -698,8 +705,13 @@ static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
         for (Value x : masked(kb.loadVec(q, {row, kb.add(kbase, cols[p])}, vw)))
           qv.push_back(x);
       }
+      // Every input of the token before any store (the o stores could
+      // alias v for the compiler and would serialize its loads).
       Value b = kb.sigmoid(kb.loadF32(beta, {row, h}));
+      for (int64_t rr = 0; rr < R; ++rr)
+        vv.push_back(kb.loadF32(v, {row, kb.add(vbase, rows[rr])}));
       const int64_t m = per * vw;
+      SmallVector<Value> outs;
       for (int64_t rr = 0; rr < R; ++rr) {
         Value pred = kb.f32(0.0);
         for (int64_t i = 0; i < m; ++i) {
@@ -707,16 +719,17 @@ static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
           pred = kb.fadd(pred, kb.fmul(s[rr * m + i], kv[i]));
         }
         pred = kb.warpSum(tb, pred);
-        Value u = kb.fmul(b, kb.fsub(kb.loadF32(v, {row, kb.add(vbase, rows[rr])}), pred));
+        Value u = kb.fmul(b, kb.fsub(vv[rr], pred));
         Value out = kb.f32(0.0);
         for (int64_t i = 0; i < m; ++i) {
           s[rr * m + i] = kb.fadd(s[rr * m + i], kb.fmul(u, kv[i]));
           out = kb.fadd(out, kb.fmul(s[rr * m + i], qv[i]));
         }
-        out = kb.warpSum(tb, out);
-        kb.ifThen(kb.andi(kb.ieq(tb.lane, kb.idx(0)), rowOk[rr]),
-                  [&] { kb.storeF32(out, o, {row, kb.add(vbase, rows[rr])}); });
+        outs.push_back(kb.warpSum(tb, out));
       }
+      for (int64_t rr = 0; rr < R; ++rr)
+        kb.ifThen(kb.andi(kb.ieq(tb.lane, kb.idx(0)), rowOk[rr]),
+                  [&] { kb.storeF32(outs[rr], o, {row, kb.add(vbase, rows[rr])}); });
       return s;
     });
     for (int64_t rr = 0; rr < R; ++rr)
