@@ -7,8 +7,11 @@
 # f32 (the exact FMA path); a 1-layer MoE slice of k3-small (KDA attention,
 # 256 MXFP4 experts, top 16, latent 3584, width 3072: K3's expert shapes)
 # by default and with K3C_MOE_MMA=0 (the previous FMA expert kernels, timed
-# in the same run).
-# Carry .dev; run: bash .dev/moe-h200.sh
+# in the same run); a wider k3-tiny (latent 128, expert width 192: the
+# warpgroup-MMA expert path's k_tile 128 and 64, partial column tiles) with
+# and without warpgroup MMA, and the MoE slice without it (K3C_MOE_WGMMA=0).
+# NO_FMA=1: no FMA slice; NO_T128=1: no 128-row mma.sync slice.
+# Carry .dev; run: bash .dev/moe-h200.sh (or .dev/moe-wgmma-h200.sh)
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 cp models/configs/k3-tiny.json $D/
@@ -18,6 +21,17 @@ tiny -o $D/tiny-bf16
 K3C_MOE_TILE16_UPTO=0 tiny -o $D/tiny-bf16-t64
 K3C_MOE_TILE16_UPTO=0 K3C_MOE_TILE128_FROM=1 tiny -o $D/tiny-bf16-t128
 tiny -o $D/tiny-f32 --activation-dtype=f32
+python3 - <<'PY'
+import json
+c = json.load(open('models/configs/k3-tiny.json'))
+c['routed_expert_hidden_size'] = 128
+c['moe_intermediate_size'] = 192
+json.dump(c, open('.dev/k3-tiny-wide.json', 'w'), indent=1)
+PY
+$B/k3-mkcheckpoint --config $D/k3-tiny-wide.json -o /tmp/k3c-ckpt-tiny-wide --seed 11 --quiet
+wide() { $B/k3-compile /tmp/k3c-ckpt-tiny-wide --target=sm_90a --max-tokens 1024 --max-seqs 16 --max-context 1024 --quiet "$@"; }
+wide -o $D/wide-bf16
+K3C_MOE_WGMMA=0 wide -o $D/wide-bf16-nowg
 python3 - <<'PY'
 import json
 k = json.load(open('models/configs/k3-small.json'))
@@ -37,10 +51,16 @@ $B/k3-compile .dev/moe896.json --target=sm_90a --max-tokens 8192 --max-seqs 64 -
 moe1() { $B/k3-compile .dev/moe1.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet "$@"; }
 moe1 -o $D/moe1
 [ -n "${NO_FMA:-}" ] || K3C_MOE_MMA=0 moe1 -o $D/moe1-fma
-# With 128-row tiles (shared decode) from 192 pairs per expert, for comparison.
-K3C_MOE_TILE128_FROM=192 moe1 -o $D/moe1-t128
+K3C_MOE_WGMMA=0 moe1 -o $D/moe1-nowg
+# With 128-row mma.sync tiles (shared decode) from 192 pairs per expert.
+[ -n "${NO_T128:-}" ] || K3C_MOE_WGMMA=0 K3C_MOE_TILE128_FROM=192 moe1 -o $D/moe1-t128
+# Variants: MOE_VARIANTS="NAME=VAR=VALUE[;VAR=VALUE...] ..." (the MoE slice).
+for v in ${MOE_VARIANTS:-}; do
+  name=${v%%=*}; settings=${v#*=}
+  env ${settings//;/ } bash -c "$(declare -f moe1); B=$B; moe1 -o $D/moe1-$name"
+done
 rm -rf $D/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/moe-h200.sh bench/moe-k3-h200.sh bench/moe-skew-h200.sh bench/skew-router.py bench/mxfp4-edge-scales.py bench/moe_check.py bench/moe_peer.py bench/bench_common.py $D/
+cp bench/moe-h200.sh bench/moe-wgmma-h200.sh bench/moe-k3-h200.sh bench/moe-skew-h200.sh bench/skew-router.py bench/mxfp4-edge-scales.py bench/moe_check.py bench/moe_peer.py bench/bench_common.py $D/
 [ -f bench/moe_peer_triton.py ] && cp bench/moe_peer_triton.py $D/
 du -sh $D

@@ -245,12 +245,105 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     down.name = "experts_down_mxfp4_mma_" + std::to_string(bm);
     mxfpGroupedMma(kb, down, grid);
   };
+  // Warpgroup MMA (sm_90a) from K3C_MOE_WGMMA_FROM pairs per expert on
+  // average: 128-row token tiles, each weight tile decoded once per block
+  // into shared memory (mxfpGroupedWgmma); K3C_MOE_WGMMA=0: off.
+  auto runWgmma = [&] {
+    const int64_t bm = 128;
+    MxfpGroupedWgmma g;
+    g.bm = bm;
+    g.bn = 256;
+    g.stages = intFromEnv("K3C_MOE_WGMMA_STAGES", 4);
+    g.experts = E;
+    g.groupStarts = g.tileStarts = groups;
+    g.startsIndex = {kb.idx(0)};
+    g.tilesIndex = {kb.idx(3)}; // 128-row tile offsets (kExpertTileRows[2])
+    const int64_t grid = kb.info().smCount * intFromEnv("K3C_MOE_WGMMA_CTAS", 1);
+
+    // Up: column tile j = hidden rows [128 j, +128): B tile q is W1 (q even)
+    // or W3 (q odd) rows 128 j + 8 (q / 2) ..; GLU of the rounded pair.
+    MxfpGroupedWgmma up = g;
+    up.K = L;
+    up.kTile = w1->type.getLayout().getKTile();
+    up.nTiles = (I + g.bn / 2 - 1) / (g.bn / 2);
+    up.a = z;
+    up.aRow = [&](Value pos) { return SmallVector<Value>{kb.div(pairAt(pos), K)}; };
+    up.wTile = [&](int64_t parity, Value q, Value j, Value e) {
+      Value row0 = kb.add(kb.mul(j, g.bn / 2), kb.mul(kb.div(q, 2), 8));
+      return MxfpGroupedMma::WTile{parity ? w3 : w1, e, row0, kb.ult(row0, kb.idx(I))};
+    };
+    up.epilogue = [&](const std::function<Value(int64_t)> &accAt, Value rowBase, Value end,
+                      Value j, Value, ThreadBlock &tb) {
+      Value c2 = kb.mul(kb.rem(tb.lane, 4), 2);
+      Type act = kb.b.getBF16Type();
+      for (int64_t h = 0; h < 2; ++h) {
+        Value pos = kb.add(rowBase, 8 * h);
+        kb.ifThen(kb.ult(pos, end), [&] {
+          Value t = kb.div(pos, K), slot = kb.rem(pos, K);
+          for (int64_t n = 0; n < g.bn / 8; n += 2) {
+            Value col = kb.add(kb.add(kb.mul(j, g.bn / 2), kb.idx(4 * n)), c2);
+            SmallVector<Value> v;
+            for (int64_t k = 0; k < 2; ++k) {
+              Value gate = kb.round(accAt(4 * n + 2 * h + k), act);
+              Value upv = kb.round(accAt(4 * (n + 1) + 2 * h + k), act);
+              v.push_back(kb.glu(experts.getActivation(), experts.getSituBeta(),
+                                 experts.getSituLinearBeta(), gate, upv));
+            }
+            kb.ifThen(kb.ult(col, kb.idx(I)), [&] { storePair(kb, hid, {t, slot, col}, v[0], v[1]); });
+          }
+        });
+      }
+    };
+    up.name = "experts_up_mxfp4_wgmma_" + std::to_string(bm);
+    mxfpGroupedWgmma(kb, up, grid);
+
+    // Down: column tile j = latent rows [256 j, +256), B tile q W2 rows
+    // 256 j + 8 q ..; outputs scattered to the pairs.
+    MxfpGroupedWgmma down = g;
+    down.K = I;
+    down.kTile = w2->type.getLayout().getKTile();
+    down.nTiles = (L + g.bn - 1) / g.bn;
+    down.a = hid;
+    down.aRow = [&](Value pos) { return SmallVector<Value>{kb.div(pos, K), kb.rem(pos, K)}; };
+    down.wTile = [&](int64_t, Value q, Value j, Value e) {
+      Value row0 = kb.add(kb.mul(j, g.bn), kb.mul(q, 8));
+      return MxfpGroupedMma::WTile{w2, e, row0, kb.ult(row0, kb.idx(L))};
+    };
+    down.epilogue = [&](const std::function<Value(int64_t)> &accAt, Value rowBase, Value end,
+                        Value j, Value, ThreadBlock &tb) {
+      Value c2 = kb.mul(kb.rem(tb.lane, 4), 2);
+      for (int64_t h = 0; h < 2; ++h) {
+        Value pos = kb.add(rowBase, 8 * h);
+        kb.ifThen(kb.ult(pos, end), [&] {
+          Value pair = pairAt(pos), t = kb.div(pair, K), slot = kb.rem(pair, K);
+          for (int64_t n = 0; n < g.bn / 8; ++n) {
+            Value col = kb.add(kb.add(kb.mul(j, g.bn), kb.idx(8 * n)), c2);
+            kb.ifThen(kb.ult(col, kb.idx(L)), [&] {
+              storePair(kb, y, {t, slot, col}, accAt(4 * n + 2 * h), accAt(4 * n + 2 * h + 1));
+            });
+          }
+        });
+      }
+    };
+    down.name = "experts_down_mxfp4_wgmma_" + std::to_string(bm);
+    mxfpGroupedWgmma(kb, down, grid);
+  };
+  bool wgmma = kb.info().wgmma && intFromEnv("K3C_MOE_WGMMA", 1) && L % 64 == 0 && I % 64 == 0;
+  for (const MXFP4Buffers *w : {w1, w3, w2})
+    wgmma = wgmma && w->type.getLayout().getKTile() >= 64;
+  const int64_t wgmmaFrom = intFromEnv("K3C_MOE_WGMMA_FROM", 96);
+
   Value upTo16 = kb.idx(std::max<int64_t>(0, intFromEnv("K3C_MOE_TILE16_UPTO", 32)) * E);
   const int64_t from128 = intFromEnv("K3C_MOE_TILE128_FROM", 0);
-  kb.ifThenElse(kb.ule(P, upTo16), [&] { run(0); }, [&] {
+  auto above16 = [&] {
     if (from128 <= 0)
       return run(1);
     kb.ifThenElse(kb.ult(P, kb.idx(from128 * E)), [&] { run(1); }, [&] { run(2); });
+  };
+  kb.ifThenElse(kb.ule(P, upTo16), [&] { run(0); }, [&] {
+    if (!wgmma)
+      return above16();
+    kb.ifThenElse(kb.ult(P, kb.idx(wgmmaFrom * E)), above16, runWgmma);
   });
 }
 

@@ -1375,4 +1375,281 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
   }, g.sharedBytes(), g.name);
 }
 
+//===----------------------------------------------------------------------===//
+// Warpgroup MMA: grouped MXFP4 GEMM (the tile decoded once per CTA)
+//===----------------------------------------------------------------------===//
+
+std::string MxfpGroupedWgmma::check(const TargetInfo &info) const {
+  if (!info.wgmma)
+    return "the target has no warpgroup MMA";
+  if (bm != 64 && bm != 128)
+    return "token rows must be 64 or 128 (one or two warpgroups), got " + std::to_string(bm);
+  if (bn < 16 || bn > 256 || bn % 16 || (bn * 4) % (2 * threads()))
+    return "weight rows " + std::to_string(bn) + " do not split into the block's decode items";
+  if (stages < 3 || stages > 8)
+    return "stages must be 3..8, got " + std::to_string(stages);
+  if (kTile != 64 && kTile != 128)
+    return "k_tile must be 64 or 128, got " + std::to_string(kTile);
+  if (K <= 0 || K % kTile)
+    return "K = " + std::to_string(K) + " is not a multiple of k_tile " + std::to_string(kTile);
+  if (sharedBytes() > info.maxSharedPerBlock)
+    return std::to_string(sharedBytes()) + " bytes of shared memory exceed the " +
+           std::to_string(info.maxSharedPerBlock) + " a block may have";
+  return "";
+}
+
+void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid) {
+  if (std::string why = g.check(kb.info()); !why.empty())
+    llvm::report_fatal_error(llvm::Twine("k3c: bad expert GEMM ") + g.name + ": " + why,
+                             /*gen_crash_diag=*/false);
+  if (grid < 1)
+    llvm::report_fatal_error(llvm::Twine("k3c: bad expert GEMM ") + g.name +
+                                 ": blocks per SM must be >= 1",
+                             /*gen_crash_diag=*/false);
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  MLIRContext *ctx = b.getContext();
+  const int64_t bm = g.bm, bn = g.bn, bk = MxfpGroupedWgmma::bk, S = g.stages, KT = g.kTile;
+  const int64_t threads = g.threads(), warps = threads / 32, kSteps = g.K / bk;
+  const int64_t rowBytes = bk * 2, tiles = bn / 8;
+  const int64_t items = bn * 4 / threads;    // (tile, lane) runs a thread copies and decodes
+  const int64_t scaleRow = KT / 32;          // scale bytes of a tile row per k chunk
+  const int64_t scalePieces = 8 * scaleRow / 16; // 16-byte pieces of a tile's chunk scales
+  const int64_t aBytes = S * bm * rowBytes, decBytes = 2 * bn * rowBytes;
+  const int64_t pBytes = S * bn * 32;
+  const int64_t ahead = S - 2; // stages in flight ahead of the one consumed
+  Type bf16 = b.getBF16Type(), i8 = b.getI8Type(), i32 = b.getI32Type(), i64 = b.getI64Type(),
+       f32 = b.getF32Type();
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
+  auto vec = [&](ArrayRef<int64_t> shape, Type t) { return VectorType::get(shape, t); };
+  const int64_t accN = bn / 2;
+  auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(accN, f32));
+
+  kb.blocks({kb.idx(grid)}, threads, [&](ValueRange bid, ThreadBlock &tb) {
+    // Shared memory from its first 1024-byte boundary: A ring, two decoded
+    // B tiles (both swizzled: 1024-byte aligned), payload ring, scale ring.
+    auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+    Value raw = gpu::DynamicSharedMemoryOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic}, i8, MemRefLayoutAttrInterface{}, space));
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, raw);
+    Value pad = kb.rem(kb.sub(kb.idx(1024), kb.rem(base, 1024)), 1024);
+    auto view = [&](Value offset, ArrayRef<int64_t> shape, Type t) {
+      return memref::ViewOp::create(
+          b, loc, MemRefType::get(shape, t, MemRefLayoutAttrInterface{}, space), raw, offset,
+          ValueRange{}).getResult();
+    };
+    Value decOff = kb.add(pad, kb.idx(aBytes)), pOff = kb.add(decOff, kb.idx(decBytes));
+    Value sOff = kb.add(pOff, kb.idx(pBytes));
+    Value as = view(pad, {S, bm, bk}, bf16), dec = view(decOff, {2, bn, bk}, bf16);
+    Value ps = view(pOff, {S, tiles, 32 * 8}, i8), ss = view(sOff, {S, tiles, 32}, i8);
+    Value aBase = kb.add(base, pad), decBase = kb.add(base, decOff);
+
+    auto entry = [&](Value buf, ArrayRef<Value> lead, Value i) {
+      SmallVector<Value> ix(lead.begin(), lead.end());
+      ix.push_back(i);
+      return kb.toIndex(kb.load(buf, ix));
+    };
+    auto tileStart = [&](Value e) { return entry(g.tileStarts, g.tilesIndex, e); };
+    auto rowStart = [&](Value e) { return entry(g.groupStarts, g.startsIndex, e); };
+    Value lane = tb.lane, wg = kb.div(tb.tid, 128);
+    Value total = kb.mul(tileStart(kb.idx(g.experts)), g.nTiles);
+    auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
+
+    kb.loopStep(bid[0], total, kb.idx(grid), [&](Value item) {
+      Value tile = kb.div(item, g.nTiles), j = kb.rem(item, g.nTiles);
+      // The group: the largest e with tileStarts[e] <= tile.
+      Value lo = kb.idx(0), hi = kb.idx(g.experts);
+      for (int64_t span = g.experts; span > 1; span = (span + 1) / 2) {
+        Value mid = kb.div(kb.add(lo, hi), 2);
+        Value le = kb.ule(tileStart(mid), tile);
+        lo = kb.select(le, mid, lo);
+        hi = kb.select(le, hi, mid);
+      }
+      Value e = lo, end = rowStart(kb.add(e, 1));
+      Value m0 = kb.add(rowStart(e), kb.mul(kb.sub(tile, tileStart(e)), bm));
+      Value last = kb.sub(end, kb.idx(1));
+
+      // A copies (fixed for the item): 16-byte chunk tid % 8 of rows tid / 8
+      // + threads / 8 * i, into chunk (c ^ row % 8) of the swizzled row.
+      struct ACopy {
+        Value row, dstCol, ok;
+        SmallVector<Value> src;
+      };
+      SmallVector<ACopy> aCopies;
+      Value chunk = kb.rem(tb.tid, 8);
+      for (int64_t i = 0; i < bm * 8 / threads; ++i) {
+        Value r = kb.add(kb.div(tb.tid, 8), kb.idx(i * threads / 8)), pos = kb.add(m0, r);
+        Value swz = arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
+        aCopies.push_back({r, kb.mul(swz, 8), kb.ult(pos, end), g.aRow(kb.minu(pos, last))});
+      }
+      // Weight copies and decodes: item i is tile q = 2 warp + i % 2 + 2 warps
+      // (i / 2) (its parity i % 2), run `lane` of it.
+      struct WItem {
+        Value q;
+        MxfpGroupedMma::WTile t;
+        Value payload, scales; // byte offsets of k chunk 0 of the tile
+      };
+      SmallVector<WItem> wItems;
+      for (int64_t i = 0; i < items; ++i) {
+        Value q = kb.add(kb.mul(tb.warp, 2), kb.idx(i % 2 + 2 * warps * (i / 2)));
+        MxfpGroupedMma::WTile t = g.wTile(i % 2, q, j, e);
+        ArrayRef<int64_t> shape = t.w->type.getShape();
+        int64_t N = shape[shape.size() - 2];
+        Value tile0 = kb.mul(kb.div(kb.minu(t.row0, kb.idx(N - 8)), 8), g.K / KT);
+        wItems.push_back({q, t, kb.add(kb.mul(t.matrix, N * g.K / 2), kb.mul(tile0, 4 * KT)),
+                          kb.add(kb.mul(t.matrix, N * g.K / 32), kb.mul(tile0, 8 * scaleRow))});
+      }
+      auto issue = [&](Value ks, Value slot) {
+        Value inK = kb.ult(ks, kb.idx(kSteps));
+        Value ksSafe = kb.select(inK, ks, kb.idx(0));
+        Value k0 = kb.mul(ksSafe, bk), kc = kb.div(k0, KT), half = kb.div(kb.rem(k0, KT), bk);
+        for (ACopy &c : aCopies) {
+          SmallVector<Value> src(c.src);
+          src.push_back(kb.add(k0, kb.mul(chunk, 8)));
+          nvgpu::DeviceAsyncCopyOp::create(
+              b, loc, tokenType, as, ValueRange{slot, c.row, c.dstCol}, g.a, src,
+              b.getIndexAttr(8), kb.select(kb.andi(c.ok, inK), kb.idx(8), kb.idx(0)),
+              b.getUnitAttr());
+        }
+        for (WItem &w : wItems) {
+          Value ok = kb.andi(w.t.valid, inK);
+          // Bytes 8 half .. of run `lane` (four k steps) of the tile's chunk.
+          kb.ifThen(ok, [&] {
+            Value src = kb.add(w.payload, kb.add(kb.mul(kc, 4 * KT),
+                                                 kb.add(kb.mul(lane, KT / 8), kb.mul(half, 8))));
+            nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ps,
+                                             ValueRange{slot, w.q, kb.mul(lane, 8)},
+                                             w.t.w->payload, ValueRange{src}, b.getIndexAttr(8),
+                                             Value(), UnitAttr());
+          });
+          kb.ifThen(kb.andi(ok, kb.ult(lane, kb.idx(scalePieces))), [&] {
+            Value src = kb.add(w.scales, kb.add(kb.mul(kc, 8 * scaleRow), kb.mul(lane, 16)));
+            nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ss,
+                                             ValueRange{slot, w.q, kb.mul(lane, 16)},
+                                             w.t.w->scales, ValueRange{src}, b.getIndexAttr(16),
+                                             Value(), b.getUnitAttr());
+          });
+        }
+        NVVM::CpAsyncCommitGroupOp::create(b, loc);
+      };
+      for (int64_t s = 0; s < ahead; ++s)
+        issue(kb.idx(s), kb.idx(s));
+
+      // Decode stage `slot` (k step ks) into decoded tile `dslot`: run `lane`
+      // of tile q is row r = lane / 4, thread column c = lane % 4; byte b of
+      // its word w is the bf16 pair at columns 16 (2w + b / 2) + 2c + 8 (b %
+      // 2) of the stage, i.e. 16-byte chunk 4w + b, word c, of the swizzled
+      // row (chunk ^ row % 8); its scale is block w of the stage's two.
+      Value r = kb.div(lane, 4), c = kb.rem(lane, 4);
+      auto decode = [&](Value ks, Value slot, Value dslot) {
+        Value half = kb.div(kb.rem(kb.mul(ks, bk), KT), bk);
+        for (WItem &w : wItems) {
+          Value run = vector::LoadOp::create(b, loc, vec({8}, i8), ps,
+                                             ValueRange{slot, w.q, kb.mul(lane, 8)}, false,
+                                             llvm::MaybeAlign(8));
+          Value words = vector::BitCastOp::create(b, loc, vec({2}, i32), run);
+          Value w0 = vector::ExtractOp::create(b, loc, words, ArrayRef<int64_t>{0});
+          Value w1 = vector::ExtractOp::create(b, loc, words, ArrayRef<int64_t>{1});
+          // The row's scale bytes of this stage's two 32-column blocks in
+          // bytes 0 and 1 of `sw`.
+          Value sw;
+          if (scaleRow == 4) {
+            Value v = vector::LoadOp::create(b, loc, vec({4}, i8), ss,
+                                             ValueRange{slot, w.q, kb.mul(r, 4)}, false,
+                                             llvm::MaybeAlign(4));
+            Value word = vector::ExtractOp::create(
+                b, loc, vector::BitCastOp::create(b, loc, vec({1}, i32), v), ArrayRef<int64_t>{0});
+            Value sh = arith::IndexCastUIOp::create(b, loc, i32, kb.mul(half, 16));
+            sw = arith::ShRUIOp::create(b, loc, word, sh);
+          } else { // two bytes a row: rows 2p, 2p + 1 share a word
+            Value v = vector::LoadOp::create(b, loc, vec({4}, i8), ss,
+                                             ValueRange{slot, w.q, kb.mul(kb.div(r, 2), 4)}, false,
+                                             llvm::MaybeAlign(4));
+            Value word = vector::ExtractOp::create(
+                b, loc, vector::BitCastOp::create(b, loc, vec({1}, i32), v), ArrayRef<int64_t>{0});
+            Value sh = arith::IndexCastUIOp::create(b, loc, i32, kb.mul(kb.rem(r, 2), 16));
+            sw = arith::ShRUIOp::create(b, loc, word, sh);
+          }
+          // Folded scales (one multiply) unless a scale byte of the warp's
+          // rows is >= 0x80 (2^1 and up, NaN): then the exact path.
+          Value high = arith::AndIOp::create(b, loc, sw, kb.i32Const(0x8080));
+          Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, high, kb.i32Const(0));
+          Value exact = NVVM::VoteSyncOp::create(b, loc, b.getI1Type(), kb.i32Const(-1), any,
+                                                 NVVM::VoteSyncKind::any);
+          auto frags = [&](bool folded) {
+            SmallVector<Value> out;
+            for (int64_t wi = 0; wi < 2; ++wi) {
+              Value sp = folded ? mxScalePairFolded(kb, sw, wi) : mxScalePair(kb, sw, wi);
+              for (int64_t byte = 0; byte < 4; ++byte)
+                out.push_back(mxfpFragment(kb, wi ? w1 : w0, byte, sp, folded));
+            }
+            return out;
+          };
+          auto ifOp = scf::IfOp::create(b, loc, TypeRange(SmallVector<Type>(8, i32)), exact, true);
+          {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+            scf::YieldOp::create(b, loc, frags(false));
+            b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+            scf::YieldOp::create(b, loc, frags(true));
+          }
+          Value row = kb.add(kb.mul(w.q, 8), r);
+          for (int64_t ch = 0; ch < 8; ++ch) {
+            Value swz = arith::XOrIOp::create(b, loc, kb.idx(ch), r).getResult();
+            Value col = kb.add(kb.mul(swz, 8), kb.mul(c, 2));
+            vector::StoreOp::create(b, loc, asBf16x2(kb, ifOp.getResult(ch)), dec,
+                                    ValueRange{dslot, row, col}, false, llvm::MaybeAlign(4));
+          }
+        }
+      };
+
+      Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
+      Value zero = LLVM::ZeroOp::create(b, loc, accType);
+      Value acc = kb.loop(kb.idx(0), kb.idx(kSteps), ValueRange{zero}, [&](Value ks, ValueRange in) {
+        // Stage ks landed (this thread's copies; the barrier: everyone's);
+        // every warpgroup is done with step ks - 2 (its wgmma waited to one
+        // group in flight), whose ring slot is refilled and whose decoded
+        // tile is overwritten next.
+        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(ahead - 1));
+        kb.barrier(tb);
+        Value next = kb.add(ks, ahead);
+        issue(next, kb.rem(next, S));
+        Value slot = kb.rem(ks, S), dslot = kb.rem(ks, 2);
+        decode(ks, slot, dslot);
+        // The decoded tile and the landed A rows (generic proxy) made
+        // visible to wgmma's async proxy, then to every warpgroup.
+        NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
+                                   NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+        kb.barrier(tb);
+        Value aAddr = toI64(kb.add(aWg, kb.mul(slot, bm * rowBytes)));
+        Value bAddr = toI64(kb.add(decBase, kb.mul(dslot, bn * rowBytes)));
+        NVVM::WgmmaFenceAlignedOp::create(b, loc);
+        Value d = in[0];
+        for (int64_t k = 0; k < bk / 16; ++k) {
+          Value step = arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 32 * k));
+          Value da = smemDescriptor(kb, arith::AddIOp::create(b, loc, aAddr, step));
+          Value db = smemDescriptor(kb, arith::AddIOp::create(b, loc, bAddr, step));
+          d = NVVM::WgmmaMmaAsyncOp::create(
+              b, loc, accType, d, da, db, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16),
+              NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
+              NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+              NVVM::MMALayout::row, NVVM::MMALayout::col, nullptr);
+        }
+        NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(1));
+        return SmallVector<Value>{d};
+      })[0];
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+      kb.barrier(tb); // the next item refills the ring and the decoded tiles
+
+      Value rowBase = kb.add(kb.add(m0, kb.mul(wg, 64)),
+                             kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));
+      g.epilogue([&](int64_t i) {
+        return LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}).getResult();
+      }, rowBase, end, j, e, tb);
+    });
+  }, g.sharedBytes(), g.name);
+}
+
 } // namespace k3c::lowering

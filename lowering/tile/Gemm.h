@@ -273,6 +273,49 @@ struct MxfpGroupedMma {
   }
 };
 void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid);
+/// Grouped MXFP4 GEMM on warpgroup MMA (sm_90a; the routed experts at
+/// prefill): work items are (token tile of `bm` = 128 rows of one group,
+/// column tile of `bn` weight rows). Per stage of 64 K columns, cp.async
+/// brings the gathered A rows into 128-byte-swizzled shared memory and each
+/// 8-row weight tile's half fragment runs (8 bytes a run: four k steps) and
+/// scales into a ring; the block's 256 threads decode the runs once (E2M1 x
+/// E8M0 exactly into bf16, mxfpFragment) into a double-buffered swizzled B
+/// tile, while the previous stage's wgmma group runs; two warpgroups then
+/// issue wgmma.m64n{bn}k16 from the shared-memory descriptors (A rows 64 wg
+/// .., B the decoded tile). K a multiple of 64, the layout's k_tile 64 or
+/// 128. Persistent: `grid` blocks stride over the items; group tiles from
+/// `tileStarts` (prefix of ceil(rows / bm)), group rows from `groupStarts`.
+struct MxfpGroupedWgmma {
+  int64_t bm = 128, bn = 256, stages = 4;
+  static constexpr int64_t bk = 64;
+  int64_t K = 0, kTile = 128; ///< reduction length, layout k_tile
+  int64_t experts = 0, nTiles = 0;
+  mlir::Value groupStarts, tileStarts;
+  llvm::SmallVector<mlir::Value> startsIndex, tilesIndex;
+  /// A row at group position `pos` (valid: pos < end): indices of its
+  /// first element in `a` without the column.
+  mlir::Value a;
+  std::function<llvm::SmallVector<mlir::Value>(mlir::Value pos)> aRow;
+  /// Weight tile `q` (rows 8q .. 8q + 7 of the B tile; q's parity is
+  /// `parity`, a compile-time fact the caller may use to pick a buffer) of
+  /// column tile j, group e.
+  std::function<MxfpGroupedMma::WTile(int64_t parity, mlir::Value q, mlir::Value j, mlir::Value e)>
+      wTile;
+  /// The accumulators: accAt(4 n + r) holds B tile column 8 n + 2 (lane % 4)
+  /// + r % 2 of group position rowBase + 8 (r / 2) (valid below end).
+  std::function<void(const std::function<mlir::Value(int64_t)> &accAt, mlir::Value rowBase,
+                     mlir::Value end, mlir::Value j, mlir::Value e, ThreadBlock &tb)>
+      epilogue;
+  std::string name;
+  int64_t threads() const { return 128 * (bm / 64); }
+  /// A ring, packed ring (bn x 32 payload bytes and bn / 8 x 32 scale bytes
+  /// a stage), two decoded B tiles, 1 KB to align to the swizzle atom.
+  int64_t sharedBytes() const {
+    return stages * (bm * bk * 2 + bn * 32 + bn / 8 * 32) + 2 * bn * bk * 2 + 1024;
+  }
+  std::string check(const TargetInfo &info) const;
+};
+void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid);
 /// The bf16x2 B-fragment register of MXFP4 byte `byteIdx` (0..3) of `word`
 /// (low nibble the lower k) times `scalePair` (the block's E8M0 scale as
 /// bf16x2, mxScalePair): exact for every code and scale (products are
