@@ -54,10 +54,12 @@ moe1 -o $D/moe1
 K3C_MOE_WGMMA=0 moe1 -o $D/moe1-nowg
 # With 128-row mma.sync tiles (shared decode) from 192 pairs per expert.
 [ -n "${NO_T128:-}" ] || K3C_MOE_WGMMA=0 K3C_MOE_TILE128_FROM=192 moe1 -o $D/moe1-t128
-# Variants: MOE_VARIANTS="NAME=VAR=VALUE[;VAR=VALUE...] ..." (the MoE slice).
+# Variants: MOE_VARIANTS="NAME=VAR=VALUE[;VAR=VALUE...] ..." (the MoE slice
+# and the 896-expert one).
 for v in ${MOE_VARIANTS:-}; do
   name=${v%%=*}; settings=${v#*=}
   env ${settings//;/ } bash -c "$(declare -f moe1); B=$B; moe1 -o $D/moe1-$name"
+  env ${settings//;/ } $B/k3-compile .dev/moe896.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet -o $D/moe896-$name
 done
 rm -rf $D/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt

@@ -248,16 +248,19 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   // Warpgroup MMA (sm_90a) from K3C_MOE_WGMMA_FROM pairs per expert on
   // average: 128-row token tiles, each weight tile decoded once per block
   // into shared memory (mxfpGroupedWgmma); K3C_MOE_WGMMA=0: off.
+  // Knobs (compile time): K3C_MOE_WGMMA_BM (128 or 64 token rows),
+  // K3C_MOE_WGMMA_BN (256 or 128 weight rows), _STAGES, _CTAS (blocks an SM).
   auto runWgmma = [&] {
-    const int64_t bm = 128;
+    const int64_t bm = intFromEnv("K3C_MOE_WGMMA_BM", 128);
     MxfpGroupedWgmma g;
     g.bm = bm;
-    g.bn = 256;
+    g.bn = intFromEnv("K3C_MOE_WGMMA_BN", 256);
     g.stages = intFromEnv("K3C_MOE_WGMMA_STAGES", 4);
     g.experts = E;
     g.groupStarts = g.tileStarts = groups;
     g.startsIndex = {kb.idx(0)};
-    g.tilesIndex = {kb.idx(3)}; // 128-row tile offsets (kExpertTileRows[2])
+    // The tile offsets of the grouping for bm rows (kExpertTileRows).
+    g.tilesIndex = {kb.idx(bm == 64 ? 2 : 3)};
     const int64_t grid = kb.info().smCount * intFromEnv("K3C_MOE_WGMMA_CTAS", 1);
 
     // Up: column tile j = hidden rows [128 j, +128): B tile q is W1 (q even)

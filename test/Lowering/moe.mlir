@@ -96,3 +96,55 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
     }
   return %r : tensor<?x4x64xf32>
 }
+
+// Warpgroup MMA (sm_90a) for routed experts whose K dims are multiples of 64
+// with k_tile >= 64 (latent 128: k_tile 128; width 192: k_tile 64), from 96
+// pairs per expert on average (1536 pairs here): 128-row token tiles, two
+// warpgroups; per 64-column stage the gathered A rows (16-byte cp.async into
+// the 128-byte swizzle), each weight tile's half fragment runs (8-byte
+// cp.async) and scales (16 bytes) into a ring; the block decodes the runs once
+// (the vote for the exact scale path, bf16x2 pairs stored into a double-
+// buffered swizzled B tile), fences the async proxy and issues
+// wgmma.m64n256k16 from shared-memory descriptors, one group left in flight.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WG
+// RUN: env K3C_MOE_WGMMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOWG
+// RUN: not env K3C_MOE_WGMMA_STAGES=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WGSTAGES
+// RUN: not env K3C_MOE_WGMMA_BM=96 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WGBM
+// WGSTAGES: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: stages must be 3..8, got 2
+// WGBM: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_96: token rows must be 64 or 128 (one or two warpgroups), got 96
+
+// WG-LABEL: func.func @k3_moe_experts_wide(
+// WG: arith.cmpi ule, %{{.*}}, %c512 : index
+// WG: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_16)
+// WG: arith.cmpi ult, %{{.*}}, %c1536 : index
+// WG: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_64)
+// WG: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256, {{.*}}) dynamic_shared_memory_size {{.*}} module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
+// WG: nvgpu.device_async_copy %arg0[{{.*}}], %view[{{.*}}], 8, {{.*}} {bypassL1} : memref<?x128xbf16> to memref<4x128x64xbf16, #gpu.address_space<workgroup>>
+// WG: nvgpu.device_async_copy %arg2[{{.*}}], %view_{{[0-9]+}}[{{.*}}], 8 : memref<{{[0-9]+}}xi8> to memref<4x32x256xi8, #gpu.address_space<workgroup>>
+// WG: nvgpu.device_async_copy %arg3[{{.*}}], %view_{{[0-9]+}}[{{.*}}], 16 {bypassL1} : memref<{{[0-9]+}}xi8> to memref<4x32x32xi8, #gpu.address_space<workgroup>>
+// WG: nvvm.cp.async.commit.group
+// WG: nvvm.cp.async.wait.group 1
+// WG: nvvm.vote.sync  any
+// WG: vector.store {{.*}} : memref<2x256x64xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// WG: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// WG: nvvm.wgmma.fence.aligned
+// WG-COUNT-4: nvvm.wgmma.mma_async
+// WG: nvvm.wgmma.commit.group.sync.aligned
+// WG: nvvm.wgmma.wait.group.sync.aligned 1
+// WG: nvvm.wgmma.wait.group.sync.aligned 0
+// WG: module(@k3_moe_experts_wide_experts_down_mxfp4_wgmma_128)
+// WG: nvvm.wgmma.mma_async
+// WG: return
+
+// NOWG-LABEL: func.func @k3_moe_experts_wide(
+// NOWG-NOT: wgmma
+// NOWG: return
+
+func.func @moe_experts_wide(%a0: tensor<?x128xbf16>, %a1: tensor<?x4xi32>, %a2: !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %a3: !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %a4: !k3.mxfp4<16x128x192, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>) -> (tensor<?x4x128xbf16>) {
+    %r = k3.kernel "k3_moe_experts_wide" family "moe_experts" (%a0, %a1, %a2, %a3, %a4) {bytes_per_token = 1280 : i64, flops_per_token = 1179648 : i64, weight_bytes = 1253376 : i64} : (tensor<?x128xbf16>, tensor<?x4xi32>, !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x128x192, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>) -> tensor<?x4x128xbf16> {
+    ^bb0(%arg401: tensor<?x128xbf16>, %arg402: tensor<?x4xi32>, %arg403: !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %arg404: !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %arg405: !k3.mxfp4<16x128x192, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>):
+      %116 = k3.expert_mlp %arg401, %arg402 experts(%arg403, %arg404, %arg405) {activation = #k3.activation<situ>, situ_beta = 4.000000e+00 : f64, situ_linear_beta = 2.500000e+01 : f64} : (tensor<?x128xbf16>, tensor<?x4xi32>, !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x128x192, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>) -> tensor<?x4x128xbf16>
+      k3.yield %116 : tensor<?x4x128xbf16>
+    }
+  return %r : tensor<?x4x128xbf16>
+}
