@@ -12,6 +12,9 @@
 
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 using namespace mlir;
 using namespace mlir::k3;
 
@@ -256,6 +259,21 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     g.bm = bm;
     g.bn = intFromEnv("K3C_MOE_WGMMA_BN", 256);
     g.stages = intFromEnv("K3C_MOE_WGMMA_STAGES", 4);
+    // K3C_MOE_WGMMA_WS=1: a producer warpgroup decodes ahead of the
+    // multiplying ones (K3C_MOE_WGMMA_DECODED tiles, register split
+    // K3C_MOE_WGMMA_REGS=consumer,producer); not yet measured, off.
+    g.producers = intFromEnv("K3C_MOE_WGMMA_WS", 0);
+    g.decoded = intFromEnv("K3C_MOE_WGMMA_DECODED", 3);
+    if (const char *regs = std::getenv("K3C_MOE_WGMMA_REGS")) {
+      long c = 0, p = 0;
+      if (std::sscanf(regs, "%ld,%ld", &c, &p) == 2) {
+        g.consumerRegs = c;
+        g.producerRegs = p;
+      } else {
+        llvm::report_fatal_error("k3c: K3C_MOE_WGMMA_REGS must be CONSUMER,PRODUCER registers",
+                                 /*gen_crash_diag=*/false);
+      }
+    }
     g.experts = E;
     g.groupStarts = g.tileStarts = groups;
     g.startsIndex = {kb.idx(0)};

@@ -1379,23 +1379,366 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
 // Warpgroup MMA: grouped MXFP4 GEMM (the tile decoded once per CTA)
 //===----------------------------------------------------------------------===//
 
+/// Run `lane` of weight tile q in stage `slot` of the payload/scale rings,
+/// decoded into B tile `dslot`: row r = lane / 4, thread column c = lane %
+/// 4; byte b of its word w is the bf16 pair at columns 16 (2w + b / 2) + 2c +
+/// 8 (b % 2) of the stage, i.e. 16-byte chunk 4w + b, word c, of the
+/// swizzled row 8q + r (chunk ^ r); its scale is block w of the stage's two
+/// (`half` of a 128-column k chunk, or 0). Folded scales (one multiply)
+/// unless a scale byte of the warp's rows is >= 0x80 (2^1 and up, NaN): then
+/// the exact path (a warp vote; the warp's lanes must all take part).
+static void decodeRun(KernelBuilder &kb, Value ps, Value ss, Value dec, Value slot, Value dslot,
+                      Value q, Value lane, Value half, int64_t scaleRow) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type i8 = b.getI8Type(), i32 = b.getI32Type();
+  auto vec = [&](ArrayRef<int64_t> shape, Type t) { return VectorType::get(shape, t); };
+  Value r = kb.div(lane, 4), c = kb.rem(lane, 4);
+  Value run = vector::LoadOp::create(b, loc, vec({8}, i8), ps, ValueRange{slot, q, kb.mul(lane, 8)},
+                                     false, llvm::MaybeAlign(8));
+  Value words = vector::BitCastOp::create(b, loc, vec({2}, i32), run);
+  Value w0 = vector::ExtractOp::create(b, loc, words, ArrayRef<int64_t>{0});
+  Value w1 = vector::ExtractOp::create(b, loc, words, ArrayRef<int64_t>{1});
+  // The row's scale bytes of this stage's two 32-column blocks in bytes 0
+  // and 1 of `sw` (k_tile 128: four bytes a row; 64: rows 2p, 2p + 1 share a
+  // word).
+  Value at = scaleRow == 4 ? kb.mul(r, 4) : kb.mul(kb.div(r, 2), 4);
+  Value shift = scaleRow == 4 ? kb.mul(half, 16) : kb.mul(kb.rem(r, 2), 16);
+  Value v = vector::LoadOp::create(b, loc, vec({4}, i8), ss, ValueRange{slot, q, at}, false,
+                                   llvm::MaybeAlign(4));
+  Value word = vector::ExtractOp::create(b, loc, vector::BitCastOp::create(b, loc, vec({1}, i32), v),
+                                         ArrayRef<int64_t>{0});
+  Value sw = arith::ShRUIOp::create(b, loc, word, arith::IndexCastUIOp::create(b, loc, i32, shift));
+  Value high = arith::AndIOp::create(b, loc, sw, kb.i32Const(0x8080));
+  Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, high, kb.i32Const(0));
+  Value exact = NVVM::VoteSyncOp::create(b, loc, b.getI1Type(), kb.i32Const(-1), any,
+                                         NVVM::VoteSyncKind::any);
+  auto frags = [&](bool folded) {
+    SmallVector<Value> out;
+    for (int64_t wi = 0; wi < 2; ++wi) {
+      Value sp = folded ? mxScalePairFolded(kb, sw, wi) : mxScalePair(kb, sw, wi);
+      for (int64_t byte = 0; byte < 4; ++byte)
+        out.push_back(mxfpFragment(kb, wi ? w1 : w0, byte, sp, folded));
+    }
+    return out;
+  };
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange(SmallVector<Type>(8, i32)), exact, true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    scf::YieldOp::create(b, loc, frags(false));
+    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+    scf::YieldOp::create(b, loc, frags(true));
+  }
+  Value row = kb.add(kb.mul(q, 8), r);
+  for (int64_t ch = 0; ch < 8; ++ch) {
+    Value swz = arith::XOrIOp::create(b, loc, kb.idx(ch), r).getResult();
+    Value col = kb.add(kb.mul(swz, 8), kb.mul(c, 2));
+    vector::StoreOp::create(b, loc, asBf16x2(kb, ifOp.getResult(ch)), dec,
+                            ValueRange{dslot, row, col}, false, llvm::MaybeAlign(4));
+  }
+}
+
+/// One 64-column stage of a warpgroup's 64 x bn tile: four
+/// wgmma.m64n{bn}k16 (bf16 -> f32) from the K-major, 128-byte-swizzled A and
+/// B tiles at shared addresses aAddr, bAddr (i64), committed as one group.
+static Value wgmmaK64(KernelBuilder &kb, Type accType, Value acc, Value aAddr, Value bAddr,
+                      int64_t bn) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  MLIRContext *ctx = b.getContext();
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  for (int64_t k = 0; k < 4; ++k) {
+    Value step = arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI64Type(), 32 * k));
+    Value da = smemDescriptor(kb, arith::AddIOp::create(b, loc, aAddr, step));
+    Value db = smemDescriptor(kb, arith::AddIOp::create(b, loc, bAddr, step));
+    acc = NVVM::WgmmaMmaAsyncOp::create(
+        b, loc, accType, acc, da, db, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16),
+        NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
+        NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+        NVVM::MMALayout::row, NVVM::MMALayout::col, nullptr);
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return acc;
+}
+
 std::string MxfpGroupedWgmma::check(const TargetInfo &info) const {
   if (!info.wgmma)
     return "the target has no warpgroup MMA";
   if (bm != 64 && bm != 128)
     return "token rows must be 64 or 128 (one or two warpgroups), got " + std::to_string(bm);
-  if (bn < 16 || bn > 256 || bn % 16 || (bn * 4) % (2 * threads()))
+  const int64_t decoders = producers ? 128 : threads(); // threads that decode
+  if (bn < 16 || bn > 256 || bn % 16 || (bn * 4) % (2 * decoders))
     return "weight rows " + std::to_string(bn) + " do not split into the block's decode items";
   if (stages < 3 || stages > 8)
     return "stages must be 3..8, got " + std::to_string(stages);
   if (kTile != 64 && kTile != 128)
     return "k_tile must be 64 or 128, got " + std::to_string(kTile);
+  if (producers != 0 && producers != 1)
+    return "producer warpgroups must be 0 or 1, got " + std::to_string(producers);
+  if (producers) {
+    if (decoded < 2 || decoded > 4)
+      return "decoded tiles must be 2..4, got " + std::to_string(decoded);
+    for (int64_t regs : {consumerRegs, producerRegs})
+      if (regs < 24 || regs > 256 || regs % 8)
+        return "register counts must be multiples of 8 in 24..256, got " + std::to_string(regs);
+    if (128 * (bm / 64) * consumerRegs + 128 * producerRegs > info.registersPerSM)
+      return "consumer and producer registers exceed the " + std::to_string(info.registersPerSM) +
+             " an SM has";
+  }
   if (K <= 0 || K % kTile)
     return "K = " + std::to_string(K) + " is not a multiple of k_tile " + std::to_string(kTile);
   if (sharedBytes() > info.maxSharedPerBlock)
     return std::to_string(sharedBytes()) + " bytes of shared memory exceed the " +
            std::to_string(info.maxSharedPerBlock) + " a block may have";
   return "";
+}
+
+/// The group of token tile `tile` (the largest e with tileStarts[e] <= tile;
+/// empty groups share their successor's start and are passed over).
+static Value groupOfTile(KernelBuilder &kb, Value tile, int64_t experts,
+                         const std::function<Value(Value)> &tileStart) {
+  Value lo = kb.idx(0), hi = kb.idx(experts);
+  for (int64_t span = experts; span > 1; span = (span + 1) / 2) {
+    Value mid = kb.div(kb.add(lo, hi), 2);
+    Value le = kb.ule(tileStart(mid), tile);
+    lo = kb.select(le, mid, lo);
+    hi = kb.select(le, hi, mid);
+  }
+  return lo;
+}
+
+/// mxfpGroupedWgmma with a producer warpgroup (g.producers = 1): threads
+/// [0, 128 C) are C = bm / 64 consumer warpgroups, [128 C, 128 (C + 1)) the
+/// producer. Both walk the same work items and count the block's k steps
+/// globally (step s uses decoded tile s % D). The producer stages each item's
+/// weight runs and scales through its cp.async ring (its own barrier), waits
+/// until the consumers released tile s % D (named barrier EMPTY, from step D
+/// on), decodes the stage into it, fences the async proxy and arrives on
+/// FULL. A consumer warpgroup loads its own 64 A rows through its ring (its
+/// own barrier), waits on FULL, issues the stage's wgmma group, waits for the
+/// previous group and arrives on EMPTY for that step's tile (the item's last
+/// step after its final wait). Barrier ids: 1 .. D FULL, D + 1 .. 2D EMPTY,
+/// then one per consumer warpgroup, then the producer's. The producer ends by
+/// taking the last D releases, so every barrier's phases pair up.
+static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  MLIRContext *ctx = b.getContext();
+  const int64_t bm = g.bm, bn = g.bn, bk = MxfpGroupedWgmma::bk, S = g.stages, KT = g.kTile;
+  const int64_t C = bm / 64, D = g.decoded, threads = g.threads(), kSteps = g.K / bk;
+  const int64_t rowBytes = bk * 2, tiles = bn / 8, items = bn * 4 / 128;
+  const int64_t scaleRow = KT / 32, scalePieces = 8 * scaleRow / 16;
+  const int64_t aBytes = S * bm * rowBytes, decBytes = D * bn * rowBytes, pBytes = S * bn * 32;
+  const int64_t ahead = S - 2; // A stages in flight (a consumer's wgmma keeps one group)
+  const int64_t aheadP = S - 1; // payload stages in flight (the producer's own ring)
+  const int64_t fullId = 1, emptyId = 1 + D, wgId = 1 + 2 * D, prodId = 1 + 2 * D + C;
+  Type bf16 = b.getBF16Type(), i8 = b.getI8Type(), i32 = b.getI32Type(), i64 = b.getI64Type(),
+       f32 = b.getF32Type();
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
+  auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(bn / 2, f32));
+  auto toI32 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i32, v).getResult(); };
+  auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
+  auto sync = [&](Value id, int64_t count) {
+    NVVM::BarrierOp::create(b, loc, Type(), toI32(id), kb.i32Const(count), nullptr, Value());
+  };
+  auto arrive = [&](Value id, int64_t count) {
+    NVVM::BarrierArriveOp::create(b, loc, toI32(id), kb.i32Const(count));
+  };
+
+  kb.blocks({kb.idx(grid)}, threads, [&](ValueRange bid, ThreadBlock &tb) {
+    auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+    Value raw = gpu::DynamicSharedMemoryOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic}, i8, MemRefLayoutAttrInterface{}, space));
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, raw);
+    Value pad = kb.rem(kb.sub(kb.idx(1024), kb.rem(base, 1024)), 1024);
+    auto view = [&](Value offset, ArrayRef<int64_t> shape, Type t) {
+      return memref::ViewOp::create(
+          b, loc, MemRefType::get(shape, t, MemRefLayoutAttrInterface{}, space), raw, offset,
+          ValueRange{}).getResult();
+    };
+    Value decOff = kb.add(pad, kb.idx(aBytes)), pOff = kb.add(decOff, kb.idx(decBytes));
+    Value sOff = kb.add(pOff, kb.idx(pBytes));
+    Value as = view(pad, {S, bm, bk}, bf16), dec = view(decOff, {D, bn, bk}, bf16);
+    Value ps = view(pOff, {S, tiles, 32 * 8}, i8), ss = view(sOff, {S, tiles, 32}, i8);
+    Value aBase = kb.add(base, pad), decBase = kb.add(base, decOff);
+
+    auto entry = [&](Value buf, ArrayRef<Value> lead, Value i) {
+      SmallVector<Value> ix(lead.begin(), lead.end());
+      ix.push_back(i);
+      return kb.toIndex(kb.load(buf, ix));
+    };
+    auto tileStart = [&](Value e) { return entry(g.tileStarts, g.tilesIndex, e); };
+    auto rowStart = [&](Value e) { return entry(g.groupStarts, g.startsIndex, e); };
+    Value total = kb.mul(tileStart(kb.idx(g.experts)), g.nTiles);
+    Value lane = tb.lane, wg = kb.div(tb.tid, 128);
+    // The work item's group, rows and column tile.
+    struct Item {
+      Value j, e, m0, end, last;
+    };
+    auto itemAt = [&](Value item) {
+      Value tile = kb.div(item, g.nTiles), j = kb.rem(item, g.nTiles);
+      Value e = groupOfTile(kb, tile, g.experts, tileStart), end = rowStart(kb.add(e, 1));
+      Value m0 = kb.add(rowStart(e), kb.mul(kb.sub(tile, tileStart(e)), bm));
+      return Item{j, e, m0, end, kb.sub(end, kb.idx(1))};
+    };
+
+    kb.ifThenElse(kb.ult(tb.tid, kb.idx(128 * C)), [&] {
+      // ---- consumers ----
+      NVVM::SetMaxRegisterOp::create(b, loc, g.consumerRegs, NVVM::SetMaxRegisterAction::increase);
+      Value ctid = kb.rem(tb.tid, 128), chunk = kb.rem(ctid, 8);
+      Value myBar = kb.add(wg, kb.idx(wgId));
+      Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
+      Value steps0 = kb.idx(0);
+      kb.loopStep(bid[0], total, kb.idx(grid), ValueRange{steps0}, [&](Value item, ValueRange st) {
+        Item it = itemAt(item);
+        Value s0 = st[0]; // the block's steps before this item
+        // This thread's A copies: 16-byte chunk ctid % 8 of its warpgroup's
+        // rows ctid / 8 + 16 i, swizzled.
+        struct ACopy {
+          Value row, dstCol, ok;
+          SmallVector<Value> src;
+        };
+        SmallVector<ACopy> aCopies;
+        for (int64_t i = 0; i < 4; ++i) {
+          Value r = kb.add(kb.mul(wg, 64), kb.add(kb.div(ctid, 8), kb.idx(16 * i)));
+          Value pos = kb.add(it.m0, r);
+          Value swz = arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
+          aCopies.push_back({r, kb.mul(swz, 8), kb.ult(pos, it.end), g.aRow(kb.minu(pos, it.last))});
+        }
+        auto issue = [&](Value ks, Value slot) {
+          Value inK = kb.ult(ks, kb.idx(kSteps));
+          Value k0 = kb.mul(kb.select(inK, ks, kb.idx(0)), bk);
+          for (ACopy &c : aCopies) {
+            SmallVector<Value> src(c.src);
+            src.push_back(kb.add(k0, kb.mul(chunk, 8)));
+            nvgpu::DeviceAsyncCopyOp::create(
+                b, loc, tokenType, as, ValueRange{slot, c.row, c.dstCol}, g.a, src,
+                b.getIndexAttr(8), kb.select(kb.andi(c.ok, inK), kb.idx(8), kb.idx(0)),
+                b.getUnitAttr());
+          }
+          NVVM::CpAsyncCommitGroupOp::create(b, loc);
+        };
+        for (int64_t s = 0; s < ahead; ++s)
+          issue(kb.idx(s), kb.idx(s));
+        Value zero = LLVM::ZeroOp::create(b, loc, accType);
+        Value acc = kb.loop(kb.idx(0), kb.idx(kSteps), ValueRange{zero}, [&](Value ks, ValueRange in) {
+          Value step = kb.add(s0, ks), d = kb.rem(step, D);
+          // A stage ks landed for the whole warpgroup (and made visible to
+          // the async proxy); the slot ks + ahead refills was read by the
+          // group of step ks - 2, which is done.
+          NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(ahead - 1));
+          NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
+                                     NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+          sync(myBar, 128);
+          Value next = kb.add(ks, ahead);
+          issue(next, kb.rem(next, S));
+          sync(kb.add(d, kb.idx(fullId)), threads); // the decoded tile
+          Value slot = kb.rem(ks, S);
+          Value aAddr = toI64(kb.add(aWg, kb.mul(slot, bm * rowBytes)));
+          Value bAddr = toI64(kb.add(decBase, kb.mul(d, bn * rowBytes)));
+          Value acc = wgmmaK64(kb, accType, in[0], aAddr, bAddr, bn);
+          NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(1));
+          // The previous step's group is done: its decoded tile is free.
+          kb.ifThen(kb.ult(kb.idx(0), ks), [&] {
+            arrive(kb.add(kb.rem(kb.add(step, kb.idx(D - 1)), D), kb.idx(emptyId)), threads);
+          });
+          return SmallVector<Value>{acc};
+        })[0];
+        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+        Value lastStep = kb.add(s0, kb.idx(kSteps - 1));
+        arrive(kb.add(kb.rem(lastStep, D), kb.idx(emptyId)), threads);
+        sync(myBar, 128); // the warpgroup's A ring is refilled by the next item
+        Value rowBase = kb.add(kb.add(it.m0, kb.mul(wg, 64)),
+                               kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));
+        g.epilogue([&](int64_t i) {
+          return LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}).getResult();
+        }, rowBase, it.end, it.j, it.e, tb);
+        return SmallVector<Value>{kb.add(s0, kb.idx(kSteps))};
+      });
+    }, [&] {
+      // ---- producer ----
+      NVVM::SetMaxRegisterOp::create(b, loc, g.producerRegs, NVVM::SetMaxRegisterAction::decrease);
+      Value ptid = kb.sub(tb.tid, kb.idx(128 * C)), pwarp = kb.div(ptid, 32);
+      Value prodBar = kb.idx(prodId);
+      Value steps0 = kb.idx(0);
+      SmallVector<Value> done = kb.loopStep(bid[0], total, kb.idx(grid), ValueRange{steps0},
+                                            [&](Value item, ValueRange st) {
+        Item it = itemAt(item);
+        Value s0 = st[0];
+        // Item i of this thread: tile q = 2 warp + i % 2 + 8 (i / 2), run lane.
+        struct WItem {
+          Value q;
+          MxfpGroupedMma::WTile t;
+          Value payload, scales;
+        };
+        SmallVector<WItem> wItems;
+        for (int64_t i = 0; i < items; ++i) {
+          Value q = kb.add(kb.mul(pwarp, 2), kb.idx(i % 2 + 8 * (i / 2)));
+          MxfpGroupedMma::WTile t = g.wTile(i % 2, q, it.j, it.e);
+          ArrayRef<int64_t> shape = t.w->type.getShape();
+          int64_t N = shape[shape.size() - 2];
+          Value tile0 = kb.mul(kb.div(kb.minu(t.row0, kb.idx(N - 8)), 8), g.K / KT);
+          wItems.push_back({q, t, kb.add(kb.mul(t.matrix, N * g.K / 2), kb.mul(tile0, 4 * KT)),
+                            kb.add(kb.mul(t.matrix, N * g.K / 32), kb.mul(tile0, 8 * scaleRow))});
+        }
+        auto issue = [&](Value ks, Value slot) {
+          Value inK = kb.ult(ks, kb.idx(kSteps));
+          Value k0 = kb.mul(kb.select(inK, ks, kb.idx(0)), bk);
+          Value kc = kb.div(k0, KT), half = kb.div(kb.rem(k0, KT), bk);
+          for (WItem &w : wItems) {
+            Value ok = kb.andi(w.t.valid, inK);
+            kb.ifThen(ok, [&] {
+              Value src = kb.add(w.payload, kb.add(kb.mul(kc, 4 * KT),
+                                                   kb.add(kb.mul(lane, KT / 8), kb.mul(half, 8))));
+              nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ps,
+                                               ValueRange{slot, w.q, kb.mul(lane, 8)},
+                                               w.t.w->payload, ValueRange{src}, b.getIndexAttr(8),
+                                               Value(), UnitAttr());
+            });
+            kb.ifThen(kb.andi(ok, kb.ult(lane, kb.idx(scalePieces))), [&] {
+              Value src = kb.add(w.scales, kb.add(kb.mul(kc, 8 * scaleRow), kb.mul(lane, 16)));
+              nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ss,
+                                               ValueRange{slot, w.q, kb.mul(lane, 16)},
+                                               w.t.w->scales, ValueRange{src}, b.getIndexAttr(16),
+                                               Value(), b.getUnitAttr());
+            });
+          }
+          NVVM::CpAsyncCommitGroupOp::create(b, loc);
+        };
+        for (int64_t s = 0; s < aheadP; ++s)
+          issue(kb.idx(s), kb.idx(s));
+        kb.loop(kb.idx(0), kb.idx(kSteps), ValueRange{}, [&](Value ks, ValueRange) {
+          Value step = kb.add(s0, ks), d = kb.rem(step, D);
+          // Stage ks landed for the producer, whose threads are all done
+          // decoding step ks - 1 (the slot refilled next).
+          NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(aheadP - 1));
+          sync(prodBar, 128);
+          Value next = kb.add(ks, aheadP);
+          issue(next, kb.rem(next, S));
+          // Tile d is free once the consumers released step - D.
+          kb.ifThen(kb.ule(kb.idx(D), step), [&] { sync(kb.add(d, kb.idx(emptyId)), threads); });
+          Value half = kb.div(kb.rem(kb.mul(ks, bk), KT), bk), slot = kb.rem(ks, S);
+          for (WItem &w : wItems)
+            decodeRun(kb, ps, ss, dec, slot, d, w.q, lane, half, scaleRow);
+          NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
+                                     NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+          arrive(kb.add(d, kb.idx(fullId)), threads);
+          return SmallVector<Value>{};
+        });
+        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+        sync(prodBar, 128); // the ring is refilled by the next item
+        return SmallVector<Value>{kb.add(s0, kb.idx(kSteps))};
+      });
+      // The consumers' last D releases (steps max(0, n - D) .. n - 1).
+      Value n = done[0];
+      kb.loop(kb.sub(n, kb.minu(n, kb.idx(D))), n, ValueRange{}, [&](Value s, ValueRange) {
+        sync(kb.add(kb.rem(s, D), kb.idx(emptyId)), threads);
+        return SmallVector<Value>{};
+      });
+    });
+  }, g.sharedBytes(), g.name);
 }
 
 void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid) {
@@ -1406,6 +1749,8 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
     llvm::report_fatal_error(llvm::Twine("k3c: bad expert GEMM ") + g.name +
                                  ": blocks per SM must be >= 1",
                              /*gen_crash_diag=*/false);
+  if (g.producers)
+    return groupedWgmmaSpecialized(kb, g, grid);
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
@@ -1418,10 +1763,8 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
   const int64_t aBytes = S * bm * rowBytes, decBytes = 2 * bn * rowBytes;
   const int64_t pBytes = S * bn * 32;
   const int64_t ahead = S - 2; // stages in flight ahead of the one consumed
-  Type bf16 = b.getBF16Type(), i8 = b.getI8Type(), i32 = b.getI32Type(), i64 = b.getI64Type(),
-       f32 = b.getF32Type();
+  Type bf16 = b.getBF16Type(), i8 = b.getI8Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
-  auto vec = [&](ArrayRef<int64_t> shape, Type t) { return VectorType::get(shape, t); };
   const int64_t accN = bn / 2;
   auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(accN, f32));
 
@@ -1535,74 +1878,12 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
       for (int64_t s = 0; s < ahead; ++s)
         issue(kb.idx(s), kb.idx(s));
 
-      // Decode stage `slot` (k step ks) into decoded tile `dslot`: run `lane`
-      // of tile q is row r = lane / 4, thread column c = lane % 4; byte b of
-      // its word w is the bf16 pair at columns 16 (2w + b / 2) + 2c + 8 (b %
-      // 2) of the stage, i.e. 16-byte chunk 4w + b, word c, of the swizzled
-      // row (chunk ^ row % 8); its scale is block w of the stage's two.
-      Value r = kb.div(lane, 4), c = kb.rem(lane, 4);
+      // Decode stage `slot` (k step ks) into decoded tile `dslot`.
       auto decode = [&](Value ks, Value slot, Value dslot) {
         Value half = kb.div(kb.rem(kb.mul(ks, bk), KT), bk);
-        for (WItem &w : wItems) {
-          Value run = vector::LoadOp::create(b, loc, vec({8}, i8), ps,
-                                             ValueRange{slot, w.q, kb.mul(lane, 8)}, false,
-                                             llvm::MaybeAlign(8));
-          Value words = vector::BitCastOp::create(b, loc, vec({2}, i32), run);
-          Value w0 = vector::ExtractOp::create(b, loc, words, ArrayRef<int64_t>{0});
-          Value w1 = vector::ExtractOp::create(b, loc, words, ArrayRef<int64_t>{1});
-          // The row's scale bytes of this stage's two 32-column blocks in
-          // bytes 0 and 1 of `sw`.
-          Value sw;
-          if (scaleRow == 4) {
-            Value v = vector::LoadOp::create(b, loc, vec({4}, i8), ss,
-                                             ValueRange{slot, w.q, kb.mul(r, 4)}, false,
-                                             llvm::MaybeAlign(4));
-            Value word = vector::ExtractOp::create(
-                b, loc, vector::BitCastOp::create(b, loc, vec({1}, i32), v), ArrayRef<int64_t>{0});
-            Value sh = arith::IndexCastUIOp::create(b, loc, i32, kb.mul(half, 16));
-            sw = arith::ShRUIOp::create(b, loc, word, sh);
-          } else { // two bytes a row: rows 2p, 2p + 1 share a word
-            Value v = vector::LoadOp::create(b, loc, vec({4}, i8), ss,
-                                             ValueRange{slot, w.q, kb.mul(kb.div(r, 2), 4)}, false,
-                                             llvm::MaybeAlign(4));
-            Value word = vector::ExtractOp::create(
-                b, loc, vector::BitCastOp::create(b, loc, vec({1}, i32), v), ArrayRef<int64_t>{0});
-            Value sh = arith::IndexCastUIOp::create(b, loc, i32, kb.mul(kb.rem(r, 2), 16));
-            sw = arith::ShRUIOp::create(b, loc, word, sh);
-          }
-          // Folded scales (one multiply) unless a scale byte of the warp's
-          // rows is >= 0x80 (2^1 and up, NaN): then the exact path.
-          Value high = arith::AndIOp::create(b, loc, sw, kb.i32Const(0x8080));
-          Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, high, kb.i32Const(0));
-          Value exact = NVVM::VoteSyncOp::create(b, loc, b.getI1Type(), kb.i32Const(-1), any,
-                                                 NVVM::VoteSyncKind::any);
-          auto frags = [&](bool folded) {
-            SmallVector<Value> out;
-            for (int64_t wi = 0; wi < 2; ++wi) {
-              Value sp = folded ? mxScalePairFolded(kb, sw, wi) : mxScalePair(kb, sw, wi);
-              for (int64_t byte = 0; byte < 4; ++byte)
-                out.push_back(mxfpFragment(kb, wi ? w1 : w0, byte, sp, folded));
-            }
-            return out;
-          };
-          auto ifOp = scf::IfOp::create(b, loc, TypeRange(SmallVector<Type>(8, i32)), exact, true);
-          {
-            OpBuilder::InsertionGuard guard(b);
-            b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-            scf::YieldOp::create(b, loc, frags(false));
-            b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-            scf::YieldOp::create(b, loc, frags(true));
-          }
-          Value row = kb.add(kb.mul(w.q, 8), r);
-          for (int64_t ch = 0; ch < 8; ++ch) {
-            Value swz = arith::XOrIOp::create(b, loc, kb.idx(ch), r).getResult();
-            Value col = kb.add(kb.mul(swz, 8), kb.mul(c, 2));
-            vector::StoreOp::create(b, loc, asBf16x2(kb, ifOp.getResult(ch)), dec,
-                                    ValueRange{dslot, row, col}, false, llvm::MaybeAlign(4));
-          }
-        }
+        for (WItem &w : wItems)
+          decodeRun(kb, ps, ss, dec, slot, dslot, w.q, lane, half, scaleRow);
       };
-
       Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
       Value zero = LLVM::ZeroOp::create(b, loc, accType);
       Value acc = kb.loop(kb.idx(0), kb.idx(kSteps), ValueRange{zero}, [&](Value ks, ValueRange in) {
@@ -1623,19 +1904,7 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
         kb.barrier(tb);
         Value aAddr = toI64(kb.add(aWg, kb.mul(slot, bm * rowBytes)));
         Value bAddr = toI64(kb.add(decBase, kb.mul(dslot, bn * rowBytes)));
-        NVVM::WgmmaFenceAlignedOp::create(b, loc);
-        Value d = in[0];
-        for (int64_t k = 0; k < bk / 16; ++k) {
-          Value step = arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 32 * k));
-          Value da = smemDescriptor(kb, arith::AddIOp::create(b, loc, aAddr, step));
-          Value db = smemDescriptor(kb, arith::AddIOp::create(b, loc, bAddr, step));
-          d = NVVM::WgmmaMmaAsyncOp::create(
-              b, loc, accType, d, da, db, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16),
-              NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
-              NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-              NVVM::MMALayout::row, NVVM::MMALayout::col, nullptr);
-        }
-        NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+        Value d = wgmmaK64(kb, accType, in[0], aAddr, bAddr, bn);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(1));
         return SmallVector<Value>{d};
       })[0];
