@@ -1494,6 +1494,64 @@ std::string MxfpGroupedWgmma::check(const TargetInfo &info) const {
   return "";
 }
 
+/// A decoding thread's weight items of a work item: item i is run `lane` of
+/// B tile q = 2 warp + i % 2 + 2 warps (i / 2) (q's parity i % 2; `warps`:
+/// the decoding warps), with the tile's payload and scale byte offsets at k
+/// chunk 0.
+struct WgWeightItem {
+  Value q;
+  MxfpGroupedMma::WTile t;
+  Value payload, scales;
+};
+static SmallVector<WgWeightItem> wgWeightItems(KernelBuilder &kb, const MxfpGroupedWgmma &g,
+                                               Value warp, int64_t warps, int64_t items, Value j,
+                                               Value e) {
+  SmallVector<WgWeightItem> out;
+  const int64_t KT = g.kTile, scaleRow = KT / 32;
+  for (int64_t i = 0; i < items; ++i) {
+    Value q = kb.add(kb.mul(warp, 2), kb.idx(i % 2 + 2 * warps * (i / 2)));
+    MxfpGroupedMma::WTile t = g.wTile(i % 2, q, j, e);
+    ArrayRef<int64_t> shape = t.w->type.getShape();
+    int64_t N = shape[shape.size() - 2];
+    Value tile0 = kb.mul(kb.div(kb.minu(t.row0, kb.idx(N - 8)), 8), g.K / KT);
+    out.push_back({q, t, kb.add(kb.mul(t.matrix, N * g.K / 2), kb.mul(tile0, 4 * KT)),
+                   kb.add(kb.mul(t.matrix, N * g.K / 32), kb.mul(tile0, 8 * scaleRow))});
+  }
+  return out;
+}
+
+/// The cp.async copies of k step `ks` (valid: `inK`) of the weight items
+/// into ring slot `slot`: bytes 8 half .. of run `lane` (four k steps of the
+/// k chunk kc), and the chunk's scales of the tile by its first lanes (16
+/// bytes each). Tiles past the weight's rows copy nothing.
+static void wgWeightCopies(KernelBuilder &kb, const MxfpGroupedWgmma &g,
+                           ArrayRef<WgWeightItem> items, Value ps, Value ss, Value ks, Value inK,
+                           Value slot, Value lane) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  const int64_t KT = g.kTile, bk = MxfpGroupedWgmma::bk, scaleRow = KT / 32;
+  const int64_t scalePieces = 8 * scaleRow / 16;
+  Value k0 = kb.mul(kb.select(inK, ks, kb.idx(0)), bk);
+  Value kc = kb.div(k0, KT), half = kb.div(kb.rem(k0, KT), bk);
+  for (const WgWeightItem &w : items) {
+    Value ok = kb.andi(w.t.valid, inK);
+    kb.ifThen(ok, [&] {
+      Value src = kb.add(w.payload, kb.add(kb.mul(kc, 4 * KT),
+                                           kb.add(kb.mul(lane, KT / 8), kb.mul(half, 8))));
+      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ps, ValueRange{slot, w.q, kb.mul(lane, 8)},
+                                       w.t.w->payload, ValueRange{src}, b.getIndexAttr(8), Value(),
+                                       UnitAttr());
+    });
+    kb.ifThen(kb.andi(ok, kb.ult(lane, kb.idx(scalePieces))), [&] {
+      Value src = kb.add(w.scales, kb.add(kb.mul(kc, 8 * scaleRow), kb.mul(lane, 16)));
+      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ss, ValueRange{slot, w.q, kb.mul(lane, 16)},
+                                       w.t.w->scales, ValueRange{src}, b.getIndexAttr(16), Value(),
+                                       b.getUnitAttr());
+    });
+  }
+}
+
 /// The group of token tile `tile` (the largest e with tileStarts[e] <= tile;
 /// empty groups share their successor's start and are passed over).
 static Value groupOfTile(KernelBuilder &kb, Value tile, int64_t experts,
@@ -1528,7 +1586,7 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
   const int64_t bm = g.bm, bn = g.bn, bk = MxfpGroupedWgmma::bk, S = g.stages, KT = g.kTile;
   const int64_t C = bm / 64, D = g.decoded, threads = g.threads(), kSteps = g.K / bk;
   const int64_t rowBytes = bk * 2, tiles = bn / 8, items = bn * 4 / 128;
-  const int64_t scaleRow = KT / 32, scalePieces = 8 * scaleRow / 16;
+  const int64_t scaleRow = KT / 32;
   const int64_t aBytes = S * bm * rowBytes, decBytes = D * bn * rowBytes, pBytes = S * bn * 32;
   const int64_t ahead = S - 2; // A stages in flight (a consumer's wgmma keeps one group)
   const int64_t aheadP = S - 1; // payload stages in flight (the producer's own ring)
@@ -1667,44 +1725,9 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
                                             [&](Value item, ValueRange st) {
         Item it = itemAt(item);
         Value s0 = st[0];
-        // Item i of this thread: tile q = 2 warp + i % 2 + 8 (i / 2), run lane.
-        struct WItem {
-          Value q;
-          MxfpGroupedMma::WTile t;
-          Value payload, scales;
-        };
-        SmallVector<WItem> wItems;
-        for (int64_t i = 0; i < items; ++i) {
-          Value q = kb.add(kb.mul(pwarp, 2), kb.idx(i % 2 + 8 * (i / 2)));
-          MxfpGroupedMma::WTile t = g.wTile(i % 2, q, it.j, it.e);
-          ArrayRef<int64_t> shape = t.w->type.getShape();
-          int64_t N = shape[shape.size() - 2];
-          Value tile0 = kb.mul(kb.div(kb.minu(t.row0, kb.idx(N - 8)), 8), g.K / KT);
-          wItems.push_back({q, t, kb.add(kb.mul(t.matrix, N * g.K / 2), kb.mul(tile0, 4 * KT)),
-                            kb.add(kb.mul(t.matrix, N * g.K / 32), kb.mul(tile0, 8 * scaleRow))});
-        }
+        SmallVector<WgWeightItem> wItems = wgWeightItems(kb, g, pwarp, 4, items, it.j, it.e);
         auto issue = [&](Value ks, Value slot) {
-          Value inK = kb.ult(ks, kb.idx(kSteps));
-          Value k0 = kb.mul(kb.select(inK, ks, kb.idx(0)), bk);
-          Value kc = kb.div(k0, KT), half = kb.div(kb.rem(k0, KT), bk);
-          for (WItem &w : wItems) {
-            Value ok = kb.andi(w.t.valid, inK);
-            kb.ifThen(ok, [&] {
-              Value src = kb.add(w.payload, kb.add(kb.mul(kc, 4 * KT),
-                                                   kb.add(kb.mul(lane, KT / 8), kb.mul(half, 8))));
-              nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ps,
-                                               ValueRange{slot, w.q, kb.mul(lane, 8)},
-                                               w.t.w->payload, ValueRange{src}, b.getIndexAttr(8),
-                                               Value(), UnitAttr());
-            });
-            kb.ifThen(kb.andi(ok, kb.ult(lane, kb.idx(scalePieces))), [&] {
-              Value src = kb.add(w.scales, kb.add(kb.mul(kc, 8 * scaleRow), kb.mul(lane, 16)));
-              nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ss,
-                                               ValueRange{slot, w.q, kb.mul(lane, 16)},
-                                               w.t.w->scales, ValueRange{src}, b.getIndexAttr(16),
-                                               Value(), b.getUnitAttr());
-            });
-          }
+          wgWeightCopies(kb, g, wItems, ps, ss, ks, kb.ult(ks, kb.idx(kSteps)), slot, lane);
           NVVM::CpAsyncCommitGroupOp::create(b, loc);
         };
         for (int64_t s = 0; s < aheadP; ++s)
@@ -1720,7 +1743,7 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
           // Tile d is free once the consumers released step - D.
           kb.ifThen(kb.ule(kb.idx(D), step), [&] { sync(kb.add(d, kb.idx(emptyId)), threads); });
           Value half = kb.div(kb.rem(kb.mul(ks, bk), KT), bk), slot = kb.rem(ks, S);
-          for (WItem &w : wItems)
+          for (WgWeightItem &w : wItems)
             decodeRun(kb, ps, ss, dec, slot, d, w.q, lane, half, scaleRow);
           NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
                                      NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
@@ -1759,7 +1782,6 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
   const int64_t rowBytes = bk * 2, tiles = bn / 8;
   const int64_t items = bn * 4 / threads;    // (tile, lane) runs a thread copies and decodes
   const int64_t scaleRow = KT / 32;          // scale bytes of a tile row per k chunk
-  const int64_t scalePieces = 8 * scaleRow / 16; // 16-byte pieces of a tile's chunk scales
   const int64_t aBytes = S * bm * rowBytes, decBytes = 2 * bn * rowBytes;
   const int64_t pBytes = S * bn * 32;
   const int64_t ahead = S - 2; // stages in flight ahead of the one consumed
@@ -1800,15 +1822,7 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
 
     kb.loopStep(bid[0], total, kb.idx(grid), [&](Value item) {
       Value tile = kb.div(item, g.nTiles), j = kb.rem(item, g.nTiles);
-      // The group: the largest e with tileStarts[e] <= tile.
-      Value lo = kb.idx(0), hi = kb.idx(g.experts);
-      for (int64_t span = g.experts; span > 1; span = (span + 1) / 2) {
-        Value mid = kb.div(kb.add(lo, hi), 2);
-        Value le = kb.ule(tileStart(mid), tile);
-        lo = kb.select(le, mid, lo);
-        hi = kb.select(le, hi, mid);
-      }
-      Value e = lo, end = rowStart(kb.add(e, 1));
+      Value e = groupOfTile(kb, tile, g.experts, tileStart), end = rowStart(kb.add(e, 1));
       Value m0 = kb.add(rowStart(e), kb.mul(kb.sub(tile, tileStart(e)), bm));
       Value last = kb.sub(end, kb.idx(1));
 
@@ -1825,27 +1839,11 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
         Value swz = arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
         aCopies.push_back({r, kb.mul(swz, 8), kb.ult(pos, end), g.aRow(kb.minu(pos, last))});
       }
-      // Weight copies and decodes: item i is tile q = 2 warp + i % 2 + 2 warps
-      // (i / 2) (its parity i % 2), run `lane` of it.
-      struct WItem {
-        Value q;
-        MxfpGroupedMma::WTile t;
-        Value payload, scales; // byte offsets of k chunk 0 of the tile
-      };
-      SmallVector<WItem> wItems;
-      for (int64_t i = 0; i < items; ++i) {
-        Value q = kb.add(kb.mul(tb.warp, 2), kb.idx(i % 2 + 2 * warps * (i / 2)));
-        MxfpGroupedMma::WTile t = g.wTile(i % 2, q, j, e);
-        ArrayRef<int64_t> shape = t.w->type.getShape();
-        int64_t N = shape[shape.size() - 2];
-        Value tile0 = kb.mul(kb.div(kb.minu(t.row0, kb.idx(N - 8)), 8), g.K / KT);
-        wItems.push_back({q, t, kb.add(kb.mul(t.matrix, N * g.K / 2), kb.mul(tile0, 4 * KT)),
-                          kb.add(kb.mul(t.matrix, N * g.K / 32), kb.mul(tile0, 8 * scaleRow))});
-      }
+      // Weight copies and decodes, all threads' (wgWeightItems).
+      SmallVector<WgWeightItem> wItems = wgWeightItems(kb, g, tb.warp, warps, items, j, e);
       auto issue = [&](Value ks, Value slot) {
         Value inK = kb.ult(ks, kb.idx(kSteps));
-        Value ksSafe = kb.select(inK, ks, kb.idx(0));
-        Value k0 = kb.mul(ksSafe, bk), kc = kb.div(k0, KT), half = kb.div(kb.rem(k0, KT), bk);
+        Value k0 = kb.mul(kb.select(inK, ks, kb.idx(0)), bk);
         for (ACopy &c : aCopies) {
           SmallVector<Value> src(c.src);
           src.push_back(kb.add(k0, kb.mul(chunk, 8)));
@@ -1854,25 +1852,7 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
               b.getIndexAttr(8), kb.select(kb.andi(c.ok, inK), kb.idx(8), kb.idx(0)),
               b.getUnitAttr());
         }
-        for (WItem &w : wItems) {
-          Value ok = kb.andi(w.t.valid, inK);
-          // Bytes 8 half .. of run `lane` (four k steps) of the tile's chunk.
-          kb.ifThen(ok, [&] {
-            Value src = kb.add(w.payload, kb.add(kb.mul(kc, 4 * KT),
-                                                 kb.add(kb.mul(lane, KT / 8), kb.mul(half, 8))));
-            nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ps,
-                                             ValueRange{slot, w.q, kb.mul(lane, 8)},
-                                             w.t.w->payload, ValueRange{src}, b.getIndexAttr(8),
-                                             Value(), UnitAttr());
-          });
-          kb.ifThen(kb.andi(ok, kb.ult(lane, kb.idx(scalePieces))), [&] {
-            Value src = kb.add(w.scales, kb.add(kb.mul(kc, 8 * scaleRow), kb.mul(lane, 16)));
-            nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ss,
-                                             ValueRange{slot, w.q, kb.mul(lane, 16)},
-                                             w.t.w->scales, ValueRange{src}, b.getIndexAttr(16),
-                                             Value(), b.getUnitAttr());
-          });
-        }
+        wgWeightCopies(kb, g, wItems, ps, ss, ks, inK, slot, lane);
         NVVM::CpAsyncCommitGroupOp::create(b, loc);
       };
       for (int64_t s = 0; s < ahead; ++s)
@@ -1881,7 +1861,7 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
       // Decode stage `slot` (k step ks) into decoded tile `dslot`.
       auto decode = [&](Value ks, Value slot, Value dslot) {
         Value half = kb.div(kb.rem(kb.mul(ks, bk), KT), bk);
-        for (WItem &w : wItems)
+        for (WgWeightItem &w : wItems)
           decodeRun(kb, ps, ss, dec, slot, dslot, w.q, lane, half, scaleRow);
       };
       Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
