@@ -1494,6 +1494,43 @@ std::string MxfpGroupedWgmma::check(const TargetInfo &info) const {
   return "";
 }
 
+/// The shared memory of a grouped wgmma block, from the first 1024-byte
+/// boundary (the swizzle atom): A ring [stages, bm, 64] bf16, the decoded B
+/// tiles [D, bn, 64] bf16 (both swizzled), payload ring [stages, bn / 8,
+/// 256] and scale ring [stages, bn / 8, 32] bytes; aBase and decBase are the
+/// shared addresses of the A ring and the decoded tiles.
+struct WgSmem {
+  Value as, dec, ps, ss, aBase, decBase;
+};
+static WgSmem wgSharedLayout(KernelBuilder &kb, const MxfpGroupedWgmma &g) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  MLIRContext *ctx = b.getContext();
+  const int64_t bk = MxfpGroupedWgmma::bk, S = g.stages, D = g.decodedTiles(), tiles = g.bn / 8;
+  Type i8 = b.getI8Type();
+  auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  Value raw = gpu::DynamicSharedMemoryOp::create(
+      b, loc, MemRefType::get({ShapedType::kDynamic}, i8, MemRefLayoutAttrInterface{}, space));
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, raw);
+  Value pad = kb.rem(kb.sub(kb.idx(1024), kb.rem(base, 1024)), 1024);
+  auto view = [&](Value offset, ArrayRef<int64_t> shape, Type t) {
+    return memref::ViewOp::create(b, loc,
+                                  MemRefType::get(shape, t, MemRefLayoutAttrInterface{}, space), raw,
+                                  offset, ValueRange{}).getResult();
+  };
+  Value decOff = kb.add(pad, kb.idx(S * g.bm * bk * 2));
+  Value pOff = kb.add(decOff, kb.idx(D * g.bn * bk * 2));
+  Value sOff = kb.add(pOff, kb.idx(S * g.bn * 32));
+  WgSmem m;
+  m.as = view(pad, {S, g.bm, bk}, b.getBF16Type());
+  m.dec = view(decOff, {D, g.bn, bk}, b.getBF16Type());
+  m.ps = view(pOff, {S, tiles, 32 * 8}, i8);
+  m.ss = view(sOff, {S, tiles, 32}, i8);
+  m.aBase = kb.add(base, pad);
+  m.decBase = kb.add(base, decOff);
+  return m;
+}
+
 /// A decoding thread's weight items of a work item: item i is run `lane` of
 /// B tile q = 2 warp + i % 2 + 2 warps (i / 2) (q's parity i % 2; `warps`:
 /// the decoding warps), with the tile's payload and scale byte offsets at k
@@ -1585,14 +1622,12 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
   MLIRContext *ctx = b.getContext();
   const int64_t bm = g.bm, bn = g.bn, bk = MxfpGroupedWgmma::bk, S = g.stages, KT = g.kTile;
   const int64_t C = bm / 64, D = g.decoded, threads = g.threads(), kSteps = g.K / bk;
-  const int64_t rowBytes = bk * 2, tiles = bn / 8, items = bn * 4 / 128;
+  const int64_t rowBytes = bk * 2, items = bn * 4 / 128;
   const int64_t scaleRow = KT / 32;
-  const int64_t aBytes = S * bm * rowBytes, decBytes = D * bn * rowBytes, pBytes = S * bn * 32;
   const int64_t ahead = S - 2; // A stages in flight (a consumer's wgmma keeps one group)
   const int64_t aheadP = S - 1; // payload stages in flight (the producer's own ring)
   const int64_t fullId = 1, emptyId = 1 + D, wgId = 1 + 2 * D, prodId = 1 + 2 * D + C;
-  Type bf16 = b.getBF16Type(), i8 = b.getI8Type(), i32 = b.getI32Type(), i64 = b.getI64Type(),
-       f32 = b.getF32Type();
+  Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
   auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(bn / 2, f32));
   auto toI32 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i32, v).getResult(); };
@@ -1605,21 +1640,8 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
   };
 
   kb.blocks({kb.idx(grid)}, threads, [&](ValueRange bid, ThreadBlock &tb) {
-    auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-    Value raw = gpu::DynamicSharedMemoryOp::create(
-        b, loc, MemRefType::get({ShapedType::kDynamic}, i8, MemRefLayoutAttrInterface{}, space));
-    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, raw);
-    Value pad = kb.rem(kb.sub(kb.idx(1024), kb.rem(base, 1024)), 1024);
-    auto view = [&](Value offset, ArrayRef<int64_t> shape, Type t) {
-      return memref::ViewOp::create(
-          b, loc, MemRefType::get(shape, t, MemRefLayoutAttrInterface{}, space), raw, offset,
-          ValueRange{}).getResult();
-    };
-    Value decOff = kb.add(pad, kb.idx(aBytes)), pOff = kb.add(decOff, kb.idx(decBytes));
-    Value sOff = kb.add(pOff, kb.idx(pBytes));
-    Value as = view(pad, {S, bm, bk}, bf16), dec = view(decOff, {D, bn, bk}, bf16);
-    Value ps = view(pOff, {S, tiles, 32 * 8}, i8), ss = view(sOff, {S, tiles, 32}, i8);
-    Value aBase = kb.add(base, pad), decBase = kb.add(base, decOff);
+    WgSmem sm = wgSharedLayout(kb, g);
+    Value as = sm.as, dec = sm.dec, ps = sm.ps, ss = sm.ss, aBase = sm.aBase, decBase = sm.decBase;
 
     auto entry = [&](Value buf, ArrayRef<Value> lead, Value i) {
       SmallVector<Value> ix(lead.begin(), lead.end());
@@ -1779,35 +1801,18 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
   MLIRContext *ctx = b.getContext();
   const int64_t bm = g.bm, bn = g.bn, bk = MxfpGroupedWgmma::bk, S = g.stages, KT = g.kTile;
   const int64_t threads = g.threads(), warps = threads / 32, kSteps = g.K / bk;
-  const int64_t rowBytes = bk * 2, tiles = bn / 8;
+  const int64_t rowBytes = bk * 2;
   const int64_t items = bn * 4 / threads;    // (tile, lane) runs a thread copies and decodes
   const int64_t scaleRow = KT / 32;          // scale bytes of a tile row per k chunk
-  const int64_t aBytes = S * bm * rowBytes, decBytes = 2 * bn * rowBytes;
-  const int64_t pBytes = S * bn * 32;
   const int64_t ahead = S - 2; // stages in flight ahead of the one consumed
-  Type bf16 = b.getBF16Type(), i8 = b.getI8Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
+  Type i64 = b.getI64Type(), f32 = b.getF32Type();
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
   const int64_t accN = bn / 2;
   auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(accN, f32));
 
   kb.blocks({kb.idx(grid)}, threads, [&](ValueRange bid, ThreadBlock &tb) {
-    // Shared memory from its first 1024-byte boundary: A ring, two decoded
-    // B tiles (both swizzled: 1024-byte aligned), payload ring, scale ring.
-    auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-    Value raw = gpu::DynamicSharedMemoryOp::create(
-        b, loc, MemRefType::get({ShapedType::kDynamic}, i8, MemRefLayoutAttrInterface{}, space));
-    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, raw);
-    Value pad = kb.rem(kb.sub(kb.idx(1024), kb.rem(base, 1024)), 1024);
-    auto view = [&](Value offset, ArrayRef<int64_t> shape, Type t) {
-      return memref::ViewOp::create(
-          b, loc, MemRefType::get(shape, t, MemRefLayoutAttrInterface{}, space), raw, offset,
-          ValueRange{}).getResult();
-    };
-    Value decOff = kb.add(pad, kb.idx(aBytes)), pOff = kb.add(decOff, kb.idx(decBytes));
-    Value sOff = kb.add(pOff, kb.idx(pBytes));
-    Value as = view(pad, {S, bm, bk}, bf16), dec = view(decOff, {2, bn, bk}, bf16);
-    Value ps = view(pOff, {S, tiles, 32 * 8}, i8), ss = view(sOff, {S, tiles, 32}, i8);
-    Value aBase = kb.add(base, pad), decBase = kb.add(base, decOff);
+    WgSmem sm = wgSharedLayout(kb, g);
+    Value as = sm.as, dec = sm.dec, ps = sm.ps, ss = sm.ss, aBase = sm.aBase, decBase = sm.decBase;
 
     auto entry = [&](Value buf, ArrayRef<Value> lead, Value i) {
       SmallVector<Value> ix(lead.begin(), lead.end());
