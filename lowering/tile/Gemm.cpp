@@ -1589,18 +1589,36 @@ static void wgWeightCopies(KernelBuilder &kb, const MxfpGroupedWgmma &g,
   }
 }
 
-/// The group of token tile `tile` (the largest e with tileStarts[e] <= tile;
-/// empty groups share their successor's start and are passed over).
-static Value groupOfTile(KernelBuilder &kb, Value tile, int64_t experts,
-                         const std::function<Value(Value)> &tileStart) {
-  Value lo = kb.idx(0), hi = kb.idx(experts);
-  for (int64_t span = experts; span > 1; span = (span + 1) / 2) {
+/// A work item of a grouped wgmma block: column tile j of token tile
+/// `tile`, whose group e is the largest with tileStarts[e] <= tile (empty
+/// groups share their successor's start and are passed over); rows [m0,
+/// end) of the group, `last` its final row.
+struct WgItem {
+  Value j, e, m0, end, last;
+};
+static Value wgStart(KernelBuilder &kb, Value buf, ArrayRef<Value> lead, Value i) {
+  SmallVector<Value> ix(lead.begin(), lead.end());
+  ix.push_back(i);
+  return kb.toIndex(kb.load(buf, ix));
+}
+/// The block's work items: token tiles x column tiles.
+static Value wgItems(KernelBuilder &kb, const MxfpGroupedWgmma &g) {
+  return kb.mul(wgStart(kb, g.tileStarts, g.tilesIndex, kb.idx(g.experts)), g.nTiles);
+}
+static WgItem wgItemAt(KernelBuilder &kb, const MxfpGroupedWgmma &g, Value item) {
+  auto tileStart = [&](Value e) { return wgStart(kb, g.tileStarts, g.tilesIndex, e); };
+  auto rowStart = [&](Value e) { return wgStart(kb, g.groupStarts, g.startsIndex, e); };
+  Value tile = kb.div(item, g.nTiles), j = kb.rem(item, g.nTiles);
+  Value lo = kb.idx(0), hi = kb.idx(g.experts);
+  for (int64_t span = g.experts; span > 1; span = (span + 1) / 2) {
     Value mid = kb.div(kb.add(lo, hi), 2);
     Value le = kb.ule(tileStart(mid), tile);
     lo = kb.select(le, mid, lo);
     hi = kb.select(le, hi, mid);
   }
-  return lo;
+  Value e = lo, end = rowStart(kb.add(e, 1));
+  Value m0 = kb.add(rowStart(e), kb.mul(kb.sub(tile, tileStart(e)), g.bm));
+  return WgItem{j, e, m0, end, kb.sub(end, kb.idx(1))};
 }
 
 /// mxfpGroupedWgmma with a producer warpgroup (g.producers = 1): threads
@@ -1643,25 +1661,8 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
     WgSmem sm = wgSharedLayout(kb, g);
     Value as = sm.as, dec = sm.dec, ps = sm.ps, ss = sm.ss, aBase = sm.aBase, decBase = sm.decBase;
 
-    auto entry = [&](Value buf, ArrayRef<Value> lead, Value i) {
-      SmallVector<Value> ix(lead.begin(), lead.end());
-      ix.push_back(i);
-      return kb.toIndex(kb.load(buf, ix));
-    };
-    auto tileStart = [&](Value e) { return entry(g.tileStarts, g.tilesIndex, e); };
-    auto rowStart = [&](Value e) { return entry(g.groupStarts, g.startsIndex, e); };
-    Value total = kb.mul(tileStart(kb.idx(g.experts)), g.nTiles);
+    Value total = wgItems(kb, g);
     Value lane = tb.lane, wg = kb.div(tb.tid, 128);
-    // The work item's group, rows and column tile.
-    struct Item {
-      Value j, e, m0, end, last;
-    };
-    auto itemAt = [&](Value item) {
-      Value tile = kb.div(item, g.nTiles), j = kb.rem(item, g.nTiles);
-      Value e = groupOfTile(kb, tile, g.experts, tileStart), end = rowStart(kb.add(e, 1));
-      Value m0 = kb.add(rowStart(e), kb.mul(kb.sub(tile, tileStart(e)), bm));
-      return Item{j, e, m0, end, kb.sub(end, kb.idx(1))};
-    };
 
     kb.ifThenElse(kb.ult(tb.tid, kb.idx(128 * C)), [&] {
       // ---- consumers ----
@@ -1671,7 +1672,7 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
       Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
       Value steps0 = kb.idx(0);
       kb.loopStep(bid[0], total, kb.idx(grid), ValueRange{steps0}, [&](Value item, ValueRange st) {
-        Item it = itemAt(item);
+        WgItem it = wgItemAt(kb, g, item);
         Value s0 = st[0]; // the block's steps before this item
         // This thread's A copies: 16-byte chunk ctid % 8 of its warpgroup's
         // rows ctid / 8 + 16 i, swizzled.
@@ -1745,7 +1746,7 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
       Value steps0 = kb.idx(0);
       SmallVector<Value> done = kb.loopStep(bid[0], total, kb.idx(grid), ValueRange{steps0},
                                             [&](Value item, ValueRange st) {
-        Item it = itemAt(item);
+        WgItem it = wgItemAt(kb, g, item);
         Value s0 = st[0];
         SmallVector<WgWeightItem> wItems = wgWeightItems(kb, g, pwarp, 4, items, it.j, it.e);
         auto issue = [&](Value ks, Value slot) {
@@ -1814,22 +1815,13 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
     WgSmem sm = wgSharedLayout(kb, g);
     Value as = sm.as, dec = sm.dec, ps = sm.ps, ss = sm.ss, aBase = sm.aBase, decBase = sm.decBase;
 
-    auto entry = [&](Value buf, ArrayRef<Value> lead, Value i) {
-      SmallVector<Value> ix(lead.begin(), lead.end());
-      ix.push_back(i);
-      return kb.toIndex(kb.load(buf, ix));
-    };
-    auto tileStart = [&](Value e) { return entry(g.tileStarts, g.tilesIndex, e); };
-    auto rowStart = [&](Value e) { return entry(g.groupStarts, g.startsIndex, e); };
     Value lane = tb.lane, wg = kb.div(tb.tid, 128);
-    Value total = kb.mul(tileStart(kb.idx(g.experts)), g.nTiles);
+    Value total = wgItems(kb, g);
     auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
 
     kb.loopStep(bid[0], total, kb.idx(grid), [&](Value item) {
-      Value tile = kb.div(item, g.nTiles), j = kb.rem(item, g.nTiles);
-      Value e = groupOfTile(kb, tile, g.experts, tileStart), end = rowStart(kb.add(e, 1));
-      Value m0 = kb.add(rowStart(e), kb.mul(kb.sub(tile, tileStart(e)), bm));
-      Value last = kb.sub(end, kb.idx(1));
+      WgItem it = wgItemAt(kb, g, item);
+      Value j = it.j, e = it.e, m0 = it.m0, end = it.end, last = it.last;
 
       // A copies (fixed for the item): 16-byte chunk tid % 8 of rows tid / 8
       // + threads / 8 * i, into chunk (c ^ row % 8) of the swizzled row.
