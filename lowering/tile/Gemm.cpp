@@ -1621,6 +1621,40 @@ static WgItem wgItemAt(KernelBuilder &kb, const MxfpGroupedWgmma &g, Value item)
   return WgItem{j, e, m0, end, kb.sub(end, kb.idx(1))};
 }
 
+/// A thread's A copies of a work item: 16-byte chunk `chunk` of tile rows
+/// first + step i (i < count), gathered by g.aRow (rows past the group
+/// zero-filled), into chunk (chunk ^ row % 8) of the swizzled row.
+struct WgACopy {
+  Value row, dstCol, ok;
+  SmallVector<Value> src;
+};
+static SmallVector<WgACopy> wgACopies(KernelBuilder &kb, const MxfpGroupedWgmma &g,
+                                      const WgItem &it, Value first, int64_t step, int64_t count,
+                                      Value chunk) {
+  SmallVector<WgACopy> out;
+  for (int64_t i = 0; i < count; ++i) {
+    Value r = kb.add(first, kb.idx(step * i)), pos = kb.add(it.m0, r);
+    Value swz = arith::XOrIOp::create(kb.b, kb.loc, chunk, kb.rem(r, 8)).getResult();
+    out.push_back({r, kb.mul(swz, 8), kb.ult(pos, it.end), g.aRow(kb.minu(pos, it.last))});
+  }
+  return out;
+}
+/// The copies of k step `ks` (valid: `inK`) into A ring slot `slot`.
+static void wgACopyStage(KernelBuilder &kb, const MxfpGroupedWgmma &g, Value as,
+                         ArrayRef<WgACopy> copies, Value ks, Value inK, Value slot, Value chunk) {
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(kb.b.getContext());
+  Value k0 = kb.mul(kb.select(inK, ks, kb.idx(0)), MxfpGroupedWgmma::bk);
+  for (const WgACopy &c : copies) {
+    SmallVector<Value> src(c.src);
+    src.push_back(kb.add(k0, kb.mul(chunk, 8)));
+    nvgpu::DeviceAsyncCopyOp::create(kb.b, kb.loc, tokenType, as,
+                                     ValueRange{slot, c.row, c.dstCol}, g.a, src,
+                                     kb.b.getIndexAttr(8),
+                                     kb.select(kb.andi(c.ok, inK), kb.idx(8), kb.idx(0)),
+                                     kb.b.getUnitAttr());
+  }
+}
+
 /// mxfpGroupedWgmma with a producer warpgroup (g.producers = 1): threads
 /// [0, 128 C) are C = bm / 64 consumer warpgroups, [128 C, 128 (C + 1)) the
 /// producer. Both walk the same work items and count the block's k steps
@@ -1646,7 +1680,6 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
   const int64_t aheadP = S - 1; // payload stages in flight (the producer's own ring)
   const int64_t fullId = 1, emptyId = 1 + D, wgId = 1 + 2 * D, prodId = 1 + 2 * D + C;
   Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
-  auto tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
   auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(bn / 2, f32));
   auto toI32 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i32, v).getResult(); };
   auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
@@ -1675,29 +1708,11 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
         WgItem it = wgItemAt(kb, g, item);
         Value s0 = st[0]; // the block's steps before this item
         // This thread's A copies: 16-byte chunk ctid % 8 of its warpgroup's
-        // rows ctid / 8 + 16 i, swizzled.
-        struct ACopy {
-          Value row, dstCol, ok;
-          SmallVector<Value> src;
-        };
-        SmallVector<ACopy> aCopies;
-        for (int64_t i = 0; i < 4; ++i) {
-          Value r = kb.add(kb.mul(wg, 64), kb.add(kb.div(ctid, 8), kb.idx(16 * i)));
-          Value pos = kb.add(it.m0, r);
-          Value swz = arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
-          aCopies.push_back({r, kb.mul(swz, 8), kb.ult(pos, it.end), g.aRow(kb.minu(pos, it.last))});
-        }
+        // rows ctid / 8 + 16 i.
+        SmallVector<WgACopy> aCopies = wgACopies(
+            kb, g, it, kb.add(kb.mul(wg, 64), kb.div(ctid, 8)), 16, 4, chunk);
         auto issue = [&](Value ks, Value slot) {
-          Value inK = kb.ult(ks, kb.idx(kSteps));
-          Value k0 = kb.mul(kb.select(inK, ks, kb.idx(0)), bk);
-          for (ACopy &c : aCopies) {
-            SmallVector<Value> src(c.src);
-            src.push_back(kb.add(k0, kb.mul(chunk, 8)));
-            nvgpu::DeviceAsyncCopyOp::create(
-                b, loc, tokenType, as, ValueRange{slot, c.row, c.dstCol}, g.a, src,
-                b.getIndexAttr(8), kb.select(kb.andi(c.ok, inK), kb.idx(8), kb.idx(0)),
-                b.getUnitAttr());
-          }
+          wgACopyStage(kb, g, as, aCopies, ks, kb.ult(ks, kb.idx(kSteps)), slot, chunk);
           NVVM::CpAsyncCommitGroupOp::create(b, loc);
         };
         for (int64_t s = 0; s < ahead; ++s)
@@ -1807,7 +1822,6 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
   const int64_t scaleRow = KT / 32;          // scale bytes of a tile row per k chunk
   const int64_t ahead = S - 2; // stages in flight ahead of the one consumed
   Type i64 = b.getI64Type(), f32 = b.getF32Type();
-  auto tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
   const int64_t accN = bn / 2;
   auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(accN, f32));
 
@@ -1821,34 +1835,18 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
 
     kb.loopStep(bid[0], total, kb.idx(grid), [&](Value item) {
       WgItem it = wgItemAt(kb, g, item);
-      Value j = it.j, e = it.e, m0 = it.m0, end = it.end, last = it.last;
+      Value j = it.j, e = it.e, m0 = it.m0, end = it.end;
 
       // A copies (fixed for the item): 16-byte chunk tid % 8 of rows tid / 8
-      // + threads / 8 * i, into chunk (c ^ row % 8) of the swizzled row.
-      struct ACopy {
-        Value row, dstCol, ok;
-        SmallVector<Value> src;
-      };
-      SmallVector<ACopy> aCopies;
+      // + threads / 8 * i.
       Value chunk = kb.rem(tb.tid, 8);
-      for (int64_t i = 0; i < bm * 8 / threads; ++i) {
-        Value r = kb.add(kb.div(tb.tid, 8), kb.idx(i * threads / 8)), pos = kb.add(m0, r);
-        Value swz = arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
-        aCopies.push_back({r, kb.mul(swz, 8), kb.ult(pos, end), g.aRow(kb.minu(pos, last))});
-      }
+      SmallVector<WgACopy> aCopies =
+          wgACopies(kb, g, it, kb.div(tb.tid, 8), threads / 8, bm * 8 / threads, chunk);
       // Weight copies and decodes, all threads' (wgWeightItems).
       SmallVector<WgWeightItem> wItems = wgWeightItems(kb, g, tb.warp, warps, items, j, e);
       auto issue = [&](Value ks, Value slot) {
         Value inK = kb.ult(ks, kb.idx(kSteps));
-        Value k0 = kb.mul(kb.select(inK, ks, kb.idx(0)), bk);
-        for (ACopy &c : aCopies) {
-          SmallVector<Value> src(c.src);
-          src.push_back(kb.add(k0, kb.mul(chunk, 8)));
-          nvgpu::DeviceAsyncCopyOp::create(
-              b, loc, tokenType, as, ValueRange{slot, c.row, c.dstCol}, g.a, src,
-              b.getIndexAttr(8), kb.select(kb.andi(c.ok, inK), kb.idx(8), kb.idx(0)),
-              b.getUnitAttr());
-        }
+        wgACopyStage(kb, g, as, aCopies, ks, inK, slot, chunk);
         wgWeightCopies(kb, g, wItems, ps, ss, ks, inK, slot, lane);
         NVVM::CpAsyncCommitGroupOp::create(b, loc);
       };
