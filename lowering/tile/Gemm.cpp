@@ -161,7 +161,6 @@ SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t
   });
 }
 
-
 /// Threads of a GEMV block: kGemvThreads, or on the GPU without a prologue
 /// just enough whole warps for K / vw 16-byte chunks where that is fewer
 /// (mla_q_up's K = 1536 kept a quarter of 256 threads idle, a low-rank K =
@@ -858,6 +857,29 @@ static Value smemDescriptor(KernelBuilder &kb, Value addr) {
   return arith::OrIOp::create(b, loc, lo, fixed);
 }
 
+/// One 64-column stage of a warpgroup's 64 x bn tile: four
+/// wgmma.m64n{bn}k16 (bf16 -> f32) from the K-major, 128-byte-swizzled A and
+/// B tiles at shared addresses aAddr, bAddr (i64), committed as one group.
+static Value wgmmaK64(KernelBuilder &kb, Type accType, Value acc, Value aAddr, Value bAddr,
+                      int64_t bn) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  MLIRContext *ctx = b.getContext();
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  for (int64_t k = 0; k < 4; ++k) {
+    Value step = arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI64Type(), 32 * k));
+    Value da = smemDescriptor(kb, arith::AddIOp::create(b, loc, aAddr, step));
+    Value db = smemDescriptor(kb, arith::AddIOp::create(b, loc, bAddr, step));
+    acc = NVVM::WgmmaMmaAsyncOp::create(
+        b, loc, accType, acc, da, db, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16),
+        NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
+        NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+        NVVM::MMALayout::row, NVVM::MMALayout::col, nullptr);
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return acc;
+}
+
 void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const WgmmaTile &tile,
                  Value residual, const GluPair &glu, const MoreProjections &more, Value splitWs) {
   OpBuilder &b = kb.b;
@@ -943,19 +965,8 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       Value slot = kb.rem(kt, stages);
       Value aAddr = toI64(kb.add(aWg, kb.mul(slot, bm * rowBytes)));
       Value bAddr = toI64(kb.add(bBase, kb.mul(slot, bn * rowBytes)));
-      NVVM::WgmmaFenceAlignedOp::create(b, loc);
-      Value d = in[0];
-      for (int64_t ks = 0; ks < bk / 16; ++ks) {
-        Value step = arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 32 * ks));
-        Value da = smemDescriptor(kb, arith::AddIOp::create(b, loc, aAddr, step));
-        Value db = smemDescriptor(kb, arith::AddIOp::create(b, loc, bAddr, step));
-        d = NVVM::WgmmaMmaAsyncOp::create(
-            b, loc, accType, d, da, db, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16),
-            NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
-            NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-            NVVM::MMALayout::row, NVVM::MMALayout::col, nullptr);
-      }
-      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+      static_assert(WgmmaTile::bk == 64, "wgmmaK64 multiplies 64-column stages");
+      Value d = wgmmaK64(kb, accType, in[0], aAddr, bAddr, bn);
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(tile.inflight));
       return SmallVector<Value>{d};
     })[0];
@@ -1437,29 +1448,6 @@ static void decodeRun(KernelBuilder &kb, Value ps, Value ss, Value dec, Value sl
     vector::StoreOp::create(b, loc, asBf16x2(kb, ifOp.getResult(ch)), dec,
                             ValueRange{dslot, row, col}, false, llvm::MaybeAlign(4));
   }
-}
-
-/// One 64-column stage of a warpgroup's 64 x bn tile: four
-/// wgmma.m64n{bn}k16 (bf16 -> f32) from the K-major, 128-byte-swizzled A and
-/// B tiles at shared addresses aAddr, bAddr (i64), committed as one group.
-static Value wgmmaK64(KernelBuilder &kb, Type accType, Value acc, Value aAddr, Value bAddr,
-                      int64_t bn) {
-  OpBuilder &b = kb.b;
-  Location loc = kb.loc;
-  MLIRContext *ctx = b.getContext();
-  NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  for (int64_t k = 0; k < 4; ++k) {
-    Value step = arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI64Type(), 32 * k));
-    Value da = smemDescriptor(kb, arith::AddIOp::create(b, loc, aAddr, step));
-    Value db = smemDescriptor(kb, arith::AddIOp::create(b, loc, bAddr, step));
-    acc = NVVM::WgmmaMmaAsyncOp::create(
-        b, loc, accType, acc, da, db, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16),
-        NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
-        NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-        NVVM::MMALayout::row, NVVM::MMALayout::col, nullptr);
-  }
-  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  return acc;
 }
 
 std::string MxfpGroupedWgmma::check(const TargetInfo &info) const {
