@@ -259,11 +259,15 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     g.bm = bm;
     g.bn = intFromEnv("K3C_MOE_WGMMA_BN", 256);
     g.stages = intFromEnv("K3C_MOE_WGMMA_STAGES", 4);
-    // K3C_MOE_WGMMA_WS=1: a producer warpgroup decodes ahead of the
+    // K3C_MOE_WGMMA_WS=1 (or 2): producer warpgroups decode ahead of the
     // multiplying ones (K3C_MOE_WGMMA_DECODED tiles, register split
     // K3C_MOE_WGMMA_REGS=consumer,producer); not yet measured, off.
     g.producers = intFromEnv("K3C_MOE_WGMMA_WS", 0);
     g.decoded = intFromEnv("K3C_MOE_WGMMA_DECODED", 3);
+    if (g.producers == 2) { // 512 threads, 128 registers a thread at launch (bn <= 128)
+      g.consumerRegs = 136;
+      g.producerRegs = 120;
+    }
     if (const char *regs = std::getenv("K3C_MOE_WGMMA_REGS")) {
       long c = 0, p = 0;
       if (std::sscanf(regs, "%ld,%ld", &c, &p) == 2) {

@@ -1455,22 +1455,34 @@ std::string MxfpGroupedWgmma::check(const TargetInfo &info) const {
     return "the target has no warpgroup MMA";
   if (bm != 64 && bm != 128)
     return "token rows must be 64 or 128 (one or two warpgroups), got " + std::to_string(bm);
-  const int64_t decoders = producers ? 128 : threads(); // threads that decode
+  const int64_t decoders = producers ? 128 * producers : threads(); // threads that decode
   if (bn < 16 || bn > 256 || bn % 16 || (bn * 4) % (2 * decoders))
     return "weight rows " + std::to_string(bn) + " do not split into the block's decode items";
   if (stages < 3 || stages > 8)
     return "stages must be 3..8, got " + std::to_string(stages);
   if (kTile != 64 && kTile != 128)
     return "k_tile must be 64 or 128, got " + std::to_string(kTile);
-  if (producers != 0 && producers != 1)
-    return "producer warpgroups must be 0 or 1, got " + std::to_string(producers);
+  if (producers < 0 || producers > 2)
+    return "producer warpgroups must be 0, 1 or 2, got " + std::to_string(producers);
   if (producers) {
     if (decoded < 2 || decoded > 4)
       return "decoded tiles must be 2..4, got " + std::to_string(decoded);
     for (int64_t regs : {consumerRegs, producerRegs})
       if (regs < 24 || regs > 256 || regs % 8)
         return "register counts must be multiples of 8 in 24..256, got " + std::to_string(regs);
-    if (128 * (bm / 64) * consumerRegs + 128 * producerRegs > info.registersPerSM)
+    // ptxas compiles the wgmma under the launch's registers a thread.
+    if (info.registersPerSM / threads() < bn / 2 + 32)
+      return std::to_string(threads()) + " threads leave " +
+             std::to_string(info.registersPerSM / threads()) +
+             " registers a thread at launch, too few for a wgmma with " + std::to_string(bn / 2) +
+             " accumulators";
+    // setmaxnreg may only lower the producers' and raise the consumers'.
+    const int64_t atLaunch = info.registersPerSM / threads() / 8 * 8;
+    if (producerRegs > atLaunch || consumerRegs < atLaunch)
+      return "register counts must be producer <= " + std::to_string(atLaunch) +
+             " (a thread's at launch) <= consumer, got consumer " + std::to_string(consumerRegs) +
+             ", producer " + std::to_string(producerRegs);
+    if (128 * (bm / 64) * consumerRegs + 128 * producers * producerRegs > info.registersPerSM)
       return "consumer and producer registers exceed the " + std::to_string(info.registersPerSM) +
              " an SM has";
   }
@@ -1643,9 +1655,9 @@ static void wgACopyStage(KernelBuilder &kb, const MxfpGroupedWgmma &g, Value as,
   }
 }
 
-/// mxfpGroupedWgmma with a producer warpgroup (g.producers = 1): threads
-/// [0, 128 C) are C = bm / 64 consumer warpgroups, [128 C, 128 (C + 1)) the
-/// producer. Both walk the same work items and count the block's k steps
+/// mxfpGroupedWgmma with producer warpgroups (g.producers = P, 1 or 2):
+/// threads [0, 128 C) are C = bm / 64 consumer warpgroups, [128 C, 128 (C +
+/// P)) the producer. Both walk the same work items and count the block's k steps
 /// globally (step s uses decoded tile s % D). The producer stages each item's
 /// weight runs and scales through its cp.async ring (its own barrier), waits
 /// until the consumers released tile s % D (named barrier EMPTY, from step D
@@ -1662,7 +1674,7 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
   MLIRContext *ctx = b.getContext();
   const int64_t bm = g.bm, bn = g.bn, bk = MxfpGroupedWgmma::bk, S = g.stages, KT = g.kTile;
   const int64_t C = bm / 64, D = g.decoded, threads = g.threads(), kSteps = g.K / bk;
-  const int64_t rowBytes = bk * 2, items = bn * 4 / 128;
+  const int64_t P = g.producers, rowBytes = bk * 2, items = bn * 4 / (128 * P);
   const int64_t scaleRow = KT / 32;
   const int64_t ahead = S - 2; // A stages in flight (a consumer's wgmma keeps one group)
   const int64_t aheadP = S - 1; // payload stages in flight (the producer's own ring)
@@ -1751,7 +1763,7 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
                                             [&](Value item, ValueRange st) {
         WgItem it = wgItemAt(kb, g, item);
         Value s0 = st[0];
-        SmallVector<WgWeightItem> wItems = wgWeightItems(kb, g, pwarp, 4, items, it.j, it.e);
+        SmallVector<WgWeightItem> wItems = wgWeightItems(kb, g, pwarp, 4 * P, items, it.j, it.e);
         auto issue = [&](Value ks, Value slot) {
           wgWeightCopies(kb, g, wItems, ps, ss, ks, kb.ult(ks, kb.idx(kSteps)), slot, lane);
           NVVM::CpAsyncCommitGroupOp::create(b, loc);
@@ -1763,7 +1775,7 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
           // Stage ks landed for the producer, whose threads are all done
           // decoding step ks - 1 (the slot refilled next).
           NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(aheadP - 1));
-          sync(prodBar, 128);
+          sync(prodBar, 128 * P);
           Value next = kb.add(ks, aheadP);
           issue(next, kb.rem(next, S));
           // Tile d is free once the consumers released step - D.
@@ -1777,7 +1789,7 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
           return SmallVector<Value>{};
         });
         NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
-        sync(prodBar, 128); // the ring is refilled by the next item
+        sync(prodBar, 128 * P); // the ring is refilled by the next item
         return SmallVector<Value>{kb.add(s0, kb.idx(kSteps))};
       });
       // The consumers' last D releases (steps max(0, n - D) .. n - 1).

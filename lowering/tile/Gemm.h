@@ -287,7 +287,7 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid);
 /// `tileStarts` (prefix of ceil(rows / bm)), group rows from `groupStarts`.
 struct MxfpGroupedWgmma {
   int64_t bm = 128, bn = 256, stages = 4;
-  /// Warp specialization (`producers` = 1): one more warpgroup decodes the
+  /// Warp specialization (`producers` = 1 or 2): more warpgroups decode the
   /// weight stages into `decoded` B tiles ahead of the consumer warpgroups,
   /// which load their own A rows and only multiply; named barriers hand
   /// the tiles over (full / empty per tile), setmaxnreg moves registers to

@@ -119,6 +119,16 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // RUN: env K3C_MOE_WGMMA_WS=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WS
 // RUN: not env K3C_MOE_WGMMA_WS=1 K3C_MOE_WGMMA_REGS=232,136 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WSREGS
 // RUN: not env K3C_MOE_WGMMA_WS=1 K3C_MOE_WGMMA_DECODED=5 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WSDEC
+// RUN: not env K3C_MOE_WGMMA_WS=1 K3C_MOE_WGMMA_REGS=160,136 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WSLAUNCH
+// RUN: not env K3C_MOE_WGMMA_WS=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WS2
+// RUN: env K3C_MOE_WGMMA_WS=2 K3C_MOE_WGMMA_BN=128 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WS2N
+// WSLAUNCH: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: register counts must be producer <= 168 (a thread's at launch) <= consumer, got consumer 160, producer 136
+// WS2: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: 512 threads leave 128 registers a thread at launch, too few for a wgmma with 128 accumulators
+// WS2N: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c512{{(_[0-9]+)?}}, {{.*}}) dynamic_shared_memory_size {{.*}} module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
+// WS2N: nvvm.setmaxregister  increase 136
+// WS2N: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
+// WS2N: nvvm.setmaxregister  decrease 120
+// WS2N: nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
 // WSREGS: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: consumer and producer registers exceed the 65536 an SM has
 // WSDEC: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: decoded tiles must be 2..4, got 5
 // WGSTAGES: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: stages must be 3..8, got 2
