@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The warpgroup-MMA expert GEMM (prefill) on one H200, checks then timings,
-# one run (bundle: NO_FMA=1 NO_T128=1 MOE_VARIANTS="WS=K3C_MOE_WGMMA_WS=1"
+# one run (bundle: NO_FMA=1 NO_T128=1 MOE_VARIANTS="WS=K3C_MOE_WGMMA_WS=1
+# PF=K3C_MOE_WGMMA_PREFETCH=1 WSPF=K3C_MOE_WGMMA_WS=1;K3C_MOE_WGMMA_PREFETCH=1"
 # bash bench/make-moe-bundle.sh):
 #  * the wide k3-tiny (latent 128, width 192: k_tile 128 up, 64 down,
 #    partial column tiles) against the reference executor at 400 + 20

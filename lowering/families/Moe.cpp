@@ -264,6 +264,9 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     // K3C_MOE_WGMMA_REGS=consumer,producer); not yet measured, off.
     g.producers = intFromEnv("K3C_MOE_WGMMA_WS", 0);
     g.decoded = intFromEnv("K3C_MOE_WGMMA_DECODED", 3);
+    // K3C_MOE_WGMMA_PREFETCH=1: the next item's first stages in flight
+    // during the epilogue (not yet measured, off).
+    g.prefetchNext = intFromEnv("K3C_MOE_WGMMA_PREFETCH", 0) != 0;
     if (g.producers == 2) { // 512 threads, 128 registers a thread at launch (bn <= 128)
       g.consumerRegs = 136;
       g.producerRegs = 120;

@@ -1704,19 +1704,30 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
       Value myBar = kb.add(wg, kb.idx(wgId));
       Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
       Value steps0 = kb.idx(0);
+      // This thread's A copies of an item: 16-byte chunk ctid % 8 of its
+      // warpgroup's rows ctid / 8 + 16 i.
+      auto aCopiesOf = [&](const WgItem &it) {
+        return wgACopies(kb, g, it, kb.add(kb.mul(wg, 64), kb.div(ctid, 8)), 16, 4, chunk);
+      };
+      auto issueOf = [&](ArrayRef<WgACopy> copies, Value ks, Value slot) {
+        wgACopyStage(kb, g, as, copies, ks, kb.ult(ks, kb.idx(kSteps)), slot, chunk);
+        NVVM::CpAsyncCommitGroupOp::create(b, loc);
+      };
+      auto prologue = [&](Value item) {
+        SmallVector<WgACopy> copies = aCopiesOf(wgItemAt(kb, g, item));
+        for (int64_t s = 0; s < ahead; ++s)
+          issueOf(copies, kb.idx(s), kb.idx(s));
+      };
+      if (g.prefetchNext)
+        kb.ifThen(kb.ult(bid[0], total), [&] { prologue(bid[0]); });
       kb.loopStep(bid[0], total, kb.idx(grid), ValueRange{steps0}, [&](Value item, ValueRange st) {
         WgItem it = wgItemAt(kb, g, item);
         Value s0 = st[0]; // the block's steps before this item
-        // This thread's A copies: 16-byte chunk ctid % 8 of its warpgroup's
-        // rows ctid / 8 + 16 i.
-        SmallVector<WgACopy> aCopies = wgACopies(
-            kb, g, it, kb.add(kb.mul(wg, 64), kb.div(ctid, 8)), 16, 4, chunk);
-        auto issue = [&](Value ks, Value slot) {
-          wgACopyStage(kb, g, as, aCopies, ks, kb.ult(ks, kb.idx(kSteps)), slot, chunk);
-          NVVM::CpAsyncCommitGroupOp::create(b, loc);
-        };
-        for (int64_t s = 0; s < ahead; ++s)
-          issue(kb.idx(s), kb.idx(s));
+        SmallVector<WgACopy> aCopies = aCopiesOf(it);
+        auto issue = [&](Value ks, Value slot) { issueOf(aCopies, ks, slot); };
+        if (!g.prefetchNext)
+          for (int64_t s = 0; s < ahead; ++s)
+            issue(kb.idx(s), kb.idx(s));
         Value zero = LLVM::ZeroOp::create(b, loc, accType);
         Value acc = kb.loop(kb.idx(0), kb.idx(kSteps), ValueRange{zero}, [&](Value ks, ValueRange in) {
           Value step = kb.add(s0, ks), d = kb.rem(step, D);
@@ -1746,6 +1757,10 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
         Value lastStep = kb.add(s0, kb.idx(kSteps - 1));
         arrive(kb.add(kb.rem(lastStep, D), kb.idx(emptyId)), threads);
         sync(myBar, 128); // the warpgroup's A ring is refilled by the next item
+        if (g.prefetchNext) {
+          Value nextItem = kb.add(item, kb.idx(grid));
+          kb.ifThen(kb.ult(nextItem, total), [&] { prologue(nextItem); });
+        }
         Value rowBase = kb.add(kb.add(it.m0, kb.mul(wg, 64)),
                                kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));
         g.epilogue([&](int64_t i) {
@@ -1833,25 +1848,44 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
     Value total = wgItems(kb, g);
     auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
 
-    kb.loopStep(bid[0], total, kb.idx(grid), [&](Value item) {
+    // A work item's copies (A: 16-byte chunk tid % 8 of rows tid / 8 +
+    // threads / 8 * i; weights: wgWeightItems) and its stage issue.
+    Value chunk = kb.rem(tb.tid, 8);
+    struct Copies {
+      WgItem it;
+      SmallVector<WgACopy> a;
+      SmallVector<WgWeightItem> w;
+    };
+    auto copiesOf = [&](Value item) {
       WgItem it = wgItemAt(kb, g, item);
-      Value j = it.j, e = it.e, m0 = it.m0, end = it.end;
-
-      // A copies (fixed for the item): 16-byte chunk tid % 8 of rows tid / 8
-      // + threads / 8 * i.
-      Value chunk = kb.rem(tb.tid, 8);
-      SmallVector<WgACopy> aCopies =
-          wgACopies(kb, g, it, kb.div(tb.tid, 8), threads / 8, bm * 8 / threads, chunk);
-      // Weight copies and decodes, all threads' (wgWeightItems).
-      SmallVector<WgWeightItem> wItems = wgWeightItems(kb, g, tb.warp, warps, items, j, e);
-      auto issue = [&](Value ks, Value slot) {
-        Value inK = kb.ult(ks, kb.idx(kSteps));
-        wgACopyStage(kb, g, as, aCopies, ks, inK, slot, chunk);
-        wgWeightCopies(kb, g, wItems, ps, ss, ks, inK, slot, lane);
-        NVVM::CpAsyncCommitGroupOp::create(b, loc);
-      };
+      return Copies{it, wgACopies(kb, g, it, kb.div(tb.tid, 8), threads / 8, bm * 8 / threads, chunk),
+                    wgWeightItems(kb, g, tb.warp, warps, items, it.j, it.e)};
+    };
+    auto issueOf = [&](const Copies &c, Value ks, Value slot) {
+      Value inK = kb.ult(ks, kb.idx(kSteps));
+      wgACopyStage(kb, g, as, c.a, ks, inK, slot, chunk);
+      wgWeightCopies(kb, g, c.w, ps, ss, ks, inK, slot, lane);
+      NVVM::CpAsyncCommitGroupOp::create(b, loc);
+    };
+    auto prologue = [&](Value item) {
+      Copies c = copiesOf(item);
       for (int64_t s = 0; s < ahead; ++s)
-        issue(kb.idx(s), kb.idx(s));
+        issueOf(c, kb.idx(s), kb.idx(s));
+    };
+    // With g.prefetchNext an item's first stages are issued before the
+    // previous item's epilogue (the ring is free by then).
+    if (g.prefetchNext)
+      kb.ifThen(kb.ult(bid[0], total), [&] { prologue(bid[0]); });
+
+    kb.loopStep(bid[0], total, kb.idx(grid), [&](Value item) {
+      Copies cp = copiesOf(item);
+      WgItem it = cp.it;
+      Value j = it.j, e = it.e, m0 = it.m0, end = it.end;
+      SmallVector<WgWeightItem> &wItems = cp.w;
+      auto issue = [&](Value ks, Value slot) { issueOf(cp, ks, slot); };
+      if (!g.prefetchNext)
+        for (int64_t s = 0; s < ahead; ++s)
+          issue(kb.idx(s), kb.idx(s));
 
       // Decode stage `slot` (k step ks) into decoded tile `dslot`.
       auto decode = [&](Value ks, Value slot, Value dslot) {
@@ -1886,6 +1920,10 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
       NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
       kb.barrier(tb); // the next item refills the ring and the decoded tiles
+      if (g.prefetchNext) {
+        Value nextItem = kb.add(item, kb.idx(grid));
+        kb.ifThen(kb.ult(nextItem, total), [&] { prologue(nextItem); });
+      }
 
       Value rowBase = kb.add(kb.add(m0, kb.mul(wg, 64)),
                              kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));

@@ -294,6 +294,9 @@ struct MxfpGroupedWgmma {
   /// the consumers (`consumerRegs`, `producerRegs`). 0: every thread
   /// decodes, then every warpgroup multiplies (two decoded tiles).
   int64_t producers = 0, decoded = 3, consumerRegs = 184, producerRegs = 136;
+  /// Issue the next work item's first A (and, without producers, weight)
+  /// stages before this item's epilogue instead of after it.
+  bool prefetchNext = false;
   static constexpr int64_t bk = 64;
   int64_t K = 0, kTile = 128; ///< reduction length, layout k_tile
   int64_t experts = 0, nTiles = 0;

@@ -129,6 +129,19 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // WS2N: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
 // WS2N: nvvm.setmaxregister  decrease 120
 // WS2N: nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
+// With K3C_MOE_WGMMA_PREFETCH=1 the first item's stages are issued before the
+// item loop and each next item's after the item's last wgmma and barrier,
+// ahead of its epilogue.
+// RUN: env K3C_MOE_WGMMA_PREFETCH=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PF
+// PF: module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
+// PF: nvvm.cp.async.commit.group
+// PF: nvvm.cp.async.commit.group
+// PF: scf.for {{.*}} step %c132
+// PF: nvvm.wgmma.wait.group.sync.aligned 0
+// PF: gpu.barrier
+// PF: nvvm.cp.async.commit.group
+// PF: nvvm.cp.async.commit.group
+// PF: vector.store {{.*}} : memref<?x4x192xbf16>, vector<2xbf16>
 // WSREGS: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: consumer and producer registers exceed the 65536 an SM has
 // WSDEC: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: decoded tiles must be 2..4, got 5
 // WGSTAGES: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: stages must be 3..8, got 2
