@@ -646,11 +646,20 @@ static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
         g = st.get(rule.getG()), beta = st.get(rule.getBeta()), S = st.get(rule.getState()),
         lens = st.get(rule.getSeqLens()), o = st.get(rule.getResult());
   int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
-  // K3C_KDA_TOKEN_THREADS: threads a block (kKdaThreads).
+  // Knobs (compile time): K3C_KDA_TOKEN_THREADS threads a block
+  // (kKdaThreads), K3C_KDA_TOKEN_ROWS state rows a warp (4; the bytes a lane
+  // has in flight).
   const int64_t threads = kb.gpu() ? intFromEnv("K3C_KDA_TOKEN_THREADS", kKdaThreads) : 1;
-  const int64_t lanes = kb.gpu() ? 32 : 1, warps = kb.gpu() ? std::max<int64_t>(1, threads / 32) : 1;
-  // K3C_KDA_TOKEN_ROWS: state rows a warp (4; bytes a lane has in flight).
-  const int64_t R = kb.gpu() ? std::max<int64_t>(1, intFromEnv("K3C_KDA_TOKEN_ROWS", 4)) : 1,
+  const int64_t R = kb.gpu() ? intFromEnv("K3C_KDA_TOKEN_ROWS", 4) : 1;
+  if (kb.gpu() && (threads < 32 || threads > 1024 || threads % 32))
+    llvm::report_fatal_error("k3c: bad KDA token kernel: K3C_KDA_TOKEN_THREADS must be a multiple "
+                             "of 32 in 32..1024, got " + llvm::Twine(threads),
+                             /*gen_crash_diag=*/false);
+  if (R < 1 || R > 16)
+    llvm::report_fatal_error("k3c: bad KDA token kernel: K3C_KDA_TOKEN_ROWS must be 1..16, got " +
+                                 llvm::Twine(R),
+                             /*gen_crash_diag=*/false);
+  const int64_t lanes = kb.gpu() ? 32 : 1, warps = kb.gpu() ? threads / 32 : 1,
                 rowsPerBlock = R * warps;
   int64_t vw = 1;
   if (kb.gpu())

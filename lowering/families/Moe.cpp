@@ -12,9 +12,6 @@
 
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
-#include <cstdio>
-#include <cstdlib>
-
 using namespace mlir;
 using namespace mlir::k3;
 
@@ -271,15 +268,10 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
       g.consumerRegs = 136;
       g.producerRegs = 120;
     }
-    if (const char *regs = std::getenv("K3C_MOE_WGMMA_REGS")) {
-      long c = 0, p = 0;
-      if (std::sscanf(regs, "%ld,%ld", &c, &p) == 2) {
-        g.consumerRegs = c;
-        g.producerRegs = p;
-      } else {
-        llvm::report_fatal_error("k3c: K3C_MOE_WGMMA_REGS must be CONSUMER,PRODUCER registers",
-                                 /*gen_crash_diag=*/false);
-      }
+    if (SmallVector<int64_t> regs = intsFromEnv("K3C_MOE_WGMMA_REGS", {2}, "consumer,producer");
+        !regs.empty()) {
+      g.consumerRegs = regs[0];
+      g.producerRegs = regs[1];
     }
     g.experts = E;
     g.groupStarts = g.tileStarts = groups;

@@ -401,38 +401,36 @@ std::string MmaTile::check(const TargetInfo &info) const {
 /// "bm,bn,bk,warpsM,warpsN,stages" from the environment (tuning override;
 /// docs/kernels.md), or `dflt`.
 static MmaTile tileFromEnv(const char *var, MmaTile dflt) {
-  const char *v = std::getenv(var);
-  if (!v || !*v)
-    return dflt;
-  SmallVector<StringRef> parts;
-  StringRef(v).split(parts, ',');
-  int64_t f[6];
-  bool ok = parts.size() == 6;
-  for (size_t i = 0; ok && i < 6; ++i)
-    ok = !parts[i].trim().getAsInteger(10, f[i]);
-  if (!ok)
-    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be bm,bn,bk,warpsM,warpsN,stages",
-                             /*gen_crash_diag=*/false);
-  return MmaTile{f[0], f[1], f[2], f[3], f[4], f[5]};
+  SmallVector<int64_t> f = intsFromEnv(var, {6}, "bm,bn,bk,warpsM,warpsN,stages");
+  return f.empty() ? dflt : MmaTile{f[0], f[1], f[2], f[3], f[4], f[5]};
 }
-
-/// "bm,bn,stages[,inflight]" from the environment (tuning override), or
-/// `dflt`.
 static WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt) {
-  const char *v = std::getenv(var);
-  if (!v || !*v)
+  SmallVector<int64_t> f = intsFromEnv(var, {3, 4}, "bm,bn,stages[,inflight]");
+  if (f.empty())
     return dflt;
-  SmallVector<StringRef> parts;
-  StringRef(v).split(parts, ',');
   WgmmaTile t = dflt;
-  if ((parts.size() != 3 && parts.size() != 4) || parts[0].trim().getAsInteger(10, t.bm) ||
-      parts[1].trim().getAsInteger(10, t.bn) || parts[2].trim().getAsInteger(10, t.stages) ||
-      (parts.size() == 4 && parts[3].trim().getAsInteger(10, t.inflight)))
-    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be bm,bn,stages[,inflight]",
-                             /*gen_crash_diag=*/false);
+  t.bm = f[0];
+  t.bn = f[1];
+  t.stages = f[2];
+  if (f.size() == 4)
+    t.inflight = f[3];
   return t;
 }
-
+SmallVector<int64_t> intsFromEnv(const char *var, ArrayRef<size_t> counts, const char *form) {
+  const char *v = std::getenv(var);
+  if (!v || !*v)
+    return {};
+  SmallVector<StringRef> parts;
+  StringRef(v).split(parts, ',');
+  SmallVector<int64_t> out(parts.size());
+  bool ok = llvm::is_contained(counts, parts.size());
+  for (size_t i = 0; ok && i < parts.size(); ++i)
+    ok = !parts[i].trim().getAsInteger(10, out[i]);
+  if (!ok)
+    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be " + form,
+                             /*gen_crash_diag=*/false);
+  return out;
+}
 int64_t intFromEnv(const char *var, int64_t dflt) {
   const char *v = std::getenv(var);
   int64_t out;

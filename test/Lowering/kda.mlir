@@ -10,6 +10,11 @@
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 // K3C_KDA_MMA=0: the bf16 build on the exact FMA recurrence (comparisons).
 // RUN: env K3C_KDA_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOMMA
+// Bad token-kernel switches are errors naming the switch and the value.
+// RUN: not env K3C_KDA_TOKEN_THREADS=48 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TTHREADS
+// RUN: not env K3C_KDA_TOKEN_ROWS=0 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TROWS
+// TTHREADS: LLVM ERROR: k3c: bad KDA token kernel: K3C_KDA_TOKEN_THREADS must be a multiple of 32 in 32..1024, got 48
+// TROWS: LLVM ERROR: k3c: bad KDA token kernel: K3C_KDA_TOKEN_ROWS must be 1..16, got 0
 // NOMMA-LABEL: func.func @k3_kda_chunk_605990ac(
 // NOMMA-NOT: nvvm.mma.sync
 // NOMMA: module(@k3_kda_chunk_605990ac_kda_chunk_fma)

@@ -142,6 +142,8 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // PF: nvvm.cp.async.commit.group
 // PF: nvvm.cp.async.commit.group
 // PF: vector.store {{.*}} : memref<?x4x192xbf16>, vector<2xbf16>
+// RUN: not env K3C_MOE_WGMMA_WS=1 K3C_MOE_WGMMA_REGS=184,136x k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WSPARSE
+// WSPARSE: LLVM ERROR: k3c: K3C_MOE_WGMMA_REGS must be consumer,producer
 // WSREGS: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: consumer and producer registers exceed the 65536 an SM has
 // WSDEC: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: decoded tiles must be 2..4, got 5
 // WGSTAGES: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: stages must be 3..8, got 2
