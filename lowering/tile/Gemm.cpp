@@ -1114,6 +1114,40 @@ std::string MxfpGroupedMma::check(const TargetInfo &info) const {
   return "";
 }
 
+/// A work item of a persistent grouped GEMM (MxfpGroupedMma,
+/// MxfpGroupedWgmma): column tile j of token tile `tile`, whose group e is
+/// the largest with tileStarts[e] <= tile (empty groups share their
+/// successor's start and are passed over); rows [m0, end) of the group,
+/// `last` its final row.
+struct GroupItem {
+  Value j, e, m0, end, last;
+};
+static Value groupStart(KernelBuilder &kb, Value buf, ArrayRef<Value> lead, Value i) {
+  SmallVector<Value> ix(lead.begin(), lead.end());
+  ix.push_back(i);
+  return kb.toIndex(kb.load(buf, ix));
+}
+/// The work items: token tiles x column tiles.
+template <typename Spec> static Value groupItems(KernelBuilder &kb, const Spec &g) {
+  return kb.mul(groupStart(kb, g.tileStarts, g.tilesIndex, kb.idx(g.experts)), g.nTiles);
+}
+template <typename Spec>
+static GroupItem groupItemAt(KernelBuilder &kb, const Spec &g, Value item) {
+  auto tileStart = [&](Value e) { return groupStart(kb, g.tileStarts, g.tilesIndex, e); };
+  auto rowStart = [&](Value e) { return groupStart(kb, g.groupStarts, g.startsIndex, e); };
+  Value tile = kb.div(item, g.nTiles), j = kb.rem(item, g.nTiles);
+  Value lo = kb.idx(0), hi = kb.idx(g.experts);
+  for (int64_t span = g.experts; span > 1; span = (span + 1) / 2) {
+    Value mid = kb.div(kb.add(lo, hi), 2);
+    Value le = kb.ule(tileStart(mid), tile);
+    lo = kb.select(le, mid, lo);
+    hi = kb.select(le, hi, mid);
+  }
+  Value e = lo, end = rowStart(kb.add(e, 1));
+  Value m0 = kb.add(rowStart(e), kb.mul(kb.sub(tile, tileStart(e)), g.bm));
+  return GroupItem{j, e, m0, end, kb.sub(end, kb.idx(1))};
+}
+
 void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
   if (std::string why = g.check(kb.info()); !why.empty())
     llvm::report_fatal_error(llvm::Twine("k3c: bad expert GEMM ") + g.name + ": " + why,
@@ -1142,29 +1176,11 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
     // Decoded fragments shared by the row warps: [tile][k pair][lane][4].
     Value dec = wM > 1 ? kb.dynamicShared(tb, aBytes + bBytes + sBytes, {16, kPairs, 32, 4}, i32)
                        : Value();
-    auto entry = [&](Value buf, ArrayRef<Value> lead, Value i) {
-      SmallVector<Value> ix(lead.begin(), lead.end());
-      ix.push_back(i);
-      return kb.toIndex(kb.load(buf, ix));
-    };
-    auto tileStart = [&](Value e) { return entry(g.tileStarts, g.tilesIndex, e); };
-    auto rowStart = [&](Value e) { return entry(g.groupStarts, g.startsIndex, e); };
     Value lane = tb.lane, wn = kb.rem(tb.warp, 4), wm = kb.div(tb.warp, 4);
-    Value total = kb.mul(tileStart(kb.idx(g.experts)), g.nTiles);
+    Value total = groupItems(kb, g);
     kb.loopStep(bid[0], total, kb.idx(grid), [&](Value item) {
-      Value tile = kb.div(item, g.nTiles), j = kb.rem(item, g.nTiles);
-      // The group: the largest e with tileStarts[e] <= tile (empty groups
-      // share their successor's start and are passed over).
-      Value lo = kb.idx(0), hi = kb.idx(g.experts);
-      for (int64_t span = g.experts; span > 1; span = (span + 1) / 2) {
-        Value mid = kb.div(kb.add(lo, hi), 2);
-        Value le = kb.ule(tileStart(mid), tile);
-        lo = kb.select(le, mid, lo);
-        hi = kb.select(le, hi, mid);
-      }
-      Value e = lo, end = rowStart(kb.add(e, 1));
-      Value m0 = kb.add(rowStart(e), kb.mul(kb.sub(tile, tileStart(e)), bm));
-      Value last = kb.sub(end, kb.idx(1));
+      GroupItem it = groupItemAt(kb, g, item);
+      Value j = it.j, e = it.e, m0 = it.m0, end = it.end, last = it.last;
 
       // This thread's copies of a stage, fixed for the work item: A rows
       // (16 bytes of a gathered row each), then the weight tiles its warp
@@ -1587,37 +1603,6 @@ static void wgWeightCopies(KernelBuilder &kb, const MxfpGroupedWgmma &g,
   }
 }
 
-/// A work item of a grouped wgmma block: column tile j of token tile
-/// `tile`, whose group e is the largest with tileStarts[e] <= tile (empty
-/// groups share their successor's start and are passed over); rows [m0,
-/// end) of the group, `last` its final row.
-struct WgItem {
-  Value j, e, m0, end, last;
-};
-static Value wgStart(KernelBuilder &kb, Value buf, ArrayRef<Value> lead, Value i) {
-  SmallVector<Value> ix(lead.begin(), lead.end());
-  ix.push_back(i);
-  return kb.toIndex(kb.load(buf, ix));
-}
-/// The block's work items: token tiles x column tiles.
-static Value wgItems(KernelBuilder &kb, const MxfpGroupedWgmma &g) {
-  return kb.mul(wgStart(kb, g.tileStarts, g.tilesIndex, kb.idx(g.experts)), g.nTiles);
-}
-static WgItem wgItemAt(KernelBuilder &kb, const MxfpGroupedWgmma &g, Value item) {
-  auto tileStart = [&](Value e) { return wgStart(kb, g.tileStarts, g.tilesIndex, e); };
-  auto rowStart = [&](Value e) { return wgStart(kb, g.groupStarts, g.startsIndex, e); };
-  Value tile = kb.div(item, g.nTiles), j = kb.rem(item, g.nTiles);
-  Value lo = kb.idx(0), hi = kb.idx(g.experts);
-  for (int64_t span = g.experts; span > 1; span = (span + 1) / 2) {
-    Value mid = kb.div(kb.add(lo, hi), 2);
-    Value le = kb.ule(tileStart(mid), tile);
-    lo = kb.select(le, mid, lo);
-    hi = kb.select(le, hi, mid);
-  }
-  Value e = lo, end = rowStart(kb.add(e, 1));
-  Value m0 = kb.add(rowStart(e), kb.mul(kb.sub(tile, tileStart(e)), g.bm));
-  return WgItem{j, e, m0, end, kb.sub(end, kb.idx(1))};
-}
 
 /// A thread's A copies of a work item: 16-byte chunk `chunk` of tile rows
 /// first + step i (i < count), gathered by g.aRow (rows past the group
@@ -1627,7 +1612,7 @@ struct WgACopy {
   SmallVector<Value> src;
 };
 static SmallVector<WgACopy> wgACopies(KernelBuilder &kb, const MxfpGroupedWgmma &g,
-                                      const WgItem &it, Value first, int64_t step, int64_t count,
+                                      const GroupItem &it, Value first, int64_t step, int64_t count,
                                       Value chunk) {
   SmallVector<WgACopy> out;
   for (int64_t i = 0; i < count; ++i) {
@@ -1692,7 +1677,7 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
     WgSmem sm = wgSharedLayout(kb, g);
     Value as = sm.as, dec = sm.dec, ps = sm.ps, ss = sm.ss, aBase = sm.aBase, decBase = sm.decBase;
 
-    Value total = wgItems(kb, g);
+    Value total = groupItems(kb, g);
     Value lane = tb.lane, wg = kb.div(tb.tid, 128);
 
     kb.ifThenElse(kb.ult(tb.tid, kb.idx(128 * C)), [&] {
@@ -1704,7 +1689,7 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
       Value steps0 = kb.idx(0);
       // This thread's A copies of an item: 16-byte chunk ctid % 8 of its
       // warpgroup's rows ctid / 8 + 16 i.
-      auto aCopiesOf = [&](const WgItem &it) {
+      auto aCopiesOf = [&](const GroupItem &it) {
         return wgACopies(kb, g, it, kb.add(kb.mul(wg, 64), kb.div(ctid, 8)), 16, 4, chunk);
       };
       auto issueOf = [&](ArrayRef<WgACopy> copies, Value ks, Value slot) {
@@ -1712,14 +1697,14 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
         NVVM::CpAsyncCommitGroupOp::create(b, loc);
       };
       auto prologue = [&](Value item) {
-        SmallVector<WgACopy> copies = aCopiesOf(wgItemAt(kb, g, item));
+        SmallVector<WgACopy> copies = aCopiesOf(groupItemAt(kb, g, item));
         for (int64_t s = 0; s < ahead; ++s)
           issueOf(copies, kb.idx(s), kb.idx(s));
       };
       if (g.prefetchNext)
         kb.ifThen(kb.ult(bid[0], total), [&] { prologue(bid[0]); });
       kb.loopStep(bid[0], total, kb.idx(grid), ValueRange{steps0}, [&](Value item, ValueRange st) {
-        WgItem it = wgItemAt(kb, g, item);
+        GroupItem it = groupItemAt(kb, g, item);
         Value s0 = st[0]; // the block's steps before this item
         SmallVector<WgACopy> aCopies = aCopiesOf(it);
         auto issue = [&](Value ks, Value slot) { issueOf(aCopies, ks, slot); };
@@ -1774,7 +1759,7 @@ static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g
       Value steps0 = kb.idx(0);
       SmallVector<Value> done = kb.loopStep(bid[0], total, kb.idx(grid), ValueRange{steps0},
                                             [&](Value item, ValueRange st) {
-        WgItem it = wgItemAt(kb, g, item);
+        GroupItem it = groupItemAt(kb, g, item);
         Value s0 = st[0];
         SmallVector<WgWeightItem> wItems = wgWeightItems(kb, g, pwarp, 4 * P, items, it.j, it.e);
         auto issue = [&](Value ks, Value slot) {
@@ -1843,19 +1828,19 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
     Value as = sm.as, dec = sm.dec, ps = sm.ps, ss = sm.ss, aBase = sm.aBase, decBase = sm.decBase;
 
     Value lane = tb.lane, wg = kb.div(tb.tid, 128);
-    Value total = wgItems(kb, g);
+    Value total = groupItems(kb, g);
     auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
 
     // A work item's copies (A: 16-byte chunk tid % 8 of rows tid / 8 +
     // threads / 8 * i; weights: wgWeightItems) and its stage issue.
     Value chunk = kb.rem(tb.tid, 8);
     struct Copies {
-      WgItem it;
+      GroupItem it;
       SmallVector<WgACopy> a;
       SmallVector<WgWeightItem> w;
     };
     auto copiesOf = [&](Value item) {
-      WgItem it = wgItemAt(kb, g, item);
+      GroupItem it = groupItemAt(kb, g, item);
       return Copies{it, wgACopies(kb, g, it, kb.div(tb.tid, 8), threads / 8, bm * 8 / threads, chunk),
                     wgWeightItems(kb, g, tb.warp, warps, items, it.j, it.e)};
     };
@@ -1877,7 +1862,7 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
 
     kb.loopStep(bid[0], total, kb.idx(grid), [&](Value item) {
       Copies cp = copiesOf(item);
-      WgItem it = cp.it;
+      GroupItem it = cp.it;
       Value j = it.j, e = it.e, m0 = it.m0, end = it.end;
       SmallVector<WgWeightItem> &wItems = cp.w;
       auto issue = [&](Value ks, Value slot) { issueOf(cp, ks, slot); };
