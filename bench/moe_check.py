@@ -9,9 +9,12 @@ payload and a scales byte array in the #k3.mxfp4_layout kernel layout
 
 The weights are decoded here from the layout's description, independently of
 k3c's code: tiles of 8 rows x KT columns (k tile fastest); in a tile, thread
-t = 4r + c owns KT/8 bytes: for each 16-column step s, byte 2s holds columns
-16s + 2c + {0, 1} and byte 2s + 1 columns 16s + 8 + 2c + {0, 1} of row r (low
-nibble the even column); scales per tile [row][block]. E2M1 and E8M0 per OCP
+t = 4r + c owns KT/8 bytes: for each 16-column step s, register P = 2s holds
+columns 16s + 2c + {0, 1} and P = 2s + 1 columns 16s + 8 + 2c + {0, 1} of row
+r; register P is pair P % 4 of the run's little-endian 32-bit word P / 4, the
+even column at nibble P % 4, the odd one at nibble P % 4 + 4 (nibble i = bits
+4i..4i+3, the low nibble of byte i / 2 when i is even); scales per tile
+[row][block]. E2M1 and E8M0 per OCP
 MX v1.0 (E8M0 0xFF is NaN). Then, for every routed pair (t, slot) of the
 checked experts, in float64 (the spec's §4.9 expert MLP):
     a = z_t W1[e]^T, b = z_t W3[e]^T, h = act(a, b), y = h W2[e]^T
@@ -41,9 +44,12 @@ def layout_index(N, K, KT):
     tile = (n // 8) * (K // KT) + k // KT
     r, kk = n % 8, k % KT
     s, w = kk // 16, kk % 16
-    c, half, high = (w % 8) // 2, w // 8, (w % 2).astype(bool)
+    c, half, elem = (w % 8) // 2, w // 8, w % 2
     t = 4 * r + c
-    byte = tile * (8 * KT // 2) + t * (KT // 8) + 2 * s + half
+    P = 2 * s + half
+    nib = P % 4 + 4 * elem
+    high = (nib % 2).astype(bool)
+    byte = tile * (8 * KT // 2) + t * (KT // 8) + 4 * (P // 4) + nib // 2
     scale = tile * (8 * KT // 32) + r * (KT // 32) + kk // 32
     return byte, np.broadcast_to(high, byte.shape), scale
 

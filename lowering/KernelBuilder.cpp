@@ -425,8 +425,12 @@ Value KernelBuilder::mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value
     Value c = div(rem(within, 8), 2);
     Value eIdx = add(rem(within, 2), mul(div(within, 8), 2));
     Value t = add(mul(r, 4), c), j = add(mul(s, 4), eIdx);
-    byteIdx = add(add(mul(tile, nt * kt / 2), mul(t, kt / 8)), div(j, 2));
-    high = ieq(rem(j, 2), idx(1));
+    // Register j / 2 is pair (j / 2) % 4 of word j / 8: nibble p, or p + 4
+    // for its high element.
+    Value nib = add(rem(div(j, 2), 4), mul(rem(j, 2), 4));
+    byteIdx = add(add(mul(tile, nt * kt / 2), mul(t, kt / 8)),
+                  add(mul(div(j, 8), 4), div(nib, 2)));
+    high = ieq(rem(nib, 2), idx(1));
     int64_t bpt = kt / 32;
     scaleIdx = add(add(mul(tile, nt * bpt), mul(r, bpt)), rem(div(k, 32), bpt));
   } else {

@@ -31,9 +31,13 @@ void kernelPayloadPosition(const KernelLayout &l, int64_t N, int64_t K, int64_t 
   int64_t e = (within % 2) + 2 * (within / 8); // index into kFragCol
   int64_t t = 4 * r + c;
   int64_t j = 4 * s + e;                  // nibble index in the thread's run
+  // Fragment register P = j / 2 (element j % 2 of it) is pair p = P % 4 of
+  // the run's 32-bit word P / 4: its low element at nibble p, its high
+  // element at nibble p + 4 (bits 4p and 16 + 4p of the little-endian word).
+  int64_t word = j / 8, p = (j / 2) % 4, nib = p + 4 * (j % 2);
   int64_t bytesPerThread = l.kTile / 8;
-  byte = tile * (l.nTile * l.kTile / 2) + t * bytesPerThread + j / 2;
-  high = (j % 2) != 0;
+  byte = tile * (l.nTile * l.kTile / 2) + t * bytesPerThread + 4 * word + nib / 2;
+  high = (nib % 2) != 0;
 }
 
 int64_t kernelScaleOffset(const KernelLayout &l, int64_t N, int64_t K, int64_t n,

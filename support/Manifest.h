@@ -47,8 +47,11 @@
 namespace k3c::artifact {
 
 /// The manifest format this k3c writes and reads. 2: the weight-binding
-/// table (`weights`) replaced the runtime's checkpoint naming rules.
-constexpr int kFormatVersion = 2;
+/// table (`weights`) replaced the runtime's checkpoint naming rules. 3: the
+/// MXFP4 kernel layout holds a fragment register's two nibbles 16 bits apart
+/// (models/MXFP4Layout.h); kernels built for version 2 would decode the
+/// runtime's repacked experts wrongly.
+constexpr int kFormatVersion = 3;
 
 /// Bytes of one element of an artifact dtype (bf16, f16, f32, i32, i64, i8),
 /// 0 for a name that is none of them. The runtime sizes its buffers with it.

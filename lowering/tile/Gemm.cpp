@@ -77,8 +77,8 @@ static SmallVector<Value> mxfp4Chunk(KernelBuilder &kb, ThreadBlock &tb, Value x
       for (int64_t r = 0; r < nRows; ++r)
         scale[r] = kb.e8m0ToF32(arith::ExtUIOp::create(
             b, loc, i32, kb.load(bufs[r]->scales, {kb.add(scaleAt[r], blk)})));
-      // Bytes 4·blk .. 4·blk+3 of the run: steps s = 2·blk, 2·blk+1, each a
-      // byte for columns 2c, 2c+1 and one for 2c+8, 2c+9.
+      // Registers 4·blk .. 4·blk+3 of the run (word blk): steps s = 2·blk,
+      // 2·blk+1, each a register for columns 2c, 2c+1 and one for 2c+8, 2c+9.
       for (int64_t q = 4 * blk; q < 4 * blk + 4; ++q) {
         int64_t s = q / 2, half = q % 2;
         Value col = kb.add(kb.add(kLocal, 16 * s + 8 * half), kb.mul(c, 2));
@@ -86,10 +86,13 @@ static SmallVector<Value> mxfp4Chunk(KernelBuilder &kb, ThreadBlock &tb, Value x
         for (int64_t tt = 0; tt < tokTile; ++tt)
           xv.push_back(kb.loadVec(xs, {kb.idx(tt), col}, 2));
         for (int64_t r = 0; r < nRows; ++r) {
+          // Register q is pair q % 4 of word q / 4: nibbles q % 4 and
+          // q % 4 + 4 (models/MXFP4Layout.h).
           Value word = words[r][q / 4];
-          int64_t shift = 8 * (q % 4);
-          Value lo = arith::ShRUIOp::create(b, loc, word, kb.i32Const(shift));
-          Value hi = arith::ShRUIOp::create(b, loc, word, kb.i32Const(shift + 4));
+          int64_t shift = 4 * (q % 4);
+          Value lo = shift ? arith::ShRUIOp::create(b, loc, word, kb.i32Const(shift)).getResult()
+                           : word;
+          Value hi = arith::ShRUIOp::create(b, loc, word, kb.i32Const(shift + 16));
           Value wlo = kb.fmul(kb.e2m1ToF32(lo), scale[r]);
           Value whi = kb.fmul(kb.e2m1ToF32(hi), scale[r]);
           for (int64_t tt = 0; tt < tokTile; ++tt) {
@@ -1079,20 +1082,23 @@ Value mxScalePairFolded(KernelBuilder &kb, Value word, int64_t byteIdx) {
   return asBf16x2(kb, pair);
 }
 
-Value mxfpFragment(KernelBuilder &kb, Value word, int64_t byteIdx, Value scalePair, bool folded) {
+Value mxfpFragment(KernelBuilder &kb, Value word, int64_t pair, Value scalePair, bool folded) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   auto c = [&](int64_t v) { return kb.i32Const(v); };
-  // x = byte << 12 | byte << 24 (one multiply): the low nibble at bits 12..15
-  // and the high nibble at bits 28..31, the top nibble of each half. Then
-  // its sign stays (bits 15, 31) and its code bits e1 e0 m move to the bf16
-  // bits 8..6 (exponent 0..3, the subnormal 2^-127 for code 1): times 2^126
-  // that is the E2M1 value exactly.
+  // The pair's nibbles sit at bits 4p and 16 + 4p of the run word: one left
+  // shift puts both signs at bits 15 and 31, one shift (left for p < 2)
+  // both codes e1 e0 m at the bf16 bits 8..6 of their halves; masked and
+  // merged that is the E2M1 value times 2^-126 (models/MXFP4Layout.h,
+  // fragment::codeBits).
   using namespace mxfp4::fragment;
-  Value x = arith::MulIOp::create(b, loc, byteOf(kb, word, byteIdx), c(kSpread));
-  Value sign = arith::AndIOp::create(b, loc, x, c(kSignMask));
-  Value code = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, x, c(kCodeShift)),
-                                     c(kCodeMask));
+  const int p = static_cast<int>(pair);
+  Value a = signShift(p) ? arith::ShLIOp::create(b, loc, word, c(signShift(p))).getResult() : word;
+  Value sh = codeShift(p) >= 0
+                 ? arith::ShLIOp::create(b, loc, word, c(codeShift(p))).getResult()
+                 : arith::ShRUIOp::create(b, loc, word, c(-codeShift(p))).getResult();
+  Value sign = arith::AndIOp::create(b, loc, a, c(kSignMask));
+  Value code = arith::AndIOp::create(b, loc, sh, c(kCodeMask));
   Value v = asBf16x2(kb, arith::OrIOp::create(b, loc, sign, code));
   if (!folded)
     v = arith::MulFOp::create(b, loc, v, asBf16x2(kb, c(kTwo126)));
@@ -1317,8 +1323,8 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
           for (const Run &r : runs) {
             Value sp = folded ? mxScalePairFolded(kb, r.scales[blk], byteIdx)
                               : mxScalePair(kb, r.scales[blk], byteIdx);
-            for (int64_t byte = 0; byte < 4; ++byte)
-              out.push_back(mxfpFragment(kb, r.words[blk], byte, sp, folded));
+            for (int64_t pair = 0; pair < 4; ++pair)
+              out.push_back(mxfpFragment(kb, r.words[blk], pair, sp, folded));
           }
           return out;
         };
@@ -1406,8 +1412,8 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
 
 /// Run `lane` of weight tile q in stage `slot` of the payload/scale rings,
 /// decoded into B tile `dslot`: row r = lane / 4, thread column c = lane %
-/// 4; byte b of its word w is the bf16 pair at columns 16 (2w + b / 2) + 2c +
-/// 8 (b % 2) of the stage, i.e. 16-byte chunk 4w + b, word c, of the
+/// 4; pair b of its word w (mxfpFragment) is the bf16 pair at columns 16 (2w +
+/// b / 2) + 2c + 8 (b % 2) of the stage, i.e. 16-byte chunk 4w + b, word c, of the
 /// swizzled row 8q + r (chunk ^ r); its scale is block w of the stage's two
 /// (`half` of a 128-column k chunk, or 0). Folded scales (one multiply)
 /// unless a scale byte of the warp's rows is >= 0x80 (2^1 and up, NaN): then
@@ -1442,8 +1448,8 @@ static void decodeRun(KernelBuilder &kb, Value ps, Value ss, Value dec, Value sl
     SmallVector<Value> out;
     for (int64_t wi = 0; wi < 2; ++wi) {
       Value sp = folded ? mxScalePairFolded(kb, sw, wi) : mxScalePair(kb, sw, wi);
-      for (int64_t byte = 0; byte < 4; ++byte)
-        out.push_back(mxfpFragment(kb, wi ? w1 : w0, byte, sp, folded));
+      for (int64_t pair = 0; pair < 4; ++pair)
+        out.push_back(mxfpFragment(kb, wi ? w1 : w0, pair, sp, folded));
     }
     return out;
   };

@@ -332,12 +332,13 @@ struct MxfpGroupedWgmma {
   std::string check(const TargetInfo &info) const;
 };
 void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid);
-/// The bf16x2 B-fragment register of MXFP4 byte `byteIdx` (0..3) of `word`
-/// (low nibble the lower k) times `scalePair` (the block's E8M0 scale as
+/// The bf16x2 B-fragment register of MXFP4 pair `pair` (0..3) of run word
+/// `word` (nibbles pair and pair + 4: the lower and the higher k, see
+/// models/MXFP4Layout.h) times `scalePair` (the block's E8M0 scale as
 /// bf16x2, mxScalePair): exact for every code and scale (products are
 /// representable in bf16 down to 2^-133). With `folded`, scalePair is
 /// mxScalePairFolded's (2^126 already in it: one multiply).
-mlir::Value mxfpFragment(KernelBuilder &kb, mlir::Value word, int64_t byteIdx,
+mlir::Value mxfpFragment(KernelBuilder &kb, mlir::Value word, int64_t pair,
                          mlir::Value scalePair, bool folded = false);
 /// E8M0 byte `byteIdx` of `word` as a bf16x2 pair: 2^(s - 127) (0x00: 2^-127,
 /// a bf16 subnormal; 0xFF: NaN).

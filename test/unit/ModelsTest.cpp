@@ -515,10 +515,12 @@ TEST(MXFP4Layout, ParallelTiledRepackPlacesEveryNibbleWhereTheLayoutSays) {
 // The tensor-core kernel's fragment decode (mxfp4::fragment, emitted step by
 // step by lowering/tile/Gemm.cpp), run on the host with bf16 arithmetic
 // emulated (bf16 x bf16 is exact in fp32; the result must then be a bf16
-// value): for every byte (both nibbles) and every scale byte, the exact path
-// equals OCP MX v1.0's E2M1 x 2^(s - 127) (NaN for 0xFF) bit for bit, and so
-// does the folded path for every scale below 0x80.
-TEST(MXFP4Fragment, DecodeIsExactForEveryByteAndScale) {
+// value): for every pair p of a run word, every pair of nibbles (with the
+// word's six other nibbles set to varying garbage, which the masks must drop)
+// and every scale byte, the exact path equals OCP MX v1.0's E2M1 x 2^(s -
+// 127) (NaN for 0xFF) bit for bit, and so does the folded path for every
+// scale below 0x80.
+TEST(MXFP4Fragment, DecodeIsExactForEveryPairNibblesAndScale) {
   using namespace k3c::mxfp4::fragment;
   auto half = [](uint32_t pair, int h) {
     uint32_t bits = (pair >> (16 * h)) << 16;
@@ -533,49 +535,63 @@ TEST(MXFP4Fragment, DecodeIsExactForEveryByteAndScale) {
   };
   const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
   int64_t checked = 0;
-  for (uint32_t byte = 0; byte < 256; ++byte)
-    for (uint32_t s = 0; s < 256; ++s)
-      for (int h = 0; h < 2; ++h) {
-        uint32_t nib = (byte >> (4 * h)) & 15;
-        float want = (nib & 8 ? -1.0f : 1.0f) * e2m1[nib & 7];
-        want = s == 255 ? NAN : std::ldexp(want, static_cast<int>(s) - 127);
-        float code = half(codeBits(byte), h);
-        float exact = code * half(kTwo126, h);
-        ASSERT_TRUE(isBf16(exact)) << byte << " " << s;
-        exact *= half(scalePair(s), h);
-        ASSERT_TRUE(isBf16(exact) || std::isinf(exact)) << byte << " " << s;
-        if (std::isnan(want)) {
-          ASSERT_TRUE(std::isnan(exact)) << byte << " " << s;
-        } else {
-          ASSERT_EQ(exact, want) << "byte " << byte << " scale " << s << " nibble " << h;
-          ASSERT_EQ(std::signbit(exact), std::signbit(want)) << byte << " " << s;
+  for (int p = 0; p < 4; ++p)
+    for (uint32_t nibs = 0; nibs < 256; ++nibs) {
+      // Nibble p = the low element, nibble p + 4 = the high one; the others
+      // take bits of a scrambled counter.
+      uint32_t garbage = (nibs * 2654435761u + static_cast<uint32_t>(p) * 40503u) ^ 0xA5C3F00Fu;
+      uint32_t mask = (0xFu << (4 * p)) | (0xFu << (4 * p + 16));
+      uint32_t word = (garbage & ~mask) | ((nibs & 15) << (4 * p)) | ((nibs >> 4) << (4 * p + 16));
+      uint32_t code = codeBits(word, p);
+      for (uint32_t s = 0; s < 256; ++s)
+        for (int h = 0; h < 2; ++h) {
+          uint32_t nib = (nibs >> (4 * h)) & 15;
+          float want = (nib & 8 ? -1.0f : 1.0f) * e2m1[nib & 7];
+          want = s == 255 ? NAN : std::ldexp(want, static_cast<int>(s) - 127);
+          float c = half(code, h);
+          float exact = c * half(kTwo126, h);
+          ASSERT_TRUE(isBf16(exact)) << p << " " << nibs << " " << s;
+          exact *= half(scalePair(s), h);
+          ASSERT_TRUE(isBf16(exact) || std::isinf(exact)) << p << " " << nibs << " " << s;
+          if (std::isnan(want)) {
+            ASSERT_TRUE(std::isnan(exact)) << p << " " << nibs << " " << s;
+          } else {
+            ASSERT_EQ(exact, want) << "pair " << p << " nibbles " << nibs << " scale " << s
+                                   << " half " << h;
+            ASSERT_EQ(std::signbit(exact), std::signbit(want)) << p << " " << nibs << " " << s;
+          }
+          if (s < 0x80) {
+            float folded = c * half(scalePairFolded(s), h);
+            ASSERT_TRUE(isBf16(folded)) << p << " " << nibs << " " << s;
+            ASSERT_EQ(folded, want) << "folded: pair " << p << " nibbles " << nibs << " scale "
+                                    << s;
+            ASSERT_EQ(std::signbit(folded), std::signbit(want)) << p << " " << nibs << " " << s;
+          }
+          ++checked;
         }
-        if (s < 0x80) {
-          float folded = code * half(scalePairFolded(s), h);
-          ASSERT_TRUE(isBf16(folded)) << byte << " " << s;
-          ASSERT_EQ(folded, want) << "folded: byte " << byte << " scale " << s;
-          ASSERT_EQ(std::signbit(folded), std::signbit(want)) << byte << " " << s;
-        }
-        ++checked;
-      }
-  EXPECT_EQ(checked, 256 * 256 * 2);
+    }
+  EXPECT_EQ(checked, 4 * 256 * 256 * 2);
 }
 
 TEST(MXFP4Layout, EachThreadHoldsItsMmaFragment) {
   // K = 128: thread t of a tile owns 16 bytes = the B-fragment columns
-  // 16s + 2c + {0, 1, 8, 9} (s = 0..7) of row r = t / 4, c = t % 4.
+  // 16s + 2c + {0, 1, 8, 9} (s = 0..7) of row r = t / 4, c = t % 4. Register
+  // P = 2s + (0 for 2c, 2c + 1; 1 for 2c + 8, 2c + 9) is pair P % 4 of the
+  // run's word P / 4: the lower column at nibble P % 4 (bits 4 (P % 4)), the
+  // higher at nibble P % 4 + 4 (bits 16 + 4 (P % 4)).
   const int64_t N = 8, K = 128;
   k3c::mxfp4::KernelLayout l{8, 128};
   for (int64_t t = 0; t < 32; ++t) {
-    int64_t r = t / 4, c = t % 4, j = 0;
+    int64_t r = t / 4, c = t % 4;
     for (int64_t s = 0; s < 8; ++s)
       for (int64_t off : {0, 1, 8, 9}) {
+        int64_t P = 2 * s + off / 8, elem = off % 2;
+        int64_t bit = 32 * (P / 4) + 4 * (P % 4) + 16 * elem; // bit offset in the run
         int64_t byte;
         bool high;
         k3c::mxfp4::kernelPayloadPosition(l, N, K, r, 16 * s + 2 * c + off, byte, high);
-        EXPECT_EQ(byte, t * 16 + j / 2) << "thread " << t << " nibble " << j;
-        EXPECT_EQ(high, j % 2 == 1);
-        ++j;
+        EXPECT_EQ(byte, t * 16 + bit / 8) << "thread " << t << " step " << s << " col " << off;
+        EXPECT_EQ(high, bit % 8 == 4) << "thread " << t << " step " << s << " col " << off;
       }
   }
   // The row's four block scales are contiguous.
