@@ -9,8 +9,7 @@
 # by default and with K3C_MOE_MMA=0 (the previous FMA expert kernels, timed
 # in the same run); a wider k3-tiny (latent 128, expert width 192: the
 # warpgroup-MMA expert path's k_tile 128 and 64, partial column tiles) with
-# and without warpgroup MMA and warp-specialized (K3C_MOE_WGMMA_WS=1), and
-# the MoE slice without warpgroup MMA (K3C_MOE_WGMMA=0).
+# and without warpgroup MMA, and the MoE slice without warpgroup MMA (K3C_MOE_WGMMA=0).
 # NO_FMA=1: no FMA slice; NO_T128=1: no 128-row mma.sync slice.
 # Carry .dev; run: bash .dev/moe-h200.sh (or .dev/moe-wgmma-h200.sh)
 source "$(dirname "$0")/bundle-common.sh"
@@ -33,7 +32,6 @@ $B/k3-mkcheckpoint --config $D/k3-tiny-wide.json -o /tmp/k3c-ckpt-tiny-wide --se
 wide() { $B/k3-compile /tmp/k3c-ckpt-tiny-wide --target=sm_90a --max-tokens 1024 --max-seqs 16 --max-context 1024 --quiet "$@"; }
 wide -o $D/wide-bf16
 K3C_MOE_WGMMA=0 wide -o $D/wide-bf16-nowg
-K3C_MOE_WGMMA_WS=1 wide -o $D/wide-bf16-ws
 python3 - <<'PY'
 import json
 k = json.load(open('models/configs/k3-small.json'))

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # The warpgroup-MMA expert GEMM (prefill) on one H200, checks then timings,
-# one run (bundle: NO_FMA=1 NO_T128=1 MOE_VARIANTS="WS=K3C_MOE_WGMMA_WS=1
-# PF=K3C_MOE_WGMMA_PREFETCH=1 WSPF=K3C_MOE_WGMMA_WS=1;K3C_MOE_WGMMA_PREFETCH=1"
+# one run (bundle: NO_FMA=1 NO_T128=1 [MOE_VARIANTS="NAME=VAR=VALUE ..."]
 # bash bench/make-moe-bundle.sh):
 #  * the wide k3-tiny (latent 128, width 192: k_tile 128 up, 64 down,
 #    partial column tiles) against the reference executor at 400 + 20
 #    tokens and a mixed batch, with warpgroup MMA (>= 96 pairs an expert),
-#    without (K3C_MOE_WGMMA=0) and warp-specialized (K3C_MOE_WGMMA_WS=1);
+#    and without (K3C_MOE_WGMMA=0);
 #  * expert kernel dumps against fp64 (moe_check.py): the wide k3-tiny at
-#    400 tokens (warpgroup MMA, plain and warp-specialized) on its checkpoint and on one with edge-case
+#    400 tokens (warpgroup MMA) on its checkpoint and on one with edge-case
 #    and NaN scales (both decode paths), the MoE slice at 3072 tokens;
 #  * k3-bench on the MoE slice, prefill 1024, 2340 (K3's 146 pairs per expert
 #    at 8192 tokens), 8192: warpgroup MMA, mma.sync (moe1-nowg) and the
@@ -28,7 +27,7 @@ k3-mkcheckpoint --config k3-tiny-wide.json -o ckpt-wide --seed 11 --quiet
 run() { timeout 120 k3-run "$@" --device cuda --quiet; }
 seq -s, 1 400 > long.txt; seq -s, 5 24 >> long.txt
 printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 300) $(seq -s, 50 89) 7,8,9 $(seq -s, 200 330) > mix.txt
-[ -n "${SKIP_TINY:-}" ] || for v in wide-bf16 wide-bf16-nowg wide-bf16-ws; do
+[ -n "${SKIP_TINY:-}" ] || for v in wide-bf16 wide-bf16-nowg; do
   echo "== $v vs the reference: 400 + 20 tokens, mixed batch (474 tokens)"
   run $v --checkpoint ckpt-wide --batch long.txt --max-new-tokens 3 --check | grep -E "check:"
   run $v --checkpoint ckpt-wide --batch mix.txt --max-new-tokens 3 --check | grep -E "check:"
@@ -36,7 +35,6 @@ done
 echo "== expert kernel dumps vs fp64"
 if [ -z "${SKIP_TINY:-}" ]; then
 rm -rf /tmp/w1; K3C_DUMP_KERNEL=moe_experts@400:/tmp/w1 run wide-bf16 --checkpoint ckpt-wide --prompt-ids $(seq -s, 1 400) --max-new-tokens 1 > /dev/null; python3 moe_check.py /tmp/w1 --experts 16
-rm -rf /tmp/w9; K3C_DUMP_KERNEL=moe_experts@400:/tmp/w9 run wide-bf16-ws --checkpoint ckpt-wide --prompt-ids $(seq -s, 1 400) --max-new-tokens 1 > /dev/null; python3 moe_check.py /tmp/w9 --experts 16
 rm -rf /tmp/w2; K3C_DUMP_KERNEL=moe_experts@400:/tmp/w2 run wide-bf16-nowg --checkpoint ckpt-wide --prompt-ids $(seq -s, 1 400) --max-new-tokens 1 > /dev/null; python3 moe_check.py /tmp/w2 --experts 16
 python3 mxfp4-edge-scales.py ckpt-wide ckpt-wide-edge --nan
 rm -rf /tmp/w3; K3C_DUMP_KERNEL=moe_experts@400:/tmp/w3 timeout 120 k3-run wide-bf16 --checkpoint ckpt-wide-edge --allow-nonfinite --device cuda --quiet --prompt-ids $(seq -s, 1 400) --max-new-tokens 1 > /dev/null; python3 moe_check.py /tmp/w3 --experts 16

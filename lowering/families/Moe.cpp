@@ -256,24 +256,6 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     g.bm = bm;
     g.bn = intFromEnv("K3C_MOE_WGMMA_BN", 256);
     g.stages = intFromEnv("K3C_MOE_WGMMA_STAGES", 4);
-    // K3C_MOE_WGMMA_WS=1 (or 2): producer warpgroups decode ahead of the
-    // multiplying ones (K3C_MOE_WGMMA_DECODED tiles, register split
-    // K3C_MOE_WGMMA_REGS=consumer,producer); off: 27 % slower on the H200
-    // (one producer warpgroup decodes with one warp a scheduler).
-    g.producers = intFromEnv("K3C_MOE_WGMMA_WS", 0);
-    g.decoded = intFromEnv("K3C_MOE_WGMMA_DECODED", 3);
-    // K3C_MOE_WGMMA_PREFETCH=1: the next item's first stages in flight
-    // during the epilogue (off: within noise on the H200).
-    g.prefetchNext = intFromEnv("K3C_MOE_WGMMA_PREFETCH", 0) != 0;
-    if (g.producers == 2) { // 512 threads, 128 registers a thread at launch (bn <= 128)
-      g.consumerRegs = 136;
-      g.producerRegs = 120;
-    }
-    if (SmallVector<int64_t> regs = intsFromEnv("K3C_MOE_WGMMA_REGS", {2}, "consumer,producer");
-        !regs.empty()) {
-      g.consumerRegs = regs[0];
-      g.producerRegs = regs[1];
-    }
     g.experts = E;
     g.groupStarts = g.tileStarts = groups;
     g.startsIndex = {kb.idx(0)};

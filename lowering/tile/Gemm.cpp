@@ -1475,37 +1475,12 @@ std::string MxfpGroupedWgmma::check(const TargetInfo &info) const {
     return "the target has no warpgroup MMA";
   if (bm != 64 && bm != 128)
     return "token rows must be 64 or 128 (one or two warpgroups), got " + std::to_string(bm);
-  const int64_t decoders = producers ? 128 * producers : threads(); // threads that decode
-  if (bn < 16 || bn > 256 || bn % 16 || (bn * 4) % (2 * decoders))
+  if (bn < 16 || bn > 256 || bn % 16 || (bn * 4) % (2 * threads()))
     return "weight rows " + std::to_string(bn) + " do not split into the block's decode items";
   if (stages < 3 || stages > 8)
     return "stages must be 3..8, got " + std::to_string(stages);
   if (kTile != 64 && kTile != 128)
     return "k_tile must be 64 or 128, got " + std::to_string(kTile);
-  if (producers < 0 || producers > 2)
-    return "producer warpgroups must be 0, 1 or 2, got " + std::to_string(producers);
-  if (producers) {
-    if (decoded < 2 || decoded > 4)
-      return "decoded tiles must be 2..4, got " + std::to_string(decoded);
-    for (int64_t regs : {consumerRegs, producerRegs})
-      if (regs < 24 || regs > 256 || regs % 8)
-        return "register counts must be multiples of 8 in 24..256, got " + std::to_string(regs);
-    // ptxas compiles the wgmma under the launch's registers a thread.
-    if (info.registersPerSM / threads() < bn / 2 + 32)
-      return std::to_string(threads()) + " threads leave " +
-             std::to_string(info.registersPerSM / threads()) +
-             " registers a thread at launch, too few for a wgmma with " + std::to_string(bn / 2) +
-             " accumulators";
-    // setmaxnreg may only lower the producers' and raise the consumers'.
-    const int64_t atLaunch = info.registersPerSM / threads() / 8 * 8;
-    if (producerRegs > atLaunch || consumerRegs < atLaunch)
-      return "register counts must be producer <= " + std::to_string(atLaunch) +
-             " (a thread's at launch) <= consumer, got consumer " + std::to_string(consumerRegs) +
-             ", producer " + std::to_string(producerRegs);
-    if (128 * (bm / 64) * consumerRegs + 128 * producers * producerRegs > info.registersPerSM)
-      return "consumer and producer registers exceed the " + std::to_string(info.registersPerSM) +
-             " an SM has";
-  }
   if (K <= 0 || K % kTile)
     return "K = " + std::to_string(K) + " is not a multiple of k_tile " + std::to_string(kTile);
   if (sharedBytes() > info.maxSharedPerBlock)
@@ -1644,168 +1619,6 @@ static void wgACopyStage(KernelBuilder &kb, const MxfpGroupedWgmma &g, Value as,
   }
 }
 
-/// mxfpGroupedWgmma with producer warpgroups (g.producers = P, 1 or 2):
-/// threads [0, 128 C) are C = bm / 64 consumer warpgroups, [128 C, 128 (C +
-/// P)) the producer. Both walk the same work items and count the block's k steps
-/// globally (step s uses decoded tile s % D). The producer stages each item's
-/// weight runs and scales through its cp.async ring (its own barrier), waits
-/// until the consumers released tile s % D (named barrier EMPTY, from step D
-/// on), decodes the stage into it, fences the async proxy and arrives on
-/// FULL. A consumer warpgroup loads its own 64 A rows through its ring (its
-/// own barrier), waits on FULL, issues the stage's wgmma group, waits for the
-/// previous group and arrives on EMPTY for that step's tile (the item's last
-/// step after its final wait). Barrier ids: 1 .. D FULL, D + 1 .. 2D EMPTY,
-/// then one per consumer warpgroup, then the producer's. The producer ends by
-/// taking the last D releases, so every barrier's phases pair up.
-static void groupedWgmmaSpecialized(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid) {
-  OpBuilder &b = kb.b;
-  Location loc = kb.loc;
-  MLIRContext *ctx = b.getContext();
-  const int64_t bm = g.bm, bn = g.bn, bk = MxfpGroupedWgmma::bk, S = g.stages, KT = g.kTile;
-  const int64_t C = bm / 64, D = g.decoded, threads = g.threads(), kSteps = g.K / bk;
-  const int64_t P = g.producers, rowBytes = bk * 2, items = bn * 4 / (128 * P);
-  const int64_t scaleRow = KT / 32;
-  const int64_t ahead = S - 2; // A stages in flight (a consumer's wgmma keeps one group)
-  const int64_t aheadP = S - 1; // payload stages in flight (the producer's own ring)
-  const int64_t fullId = 1, emptyId = 1 + D, wgId = 1 + 2 * D, prodId = 1 + 2 * D + C;
-  Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
-  auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(bn / 2, f32));
-  auto toI32 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i32, v).getResult(); };
-  auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
-  auto sync = [&](Value id, int64_t count) {
-    NVVM::BarrierOp::create(b, loc, Type(), toI32(id), kb.i32Const(count), nullptr, Value());
-  };
-  auto arrive = [&](Value id, int64_t count) {
-    NVVM::BarrierArriveOp::create(b, loc, toI32(id), kb.i32Const(count));
-  };
-
-  kb.blocks({kb.idx(grid)}, threads, [&](ValueRange bid, ThreadBlock &tb) {
-    WgSmem sm = wgSharedLayout(kb, g);
-    Value as = sm.as, dec = sm.dec, ps = sm.ps, ss = sm.ss, aBase = sm.aBase, decBase = sm.decBase;
-
-    Value total = groupItems(kb, g);
-    Value lane = tb.lane, wg = kb.div(tb.tid, 128);
-
-    kb.ifThenElse(kb.ult(tb.tid, kb.idx(128 * C)), [&] {
-      // ---- consumers ----
-      NVVM::SetMaxRegisterOp::create(b, loc, g.consumerRegs, NVVM::SetMaxRegisterAction::increase);
-      Value ctid = kb.rem(tb.tid, 128), chunk = kb.rem(ctid, 8);
-      Value myBar = kb.add(wg, kb.idx(wgId));
-      Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
-      Value steps0 = kb.idx(0);
-      // This thread's A copies of an item: 16-byte chunk ctid % 8 of its
-      // warpgroup's rows ctid / 8 + 16 i.
-      auto aCopiesOf = [&](const GroupItem &it) {
-        return wgACopies(kb, g, it, kb.add(kb.mul(wg, 64), kb.div(ctid, 8)), 16, 4, chunk);
-      };
-      auto issueOf = [&](ArrayRef<WgACopy> copies, Value ks, Value slot) {
-        wgACopyStage(kb, g, as, copies, ks, kb.ult(ks, kb.idx(kSteps)), slot, chunk);
-        NVVM::CpAsyncCommitGroupOp::create(b, loc);
-      };
-      auto prologue = [&](Value item) {
-        SmallVector<WgACopy> copies = aCopiesOf(groupItemAt(kb, g, item));
-        for (int64_t s = 0; s < ahead; ++s)
-          issueOf(copies, kb.idx(s), kb.idx(s));
-      };
-      if (g.prefetchNext)
-        kb.ifThen(kb.ult(bid[0], total), [&] { prologue(bid[0]); });
-      kb.loopStep(bid[0], total, kb.idx(grid), ValueRange{steps0}, [&](Value item, ValueRange st) {
-        GroupItem it = groupItemAt(kb, g, item);
-        Value s0 = st[0]; // the block's steps before this item
-        SmallVector<WgACopy> aCopies = aCopiesOf(it);
-        auto issue = [&](Value ks, Value slot) { issueOf(aCopies, ks, slot); };
-        if (!g.prefetchNext)
-          for (int64_t s = 0; s < ahead; ++s)
-            issue(kb.idx(s), kb.idx(s));
-        Value zero = LLVM::ZeroOp::create(b, loc, accType);
-        Value acc = kb.loop(kb.idx(0), kb.idx(kSteps), ValueRange{zero}, [&](Value ks, ValueRange in) {
-          Value step = kb.add(s0, ks), d = kb.rem(step, D);
-          // A stage ks landed for the whole warpgroup (and made visible to
-          // the async proxy); the slot ks + ahead refills was read by the
-          // group of step ks - 2, which is done.
-          NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(ahead - 1));
-          NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
-                                     NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-          sync(myBar, 128);
-          Value next = kb.add(ks, ahead);
-          issue(next, kb.rem(next, S));
-          sync(kb.add(d, kb.idx(fullId)), threads); // the decoded tile
-          Value slot = kb.rem(ks, S);
-          Value aAddr = toI64(kb.add(aWg, kb.mul(slot, bm * rowBytes)));
-          Value bAddr = toI64(kb.add(decBase, kb.mul(d, bn * rowBytes)));
-          Value acc = wgmmaK64(kb, accType, in[0], aAddr, bAddr, bn);
-          NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(1));
-          // The previous step's group is done: its decoded tile is free.
-          kb.ifThen(kb.ult(kb.idx(0), ks), [&] {
-            arrive(kb.add(kb.rem(kb.add(step, kb.idx(D - 1)), D), kb.idx(emptyId)), threads);
-          });
-          return SmallVector<Value>{acc};
-        })[0];
-        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
-        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
-        Value lastStep = kb.add(s0, kb.idx(kSteps - 1));
-        arrive(kb.add(kb.rem(lastStep, D), kb.idx(emptyId)), threads);
-        sync(myBar, 128); // the warpgroup's A ring is refilled by the next item
-        if (g.prefetchNext) {
-          Value nextItem = kb.add(item, kb.idx(grid));
-          kb.ifThen(kb.ult(nextItem, total), [&] { prologue(nextItem); });
-        }
-        Value rowBase = kb.add(kb.add(it.m0, kb.mul(wg, 64)),
-                               kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));
-        g.epilogue([&](int64_t i) {
-          return LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}).getResult();
-        }, rowBase, it.end, it.j, it.e, tb);
-        return SmallVector<Value>{kb.add(s0, kb.idx(kSteps))};
-      });
-    }, [&] {
-      // ---- producer ----
-      NVVM::SetMaxRegisterOp::create(b, loc, g.producerRegs, NVVM::SetMaxRegisterAction::decrease);
-      Value ptid = kb.sub(tb.tid, kb.idx(128 * C)), pwarp = kb.div(ptid, 32);
-      Value prodBar = kb.idx(prodId);
-      Value steps0 = kb.idx(0);
-      SmallVector<Value> done = kb.loopStep(bid[0], total, kb.idx(grid), ValueRange{steps0},
-                                            [&](Value item, ValueRange st) {
-        GroupItem it = groupItemAt(kb, g, item);
-        Value s0 = st[0];
-        SmallVector<WgWeightItem> wItems = wgWeightItems(kb, g, pwarp, 4 * P, items, it.j, it.e);
-        auto issue = [&](Value ks, Value slot) {
-          wgWeightCopies(kb, g, wItems, ps, ss, ks, kb.ult(ks, kb.idx(kSteps)), slot, lane);
-          NVVM::CpAsyncCommitGroupOp::create(b, loc);
-        };
-        for (int64_t s = 0; s < aheadP; ++s)
-          issue(kb.idx(s), kb.idx(s));
-        kb.loop(kb.idx(0), kb.idx(kSteps), ValueRange{}, [&](Value ks, ValueRange) {
-          Value step = kb.add(s0, ks), d = kb.rem(step, D);
-          // Stage ks landed for the producer, whose threads are all done
-          // decoding step ks - 1 (the slot refilled next).
-          NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(aheadP - 1));
-          sync(prodBar, 128 * P);
-          Value next = kb.add(ks, aheadP);
-          issue(next, kb.rem(next, S));
-          // Tile d is free once the consumers released step - D.
-          kb.ifThen(kb.ule(kb.idx(D), step), [&] { sync(kb.add(d, kb.idx(emptyId)), threads); });
-          Value half = kb.div(kb.rem(kb.mul(ks, bk), KT), bk), slot = kb.rem(ks, S);
-          for (WgWeightItem &w : wItems)
-            decodeRun(kb, ps, ss, dec, slot, d, w.q, lane, half, scaleRow);
-          NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
-                                     NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-          arrive(kb.add(d, kb.idx(fullId)), threads);
-          return SmallVector<Value>{};
-        });
-        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
-        sync(prodBar, 128 * P); // the ring is refilled by the next item
-        return SmallVector<Value>{kb.add(s0, kb.idx(kSteps))};
-      });
-      // The consumers' last D releases (steps max(0, n - D) .. n - 1).
-      Value n = done[0];
-      kb.loop(kb.sub(n, kb.minu(n, kb.idx(D))), n, ValueRange{}, [&](Value s, ValueRange) {
-        sync(kb.add(kb.rem(s, D), kb.idx(emptyId)), threads);
-        return SmallVector<Value>{};
-      });
-    });
-  }, g.sharedBytes(), g.name);
-}
-
 void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid) {
   if (std::string why = g.check(kb.info()); !why.empty())
     llvm::report_fatal_error(llvm::Twine("k3c: bad expert GEMM ") + g.name + ": " + why,
@@ -1814,8 +1627,6 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
     llvm::report_fatal_error(llvm::Twine("k3c: bad expert GEMM ") + g.name +
                                  ": blocks per SM must be >= 1",
                              /*gen_crash_diag=*/false);
-  if (g.producers)
-    return groupedWgmmaSpecialized(kb, g, grid);
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
@@ -1840,41 +1651,20 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
     // A work item's copies (A: 16-byte chunk tid % 8 of rows tid / 8 +
     // threads / 8 * i; weights: wgWeightItems) and its stage issue.
     Value chunk = kb.rem(tb.tid, 8);
-    struct Copies {
-      GroupItem it;
-      SmallVector<WgACopy> a;
-      SmallVector<WgWeightItem> w;
-    };
-    auto copiesOf = [&](Value item) {
-      GroupItem it = groupItemAt(kb, g, item);
-      return Copies{it, wgACopies(kb, g, it, kb.div(tb.tid, 8), threads / 8, bm * 8 / threads, chunk),
-                    wgWeightItems(kb, g, tb.warp, warps, items, it.j, it.e)};
-    };
-    auto issueOf = [&](const Copies &c, Value ks, Value slot) {
-      Value inK = kb.ult(ks, kb.idx(kSteps));
-      wgACopyStage(kb, g, as, c.a, ks, inK, slot, chunk);
-      wgWeightCopies(kb, g, c.w, ps, ss, ks, inK, slot, lane);
-      NVVM::CpAsyncCommitGroupOp::create(b, loc);
-    };
-    auto prologue = [&](Value item) {
-      Copies c = copiesOf(item);
-      for (int64_t s = 0; s < ahead; ++s)
-        issueOf(c, kb.idx(s), kb.idx(s));
-    };
-    // With g.prefetchNext an item's first stages are issued before the
-    // previous item's epilogue (the ring is free by then).
-    if (g.prefetchNext)
-      kb.ifThen(kb.ult(bid[0], total), [&] { prologue(bid[0]); });
-
     kb.loopStep(bid[0], total, kb.idx(grid), [&](Value item) {
-      Copies cp = copiesOf(item);
-      GroupItem it = cp.it;
+      GroupItem it = groupItemAt(kb, g, item);
       Value j = it.j, e = it.e, m0 = it.m0, end = it.end;
-      SmallVector<WgWeightItem> &wItems = cp.w;
-      auto issue = [&](Value ks, Value slot) { issueOf(cp, ks, slot); };
-      if (!g.prefetchNext)
-        for (int64_t s = 0; s < ahead; ++s)
-          issue(kb.idx(s), kb.idx(s));
+      SmallVector<WgACopy> aCopies =
+          wgACopies(kb, g, it, kb.div(tb.tid, 8), threads / 8, bm * 8 / threads, chunk);
+      SmallVector<WgWeightItem> wItems = wgWeightItems(kb, g, tb.warp, warps, items, j, e);
+      auto issue = [&](Value ks, Value slot) {
+        Value inK = kb.ult(ks, kb.idx(kSteps));
+        wgACopyStage(kb, g, as, aCopies, ks, inK, slot, chunk);
+        wgWeightCopies(kb, g, wItems, ps, ss, ks, inK, slot, lane);
+        NVVM::CpAsyncCommitGroupOp::create(b, loc);
+      };
+      for (int64_t s = 0; s < ahead; ++s)
+        issue(kb.idx(s), kb.idx(s));
 
       // Decode stage `slot` (k step ks) into decoded tile `dslot`.
       auto decode = [&](Value ks, Value slot, Value dslot) {
@@ -1909,11 +1699,6 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
       NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
       kb.barrier(tb); // the next item refills the ring and the decoded tiles
-      if (g.prefetchNext) {
-        Value nextItem = kb.add(item, kb.idx(grid));
-        kb.ifThen(kb.ult(nextItem, total), [&] { prologue(nextItem); });
-      }
-
       Value rowBase = kb.add(kb.add(m0, kb.mul(wg, 64)),
                              kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));
       g.epilogue([&](int64_t i) {

@@ -292,16 +292,6 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid);
 /// `tileStarts` (prefix of ceil(rows / bm)), group rows from `groupStarts`.
 struct MxfpGroupedWgmma {
   int64_t bm = 128, bn = 256, stages = 4;
-  /// Warp specialization (`producers` = 1 or 2): more warpgroups decode the
-  /// weight stages into `decoded` B tiles ahead of the consumer warpgroups,
-  /// which load their own A rows and only multiply; named barriers hand
-  /// the tiles over (full / empty per tile), setmaxnreg moves registers to
-  /// the consumers (`consumerRegs`, `producerRegs`). 0: every thread
-  /// decodes, then every warpgroup multiplies (two decoded tiles).
-  int64_t producers = 0, decoded = 3, consumerRegs = 184, producerRegs = 136;
-  /// Issue the next work item's first A (and, without producers, weight)
-  /// stages before this item's epilogue instead of after it.
-  bool prefetchNext = false;
   static constexpr int64_t bk = 64;
   int64_t K = 0, kTile = 128; ///< reduction length, layout k_tile
   int64_t experts = 0, nTiles = 0;
@@ -322,8 +312,8 @@ struct MxfpGroupedWgmma {
                      mlir::Value end, mlir::Value j, mlir::Value e, ThreadBlock &tb)>
       epilogue;
   std::string name;
-  int64_t threads() const { return 128 * (bm / 64 + producers); }
-  int64_t decodedTiles() const { return producers ? decoded : 2; }
+  int64_t threads() const { return 128 * (bm / 64); }
+  static constexpr int64_t decodedTiles() { return 2; }
   /// A ring, packed ring (bn x 32 payload bytes and bn / 8 x 32 scale bytes
   /// a stage), the decoded B tiles, 1 KB to align to the swizzle atom.
   int64_t sharedBytes() const {

@@ -110,42 +110,6 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // RUN: env K3C_MOE_WGMMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOWG
 // RUN: not env K3C_MOE_WGMMA_STAGES=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WGSTAGES
 // RUN: not env K3C_MOE_WGMMA_BM=96 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WGBM
-// Warp-specialized (K3C_MOE_WGMMA_WS=1): 384 threads, the consumer
-// warpgroups raise their registers, load their own A rows (their own named
-// barrier), wait on the decoded tile's FULL barrier, multiply and release the
-// previous step's tile (EMPTY, bar.arrive); the producer lowers its
-// registers, stages and decodes each tile after its EMPTY barrier and arrives
-// on FULL; it ends by taking the consumers' last releases.
-// RUN: env K3C_MOE_WGMMA_WS=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WS
-// RUN: not env K3C_MOE_WGMMA_WS=1 K3C_MOE_WGMMA_REGS=232,136 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WSREGS
-// RUN: not env K3C_MOE_WGMMA_WS=1 K3C_MOE_WGMMA_DECODED=5 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WSDEC
-// RUN: not env K3C_MOE_WGMMA_WS=1 K3C_MOE_WGMMA_REGS=160,136 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WSLAUNCH
-// RUN: not env K3C_MOE_WGMMA_WS=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WS2
-// RUN: env K3C_MOE_WGMMA_WS=2 K3C_MOE_WGMMA_BN=128 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WS2N
-// WSLAUNCH: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: register counts must be producer <= 168 (a thread's at launch) <= consumer, got consumer 160, producer 136
-// WS2: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: 512 threads leave 128 registers a thread at launch, too few for a wgmma with 128 accumulators
-// WS2N: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c512{{(_[0-9]+)?}}, {{.*}}) dynamic_shared_memory_size {{.*}} module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
-// WS2N: nvvm.setmaxregister  increase 136
-// WS2N: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
-// WS2N: nvvm.setmaxregister  decrease 120
-// WS2N: nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
-// With K3C_MOE_WGMMA_PREFETCH=1 the first item's stages are issued before the
-// item loop and each next item's after the item's last wgmma and barrier,
-// ahead of its epilogue.
-// RUN: env K3C_MOE_WGMMA_PREFETCH=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PF
-// PF: module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
-// PF: nvvm.cp.async.commit.group
-// PF: nvvm.cp.async.commit.group
-// PF: scf.for {{.*}} step %c132
-// PF: nvvm.wgmma.wait.group.sync.aligned 0
-// PF: gpu.barrier
-// PF: nvvm.cp.async.commit.group
-// PF: nvvm.cp.async.commit.group
-// PF: vector.store {{.*}} : memref<?x4x192xbf16>, vector<2xbf16>
-// RUN: not env K3C_MOE_WGMMA_WS=1 K3C_MOE_WGMMA_REGS=184,136x k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WSPARSE
-// WSPARSE: LLVM ERROR: k3c: K3C_MOE_WGMMA_REGS must be consumer,producer
-// WSREGS: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: consumer and producer registers exceed the 65536 an SM has
-// WSDEC: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: decoded tiles must be 2..4, got 5
 // WGSTAGES: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: stages must be 3..8, got 2
 // WGBM: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_96: token rows must be 64 or 128 (one or two warpgroups), got 96
 
@@ -171,30 +135,6 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // WG: module(@k3_moe_experts_wide_experts_down_mxfp4_wgmma_128)
 // WG: nvvm.wgmma.mma_async
 // WG: return
-
-// WS-LABEL: func.func @k3_moe_experts_wide(
-// WS: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c384, {{.*}}) dynamic_shared_memory_size {{.*}} module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
-// WS: nvvm.setmaxregister  increase 184
-// WS: nvvm.cp.async.wait.group 1
-// WS: nvvm.fence.proxy
-// WS: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
-// WS: nvvm.barrier id = %{{.*}} number_of_threads = %c384_i32
-// WS-COUNT-4: nvvm.wgmma.mma_async
-// WS: nvvm.wgmma.wait.group.sync.aligned 1
-// WS: nvvm.barrier.arrive id = %{{.*}} number_of_threads = %c384_i32
-// WS: nvvm.wgmma.wait.group.sync.aligned 0
-// WS: nvvm.barrier.arrive id = %{{.*}} number_of_threads = %c384_i32
-// WS: nvvm.setmaxregister  decrease 136
-// WS: nvvm.cp.async.wait.group 2
-// WS: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
-// WS: nvvm.barrier id = %{{.*}} number_of_threads = %c384_i32
-// WS: nvvm.vote.sync  any
-// WS: vector.store {{.*}} : memref<3x256x64xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
-// WS: nvvm.fence.proxy
-// WS: nvvm.barrier.arrive id = %{{.*}} number_of_threads = %c384_i32
-// WS: nvvm.barrier id = %{{.*}} number_of_threads = %c384_i32
-// WS: module(@k3_moe_experts_wide_experts_down_mxfp4_wgmma_128)
-// WS: return
 
 // NOWG-LABEL: func.func @k3_moe_experts_wide(
 // NOWG-NOT: wgmma
