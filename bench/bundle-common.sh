@@ -10,4 +10,5 @@ bundle_start() {
   find $D -mindepth 1 -maxdepth 1 ! -name peers -exec rm -rf {} + 2>/dev/null || true
   mkdir -p $D/bin
   for t in "$@"; do cp $B/$t $D/bin/; done
+  cp bench/device-common.sh $D/ # sourced by the scripts the GPU machine runs
 }

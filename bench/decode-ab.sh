@@ -5,11 +5,7 @@
 # K3C_GEMV_PROLOGUE=0); bit-identical logits expected across all of them. Bundle: VARIANTS="N0=K3C_GEMV_PROLOGUE=0 ..."
 #   bash bench/make-gemm-bundle.sh; cp bench/decode-ab.sh .dev/
 # Carry .dev; run: bash .dev/decode-ab.sh
-set -u
-cd "$(dirname "$0")"
-export PATH=$PWD/bin:$PATH
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-exec > >(tee $OUT/log.txt) 2>&1
+source "$(dirname "$0")/device-common.sh"
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/ref.npy > /dev/null
 for a in slice-bf16 v/slice-*; do

@@ -13,12 +13,8 @@
 #  * k3-bench: prefill T = 512, 2048, 8192, decode batch 1, 8, 32, 128;
 #    bench/gemm_peer.py: the same linears through torch, and the ceilings.
 # Bundle: bash bench/make-gemm-bundle.sh here; carry .dev; run bash .dev/gemm-h200.sh
-set -u
-cd "$(dirname "$0")"
-export PATH=$PWD/bin:$PATH
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-exec > >(tee $OUT/log.txt) 2>&1
-echo "== machine"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+source "$(dirname "$0")/device-common.sh"
+machine
 k3-mkcheckpoint --config k3-tiny.json -o ckpt-tiny --seed 11 --quiet
 k3-mkcheckpoint --config k3-tiny-dense.json -o ckpt-tiny-dense --seed 11 --quiet
 echo "== k3-tiny f32 (exact FMA path) vs the reference"

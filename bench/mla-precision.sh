@@ -6,11 +6,7 @@
 # Bundle: VARIANTS="M0=K3C_MLA_DECODE_MMA=0 ..." TINY_VARIANTS="f0=..."
 #   bash bench/make-gemm-bundle.sh; cp bench/mla-precision.sh bench/mla_check.py .dev/
 # Carry .dev; run: bash .dev/mla-precision.sh
-set -u
-cd "$(dirname "$0")"
-export PATH=$PWD/bin:$PATH
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-exec > >(tee $OUT/log.txt) 2>&1
+source "$(dirname "$0")/device-common.sh"
 k3-mkcheckpoint --config k3-tiny.json -o ckpt-tiny --seed 11 --quiet
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 for a in tiny-bf16 v/tiny-*; do

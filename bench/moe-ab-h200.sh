@@ -16,12 +16,8 @@
 #    16, 64 (moe_experts rows); SKIP_TINY=1 skips the k3-tiny checks;
 #  * NCU=1: Nsight Compute profiles of this build's expert kernels (prefill
 #    8192 warpgroup MMA, decode 16 mma.sync) into $OUT/prof.tgz.
-set -u
-cd "$(dirname "$0")"
-export PATH=$PWD/bin:$PATH
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-exec > >(tee $OUT/log.txt) 2>&1
-echo "== machine"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+source "$(dirname "$0")/device-common.sh"
+machine
 run() { timeout 120 k3-run "$@" --device cuda --quiet; }
 k3-mkcheckpoint --config k3-tiny-wide.json -o ckpt-wide --seed 11 --quiet
 k3-mkcheckpoint --config k3-tiny.json -o ckpt-tiny --seed 11 --quiet

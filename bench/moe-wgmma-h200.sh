@@ -17,12 +17,8 @@
 #    there): a dump at 8192 tokens against fp64, k3-bench prefill 2048 and
 #    8192 of moe896 and its variants, the torch peer.
 # SKIP_TINY=1: no wide k3-tiny checks; ROUND1_ONLY=1: one benchmark round.
-set -u
-cd "$(dirname "$0")"
-export PATH=$PWD/bin:$PATH
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-exec > >(tee $OUT/log.txt) 2>&1
-echo "== machine"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+source "$(dirname "$0")/device-common.sh"
+machine
 k3-mkcheckpoint --config k3-tiny-wide.json -o ckpt-wide --seed 11 --quiet
 run() { timeout 120 k3-run "$@" --device cuda --quiet; }
 seq -s, 1 400 > long.txt; seq -s, 5 24 >> long.txt

@@ -11,13 +11,9 @@
 #    the up and down warpgroup-MMA expert kernels (full set);
 #  * decode: 16 one-token sequences, the mma.sync expert kernels and the KDA
 #    token recurrence (64 sequences).
-set -u
-cd "$(dirname "$0")"
-export PATH=$PWD/bin:$PATH
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+source "$(dirname "$0")/device-common.sh"
 P=/tmp/prof; mkdir -p $P
-exec > >(tee $OUT/log.txt) 2>&1
-echo "== machine"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+machine
 which ncu || { echo "no ncu"; exit 1; }
 ( time k3-mkcheckpoint --config moe1.json -o /tmp/moe1 --seed 3 --quiet ) 2>&1 | grep -E "real|error"
 prof() { # NAME KERNEL_REGEX COUNT ARTIFACT k3-run args...
