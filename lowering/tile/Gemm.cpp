@@ -1154,14 +1154,21 @@ static GroupItem groupItemAt(KernelBuilder &kb, const Spec &g, Value item) {
   return GroupItem{j, e, m0, end, kb.sub(end, kb.idx(1))};
 }
 
-void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
+/// The grouped expert GEMMs' own checks and the grid's, as errors naming the
+/// kernel (`gridKnob`: the switch that sets the grid, for the message).
+template <typename Spec>
+static void checkGrouped(KernelBuilder &kb, const Spec &g, int64_t grid, const char *gridKnob) {
   if (std::string why = g.check(kb.info()); !why.empty())
     llvm::report_fatal_error(llvm::Twine("k3c: bad expert GEMM ") + g.name + ": " + why,
                              /*gen_crash_diag=*/false);
   if (grid < 1)
     llvm::report_fatal_error(llvm::Twine("k3c: bad expert GEMM ") + g.name +
-                                 ": blocks per SM (K3C_MOE_CTAS_*) must be >= 1",
+                                 ": blocks per SM" + gridKnob + " must be >= 1",
                              /*gen_crash_diag=*/false);
+}
+
+void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
+  checkGrouped(kb, g, grid, " (K3C_MOE_CTAS_*)");
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t bm = g.bm, KT = g.kTile, S = g.stages, wM = g.warpsM, threads = 32 * g.warps();
@@ -1620,13 +1627,7 @@ static void wgACopyStage(KernelBuilder &kb, const MxfpGroupedWgmma &g, Value as,
 }
 
 void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid) {
-  if (std::string why = g.check(kb.info()); !why.empty())
-    llvm::report_fatal_error(llvm::Twine("k3c: bad expert GEMM ") + g.name + ": " + why,
-                             /*gen_crash_diag=*/false);
-  if (grid < 1)
-    llvm::report_fatal_error(llvm::Twine("k3c: bad expert GEMM ") + g.name +
-                                 ": blocks per SM must be >= 1",
-                             /*gen_crash_diag=*/false);
+  checkGrouped(kb, g, grid, "");
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
