@@ -845,7 +845,9 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
 /// for swizzled K-major), stride 1024 bytes between 8-row atoms (bits 32-45),
 /// swizzle mode 1 = 128 B (bits 62-63). `addr` is the shared-space address
 /// (i64); advancing it by 32 bytes steps K by 16 inside the swizzled row.
-static Value smemDescriptor(KernelBuilder &kb, Value addr) {
+/// With `leadingBytes` (an MN-major operand, wgmmaChain), the leading
+/// offset is the byte distance between its 64-element MN blocks.
+static Value smemDescriptor(KernelBuilder &kb, Value addr, int64_t leadingBytes = 16) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   Type i64 = b.getI64Type();
@@ -854,8 +856,54 @@ static Value smemDescriptor(KernelBuilder &kb, Value addr) {
         .getResult();
   };
   Value lo = arith::ShRUIOp::create(b, loc, arith::AndIOp::create(b, loc, addr, c(0x3FFFF)), c(4));
-  Value fixed = c((1ull << 16) | (uint64_t(1024 >> 4) << 32) | (1ull << 62));
+  Value fixed = c((uint64_t((leadingBytes & 0x3FFFF) >> 4) << 16) |
+                  (uint64_t(1024 >> 4) << 32) | (1ull << 62));
   return arith::OrIOp::create(b, loc, lo, fixed);
+}
+
+/// The descriptors of an operand's k16 steps: the first step's, then
+/// each step's start address added into its low bits (shared addresses stay
+/// below 256 KB, so the 14-bit field never carries), all before the fence.
+static SmallVector<Value> stepDescriptors(KernelBuilder &kb, const WgmmaOperand &op,
+                                          int64_t ksteps) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Value base = smemDescriptor(kb, op.addr, op.mnMajor ? op.blockBytes : 16);
+  SmallVector<Value> out;
+  for (int64_t s = 0; s < ksteps; ++s) {
+    // K-major: 16 columns are 32 bytes of a 128-byte row, then the next
+    // 64-column block; MN-major: 16 rows of 128 bytes.
+    int64_t off = op.mnMajor ? s * 16 * 128 : (s / 4) * op.blockBytes + (s % 4) * 32;
+    out.push_back(off ? arith::AddIOp::create(b, loc, base,
+                                              arith::ConstantOp::create(
+                                                  b, loc, b.getIntegerAttr(b.getI64Type(), off >> 4)))
+                            .getResult()
+                      : base);
+  }
+  return out;
+}
+
+Value wgmmaChain(KernelBuilder &kb, Type accType, Value acc, const WgmmaOperand &a,
+                 const WgmmaOperand &bOp, int64_t n, int64_t ksteps) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  MLIRContext *ctx = b.getContext();
+  assert(!a.mnMajor && "A is K-major");
+  SmallVector<Value> da = stepDescriptors(kb, a, ksteps), db = stepDescriptors(kb, bOp, ksteps);
+  // No accumulator: the first step overwrites (scale-d 0) undefined ones.
+  const bool fresh = !acc;
+  if (fresh)
+    acc = LLVM::UndefOp::create(b, loc, accType);
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  for (int64_t s = 0; s < ksteps; ++s)
+    acc = NVVM::WgmmaMmaAsyncOp::create(
+        b, loc, accType, acc, da[s], db[s], NVVM::MMAShapeAttr::get(ctx, 64, n, 16),
+        NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
+        fresh && s == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
+        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
+        bOp.mnMajor ? NVVM::MMALayout::row : NVVM::MMALayout::col, nullptr);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return acc;
 }
 
 /// One 64-column stage of a warpgroup's 64 x bn tile: four
@@ -876,6 +924,46 @@ static Value wgmmaK64(KernelBuilder &kb, Type accType, Value acc, Value aAddr, V
         NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
         NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
         NVVM::MMALayout::row, NVVM::MMALayout::col, nullptr);
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return acc;
+}
+
+Value wgmmaChainRegA(KernelBuilder &kb, Type accType, Value acc,
+                     ArrayRef<std::array<Value, 4>> aRegs, const WgmmaOperand &bOp, int64_t n) {
+  // The NVVM dialect's wgmma.mma_async takes A from shared memory only; the
+  // register-A form is the one instruction k3c writes as inline PTX (here):
+  // d += a b with d the n / 2 accumulators (tied in and out), a four b32
+  // registers, b the shared-memory descriptor, scale-d 1, no negation, B
+  // transposed when MN-major.
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  const int64_t m = n / 2;
+  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n" +
+                     std::to_string(n) + "k16.f32.bf16.bf16 {";
+  std::string constraints;
+  for (int64_t i = 0; i < m; ++i) {
+    text += (i ? ", $" : "$") + std::to_string(i);
+    constraints += "=f,";
+  }
+  text += "}, {$" + std::to_string(m) + ", $" + std::to_string(m + 1) + ", $" +
+          std::to_string(m + 2) + ", $" + std::to_string(m + 3) + "}, $" + std::to_string(m + 4) +
+          ", p, 1, 1, " + (bOp.mnMajor ? "1" : "0") + ";\n}";
+  constraints += "r,r,r,r,l";
+  for (int64_t i = 0; i < m; ++i)
+    constraints += "," + std::to_string(i);
+  SmallVector<Value> db = stepDescriptors(kb, bOp, aRegs.size());
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  for (size_t s = 0; s < aRegs.size(); ++s) {
+    SmallVector<Value> operands(aRegs[s].begin(), aRegs[s].end());
+    operands.push_back(db[s]);
+    for (int64_t i = 0; i < m; ++i)
+      operands.push_back(LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}));
+    acc = LLVM::InlineAsmOp::create(b, loc, accType, operands, text, constraints,
+                                    /*has_side_effects=*/true, /*is_align_stack=*/false,
+                                    LLVM::tailcallkind::TailCallKind::None,
+                                    LLVM::AsmDialectAttr(), ArrayAttr())
+              .getResult(0);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;

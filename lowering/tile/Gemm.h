@@ -23,6 +23,8 @@
 
 #include "lowering/KernelBuilder.h"
 
+#include <array>
+
 namespace k3c::lowering {
 
 // FMA tile sizes (GPU; the host runs one thread a block).
@@ -183,6 +185,31 @@ void mmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, m
 void wgmmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
                  const WgmmaTile &tile, mlir::Value residual = {}, const GluPair &glu = {},
                  const MoreProjections &more = {}, mlir::Value splitWs = {});
+/// A wgmma operand tile in 128-byte-swizzled shared memory (rows of 64
+/// bf16, 16-byte chunk c of row r at chunk c ^ (r % 8), 8-row atoms 1024
+/// bytes apart, the tile starting on a 1024-byte boundary) at shared address
+/// `addr` (i64). K-major (rows are M or N, K along the row): a K beyond 64
+/// continues in the next 64-column block, `blockBytes` further. MN-major (B
+/// only: rows are K, N along the row, wgmma's transposed B): N beyond 64
+/// continues `blockBytes` further.
+struct WgmmaOperand {
+  mlir::Value addr;
+  int64_t blockBytes = 0;
+  bool mnMajor = false;
+};
+/// acc += A B over `ksteps` k16 steps of wgmma.m64n{n}k16 (bf16 -> f32),
+/// fenced and committed as one group (wait with wgmma.wait_group); a null
+/// `acc` starts from zero (scale-d 0 on the first step).
+mlir::Value wgmmaChain(KernelBuilder &kb, mlir::Type accType, mlir::Value acc,
+                       const WgmmaOperand &a, const WgmmaOperand &b, int64_t n, int64_t ksteps);
+/// acc += A B with A in registers (wgmma.mma_async's register-A form, one
+/// k16 step per entry of `aRegs`: the four b32 registers of the warpgroup's
+/// m64 x k16 A slice in the m64 accumulator layout, i.e. mma.sync's m16n8k16
+/// A fragment per warp), B from shared memory; fenced and committed as one
+/// group.
+mlir::Value wgmmaChainRegA(KernelBuilder &kb, mlir::Type accType, mlir::Value acc,
+                           llvm::ArrayRef<std::array<mlir::Value, 4>> aRegs,
+                           const WgmmaOperand &b, int64_t n);
 /// Split-K of the batched-decode wgmma tile (wgmmaLinear's splitWs): ways
 /// and the most rows it serves.
 constexpr int64_t kSplitK = 2, kSplitRows = 128;
