@@ -13,14 +13,17 @@
 //  * up-projected flash prefill (bf16 builds on tensor-core targets, launches
 //    of at least kFlashFrom tokens, sequences with no cached context): the
 //    new tokens' c_n is up-projected once, k_nope | v = c_n W_kvb^T, by the
-//    GEMM layer, then a FlashAttention-2 style kernel runs per (query tile,
-//    head): Q tile in registers, K / V tiles streamed by cp.async through a
-//    double-buffered shared-memory ring, S = Q K^T and O += P V as
-//    mma.sync m16n8k16 (P reused from the S accumulators as bf16 A
-//    fragments), online softmax in registers with ex2, causal tiles only
-//    up to the diagonal, heaviest tiles first. Attention at head dims
-//    192 / 128 costs 3.4x fewer FLOPs than at 576 / 512 (absorbed), and k_nope
-//    and v round to bf16 as in the reference.
+//    GEMM layer, then a flash kernel runs per (query tile, head): on sm_90a
+//    with warpgroup MMA (flashPrefillWgmma: Q and a cp.async K / V ring in
+//    swizzled shared memory, S = Q K^T from shared-memory descriptors, P in
+//    registers for O += P V, the next tile's S and this tile's P V in flight
+//    while the softmax runs), elsewhere FlashAttention-2 style (Q tile in
+//    registers, K / V double-buffered by cp.async, S = Q K^T and O += P V as
+//    mma.sync m16n8k16, P reused from the S accumulators as bf16 A
+//    fragments); online softmax in registers with ex2, causal tiles only up
+//    to the diagonal, heaviest tiles first. Attention at head dims 192 / 128
+//    costs 3.4x fewer FLOPs than at 576 / 512 (absorbed), and k_nope and v
+//    round to bf16 as in the reference.
 //
 // The rule (compile time: the target and dtypes; run time: the launch's
 // token count and each sequence's cached length) is documented in
@@ -50,16 +53,28 @@ struct FlashPlan {
   int64_t warps = 8, bm = 128, bn = 64, from = 64;
   bool decodeToo = false; ///< decode launches (one token a sequence) take the branch too
   int64_t H = 0, nope = 0, rope = 0, dv = 0, R = 0, qk = 0, qkPad = 0, dvPad = 0;
+  /// Warpgroup MMA (sm_90a): warpgroups of 64 query rows (bm / 64 a
+  /// block), head dims padded to 64-column blocks of 128-byte swizzled rows,
+  /// a `stages`-deep K / V ring (flashPrefillWgmma).
+  bool wg = false;
+  int64_t stages = 3;
+  int64_t qBlocks() const { return roundUp64(qk) / 64; }
+  int64_t vBlocks() const { return roundUp64(dv) / 64; }
   int64_t qPitch() const { return qkPad + 8; } // +16 bytes: conflict-free ldmatrix rows
   int64_t vPitch() const { return dvPad + 8; }
-  int64_t qBytes() const { return bm * qPitch() * 2; }
-  int64_t kBytes() const { return 2 * bn * qPitch() * 2; }
-  int64_t vBytes() const { return 2 * bn * vPitch() * 2; }
-  int64_t sharedBytes() const { return qBytes() + kBytes() + vBytes(); }
+  int64_t qBytes() const { return wg ? qBlocks() * bm * 128 : bm * qPitch() * 2; }
+  int64_t kStage() const { return qBlocks() * bn * 128; }
+  int64_t vStage() const { return vBlocks() * bn * 128; }
+  int64_t kBytes() const { return wg ? stages * kStage() : 2 * bn * qPitch() * 2; }
+  int64_t vBytes() const { return wg ? stages * vStage() : 2 * bn * vPitch() * 2; }
+  /// wgmma: plus 1 KB to align the tiles to the 1024-byte swizzle atom.
+  int64_t sharedBytes() const { return qBytes() + kBytes() + vBytes() + (wg ? 1024 : 0); }
   std::string name() const {
-    return "flash_" + std::to_string(bm) + "x" + std::to_string(bn) + "_d" +
+    return std::string(wg ? "flash_wg_" : "flash_") + std::to_string(bm) + "x" +
+           std::to_string(bn) + (wg && stages != 3 ? "_s" + std::to_string(stages) : "") + "_d" +
            std::to_string(qk) + "_" + std::to_string(dv);
   }
+  static int64_t roundUp64(int64_t v) { return (v + 63) / 64 * 64; }
 };
 } // namespace
 
@@ -91,6 +106,25 @@ static FlashPlan flashPlan(MlaAttentionOp attn, Target target) {
   p.dvPad = roundUp(p.dv, 16);
   p.warps = intFromEnv("K3C_MLA_FLASH_WARPS", 8);
   p.bm = 16 * p.warps;
+  // Warpgroup MMA where the target has it (K3C_MLA_FLASH_WGMMA=0: the
+  // mma.sync kernel; K3C_MLA_FLASH_STAGES: the K / V ring's depth).
+  if (info.wgmma && intFromEnv("K3C_MLA_FLASH_WGMMA", 1)) {
+    FlashPlan w = p;
+    w.wg = true;
+    // K3C_MLA_FLASH_WG_BM: 128 query rows a block (two warpgroups) or 64;
+    // K3C_MLA_FLASH_WG_BN: key tiles of 128 positions or 64 (S = Q K^T as
+    // m64n64 reads both operands from shared memory at its full bandwidth).
+    w.bm = intFromEnv("K3C_MLA_FLASH_WG_BM", 128) == 64 ? 64 : 128;
+    w.warps = w.bm / 16;
+    w.bn = intFromEnv("K3C_MLA_FLASH_WG_BN", 64) == 128 ? 128 : 64;
+    w.stages = intFromEnv("K3C_MLA_FLASH_STAGES", 3);
+    if (w.stages >= 3 && w.stages <= 4 && w.sharedBytes() <= info.maxSharedPerBlock) {
+      w.from = p.from = std::max<int64_t>(2, intFromEnv("K3C_MLA_FLASH_FROM", 64));
+      w.decodeToo = intFromEnv("K3C_MLA_FLASH_DECODE", 0) != 0;
+      w.on = true;
+      return w;
+    }
+  }
   p.from = std::max<int64_t>(2, intFromEnv("K3C_MLA_FLASH_FROM", 64));
   p.decodeToo = intFromEnv("K3C_MLA_FLASH_DECODE", 0) != 0;
   // Registers a thread: Q fragments, S and O accumulators.
@@ -438,6 +472,313 @@ static void flashPrefill(KernelBuilder &kb, const FlashPlan &p, Value q, Value k
               Value v[2];
               for (int64_t e = 0; e < 2; ++e)
                 v[e] = gatedOutput(kb, kb.fmul(fin[t * 4 + 2 * hf + e], inv), gate, row,
+                                   kb.add(col, kb.idx(e)), outType);
+              storeAccPair(kb, out, row, col, v[0], v[1], limit, p.H * p.dv);
+            }
+          });
+        }
+      });
+    });
+  }, p.sharedBytes(), "mla_" + p.name());
+}
+
+/// The flash prefill on warpgroup MMA (sm_90a; see the file comment for the
+/// blocks and tiles): a block of bm / 64 warpgroups takes bm query rows of
+/// one head, each warpgroup 64. Q, K and V sit in 128-byte-swizzled shared
+/// memory (64-column blocks; K / V through a `stages`-deep cp.async ring).
+/// Per key tile of bn positions a warpgroup computes S = Q K^T with
+/// wgmma.m64n{bn}k16 (both operands K-major from shared memory), the online
+/// softmax on its S accumulators (the m64 accumulator layout is mma.sync's
+/// m16n8 per warp: rows 16 (warp % 4) + lane / 4 (+ 8), columns
+/// 8 j + 2 (lane % 4) + e), and O += P V with P (bf16) kept in registers as
+/// the A operand of the register-A wgmma (the same layout, two n8 tiles a
+/// k16 step) and V read as an MN-major (transposed) B: the value rows stay
+/// as they are in memory.
+static void flashPrefillWgmma(KernelBuilder &kb, const FlashPlan &p, Value q, Value kv,
+                              Value kvup, Value lens, Value cacheLens, Value gate, Value out,
+                              double scale) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  MLIRContext *ctx = b.getContext();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type(),
+       outType = cast<MemRefType>(out.getType()).getElementType();
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
+  const int64_t bm = p.bm, bn = p.bn, S = p.stages, QB = p.qBlocks(), VB = p.vBlocks();
+  const int64_t dvW = 64 * VB, sN = bn / 8;
+  const int64_t headRow = p.nope + p.dv; // kvup columns a head
+  const float scaleLog2 = static_cast<float>(scale * 1.4426950408889634);
+  auto sAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(bn / 2, f32));
+  auto oAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(dvW / 2, f32));
+  Value T = kb.dim(q, 0), N = kb.dim(lens, 0);
+  Value slots = kb.add(kb.ceilDiv(T, bm), N);
+
+  kb.blocks({slots, kb.idx(p.H)}, 32 * p.warps, [&](ValueRange bid, ThreadBlock &tb) {
+    Value h = bid[1];
+    ChunkSlot cs = findChunk(kb, tb, lens, bid[0], bm);
+    kb.ifThen(cs.valid, [&] {
+      Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
+      kb.ifThen(kb.ieq(past, kb.idx(0)), [&] {
+        // Heaviest tiles (last in the sequence) first.
+        Value tiles = kb.ceilDiv(cs.len, bm);
+        Value t0 = kb.mul(kb.sub(kb.sub(tiles, kb.idx(1)), kb.div(cs.t0, bm)), bm);
+        Value rows = kb.minu(kb.idx(bm), kb.sub(cs.len, t0));
+        Value row0 = kb.add(cs.start, t0);
+        Value kvEnd = kb.add(t0, rows); // positions [0, kvEnd) are visible
+        Value nKv = kb.ceilDiv(kvEnd, bn);
+
+        // Tiles from the first 1024-byte boundary of dynamic shared memory.
+        auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+        Value raw = gpu::DynamicSharedMemoryOp::create(
+            b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                                    MemRefLayoutAttrInterface{}, space));
+        Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, raw);
+        Value pad = kb.rem(kb.sub(kb.idx(1024), kb.rem(base, 1024)), 1024);
+        auto view = [&](int64_t offset, ArrayRef<int64_t> shape) {
+          return memref::ViewOp::create(
+                     b, loc, MemRefType::get(shape, bf16, MemRefLayoutAttrInterface{}, space), raw,
+                     kb.add(pad, kb.idx(offset)), ValueRange{})
+              .getResult();
+        };
+        const int64_t kOff = p.qBytes(), vOff = kOff + p.kBytes();
+        Value qs = view(0, {QB, bm, 64}), ks = view(kOff, {S, QB, bn, 64}),
+              vs = view(vOff, {S, VB, bn, 64});
+        auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
+        Value aligned = kb.add(base, pad);
+
+        // Column `col` (a multiple of 8) of row r of a swizzled tile: block
+        // col / 64, element column 8 ((col % 64 / 8) ^ (r % 8)).
+        auto swz = [&](Value r, Value col) {
+          Value chunk = kb.div(kb.rem(col, 64), 8);
+          Value phys = arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
+          return std::make_pair(kb.div(col, 64), kb.mul(phys, 8));
+        };
+        // Padding columns [from, to) of every row zeroed once (no copy
+        // writes them; zeros keep them out of the products).
+        auto zeroPad = [&](Value buf, std::optional<int64_t> slot, int64_t nRows, int64_t from,
+                           int64_t to) {
+          int64_t chunks = (to - from) / 8;
+          if (!chunks)
+            return;
+          kb.strided(tb, kb.idx(0), kb.idx(nRows * chunks), [&](Value lin) {
+            Value r = kb.div(lin, chunks), c = kb.add(kb.mul(kb.rem(lin, chunks), 8), from);
+            auto [blk, col] = swz(r, c);
+            SmallVector<Value> at;
+            if (slot)
+              at.push_back(kb.idx(*slot));
+            at.append({blk, r, col});
+            kb.zeroVec(buf, at, 8);
+          });
+        };
+        zeroPad(qs, std::nullopt, bm, p.qk, 64 * QB);
+        for (int64_t sl = 0; sl < S; ++sl) {
+          zeroPad(ks, sl, bn, p.qk, 64 * QB);
+          zeroPad(vs, sl, bn, p.dv, dvW);
+        }
+
+        // cp.async of `nRows` rows x `chunks` 16-byte chunks: tile row r is
+        // src row srcRow0 + r (zero-filled from `valid` rows on), columns
+        // srcCol0 + 8c, into tile columns dstCol0 + 8c (swizzled).
+        auto copy = [&](Value src, Value srcRow0, Value srcCol0, Value valid, int64_t nRows,
+                        int64_t chunks, Value dst, Value slot, int64_t dstCol0) {
+          int64_t total = nRows * chunks;
+          for (int64_t i = 0; i * tb.threads < total; ++i) {
+            Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
+            if (total % tb.threads) // duplicates copy the same chunk again
+              lin = kb.minu(lin, kb.idx(total - 1));
+            Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
+            Value ok = kb.ult(r, valid);
+            Value srcRow = kb.select(ok, kb.add(srcRow0, r), kb.idx(0));
+            Value n = kb.select(ok, kb.idx(8), kb.idx(0));
+            auto [blk, col] = swz(r, kb.add(c8, kb.idx(dstCol0)));
+            SmallVector<Value> di;
+            if (slot)
+              di.push_back(slot);
+            di.append({blk, r, col});
+            nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, dst, di, src,
+                                             ValueRange{srcRow, kb.add(srcCol0, c8)},
+                                             b.getIndexAttr(8), n, b.getUnitAttr());
+          }
+        };
+        Value headCol = kb.mul(h, headRow);
+        // Key / value tile j into ring slot j % S (tiles past the last read
+        // nothing: the group stays, so the wait counts hold).
+        auto issueKv = [&](Value j) {
+          Value p0 = kb.mul(j, bn), slot = kb.rem(j, S), at = kb.add(cs.start, p0);
+          Value valid = kb.select(kb.ult(j, nKv), kb.sub(kvEnd, p0), kb.idx(0));
+          copy(kvup, at, headCol, valid, bn, p.nope / 8, ks, slot, 0);
+          copy(kv, at, kb.idx(p.R), valid, bn, p.rope / 8, ks, slot, p.nope);
+          copy(kvup, at, kb.add(headCol, kb.idx(p.nope)), valid, bn, p.dv / 8, vs, slot, 0);
+          NVVM::CpAsyncCommitGroupOp::create(b, loc);
+        };
+        copy(q, row0, kb.mul(h, p.qk), rows, bm, p.qk / 8, qs, Value(), 0);
+        for (int64_t s = 0; s + 1 < S; ++s)
+          issueKv(kb.idx(s));
+
+        Value lane = tb.lane, wg = kb.div(tb.tid, 128);
+        Value wRow = kb.add(kb.mul(wg, 64), kb.mul(kb.rem(tb.warp, 4), 16));
+        Value g = kb.div(lane, 4), c2 = kb.mul(kb.rem(lane, 4), 2);
+        // This thread's query positions (rows g and g + 8 of its warp's 16).
+        Value qi[2] = {kb.add(kb.add(t0, wRow), g), kb.add(kb.add(t0, wRow), kb.add(g, 8))};
+        Value negInf = kb.f32(-INFINITY), zero = kb.f32(0.0);
+        Value qAddr = toI64(kb.add(aligned, kb.mul(wg, 64 * 128)));
+        auto at = [&](Value acc, int64_t i) {
+          return LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}).getResult();
+        };
+
+        auto kAddrOf = [&](Value j) {
+          return toI64(kb.add(aligned, kb.add(kb.idx(kOff), kb.mul(kb.rem(j, S), p.kStage()))));
+        };
+        auto vAddrOf = [&](Value j) {
+          return toI64(kb.add(aligned, kb.add(kb.idx(vOff), kb.mul(kb.rem(j, S), p.vStage()))));
+        };
+        // Tile j of every thread landed and made visible to the async proxy
+        // and to every warpgroup.
+        auto landed = [&](int64_t pending) {
+          NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(pending));
+          NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
+                                     NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+          kb.barrier(tb);
+        };
+        auto sProduct = [&](Value j) {
+          return wgmmaChain(kb, sAccType, Value(), {qAddr, bm * 128, false},
+                            {kAddrOf(j), bn * 128, false}, bn, 4 * QB);
+        };
+        // The online softmax of key tile j's S (in log2 units; `mask`: the
+        // future masked): returns P (fp32, the accumulator layout) and
+        // updates m[2], l[2] (state[0..3]); alpha[2] rescales O.
+        auto softmax = [&](Value sAcc, Value j, bool mask, MutableArrayRef<Value> state,
+                           Value alpha[2]) {
+          SmallVector<Value> sv;
+          for (int64_t i = 0; i < bn / 2; ++i)
+            sv.push_back(at(sAcc, i));
+          Value pBase = kb.add(kb.mul(j, bn), c2), cLog2 = kb.f32(scaleLog2);
+          // max.f32 (a NaN score leaves the maximum alone and still turns its
+          // row's P, sum and output NaN) and one FMA an exponent.
+          auto maxnum = [&](Value x, Value y) {
+            return LLVM::MaxNumOp::create(b, loc, x, y).getResult();
+          };
+          for (int64_t hf = 0; hf < 2; ++hf) {
+            Value mx = negInf;
+            for (int64_t t = 0; t < sN; ++t)
+              for (int64_t e = 0; e < 2; ++e) {
+                Value &v = sv[t * 4 + 2 * hf + e];
+                if (mask)
+                  v = kb.select(kb.ule(kb.add(pBase, kb.idx(t * 8 + e)), qi[hf]), v, negInf);
+                mx = maxnum(mx, v);
+              }
+            for (int64_t off : {1, 2}) // the row's 4 lanes
+              mx = maxnum(mx, shuffleF32(kb, mx, kb.idx(off), gpu::ShuffleMode::XOR));
+            Value mOld = state[hf], mNew = maxnum(mOld, kb.fmul(mx, cLog2));
+            alpha[hf] = kb.exp2(kb.fsub(mOld, mNew));
+            Value negM = kb.fneg(mNew), rowSum = zero;
+            for (int64_t t = 0; t < sN; ++t)
+              for (int64_t e = 0; e < 2; ++e) {
+                Value &v = sv[t * 4 + 2 * hf + e];
+                v = kb.exp2(LLVM::FMAOp::create(b, loc, v, cLog2, negM));
+                rowSum = kb.fadd(rowSum, v);
+              }
+            state[hf] = mNew;
+            state[2 + hf] = kb.fadd(kb.fmul(state[2 + hf], alpha[hf]), rowSum);
+          }
+          return sv;
+        };
+        // P (bf16) as P V's register-A slices: k step kk takes the values of
+        // n8 tiles 2kk and 2kk + 1. Packed only after the previous P V has
+        // retired: registers a wgmma in flight reads must not be written
+        // (ptxas would serialize the wgmma pipeline).
+        // (One cvt.rn.bf16x2.f32 a pair: the low half the lower column.)
+        auto pack = [&](Value lo, Value hi) {
+          Value v = NVVM::ConvertF32x2ToBF16x2Op::create(
+              b, loc, VectorType::get({2}, bf16), hi, lo, Value(), NVVM::FPRoundingMode::RN,
+              NVVM::SaturationMode::NONE, false);
+          return LLVM::BitcastOp::create(b, loc, b.getI32Type(), v).getResult();
+        };
+        auto packP = [&](ArrayRef<Value> sv) {
+          SmallVector<Value> pa;
+          for (int64_t kk = 0; kk < bn / 16; ++kk) {
+            const Value *s0 = &sv[2 * kk * 4], *s1 = &sv[(2 * kk + 1) * 4];
+            pa.append({pack(s0[0], s0[1]), pack(s0[2], s0[3]), pack(s1[0], s1[1]),
+                       pack(s1[2], s1[3])});
+          }
+          return pa;
+        };
+        auto pvProduct = [&](Value o, ArrayRef<Value> pa, Value j) {
+          SmallVector<std::array<Value, 4>> steps;
+          for (size_t i = 0; i < pa.size(); i += 4)
+            steps.push_back({pa[i], pa[i + 1], pa[i + 2], pa[i + 3]});
+          return wgmmaChainRegA(kb, oAccType, o, steps, {vAddrOf(j), bn * 128, true}, dvW);
+        };
+        auto scaleO = [&](Value o, Value alpha[2]) {
+          for (int64_t i = 0; i < dvW / 2; ++i)
+            o = LLVM::InsertValueOp::create(b, loc, o, kb.fmul(at(o, i), alpha[(i % 4) / 2]),
+                                            ArrayRef<int64_t>{i});
+          return o;
+        };
+
+        // Tile 0: S, its softmax (masked: it may hold the diagonal).
+        landed(S - 2);
+        Value s0 = sProduct(kb.idx(0));
+        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+        SmallVector<Value> st{negInf, negInf, zero, zero};
+        Value alpha0[2];
+        SmallVector<Value> p0 = packP(softmax(s0, kb.idx(0), true, st, alpha0));
+        // Carried: O, m[2], l[2], P of tile j.
+        SmallVector<Value> init{LLVM::ZeroOp::create(b, loc, oAccType).getResult()};
+        init.append(st.begin(), st.end());
+        init.append(p0.begin(), p0.end());
+        // Step j (j + 1 < nKv): tile j + 1 landed (issued two steps ago),
+        // every warpgroup done with tile j - 1, whose slot takes tile
+        // j + S - 1; S of tile j + 1 and O += P V of tile j go to the tensor
+        // cores as two groups; the softmax of tile j + 1 runs while P V of
+        // tile j does; then O is rescaled for it.
+        auto step = [&](Value j, ValueRange in, bool mask) {
+          landed(S - 3);
+          issueKv(kb.add(j, kb.idx(S - 1)));
+          Value next = kb.add(j, kb.idx(1));
+          Value sAcc = sProduct(next);
+          SmallVector<Value> pPrev(in.begin() + 5, in.end());
+          Value o = pvProduct(in[0], pPrev, j);
+          NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(1));
+          SmallVector<Value> state(in.begin() + 1, in.begin() + 5);
+          Value alpha[2];
+          SmallVector<Value> sv = softmax(sAcc, next, mask, state, alpha);
+          NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+          SmallVector<Value> pa = packP(sv);
+          SmallVector<Value> out{scaleO(o, alpha)};
+          out.append(state.begin(), state.end());
+          out.append(pa.begin(), pa.end());
+          return out;
+        };
+        // Tiles before the block's first query need no mask: steps
+        // [0, lo) softmax tiles 1 .. lo < diag.
+        Value diag = kb.minu(kb.div(t0, bn), nKv);
+        Value lo = kb.select(kb.ieq(diag, kb.idx(0)), kb.idx(0), kb.sub(diag, kb.idx(1)));
+        Value last = kb.sub(nKv, kb.idx(1));
+        SmallVector<Value> mid = kb.loop(kb.idx(0), lo, init, [&](Value j, ValueRange in) {
+          return step(j, in, false);
+        });
+        SmallVector<Value> fin = kb.loop(lo, last, mid, [&](Value j, ValueRange in) {
+          return step(j, in, true);
+        });
+        // The last tile's P V.
+        fin[0] = pvProduct(fin[0], ArrayRef<Value>(fin).drop_front(5), last);
+        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+
+        // Epilogue: O / l (l summed over the row's 4 lanes), the gate.
+        Value limit = kb.add(row0, rows);
+        for (int64_t hf = 0; hf < 2; ++hf) {
+          Value l = fin[3 + hf];
+          for (int64_t off : {1, 2})
+            l = kb.fadd(l, shuffleF32(kb, l, kb.idx(off), gpu::ShuffleMode::XOR));
+          Value inv = kb.fdiv(kb.f32(1.0), l);
+          Value row = kb.add(row0, kb.add(kb.add(wRow, g), kb.idx(8 * hf)));
+          kb.ifThen(kb.ult(row, limit), [&] {
+            for (int64_t t = 0; t < p.dv / 8; ++t) {
+              Value col = kb.add(kb.mul(h, p.dv), kb.add(c2, kb.idx(t * 8)));
+              Value v[2];
+              for (int64_t e = 0; e < 2; ++e)
+                v[e] = gatedOutput(kb, kb.fmul(at(fin[0], t * 4 + 2 * hf + e), inv), gate, row,
                                    kb.add(col, kb.idx(e)), outType);
               storeAccPair(kb, out, row, col, v[0], v[1], limit, p.H * p.dv);
             }
@@ -1042,8 +1383,20 @@ static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, Val
     Value qa = kb.shared(tb, {G, gr.cd}, gr.f32);
     Value ml = kb.shared(tb, {2, tb.warps, G}, gr.f32);
     Value olat = kb.shared(tb, {G, gr.R}, gr.f32);
-    kb.loop(kb.mul(bid[0], tpb), kb.minu(kb.mul(kb.add(bid[0], kb.idx(1)), tpb), T),
-            [&](Value row) {
+    // A block whose rows all belong to one fresh sequence (the common case
+    // of a prefill launch) returns at once: one scan of seq_lens instead of
+    // one a row (6144 blocks at 8192 tokens and 96 heads took 0.35 ms).
+    Value first = kb.mul(bid[0], tpb), end = kb.minu(kb.add(first, kb.idx(tpb)), T);
+    ChunkSlot head = findChunk(kb, tb, lens, first, 1);
+    Value fresh = kb.andi(
+        kb.ieq(kb.toIndex(kb.load(cacheLens, {kb.select(head.valid, head.n, kb.idx(0))})),
+               kb.idx(0)),
+        kb.ule(end, kb.add(head.start, head.len)));
+    Value skip = kb.andi(head.valid, fresh);
+    Value run = arith::XOrIOp::create(kb.b, kb.loc, skip,
+                                      arith::ConstantIntOp::create(kb.b, kb.loc, 1, 1));
+    kb.ifThen(run, [&] {
+    kb.loop(first, end, [&](Value row) {
       ChunkSlot cs = findChunk(kb, tb, lens, row, 1);
       Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
       kb.ifThen(kb.ult(kb.idx(0), past), [&] {
@@ -1057,6 +1410,7 @@ static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, Val
         gr.project(tb, olat, row, g);
         kb.barrier(tb);
       });
+    });
     });
   }, 0, name);
 }
@@ -1722,7 +2076,10 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
       prefill,
       [&] {
         lowerLinear(kb, cn, kvb, kvup);
-        flashPrefill(kb, fp, q, kv, kvup, lens, cacheLens, gate, out, scale);
+        if (fp.wg)
+          flashPrefillWgmma(kb, fp, q, kv, kvup, lens, cacheLens, gate, out, scale);
+        else
+          flashPrefill(kb, fp, q, kv, kvup, lens, cacheLens, gate, out, scale);
         absorbed(true);
       },
       [&] { absorbed(false); });

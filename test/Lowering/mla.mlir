@@ -1,9 +1,17 @@
 // --k3-lower-kernels on k3-tiny's MLA attention (latent cache of 40 = 32 + 8,
 // nope 16, v 16, 4 heads, bf16). sm_90a: phase 1 appends the latent; then a
 // host-side branch on the launch's token count: from 64 tokens the
-// up-projection (GEMM layer) and the flash prefill (cp.async K / V ring,
-// ldmatrix, mma.sync for S = Q K^T and, with ldmatrix.trans of V, O += P V,
-// ex2 softmax, head dims padded 24 -> 32 and 16), plus the absorbed kernel
+// up-projection (GEMM layer) and the flash prefill on warpgroup MMA (two
+// warpgroups of 64 query rows a block; Q and a 3-deep cp.async K / V ring in
+// 128-byte-swizzled shared memory, head dims padded 24 -> 64 and 16 -> 64:
+// 16 + 3 x (8 + 8) KB + 1 KB of alignment): tile 0's S = Q K^T
+// (wgmma.m64n64k16, both operands K-major) and softmax, then per step the
+// next tile's S and this tile's O += P V (P in registers, packed by
+// cvt.rn.bf16x2: the register-A wgmma, inline PTX; V a transposed B) in
+// flight as two groups, the softmax (max.f32, an FMA an exponent) while
+// P V runs, and the last tile's P V after the loop; K3C_MLA_FLASH_WGMMA=0 keeps
+// the mma.sync flash kernel (ldmatrix, mma.sync for S = Q K^T and, with
+// ldmatrix.trans of V, O += P V, head dims padded 24 -> 32 and 16), plus the absorbed kernel
 // for cached sequences 16 tokens a block; decode and small launches take the
 // split absorbed form in rounds of 64 tokens (a host-side loop): q_abs of
 // the round (a block per head and 8 tokens, stored in bf16), the core on
@@ -16,6 +24,7 @@
 // shuffles). The host has the absorbed form a block per (token, head) (its
 // scratch arguments go unused).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
+// RUN: env K3C_MLA_FLASH_WGMMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA2
 // RUN: env K3C_MLA_DECODE_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FMA
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 
@@ -28,17 +37,46 @@
 // GPU: gpu.launch
 // GPU: scf.if
 // GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_linear_
-// GPU: dynamic_shared_memory_size %c{{[0-9]+}}_i32 module(@k3_mla_attn_{{[0-9a-f]+}}_mla_flash_128x64_d24_16)
+// GPU: threads({{.*}} = %c256{{[_0-9]*}}, {{.*}}) dynamic_shared_memory_size %c66560_i32 module(@k3_mla_attn_{{[0-9a-f]+}}_mla_flash_wg_128x64_d24_16)
 // GPU: nvgpu.device_async_copy
-// GPU: nvvm.cp.async.wait.group 0
-// GPU: nvgpu.ldmatrix {{.*}}transpose = false
-// GPU: scf.for
-// GPU: nvvm.mma.sync
+// GPU: nvvm.cp.async.commit.group
+// GPU: nvvm.cp.async.commit.group
+// GPU: nvvm.cp.async.wait.group 1
+// GPU: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// GPU: gpu.barrier
+// GPU: nvvm.wgmma.fence.aligned
+// GPU: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// GPU: nvvm.wgmma.wait.group.sync.aligned 0
+// GPU: llvm.intr.maxnum
+// GPU: llvm.intr.fma
 // GPU: math.exp2
-// GPU: gpu.shuffle  xor
-// GPU: nvgpu.ldmatrix {{.*}}transpose = true
-// GPU: nvvm.mma.sync
+// GPU: nvvm.convert.f32x2.to.bf16x2
+// GPU: scf.for
+// GPU: nvvm.cp.async.wait.group 0
+// GPU: gpu.barrier
+// GPU: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 64, k = 16>, D[<f32>, <zero>]
+// GPU: nvvm.wgmma.commit.group.sync.aligned
+// GPU: nvvm.wgmma.fence.aligned
+// GPU: llvm.inline_asm has_side_effects {{.*}}wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1;
+// GPU: nvvm.wgmma.commit.group.sync.aligned
+// GPU: nvvm.wgmma.wait.group.sync.aligned 1
+// GPU: math.exp2
+// GPU: nvvm.wgmma.wait.group.sync.aligned 0
+// GPU: nvvm.convert.f32x2.to.bf16x2
+// GPU: llvm.inline_asm has_side_effects {{.*}}wgmma.mma_async.sync.aligned.m64n64k16
+// GPU: nvvm.wgmma.wait.group.sync.aligned 0
 // GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_g4_cached)
+// FA2: dynamic_shared_memory_size %c{{[0-9]+}}_i32 module(@k3_mla_attn_{{[0-9a-f]+}}_mla_flash_128x64_d24_16)
+// FA2: nvgpu.device_async_copy
+// FA2: nvvm.cp.async.wait.group 0
+// FA2: nvgpu.ldmatrix {{.*}}transpose = false
+// FA2: scf.for
+// FA2: nvvm.mma.sync
+// FA2: math.exp2
+// FA2: gpu.shuffle  xor
+// FA2: nvgpu.ldmatrix {{.*}}transpose = true
+// FA2: nvvm.mma.sync
+// FA2: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_g4_cached)
 // GPU: } else {
 // GPU: scf.for
 // GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_qabs)
