@@ -57,7 +57,7 @@ struct FlashPlan {
   /// block), head dims padded to 64-column blocks of 128-byte swizzled rows,
   /// a `stages`-deep K / V ring (flashPrefillWgmma).
   bool wg = false;
-  int64_t stages = 3;
+  int64_t stages = 4;
   int64_t qBlocks() const { return roundUp64(qk) / 64; }
   int64_t vBlocks() const { return roundUp64(dv) / 64; }
   int64_t qPitch() const { return qkPad + 8; } // +16 bytes: conflict-free ldmatrix rows
@@ -71,7 +71,7 @@ struct FlashPlan {
   int64_t sharedBytes() const { return qBytes() + kBytes() + vBytes() + (wg ? 1024 : 0); }
   std::string name() const {
     return std::string(wg ? "flash_wg_" : "flash_") + std::to_string(bm) + "x" +
-           std::to_string(bn) + (wg && stages != 3 ? "_s" + std::to_string(stages) : "") + "_d" +
+           std::to_string(bn) + (wg && stages != 4 ? "_s" + std::to_string(stages) : "") + "_d" +
            std::to_string(qk) + "_" + std::to_string(dv);
   }
   static int64_t roundUp64(int64_t v) { return (v + 63) / 64 * 64; }
@@ -117,7 +117,7 @@ static FlashPlan flashPlan(MlaAttentionOp attn, Target target) {
     w.bm = intFromEnv("K3C_MLA_FLASH_WG_BM", 128) == 64 ? 64 : 128;
     w.warps = w.bm / 16;
     w.bn = intFromEnv("K3C_MLA_FLASH_WG_BN", 64) == 128 ? 128 : 64;
-    w.stages = intFromEnv("K3C_MLA_FLASH_STAGES", 3);
+    w.stages = intFromEnv("K3C_MLA_FLASH_STAGES", 4);
     if (w.stages >= 3 && w.stages <= 4 && w.sharedBytes() <= info.maxSharedPerBlock) {
       w.from = p.from = std::max<int64_t>(2, intFromEnv("K3C_MLA_FLASH_FROM", 64));
       w.decodeToo = intFromEnv("K3C_MLA_FLASH_DECODE", 0) != 0;

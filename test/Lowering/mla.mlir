@@ -2,9 +2,9 @@
 // nope 16, v 16, 4 heads, bf16). sm_90a: phase 1 appends the latent; then a
 // host-side branch on the launch's token count: from 64 tokens the
 // up-projection (GEMM layer) and the flash prefill on warpgroup MMA (two
-// warpgroups of 64 query rows a block; Q and a 3-deep cp.async K / V ring in
+// warpgroups of 64 query rows a block; Q and a 4-deep cp.async K / V ring in
 // 128-byte-swizzled shared memory, head dims padded 24 -> 64 and 16 -> 64:
-// 16 + 3 x (8 + 8) KB + 1 KB of alignment): tile 0's S = Q K^T
+// 16 + 4 x (8 + 8) KB + 1 KB of alignment): tile 0's S = Q K^T
 // (wgmma.m64n64k16, both operands K-major) and softmax, then per step the
 // next tile's S and this tile's O += P V (P in registers, packed by
 // cvt.rn.bf16x2: the register-A wgmma, inline PTX; V a transposed B) in
@@ -37,11 +37,12 @@
 // GPU: gpu.launch
 // GPU: scf.if
 // GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_linear_
-// GPU: threads({{.*}} = %c256{{[_0-9]*}}, {{.*}}) dynamic_shared_memory_size %c66560_i32 module(@k3_mla_attn_{{[0-9a-f]+}}_mla_flash_wg_128x64_d24_16)
+// GPU: threads({{.*}} = %c256{{[_0-9]*}}, {{.*}}) dynamic_shared_memory_size %c82944_i32 module(@k3_mla_attn_{{[0-9a-f]+}}_mla_flash_wg_128x64_d24_16)
 // GPU: nvgpu.device_async_copy
 // GPU: nvvm.cp.async.commit.group
 // GPU: nvvm.cp.async.commit.group
-// GPU: nvvm.cp.async.wait.group 1
+// GPU: nvvm.cp.async.commit.group
+// GPU: nvvm.cp.async.wait.group 2
 // GPU: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // GPU: gpu.barrier
 // GPU: nvvm.wgmma.fence.aligned
@@ -52,7 +53,7 @@
 // GPU: math.exp2
 // GPU: nvvm.convert.f32x2.to.bf16x2
 // GPU: scf.for
-// GPU: nvvm.cp.async.wait.group 0
+// GPU: nvvm.cp.async.wait.group 1
 // GPU: gpu.barrier
 // GPU: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 64, k = 16>, D[<f32>, <zero>]
 // GPU: nvvm.wgmma.commit.group.sync.aligned
