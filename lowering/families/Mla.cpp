@@ -263,6 +263,93 @@ static Value gatedOutput(KernelBuilder &kb, Value v, Value gate, Value row, Valu
                  kb.round(kb.sigmoid(kb.loadF32(gate, {row, col})), outType));
 }
 
+/// A flash block's query tile: a block per (query tile slot, head) over the
+/// sequences with no cached context, the sequence's last (heaviest) tiles
+/// first. Rows [t0, t0 + rows) of the sequence (its row0.. in the launch),
+/// keys [0, kvEnd) visible in nKv tiles of bn.
+struct FlashTile {
+  ChunkSlot cs;
+  Value h, t0, rows, row0, kvEnd, nKv;
+};
+static void flashBlocks(KernelBuilder &kb, const FlashPlan &p, Value q, Value lens,
+                        Value cacheLens,
+                        const std::function<void(ThreadBlock &, const FlashTile &)> &body) {
+  const int64_t bm = p.bm;
+  Value slots = kb.add(kb.ceilDiv(kb.dim(q, 0), bm), kb.dim(lens, 0));
+  kb.blocks({slots, kb.idx(p.H)}, 32 * p.warps, [&](ValueRange bid, ThreadBlock &tb) {
+    FlashTile ft;
+    ft.h = bid[1];
+    ft.cs = findChunk(kb, tb, lens, bid[0], bm);
+    const ChunkSlot &cs = ft.cs;
+    kb.ifThen(cs.valid, [&] {
+      Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
+      kb.ifThen(kb.ieq(past, kb.idx(0)), [&] {
+        Value tiles = kb.ceilDiv(cs.len, bm);
+        ft.t0 = kb.mul(kb.sub(kb.sub(tiles, kb.idx(1)), kb.div(cs.t0, bm)), bm);
+        ft.rows = kb.minu(kb.idx(bm), kb.sub(cs.len, ft.t0));
+        ft.row0 = kb.add(cs.start, ft.t0);
+        ft.kvEnd = kb.add(ft.t0, ft.rows);
+        ft.nKv = kb.ceilDiv(ft.kvEnd, p.bn);
+        body(tb, ft);
+      });
+    });
+  }, p.sharedBytes(), "mla_" + p.name());
+}
+
+/// cp.async of a flash tile's `nRows` rows x `chunks` 16-byte chunks: row r
+/// is src row srcRow0 + r (zero-filled from `valid` rows on), columns
+/// srcCol0 + 8c, stored at dst[dstAt(r, dstCol0 + 8c)]; returns the copies'
+/// tokens.
+static SmallVector<Value> flashCopy(KernelBuilder &kb, ThreadBlock &tb, Value src, Value srcRow0,
+                                    Value srcCol0, Value valid, int64_t nRows, int64_t chunks,
+                                    Value dst, int64_t dstCol0,
+                                    const std::function<SmallVector<Value>(Value, Value)> &dstAt) {
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(kb.b.getContext());
+  SmallVector<Value> toks;
+  int64_t total = nRows * chunks;
+  for (int64_t i = 0; i * tb.threads < total; ++i) {
+    Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
+    if (total % tb.threads) // duplicates copy the same chunk again
+      lin = kb.minu(lin, kb.idx(total - 1));
+    Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
+    Value ok = kb.ult(r, valid);
+    Value srcRow = kb.select(ok, kb.add(srcRow0, r), kb.idx(0));
+    Value n = kb.select(ok, kb.idx(8), kb.idx(0));
+    toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
+        kb.b, kb.loc, tokenType, dst, dstAt(r, kb.add(c8, kb.idx(dstCol0))), src,
+        ValueRange{srcRow, kb.add(srcCol0, c8)}, kb.b.getIndexAttr(8), n, kb.b.getUnitAttr()));
+  }
+  return toks;
+}
+
+/// A flash block's epilogue: rows wRow + g (+ 8) of the tile, O / l (l
+/// summed over the row's 4 lanes), the gate, stored; `oAt(i)` is the O
+/// accumulator i (m16n8 layout: tile i / 4, rows g / g + 8 for i % 4 < 2 /
+/// >= 2, columns 2 (lane % 4) + i % 2).
+static void flashEpilogue(KernelBuilder &kb, const FlashPlan &p, const FlashTile &ft,
+                          ArrayRef<Value> l2, const std::function<Value(int64_t)> &oAt, Value wRow,
+                          Value g, Value c2, Value gate, Value out) {
+  Type outType = cast<MemRefType>(out.getType()).getElementType();
+  Value limit = kb.add(ft.row0, ft.rows);
+  for (int64_t hf = 0; hf < 2; ++hf) {
+    Value l = l2[hf];
+    for (int64_t off : {1, 2})
+      l = kb.fadd(l, shuffleF32(kb, l, kb.idx(off), gpu::ShuffleMode::XOR));
+    Value inv = kb.fdiv(kb.f32(1.0), l);
+    Value row = kb.add(ft.row0, kb.add(kb.add(wRow, g), kb.idx(8 * hf)));
+    kb.ifThen(kb.ult(row, limit), [&] {
+      for (int64_t t = 0; t < p.dv / 8; ++t) {
+        Value col = kb.add(kb.mul(ft.h, p.dv), kb.add(c2, kb.idx(t * 8)));
+        Value v[2];
+        for (int64_t e = 0; e < 2; ++e)
+          v[e] = gatedOutput(kb, kb.fmul(oAt(t * 4 + 2 * hf + e), inv), gate, row,
+                             kb.add(col, kb.idx(e)), outType);
+        storeAccPair(kb, out, row, col, v[0], v[1], limit, p.H * p.dv);
+      }
+    });
+  }
+}
+
 /// The flash prefill (see the file comment): a block per (query tile slot,
 /// head) over the sequences with no cached context; kvup holds k_nope | v of
 /// the launch's tokens, kv their raw k_pe.
@@ -270,28 +357,17 @@ static void flashPrefill(KernelBuilder &kb, const FlashPlan &p, Value q, Value k
                          Value lens, Value cacheLens, Value gate, Value out, double scale) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
-  Type bf16 = b.getBF16Type(), outType = cast<MemRefType>(out.getType()).getElementType();
+  Type bf16 = b.getBF16Type();
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   const int64_t bm = p.bm, bn = p.bn, qP = p.qPitch(), vP = p.vPitch();
   const int64_t sTiles = bn / 8, oTiles = p.dvPad / 8, qSteps = p.qkPad / 16;
   const int64_t headRow = p.nope + p.dv; // kvup columns a head
   const float scaleLog2 = static_cast<float>(scale * 1.4426950408889634);
-  Value T = kb.dim(q, 0), N = kb.dim(lens, 0);
-  Value slots = kb.add(kb.ceilDiv(T, bm), N);
 
-  kb.blocks({slots, kb.idx(p.H)}, 32 * p.warps, [&](ValueRange bid, ThreadBlock &tb) {
-    Value h = bid[1];
-    ChunkSlot cs = findChunk(kb, tb, lens, bid[0], bm);
-    kb.ifThen(cs.valid, [&] {
-      Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
-      kb.ifThen(kb.ieq(past, kb.idx(0)), [&] {
-        // Heaviest tiles (last in the sequence) first.
-        Value tiles = kb.ceilDiv(cs.len, bm);
-        Value t0 = kb.mul(kb.sub(kb.sub(tiles, kb.idx(1)), kb.div(cs.t0, bm)), bm);
-        Value rows = kb.minu(kb.idx(bm), kb.sub(cs.len, t0));
-        Value row0 = kb.add(cs.start, t0);
-        Value kvEnd = kb.add(t0, rows); // positions [0, kvEnd) are visible
-        Value nKv = kb.ceilDiv(kvEnd, bn);
+  flashBlocks(kb, p, q, lens, cacheLens, [&](ThreadBlock &tb, const FlashTile &ft) {
+        const ChunkSlot &cs = ft.cs;
+        Value h = ft.h, t0 = ft.t0, rows = ft.rows, row0 = ft.row0, kvEnd = ft.kvEnd,
+              nKv = ft.nKv;
         Value qs = kb.dynamicShared(tb, 0, {bm, qP}, bf16);
         Value ks = kb.dynamicShared(tb, p.qBytes(), {2, bn, qP}, bf16);
         Value vs = kb.dynamicShared(tb, p.qBytes() + p.kBytes(), {2, bn, vP}, bf16);
@@ -316,29 +392,18 @@ static void flashPrefill(KernelBuilder &kb, const FlashPlan &p, Value q, Value k
           zeroPad(vs, sl, bn, p.dv, p.dvPad);
         }
 
-        // cp.async of `nRows` rows x `chunks` 16-byte chunks: row r of the
-        // tile is src row srcRow0 + r (zero-filled from `valid` rows on),
-        // columns srcCol0 + 8c, into dst columns dstCol0 + 8c.
+        // Tile row r, column col: [slot,] r, col (rows padded by 16 bytes).
         auto copy = [&](SmallVector<Value> &toks, Value src, Value srcRow0, Value srcCol0,
                         Value valid, int64_t nRows, int64_t chunks, Value dst, Value slot,
                         int64_t dstCol0) {
-          int64_t total = nRows * chunks;
-          for (int64_t i = 0; i * tb.threads < total; ++i) {
-            Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
-            if (total % tb.threads) // duplicates copy the same chunk again
-              lin = kb.minu(lin, kb.idx(total - 1));
-            Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
-            Value ok = kb.ult(r, valid);
-            Value srcRow = kb.select(ok, kb.add(srcRow0, r), kb.idx(0));
-            Value n = kb.select(ok, kb.idx(8), kb.idx(0));
-            SmallVector<Value> di;
-            if (slot)
-              di.push_back(slot);
-            di.append({r, kb.add(c8, kb.idx(dstCol0))});
-            toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
-                b, loc, tokenType, dst, di, src, ValueRange{srcRow, kb.add(srcCol0, c8)},
-                b.getIndexAttr(8), n, b.getUnitAttr()));
-          }
+          toks.append(flashCopy(kb, tb, src, srcRow0, srcCol0, valid, nRows, chunks, dst, dstCol0,
+                                [&](Value r, Value col) {
+                                  SmallVector<Value> di;
+                                  if (slot)
+                                    di.push_back(slot);
+                                  di.append({r, col});
+                                  return di;
+                                }));
         };
         Value headCol = kb.mul(h, headRow);
         auto issueKv = [&](SmallVector<Value> &toks, Value j) {
@@ -458,28 +523,9 @@ static void flashPrefill(KernelBuilder &kb, const FlashPlan &p, Value q, Value k
           return tile(j, in, true);
         });
 
-        // Epilogue: O / l (l summed over the row's 4 lanes), the gate, bf16.
-        Value limit = kb.add(row0, rows);
-        for (int64_t hf = 0; hf < 2; ++hf) {
-          Value l = fin[oTiles * 4 + 2 + hf];
-          for (int64_t off : {1, 2})
-            l = kb.fadd(l, shuffleF32(kb, l, kb.idx(off), gpu::ShuffleMode::XOR));
-          Value inv = kb.fdiv(kb.f32(1.0), l);
-          Value row = kb.add(row0, kb.add(kb.add(wRow, g), kb.idx(8 * hf)));
-          kb.ifThen(kb.ult(row, limit), [&] {
-            for (int64_t t = 0; t < p.dv / 8; ++t) {
-              Value col = kb.add(kb.mul(h, p.dv), kb.add(c2, kb.idx(t * 8)));
-              Value v[2];
-              for (int64_t e = 0; e < 2; ++e)
-                v[e] = gatedOutput(kb, kb.fmul(fin[t * 4 + 2 * hf + e], inv), gate, row,
-                                   kb.add(col, kb.idx(e)), outType);
-              storeAccPair(kb, out, row, col, v[0], v[1], limit, p.H * p.dv);
-            }
-          });
-        }
-      });
-    });
-  }, p.sharedBytes(), "mla_" + p.name());
+        flashEpilogue(kb, p, ft, {fin[oTiles * 4 + 2], fin[oTiles * 4 + 3]},
+                      [&](int64_t i) { return fin[i]; }, wRow, g, c2, gate, out);
+  });
 }
 
 /// The flash prefill on warpgroup MMA (sm_90a; see the file comment for the
@@ -500,50 +546,28 @@ static void flashPrefillWgmma(KernelBuilder &kb, const FlashPlan &p, Value q, Va
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
-  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type(),
-       outType = cast<MemRefType>(out.getType()).getElementType();
-  auto tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type();
   const int64_t bm = p.bm, bn = p.bn, S = p.stages, QB = p.qBlocks(), VB = p.vBlocks();
   const int64_t dvW = 64 * VB, sN = bn / 8;
   const int64_t headRow = p.nope + p.dv; // kvup columns a head
   const float scaleLog2 = static_cast<float>(scale * 1.4426950408889634);
   auto sAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(bn / 2, f32));
   auto oAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(dvW / 2, f32));
-  Value T = kb.dim(q, 0), N = kb.dim(lens, 0);
-  Value slots = kb.add(kb.ceilDiv(T, bm), N);
 
-  kb.blocks({slots, kb.idx(p.H)}, 32 * p.warps, [&](ValueRange bid, ThreadBlock &tb) {
-    Value h = bid[1];
-    ChunkSlot cs = findChunk(kb, tb, lens, bid[0], bm);
-    kb.ifThen(cs.valid, [&] {
-      Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
-      kb.ifThen(kb.ieq(past, kb.idx(0)), [&] {
-        // Heaviest tiles (last in the sequence) first.
-        Value tiles = kb.ceilDiv(cs.len, bm);
-        Value t0 = kb.mul(kb.sub(kb.sub(tiles, kb.idx(1)), kb.div(cs.t0, bm)), bm);
-        Value rows = kb.minu(kb.idx(bm), kb.sub(cs.len, t0));
-        Value row0 = kb.add(cs.start, t0);
-        Value kvEnd = kb.add(t0, rows); // positions [0, kvEnd) are visible
-        Value nKv = kb.ceilDiv(kvEnd, bn);
-
+  flashBlocks(kb, p, q, lens, cacheLens, [&](ThreadBlock &tb, const FlashTile &ft) {
+        const ChunkSlot &cs = ft.cs;
+        Value h = ft.h, t0 = ft.t0, rows = ft.rows, row0 = ft.row0, kvEnd = ft.kvEnd,
+              nKv = ft.nKv;
         // Tiles from the first 1024-byte boundary of dynamic shared memory.
-        auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-        Value raw = gpu::DynamicSharedMemoryOp::create(
-            b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                                    MemRefLayoutAttrInterface{}, space));
-        Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, raw);
-        Value pad = kb.rem(kb.sub(kb.idx(1024), kb.rem(base, 1024)), 1024);
+        AlignedShared sm = alignedDynamicShared(kb);
         auto view = [&](int64_t offset, ArrayRef<int64_t> shape) {
-          return memref::ViewOp::create(
-                     b, loc, MemRefType::get(shape, bf16, MemRefLayoutAttrInterface{}, space), raw,
-                     kb.add(pad, kb.idx(offset)), ValueRange{})
-              .getResult();
+          return sm.view(kb, kb.idx(offset), shape, bf16);
         };
         const int64_t kOff = p.qBytes(), vOff = kOff + p.kBytes();
         Value qs = view(0, {QB, bm, 64}), ks = view(kOff, {S, QB, bn, 64}),
               vs = view(vOff, {S, VB, bn, 64});
         auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
-        Value aligned = kb.add(base, pad);
+        Value aligned = sm.address(kb, kb.idx(0));
 
         // Column `col` (a multiple of 8) of row r of a swizzled tile: block
         // col / 64, element column 8 ((col % 64 / 8) ^ (r % 8)).
@@ -575,29 +599,18 @@ static void flashPrefillWgmma(KernelBuilder &kb, const FlashPlan &p, Value q, Va
           zeroPad(vs, sl, bn, p.dv, dvW);
         }
 
-        // cp.async of `nRows` rows x `chunks` 16-byte chunks: tile row r is
-        // src row srcRow0 + r (zero-filled from `valid` rows on), columns
-        // srcCol0 + 8c, into tile columns dstCol0 + 8c (swizzled).
+        // Tile row r, column col: [slot,] block, r, swizzled column.
         auto copy = [&](Value src, Value srcRow0, Value srcCol0, Value valid, int64_t nRows,
                         int64_t chunks, Value dst, Value slot, int64_t dstCol0) {
-          int64_t total = nRows * chunks;
-          for (int64_t i = 0; i * tb.threads < total; ++i) {
-            Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
-            if (total % tb.threads) // duplicates copy the same chunk again
-              lin = kb.minu(lin, kb.idx(total - 1));
-            Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
-            Value ok = kb.ult(r, valid);
-            Value srcRow = kb.select(ok, kb.add(srcRow0, r), kb.idx(0));
-            Value n = kb.select(ok, kb.idx(8), kb.idx(0));
-            auto [blk, col] = swz(r, kb.add(c8, kb.idx(dstCol0)));
-            SmallVector<Value> di;
-            if (slot)
-              di.push_back(slot);
-            di.append({blk, r, col});
-            nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, dst, di, src,
-                                             ValueRange{srcRow, kb.add(srcCol0, c8)},
-                                             b.getIndexAttr(8), n, b.getUnitAttr());
-          }
+          flashCopy(kb, tb, src, srcRow0, srcCol0, valid, nRows, chunks, dst, dstCol0,
+                    [&](Value r, Value c) {
+                      auto [blk, col] = swz(r, c);
+                      SmallVector<Value> di;
+                      if (slot)
+                        di.push_back(slot);
+                      di.append({blk, r, col});
+                      return di;
+                    });
         };
         Value headCol = kb.mul(h, headRow);
         // Key / value tile j into ring slot j % S (tiles past the last read
@@ -764,29 +777,9 @@ static void flashPrefillWgmma(KernelBuilder &kb, const FlashPlan &p, Value q, Va
         fin[0] = pvProduct(fin[0], ArrayRef<Value>(fin).drop_front(5), last);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
         NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
-
-        // Epilogue: O / l (l summed over the row's 4 lanes), the gate.
-        Value limit = kb.add(row0, rows);
-        for (int64_t hf = 0; hf < 2; ++hf) {
-          Value l = fin[3 + hf];
-          for (int64_t off : {1, 2})
-            l = kb.fadd(l, shuffleF32(kb, l, kb.idx(off), gpu::ShuffleMode::XOR));
-          Value inv = kb.fdiv(kb.f32(1.0), l);
-          Value row = kb.add(row0, kb.add(kb.add(wRow, g), kb.idx(8 * hf)));
-          kb.ifThen(kb.ult(row, limit), [&] {
-            for (int64_t t = 0; t < p.dv / 8; ++t) {
-              Value col = kb.add(kb.mul(h, p.dv), kb.add(c2, kb.idx(t * 8)));
-              Value v[2];
-              for (int64_t e = 0; e < 2; ++e)
-                v[e] = gatedOutput(kb, kb.fmul(at(fin[0], t * 4 + 2 * hf + e), inv), gate, row,
-                                   kb.add(col, kb.idx(e)), outType);
-              storeAccPair(kb, out, row, col, v[0], v[1], limit, p.H * p.dv);
-            }
-          });
-        }
-      });
-    });
-  }, p.sharedBytes(), "mla_" + p.name());
+        flashEpilogue(kb, p, ft, {fin[3], fin[4]}, [&](int64_t i) { return at(fin[0], i); }, wRow,
+                      g, c2, gate, out);
+  });
 }
 
 /// The absorbed form, a block per (tokens, head): each block takes `tpb`

@@ -861,6 +861,29 @@ static Value smemDescriptor(KernelBuilder &kb, Value addr, int64_t leadingBytes 
   return arith::OrIOp::create(b, loc, lo, fixed);
 }
 
+AlignedShared alignedDynamicShared(KernelBuilder &kb) {
+  OpBuilder &b = kb.b;
+  auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  AlignedShared s;
+  s.raw = gpu::DynamicSharedMemoryOp::create(
+      b, kb.loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                                 MemRefLayoutAttrInterface{}, space));
+  s.base = memref::ExtractAlignedPointerAsIndexOp::create(b, kb.loc, s.raw);
+  s.pad = kb.rem(kb.sub(kb.idx(1024), kb.rem(s.base, 1024)), 1024);
+  return s;
+}
+Value AlignedShared::view(KernelBuilder &kb, Value offset, ArrayRef<int64_t> shape,
+                          Type elementType) const {
+  auto space = gpu::AddressSpaceAttr::get(kb.b.getContext(), gpu::AddressSpace::Workgroup);
+  return memref::ViewOp::create(
+             kb.b, kb.loc, MemRefType::get(shape, elementType, MemRefLayoutAttrInterface{}, space),
+             raw, kb.add(pad, offset), ValueRange{})
+      .getResult();
+}
+Value AlignedShared::address(KernelBuilder &kb, Value offset) const {
+  return kb.add(base, kb.add(pad, offset));
+}
+
 /// The descriptors of an operand's k16 steps: the first step's, then
 /// each step's start address added into its low bits (shared addresses stay
 /// below 256 KB, so the 14-bit field never carries), all before the fence.
@@ -1001,20 +1024,11 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
 
     // The ring starts at the first 1024-byte boundary of dynamic shared
     // memory (the swizzle pattern is anchored to 1024-byte atoms).
-    auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-    Value raw = gpu::DynamicSharedMemoryOp::create(
-        b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                                MemRefLayoutAttrInterface{}, space));
-    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, raw);
-    Value pad = kb.rem(kb.sub(kb.idx(1024), kb.rem(base, 1024)), 1024);
-    auto view = [&](Value offset, int64_t rows) {
-      return memref::ViewOp::create(
-          b, loc, MemRefType::get({stages, rows, bk}, bf16, MemRefLayoutAttrInterface{}, space),
-          raw, offset, ValueRange{});
-    };
-    Value bOffset = kb.add(pad, kb.idx(stages * bm * rowBytes));
-    Value as = view(pad, bm), bs = view(bOffset, bn);
-    Value aBase = kb.add(base, pad), bBase = kb.add(base, bOffset);
+    AlignedShared sm = alignedDynamicShared(kb);
+    Value bOffset = kb.idx(stages * bm * rowBytes);
+    Value as = sm.view(kb, kb.idx(0), {stages, bm, bk}, bf16),
+          bs = sm.view(kb, bOffset, {stages, bn, bk}, bf16);
+    Value aBase = sm.address(kb, kb.idx(0)), bBase = sm.address(kb, bOffset);
 
     // Stage: tile row r's 16-byte chunk c goes to chunk c ^ (r % 8) of its
     // 128-byte row (the 128-byte swizzle); edges zero-filled.
@@ -1594,30 +1608,19 @@ struct WgSmem {
 };
 static WgSmem wgSharedLayout(KernelBuilder &kb, const MxfpGroupedWgmma &g) {
   OpBuilder &b = kb.b;
-  Location loc = kb.loc;
-  MLIRContext *ctx = b.getContext();
   const int64_t bk = MxfpGroupedWgmma::bk, S = g.stages, D = g.decodedTiles(), tiles = g.bn / 8;
   Type i8 = b.getI8Type();
-  auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  Value raw = gpu::DynamicSharedMemoryOp::create(
-      b, loc, MemRefType::get({ShapedType::kDynamic}, i8, MemRefLayoutAttrInterface{}, space));
-  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, raw);
-  Value pad = kb.rem(kb.sub(kb.idx(1024), kb.rem(base, 1024)), 1024);
-  auto view = [&](Value offset, ArrayRef<int64_t> shape, Type t) {
-    return memref::ViewOp::create(b, loc,
-                                  MemRefType::get(shape, t, MemRefLayoutAttrInterface{}, space), raw,
-                                  offset, ValueRange{}).getResult();
-  };
-  Value decOff = kb.add(pad, kb.idx(S * g.bm * bk * 2));
+  AlignedShared sm = alignedDynamicShared(kb);
+  Value decOff = kb.idx(S * g.bm * bk * 2);
   Value pOff = kb.add(decOff, kb.idx(D * g.bn * bk * 2));
   Value sOff = kb.add(pOff, kb.idx(S * g.bn * 32));
   WgSmem m;
-  m.as = view(pad, {S, g.bm, bk}, b.getBF16Type());
-  m.dec = view(decOff, {D, g.bn, bk}, b.getBF16Type());
-  m.ps = view(pOff, {S, tiles, 32 * 8}, i8);
-  m.ss = view(sOff, {S, tiles, 32}, i8);
-  m.aBase = kb.add(base, pad);
-  m.decBase = kb.add(base, decOff);
+  m.as = sm.view(kb, kb.idx(0), {S, g.bm, bk}, b.getBF16Type());
+  m.dec = sm.view(kb, decOff, {D, g.bn, bk}, b.getBF16Type());
+  m.ps = sm.view(kb, pOff, {S, tiles, 32 * 8}, i8);
+  m.ss = sm.view(kb, sOff, {S, tiles, 32}, i8);
+  m.aBase = sm.address(kb, kb.idx(0));
+  m.decBase = sm.address(kb, decOff);
   return m;
 }
 

@@ -185,6 +185,18 @@ void mmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, m
 void wgmmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
                  const WgmmaTile &tile, mlir::Value residual = {}, const GluPair &glu = {},
                  const MoreProjections &more = {}, mlir::Value splitWs = {});
+/// A block's dynamic shared memory from its first 1024-byte boundary (the
+/// 128-byte swizzle's pattern is anchored to 1024-byte atoms; allocate 1 KB
+/// more than the tiles need): `view` of the bytes from `offset` past the
+/// boundary, `address` their shared-space address (index).
+struct AlignedShared {
+  mlir::Value raw, pad, base;
+  mlir::Value view(KernelBuilder &kb, mlir::Value offset, llvm::ArrayRef<int64_t> shape,
+                   mlir::Type elementType) const;
+  mlir::Value address(KernelBuilder &kb, mlir::Value offset) const;
+};
+AlignedShared alignedDynamicShared(KernelBuilder &kb);
+
 /// A wgmma operand tile in 128-byte-swizzled shared memory (rows of 64
 /// bf16, 16-byte chunk c of row r at chunk c ^ (r % 8), 8-row atoms 1024
 /// bytes apart, the tile starting on a 1024-byte boundary) at shared address
