@@ -164,6 +164,18 @@ SmallVector<Value> gemmTile(KernelBuilder &kb, ThreadBlock &tb, Value a, int64_t
   });
 }
 
+/// Weight rows a GEMV block owns: kGemvRows, or K3C_GEMV_ROWS (2..16, even:
+/// a GluPair's block splits them into gate and up rows) on the GPU, where
+/// more rows put more bytes in flight a thread for short rows.
+static int64_t gemvRows(KernelBuilder &kb) {
+  const int64_t r = kb.gpu() ? intFromEnv("K3C_GEMV_ROWS", kGemvRows) : kGemvRows;
+  if (r < 2 || r > 16 || r % 2)
+    llvm::report_fatal_error("k3c: K3C_GEMV_ROWS must be an even number in 2..16, got " +
+                                 llvm::Twine(r),
+                             /*gen_crash_diag=*/false);
+  return r;
+}
+
 /// Threads of a GEMV block: kGemvThreads, or on the GPU without a prologue
 /// just enough whole warps for K / vw 16-byte chunks where that is fewer
 /// (mla_q_up's K = 1536 kept a quarter of 256 threads idle, a low-rank K =
@@ -227,7 +239,7 @@ void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t t
   const int64_t vw = std::min(kb.vecWidth(x, K), kb.vecWidth(w, K));
   // With a GluPair a block's R rows are R/2 gate rows and the same R/2 up
   // rows: it stores R/2 hidden columns.
-  const int64_t R = kGemvRows, outRows = glu ? R / 2 : R,
+  const int64_t R = gemvRows(kb), outRows = glu ? R / 2 : R,
                 launch = gemvThreads(kb, K, vw, prologue), threads = kb.gpu() ? launch : 1;
   auto rowsOf = [&](Value g) {
     Value r0 = kb.mul(g, outRows);
@@ -301,7 +313,7 @@ void gemvMulti(KernelBuilder &kb, Value x, ArrayRef<Value> ws, ArrayRef<Value> y
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
-  const int64_t R = kGemvRows;
+  const int64_t R = gemvRows(kb);
   Type wElt = cast<MemRefType>(ws[0].getType()).getElementType();
   Type yElt = cast<MemRefType>(ys[0].getType()).getElementType();
   int64_t vw = kb.vecWidth(x, K);

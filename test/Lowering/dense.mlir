@@ -185,6 +185,12 @@ func.func @mlp_in_pair(%x: tensor<?x128xbf16>, %wg: tensor<576x128xbf16>, %wu: t
 // and take a launch each above. K3C_GEMV_MULTI=0: a launch per projection.
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=MULTI
 // RUN: env K3C_GEMV_MULTI=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SINGLE
+// K3C_GEMV_ROWS=8: 8 weight rows a GEMV block (half the blocks, 8 partial
+// sums a warp); an odd count is refused.
+// RUN: env K3C_GEMV_ROWS=8 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROWS8
+// RUN: env K3C_GEMV_ROWS=3 not k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ROWS3
+// ROWS8: gpu.launch blocks({{.*}}) in ({{.*}} = %c57,{{.*}}module(@k3_mla_in_multi_linear_gemv1_x3) {{.*}} workgroup(%{{.*}} : memref<1x8xf32, #gpu.address_space<workgroup>>)
+// ROWS3: K3C_GEMV_ROWS must be an even number in 2..16, got 3
 // MULTI-LABEL: func.func @k3_mla_in_multi(
 // MULTI: arith.cmpi eq, %{{.*}}, %c1 : index
 // MULTI: gpu.launch blocks({{.*}}) in ({{.*}} = %c114,{{.*}}module(@k3_mla_in_multi_linear_gemv1_x3)
