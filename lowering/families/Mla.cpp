@@ -44,6 +44,8 @@ using namespace mlir::k3;
 
 namespace k3c::lowering {
 
+static int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
 namespace {
 /// The flash prefill's shape: a block of `warps` warps takes bm = 16 * warps
 /// query rows of one head; key / value tiles of bn positions. Head dims are
@@ -58,8 +60,8 @@ struct FlashPlan {
   /// a `stages`-deep K / V ring (flashPrefillWgmma).
   bool wg = false;
   int64_t stages = 4;
-  int64_t qBlocks() const { return roundUp64(qk) / 64; }
-  int64_t vBlocks() const { return roundUp64(dv) / 64; }
+  int64_t qBlocks() const { return roundUp(qk, 64) / 64; }
+  int64_t vBlocks() const { return roundUp(dv, 64) / 64; }
   int64_t qPitch() const { return qkPad + 8; } // +16 bytes: conflict-free ldmatrix rows
   int64_t vPitch() const { return dvPad + 8; }
   int64_t qBytes() const { return wg ? qBlocks() * bm * 128 : bm * qPitch() * 2; }
@@ -74,11 +76,8 @@ struct FlashPlan {
            std::to_string(bn) + (wg && stages != 4 ? "_s" + std::to_string(stages) : "") + "_d" +
            std::to_string(qk) + "_" + std::to_string(dv);
   }
-  static int64_t roundUp64(int64_t v) { return (v + 63) / 64 * 64; }
 };
 } // namespace
-
-static int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 /// Whether (and how) `attn` runs the up-projected flash prefill on `target`:
 /// a tensor-core GPU, bf16 q / kv / kv_b, head parts in whole 16-byte chunks.
@@ -322,6 +321,64 @@ static SmallVector<Value> flashCopy(KernelBuilder &kb, ThreadBlock &tb, Value sr
   return toks;
 }
 
+/// Zeroes columns [from, to) (multiples of 8) of a flash tile's `nRows`
+/// rows once: no copy writes them, and zeros keep them out of the products.
+/// The tile's element (r, col) is buf[dstAt(r, col)], as for flashCopy.
+static void flashZeroPad(KernelBuilder &kb, ThreadBlock &tb, Value buf, int64_t nRows,
+                         int64_t from, int64_t to,
+                         const std::function<SmallVector<Value>(Value, Value)> &dstAt) {
+  int64_t chunks = (to - from) / 8;
+  if (!chunks)
+    return;
+  kb.strided(tb, kb.idx(0), kb.idx(nRows * chunks), [&](Value lin) {
+    Value r = kb.div(lin, chunks), c = kb.add(kb.mul(kb.rem(lin, chunks), 8), from);
+    kb.zeroVec(buf, dstAt(r, c), 8);
+  });
+}
+
+/// A flash block's online softmax over one key tile's S (the m16n8
+/// accumulator layout: element t * 4 + 2 hf + e is row g (+ 8 for hf = 1),
+/// key pBase + 8 t + e): with `mask` the keys after the row's query qi[hf]
+/// are masked; in log2 units with the scale folded into the exponent. S
+/// becomes P in place; m[2] and l[2] (state[0..3]) are updated and alpha[2]
+/// rescales O. `fast`: max.f32 (a NaN score leaves the maximum alone and
+/// still turns its row's P, sum and output NaN) and one FMA an exponent;
+/// else the NaN-propagating maximum and a multiply and a subtract.
+static void flashSoftmax(KernelBuilder &kb, MutableArrayRef<Value> sv, Value pBase,
+                         ArrayRef<Value> qi, bool mask, float scaleLog2,
+                         MutableArrayRef<Value> state, Value alpha[2], bool fast) {
+  OpBuilder &b = kb.b;
+  Value negInf = kb.f32(-INFINITY), cLog2 = kb.f32(scaleLog2);
+  auto max = [&](Value x, Value y) {
+    return fast ? LLVM::MaxNumOp::create(b, kb.loc, x, y).getResult() : kb.fmax(x, y);
+  };
+  const int64_t tiles = static_cast<int64_t>(sv.size()) / 4;
+  for (int64_t hf = 0; hf < 2; ++hf) {
+    Value mx = negInf;
+    for (int64_t t = 0; t < tiles; ++t)
+      for (int64_t e = 0; e < 2; ++e) {
+        Value &v = sv[t * 4 + 2 * hf + e];
+        if (mask)
+          v = kb.select(kb.ule(kb.add(pBase, kb.idx(t * 8 + e)), qi[hf]), v, negInf);
+        mx = max(mx, v);
+      }
+    for (int64_t off : {1, 2}) // the row's 4 lanes
+      mx = max(mx, shuffleF32(kb, mx, kb.idx(off), gpu::ShuffleMode::XOR));
+    Value mOld = state[hf], mNew = max(mOld, kb.fmul(mx, cLog2));
+    alpha[hf] = kb.exp2(kb.fsub(mOld, mNew));
+    Value negM = fast ? kb.fneg(mNew) : Value(), rowSum = kb.f32(0.0);
+    for (int64_t t = 0; t < tiles; ++t)
+      for (int64_t e = 0; e < 2; ++e) {
+        Value &v = sv[t * 4 + 2 * hf + e];
+        v = kb.exp2(fast ? LLVM::FMAOp::create(b, kb.loc, v, cLog2, negM).getResult()
+                         : kb.fsub(kb.fmul(v, cLog2), mNew));
+        rowSum = kb.fadd(rowSum, v);
+      }
+    state[hf] = mNew;
+    state[2 + hf] = kb.fadd(kb.fmul(state[2 + hf], alpha[hf]), rowSum);
+  }
+}
+
 /// A flash block's epilogue: rows wRow + g (+ 8) of the tile, O / l (l
 /// summed over the row's 4 lanes), the gate, stored; `oAt(i)` is the O
 /// accumulator i (m16n8 layout: tile i / 4, rows g / g + 8 for i % 4 < 2 /
@@ -372,38 +429,27 @@ static void flashPrefill(KernelBuilder &kb, const FlashPlan &p, Value q, Value k
         Value ks = kb.dynamicShared(tb, p.qBytes(), {2, bn, qP}, bf16);
         Value vs = kb.dynamicShared(tb, p.qBytes() + p.kBytes(), {2, bn, vP}, bf16);
 
-        // Zero the padding columns once (no copy writes them).
-        auto zeroPad = [&](Value buf, std::optional<int64_t> slot, int64_t nRows, int64_t from,
-                           int64_t to) {
-          int64_t chunks = (to - from) / 8;
-          if (!chunks)
-            return;
-          kb.strided(tb, kb.idx(0), kb.idx(nRows * chunks), [&](Value lin) {
-            Value r = kb.div(lin, chunks), c = kb.add(kb.mul(kb.rem(lin, chunks), 8), from);
+        // Tile element (r, col) of ring slot `slot` (none: Q): [slot,] r, col
+        // (rows padded by 16 bytes).
+        auto indexAt = [&](Value slot) {
+          return [slot](Value r, Value col) {
+            SmallVector<Value> di;
             if (slot)
-              kb.zeroVec(buf, {kb.idx(*slot), r, c}, 8);
-            else
-              kb.zeroVec(buf, {r, c}, 8);
-          });
+              di.push_back(slot);
+            di.append({r, col});
+            return di;
+          };
         };
-        zeroPad(qs, std::nullopt, bm, p.qk, p.qkPad);
+        flashZeroPad(kb, tb, qs, bm, p.qk, p.qkPad, indexAt(Value()));
         for (int64_t sl = 0; sl < 2; ++sl) {
-          zeroPad(ks, sl, bn, p.qk, p.qkPad);
-          zeroPad(vs, sl, bn, p.dv, p.dvPad);
+          flashZeroPad(kb, tb, ks, bn, p.qk, p.qkPad, indexAt(kb.idx(sl)));
+          flashZeroPad(kb, tb, vs, bn, p.dv, p.dvPad, indexAt(kb.idx(sl)));
         }
-
-        // Tile row r, column col: [slot,] r, col (rows padded by 16 bytes).
         auto copy = [&](SmallVector<Value> &toks, Value src, Value srcRow0, Value srcCol0,
                         Value valid, int64_t nRows, int64_t chunks, Value dst, Value slot,
                         int64_t dstCol0) {
           toks.append(flashCopy(kb, tb, src, srcRow0, srcCol0, valid, nRows, chunks, dst, dstCol0,
-                                [&](Value r, Value col) {
-                                  SmallVector<Value> di;
-                                  if (slot)
-                                    di.push_back(slot);
-                                  di.append({r, col});
-                                  return di;
-                                }));
+                                indexAt(slot)));
         };
         Value headCol = kb.mul(h, headRow);
         auto issueKv = [&](SmallVector<Value> &toks, Value j) {
@@ -465,34 +511,11 @@ static void flashPrefill(KernelBuilder &kb, const FlashPlan &p, Value q, Value k
                                    false);
               mmaX4(kb, qf[k], v, sAcc, 2 * jj);
             }
-          // Mask the future, online softmax per row in log2 units (the
-          // scale folded into the exponent: one FMA an element).
-          Value pBase = kb.add(p0, c2), cLog2 = kb.f32(scaleLog2);
+          // Mask the future, online softmax per row (flashSoftmax).
           SmallVector<Value> out(in.begin(), in.end());
           Value alpha[2];
-          for (int64_t hf = 0; hf < 2; ++hf) {
-            Value mx = negInf;
-            for (int64_t t = 0; t < sTiles; ++t)
-              for (int64_t e = 0; e < 2; ++e) {
-                Value &sv = sAcc[t * 4 + 2 * hf + e];
-                if (mask)
-                  sv = kb.select(kb.ule(kb.add(pBase, kb.idx(t * 8 + e)), qi[hf]), sv, negInf);
-                mx = kb.fmax(mx, sv);
-              }
-            for (int64_t off : {1, 2}) // the row's 4 lanes
-              mx = kb.fmax(mx, shuffleF32(kb, mx, kb.idx(off), gpu::ShuffleMode::XOR));
-            Value mOld = in[oTiles * 4 + hf], mNew = kb.fmax(mOld, kb.fmul(mx, cLog2));
-            alpha[hf] = kb.exp2(kb.fsub(mOld, mNew));
-            Value rowSum = zero;
-            for (int64_t t = 0; t < sTiles; ++t)
-              for (int64_t e = 0; e < 2; ++e) {
-                Value &sv = sAcc[t * 4 + 2 * hf + e];
-                sv = kb.exp2(kb.fsub(kb.fmul(sv, cLog2), mNew));
-                rowSum = kb.fadd(rowSum, sv);
-              }
-            out[oTiles * 4 + hf] = mNew;
-            out[oTiles * 4 + 2 + hf] = kb.fadd(kb.fmul(in[oTiles * 4 + 2 + hf], alpha[hf]), rowSum);
-          }
+          MutableArrayRef<Value> state = MutableArrayRef<Value>(out).slice(oTiles * 4, 4);
+          flashSoftmax(kb, sAcc, kb.add(p0, c2), qi, mask, scaleLog2, state, alpha, false);
           for (int64_t t = 0; t < oTiles; ++t)
             for (int64_t e = 0; e < 4; ++e)
               out[t * 4 + e] = kb.fmul(out[t * 4 + e], alpha[e / 2]);
@@ -548,7 +571,7 @@ static void flashPrefillWgmma(KernelBuilder &kb, const FlashPlan &p, Value q, Va
   MLIRContext *ctx = b.getContext();
   Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type();
   const int64_t bm = p.bm, bn = p.bn, S = p.stages, QB = p.qBlocks(), VB = p.vBlocks();
-  const int64_t dvW = 64 * VB, sN = bn / 8;
+  const int64_t dvW = 64 * VB;
   const int64_t headRow = p.nope + p.dv; // kvup columns a head
   const float scaleLog2 = static_cast<float>(scale * 1.4426950408889634);
   auto sAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(bn / 2, f32));
@@ -576,41 +599,27 @@ static void flashPrefillWgmma(KernelBuilder &kb, const FlashPlan &p, Value q, Va
           Value phys = arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
           return std::make_pair(kb.div(col, 64), kb.mul(phys, 8));
         };
-        // Padding columns [from, to) of every row zeroed once (no copy
-        // writes them; zeros keep them out of the products).
-        auto zeroPad = [&](Value buf, std::optional<int64_t> slot, int64_t nRows, int64_t from,
-                           int64_t to) {
-          int64_t chunks = (to - from) / 8;
-          if (!chunks)
-            return;
-          kb.strided(tb, kb.idx(0), kb.idx(nRows * chunks), [&](Value lin) {
-            Value r = kb.div(lin, chunks), c = kb.add(kb.mul(kb.rem(lin, chunks), 8), from);
+        // Tile element (r, col) of ring slot `slot` (none: Q): [slot,] block,
+        // r, swizzled column.
+        auto indexAt = [&](Value slot) {
+          return [&swz, slot](Value r, Value c) {
             auto [blk, col] = swz(r, c);
-            SmallVector<Value> at;
+            SmallVector<Value> di;
             if (slot)
-              at.push_back(kb.idx(*slot));
-            at.append({blk, r, col});
-            kb.zeroVec(buf, at, 8);
-          });
+              di.push_back(slot);
+            di.append({blk, r, col});
+            return di;
+          };
         };
-        zeroPad(qs, std::nullopt, bm, p.qk, 64 * QB);
+        flashZeroPad(kb, tb, qs, bm, p.qk, 64 * QB, indexAt(Value()));
         for (int64_t sl = 0; sl < S; ++sl) {
-          zeroPad(ks, sl, bn, p.qk, 64 * QB);
-          zeroPad(vs, sl, bn, p.dv, dvW);
+          flashZeroPad(kb, tb, ks, bn, p.qk, 64 * QB, indexAt(kb.idx(sl)));
+          flashZeroPad(kb, tb, vs, bn, p.dv, dvW, indexAt(kb.idx(sl)));
         }
-
-        // Tile row r, column col: [slot,] block, r, swizzled column.
         auto copy = [&](Value src, Value srcRow0, Value srcCol0, Value valid, int64_t nRows,
                         int64_t chunks, Value dst, Value slot, int64_t dstCol0) {
           flashCopy(kb, tb, src, srcRow0, srcCol0, valid, nRows, chunks, dst, dstCol0,
-                    [&](Value r, Value c) {
-                      auto [blk, col] = swz(r, c);
-                      SmallVector<Value> di;
-                      if (slot)
-                        di.push_back(slot);
-                      di.append({blk, r, col});
-                      return di;
-                    });
+                    indexAt(slot));
         };
         Value headCol = kb.mul(h, headRow);
         // Key / value tile j into ring slot j % S (tiles past the last read
@@ -664,35 +673,7 @@ static void flashPrefillWgmma(KernelBuilder &kb, const FlashPlan &p, Value q, Va
           SmallVector<Value> sv;
           for (int64_t i = 0; i < bn / 2; ++i)
             sv.push_back(at(sAcc, i));
-          Value pBase = kb.add(kb.mul(j, bn), c2), cLog2 = kb.f32(scaleLog2);
-          // max.f32 (a NaN score leaves the maximum alone and still turns its
-          // row's P, sum and output NaN) and one FMA an exponent.
-          auto maxnum = [&](Value x, Value y) {
-            return LLVM::MaxNumOp::create(b, loc, x, y).getResult();
-          };
-          for (int64_t hf = 0; hf < 2; ++hf) {
-            Value mx = negInf;
-            for (int64_t t = 0; t < sN; ++t)
-              for (int64_t e = 0; e < 2; ++e) {
-                Value &v = sv[t * 4 + 2 * hf + e];
-                if (mask)
-                  v = kb.select(kb.ule(kb.add(pBase, kb.idx(t * 8 + e)), qi[hf]), v, negInf);
-                mx = maxnum(mx, v);
-              }
-            for (int64_t off : {1, 2}) // the row's 4 lanes
-              mx = maxnum(mx, shuffleF32(kb, mx, kb.idx(off), gpu::ShuffleMode::XOR));
-            Value mOld = state[hf], mNew = maxnum(mOld, kb.fmul(mx, cLog2));
-            alpha[hf] = kb.exp2(kb.fsub(mOld, mNew));
-            Value negM = kb.fneg(mNew), rowSum = zero;
-            for (int64_t t = 0; t < sN; ++t)
-              for (int64_t e = 0; e < 2; ++e) {
-                Value &v = sv[t * 4 + 2 * hf + e];
-                v = kb.exp2(LLVM::FMAOp::create(b, loc, v, cLog2, negM));
-                rowSum = kb.fadd(rowSum, v);
-              }
-            state[hf] = mNew;
-            state[2 + hf] = kb.fadd(kb.fmul(state[2 + hf], alpha[hf]), rowSum);
-          }
+          flashSoftmax(kb, sv, kb.add(kb.mul(j, bn), c2), qi, mask, scaleLog2, state, alpha, true);
           return sv;
         };
         // P (bf16) as P V's register-A slices: k step kk takes the values of
