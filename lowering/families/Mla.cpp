@@ -105,27 +105,34 @@ static FlashPlan flashPlan(MlaAttentionOp attn, Target target) {
   p.dvPad = roundUp(p.dv, 16);
   p.warps = intFromEnv("K3C_MLA_FLASH_WARPS", 8);
   p.bm = 16 * p.warps;
-  // Warpgroup MMA where the target has it (K3C_MLA_FLASH_WGMMA=0: the
-  // mma.sync kernel; K3C_MLA_FLASH_STAGES: the K / V ring's depth).
+  p.from = std::max<int64_t>(2, intFromEnv("K3C_MLA_FLASH_FROM", 64));
+  p.decodeToo = intFromEnv("K3C_MLA_FLASH_DECODE", 0) != 0;
+  // Warpgroup MMA where the target has it and the tiles fit in shared memory
+  // (K3C_MLA_FLASH_WGMMA=0: the mma.sync kernel). K3C_MLA_FLASH_WG_BM: 128
+  // query rows a block (two warpgroups) or 64; K3C_MLA_FLASH_STAGES: the
+  // K / V ring's depth, 4 or 3 (the pipelined loop reads tile j's V while
+  // tile j + 1 is consumed and j + 2 lands). Key tiles are 64 positions:
+  // 128 would not fit a 3-deep ring at K3's head dims.
   if (info.wgmma && intFromEnv("K3C_MLA_FLASH_WGMMA", 1)) {
     FlashPlan w = p;
     w.wg = true;
-    // K3C_MLA_FLASH_WG_BM: 128 query rows a block (two warpgroups) or 64;
-    // K3C_MLA_FLASH_WG_BN: key tiles of 128 positions or 64 (S = Q K^T as
-    // m64n64 reads both operands from shared memory at its full bandwidth).
-    w.bm = intFromEnv("K3C_MLA_FLASH_WG_BM", 128) == 64 ? 64 : 128;
-    w.warps = w.bm / 16;
-    w.bn = intFromEnv("K3C_MLA_FLASH_WG_BN", 64) == 128 ? 128 : 64;
+    w.bm = intFromEnv("K3C_MLA_FLASH_WG_BM", 128);
     w.stages = intFromEnv("K3C_MLA_FLASH_STAGES", 4);
-    if (w.stages >= 3 && w.stages <= 4 && w.sharedBytes() <= info.maxSharedPerBlock) {
-      w.from = p.from = std::max<int64_t>(2, intFromEnv("K3C_MLA_FLASH_FROM", 64));
-      w.decodeToo = intFromEnv("K3C_MLA_FLASH_DECODE", 0) != 0;
+    if (w.bm != 64 && w.bm != 128)
+      llvm::report_fatal_error("k3c: K3C_MLA_FLASH_WG_BM must be 64 or 128, got " +
+                                   llvm::Twine(w.bm),
+                               /*gen_crash_diag=*/false);
+    if (w.stages != 3 && w.stages != 4)
+      llvm::report_fatal_error("k3c: K3C_MLA_FLASH_STAGES must be 3 or 4, got " +
+                                   llvm::Twine(w.stages),
+                               /*gen_crash_diag=*/false);
+    w.warps = w.bm / 16;
+    w.bn = 64;
+    if (w.sharedBytes() <= info.maxSharedPerBlock) {
       w.on = true;
       return w;
     }
   }
-  p.from = std::max<int64_t>(2, intFromEnv("K3C_MLA_FLASH_FROM", 64));
-  p.decodeToo = intFromEnv("K3C_MLA_FLASH_DECODE", 0) != 0;
   // Registers a thread: Q fragments, S and O accumulators.
   int64_t regs = p.qkPad / 16 * 4 + p.bn / 8 * 4 + p.dvPad / 8 * 4;
   if (p.warps < 1 || p.warps > 16 || regs > 200 || p.sharedBytes() > info.maxSharedPerBlock)

@@ -25,6 +25,8 @@
 // scratch arguments go unused).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: env K3C_MLA_FLASH_WGMMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA2
+// RUN: env K3C_MLA_FLASH_STAGES=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=STAGES2
+// STAGES2: K3C_MLA_FLASH_STAGES must be 3 or 4, got 2
 // RUN: env K3C_MLA_DECODE_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FMA
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 
