@@ -34,5 +34,5 @@ for v in ${VARIANTS:-}; do
 done
 rm -rf $D/*/ptx $D/v/*/ptx $D/*/model.fused.mlir $D/v/*/model.fused.mlir
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/mla-h200.sh bench/mla-prefill-h200.sh bench/ncu-mla-h200.sh bench/mla_check.py bench/mla_peer.py bench/bench_common.py $D/
+cp bench/mla-h200.sh bench/mla-prefill-h200.sh bench/mla-decode-h200.sh bench/ncu-mla-h200.sh bench/mla_check.py bench/mla_peer.py bench/bench_common.py $D/
 du -sh $D

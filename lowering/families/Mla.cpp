@@ -1206,6 +1206,48 @@ struct Grouped {
   }
 };
 
+/// project() for one head (G = 1), output rows [j0, j0 + nRows) of it: the
+/// lanes' loop over the latent unrolled so that a warp's loads are all in
+/// flight at once; the same sums in the same order as project().
+static void projectRows(Grouped &gr, ThreadBlock &tb, Value olat, Value row, Value head,
+                        Value j0, int64_t nRows) {
+  KernelBuilder &kb = gr.kb;
+  const int64_t W = tb.warps, uo = gr.uo, vw = gr.vwKvb;
+  const int64_t steps = (gr.R + 32 * vw - 1) / (32 * vw);
+  kb.loopStep(kb.mul(tb.warp, uo), kb.idx(nRows), kb.idx(W * uo), [&](Value i0) {
+    SmallVector<SmallVector<Value>> w, ov;
+    SmallVector<Value> ok;
+    for (int64_t s = 0; s < steps; ++s) {
+      Value r = kb.add(kb.mul(tb.lane, vw), kb.idx(s * 32 * vw));
+      bool full = (s + 1) * 32 * vw <= gr.R;
+      ok.push_back(full ? Value() : kb.ult(r, kb.idx(gr.R)));
+      Value rc = full ? r : kb.minu(r, kb.idx(gr.R - vw));
+      for (int64_t u = 0; u < uo; ++u)
+        w.push_back(kb.loadVec(
+            gr.kvb,
+            {kb.add(kb.add(kb.mul(head, gr.nope + gr.dv), kb.idx(gr.nope)),
+                    kb.add(j0, kb.add(i0, kb.idx(u)))),
+             rc},
+            vw));
+      ov.push_back(kb.loadVec(olat, {kb.idx(0), rc}, vw));
+    }
+    for (int64_t u = 0; u < uo; ++u) {
+      Value o = gr.zero;
+      for (int64_t s = 0; s < steps; ++s) {
+        Value acc = o;
+        for (int64_t e = 0; e < vw; ++e)
+          acc = kb.fadd(acc, kb.fmul(w[s * uo + u][e], ov[s][e]));
+        o = ok[s] ? kb.select(ok[s], acc, o) : acc;
+      }
+      o = kb.warpSum(tb, o);
+      Value col = kb.add(kb.mul(head, gr.dv), kb.add(j0, kb.add(i0, kb.idx(u))));
+      kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
+        kb.storeF32(gatedOutput(kb, o, gr.gate, row, col, gr.outType), gr.out, {row, col});
+      });
+    }
+  });
+}
+
 /// project() for one head (G = 1) and `tokens` rows at once (olat: shared
 /// [tokens, R], normalized; rows row0 + tt for tt < valid are stored): each
 /// W_UV row is loaded once for all of them. Per token the same sums in the
@@ -1733,6 +1775,80 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
                  }, parts, red);
       }, 0, "absorbed_qabs");
     };
+    // Rounds of up to kQabsWideTokens tokens (decode of a few sequences):
+    // a block per (head, 8 x 16 bytes of latent columns, 8 tokens), 16 row groups of
+    // nope / 16 W_UK rows a thread group, every load of a thread in flight
+    // at once, the row groups' sums added in order through shared memory.
+    // The forms below read W_UK in four dependent rounds from 96 blocks
+    // (17.7 us for one token on the H200, 1.4 TB/s of its 12.6 MB).
+    // K3C_MLA_QABS_WIDE=0 keeps them.
+    constexpr int64_t kQabsWideTokens = 8, kRowGroups = 16;
+    const int64_t wvw = gr.vwKvb, wCols = std::min<int64_t>(8 * wvw, R), wCT = wCols / wvw;
+    const bool wide = intFromEnv("K3C_MLA_QABS_WIDE", 1) && gr.nope % kRowGroups == 0 &&
+                      R % wCols == 0 && wCT * kRowGroups >= 32;
+    auto qabsWide = [&](int64_t TOK) {
+      const int64_t rowsPer = gr.nope / kRowGroups;
+      int64_t qvw = std::min(kb.vecWidth(q, gr.H * gr.qk), rowsPer);
+      while (rowsPer % qvw || gr.qk % qvw)
+        qvw /= 2;
+      kb.blocks({kb.idx(gr.H), kb.idx(R / wCols), kb.ceilDiv(Tc, TOK)}, wCT * kRowGroups,
+                [&](ValueRange bid, ThreadBlock &tb) {
+        Value head = bid[0], c0 = kb.mul(bid[1], kb.idx(wCols)), tt0 = kb.mul(bid[2], TOK);
+        Value red = kb.shared(tb, {kRowGroups, TOK, wCols}, gr.f32);
+        Value rg = kb.div(tb.tid, kb.idx(wCT)), cc = kb.mul(kb.rem(tb.tid, kb.idx(wCT)), wvw);
+        Value j0 = kb.mul(rg, kb.idx(rowsPer));
+        SmallVector<Value> rows;
+        for (int64_t tt = 0; tt < TOK; ++tt)
+          rows.push_back(kb.add(t0, kb.minu(kb.add(tt0, kb.idx(tt)), kb.sub(Tc, kb.idx(1)))));
+        SmallVector<SmallVector<Value>> w, qv(TOK);
+        for (int64_t jj = 0; jj < rowsPer; ++jj)
+          w.push_back(kb.loadVec(kvb,
+                                 {kb.add(kb.mul(head, gr.nope + gr.dv), kb.add(j0, kb.idx(jj))),
+                                  kb.add(c0, cc)},
+                                 wvw));
+        for (int64_t tt = 0; tt < TOK; ++tt)
+          for (int64_t jj = 0; jj < rowsPer; jj += qvw) {
+            SmallVector<Value> v = kb.loadVec(
+                q, {rows[tt], kb.add(kb.mul(head, gr.qk), kb.add(j0, kb.idx(jj)))}, qvw);
+            for (Value x : v)
+              qv[tt].push_back(kb.toF32(x));
+          }
+        for (int64_t tt = 0; tt < TOK; ++tt)
+          for (int64_t e = 0; e < wvw; ++e) {
+            Value acc = gr.zero;
+            for (int64_t jj = 0; jj < rowsPer; ++jj)
+              acc = kb.fadd(acc, kb.fmul(qv[tt][jj], kb.toF32(w[jj][e])));
+            kb.store(acc, red, {rg, kb.idx(tt), kb.add(cc, kb.idx(e))});
+          }
+        kb.barrier(tb);
+        auto put = [&](Value local, Value c, Value v) {
+          kb.ifThen(kb.ult(local, Tc), [&] {
+            if (mma)
+              kb.storeF32(v, qaBf, {kb.add(kb.mul(local, gr.H), head), c});
+            else
+              kb.store(v, qaBuf, {local, kb.add(kb.mul(head, cd), c)});
+          });
+        };
+        kb.strided(tb, kb.idx(0), kb.idx(TOK * wCols), [&](Value i) {
+          Value tt = kb.div(i, kb.idx(wCols)), c = kb.rem(i, kb.idx(wCols));
+          Value sum = gr.zero;
+          for (int64_t g = 0; g < kRowGroups; ++g)
+            sum = kb.fadd(sum, kb.load(red, {kb.idx(g), tt, c}));
+          put(kb.add(tt0, tt), kb.add(c0, c), kb.fmul(sum, gr.scale));
+        });
+        // The rope part (q_pe times the scale), once a head.
+        kb.ifThen(kb.ieq(bid[1], kb.idx(0)), [&] {
+          kb.strided(tb, kb.idx(0), kb.idx(TOK * gr.rope), [&](Value i) {
+            Value tt = kb.div(i, kb.idx(gr.rope)), c = kb.rem(i, kb.idx(gr.rope));
+            Value local = kb.add(tt0, tt);
+            Value v = kb.loadF32(
+                q, {kb.add(t0, kb.minu(local, kb.sub(Tc, kb.idx(1)))),
+                    kb.add(kb.add(kb.mul(head, gr.qk), kb.idx(gr.nope)), c)});
+            put(local, kb.add(kb.idx(R), c), kb.fmul(v, gr.scale));
+          });
+        });
+      }, 0, "absorbed_qabs_wide_t" + std::to_string(TOK));
+    };
     // Rounds of at least kCombineTokens tokens with the tensor-core core
     // take q_abs on tensor cores too, 16 tokens a block (qabsMma; bf16 q):
     // on the H200 mla_attn at batch 128 263 us against 312 with the FMA form
@@ -1742,8 +1858,21 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
                         cast<MemRefType>(q.getType()).getElementType().isBF16() &&
                         cast<MemRefType>(kvb.getType()).getElementType().isBF16() &&
                         gr.nope % 16 == 0 && R % (8 * (kMlaThreads / 32)) == 0;
+    auto qabsSmall = [&] {
+      // (one token: its own kernel, an eighth of the registers and FMAs)
+      if (wide)
+        kb.ifThenElse(
+            kb.ieq(Tc, kb.idx(1)), [&] { qabsWide(1); },
+            [&] {
+              kb.ifThenElse(kb.ule(Tc, kb.idx(kQabsWideTokens)),
+                            [&] { qabsWide(kQabsWideTokens); }, qabsFma);
+            });
+      else
+        qabsFma();
+    };
     if (qabsTc)
-      kb.ifThenElse(kb.ult(Tc, kb.idx(kCombineTokens)), qabsFma, [&] {
+      kb.ifThenElse(kb.ult(Tc, kb.idx(wide ? kQabsWideTokens + 1 : kCombineTokens)), qabsSmall,
+                    [&] {
         kb.blocks({kb.idx(gr.H), kb.ceilDiv(Tc, 16)}, kMlaThreads,
                   [&](ValueRange bid, ThreadBlock &tb) {
                     Value head = bid[0], local0 = kb.mul(bid[1], 16);
@@ -1757,7 +1886,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
                   0, "absorbed_qabs_mma_t16");
       });
     else
-      qabsFma();
+      qabsSmall();
 
     // The attention core per (token, group, split).
     if (twoSizes)
@@ -1844,18 +1973,57 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
         acc = kb.fadd(acc, kb.select(live[sp], kb.fmul(v[sp], f[sp]), gr.zero));
       return kb.fdiv(acc, L);
     };
+    // A block per (token, head, rowSplit-th of the head's output rows;
+    // K3C_MLA_COMBINE_ROW_SPLIT, a divisor of dv / (warps uo), default 1):
+    // warp 0 forms the split weights, a lane a split, into shared memory
+    // (every thread loaded all maxSplits (M, L) pairs and formed them all
+    // before: 21 us for one token at context 8192 on the H200, 37 us with
+    // four blocks a head); a thread per latent column merges; projectRows
+    // projects with all of a warp's W_UV loads in flight. The same sums in
+    // the same order as weights() / merged().
+    const int64_t rowsMax = gr.dv % (kMlaThreads / 32 * gr.uo) == 0
+                                ? gr.dv / (kMlaThreads / 32 * gr.uo) : 1;
+    const int64_t rowSplit = intFromEnv("K3C_MLA_COMBINE_ROW_SPLIT", 1);
+    if (rowSplit < 1 || rowsMax % rowSplit)
+      llvm::report_fatal_error(llvm::Twine("k3c: K3C_MLA_COMBINE_ROW_SPLIT must divide ") +
+                               llvm::Twine(rowsMax) + ", got " + llvm::Twine(rowSplit),
+                               /*gen_crash_diag=*/false);
     auto perToken = [&] {
-      kb.blocks({Tc, kb.idx(gr.H)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+      kb.blocks({Tc, kb.idx(gr.H), kb.idx(rowSplit)}, kMlaThreads, [&](ValueRange bid,
+                                                                        ThreadBlock &tb) {
         Value local = bid[0], head = bid[1], row = kb.add(t0, local);
         Value olat = kb.shared(tb, {1, R}, gr.f32);
+        Value fS = kb.shared(tb, {3, maxSplits}, gr.f32); // f, live, l f
         Value slot0 = kb.mul(local, P), base = kb.mul(head, R + 2);
+        kb.ifThen(kb.ieq(tb.warp, kb.idx(0)), [&] {
+          Value sp = tb.lane, in = kb.andi(kb.ult(sp, P), kb.ult(sp, kb.idx(maxSplits)));
+          Value spc = kb.select(in, sp, kb.idx(0));
+          Value m = kb.load(part, {kb.add(slot0, spc), kb.add(base, kb.idx(R))});
+          Value l = kb.load(part, {kb.add(slot0, spc), kb.add(base, kb.idx(R + 1))});
+          Value live = kb.andi(in, kb.fgt(l, gr.zero));
+          Value M = warpMax(kb, kb.select(live, m, gr.negInf));
+          Value f = kb.select(live, kb.exp(kb.fsub(m, M)), gr.zero);
+          kb.ifThen(kb.ult(sp, kb.idx(maxSplits)), [&] {
+            kb.store(f, fS, {kb.idx(0), sp});
+            kb.store(kb.select(live, kb.f32(1.0), gr.zero), fS, {kb.idx(1), sp});
+            kb.store(kb.select(live, kb.fmul(l, f), gr.zero), fS, {kb.idx(2), sp});
+          });
+        });
+        kb.barrier(tb);
         SmallVector<Value> f, live, spC;
-        Value L = weights(slot0, base, f, live, spC);
+        Value L = gr.zero;
+        for (int64_t sp = 0; sp < maxSplits; ++sp) {
+          f.push_back(kb.load(fS, {kb.idx(0), kb.idx(sp)}));
+          live.push_back(kb.fgt(kb.load(fS, {kb.idx(1), kb.idx(sp)}), gr.zero));
+          L = kb.fadd(L, kb.load(fS, {kb.idx(2), kb.idx(sp)}));
+          spC.push_back(kb.select(kb.ult(kb.idx(sp), P), kb.idx(sp), kb.idx(0)));
+        }
         kb.strided(tb, kb.idx(0), kb.idx(R), [&](Value r) {
           kb.store(merged(slot0, kb.add(base, r), f, live, spC, L), olat, {kb.idx(0), r});
         });
         kb.barrier(tb);
-        one.project(tb, olat, row, head);
+        projectRows(one, tb, olat, row, head, kb.mul(bid[2], kb.idx(gr.dv / rowSplit)),
+                    gr.dv / rowSplit);
       }, 0, "absorbed_combine");
     };
     // The multi-token form: thread tt < TT forms token tt's weights into
@@ -2014,6 +2182,51 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
     kb.ifThen(cs.valid, [&] {
       Value row = kb.add(cs.start, cs.t0);
       Value pos = kb.add(kb.toIndex(kb.load(cacheLens, {cs.n})), cs.t0);
+      if (kb.gpu()) {
+        // Every load of the row in flight at once (a lane's columns lane +
+        // 32 i, unrolled; the loop form waited for each load in turn: 10 us
+        // for a one-token append on the H200), the same sums in the same
+        // order as the loop form below.
+        const int64_t per = (cd + 31) / 32, perR = (R + 31) / 32;
+        SmallVector<Value> cols, vals, nrm;
+        for (int64_t i = 0; i < per; ++i) {
+          Value c = kb.add(tb.lane, kb.idx(32 * i));
+          cols.push_back(c);
+          Value cc = (i + 1) * 32 <= cd ? c : kb.minu(c, kb.idx(cd - 1));
+          vals.push_back(kb.loadF32(kv, {row, cc}));
+          if (i < perR)
+            nrm.push_back(kb.loadF32(kvNorm, {kb.minu(c, kb.idx(R - 1))}));
+        }
+        Value part = kb.f32(0.0);
+        for (int64_t i = 0; i < perR; ++i) {
+          Value sq = kb.fadd(part, kb.fmul(vals[i], vals[i]));
+          part = (i + 1) * 32 <= R ? sq : kb.select(kb.ult(cols[i], kb.idx(R)), sq, part);
+        }
+        Value ss = kb.warpSum(tb, part);
+        Value inv = kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(R))), eps));
+        for (int64_t i = 0; i < per; ++i) {
+          auto store = [&] {
+            Value c = cols[i];
+            Value isC = kb.ult(c, kb.idx(R));
+            Value v = vals[i];
+            if (i < perR) {
+              Value cv =
+                  kb.fmul(kb.round(kb.fmul(v, inv), act), nrm[std::min(i, perR - 1)]);
+              if (cn && (i + 1) * 32 <= R)
+                kb.storeF32(cv, cn, {row, c});
+              else if (cn)
+                kb.ifThen(isC, [&] { kb.storeF32(cv, cn, {row, c}); });
+              v = (i + 1) * 32 <= R ? cv : kb.select(isC, cv, v);
+            }
+            kb.storeF32(v, cache, {cs.n, pos, c});
+          };
+          if ((i + 1) * 32 <= cd)
+            store();
+          else
+            kb.ifThen(kb.ult(cols[i], kb.idx(cd)), store);
+        }
+        return;
+      }
       Value part = kb.loopStep(tb.lane, kb.idx(R), kb.idx(tb.lanes), ValueRange{kb.f32(0.0)},
                                [&](Value c, ValueRange a) {
                                  Value v = kb.loadF32(kv, {row, c});

@@ -25,6 +25,35 @@
 // QABS: vector.from_elements {{.*}} : vector<2xbf16>
 // QABS: nvvm.mma.sync
 // QABS: memref.store {{.*}} : memref<256x80xbf16>
+// Rounds of up to 8 tokens (decode of a few sequences) take q_abs in the
+// wide form (one-token rounds their own kernel): a block per (head, 64
+// latent columns, 8 tokens), 16 row groups
+// x 8 16-byte column chunks a block, each thread's W_UK rows loaded at once,
+// the row groups' sums added in order through workgroup memory;
+// K3C_MLA_QABS_WIDE=0 keeps the FMA form there. Their combine: warp 0 forms
+// the split weights (f, live, l f: workgroup [3, 32]) with a warp max, a
+// thread per latent column merges, and the projection
+// (K3C_MLA_COMBINE_ROW_SPLIT blocks a head, a divisor of dv / 32 = 2 here).
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WIDE
+// WIDE: arith.cmpi eq
+// WIDE: threads({{.*}} = %c128{{[_0-9]*}}, {{.*}}) module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1) function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1) workgroup(%{{.*}} : memref<16x1x64xf32, #gpu.address_space<workgroup>>)
+// WIDE: } else {
+// WIDE: arith.cmpi ule
+// WIDE: threads({{.*}} = %c128{{[_0-9]*}}, {{.*}}) module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8) function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8) workgroup(%{{.*}} : memref<16x8x64xf32, #gpu.address_space<workgroup>>)
+// WIDE: vector.load {{.*}} : memref<320x64xbf16>, vector<8xbf16>
+// WIDE: gpu.barrier
+// WIDE: } else {
+// WIDE: function(@k3_mla_attn_0000c0de_absorbed_qabs)
+// WIDE: function(@k3_mla_attn_0000c0de_absorbed_combine) workgroup(%{{.*}} : memref<1x64xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<3x32xf32, #gpu.address_space<workgroup>>)
+// WIDE: gpu.shuffle xor
+// WIDE: gpu.barrier
+// WIDE: vector.load {{.*}} : memref<320x64xbf16>, vector<8xbf16>
+// RUN: env K3C_MLA_QABS_WIDE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOWIDE
+// NOWIDE-NOT: absorbed_qabs_wide
+// RUN: env K3C_MLA_COMBINE_ROW_SPLIT=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROWS2
+// ROWS2: function(@k3_mla_attn_0000c0de_absorbed_combine)
+// RUN: env K3C_MLA_COMBINE_ROW_SPLIT=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ROWS3
+// ROWS3: K3C_MLA_COMBINE_ROW_SPLIT must divide 2, got 3
 // RUN: env K3C_MLA_COMBINE_MMA=0 K3C_MLA_QABS_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FMA
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000c0de(

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# MLA decode on one H200, per launch: the slice's decode at context 8192
+# (batch 1 and 8) timed inside the step graph by k3-bench for the default
+# build and each variant in v/ (their decode logits compared bit for bit
+# with the default build's first), then Nsight Compute's duration of every
+# MLA decode launch (append, q_abs, core, combine) of one graph-replayed
+# step. Bundle: VARIANTS="..." bash bench/make-mla-bundle.sh; carry .dev;
+# run: bash .dev/mla-decode-h200.sh (CTX=8192 BATCHES=1,8 by default).
+source "$(dirname "$0")/device-common.sh"
+machine
+CTX=${CTX:-8192}; BATCHES=${BATCHES:-1,8}
+k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+mkdir -p /tmp/b
+echo "== decode logits, variants vs default (16 prompts, 6 steps)"
+k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/ref.npy > /dev/null
+# (v/slice-base, when there, is a baseline build: every variant is compared
+# with it too; 1 prompt of 5000 tokens as well, for the long-context splits)
+for a in v/*; do
+  [ -d "$a" ] || continue
+  k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/x-$(basename $a).npy > /dev/null
+done
+if [ -d v/slice-base ]; then
+  for a in slice-bf16 v/*; do
+    k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 5000) --max-new-tokens 4 --quiet --dump-logits /tmp/L-$(basename $a).npy > /dev/null
+  done
+fi
+python3 - <<'PY'
+import numpy as n, glob, os
+def cmp(x, y, tag):
+    a, b = n.load(x), n.load(y)
+    d = abs(a.astype(n.float64) - b).max() / abs(a).max()
+    print('%s: bit-identical %s, max rel %.2e' % (tag, bool((a.view(n.uint32) == b.view(n.uint32)).all()), d))
+for f in sorted(glob.glob('/tmp/x-*.npy')):
+    cmp('/tmp/ref.npy', f, 'default vs ' + f[7:-4])
+    if os.path.exists('/tmp/x-slice-base.npy') and 'base' not in f:
+        cmp('/tmp/x-slice-base.npy', f, 'base vs ' + f[7:-4])
+for f in sorted(glob.glob('/tmp/L-*.npy')):
+    if 'base' not in f:
+        cmp('/tmp/L-slice-base.npy', f, '5000-token prompt, base vs ' + f[7:-4])
+PY
+echo "== k3-bench decode at context $CTX (graph-timed, us per kernel)"
+for a in slice-bf16 v/*; do
+  [ -d "$a" ] || continue
+  echo "-- $a"
+  timeout 200 k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode $BATCHES --context $CTX --steps 16 --csv /tmp/b/$(basename $a).csv > /tmp/b/$(basename $a).txt
+  grep -E "^decode|graph|mla_attn|mla_in|mla_q_up|mla_out|kda_out" /tmp/b/$(basename $a).txt
+done
+if which ncu > /dev/null; then
+  for b in ${BATCHES//,/ }; do
+    echo "== ncu: MLA decode launches, batch $b, context $CTX"
+    timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__registers_per_thread \
+      -k "regex:absorbed_(qabs|split|combine)|mla_attn.*append" --csv k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet \
+      --prefill none --decode $b --context $CTX --steps 1 > /tmp/b/ncu-$b.csv 2>&1
+    python3 - /tmp/b/ncu-$b.csv <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows: print(open(sys.argv[1]).read()[-2000:]); sys.exit()
+h = rows[0]; ki, mi, vi, ii = h.index('Kernel Name'), h.index('Metric Name'), h.index('Metric Value'), h.index('ID')
+per = collections.OrderedDict()
+for r in rows[1:]:
+    per.setdefault((r[ii], r[ki].split('(')[0]), {})[r[mi]] = r[vi]
+for (i, k), m in list(per.items())[-12:]:
+    print('%4s %-60s %s' % (i, k[-60:], '  '.join('%s=%s' % (a.split('__')[1], v) for a, v in m.items())))
+PY
+  done
+fi
+if [ -n "${NCU_FULL:-}" ] && which ncu > /dev/null; then
+  # The full profile of one launch matching $NCU_FULL (a kernel-name regex)
+  # at batch 1: its details page in $OUT/ncu-full.txt.
+  echo "== ncu --set full: $NCU_FULL, batch 1, context $CTX"
+  timeout 240 ncu --clock-control none --set full --import-source no -k "regex:$NCU_FULL" --launch-skip 2 --launch-count 1 -f -o /tmp/b/full \
+    k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 1 --context $CTX --steps 1 > /tmp/b/full-run.txt 2>&1
+  ncu -i /tmp/b/full.ncu-rep --page details --print-details all > $OUT/ncu-full.txt 2>&1
+  grep -E "^    (Duration|Registers Per Thread|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|No Eligible)" $OUT/ncu-full.txt | head -12
+fi
+cp /tmp/b/*.csv /tmp/b/*.txt $OUT/ 2>/dev/null
+echo "== done (${SECONDS}s)"
