@@ -5,12 +5,14 @@
 # with the default build's first), then Nsight Compute's duration of every
 # MLA decode launch (append, q_abs, core, combine) of one graph-replayed
 # step. Bundle: VARIANTS="..." bash bench/make-mla-bundle.sh; carry .dev;
-# run: bash .dev/mla-decode-h200.sh (CTX=8192 BATCHES=1,8 by default).
+# run: bash .dev/mla-decode-h200.sh (CTX=8192 BATCHES=1,8 by default;
+# NO_CMP=1 skips the logits comparison, NO_NCU=1 the Nsight Compute part).
 source "$(dirname "$0")/device-common.sh"
 machine
 CTX=${CTX:-8192}; BATCHES=${BATCHES:-1,8}
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 mkdir -p /tmp/b
+if [ -z "${NO_CMP:-}" ]; then
 echo "== decode logits, variants vs default (16 prompts, 6 steps)"
 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/ref.npy > /dev/null
 # (v/slice-base, when there, is a baseline build: every variant is compared
@@ -38,14 +40,16 @@ for f in sorted(glob.glob('/tmp/L-*.npy')):
     if 'base' not in f:
         cmp('/tmp/L-slice-base.npy', f, '5000-token prompt, base vs ' + f[7:-4])
 PY
+fi
 echo "== k3-bench decode at context $CTX (graph-timed, us per kernel)"
 for a in slice-bf16 v/*; do
   [ -d "$a" ] || continue
   echo "-- $a"
-  timeout 200 k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode $BATCHES --context $CTX --steps 16 --csv /tmp/b/$(basename $a).csv > /tmp/b/$(basename $a).txt
-  grep -E "^decode|graph|mla_attn|mla_in|mla_q_up|mla_out|kda_out" /tmp/b/$(basename $a).txt
+  t=$(basename $a)-$CTX
+  timeout 200 k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode $BATCHES --context $CTX --steps 16 --csv /tmp/b/$t.csv > /tmp/b/$t.txt
+  grep -E "^decode|mla_attn" /tmp/b/$t.txt
 done
-if which ncu > /dev/null; then
+if [ -z "${NO_NCU:-}" ] && which ncu > /dev/null; then
   for b in ${BATCHES//,/ }; do
     echo "== ncu: MLA decode launches, batch $b, context $CTX"
     timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__registers_per_thread \

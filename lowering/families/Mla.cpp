@@ -1442,6 +1442,7 @@ constexpr int64_t kSplitChunk = 64;   ///< split decode: tokens a round of launc
 constexpr int64_t kSplitSlots = 256;  ///< split decode: (token, split) partials at most
 constexpr int64_t kSplitMax = 32;     ///< split decode: splits of a token's positions
 constexpr int64_t kSplitMaxFma = 16;  ///< the same, FMA core
+constexpr int64_t kSplitMaxAny = 128; ///< the most K3C_MLA_DECODE_SPLITS allows
 /// split decode: tokens a combine block projects from rounds of that many
 /// tokens on (K3C_MLA_COMBINE_TOKENS; above kSplitChunk: never).
 constexpr int64_t kCombineTokens = 8;
@@ -1726,7 +1727,14 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
   const bool mma = dm.on && qaBf;
   const bool twoSizes = mma && dmSmall.on && dmSmall.ht < dm.ht;
   const int64_t groups = mma ? dm.groups() : gr.H / G;
-  const int64_t aim = mma ? dm.blocks : kSplitBlocks, maxSplits = mma ? kSplitMax : kSplitMaxFma;
+  // K3C_MLA_DECODE_SPLITS: splits of a token's positions at most with the
+  // tensor-core core (1..kSplitMaxAny; default kSplitMax).
+  const int64_t splitsMma = intFromEnv("K3C_MLA_DECODE_SPLITS", kSplitMax);
+  if (mma && (splitsMma < 1 || splitsMma > kSplitMaxAny))
+    llvm::report_fatal_error(llvm::Twine("k3c: K3C_MLA_DECODE_SPLITS must be 1..") +
+                                 llvm::Twine(kSplitMaxAny) + ", got " + llvm::Twine(splitsMma),
+                             /*gen_crash_diag=*/false);
+  const int64_t aim = mma ? dm.blocks : kSplitBlocks, maxSplits = mma ? splitsMma : kSplitMaxFma;
   Value T = kb.dim(q, 0);
   kb.loopStep(kb.idx(0), T, kb.idx(kSplitChunk), [&](Value t0) {
     Value Tc = kb.minu(kb.idx(kSplitChunk), kb.sub(T, t0));
@@ -1931,22 +1939,24 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
       });
     }, 0, "absorbed_split_g" + std::to_string(G));
 
-    // Merge the splits (empty ones, L = 0, weigh 0), project, gate: a block
-    // per (token, head). Every thread loads the maxSplits (M, L) pairs at
-    // once (past P: weight 0) and forms the weights e^(M_s - M) / L itself;
-    // a thread per latent column sums the partials (all loads in flight);
-    // then W_UV o_lat, a warp per 4 output rows. Rounds of at least
+    // Merge the splits (empty ones, L = 0, weigh 0), project, gate (perToken
+    // below: a block per (token, head)). Rounds of at least
     // kCombineTokens tokens take a block per (head, kCombineTokens tokens)
     // instead: W_UV read once for them (a block per token read each head's
     // 128 KB once per token: 1.6 GB of L2 traffic at 128 sequences), the
     // same sums in the same order.
+    // (multiToken's rounds have P <= ceil(aim / from) splits: mtSplits.)
+    const int64_t fromTokens =
+        std::max<int64_t>(1, intFromEnv("K3C_MLA_COMBINE_TOKENS", kCombineTokens));
+    const int64_t mtSplits = std::min(maxSplits, (aim + fromTokens - 1) / fromTokens);
     auto weights = [&](Value slot0, Value base, SmallVector<Value> &f, SmallVector<Value> &live,
                        SmallVector<Value> &spC) {
-      SmallVector<Value> m(maxSplits), l(maxSplits);
-      f.assign(maxSplits, Value());
-      live.assign(maxSplits, Value());
-      spC.assign(maxSplits, Value());
-      for (int64_t sp = 0; sp < maxSplits; ++sp) {
+      const int64_t n = mtSplits;
+      SmallVector<Value> m(n), l(n);
+      f.assign(n, Value());
+      live.assign(n, Value());
+      spC.assign(n, Value());
+      for (int64_t sp = 0; sp < n; ++sp) {
         Value in = kb.ult(kb.idx(sp), P);
         spC[sp] = kb.select(in, kb.idx(sp), kb.idx(0));
         m[sp] = kb.load(part, {kb.add(slot0, spC[sp]), kb.add(base, kb.idx(R))});
@@ -1954,33 +1964,24 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
         live[sp] = kb.andi(in, kb.fgt(l[sp], gr.zero));
       }
       Value M = gr.negInf;
-      for (int64_t sp = 0; sp < maxSplits; ++sp)
+      for (int64_t sp = 0; sp < n; ++sp)
         M = kb.select(live[sp], kb.fmax(M, m[sp]), M);
       Value L = gr.zero;
-      for (int64_t sp = 0; sp < maxSplits; ++sp) {
+      for (int64_t sp = 0; sp < n; ++sp) {
         f[sp] = kb.select(live[sp], kb.exp(kb.fsub(m[sp], M)), gr.zero);
         L = kb.fadd(L, kb.select(live[sp], kb.fmul(l[sp], f[sp]), gr.zero));
       }
       return L;
     };
-    auto merged = [&](Value slot0, Value col, ArrayRef<Value> f, ArrayRef<Value> live,
-                      ArrayRef<Value> spC, Value L) {
-      SmallVector<Value> v;
-      for (int64_t sp = 0; sp < maxSplits; ++sp)
-        v.push_back(kb.load(part, {kb.add(slot0, spC[sp]), col}));
-      Value acc = gr.zero;
-      for (int64_t sp = 0; sp < maxSplits; ++sp)
-        acc = kb.fadd(acc, kb.select(live[sp], kb.fmul(v[sp], f[sp]), gr.zero));
-      return kb.fdiv(acc, L);
-    };
     // A block per (token, head, rowSplit-th of the head's output rows;
     // K3C_MLA_COMBINE_ROW_SPLIT, a divisor of dv / (warps uo), default 1):
-    // warp 0 forms the split weights, a lane a split, into shared memory
-    // (every thread loaded all maxSplits (M, L) pairs and formed them all
-    // before: 21 us for one token at context 8192 on the H200, 37 us with
-    // four blocks a head); a thread per latent column merges; projectRows
-    // projects with all of a warp's W_UV loads in flight. The same sums in
-    // the same order as weights() / merged().
+    // warp 0 forms the split weights e^(M_s - M) (a lane for splits lane +
+    // 32 k) and l_s e^(M_s - M) into shared memory (every thread loaded all
+    // maxSplits (M, L) pairs and formed them all before: 21 us for one token
+    // at context 8192 on the H200, 37 us with four blocks a head); every
+    // thread sums L in split order; a thread per latent column sums the P
+    // partials in split order; projectRows projects with all of a warp's
+    // W_UV loads in flight. Bit-identical to the unrolled form it replaced.
     const int64_t rowsMax = gr.dv % (kMlaThreads / 32 * gr.uo) == 0
                                 ? gr.dv / (kMlaThreads / 32 * gr.uo) : 1;
     const int64_t rowSplit = intFromEnv("K3C_MLA_COMBINE_ROW_SPLIT", 1);
@@ -1995,31 +1996,58 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
         Value olat = kb.shared(tb, {1, R}, gr.f32);
         Value fS = kb.shared(tb, {3, maxSplits}, gr.f32); // f, live, l f
         Value slot0 = kb.mul(local, P), base = kb.mul(head, R + 2);
+        const int64_t perLane = (maxSplits + 31) / 32;
         kb.ifThen(kb.ieq(tb.warp, kb.idx(0)), [&] {
-          Value sp = tb.lane, in = kb.andi(kb.ult(sp, P), kb.ult(sp, kb.idx(maxSplits)));
-          Value spc = kb.select(in, sp, kb.idx(0));
-          Value m = kb.load(part, {kb.add(slot0, spc), kb.add(base, kb.idx(R))});
-          Value l = kb.load(part, {kb.add(slot0, spc), kb.add(base, kb.idx(R + 1))});
-          Value live = kb.andi(in, kb.fgt(l, gr.zero));
-          Value M = warpMax(kb, kb.select(live, m, gr.negInf));
-          Value f = kb.select(live, kb.exp(kb.fsub(m, M)), gr.zero);
-          kb.ifThen(kb.ult(sp, kb.idx(maxSplits)), [&] {
-            kb.store(f, fS, {kb.idx(0), sp});
-            kb.store(kb.select(live, kb.f32(1.0), gr.zero), fS, {kb.idx(1), sp});
-            kb.store(kb.select(live, kb.fmul(l, f), gr.zero), fS, {kb.idx(2), sp});
-          });
+          SmallVector<Value> sps, ms, ls, lives;
+          Value mx = gr.negInf;
+          for (int64_t k = 0; k < perLane; ++k) {
+            Value sp = kb.add(tb.lane, kb.idx(32 * k));
+            Value in = kb.andi(kb.ult(sp, P), kb.ult(sp, kb.idx(maxSplits)));
+            Value spc = kb.select(in, sp, kb.idx(0));
+            sps.push_back(sp);
+            ms.push_back(kb.load(part, {kb.add(slot0, spc), kb.add(base, kb.idx(R))}));
+            ls.push_back(kb.load(part, {kb.add(slot0, spc), kb.add(base, kb.idx(R + 1))}));
+            lives.push_back(kb.andi(in, kb.fgt(ls.back(), gr.zero)));
+            mx = kb.select(lives.back(), kb.fmax(mx, ms.back()), mx);
+          }
+          Value M = warpMax(kb, mx);
+          for (int64_t k = 0; k < perLane; ++k) {
+            Value f = kb.select(lives[k], kb.exp(kb.fsub(ms[k], M)), gr.zero);
+            kb.ifThen(kb.ult(sps[k], kb.idx(maxSplits)), [&] {
+              kb.store(f, fS, {kb.idx(0), sps[k]});
+              kb.store(kb.select(lives[k], kb.f32(1.0), gr.zero), fS, {kb.idx(1), sps[k]});
+              kb.store(kb.select(lives[k], kb.fmul(ls[k], f), gr.zero), fS, {kb.idx(2), sps[k]});
+            });
+          }
         });
         kb.barrier(tb);
-        SmallVector<Value> f, live, spC;
+        // L in split order; then a thread per latent column sums the P
+        // partials in split order, up to 32 loads in flight (8 measured
+        // slower on the H200: 17.1 against 13.7 us for 22 splits).
         Value L = gr.zero;
-        for (int64_t sp = 0; sp < maxSplits; ++sp) {
-          f.push_back(kb.load(fS, {kb.idx(0), kb.idx(sp)}));
-          live.push_back(kb.fgt(kb.load(fS, {kb.idx(1), kb.idx(sp)}), gr.zero));
+        for (int64_t sp = 0; sp < maxSplits; ++sp)
           L = kb.fadd(L, kb.load(fS, {kb.idx(2), kb.idx(sp)}));
-          spC.push_back(kb.select(kb.ult(kb.idx(sp), P), kb.idx(sp), kb.idx(0)));
-        }
+        const int64_t U = std::min<int64_t>(maxSplits, 32);
         kb.strided(tb, kb.idx(0), kb.idx(R), [&](Value r) {
-          kb.store(merged(slot0, kb.add(base, r), f, live, spC, L), olat, {kb.idx(0), r});
+          Value col = kb.add(base, r);
+          Value acc = kb.loopStep(
+              kb.idx(0), P, kb.idx(U), ValueRange{gr.zero}, [&](Value sp0, ValueRange a) {
+                SmallVector<Value> in, v, f, live;
+                for (int64_t u = 0; u < U; ++u) {
+                  Value sp = kb.add(sp0, kb.idx(u));
+                  in.push_back(kb.ult(sp, P));
+                  Value spc = kb.select(in.back(), sp, kb.idx(0));
+                  v.push_back(kb.load(part, {kb.add(slot0, spc), col}));
+                  f.push_back(kb.load(fS, {kb.idx(0), spc}));
+                  live.push_back(kb.andi(in.back(),
+                                         kb.fgt(kb.load(fS, {kb.idx(1), spc}), gr.zero)));
+                }
+                Value sum = a[0];
+                for (int64_t u = 0; u < U; ++u)
+                  sum = kb.fadd(sum, kb.select(live[u], kb.fmul(v[u], f[u]), gr.zero));
+                return SmallVector<Value>{sum};
+              })[0];
+          kb.store(kb.fdiv(acc, L), olat, {kb.idx(0), r});
         });
         kb.barrier(tb);
         projectRows(one, tb, olat, row, head, kb.mul(bid[2], kb.idx(gr.dv / rowSplit)),
@@ -2031,12 +2059,12 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
     // the projection: on tensor cores (16 tokens a block, projectTokensMma)
     // where the target has mma.sync and W_UV is bf16, else FMA
     // (projectTokens, 8 tokens a block). K3C_MLA_COMBINE_MMA=0: FMA.
-    const int64_t from = std::max<int64_t>(1, intFromEnv("K3C_MLA_COMBINE_TOKENS", kCombineTokens));
+    const int64_t from = fromTokens;
     // Shared memory of the tensor-core form: o_lat hi and lo (bf16 [16,
-    // pitch] each) and the weights fS [16, maxSplits + 1] and liveS [16,
-    // maxSplits] (f32), as multiToken allocates them.
+    // pitch] each) and the weights fS [16, mtSplits + 1] and liveS [16,
+    // mtSplits] (f32), as multiToken allocates them.
     const int64_t pitch = R + 8;
-    const int64_t tcShared = 16 * (2 * pitch * 2 + (2 * maxSplits + 1) * 4);
+    const int64_t tcShared = 16 * (2 * pitch * 2 + (2 * mtSplits + 1) * 4);
     const bool tc = kb.info().mmaSync && intFromEnv("K3C_MLA_COMBINE_MMA", 1) &&
                     cast<MemRefType>(kvb.getType()).getElementType().isBF16() &&
                     gr.dv % (8 * (kMlaThreads / 32)) == 0 && R % 64 == 0 &&
@@ -2051,22 +2079,22 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
         Value olat = tc ? Value() : kb.shared(tb, {TT, R}, gr.f32);
         Value olHi = tc ? kb.shared(tb, {TT, pitch}, bf16) : Value();
         Value olLo = tc ? kb.shared(tb, {TT, pitch}, bf16) : Value();
-        Value fS = kb.shared(tb, {TT, maxSplits + 1}, gr.f32);
-        Value liveS = kb.shared(tb, {TT, maxSplits}, gr.f32);
+        Value fS = kb.shared(tb, {TT, mtSplits + 1}, gr.f32);
+        Value liveS = kb.shared(tb, {TT, mtSplits}, gr.f32);
         Value base = kb.mul(head, R + 2), one1 = kb.f32(1.0);
         kb.ifThen(kb.ult(tb.tid, valid), [&] {
           Value slot0 = kb.mul(kb.add(local0, tb.tid), P);
           SmallVector<Value> f, live, spC;
           Value L = weights(slot0, base, f, live, spC);
-          for (int64_t sp = 0; sp < maxSplits; ++sp) {
+          for (int64_t sp = 0; sp < mtSplits; ++sp) {
             kb.store(f[sp], fS, {tb.tid, kb.idx(sp)});
             kb.store(kb.select(live[sp], one1, gr.zero), liveS, {tb.tid, kb.idx(sp)});
           }
-          kb.store(L, fS, {tb.tid, kb.idx(maxSplits)});
+          kb.store(L, fS, {tb.tid, kb.idx(mtSplits)});
         });
         kb.barrier(tb);
         // A thread per (token, latent column): only the round's P splits
-        // (4 at a time, loads in flight), in split order as merged() sums
+        // (4 at a time, loads in flight), in split order as perToken sums
         // them (the splits past P only add zeros there). For the tensor
         // cores o_lat = hi + lo in bf16, rows past `valid` zero.
         if (tc)
@@ -2095,7 +2123,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
                   sum = kb.select(live[u], kb.fadd(sum, kb.fmul(v[u], f[u])), sum);
                 return SmallVector<Value>{sum};
               })[0];
-          Value o = kb.fdiv(acc, kb.load(fS, {tt, kb.idx(maxSplits)}));
+          Value o = kb.fdiv(acc, kb.load(fS, {tt, kb.idx(mtSplits)}));
           if (tc) {
             Value hi = kb.round(o, bf16);
             kb.storeF32(hi, olHi, {tt, r});

@@ -50,6 +50,14 @@
 // WIDE: vector.load {{.*}} : memref<320x64xbf16>, vector<8xbf16>
 // RUN: env K3C_MLA_QABS_WIDE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOWIDE
 // NOWIDE-NOT: absorbed_qabs_wide
+// The split weights of the multi-token rounds: ceil(132 SMs / 8 tokens) =
+// 17 splits at most ([16, 17 + 1] and [16, 17] above). K3C_MLA_DECODE_SPLITS
+// (splits of a token's positions, 1..128, default 32) sizes the per-token
+// combine's weights ([3, 66]: a lane for splits lane + 32 k).
+// RUN: env K3C_MLA_DECODE_SPLITS=66 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLITS
+// SPLITS: function(@k3_mla_attn_0000c0de_absorbed_combine) workgroup(%{{.*}} : memref<1x64xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<3x66xf32, #gpu.address_space<workgroup>>)
+// RUN: env K3C_MLA_DECODE_SPLITS=129 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SPLITS129
+// SPLITS129: K3C_MLA_DECODE_SPLITS must be 1..128, got 129
 // RUN: env K3C_MLA_COMBINE_ROW_SPLIT=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROWS2
 // ROWS2: function(@k3_mla_attn_0000c0de_absorbed_combine)
 // RUN: env K3C_MLA_COMBINE_ROW_SPLIT=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ROWS3
@@ -59,7 +67,7 @@
 // CHECK-LABEL: func.func @k3_mla_attn_0000c0de(
 // CHECK: function(@k3_mla_attn_0000c0de_absorbed_combine)
 // CHECK: } else {
-// CHECK: function(@k3_mla_attn_0000c0de_absorbed_combine_mma_t16) workgroup(%{{.*}} : memref<16x72xbf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x72xbf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x33xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x32xf32, #gpu.address_space<workgroup>>)
+// CHECK: function(@k3_mla_attn_0000c0de_absorbed_combine_mma_t16) workgroup(%{{.*}} : memref<16x72xbf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x72xbf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x18xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x17xf32, #gpu.address_space<workgroup>>)
 // CHECK: gpu.barrier
 // CHECK: vector.load {{.*}} : memref<320x64xbf16>, vector<2xbf16>
 // CHECK: nvgpu.ldmatrix {{.*}}transpose = false

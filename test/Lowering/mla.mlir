@@ -103,9 +103,10 @@
 // GPU: memref.store {{.*}} : memref<256x136xf32>
 // GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_combine)
 // Rounds of 8 tokens or more merge and project 8 tokens a block (W_UV read
-// once for them): their o_lat, weights and live flags in shared memory.
+// once for them): their o_lat, weights and live flags in shared memory
+// (ceil(132 SMs / 8 tokens) = 17 splits at most).
 // GPU: } else {
-// GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_combine_t8) workgroup(%{{.*}} : memref<8x32xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<8x33xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<8x32xf32, #gpu.address_space<workgroup>>)
+// GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_combine_t8) workgroup(%{{.*}} : memref<8x32xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<8x18xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<8x17xf32, #gpu.address_space<workgroup>>)
 // GPU: return
 
 // FMA-LABEL: func.func @k3_mla_attn_{{[0-9a-f]+}}(
