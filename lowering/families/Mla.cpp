@@ -159,6 +159,7 @@ namespace {
 struct DecodeMma {
   bool on = false;
   int64_t ht = 3, nw = 4, bn = 64, blocks = 132, H = 0, R = 0, cd = 0, cdPad = 0;
+  int64_t chains = 1; ///< independent S accumulator sets (K3C_MLA_DECODE_S_CHAINS)
   int64_t heads() const { return 16 * ht; }
   int64_t warps() const { return nw * ht; }
   int64_t groups() const { return (H + heads() - 1) / heads(); }
@@ -199,6 +200,11 @@ static DecodeMma decodeMmaPlan(MlaAttentionOp attn, Target target, bool small = 
                    (d.H + 15) / 16);
   d.bn = intFromEnv("K3C_MLA_DECODE_BN", 64);
   d.nw = intFromEnv("K3C_MLA_DECODE_WARPS", 4);
+  d.chains = intFromEnv("K3C_MLA_DECODE_S_CHAINS", 1);
+  if (d.chains != 1 && d.chains != 2)
+    llvm::report_fatal_error("k3c: K3C_MLA_DECODE_S_CHAINS must be 1 or 2, got " +
+                                 llvm::Twine(d.chains),
+                             /*gen_crash_diag=*/false);
   if (d.nw == 4 && d.R % 64) // small latents (k3-tiny): two warps a head tile
     d.nw = 2;
   d.blocks = intFromEnv("K3C_MLA_DECODE_BLOCKS", info.smCount);
@@ -1477,6 +1483,9 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
   const int64_t bn = d.bn, nw = d.nw, span = bn / nw, qP = d.pitch(), Gm = d.heads(), R = d.R;
   const int64_t sTiles = span / 8, oTiles = R / nw / 8, kSteps = d.cdPad / 16;
   const int64_t kUnroll = kSteps % 2 == 0 ? 2 : 1;
+  // With two chains the unrolled k steps alternate between two accumulator
+  // sets, added after the loop: half the dependent mma.sync chain of S.
+  const int64_t chains = kUnroll % d.chains == 0 ? d.chains : 1;
   const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
   std::string name = "absorbed_split_mma_h" + std::to_string(Gm) + "_n" + std::to_string(bn);
   kb.blocks({Tc, kb.idx(d.groups()), P}, 32 * d.warps(), [&](ValueRange bid, ThreadBlock &tb) {
@@ -1615,23 +1624,29 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
             // S = q_abs K^T over this warp's share of the tile.
             // A loop over the k steps (kUnroll at a time), not unrolled:
             // the O accumulators keep the registers.
-            SmallVector<Value> sAcc = kb.loopStep(
+            SmallVector<Value> sChains = kb.loopStep(
                 kb.idx(0), kb.idx(kSteps * 16), kb.idx(kUnroll * 16),
-                SmallVector<Value>(sTiles * 4, zero), [&](Value k0, ValueRange acc) {
+                SmallVector<Value>(chains * sTiles * 4, zero), [&](Value k0, ValueRange acc) {
                   SmallVector<Value> sa(acc.begin(), acc.end());
                   for (int64_t u = 0; u < kUnroll; ++u) {
                     Value kc = kb.add(k0, kb.idx(u * 16));
                     SmallVector<Value> a = fragmentWords(
                         kb, ldmatrixX4(kb, qs, {qRow, kb.add(qCol, kc)}, false), 0, 4);
+                    MutableArrayRef<Value> set =
+                        MutableArrayRef<Value>(sa).slice((u % chains) * sTiles * 4, sTiles * 4);
                     for (int64_t jj = 0; jj < sTiles / 2; ++jj) {
                       Value v = ldmatrixX4(
                           kb, ks, {slot, kb.add(bRowOff, kb.idx(jj * 16)), kb.add(bColOff, kc)},
                           false);
-                      mmaX4(kb, a, v, sa, 2 * jj);
+                      mmaX4(kb, a, v, set, 2 * jj);
                     }
                   }
                   return sa;
                 });
+            SmallVector<Value> sAcc(sChains.begin(), sChains.begin() + sTiles * 4);
+            for (int64_t c = 1; c < chains; ++c)
+              for (int64_t i = 0; i < sTiles * 4; ++i)
+                sAcc[i] = kb.fadd(sAcc[i], sChains[c * sTiles * 4 + i]);
             // Positions past hi (the split's last tile) score -inf; the row
             // maxima across the head tile's warps.
             Value pBase = kb.add(kb.add(kb.add(lo, kb.mul(j, bn)), kb.mul(wPart, span)), c2);
