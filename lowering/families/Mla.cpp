@@ -1724,6 +1724,215 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
   }, d.sharedBytes(), name);
 }
 
+/// The split decode's core on warpgroup MMA (sm_90a, bf16, opt-in:
+/// K3C_MLA_DECODE_WGMMA=1; FlashMLA's form): a block per (token, group of 64
+/// heads, split) with two warpgroups. q_abs of the 64 heads (the M
+/// dimension) and 64-position cache tiles sit in 128-byte-swizzled shared
+/// memory (a double-buffered cp.async ring); both warpgroups compute S =
+/// q_abs K^T (wgmma.m64n64k16, 4 cd/64 k steps) and the online softmax, and
+/// each accumulates O += P V for its half of the R latent columns with P in
+/// registers (the register-A wgmma) and V the tile's first R columns read
+/// as an MN-major B: the cache tile is read once for 64 heads. Writes the
+/// partials as decodeMmaCore does.
+struct DecodeWg {
+  bool on = false;
+  int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64;
+  int64_t groups() const { return (H + 63) / 64; }
+  int64_t tileBytes() const { return QB * 64 * 128; } // Q or one ring slot
+  int64_t sharedBytes() const { return 3 * tileBytes() + 1024; }
+};
+
+static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
+  DecodeWg d;
+  const TargetInfo &info = TargetInfo::get(target);
+  auto kvType = cast<ShapedType>(attn.getKv().getType());
+  if (!info.wgmma || !kvType.getElementType().isBF16() || !groupedFits(attn) ||
+      !intFromEnv("K3C_MLA_DECODE_WGMMA", 0) || !intFromEnv("K3C_MLA_DECODE_MMA", 1))
+    return d;
+  d.H = attn.getNumHeads();
+  d.R = cast<ShapedType>(attn.getKvBProj().getType()).getDimSize(1);
+  d.cd = kvType.getDimSize(1);
+  d.QB = (d.cd + 63) / 64;
+  // Each warpgroup's half of the latent columns: whole 64-column blocks, at
+  // most 256 (one wgmma.m64n256).
+  if (d.cd % 8 || d.R % 128 || d.R / 2 > 256 || d.sharedBytes() > info.maxSharedPerBlock)
+    return d;
+  d.on = true;
+  return d;
+}
+
+static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Value cache,
+                            Value cacheLens, Value lens, Value part, Value t0, Value Tc, Value P) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  MLIRContext *ctx = b.getContext();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type();
+  const int64_t bn = d.bn, QB = d.QB, R = d.R, half = R / 2, H = d.H;
+  const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
+  auto sAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(bn / 2, f32));
+  auto oAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(half / 2, f32));
+  // The cache as rows [N * max_context, cd].
+  Value rows = memref::CollapseShapeOp::create(b, loc, cache,
+                                               SmallVector<ReassociationIndices>{{0, 1}, {2}});
+  Value maxCtx = kb.dim(cache, 1);
+  kb.blocks({Tc, kb.idx(d.groups()), P}, 256, [&](ValueRange bid, ThreadBlock &tb) {
+    Value local = bid[0], g = bid[1], split = bid[2], row = kb.add(t0, local);
+    ChunkSlot cs = findChunk(kb, tb, lens, row, 1);
+    Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
+    Value S = kb.add(kb.add(past, cs.t0), kb.idx(1)); // visible positions
+    Value per = kb.mul(kb.ceilDiv(kb.div(kb.add(S, kb.sub(P, kb.idx(1))), P), bn), bn);
+    Value lo = kb.minu(kb.mul(split, per), S), hi = kb.minu(kb.add(lo, per), S);
+    Value nT = kb.ceilDiv(kb.sub(hi, lo), bn);
+    Value h0 = kb.mul(g, 64);
+    Value slotOut = kb.add(kb.mul(local, P), split);
+    Value lane = tb.lane, wg = kb.div(tb.tid, 128);
+    Value gq = kb.div(lane, 4), c2 = kb.mul(kb.rem(lane, 4), 2);
+    Value wRow = kb.mul(kb.rem(tb.warp, 4), 16);
+    Value negInf = kb.f32(-INFINITY), zero = kb.f32(0.0);
+    AlignedShared sm = alignedDynamicShared(kb);
+    Value qs = sm.view(kb, kb.idx(0), {QB, 64, 64}, bf16);
+    Value ks = sm.view(kb, kb.idx(d.tileBytes()), {2, QB, bn, 64}, bf16);
+    Value aligned = sm.address(kb, kb.idx(0));
+    auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
+    auto swzAt = [&](Value slot) {
+      return [&, slot](Value r, Value c) {
+        Value chunk = kb.div(kb.rem(c, 64), 8);
+        Value phys = arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
+        SmallVector<Value> di;
+        if (slot)
+          di.push_back(slot);
+        di.append({kb.div(c, 64), r, kb.mul(phys, 8)});
+        return di;
+      };
+    };
+    // Stores this thread's rows' partials (O of its warpgroup's columns; M
+    // in natural-log units and L by warpgroup 0).
+    auto storePartials = [&](Value o, Value m2[2], Value l2[2]) {
+      for (int64_t hf = 0; hf < 2; ++hf) {
+        Value head = kb.add(h0, kb.add(kb.add(wRow, gq), kb.idx(8 * hf)));
+        kb.ifThen(kb.ult(head, kb.idx(H)), [&] {
+          Value base = kb.mul(head, R + 2);
+          for (int64_t t = 0; t < half / 8; ++t) {
+            Value col = kb.add(kb.add(kb.mul(wg, half), kb.idx(t * 8)), c2);
+            Value v0 = o ? LLVM::ExtractValueOp::create(b, loc, o, ArrayRef<int64_t>{t * 4 + 2 * hf})
+                               .getResult()
+                         : zero;
+            Value v1 = o ? LLVM::ExtractValueOp::create(b, loc, o,
+                                                        ArrayRef<int64_t>{t * 4 + 2 * hf + 1})
+                               .getResult()
+                         : zero;
+            storePair(kb, part, {slotOut, kb.add(base, col)}, v0, v1);
+          }
+          kb.ifThen(kb.andi(kb.ieq(kb.rem(lane, 4), kb.idx(0)), kb.ieq(wg, kb.idx(0))), [&] {
+            kb.store(kb.fmul(m2[hf], kb.f32(ln2)), part, {slotOut, kb.add(base, kb.idx(R))});
+            kb.store(l2[hf], part, {slotOut, kb.add(base, kb.idx(R + 1))});
+          });
+        });
+      }
+    };
+    kb.ifThenElse(
+        kb.ult(kb.idx(0), nT),
+        [&] {
+          flashZeroPad(kb, tb, qs, 64, d.cd, 64 * QB, swzAt(Value()));
+          for (int64_t sl = 0; sl < 2; ++sl)
+            flashZeroPad(kb, tb, ks, bn, d.cd, 64 * QB, swzAt(kb.idx(sl)));
+          Value rowBase = kb.mul(cs.n, maxCtx);
+          // Tile j into ring slot j % 2 (past the last tile: nothing read,
+          // the group stays so that the wait counts hold).
+          // (A loop over the thread's chunks, not unrolled: unrolled, their
+          // loop-invariant addresses stay live across the tile loop and
+          // spill next to O's 128 accumulators.)
+          auto tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
+          auto issue = [&](Value j) {
+            Value p0 = kb.add(lo, kb.mul(j, bn));
+            Value valid = kb.select(kb.ult(j, nT), kb.sub(hi, kb.minu(p0, hi)), kb.idx(0));
+            Value src0 = kb.add(rowBase, kb.minu(p0, hi)), slot = kb.rem(j, 2);
+            const int64_t chunks = d.cd / 8, total = bn * chunks;
+            kb.loopStep(tb.tid, kb.idx(total), kb.idx(tb.threads), [&](Value lin) {
+              Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
+              Value ok = kb.ult(r, valid);
+              Value srcRow = kb.select(ok, kb.add(src0, r), kb.idx(0));
+              nvgpu::DeviceAsyncCopyOp::create(
+                  b, loc, tokenType, ks, swzAt(slot)(r, c8), rows, ValueRange{srcRow, c8},
+                  b.getIndexAttr(8), kb.select(ok, kb.idx(8), kb.idx(0)), b.getUnitAttr());
+            });
+            NVVM::CpAsyncCommitGroupOp::create(b, loc);
+          };
+          flashCopy(kb, tb, qaBf, kb.add(kb.mul(local, H), h0), kb.idx(0),
+                    kb.minu(kb.idx(64), kb.sub(kb.idx(H), h0)), 64, d.cd / 8, qs, 0,
+                    swzAt(Value()));
+          issue(kb.idx(0));
+          issue(kb.idx(1));
+          Value qAddr = toI64(aligned);
+          auto kAddr = [&](Value j) {
+            return kb.add(aligned, kb.add(kb.idx(d.tileBytes()), kb.mul(kb.rem(j, 2), d.tileBytes())));
+          };
+          auto pack = [&](Value lo2, Value hi2) {
+            Value v = NVVM::ConvertF32x2ToBF16x2Op::create(
+                b, loc, VectorType::get({2}, bf16), hi2, lo2, Value(), NVVM::FPRoundingMode::RN,
+                NVVM::SaturationMode::NONE, false);
+            return LLVM::BitcastOp::create(b, loc, b.getI32Type(), v).getResult();
+          };
+          Value qi[2] = {kb.sub(hi, kb.idx(1)), kb.sub(hi, kb.idx(1))};
+          // Carried: O, m[2], l[2].
+          SmallVector<Value> init{LLVM::ZeroOp::create(b, loc, oAccType).getResult(), negInf,
+                                  negInf, zero, zero};
+          SmallVector<Value> fin = kb.loop(kb.idx(0), nT, init, [&](Value j, ValueRange in) {
+            // Tile j landed (tile j + 1's group may still be in flight) and
+            // is visible to the async proxy and every warp.
+            NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(1));
+            NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
+                                       NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+            kb.barrier(tb);
+            Value kA = kAddr(j);
+            Value sAcc = wgmmaChain(kb, sAccType, Value(), {qAddr, 64 * 128, false},
+                                    {toI64(kA), bn * 128, false}, bn, 4 * QB);
+            NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+            SmallVector<Value> sv;
+            for (int64_t i = 0; i < bn / 2; ++i)
+              sv.push_back(LLVM::ExtractValueOp::create(b, loc, sAcc, ArrayRef<int64_t>{i}));
+            SmallVector<Value> state(in.begin() + 1, in.end());
+            Value alpha[2];
+            flashSoftmax(kb, sv, kb.add(kb.add(lo, kb.mul(j, bn)), c2), qi, /*mask=*/true, log2e,
+                         state, alpha, /*fast=*/true);
+            Value o = in[0];
+            for (int64_t i = 0; i < half / 2; ++i)
+              o = LLVM::InsertValueOp::create(
+                  b, loc, o,
+                  kb.fmul(LLVM::ExtractValueOp::create(b, loc, o, ArrayRef<int64_t>{i}),
+                          alpha[(i % 4) / 2]),
+                  ArrayRef<int64_t>{i});
+            SmallVector<std::array<Value, 4>> steps;
+            for (int64_t kk = 0; kk < bn / 16; ++kk) {
+              const Value *s0 = &sv[2 * kk * 4], *s1 = &sv[(2 * kk + 1) * 4];
+              steps.push_back({pack(s0[0], s0[1]), pack(s0[2], s0[3]), pack(s1[0], s1[1]),
+                               pack(s1[2], s1[3])});
+            }
+            Value vA = kb.add(kA, kb.mul(wg, kb.idx(half / 64 * bn * 128)));
+            o = wgmmaChainRegA(kb, oAccType, o, steps, {toI64(vA), bn * 128, true}, half);
+            NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+            // Both warpgroups are done with slot j % 2: tile j + 2 into it.
+            kb.barrier(tb);
+            issue(kb.add(j, kb.idx(2)));
+            SmallVector<Value> out{o};
+            out.append(state.begin(), state.end());
+            return out;
+          });
+          NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+          Value m2[2] = {fin[1], fin[2]}, l2[2] = {fin[3], fin[4]};
+          for (int64_t hf = 0; hf < 2; ++hf)
+            for (int64_t off : {1, 2}) // the row's 4 lanes
+              l2[hf] = kb.fadd(l2[hf], shuffleF32(kb, l2[hf], kb.idx(off), gpu::ShuffleMode::XOR));
+          storePartials(fin[0], m2, l2);
+        },
+        [&] {
+          // An empty split: weight 0 in the merge.
+          Value m2[2] = {negInf, negInf}, l2[2] = {zero, zero};
+          storePartials(Value(), m2, l2);
+        });
+  }, d.sharedBytes(), "absorbed_split_wg_h64_n" + std::to_string(bn));
+}
+
 /// The absorbed form with split positions (decode and small launches, GPU):
 /// rounds of kSplitChunk tokens, each three launches: q_abs of the round's
 /// tokens (a block per (head, 8 tokens): W_UK read once for them); the
@@ -1740,11 +1949,16 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
   const int64_t cd = gr.cd, R = gr.R;
   DecodeMma dm = decodeMmaPlan(attn, kb.target), dmSmall = decodeMmaPlan(attn, kb.target, true);
   const bool mma = dm.on && qaBf;
-  const bool twoSizes = mma && dmSmall.on && dmSmall.ht < dm.ht;
-  const int64_t groups = mma ? dm.groups() : gr.H / G;
+  const DecodeWg dw = decodeWgPlan(attn, kb.target);
+  const bool wgCore = mma && dw.on; // the warpgroup-MMA core (opt-in)
+  const bool twoSizes = mma && !wgCore && dmSmall.on && dmSmall.ht < dm.ht;
+  const int64_t groups = wgCore ? dw.groups() : mma ? dm.groups() : gr.H / G;
   // K3C_MLA_DECODE_SPLITS: splits of a token's positions at most with the
-  // tensor-core core (1..kSplitMaxAny; default kSplitMax).
-  const int64_t splitsMma = intFromEnv("K3C_MLA_DECODE_SPLITS", kSplitMax);
+  // tensor-core core (1..kSplitMaxAny; default kSplitMax, and with the
+  // warpgroup-MMA core, whose blocks take 64 heads, kSplitMaxAny: the
+  // one-wave count).
+  const int64_t splitsMma =
+      intFromEnv("K3C_MLA_DECODE_SPLITS", decodeWgPlan(attn, kb.target).on ? kSplitMaxAny : kSplitMax);
   if (mma && (splitsMma < 1 || splitsMma > kSplitMaxAny))
     llvm::report_fatal_error(llvm::Twine("k3c: K3C_MLA_DECODE_SPLITS must be 1..") +
                                  llvm::Twine(kSplitMaxAny) + ", got " + llvm::Twine(splitsMma),
@@ -1912,7 +2126,9 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
       qabsSmall();
 
     // The attention core per (token, group, split).
-    if (twoSizes)
+    if (wgCore)
+      decodeWgmmaCore(kb, dw, qaBf, cache, cacheLens, lens, part, t0, Tc, P);
+    else if (twoSizes)
       kb.ifThenElse(
           small, [&] { decodeMmaCore(kb, dmSmall, qaBf, cache, cacheLens, lens, part, t0, Tc, P); },
           [&] { decodeMmaCore(kb, dm, qaBf, cache, cacheLens, lens, part, t0, Tc, P); });

@@ -1,0 +1,52 @@
+// --k3-lower-kernels on an MLA attention of 8 heads (latent 128 + rope 64,
+// nope 16, v 16, bf16) for sm_90a with K3C_MLA_DECODE_WGMMA=1: the split
+// decode's core on warpgroup MMA (opt-in; FlashMLA's form), a block of two
+// warpgroups per (token, group of 64 heads, split): q_abs of the 64 heads
+// and a two-slot ring of 64-position cache tiles in 128-byte-swizzled shared
+// memory (3 x 3 x 8 KB + 1 KB of alignment = 74752 bytes), the tiles'
+// chunks copied by cp.async in a loop; per tile S = q_abs K^T as
+// wgmma.m64n64k16 over 12 k steps (both operands K-major), the online
+// softmax (max.f32, an FMA an exponent), P packed by cvt.rn.bf16x2 and O +=
+// P V for the warpgroup's 64 of the 128 latent columns by the register-A
+// wgmma (inline PTX, V the tile's columns as an MN-major B); the partials
+// (O, M, L) as the mma.sync core writes them. Without the switch the
+// mma.sync core stays.
+// RUN: env K3C_MLA_DECODE_WGMMA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=OFF
+
+// CHECK-LABEL: func.func @k3_mla_attn_0000beef(
+// CHECK-NOT: absorbed_split_mma_h
+// CHECK: threads({{.*}} = %c256{{[_0-9]*}}, {{.*}}) dynamic_shared_memory_size %c74752_i32 module(@k3_mla_attn_0000beef_absorbed_split_wg_h64_n64)
+// CHECK: nvgpu.device_async_copy
+// CHECK: nvvm.cp.async.commit.group
+// CHECK: scf.for
+// CHECK: nvvm.cp.async.wait.group 1
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: gpu.barrier
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-12: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 64, k = 16>
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: llvm.intr.maxnum
+// CHECK: llvm.intr.fma
+// CHECK: nvvm.convert.f32x2.to.bf16x2
+// CHECK: llvm.inline_asm has_side_effects {{.*}}wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: gpu.barrier
+// CHECK: nvgpu.device_async_copy
+// CHECK: nvvm.cp.async.wait.group 0
+// CHECK: gpu.shuffle xor
+// CHECK: memref.store {{.*}} : memref<256x1040xf32>
+// CHECK: function(@k3_mla_attn_0000beef_absorbed_combine)
+
+// OFF-NOT: absorbed_split_wg
+// OFF: absorbed_split_mma_h
+// OFF-NOT: absorbed_split_wg
+
+func.func @mla_attn(%a0: tensor<?x640xbf16>, %a1: tensor<?x192xbf16>, %a2: tensor<128xbf16>, %a3: tensor<?x?x192xbf16>, %a4: tensor<?xi32>, %a5: tensor<?xi32>, %a6: tensor<256x128xbf16>, %a7: tensor<?x128xbf16>) -> (tensor<?x128xbf16>, tensor<?x?x192xbf16>) {
+    %r:2 = k3.kernel "k3_mla_attn_0000beef" family "mla_attn" (%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7) {bytes_per_token = 696 : i64, flops_per_token = 8192 : i64, weight_bytes = 65792 : i64} : (tensor<?x640xbf16>, tensor<?x192xbf16>, tensor<128xbf16>, tensor<?x?x192xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<256x128xbf16>, tensor<?x128xbf16>) -> (tensor<?x128xbf16>, tensor<?x?x192xbf16>) {
+    ^bb0(%arg401: tensor<?x640xbf16>, %arg402: tensor<?x192xbf16>, %arg403: tensor<128xbf16>, %arg404: tensor<?x?x192xbf16>, %arg405: tensor<?xi32>, %arg406: tensor<?xi32>, %arg407: tensor<256x128xbf16>, %arg408: tensor<?x128xbf16>):
+      %result, %new_cache = k3.mla_attention %arg401, %arg402, %arg403, %arg404, %arg405, %arg406, %arg407 gate(%arg408) {norm_eps = 9.9999999999999995E-7 : f64, num_heads = 8 : i64, qk_nope_head_dim = 16 : i64, softmax_scale = 0.17677669529663687 : f64, v_head_dim = 16 : i64} : (tensor<?x640xbf16>, tensor<?x192xbf16>, tensor<128xbf16>, tensor<?x?x192xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<256x128xbf16>, tensor<?x128xbf16>) -> (tensor<?x128xbf16>, tensor<?x?x192xbf16>)
+      k3.yield %result, %new_cache : tensor<?x128xbf16>, tensor<?x?x192xbf16>
+    }
+    return %r#0, %r#1 : tensor<?x128xbf16>, tensor<?x?x192xbf16>
+}
