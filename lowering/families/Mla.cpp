@@ -1771,10 +1771,6 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
   const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
   auto sAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(bn / 2, f32));
   auto oAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(half / 2, f32));
-  // The cache as rows [N * max_context, cd].
-  Value rows = memref::CollapseShapeOp::create(b, loc, cache,
-                                               SmallVector<ReassociationIndices>{{0, 1}, {2}});
-  Value maxCtx = kb.dim(cache, 1);
   kb.blocks({Tc, kb.idx(d.groups()), P}, 256, [&](ValueRange bid, ThreadBlock &tb) {
     Value local = bid[0], g = bid[1], split = bid[2], row = kb.add(t0, local);
     ChunkSlot cs = findChunk(kb, tb, lens, row, 1);
@@ -1836,7 +1832,6 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
           flashZeroPad(kb, tb, qs, 64, d.cd, 64 * QB, swzAt(Value()));
           for (int64_t sl = 0; sl < 2; ++sl)
             flashZeroPad(kb, tb, ks, bn, d.cd, 64 * QB, swzAt(kb.idx(sl)));
-          Value rowBase = kb.mul(cs.n, maxCtx);
           // Tile j into ring slot j % 2 (past the last tile: nothing read,
           // the group stays so that the wait counts hold).
           // (A loop over the thread's chunks, not unrolled: unrolled, their
@@ -1846,14 +1841,14 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
           auto issue = [&](Value j) {
             Value p0 = kb.add(lo, kb.mul(j, bn));
             Value valid = kb.select(kb.ult(j, nT), kb.sub(hi, kb.minu(p0, hi)), kb.idx(0));
-            Value src0 = kb.add(rowBase, kb.minu(p0, hi)), slot = kb.rem(j, 2);
+            Value src0 = kb.minu(p0, hi), slot = kb.rem(j, 2);
             const int64_t chunks = d.cd / 8, total = bn * chunks;
             kb.loopStep(tb.tid, kb.idx(total), kb.idx(tb.threads), [&](Value lin) {
               Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
               Value ok = kb.ult(r, valid);
-              Value srcRow = kb.select(ok, kb.add(src0, r), kb.idx(0));
+              Value srcPos = kb.select(ok, kb.add(src0, r), kb.idx(0));
               nvgpu::DeviceAsyncCopyOp::create(
-                  b, loc, tokenType, ks, swzAt(slot)(r, c8), rows, ValueRange{srcRow, c8},
+                  b, loc, tokenType, ks, swzAt(slot)(r, c8), cache, ValueRange{cs.n, srcPos, c8},
                   b.getIndexAttr(8), kb.select(ok, kb.idx(8), kb.idx(0)), b.getUnitAttr());
             });
             NVVM::CpAsyncCommitGroupOp::create(b, loc);
