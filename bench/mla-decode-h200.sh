@@ -6,7 +6,9 @@
 # MLA decode launch (append, q_abs, core, combine) of one graph-replayed
 # step. Bundle: VARIANTS="..." bash bench/make-mla-bundle.sh; carry .dev;
 # run: bash .dev/mla-decode-h200.sh (CTX=8192 BATCHES=1,8 by default;
-# NO_CMP=1 skips the logits comparison, NO_NCU=1 the Nsight Compute part).
+# NO_CMP=1 skips the logits comparison, NO_NCU=1 the Nsight Compute part;
+# DUMP_CHECK=1 adds every build's decode kernel against fp64 attention).
+# The next A/B: VARIANTS="WG=K3C_MLA_DECODE_WGMMA=1 SC2=K3C_MLA_DECODE_S_CHAINS=2".
 source "$(dirname "$0")/device-common.sh"
 machine
 CTX=${CTX:-8192}; BATCHES=${BATCHES:-1,8}
@@ -40,6 +42,19 @@ for f in sorted(glob.glob('/tmp/L-*.npy')):
     if 'base' not in f:
         cmp('/tmp/L-slice-base.npy', f, '5000-token prompt, base vs ' + f[7:-4])
 PY
+fi
+if [ -n "${DUMP_CHECK:-}" ]; then
+  # Each variant's decode kernel against fp64 attention (mla_check.py): one
+  # sequence at context 5000 (many splits) and four at contexts 70, 18, 3, 41.
+  printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 70) $(seq -s, 3 20) 9,8,7 $(seq -s, 100 140) > /tmp/b4.txt
+  for a in slice-bf16 v/*; do
+    [ -d "$a" ] || continue
+    echo "== $a: decode kernel vs fp64"
+    K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 5000) --max-new-tokens 2 --quiet > /dev/null
+    python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
+    K3C_DUMP_KERNEL=mla_attn@1-4:/tmp/d4 timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --batch /tmp/b4.txt --max-new-tokens 2 --quiet > /dev/null
+    python3 mla_check.py /tmp/d4; rm -rf /tmp/d4
+  done
 fi
 echo "== k3-bench decode at context $CTX (graph-timed, us per kernel)"
 for a in slice-bf16 v/*; do
