@@ -215,6 +215,56 @@ static void mergeIdenticalModules(ModuleOp m) {
     gm->erase();
 }
 
+/// K3C_LAUNCH_BOUNDS="pattern=minBlocks[:maxRegs],..." (compile-time tuning,
+/// for occupancy A/Bs): every kernel whose name contains `pattern` gets PTX's
+/// .minnctapersm minBlocks (0: none) and, with maxRegs, .maxnreg maxRegs (the
+/// kernels already carry .maxntid, their block size). A malformed setting is
+/// an error naming it.
+static LogicalResult applyLaunchBounds(ModuleOp m, std::string &error) {
+  const char *env = std::getenv("K3C_LAUNCH_BOUNDS");
+  if (!env || !*env)
+    return success();
+  struct Bound {
+    std::string pattern;
+    int64_t minBlocks = 0, maxRegs = 0;
+  };
+  SmallVector<Bound> bounds;
+  SmallVector<StringRef> items;
+  StringRef(env).split(items, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef item : items) {
+    auto [pattern, values] = item.trim().split('=');
+    auto [minText, regText] = values.split(':');
+    Bound bd;
+    bd.pattern = pattern.str();
+    bool ok = !pattern.empty() && !minText.getAsInteger(10, bd.minBlocks) && bd.minBlocks >= 0 &&
+              bd.minBlocks <= 32 &&
+              (regText.empty() ||
+               (!regText.getAsInteger(10, bd.maxRegs) && bd.maxRegs >= 24 && bd.maxRegs <= 255));
+    if (!ok) {
+      error = "K3C_LAUNCH_BOUNDS: '" + item.str() +
+              "' is not pattern=minBlocks[:maxRegs] (minBlocks 0..32, maxRegs 24..255)";
+      return failure();
+    }
+    bounds.push_back(bd);
+  }
+  Builder b(m.getContext());
+  m.walk([&](gpu::GPUFuncOp fn) {
+    if (!fn.isKernel())
+      return;
+    for (const Bound &bd : bounds) {
+      if (!fn.getName().contains(bd.pattern))
+        continue;
+      if (bd.minBlocks)
+        fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                    b.getI32IntegerAttr(static_cast<int32_t>(bd.minBlocks)));
+      if (bd.maxRegs)
+        fn->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(),
+                    b.getI32IntegerAttr(static_cast<int32_t>(bd.maxRegs)));
+    }
+  });
+  return success();
+}
+
 LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
   registerGpuPipelinePasses();
   prepareGpuContext(*loops.getContext());
@@ -233,6 +283,8 @@ LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
       mergeIdenticalModules(loops);
       rewriteDeviceMath(loops);
       alignSharedMemory(loops);
+      if (failed(applyLaunchBounds(loops, error)))
+        return failure();
     }
   }
   return success();
