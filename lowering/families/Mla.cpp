@@ -1470,6 +1470,50 @@ static SmallVector<ScratchNeed> splitScratch(MlaAttentionOp attn) {
   return needs;
 }
 
+/// A split decode block's positions: split `split` of P over the token's
+/// visible positions (its sequence's cached ones and its own), in whole
+/// tiles of bn: [lo, hi), nT tiles.
+struct SplitRange {
+  ChunkSlot cs;
+  Value lo, hi, nT;
+};
+static SplitRange splitRange(KernelBuilder &kb, ThreadBlock &tb, Value lens, Value cacheLens,
+                             Value row, Value split, Value P, int64_t bn) {
+  SplitRange r;
+  r.cs = findChunk(kb, tb, lens, row, 1);
+  Value past = kb.toIndex(kb.load(cacheLens, {r.cs.n}));
+  Value S = kb.add(kb.add(past, r.cs.t0), kb.idx(1)); // visible positions
+  Value per = kb.mul(kb.ceilDiv(kb.div(kb.add(S, kb.sub(P, kb.idx(1))), P), bn), bn);
+  r.lo = kb.minu(kb.mul(split, per), S);
+  r.hi = kb.minu(kb.add(r.lo, per), S);
+  r.nT = kb.ceilDiv(kb.sub(r.hi, r.lo), bn);
+  return r;
+}
+
+/// One row's split partials from a tensor-core core's m16n8 accumulators
+/// (`oAt(i)`: accumulator i, tile i / 4, the row's pair at i % 4 = 2 hf,
+/// 2 hf + 1): O columns col0 + 8 t + c2 (+ 1) for t < tiles at [slot, head
+/// (R + 2) + col], and, where `writesML()` holds, M (log2 units, stored in
+/// natural-log units as the FMA core's) and L; heads past H store nothing.
+static void storeSplitRow(KernelBuilder &kb, Value part, Value slot, Value head, int64_t H,
+                          int64_t R, Value col0, int64_t tiles, Value c2, int64_t hf,
+                          const std::function<Value(int64_t)> &oAt, Value m, Value l,
+                          const std::function<Value()> &writesML) {
+  const float ln2 = 0.6931471805599453f;
+  kb.ifThen(kb.ult(head, kb.idx(H)), [&] {
+    Value base = kb.mul(head, R + 2);
+    for (int64_t t = 0; t < tiles; ++t) {
+      Value col = kb.add(kb.add(col0, kb.idx(t * 8)), c2);
+      storePair(kb, part, {slot, kb.add(base, col)}, oAt(t * 4 + 2 * hf),
+                oAt(t * 4 + 2 * hf + 1));
+    }
+    kb.ifThen(writesML(), [&] {
+      kb.store(kb.fmul(m, kb.f32(ln2)), part, {slot, kb.add(base, kb.idx(R))});
+      kb.store(l, part, {slot, kb.add(base, kb.idx(R + 1))});
+    });
+  });
+}
+
 /// The split decode's core on tensor cores (DecodeMma): a block per (token
 /// `local` of the round from t0, head group, split of P), writing the
 /// partials (o_lat unnormalized, M, L) as the FMA core does. q_abs (softmax
@@ -1486,16 +1530,13 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
   // With two chains the unrolled k steps alternate between two accumulator
   // sets, added after the loop: half the dependent mma.sync chain of S.
   const int64_t chains = kUnroll % d.chains == 0 ? d.chains : 1;
-  const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
+  const float log2e = 1.4426950408889634f;
   std::string name = "absorbed_split_mma_h" + std::to_string(Gm) + "_n" + std::to_string(bn);
   kb.blocks({Tc, kb.idx(d.groups()), P}, 32 * d.warps(), [&](ValueRange bid, ThreadBlock &tb) {
     Value local = bid[0], g = bid[1], split = bid[2], row = kb.add(t0, local);
-    ChunkSlot cs = findChunk(kb, tb, lens, row, 1);
-    Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
-    Value S = kb.add(kb.add(past, cs.t0), kb.idx(1)); // visible positions
-    Value per = kb.mul(kb.ceilDiv(kb.div(kb.add(S, kb.sub(P, kb.idx(1))), P), bn), bn);
-    Value lo = kb.minu(kb.mul(split, per), S), hi = kb.minu(kb.add(lo, per), S);
-    Value nT = kb.ceilDiv(kb.sub(hi, lo), bn);
+    SplitRange sr = splitRange(kb, tb, lens, cacheLens, row, split, P, bn);
+    const ChunkSlot &cs = sr.cs;
+    Value lo = sr.lo, hi = sr.hi, nT = sr.nT;
     Value h0 = kb.mul(g, Gm);
     Value slotOut = kb.add(kb.mul(local, P), split);
     Value wHt = kb.div(tb.warp, nw), wPart = kb.rem(tb.warp, nw), lane = tb.lane;
@@ -1533,19 +1574,11 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
       Value mRow[2] = {m0, m1}, lRow[2] = {l0, l1};
       for (int64_t hf = 0; hf < 2; ++hf) {
         Value hl = kb.add(kb.mul(wHt, 16), kb.add(gr, kb.idx(8 * hf)));
-        Value head = kb.add(h0, hl);
-        kb.ifThen(kb.ult(head, kb.idx(d.H)), [&] {
-          Value base = kb.mul(head, R + 2);
-          for (int64_t t = 0; t < oTiles; ++t) {
-            Value col = kb.add(kb.add(kb.mul(wPart, R / nw), kb.idx(t * 8)), c2);
-            storePair(kb, part, {slotOut, kb.add(base, col)}, o[t * 4 + 2 * hf],
-                      o[t * 4 + 2 * hf + 1]);
-          }
-          kb.ifThen(kb.andi(kb.ieq(kb.rem(lane, 4), kb.idx(0)), kb.ieq(wPart, kb.idx(0))), [&] {
-            kb.store(kb.fmul(mRow[hf], kb.f32(ln2)), part, {slotOut, kb.add(base, kb.idx(R))});
-            kb.store(lRow[hf], part, {slotOut, kb.add(base, kb.idx(R + 1))});
-          });
-        });
+        storeSplitRow(kb, part, slotOut, kb.add(h0, hl), d.H, R, kb.mul(wPart, R / nw), oTiles,
+                      c2, hf, [&](int64_t i) { return o[i]; }, mRow[hf], lRow[hf], [&] {
+                        return kb.andi(kb.ieq(kb.rem(lane, 4), kb.idx(0)),
+                                       kb.ieq(wPart, kb.idx(0)));
+                      });
       }
     };
     kb.ifThenElse(
@@ -1768,17 +1801,14 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
   MLIRContext *ctx = b.getContext();
   Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type();
   const int64_t bn = d.bn, QB = d.QB, R = d.R, half = R / 2, H = d.H;
-  const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
+  const float log2e = 1.4426950408889634f;
   auto sAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(bn / 2, f32));
   auto oAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(half / 2, f32));
   kb.blocks({Tc, kb.idx(d.groups()), P}, 256, [&](ValueRange bid, ThreadBlock &tb) {
     Value local = bid[0], g = bid[1], split = bid[2], row = kb.add(t0, local);
-    ChunkSlot cs = findChunk(kb, tb, lens, row, 1);
-    Value past = kb.toIndex(kb.load(cacheLens, {cs.n}));
-    Value S = kb.add(kb.add(past, cs.t0), kb.idx(1)); // visible positions
-    Value per = kb.mul(kb.ceilDiv(kb.div(kb.add(S, kb.sub(P, kb.idx(1))), P), bn), bn);
-    Value lo = kb.minu(kb.mul(split, per), S), hi = kb.minu(kb.add(lo, per), S);
-    Value nT = kb.ceilDiv(kb.sub(hi, lo), bn);
+    SplitRange sr = splitRange(kb, tb, lens, cacheLens, row, split, P, bn);
+    const ChunkSlot &cs = sr.cs;
+    Value lo = sr.lo, hi = sr.hi, nT = sr.nT;
     Value h0 = kb.mul(g, 64);
     Value slotOut = kb.add(kb.mul(local, P), split);
     Value lane = tb.lane, wg = kb.div(tb.tid, 128);
@@ -1804,27 +1834,15 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
     // Stores this thread's rows' partials (O of its warpgroup's columns; M
     // in natural-log units and L by warpgroup 0).
     auto storePartials = [&](Value o, Value m2[2], Value l2[2]) {
-      for (int64_t hf = 0; hf < 2; ++hf) {
-        Value head = kb.add(h0, kb.add(kb.add(wRow, gq), kb.idx(8 * hf)));
-        kb.ifThen(kb.ult(head, kb.idx(H)), [&] {
-          Value base = kb.mul(head, R + 2);
-          for (int64_t t = 0; t < half / 8; ++t) {
-            Value col = kb.add(kb.add(kb.mul(wg, half), kb.idx(t * 8)), c2);
-            Value v0 = o ? LLVM::ExtractValueOp::create(b, loc, o, ArrayRef<int64_t>{t * 4 + 2 * hf})
-                               .getResult()
-                         : zero;
-            Value v1 = o ? LLVM::ExtractValueOp::create(b, loc, o,
-                                                        ArrayRef<int64_t>{t * 4 + 2 * hf + 1})
-                               .getResult()
-                         : zero;
-            storePair(kb, part, {slotOut, kb.add(base, col)}, v0, v1);
-          }
-          kb.ifThen(kb.andi(kb.ieq(kb.rem(lane, 4), kb.idx(0)), kb.ieq(wg, kb.idx(0))), [&] {
-            kb.store(kb.fmul(m2[hf], kb.f32(ln2)), part, {slotOut, kb.add(base, kb.idx(R))});
-            kb.store(l2[hf], part, {slotOut, kb.add(base, kb.idx(R + 1))});
-          });
-        });
-      }
+      auto oAt = [&](int64_t i) {
+        return o ? LLVM::ExtractValueOp::create(b, loc, o, ArrayRef<int64_t>{i}).getResult()
+                 : zero;
+      };
+      for (int64_t hf = 0; hf < 2; ++hf)
+        storeSplitRow(kb, part, slotOut, kb.add(h0, kb.add(kb.add(wRow, gq), kb.idx(8 * hf))), H,
+                      R, kb.mul(wg, half), half / 8, c2, hf, oAt, m2[hf], l2[hf], [&] {
+                        return kb.andi(kb.ieq(kb.rem(lane, 4), kb.idx(0)), kb.ieq(wg, kb.idx(0)));
+                      });
     };
     kb.ifThenElse(
         kb.ult(kb.idx(0), nT),
