@@ -2217,6 +2217,29 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
       }
       return L;
     };
+    // Sum over the P splits in split order of v_s f_s where split s is live
+    // (U loads in flight): `at(s)` gives (v, f, live) of split s < P.
+    // `zeroTerms`: non-live splits add 0 (perToken's form) rather than being
+    // skipped (multiToken's); the same sums.
+    auto sumSplits = [&](int64_t U, bool zeroTerms,
+                         const std::function<std::array<Value, 3>(Value)> &at) {
+      return kb.loopStep(
+          kb.idx(0), P, kb.idx(U), ValueRange{gr.zero}, [&](Value sp0, ValueRange a) {
+            SmallVector<std::array<Value, 3>> t;
+            for (int64_t u = 0; u < U; ++u) {
+              Value sp = kb.add(sp0, kb.idx(u));
+              Value in = kb.ult(sp, P);
+              std::array<Value, 3> x = at(kb.select(in, sp, kb.idx(0)));
+              x[2] = kb.andi(in, x[2]);
+              t.push_back(x);
+            }
+            Value sum = a[0];
+            for (int64_t u = 0; u < U; ++u)
+              sum = zeroTerms ? kb.fadd(sum, kb.select(t[u][2], kb.fmul(t[u][0], t[u][1]), gr.zero))
+                              : kb.select(t[u][2], kb.fadd(sum, kb.fmul(t[u][0], t[u][1])), sum);
+            return SmallVector<Value>{sum};
+          })[0];
+    };
     // A block per (token, head, rowSplit-th of the head's output rows;
     // K3C_MLA_COMBINE_ROW_SPLIT, a divisor of dv / (warps uo), default 1):
     // warp 0 forms the split weights e^(M_s - M) (a lane for splits lane +
@@ -2274,23 +2297,11 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
         const int64_t U = std::min<int64_t>(maxSplits, 32);
         kb.strided(tb, kb.idx(0), kb.idx(R), [&](Value r) {
           Value col = kb.add(base, r);
-          Value acc = kb.loopStep(
-              kb.idx(0), P, kb.idx(U), ValueRange{gr.zero}, [&](Value sp0, ValueRange a) {
-                SmallVector<Value> in, v, f, live;
-                for (int64_t u = 0; u < U; ++u) {
-                  Value sp = kb.add(sp0, kb.idx(u));
-                  in.push_back(kb.ult(sp, P));
-                  Value spc = kb.select(in.back(), sp, kb.idx(0));
-                  v.push_back(kb.load(part, {kb.add(slot0, spc), col}));
-                  f.push_back(kb.load(fS, {kb.idx(0), spc}));
-                  live.push_back(kb.andi(in.back(),
-                                         kb.fgt(kb.load(fS, {kb.idx(1), spc}), gr.zero)));
-                }
-                Value sum = a[0];
-                for (int64_t u = 0; u < U; ++u)
-                  sum = kb.fadd(sum, kb.select(live[u], kb.fmul(v[u], f[u]), gr.zero));
-                return SmallVector<Value>{sum};
-              })[0];
+          Value acc = sumSplits(U, /*zeroTerms=*/true, [&](Value spc) {
+            return std::array<Value, 3>{kb.load(part, {kb.add(slot0, spc), col}),
+                                        kb.load(fS, {kb.idx(0), spc}),
+                                        kb.fgt(kb.load(fS, {kb.idx(1), spc}), gr.zero)};
+          });
           kb.store(kb.fdiv(acc, L), olat, {kb.idx(0), r});
         });
         kb.barrier(tb);
@@ -2350,23 +2361,11 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
         kb.strided(tb, kb.idx(0), kb.mul(valid, kb.idx(R)), [&](Value i) {
           Value tt = kb.div(i, R), r = kb.rem(i, R);
           Value slot0 = kb.mul(kb.add(local0, tt), P), col = kb.add(base, r);
-          constexpr int64_t U = 4;
-          Value acc = kb.loopStep(
-              kb.idx(0), P, kb.idx(U), ValueRange{gr.zero}, [&](Value sp0, ValueRange a) {
-                SmallVector<Value> in, v, f, live;
-                for (int64_t u = 0; u < U; ++u) {
-                  Value sp = kb.add(sp0, kb.idx(u));
-                  in.push_back(kb.ult(sp, P));
-                  Value spc = kb.select(in.back(), sp, kb.idx(0));
-                  v.push_back(kb.load(part, {kb.add(slot0, spc), col}));
-                  f.push_back(kb.load(fS, {tt, spc}));
-                  live.push_back(kb.andi(in.back(), kb.fgt(kb.load(liveS, {tt, spc}), gr.zero)));
-                }
-                Value sum = a[0];
-                for (int64_t u = 0; u < U; ++u)
-                  sum = kb.select(live[u], kb.fadd(sum, kb.fmul(v[u], f[u])), sum);
-                return SmallVector<Value>{sum};
-              })[0];
+          Value acc = sumSplits(4, /*zeroTerms=*/false, [&](Value spc) {
+            return std::array<Value, 3>{kb.load(part, {kb.add(slot0, spc), col}),
+                                        kb.load(fS, {tt, spc}),
+                                        kb.fgt(kb.load(liveS, {tt, spc}), gr.zero)};
+          });
           Value o = kb.fdiv(acc, kb.load(fS, {tt, kb.idx(mtSplits)}));
           if (tc) {
             Value hi = kb.round(o, bf16);
