@@ -47,6 +47,19 @@ timeout 150 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids
 echo "== k3-bench on the slice"
 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode 1,32,128 --csv $OUT/slice-bench.csv > $OUT/slice-bench.txt; grep -E "^(prefill|decode)" $OUT/slice-bench.txt
 grep -E "kda|phase" $OUT/slice-bench.csv
+# Each variant in v/ (bench/make-kda-bundle.sh VARIANTS): its decode logits
+# against the default build's, then decode at batch 1, 32, 128.
+for v in v/*; do
+  [ -d "$v" ] || continue
+  echo "== variant $v"
+  k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 4 --quiet --dump-logits /tmp/ref.npy > /dev/null
+  k3-run $v --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 4 --quiet --dump-logits /tmp/x.npy > /dev/null
+  python3 -c "
+import numpy as n
+a, b = n.load('/tmp/ref.npy'), n.load('/tmp/x.npy')
+print('logits vs the default build: bit-identical %s, max rel %.2e' % (bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max()))"
+  k3-bench $v --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 1,32,128 --csv $OUT/$(basename $v).csv > /dev/null; grep -E "kda_chunk" $OUT/$(basename $v).csv
+done
 [ -n "${QUICK:-}" ] && exit 0
 echo "== fla (chunk_kda, fused_recurrent_kda) on the same shapes, same run"
 timeout 280 python3 kda_peer.py --csv $OUT/fla.csv --prefill ${FLA_PREFILL:-2048x96,8192x96,32768x96,8192x32} --check 2048x96 --dump "" --decode 1,32,128 2>&1 | tail -30

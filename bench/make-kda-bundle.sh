@@ -5,7 +5,8 @@
 # softplus-gate (pairwise) k3-tiny in both builds; the full-width 2-layer
 # k3-small slice (96 KDA heads of 128) for sm_90a with capacity 32768 tokens
 # and 128 sequences. The fla checkout goes to .dev/peers/fla (see
-# docs/perf.md). Carry .dev; run: bash .dev/kda-h200.sh
+# docs/perf.md). Variants (VARIANTS, below) go to .dev/v. Carry .dev; run:
+# bash .dev/kda-h200.sh
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 cp models/configs/k3-tiny.json test/Runtime/Inputs/k3-tiny-dense.json test/Runtime/Inputs/k3-tiny-softplus.json $D/
@@ -19,8 +20,16 @@ tiny /tmp/k3c-ckpt-tiny-sp -o $D/sp-bf16 --max-tokens 512 --max-seqs 16 --max-co
 tiny /tmp/k3c-ckpt-tiny-sp -o $D/sp-f32 --activation-dtype=f32 --max-tokens 512 --max-seqs 16 --max-context 1024
 python3 bench/slice-config.py .dev slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
-$B/k3-compile /tmp/slice -o $D/slice-bf16 --max-tokens 32768 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet
-rm -rf $D/*/ptx
+slice() { $B/k3-compile /tmp/slice --max-tokens 32768 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
+slice -o $D/slice-bf16
+# Variants: VARIANTS="NAME=VAR=VALUE[;VAR=VALUE...] ..." (kda-h200.sh times
+# each one's decode), e.g. VARIANTS="LB5=K3C_LAUNCH_BOUNDS=kda_tokens=5".
+mkdir -p $D/v
+for v in ${VARIANTS:-}; do
+  name=${v%%=*}; settings=${v#*=}
+  env ${settings//;/ } bash -c "$(declare -f slice); B=$B; slice -o $D/v/slice-$name"
+done
+rm -rf $D/*/ptx $D/v/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
 cp bench/kda-h200.sh bench/kda_check.py bench/kda_peer.py bench/bench_common.py $D/
 du -sh $D
