@@ -564,6 +564,74 @@ static void flashPrefill(KernelBuilder &kb, const FlashPlan &p, Value q, Value k
   });
 }
 
+/// Element (r, col) (col a multiple of 8) of a tile of 64-column blocks in
+/// 128-byte-swizzled shared memory, in ring slot `slot` (none: a tile without
+/// a ring): [slot,] block col / 64, row r, element column 8 ((col % 64 / 8) ^
+/// (r % 8)).
+static std::function<SmallVector<Value>(Value, Value)> swizzledAt(KernelBuilder &kb,
+                                                                   Value slot) {
+  return [&kb, slot](Value r, Value col) {
+    Value chunk = kb.div(kb.rem(col, 64), 8);
+    Value phys = arith::XOrIOp::create(kb.b, kb.loc, chunk, kb.rem(r, 8)).getResult();
+    Value blk = kb.div(col, 64), c = kb.mul(phys, 8);
+    SmallVector<Value> di;
+    if (slot)
+      di.push_back(slot);
+    di.append({blk, r, c});
+    return di;
+  };
+}
+
+/// The block's cp.async groups but the newest `pending` have landed, made
+/// visible to the async proxy (wgmma) and to every warp.
+static void asyncLanded(KernelBuilder &kb, ThreadBlock &tb, int64_t pending) {
+  NVVM::CpAsyncWaitGroupOp::create(kb.b, kb.loc, kb.b.getI32IntegerAttr(pending));
+  NVVM::FenceProxyOp::create(
+      kb.b, kb.loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(kb.b.getContext(), NVVM::SharedSpace::shared_cta));
+  kb.barrier(tb);
+}
+
+/// P (fp32, the m64 accumulator layout) as the register-A operand of P V:
+/// four b32 registers a k16 step, step kk the n8 tiles 2kk and 2kk + 1, one
+/// cvt.rn.bf16x2.f32 a pair (the low half the lower column).
+static SmallVector<Value> packRegA(KernelBuilder &kb, ArrayRef<Value> sv) {
+  OpBuilder &b = kb.b;
+  auto pack = [&](Value lo, Value hi) {
+    Value v = NVVM::ConvertF32x2ToBF16x2Op::create(
+        b, kb.loc, VectorType::get({2}, b.getBF16Type()), hi, lo, Value(),
+        NVVM::FPRoundingMode::RN, NVVM::SaturationMode::NONE, false);
+    return LLVM::BitcastOp::create(b, kb.loc, b.getI32Type(), v).getResult();
+  };
+  SmallVector<Value> pa;
+  for (size_t kk = 0; kk < sv.size() / 8; ++kk) {
+    const Value *s0 = &sv[2 * kk * 4], *s1 = &sv[(2 * kk + 1) * 4];
+    pa.append({pack(s0[0], s0[1]), pack(s0[2], s0[3]), pack(s1[0], s1[1]), pack(s1[2], s1[3])});
+  }
+  return pa;
+}
+
+/// acc += P V by the register-A wgmma from packRegA's registers.
+static Value pvRegA(KernelBuilder &kb, Type accType, Value acc, ArrayRef<Value> pa,
+                    const WgmmaOperand &v, int64_t n) {
+  SmallVector<std::array<Value, 4>> steps;
+  for (size_t i = 0; i < pa.size(); i += 4)
+    steps.push_back({pa[i], pa[i + 1], pa[i + 2], pa[i + 3]});
+  return wgmmaChainRegA(kb, accType, acc, steps, v, n);
+}
+
+/// The `count` accumulators of `o` (the m16n8 layout: rows g, g + 8 at
+/// i % 4 < 2, >= 2) times their row's alpha.
+static Value scaleAcc(KernelBuilder &kb, Value o, int64_t count, const Value alpha[2]) {
+  for (int64_t i = 0; i < count; ++i)
+    o = LLVM::InsertValueOp::create(
+        kb.b, kb.loc, o,
+        kb.fmul(LLVM::ExtractValueOp::create(kb.b, kb.loc, o, ArrayRef<int64_t>{i}),
+                alpha[(i % 4) / 2]),
+        ArrayRef<int64_t>{i});
+  return o;
+}
+
 /// The flash prefill on warpgroup MMA (sm_90a; see the file comment for the
 /// blocks and tiles): a block of bm / 64 warpgroups takes bm query rows of
 /// one head, each warpgroup 64. Q, K and V sit in 128-byte-swizzled shared
@@ -605,25 +673,7 @@ static void flashPrefillWgmma(KernelBuilder &kb, const FlashPlan &p, Value q, Va
         auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
         Value aligned = sm.address(kb, kb.idx(0));
 
-        // Column `col` (a multiple of 8) of row r of a swizzled tile: block
-        // col / 64, element column 8 ((col % 64 / 8) ^ (r % 8)).
-        auto swz = [&](Value r, Value col) {
-          Value chunk = kb.div(kb.rem(col, 64), 8);
-          Value phys = arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
-          return std::make_pair(kb.div(col, 64), kb.mul(phys, 8));
-        };
-        // Tile element (r, col) of ring slot `slot` (none: Q): [slot,] block,
-        // r, swizzled column.
-        auto indexAt = [&](Value slot) {
-          return [&swz, slot](Value r, Value c) {
-            auto [blk, col] = swz(r, c);
-            SmallVector<Value> di;
-            if (slot)
-              di.push_back(slot);
-            di.append({blk, r, col});
-            return di;
-          };
-        };
+        auto indexAt = [&](Value slot) { return swizzledAt(kb, slot); };
         flashZeroPad(kb, tb, qs, bm, p.qk, 64 * QB, indexAt(Value()));
         for (int64_t sl = 0; sl < S; ++sl) {
           flashZeroPad(kb, tb, ks, bn, p.qk, 64 * QB, indexAt(kb.idx(sl)));
@@ -668,12 +718,7 @@ static void flashPrefillWgmma(KernelBuilder &kb, const FlashPlan &p, Value q, Va
         };
         // Tile j of every thread landed and made visible to the async proxy
         // and to every warpgroup.
-        auto landed = [&](int64_t pending) {
-          NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(pending));
-          NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
-                                     NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-          kb.barrier(tb);
-        };
+        auto landed = [&](int64_t pending) { asyncLanded(kb, tb, pending); };
         auto sProduct = [&](Value j) {
           return wgmmaChain(kb, sAccType, Value(), {qAddr, bm * 128, false},
                             {kAddrOf(j), bn * 128, false}, bn, 4 * QB);
@@ -689,38 +734,14 @@ static void flashPrefillWgmma(KernelBuilder &kb, const FlashPlan &p, Value q, Va
           flashSoftmax(kb, sv, kb.add(kb.mul(j, bn), c2), qi, mask, scaleLog2, state, alpha, true);
           return sv;
         };
-        // P (bf16) as P V's register-A slices: k step kk takes the values of
-        // n8 tiles 2kk and 2kk + 1. Packed only after the previous P V has
-        // retired: registers a wgmma in flight reads must not be written
-        // (ptxas would serialize the wgmma pipeline).
-        // (One cvt.rn.bf16x2.f32 a pair: the low half the lower column.)
-        auto pack = [&](Value lo, Value hi) {
-          Value v = NVVM::ConvertF32x2ToBF16x2Op::create(
-              b, loc, VectorType::get({2}, bf16), hi, lo, Value(), NVVM::FPRoundingMode::RN,
-              NVVM::SaturationMode::NONE, false);
-          return LLVM::BitcastOp::create(b, loc, b.getI32Type(), v).getResult();
-        };
-        auto packP = [&](ArrayRef<Value> sv) {
-          SmallVector<Value> pa;
-          for (int64_t kk = 0; kk < bn / 16; ++kk) {
-            const Value *s0 = &sv[2 * kk * 4], *s1 = &sv[(2 * kk + 1) * 4];
-            pa.append({pack(s0[0], s0[1]), pack(s0[2], s0[3]), pack(s1[0], s1[1]),
-                       pack(s1[2], s1[3])});
-          }
-          return pa;
-        };
+        // P (bf16) as P V's register-A slices (packRegA), packed only after
+        // the previous P V has retired: registers a wgmma in flight reads
+        // must not be written (ptxas would serialize the wgmma pipeline).
+        auto packP = [&](ArrayRef<Value> sv) { return packRegA(kb, sv); };
         auto pvProduct = [&](Value o, ArrayRef<Value> pa, Value j) {
-          SmallVector<std::array<Value, 4>> steps;
-          for (size_t i = 0; i < pa.size(); i += 4)
-            steps.push_back({pa[i], pa[i + 1], pa[i + 2], pa[i + 3]});
-          return wgmmaChainRegA(kb, oAccType, o, steps, {vAddrOf(j), bn * 128, true}, dvW);
+          return pvRegA(kb, oAccType, o, pa, {vAddrOf(j), bn * 128, true}, dvW);
         };
-        auto scaleO = [&](Value o, Value alpha[2]) {
-          for (int64_t i = 0; i < dvW / 2; ++i)
-            o = LLVM::InsertValueOp::create(b, loc, o, kb.fmul(at(o, i), alpha[(i % 4) / 2]),
-                                            ArrayRef<int64_t>{i});
-          return o;
-        };
+        auto scaleO = [&](Value o, Value alpha[2]) { return scaleAcc(kb, o, dvW / 2, alpha); };
 
         // Tile 0: S, its softmax (masked: it may hold the diagonal).
         landed(S - 2);
@@ -1820,17 +1841,7 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
     Value ks = sm.view(kb, kb.idx(d.tileBytes()), {2, QB, bn, 64}, bf16);
     Value aligned = sm.address(kb, kb.idx(0));
     auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
-    auto swzAt = [&](Value slot) {
-      return [&, slot](Value r, Value c) {
-        Value chunk = kb.div(kb.rem(c, 64), 8);
-        Value phys = arith::XOrIOp::create(b, loc, chunk, kb.rem(r, 8)).getResult();
-        SmallVector<Value> di;
-        if (slot)
-          di.push_back(slot);
-        di.append({kb.div(c, 64), r, kb.mul(phys, 8)});
-        return di;
-      };
-    };
+    auto swzAt = [&](Value slot) { return swizzledAt(kb, slot); };
     // Stores this thread's rows' partials (O of its warpgroup's columns; M
     // in natural-log units and L by warpgroup 0).
     auto storePartials = [&](Value o, Value m2[2], Value l2[2]) {
@@ -1880,12 +1891,6 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
           auto kAddr = [&](Value j) {
             return kb.add(aligned, kb.add(kb.idx(d.tileBytes()), kb.mul(kb.rem(j, 2), d.tileBytes())));
           };
-          auto pack = [&](Value lo2, Value hi2) {
-            Value v = NVVM::ConvertF32x2ToBF16x2Op::create(
-                b, loc, VectorType::get({2}, bf16), hi2, lo2, Value(), NVVM::FPRoundingMode::RN,
-                NVVM::SaturationMode::NONE, false);
-            return LLVM::BitcastOp::create(b, loc, b.getI32Type(), v).getResult();
-          };
           Value qi[2] = {kb.sub(hi, kb.idx(1)), kb.sub(hi, kb.idx(1))};
           // Carried: O, m[2], l[2].
           SmallVector<Value> init{LLVM::ZeroOp::create(b, loc, oAccType).getResult(), negInf,
@@ -1893,10 +1898,7 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
           SmallVector<Value> fin = kb.loop(kb.idx(0), nT, init, [&](Value j, ValueRange in) {
             // Tile j landed (tile j + 1's group may still be in flight) and
             // is visible to the async proxy and every warp.
-            NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(1));
-            NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
-                                       NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-            kb.barrier(tb);
+            asyncLanded(kb, tb, 1);
             Value kA = kAddr(j);
             Value sAcc = wgmmaChain(kb, sAccType, Value(), {qAddr, 64 * 128, false},
                                     {toI64(kA), bn * 128, false}, bn, 4 * QB);
@@ -1908,21 +1910,10 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
             Value alpha[2];
             flashSoftmax(kb, sv, kb.add(kb.add(lo, kb.mul(j, bn)), c2), qi, /*mask=*/true, log2e,
                          state, alpha, /*fast=*/true);
-            Value o = in[0];
-            for (int64_t i = 0; i < half / 2; ++i)
-              o = LLVM::InsertValueOp::create(
-                  b, loc, o,
-                  kb.fmul(LLVM::ExtractValueOp::create(b, loc, o, ArrayRef<int64_t>{i}),
-                          alpha[(i % 4) / 2]),
-                  ArrayRef<int64_t>{i});
-            SmallVector<std::array<Value, 4>> steps;
-            for (int64_t kk = 0; kk < bn / 16; ++kk) {
-              const Value *s0 = &sv[2 * kk * 4], *s1 = &sv[(2 * kk + 1) * 4];
-              steps.push_back({pack(s0[0], s0[1]), pack(s0[2], s0[3]), pack(s1[0], s1[1]),
-                               pack(s1[2], s1[3])});
-            }
+            Value o = scaleAcc(kb, in[0], half / 2, alpha);
+            SmallVector<Value> pa = packRegA(kb, sv);
             Value vA = kb.add(kA, kb.mul(wg, kb.idx(half / 64 * bn * 128)));
-            o = wgmmaChainRegA(kb, oAccType, o, steps, {toI64(vA), bn * 128, true}, half);
+            o = pvRegA(kb, oAccType, o, pa, {toI64(vA), bn * 128, true}, half);
             NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
             // Both warpgroups are done with slot j % 2: tile j + 2 into it.
             kb.barrier(tb);
