@@ -12,3 +12,14 @@ bundle_start() {
   for t in "$@"; do cp $B/$t $D/bin/; done
   cp bench/device-common.sh $D/ # sourced by the scripts the GPU machine runs
 }
+# bundle_variants LIST FN PREFIX: for each NAME=VAR=VALUE[;VAR=VALUE...] in
+# LIST (space-separated), runs FN -o PREFIX-NAME with those settings in its
+# environment (FN: a shell function of the bundle script whose last
+# arguments are k3-compile's).
+bundle_variants() {
+  local list=$1 fn=$2 prefix=$3 v name settings
+  for v in $list; do
+    name=${v%%=*}; settings=${v#*=}
+    (export ${settings//;/ }; $fn -o $prefix-$name)
+  done
+}

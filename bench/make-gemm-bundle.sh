@@ -26,19 +26,14 @@ $B/k3-compile /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-bf16 --max-tokens 512 --
 K3C_SPLITK_MIN_K=1 $B/k3-compile /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-split --max-tokens 512 --max-seqs 128 --max-context 1024 --target=sm_90a --quiet
 python3 bench/slice-config.py .dev slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
-slice() { $B/k3-compile /tmp/slice -o "$1" --max-tokens 8192 --max-seqs 128 --max-context 8448 --target=sm_90a --quiet; }
-slice $D/slice-bf16
-K3C_WGMMA=0 slice $D/v/slice-nowg
+slice() { $B/k3-compile /tmp/slice --max-tokens 8192 --max-seqs 128 --max-context 8448 --target=sm_90a --quiet "$@"; }
+slice -o $D/slice-bf16
+K3C_WGMMA=0 slice -o $D/v/slice-nowg
 # Each variant: NAME=VAR=VALUE[;VAR=VALUE...]
-for v in ${VARIANTS:-}; do
-  name=${v%%=*}; settings=${v#*=}
-  env ${settings//;/ } bash -c "$(declare -f slice); B=$B; slice $D/v/slice-$name"
-done
+bundle_variants "${VARIANTS:-}" slice $D/v/slice
 # k3-tiny bf16 variants: TINY_VARIANTS="NAME=VAR=VALUE[;VAR=VALUE...] ..."
-for v in ${TINY_VARIANTS:-}; do
-  name=${v%%=*}; settings=${v#*=}
-  env ${settings//;/ } $B/k3-compile /tmp/k3c-ckpt-tiny -o $D/v/tiny-$name --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
-done
+tinyv() { $B/k3-compile /tmp/k3c-ckpt-tiny --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet "$@"; }
+bundle_variants "${TINY_VARIANTS:-}" tinyv $D/v/tiny
 rm -rf $D/*/ptx $D/v/*/ptx $D/v/*/model.fused.mlir
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
 for i in $(seq 1 16); do seq -s, $((i * 7)) $((i * 7 + i % 5 + 2)); done > $D/batch16.txt

@@ -25,10 +25,7 @@ slice -o $D/slice-bf16
 # Variants: VARIANTS="NAME=VAR=VALUE[;VAR=VALUE...] ..." (kda-h200.sh times
 # each one's decode), e.g. VARIANTS="LB5=K3C_LAUNCH_BOUNDS=kda_tokens=5".
 mkdir -p $D/v
-for v in ${VARIANTS:-}; do
-  name=${v%%=*}; settings=${v#*=}
-  env ${settings//;/ } bash -c "$(declare -f slice); B=$B; slice -o $D/v/slice-$name"
-done
+bundle_variants "${VARIANTS:-}" slice $D/v/slice
 rm -rf $D/*/ptx $D/v/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
 cp bench/kda-h200.sh bench/kda_check.py bench/kda_peer.py bench/bench_common.py $D/

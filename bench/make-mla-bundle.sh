@@ -28,10 +28,7 @@ python3 bench/slice-config.py .dev slice
 slice() { $B/k3-compile /tmp/slice --max-tokens 65536 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16
 mkdir -p $D/v
-for v in ${VARIANTS:-}; do
-  name=${v%%=*}; settings=${v#*=}
-  env ${settings//;/ } bash -c "$(declare -f slice); B=$B; slice -o $D/v/slice-$name"
-done
+bundle_variants "${VARIANTS:-}" slice $D/v/slice
 rm -rf $D/*/ptx $D/v/*/ptx $D/*/model.fused.mlir $D/v/*/model.fused.mlir
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
 cp bench/mla-h200.sh bench/mla-prefill-h200.sh bench/mla-decode-h200.sh bench/ncu-mla-h200.sh bench/mla_check.py bench/mla_peer.py bench/bench_common.py $D/

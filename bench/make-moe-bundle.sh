@@ -47,7 +47,8 @@ json.dump(k, open('.dev/moe1.json', 'w'), indent=1)
 t['num_experts'] = 896
 json.dump(k, open('.dev/moe896.json', 'w'), indent=1)
 PY
-$B/k3-compile .dev/moe896.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet -o $D/moe896
+moe896() { $B/k3-compile .dev/moe896.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet "$@"; }
+moe896 -o $D/moe896
 moe1() { $B/k3-compile .dev/moe1.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet "$@"; }
 moe1 -o $D/moe1
 [ -n "${NO_FMA:-}" ] || K3C_MOE_MMA=0 moe1 -o $D/moe1-fma
@@ -56,11 +57,8 @@ K3C_MOE_WGMMA=0 moe1 -o $D/moe1-nowg
 [ -n "${NO_T128:-}" ] || K3C_MOE_WGMMA=0 K3C_MOE_TILE128_FROM=192 moe1 -o $D/moe1-t128
 # Variants: MOE_VARIANTS="NAME=VAR=VALUE[;VAR=VALUE...] ..." (the MoE slice
 # and the 896-expert one).
-for v in ${MOE_VARIANTS:-}; do
-  name=${v%%=*}; settings=${v#*=}
-  env ${settings//;/ } bash -c "$(declare -f moe1); B=$B; moe1 -o $D/moe1-$name"
-  env ${settings//;/ } $B/k3-compile .dev/moe896.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet -o $D/moe896-$name
-done
+bundle_variants "${MOE_VARIANTS:-}" moe1 $D/moe1
+bundle_variants "${MOE_VARIANTS:-}" moe896 $D/moe896
 rm -rf $D/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
 cp bench/ncu-h200.sh bench/moe-ab-h200.sh bench/moe-h200.sh bench/moe-wgmma-h200.sh bench/moe-k3-h200.sh bench/moe-skew-h200.sh bench/skew-router.py bench/mxfp4-edge-scales.py bench/moe_check.py bench/moe_peer.py bench/bench_common.py $D/
