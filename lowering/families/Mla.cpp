@@ -1962,7 +1962,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
   // warpgroup-MMA core, whose blocks take 64 heads, kSplitMaxAny: the
   // one-wave count).
   const int64_t splitsMma =
-      intFromEnv("K3C_MLA_DECODE_SPLITS", decodeWgPlan(attn, kb.target).on ? kSplitMaxAny : kSplitMax);
+      intFromEnv("K3C_MLA_DECODE_SPLITS", wgCore ? kSplitMaxAny : kSplitMax);
   if (mma && (splitsMma < 1 || splitsMma > kSplitMaxAny))
     llvm::report_fatal_error(llvm::Twine("k3c: K3C_MLA_DECODE_SPLITS must be 1..") +
                                  llvm::Twine(kSplitMaxAny) + ", got " + llvm::Twine(splitsMma),
