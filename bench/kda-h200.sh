@@ -11,7 +11,8 @@
 #  * k3-bench on the slice: prefill 2048, 8192 and decode 1, 32, 128 (per
 #    kernel), then fla (chunk_kda / fused_recurrent_kda) on the same shapes
 #    in the same run (kda_peer.py), then prefill 32768.
-# QUICK=1: checks and k3-bench only; FLA_PREFILL=TxH,...: fla prefill cases;
+# VAR_PREFILL=2048,8192: the variants' prefill timed too. QUICK=1: checks and
+# k3-bench only; FLA_PREFILL=TxH,...: fla prefill cases;
 # NO_32K=1: no 32768-token prefill.
 set -u
 cd "$(dirname "$0")"
@@ -48,7 +49,8 @@ echo "== k3-bench on the slice"
 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode 1,32,128 --csv $OUT/slice-bench.csv > $OUT/slice-bench.txt; grep -E "^(prefill|decode)" $OUT/slice-bench.txt
 grep -E "kda|phase" $OUT/slice-bench.csv
 # Each variant in v/ (bench/make-kda-bundle.sh VARIANTS): its decode logits
-# against the default build's, then decode at batch 1, 32, 128.
+# against the default build's, then decode at batch 1, 32, 128 (and prefill
+# at VAR_PREFILL).
 for v in v/*; do
   [ -d "$v" ] || continue
   echo "== variant $v"
@@ -58,7 +60,7 @@ for v in v/*; do
 import numpy as n
 a, b = n.load('/tmp/ref.npy'), n.load('/tmp/x.npy')
 print('logits vs the default build: bit-identical %s, max rel %.2e' % (bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max()))"
-  k3-bench $v --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 1,32,128 --csv $OUT/$(basename $v).csv > /dev/null; grep -E "kda_chunk" $OUT/$(basename $v).csv
+  k3-bench $v --checkpoint /tmp/slice --device cuda --quiet --prefill ${VAR_PREFILL:-none} --decode 1,32,128 --csv $OUT/$(basename $v).csv > /dev/null; grep -E "kda_(chunk|conv)" $OUT/$(basename $v).csv
 done
 [ -n "${QUICK:-}" ] && exit 0
 echo "== fla (chunk_kda, fused_recurrent_kda) on the same shapes, same run"

@@ -483,16 +483,32 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       }
       nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
     };
-    auto tf32 = [&](Value v) {
-      return NVVM::ConvertFloatToTF32Op::create(b, loc, b.getI32Type(), v,
-                                                NVVM::FPRoundingMode::RNA,
+    // tf32 operands. cvt.rna.tf32.f32 has no sm_90 instruction: ptxas
+    // emulates it (FSETP, SEL, LOP3, IADD: the profile at 8192 tokens had it
+    // at ~8 instructions a conversion, half of the kernel's issue slots).
+    // The tensor core reads the top 19 bits of a .tf32 register and ignores
+    // the rest (truncation), so by default a split takes hi = v with its low
+    // 13 mantissa bits cleared (one LOP3) and lo = v - hi (one FADD, exact),
+    // passed as its raw bits: the 3xTF32 product's error is ~2^-19 of its
+    // terms (RNA: ~2^-21); K3C_KDA_TF32_RNA=1 keeps the rounded conversion.
+    const bool rna = intFromEnv("K3C_KDA_TF32_RNA", 0);
+    Type i32 = b.getI32Type();
+    auto bits = [&](Value v) -> Value { return arith::BitcastOp::create(b, loc, i32, v).getResult(); };
+    auto tf32 = [&](Value v) -> Value {
+      if (!rna)
+        return bits(v);
+      return NVVM::ConvertFloatToTF32Op::create(b, loc, i32, v, NVVM::FPRoundingMode::RNA,
                                                 NVVM::SaturationMode::NONE, false)
           .getResult();
     };
     // Products in 3xTF32 (hi*hi + hi*lo + lo*hi: fp32-level) or one tf32
     // MMA; `a` and `b` are the fp32 operand values.
     auto split = [&](Value v) {
-      Value hi = tf32(v);
+      Value hi = rna ? tf32(v)
+                     : arith::AndIOp::create(b, loc, bits(v),
+                                             arith::ConstantOp::create(
+                                                 b, loc, b.getI32IntegerAttr(int32_t(0xffffe000))))
+                           .getResult();
       Value hiF = arith::BitcastOp::create(b, loc, f32, hi);
       return std::make_pair(hi, tf32(kb.fsub(v, hiF)));
     };

@@ -3,11 +3,17 @@
 // token count picks the token recurrence (decode: a warp per state row,
 // shuffle reductions) or the chunked form: the prep launch (a block per
 // chunk and head, shared chunk buffers, barriers) and the recurrence on
-// tensor cores (cp.async double buffering, tf32 operands, mma.sync m16n8k8,
-// a warp barrier around the transposed U tile). The f32 build keeps the
+// tensor cores (cp.async double buffering, tf32 operands split hi + lo by
+// masking the low 13 mantissa bits, mma.sync m16n8k8, a warp barrier around
+// the transposed U tile). The f32 build keeps the
 // exact FMA recurrence. Host: plain loops.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
+// K3C_KDA_TF32_RNA=1: the hi halves rounded to nearest (cvt.rna.tf32).
+// RUN: env K3C_KDA_TF32_RNA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=RNA
+// RNA: module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32)
+// RNA: nvvm.convert.float.to.tf32
+// RNA: nvvm.mma.sync
 // K3C_KDA_MMA=0: the bf16 build on the exact FMA recurrence (comparisons).
 // RUN: env K3C_KDA_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOMMA
 // Bad token-kernel switches are errors naming the switch and the value.
@@ -30,7 +36,9 @@
 // GPU: nvgpu.device_async_copy
 // GPU: nvgpu.device_async_create_group
 // GPU: nvvm.cp.async.wait.group 0
-// GPU: nvvm.convert.float.to.tf32
+// GPU-NOT: nvvm.convert.float.to.tf32
+// GPU: arith.andi %{{.*}}, %c-8192_i32 : i32
+// GPU-NOT: nvvm.convert.float.to.tf32
 // GPU: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<tf32>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 8>
 // GPU: nvvm.bar.warp.sync
 // GPU: return
