@@ -245,7 +245,8 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
         for (int64_t r = 0; r < C; ++r) {
           Value ri = kb.idx(r), e = kb.exp(cum[r]);
           Value qd = kb.fmul(qv[r], e);
-          kb.store(cum[r], G, {ri, c});
+          if (pairwise) // only the pairwise phase B reads G
+            kb.store(cum[r], G, {ri, c});
           kb.store(kb.fmul(kv[r], e), Kd, {ri, c});
           kb.store(qd, Qd, {ri, c});
           kb.store(pairwise ? kv[r] : kb.fmul(kv[r], kb.exp(kb.fneg(cum[r]))), Ke, {ri, c});
