@@ -206,7 +206,16 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
         g = st.get(rule.getG()), beta = st.get(rule.getBeta()), lens = st.get(rule.getSeqLens());
   Type f32 = kb.b.getF32Type();
   Value slots = kb.add(kb.ceilDiv(kb.dim(q, 0), C), kb.dim(lens, 0));
-  kb.blocks({slots, kb.idx(H)}, kKdaPrepThreads, [&](ValueRange bid, ThreadBlock &tb) {
+  // K3C_KDA_PREP_THREADS (A/Bs): threads a block (128 by default; with
+  // K3C_KDA_PREP_UNROLL=1, 128 registers a thread at 128 threads and 202 at
+  // 256, ptxas on the slice).
+  const int64_t prepThreads = kb.gpu() ? intFromEnv("K3C_KDA_PREP_THREADS", kKdaPrepThreads)
+                                        : kKdaPrepThreads;
+  if (prepThreads < 32 || prepThreads > 1024 || prepThreads % 32)
+    llvm::report_fatal_error("k3c: bad KDA prep kernel: K3C_KDA_PREP_THREADS must be a multiple "
+                             "of 32 in 32..1024, got " + llvm::Twine(prepThreads),
+                             /*gen_crash_diag=*/false);
+  kb.blocks({slots, kb.idx(H)}, prepThreads, [&](ValueRange bid, ThreadBlock &tb) {
     Value h = bid[1];
     // Shared: G, Kd, Qd, Ke (k e^-G; raw k on the pairwise path), Qr (raw q,
     // pairwise), L, M, beta.
@@ -304,31 +313,61 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
       kb.barrier(tb);
       // C. Threads over the dk columns of W^ and the dv columns of U^: the
       // forward substitution u_r = beta_r x_r - sum_{s<r} L[r][s] u_s.
-      kb.strided(tb, kb.idx(0), kb.idx(dk + dv), [&](Value col) {
-        Value isK = kb.ult(col, kb.idx(dk));
-        // The column's inputs: Kd from shared memory or V's rows (loaded all
-        // at once, clamped like phase A's).
-        Value kcol = kb.minu(col, kb.idx(dk - 1));
-        Value vcol = kb.add(vbase, kb.select(isK, kb.idx(0), kb.sub(col, kb.idx(dk))));
-        SmallVector<Value> vrows = rowLoads(v, vcol);
-        SmallVector<Value> u;
-        for (int64_t r = 0; r < C; ++r) {
-          Value ri = kb.idx(r);
-          Value x = kb.select(isK, kb.load(Kd, {ri, kcol}), vrows[r]);
-          Value acc = kb.fmul(kb.load(B, {ri}), x);
-          for (int64_t s2 = 0; s2 < r; ++s2)
-            acc = kb.fsub(acc, kb.fmul(kb.load(L, {ri, kb.idx(s2)}), u[s2]));
-          u.push_back(acc);
-          kb.ifThen(kb.ult(ri, nc), [&] {
-            Value row = kb.add(row0, ri);
-            kb.ifThenElse(
-                isK, [&] { kb.storeF32(acc, sc[kWHat], {row, kb.add(kbase, col)}); },
-                [&] {
-                  kb.storeF32(acc, sc[kUHat], {row, kb.add(vbase, kb.sub(col, kb.idx(dk)))});
-                });
-          });
+      // Unrolled (GPU, below): a thread takes all its columns (tid + p *
+      // threads) in one body, so each L[r][s] is loaded once for them and
+      // nothing is loop-invariant; as a loop over columns, LLVM hoists the
+      // 136 L / beta loads and 15 row addresses out of it (237 registers a
+      // thread on the slice, two blocks an SM). Same operations in the same
+      // order per column either way.
+      auto substitute = [&](ArrayRef<Value> colsIn) {
+        const size_t P = colsIn.size();
+        SmallVector<Value> col, isK, kcol, valid;
+        SmallVector<SmallVector<Value>> vrows, u(P);
+        for (Value c0 : colsIn) {
+          valid.push_back(kb.ult(c0, kb.idx(dk + dv)));
+          Value c = kb.minu(c0, kb.idx(dk + dv - 1));
+          col.push_back(c);
+          isK.push_back(kb.ult(c, kb.idx(dk)));
+          kcol.push_back(kb.minu(c, kb.idx(dk - 1)));
+          // The column's inputs: Kd from shared memory or V's rows (loaded
+          // all at once, clamped like phase A's).
+          Value vcol = kb.add(vbase, kb.select(isK.back(), kb.idx(0), kb.sub(c, kb.idx(dk))));
+          vrows.push_back(rowLoads(v, vcol));
         }
-      });
+        for (int64_t r = 0; r < C; ++r) {
+          Value ri = kb.idx(r), br = kb.load(B, {ri});
+          SmallVector<Value> lr;
+          for (int64_t s2 = 0; s2 < r; ++s2)
+            lr.push_back(kb.load(L, {ri, kb.idx(s2)}));
+          for (size_t p = 0; p < P; ++p) {
+            Value x = kb.select(isK[p], kb.load(Kd, {ri, kcol[p]}), vrows[p][r]);
+            Value acc = kb.fmul(br, x);
+            for (int64_t s2 = 0; s2 < r; ++s2)
+              acc = kb.fsub(acc, kb.fmul(lr[s2], u[p][s2]));
+            u[p].push_back(acc);
+            kb.ifThen(kb.andi(valid[p], kb.ult(ri, nc)), [&] {
+              Value row = kb.add(row0, ri);
+              kb.ifThenElse(
+                  isK[p], [&] { kb.storeF32(acc, sc[kWHat], {row, kb.add(kbase, col[p])}); },
+                  [&] {
+                    kb.storeF32(acc, sc[kUHat],
+                                {row, kb.add(vbase, kb.sub(col[p], kb.idx(dk)))});
+                  });
+            });
+          }
+        }
+      };
+      // K3C_KDA_PREP_UNROLL=1 selects the unrolled form (ptxas: 128
+      // registers instead of 237 on the slice; not yet checked on a GPU, so
+      // off by default until then).
+      if (tb.launch && intFromEnv("K3C_KDA_PREP_UNROLL", 0)) {
+        SmallVector<Value> mine;
+        for (int64_t p = 0; p * tb.threads < dk + dv; ++p)
+          mine.push_back(kb.add(tb.tid, kb.idx(p * tb.threads)));
+        substitute(mine);
+      } else {
+        kb.strided(tb, kb.idx(0), kb.idx(dk + dv), [&](Value c) { substitute({c}); });
+      }
     });
   }, 0, "kda_prep");
 }

@@ -9,6 +9,18 @@
 // exact FMA recurrence. Host: plain loops.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
+// K3C_KDA_PREP_UNROLL=1: the prep's forward substitution takes a thread's
+// columns in one unrolled body (no loop over columns after the barrier).
+// RUN: env K3C_KDA_PREP_UNROLL=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=UNROLL
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=LOOP
+// UNROLL: module(@k3_kda_chunk_605990ac_kda_prep)
+// UNROLL-COUNT-2: gpu.barrier
+// UNROLL-NOT: scf.for
+// UNROLL: gpu.terminator
+// LOOP: module(@k3_kda_chunk_605990ac_kda_prep)
+// LOOP-COUNT-2: gpu.barrier
+// LOOP: scf.for
+// LOOP: gpu.terminator
 // K3C_KDA_TF32_RNA=1: the hi halves rounded to nearest (cvt.rna.tf32).
 // RUN: env K3C_KDA_TF32_RNA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=RNA
 // RNA: module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32)
@@ -20,6 +32,8 @@
 // RUN: not env K3C_KDA_TOKEN_THREADS=48 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TTHREADS
 // RUN: not env K3C_KDA_TOKEN_ROWS=0 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TROWS
 // TTHREADS: LLVM ERROR: k3c: bad KDA token kernel: K3C_KDA_TOKEN_THREADS must be a multiple of 32 in 32..1024, got 48
+// RUN: not env K3C_KDA_PREP_THREADS=100 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PTHREADS
+// PTHREADS: LLVM ERROR: k3c: bad KDA prep kernel: K3C_KDA_PREP_THREADS must be a multiple of 32 in 32..1024, got 100
 // TROWS: LLVM ERROR: k3c: bad KDA token kernel: K3C_KDA_TOKEN_ROWS must be 1..16, got 0
 // NOMMA-LABEL: func.func @k3_kda_chunk_605990ac(
 // NOMMA-NOT: nvvm.mma.sync
