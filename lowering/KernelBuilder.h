@@ -35,6 +35,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/ErrorHandling.h"
 #include <cstdlib>
 #include <string_view>
 
@@ -65,6 +67,9 @@ public:
   KernelBuilder(mlir::OpBuilder &b, mlir::Location loc, Target target = Target::Host)
       : b(b), loc(loc), target(target) {
     const char *c = std::getenv("K3C_FP_CONTRACT");
+    if (c && *c && std::string_view(c) != "0" && std::string_view(c) != "1")
+      llvm::report_fatal_error(llvm::Twine("k3c: K3C_FP_CONTRACT must be 0 or 1, got '") + c + "'",
+                               /*gen_crash_diag=*/false);
     contract = c && std::string_view(c) == "1";
   }
 

@@ -448,9 +448,14 @@ SmallVector<int64_t> intsFromEnv(const char *var, ArrayRef<size_t> counts, const
 }
 int64_t intFromEnv(const char *var, int64_t dflt) {
   const char *v = std::getenv(var);
-  int64_t out;
-  if (!v || StringRef(v).trim().getAsInteger(10, out))
+  if (!v || StringRef(v).trim().empty())
     return dflt;
+  int64_t out;
+  // A set but malformed override is an error naming it (it used to fall back
+  // to the default silently, so a typo measured the default).
+  if (StringRef(v).trim().getAsInteger(10, out))
+    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be an integer, got '" + v + "'",
+                             /*gen_crash_diag=*/false);
   return out;
 }
 
