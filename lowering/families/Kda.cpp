@@ -462,7 +462,17 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
   Location loc = kb.loc;
   constexpr int64_t C = 16;
   const int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
-  const int64_t BV = dv % 32 == 0 ? 32 : 16, warps = BV / 16, threads = 32 * warps;
+  const int64_t BV = dv % 32 == 0 ? 32 : 16, rowWarps = BV / 16;
+  // K3C_KDA_KEY_SPLIT=2: the key columns of a warp's state rows split over
+  // two warps (each keeps 16 rows x dk/2 columns, half the dependent MMA
+  // chain a chunk, twice the warps an SM); the pair sums its partial X and O
+  // through shared memory (one more barrier a chunk), then each warp does
+  // M U and the store for one of the two n8 column tiles.
+  const int64_t KS = intFromEnv("K3C_KDA_KEY_SPLIT", 1);
+  if (KS != 1 && KS != 2)
+    llvm::report_fatal_error("k3c: bad KDA chunk recurrence: K3C_KDA_KEY_SPLIT must be 1 or 2, "
+                             "got " + llvm::Twine(KS), /*gen_crash_diag=*/false);
+  const int64_t warps = rowWarps * KS, threads = 32 * warps;
   // Pitches (fp32 elements) that keep each warp's fragment loads free of
   // bank conflicts.
   const int64_t pk = dk + 8, pv = BV + 8, pc = C + 4;
@@ -477,11 +487,16 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
           Ksm = kb.shared(tb, {2, C, pk}, f32), Usm = kb.shared(tb, {2, C, pv}, f32),
           Msm = kb.shared(tb, {2, C, pc}, f32), Gsm = kb.shared(tb, {2, dk}, f32),
           UT = kb.shared(tb, {warps, 16, pc}, f32);
+    // Partial X and O of each warp (KS = 2): 16 values a lane.
+    Value XP = KS == 2 ? kb.shared(tb, {warps, 16, 32}, f32) : Value();
     Value start = kb.seqOffset(tb, lens, n), len = kb.seqLen(lens, n);
     Value nChunks = kb.ceilDiv(len, C);
     Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv), mbase = kb.mul(h, C);
     Value lane = tb.lane, g = kb.div(lane, 4), q = kb.rem(lane, 4), q2 = kb.mul(q, 2);
-    Value wj = kb.mul(tb.warp, 16), jw = kb.add(jb, wj);
+    Value rw = kb.rem(tb.warp, kb.idx(rowWarps)), kh = kb.div(tb.warp, kb.idx(rowWarps));
+    Value wj = kb.mul(rw, 16), jw = kb.add(jb, wj);
+    // The warp's first key column (its half with KS = 2).
+    Value kc0 = kb.mul(kh, kb.idx(dk / KS));
 
     // One chunk's inputs into ring slot `slot`: [C, cols] row tiles in
     // 16-byte copies spread over the threads, rows past the chunk zeroed.
@@ -576,11 +591,13 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
     const int64_t precise = intFromEnv("K3C_KDA_3XTF32", kKda3xTf32);
     const bool preciseX = precise & 1, preciseO = precise & 2, preciseS = precise & 4;
 
-    const int64_t tiles = dk / 8;
+    const int64_t tiles = dk / 8 / KS;
+    // Key column of the thread's pair in the warp's tile t.
+    auto keyCol = [&](int64_t t) { return kb.add(kc0, kb.add(q2, 8 * t)); };
     SmallVector<Value> init;
     for (int64_t t = 0; t < tiles; ++t)
       for (int64_t hh = 0; hh < 2; ++hh)
-        for (Value v : kb.loadVec(S, {n, h, kb.add(jw, kb.add(g, 8 * hh)), kb.add(q2, 8 * t)}, 2))
+        for (Value v : kb.loadVec(S, {n, h, kb.add(jw, kb.add(g, 8 * hh)), keyCol(t)}, 2))
           init.push_back(v);
     kb.ifThen(kb.ult(kb.idx(0), nChunks), [&] { issue(kb.idx(0), kb.idx(0)); });
     SmallVector<Value> acc = kb.loop(kb.idx(0), nChunks, init, [&](Value ci, ValueRange in) {
@@ -599,8 +616,8 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       SmallVector<Value> X(16, kb.f32(0.0)), O(16, kb.f32(0.0));
       for (int64_t t = 0; t < tiles; ++t) {
         auto aPermuted = [&](Value buf) {
-          SmallVector<Value> lo = kb.loadVec(buf, {slot, g, kb.add(q2, 8 * t)}, 2);
-          SmallVector<Value> hi = kb.loadVec(buf, {slot, kb.add(g, 8), kb.add(q2, 8 * t)}, 2);
+          SmallVector<Value> lo = kb.loadVec(buf, {slot, g, keyCol(t)}, 2);
+          SmallVector<Value> hi = kb.loadVec(buf, {slot, kb.add(g, 8), keyCol(t)}, 2);
           return SmallVector<Value>{lo[0], hi[0], lo[1], hi[1]};
         };
         SmallVector<Value> aW = aPermuted(Wsm), aQ = aPermuted(Qsm);
@@ -617,6 +634,22 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       }
       X.resize(8);
       O.resize(8);
+      if (KS == 2) {
+        // The pair's partial sums: mine + the partner's (the same sum, in
+        // the same order, in both warps).
+        for (int64_t i = 0; i < 8; ++i) {
+          kb.store(X[i], XP, {tb.warp, kb.idx(i), lane});
+          kb.store(O[i], XP, {tb.warp, kb.idx(8 + i), lane});
+        }
+        kb.barrier(tb);
+        Value partner = kb.add(rw, kb.mul(kb.sub(kb.idx(1), kh), kb.idx(rowWarps)));
+        for (int64_t i = 0; i < 8; ++i) {
+          Value xo = kb.load(XP, {partner, kb.idx(i), lane}),
+                oo = kb.load(XP, {partner, kb.idx(8 + i), lane});
+          X[i] = kb.select(kb.ieq(kh, kb.idx(0)), kb.fadd(X[i], xo), kb.fadd(xo, X[i]));
+          O[i] = kb.select(kb.ieq(kh, kb.idx(0)), kb.fadd(O[i], oo), kb.fadd(oo, O[i]));
+        }
+      }
       // U = U^ - X into the warp's transposed tile UT[j][r].
       for (int64_t u = 0; u < 2; ++u)
         for (int64_t hh = 0; hh < 2; ++hh) {
@@ -645,6 +678,9 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       // dense k3-tiny batch check drifted to 7.9e-2 in a host emulation and
       // failed on the H200 (5.5e-2), while the state products in plain tf32
       // leave it at the fp32 level. B[k = s][n = j] = UT[j][s].
+      if (KS == 2)
+        for (int64_t e = 0; e < 4; ++e)
+          O[e] = kb.select(kb.ieq(kh, kb.idx(0)), O[e], O[4 + e]);
       for (int64_t kk = 0; kk < 2; ++kk) {
         SmallVector<Value> aMh, aMl;
         for (int64_t half = 0; half < 2; ++half)
@@ -654,8 +690,10 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
             aMh.push_back(hi);
             aMl.push_back(lo);
           }
-        for (int64_t u = 0; u < 2; ++u) {
-          Value j = kb.add(g, 8 * u);
+        for (int64_t u = 0; u < 2 / KS; ++u) {
+          // KS = 2: the warp's n8 tile is kh (its accumulators moved to
+          // O[0..3] below, before this loop).
+          Value j = KS == 2 ? kb.add(g, kb.mul(kh, kb.idx(8))) : kb.add(g, 8 * u);
           auto [b0h, b0l] = split(kb.load(UT, {tb.warp, j, kb.add(q, 8 * kk)}));
           auto [b1h, b1l] = split(kb.load(UT, {tb.warp, j, kb.add(q, 8 * kk + 4)}));
           MutableArrayRef<Value> acc4 = MutableArrayRef<Value>(O).slice(4 * u, 4);
@@ -664,19 +702,20 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
           mmaTf32(kb, aMl, {b0h, b1h}, acc4);
         }
       }
-      for (int64_t u = 0; u < 2; ++u)
+      for (int64_t u = 0; u < 2 / KS; ++u) {
+        Value colU = KS == 2 ? kb.add(q2, kb.mul(kh, kb.idx(8))) : kb.add(q2, 8 * u);
         for (int64_t hh = 0; hh < 2; ++hh)
-          storeAccPair(kb, o, kb.add(row0, kb.add(g, 8 * hh)),
-                       kb.add(kb.add(vbase, jw), kb.add(q2, 8 * u)), O[4 * u + 2 * hh],
-                       O[4 * u + 2 * hh + 1], limit, H * dv);
+          storeAccPair(kb, o, kb.add(row0, kb.add(g, 8 * hh)), kb.add(kb.add(vbase, jw), colU),
+                       O[4 * u + 2 * hh], O[4 * u + 2 * hh + 1], limit, H * dv);
+      }
       // S <- diag(e^G_l) S + U^T Kr; A[m = j][k = r] = UT[j][r],
       // B[k = r][n = c] = Kr[r][c].
       SmallVector<Value> aU0 = aNatural(UT, {tb.warp}, 0), aU1 = aNatural(UT, {tb.warp}, 1);
       for (int64_t t = 0; t < tiles; ++t) {
-        SmallVector<Value> gl = kb.loadVec(Gsm, {slot, kb.add(q2, 8 * t)}, 2);
+        SmallVector<Value> gl = kb.loadVec(Gsm, {slot, keyCol(t)}, 2);
         for (int64_t e = 0; e < 4; ++e)
           s[4 * t + e] = kb.fmul(s[4 * t + e], gl[e % 2]);
-        Value c = kb.add(g, 8 * t);
+        Value c = kb.add(kc0, kb.add(g, 8 * t));
         for (int64_t kk = 0; kk < 2; ++kk) {
           SmallVector<Value> bK{kb.load(Ksm, {slot, kb.add(q, 8 * kk), c}),
                                 kb.load(Ksm, {slot, kb.add(q, 8 * kk + 4), c})};
@@ -688,8 +727,8 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
     for (int64_t t = 0; t < tiles; ++t)
       for (int64_t hh = 0; hh < 2; ++hh)
         kb.storeVec({acc[4 * t + 2 * hh], acc[4 * t + 2 * hh + 1]}, S,
-                    {n, h, kb.add(jw, kb.add(g, 8 * hh)), kb.add(q2, 8 * t)});
-  }, 0, "kda_chunk_tf32_bv" + std::to_string(BV));
+                    {n, h, kb.add(jw, kb.add(g, 8 * hh)), keyCol(t)});
+  }, 0, "kda_chunk_tf32_bv" + std::to_string(BV) + (KS == 2 ? "_ks2" : ""));
 }
 
 /// The token recurrence (decode, and the rule without a chunk size): a warp

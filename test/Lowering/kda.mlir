@@ -21,6 +21,19 @@
 // LOOP-COUNT-2: gpu.barrier
 // LOOP: scf.for
 // LOOP: gpu.terminator
+// K3C_KDA_KEY_SPLIT=2: a state row's key columns over two warps (4 warps a
+// block of 32 value rows), their partial X and O summed through a shared
+// [warps, 16, 32] tile behind a second barrier a chunk.
+// RUN: env K3C_KDA_KEY_SPLIT=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=KS2
+// RUN: not env K3C_KDA_KEY_SPLIT=4 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADKS
+// KS2: gpu.launch {{.*}} = %c128{{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2) {{.*}}memref<4x16x32xf32, #gpu.address_space<workgroup>>
+// KS2: nvvm.cp.async.wait.group 0
+// KS2-NEXT: gpu.barrier
+// KS2: nvvm.mma.sync
+// KS2: gpu.barrier
+// KS2: nvvm.bar.warp.sync
+// KS2: gpu.terminator
+// BADKS: LLVM ERROR: k3c: bad KDA chunk recurrence: K3C_KDA_KEY_SPLIT must be 1 or 2, got 4
 // K3C_KDA_TF32_RNA=1: the hi halves rounded to nearest (cvt.rna.tf32).
 // RUN: env K3C_KDA_TF32_RNA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=RNA
 // RNA: module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32)
