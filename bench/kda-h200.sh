@@ -11,7 +11,9 @@
 #  * k3-bench on the slice: prefill 2048, 8192 and decode 1, 32, 128 (per
 #    kernel), then fla (chunk_kda / fused_recurrent_kda) on the same shapes
 #    in the same run (kda_peer.py), then prefill 32768.
-# VAR_PREFILL=2048,8192: the variants' prefill timed too. QUICK=1: checks and
+# VAR_PREFILL=2048,8192: the variants' prefill timed too; VAR_CHECK=1: each
+# variant's delta rule against fp64 (kernel dumps) and its logits against the
+# reference (300 tokens, --check). QUICK=1: checks and
 # k3-bench only; FLA_PREFILL=TxH,...: fla prefill cases;
 # NO_32K=1: no 32768-token prefill.
 set -u
@@ -60,6 +62,11 @@ for v in v/*; do
 import numpy as n
 a, b = n.load('/tmp/ref.npy'), n.load('/tmp/x.npy')
 print('logits vs the default build: bit-identical %s, max rel %.2e' % (bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max()))"
+  if [ -n "${VAR_CHECK:-}" ]; then # the variant's delta rule against fp64 (2048 tokens; 4 mixed sequences)
+    K3C_DUMP_KERNEL=kda_chunk@2048:/tmp/dv timeout 120 k3-run $v --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 2048) --max-new-tokens 1 --quiet > /dev/null; python3 kda_check.py /tmp/dv; rm -rf /tmp/dv
+    K3C_DUMP_KERNEL=kda_chunk@1-4:/tmp/dv timeout 120 k3-run $v --checkpoint /tmp/slice --device cuda --batch b4.txt --max-new-tokens 2 --quiet > /dev/null; python3 kda_check.py /tmp/dv; rm -rf /tmp/dv
+    timeout 150 k3-run $v --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 300) --max-new-tokens 2 --check --quiet | grep -E "check:"
+  fi
   k3-bench $v --checkpoint /tmp/slice --device cuda --quiet --prefill ${VAR_PREFILL:-none} --decode 1,32,128 --csv $OUT/$(basename $v).csv > /dev/null; grep -E "kda_(chunk|conv)" $OUT/$(basename $v).csv
 done
 [ -n "${QUICK:-}" ] && exit 0
