@@ -895,6 +895,45 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
                            intFromEnv("K3C_CONV_CHANNELS", kConvChannels)});
     while (cw > 1 && (conv.getStateOffset() % cw || channels % cw))
       cw /= 2;
+    // K3C_CONV_L2NORM=1 (GPU): when the convolution's only user is an L2 norm
+    // of heads of 32 * cw channels (a warp's lanes hold a token's head, as in
+    // the norm's own kernel), the norm is done in the convolution's store:
+    // the silu outputs rounded to y's type as the store and the norm's load
+    // would, the squares summed in the same order (a lane's channels, then
+    // the warp's butterfly), the normalized f32 rows stored; the norm's
+    // launch and the bf16 round trip of its input go away (bit-identical).
+    L2NormOp norm;
+    if (kb.gpu() && intFromEnv("K3C_CONV_L2NORM", 0) && conv.getResult().hasOneUse())
+      if (auto l2 = dyn_cast<L2NormOp>(*conv.getResult().getUsers().begin()))
+        if (l2->getBlock() == conv->getBlock() && l2.getHeadDim() == 32 * cw &&
+            channels % (kConvThreads * cw) == 0 && (kConvThreads * cw) % l2.getHeadDim() == 0 &&
+            cw == perHeadVw(kb, l2.getHeadDim(), {st.get(l2.getInput()), st.get(l2.getResult())}))
+          norm = l2;
+    if (norm)
+      st.fusedAway.insert(norm);
+    Value ny = norm ? st.get(norm.getResult()) : Value();
+    // One token's cw outputs at (row, c): stored into y, or normalized into
+    // the norm's result (every lane of the warp calls it: the sum is a
+    // shuffle); `ok` guards the store.
+    auto emit = [&](ThreadBlock &tb, ArrayRef<Value> out, Value row, Value c, Value ok) {
+      if (!norm) {
+        kb.ifThen(ok, [&] { kb.storeVec(out, y, {row, c}); });
+        return;
+      }
+      Type yElt = cast<MemRefType>(y.getType()).getElementType();
+      SmallVector<Value> v;
+      Value ss = kb.f32(0.0);
+      for (Value o : out) {
+        v.push_back(kb.round(o, yElt));
+        ss = kb.fadd(ss, kb.fmul(v.back(), v.back()));
+      }
+      Value inv = kb.rsqrt(kb.fadd(kb.warpSum(tb, ss), kb.f32(norm.getEps().convertToDouble())));
+      Value scale = kb.f32(norm.getScale().convertToDouble());
+      SmallVector<Value> res;
+      for (Value x : v)
+        res.push_back(kb.fmul(kb.fmul(x, inv), scale));
+      kb.ifThen(ok, [&] { kb.storeVec(res, ny, {row, c}); });
+    };
     Value off = kb.idx(conv.getStateOffset()), Wm1 = kb.idx(W - 1);
     const int64_t TB = kConvTokens,
                   U = kb.gpu() ? std::max<int64_t>(1, intFromEnv("K3C_CONV_UNROLL", kConvUnroll)) : 1;
@@ -973,7 +1012,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
                     v = kb.fadd(v, kb.fmul(wt[e][j], cur[j * cw + e]));
                   out.push_back(kb.silu(v));
                 }
-                kb.ifThen(ok[u], [&] { kb.storeVec(out, y, {rows[u], c}); });
+                emit(tb, out, rows[u], c, ok[u]);
                 SmallVector<Value> next(cur.begin() + cw, cur.end());
                 next.append(in[u].begin(), in[u].end());
                 cur = next;
@@ -1031,7 +1070,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
                 v = kb.fadd(v, kb.fmul(taps[j], sv[j][e]));
               out.push_back(kb.silu(v));
             }
-            kb.storeVec(out, y, {cs.start, c});
+            emit(tb, out, cs.start, c, kb.ieq(kb.idx(0), kb.idx(0)));
             for (int64_t r = 0; r < W - 1; ++r)
               kb.storeVec(r + 1 < W - 1 ? sv[r + 1] : xv, state, {cs.n, kb.idx(r), sc});
           };
@@ -1122,6 +1161,8 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     return success();
   }
   if (auto l2 = dyn_cast<L2NormOp>(op)) {
+    if (st.fusedAway.contains(op)) // done in its convolution's store
+      return success();
     Value x = st.get(l2.getInput()), y = st.get(l2.getResult());
     int64_t d = l2.getHeadDim();
     int64_t width = cast<MemRefType>(x.getType()).getDimSize(1);

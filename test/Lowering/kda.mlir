@@ -147,3 +147,34 @@ func.func @conv_gate(%a0: tensor<?x128xbf16>, %a1: tensor<128x1x4xf32>, %a2: ten
   }
   return %r#0, %r#1, %r#2 : tensor<?x128xbf16>, tensor<?x3x384xbf16>, tensor<?x128xf32>
 }
+
+// K3C_CONV_L2NORM=1 (sm_90a): a convolution whose only user is an L2 norm of
+// 128-channel heads (a warp's 32 lanes x 4 channels) normalizes in its own
+// store: the silu outputs rounded to bf16, a shuffle sum of squares, f32
+// rows stored; the norm's per_head launch is gone. By default the norm keeps
+// its launch.
+// RUN: env K3C_CONV_L2NORM=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVNORM
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVNORM0
+// CONVNORM-LABEL: func.func @k3_kda_conv_norm_test(
+// CONVNORM: module(@k3_kda_conv_norm_test_short_conv_decode)
+// CONVNORM: gpu.shuffle  xor
+// CONVNORM: vector.store %{{.*}} : memref<?x1024xf32>, vector<4xf32>
+// CONVNORM: module(@k3_kda_conv_norm_test_short_conv)
+// CONVNORM: scf.for {{.*}} step %c8
+// CONVNORM: gpu.shuffle  xor
+// CONVNORM: vector.store %{{.*}} : memref<?x1024xf32>, vector<4xf32>
+// CONVNORM-NOT: per_head
+// CONVNORM: return
+// CONVNORM0-LABEL: func.func @k3_kda_conv_norm_test(
+// CONVNORM0: module(@k3_kda_conv_norm_test_short_conv)
+// CONVNORM0: vector.store %{{.*}} : memref<?x1024xbf16>, vector<4xbf16>
+// CONVNORM0: module(@k3_kda_conv_norm_test_per_head)
+func.func @conv_norm(%a0: tensor<?x1024xbf16>, %a1: tensor<1024x1x4xf32>, %a2: tensor<?x3x1024xbf16>, %a3: tensor<?xi32>) -> (tensor<?x3x1024xbf16>, tensor<?x1024xf32>) {
+  %r:2 = k3.kernel "k3_kda_conv_norm_test" family "kda_conv_gate" (%a0, %a1, %a2, %a3) : (tensor<?x1024xbf16>, tensor<1024x1x4xf32>, tensor<?x3x1024xbf16>, tensor<?xi32>) -> (tensor<?x3x1024xbf16>, tensor<?x1024xf32>) {
+  ^bb0(%x: tensor<?x1024xbf16>, %w: tensor<1024x1x4xf32>, %s: tensor<?x3x1024xbf16>, %lens: tensor<?xi32>):
+    %y, %ns = k3.short_conv %x, %w, %s, %lens : (tensor<?x1024xbf16>, tensor<1024x1x4xf32>, tensor<?x3x1024xbf16>, tensor<?xi32>) -> (tensor<?x1024xbf16>, tensor<?x3x1024xbf16>)
+    %n = k3.l2norm %y {eps = 9.9999999999999995E-7 : f64, head_dim = 128 : i64, scale = 0.088388347648318433 : f64} : tensor<?x1024xbf16> -> tensor<?x1024xf32>
+    k3.yield %ns, %n : tensor<?x3x1024xbf16>, tensor<?x1024xf32>
+  }
+  return %r#0, %r#1 : tensor<?x3x1024xbf16>, tensor<?x1024xf32>
+}
