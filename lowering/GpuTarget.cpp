@@ -15,6 +15,7 @@
 
 #include "lowering/Lowering.h"
 #include "lowering/TargetInfo.h"
+#include "lowering/tile/Gemm.h" // intFromEnv
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -106,10 +107,20 @@ static std::string outlinePipeline() {
          "gpu-kernel-outlining,nvvm-attach-target{" +
          TargetInfo::get(Target::Gpu).nvvmAttachOptions() + "},gpu.module(math-expand-ops{ops=tanh})";
 }
-static const char *kNvvmPipeline =
-    "gpu.module(lower-affine,arith-expand{include-bf16=true},convert-scf-to-cf,"
-    "convert-nvgpu-to-nvvm,convert-gpu-to-nvvm{index-bitwidth=64},convert-nvvm-to-llvm,"
-    "canonicalize,cse,reconcile-unrealized-casts)";
+// bf16 conversions: arith-expand{include-bf16=true} rewrites every f32 <-> bf16
+// truncf / extf into integer code (round to nearest even by hand: ~10 PTX
+// instructions a value in the short convolution's stores). sm_90 converts
+// natively (cvt.rn.bf16.f32 / cvt.rn.bf16x2.f32, also round to nearest
+// even: the same values); K3C_BF16_NATIVE=1 leaves the conversions to NVPTX
+// (not yet measured on a GPU, so off by default).
+static std::string nvvmPipeline() {
+  const bool native = intFromEnv("K3C_BF16_NATIVE", 0) != 0;
+  return std::string("gpu.module(lower-affine,arith-expand{include-bf16=") +
+         (native ? "false" : "true") +
+         "},convert-scf-to-cf,"
+         "convert-nvgpu-to-nvvm,convert-gpu-to-nvvm{index-bitwidth=64},convert-nvvm-to-llvm,"
+         "canonicalize,cse,reconcile-unrealized-casts)";
+}
 
 /// exp, exp2, log1p and sqrt as single PTX instructions (ex2.approx.ftz,
 /// lg2.approx.ftz, sqrt.rn) through inline asm, so no libdevice is needed and
@@ -268,7 +279,7 @@ static LogicalResult applyLaunchBounds(ModuleOp m, std::string &error) {
 LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
   registerGpuPipelinePasses();
   prepareGpuContext(*loops.getContext());
-  const std::string pipelines[] = {outlinePipeline(), kNvvmPipeline};
+  const std::string pipelines[] = {outlinePipeline(), nvvmPipeline()};
   for (const std::string &pipeline : pipelines) {
     PassManager pm(loops.getContext());
     if (failed(parsePassPipeline(pipeline, pm))) {

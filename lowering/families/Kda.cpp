@@ -462,7 +462,13 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
   Location loc = kb.loc;
   constexpr int64_t C = 16;
   const int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
-  const int64_t BV = dv % 32 == 0 ? 32 : 16, rowWarps = BV / 16;
+  // K3C_KDA_BV: value rows a block (32 where d_v allows, else 16; 16 doubles
+  // the blocks of a head, each re-reading the chunk's W^, Qd and Kr).
+  const int64_t BV = intFromEnv("K3C_KDA_BV", dv % 32 == 0 ? 32 : 16), rowWarps = BV / 16;
+  if ((BV != 16 && BV != 32) || dv % BV)
+    llvm::report_fatal_error("k3c: bad KDA chunk recurrence: K3C_KDA_BV must be 16 or 32 and "
+                             "divide d_v = " + llvm::Twine(dv) + ", got " + llvm::Twine(BV),
+                             /*gen_crash_diag=*/false);
   // K3C_KDA_KEY_SPLIT=2: the key columns of a warp's state rows split over
   // two warps (each keeps 16 rows x dk/2 columns, half the dependent MMA
   // chain a chunk, twice the warps an SM); the pair sums its partial X and O
@@ -472,6 +478,10 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
   if (KS != 1 && KS != 2)
     llvm::report_fatal_error("k3c: bad KDA chunk recurrence: K3C_KDA_KEY_SPLIT must be 1 or 2, "
                              "got " + llvm::Twine(KS), /*gen_crash_diag=*/false);
+  if (dk % (8 * KS))
+    llvm::report_fatal_error("k3c: bad KDA chunk recurrence: K3C_KDA_KEY_SPLIT=" + llvm::Twine(KS) +
+                             " needs d_k a multiple of " + llvm::Twine(8 * KS) + ", got " +
+                             llvm::Twine(dk), /*gen_crash_diag=*/false);
   const int64_t warps = rowWarps * KS, threads = 32 * warps;
   // Pitches (fp32 elements) that keep each warp's fragment loads free of
   // bank conflicts.
