@@ -67,7 +67,7 @@ print('logits vs the default build: bit-identical %s, max rel %.2e' % (bool((a.v
     K3C_DUMP_KERNEL=kda_chunk@1-4:/tmp/dv timeout 120 k3-run $v --checkpoint /tmp/slice --device cuda --batch b4.txt --max-new-tokens 2 --quiet > /dev/null; python3 kda_check.py /tmp/dv; rm -rf /tmp/dv
     timeout 150 k3-run $v --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 300) --max-new-tokens 2 --check --quiet | grep -E "check:"
   fi
-  k3-bench $v --checkpoint /tmp/slice --device cuda --quiet --prefill ${VAR_PREFILL:-none} --decode 1,32,128 --csv $OUT/$(basename $v).csv > /dev/null; grep -E "kda_(chunk|conv)" $OUT/$(basename $v).csv
+  k3-bench $v --checkpoint /tmp/slice --device cuda --quiet --prefill ${VAR_PREFILL:-none} --decode 1,32,128 --csv $OUT/$(basename $v).csv > $OUT/$(basename $v).txt; grep -E "^(prefill|decode)" $OUT/$(basename $v).txt; grep -E "kda_(chunk|conv)" $OUT/$(basename $v).csv
 done
 [ -n "${QUICK:-}" ] && exit 0
 echo "== fla (chunk_kda, fused_recurrent_kda) on the same shapes, same run"

@@ -71,6 +71,11 @@ public:
       llvm::report_fatal_error(llvm::Twine("k3c: K3C_FP_CONTRACT must be 0 or 1, got '") + c + "'",
                                /*gen_crash_diag=*/false);
     contract = c && std::string_view(c) == "1";
+    const char *d = std::getenv("K3C_FAST_DIV");
+    if (d && *d && std::string_view(d) != "0" && std::string_view(d) != "1")
+      llvm::report_fatal_error(llvm::Twine("k3c: K3C_FAST_DIV must be 0 or 1, got '") + d + "'",
+                               /*gen_crash_diag=*/false);
+    fastDiv = d && std::string_view(d) == "1";
   }
 
   mlir::OpBuilder &b;
@@ -83,6 +88,8 @@ public:
   bool gpu() const { return target == Target::Gpu; }
   /// Float adds and multiplies may fuse on the GPU (see fadd).
   bool contract = false;
+  /// GPU float divisions may be approximate (see fdiv).
+  bool fastDiv = false;
   /// What the target offers (shared memory, SMs, matrix instructions).
   const TargetInfo &info() const { return TargetInfo::get(target); }
 
@@ -144,7 +151,14 @@ public:
     return gpu() && contract ? mlir::arith::FastMathFlags::contract
                              : mlir::arith::FastMathFlags::none;
   }
-  Value fdiv(Value a, Value c) { return mlir::arith::DivFOp::create(b, loc, a, c); }
+  /// a / c: IEEE division (div.rn / rcp.rn on the GPU, a dozen instructions
+  /// with a slow path); K3C_FAST_DIV=1 marks GPU divisions `afn`, which NVPTX
+  /// emits as div.approx / rcp.approx (within 2 ulp; not yet measured).
+  Value fdiv(Value a, Value c) {
+    return mlir::arith::DivFOp::create(b, loc, a, c,
+                                       gpu() && fastDiv ? mlir::arith::FastMathFlags::afn
+                                                        : mlir::arith::FastMathFlags::none);
+  }
   Value fmax(Value a, Value c) { return mlir::arith::MaximumFOp::create(b, loc, a, c); }
   Value fgt(Value a, Value c) {
     return mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OGT, a, c);
