@@ -65,17 +65,19 @@ struct ThreadBlock {
 class KernelBuilder {
 public:
   KernelBuilder(mlir::OpBuilder &b, mlir::Location loc, Target target = Target::Host)
-      : b(b), loc(loc), target(target) {
-    const char *c = std::getenv("K3C_FP_CONTRACT");
-    if (c && *c && std::string_view(c) != "0" && std::string_view(c) != "1")
-      llvm::report_fatal_error(llvm::Twine("k3c: K3C_FP_CONTRACT must be 0 or 1, got '") + c + "'",
+      : b(b), loc(loc), target(target), contract(switchFromEnv("K3C_FP_CONTRACT")),
+        fastDiv(switchFromEnv("K3C_FAST_DIV")) {}
+  /// A 0/1 compile-time switch from the environment (unset or empty: 0);
+  /// any other value is a fatal error naming it.
+  static bool switchFromEnv(const char *var) {
+    const char *v = std::getenv(var);
+    if (!v || !*v)
+      return false;
+    std::string_view s(v);
+    if (s != "0" && s != "1")
+      llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be 0 or 1, got '" + v + "'",
                                /*gen_crash_diag=*/false);
-    contract = c && std::string_view(c) == "1";
-    const char *d = std::getenv("K3C_FAST_DIV");
-    if (d && *d && std::string_view(d) != "0" && std::string_view(d) != "1")
-      llvm::report_fatal_error(llvm::Twine("k3c: K3C_FAST_DIV must be 0 or 1, got '") + d + "'",
-                               /*gen_crash_diag=*/false);
-    fastDiv = d && std::string_view(d) == "1";
+    return s == "1";
   }
 
   mlir::OpBuilder &b;
@@ -87,9 +89,9 @@ public:
   mlir::func::FuncOp function;
   bool gpu() const { return target == Target::Gpu; }
   /// Float adds and multiplies may fuse on the GPU (see fadd).
-  bool contract = false;
+  bool contract;
   /// GPU float divisions may be approximate (see fdiv).
-  bool fastDiv = false;
+  bool fastDiv;
   /// What the target offers (shared memory, SMs, matrix instructions).
   const TargetInfo &info() const { return TargetInfo::get(target); }
 

@@ -74,6 +74,23 @@ static Value headSumSq(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, V
   return kb.warpSum(tb, ss);
 }
 
+/// The L2 norm's outputs for a lane's values `v` of a head whose sum of
+/// squares (over the warp) is `ss`: v / sqrt(ss + eps) * scale (fp32 eps and
+/// scale from l2NormConstants). Shared by the norm's own kernel and the short
+/// convolution's fused store, which must give the same bits.
+static std::pair<Value, Value> l2NormConstants(KernelBuilder &kb, L2NormOp l2) {
+  return {kb.f32(l2.getEps().convertToDouble()), kb.f32(l2.getScale().convertToDouble())};
+}
+static SmallVector<Value> l2Scaled(KernelBuilder &kb, std::pair<Value, Value> epsScale, Value ss,
+                                   ArrayRef<Value> v) {
+  auto [eps, scale] = epsScale;
+  Value inv = kb.rsqrt(kb.fadd(ss, eps));
+  SmallVector<Value> out;
+  for (Value x : v)
+    out.push_back(kb.fmul(kb.fmul(x, inv), scale));
+  return out;
+}
+
 /// One head of the gated RMSNorm by a warp: x[xRow, base + cols ..] and the
 /// gate's, normalized over the head's d = |w| elements, into y[yRow, ...].
 static void gatedNormHead(KernelBuilder &kb, ThreadBlock &tb, Value x, Value gate, Value w,
@@ -206,16 +223,7 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
         g = st.get(rule.getG()), beta = st.get(rule.getBeta()), lens = st.get(rule.getSeqLens());
   Type f32 = kb.b.getF32Type();
   Value slots = kb.add(kb.ceilDiv(kb.dim(q, 0), C), kb.dim(lens, 0));
-  // K3C_KDA_PREP_THREADS (A/Bs): threads a block (128 by default; with
-  // K3C_KDA_PREP_UNROLL=1, 128 registers a thread at 128 threads and 202 at
-  // 256, ptxas on the slice).
-  const int64_t prepThreads = kb.gpu() ? intFromEnv("K3C_KDA_PREP_THREADS", kKdaPrepThreads)
-                                        : kKdaPrepThreads;
-  if (prepThreads < 32 || prepThreads > 1024 || prepThreads % 32)
-    llvm::report_fatal_error("k3c: bad KDA prep kernel: K3C_KDA_PREP_THREADS must be a multiple "
-                             "of 32 in 32..1024, got " + llvm::Twine(prepThreads),
-                             /*gen_crash_diag=*/false);
-  kb.blocks({slots, kb.idx(H)}, prepThreads, [&](ValueRange bid, ThreadBlock &tb) {
+  kb.blocks({slots, kb.idx(H)}, kKdaPrepThreads, [&](ValueRange bid, ThreadBlock &tb) {
     Value h = bid[1];
     // Shared: G, Kd, Qd, Ke (k e^-G; raw k on the pairwise path), Qr (raw q,
     // pairwise), L, M, beta.
@@ -645,8 +653,8 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       X.resize(8);
       O.resize(8);
       if (KS == 2) {
-        // The pair's partial sums: mine + the partner's (the same sum, in
-        // the same order, in both warps).
+        // The pair's partial sums: mine + the partner's (the same value in
+        // both warps: IEEE addition commutes).
         for (int64_t i = 0; i < 8; ++i) {
           kb.store(X[i], XP, {tb.warp, kb.idx(i), lane});
           kb.store(O[i], XP, {tb.warp, kb.idx(8 + i), lane});
@@ -656,8 +664,8 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
         for (int64_t i = 0; i < 8; ++i) {
           Value xo = kb.load(XP, {partner, kb.idx(i), lane}),
                 oo = kb.load(XP, {partner, kb.idx(8 + i), lane});
-          X[i] = kb.select(kb.ieq(kh, kb.idx(0)), kb.fadd(X[i], xo), kb.fadd(xo, X[i]));
-          O[i] = kb.select(kb.ieq(kh, kb.idx(0)), kb.fadd(O[i], oo), kb.fadd(oo, O[i]));
+          X[i] = kb.fadd(X[i], xo);
+          O[i] = kb.fadd(O[i], oo);
         }
       }
       // U = U^ - X into the warp's transposed tile UT[j][r].
@@ -924,25 +932,24 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     Value ny = norm ? st.get(norm.getResult()) : Value();
     // One token's cw outputs at (row, c): stored into y, or normalized into
     // the norm's result (every lane of the warp calls it: the sum is a
-    // shuffle); `ok` guards the store.
+    // shuffle); `ok`, when given, guards the store.
     auto emit = [&](ThreadBlock &tb, ArrayRef<Value> out, Value row, Value c, Value ok) {
-      if (!norm) {
-        kb.ifThen(ok, [&] { kb.storeVec(out, y, {row, c}); });
-        return;
+      SmallVector<Value> res(out);
+      Value dst = y;
+      if (norm) {
+        Type yElt = cast<MemRefType>(y.getType()).getElementType();
+        Value ss = kb.f32(0.0);
+        for (Value &v : res) {
+          v = kb.round(v, yElt); // as y's store and the norm's load would
+          ss = kb.fadd(ss, kb.fmul(v, v));
+        }
+        res = l2Scaled(kb, l2NormConstants(kb, norm), kb.warpSum(tb, ss), res);
+        dst = ny;
       }
-      Type yElt = cast<MemRefType>(y.getType()).getElementType();
-      SmallVector<Value> v;
-      Value ss = kb.f32(0.0);
-      for (Value o : out) {
-        v.push_back(kb.round(o, yElt));
-        ss = kb.fadd(ss, kb.fmul(v.back(), v.back()));
-      }
-      Value inv = kb.rsqrt(kb.fadd(kb.warpSum(tb, ss), kb.f32(norm.getEps().convertToDouble())));
-      Value scale = kb.f32(norm.getScale().convertToDouble());
-      SmallVector<Value> res;
-      for (Value x : v)
-        res.push_back(kb.fmul(kb.fmul(x, inv), scale));
-      kb.ifThen(ok, [&] { kb.storeVec(res, ny, {row, c}); });
+      if (ok)
+        kb.ifThen(ok, [&] { kb.storeVec(res, dst, {row, c}); });
+      else
+        kb.storeVec(res, dst, {row, c});
     };
     Value off = kb.idx(conv.getStateOffset()), Wm1 = kb.idx(W - 1);
     const int64_t TB = kConvTokens,
@@ -1080,7 +1087,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
                 v = kb.fadd(v, kb.fmul(taps[j], sv[j][e]));
               out.push_back(kb.silu(v));
             }
-            emit(tb, out, cs.start, c, kb.ieq(kb.idx(0), kb.idx(0)));
+            emit(tb, out, cs.start, c, Value());
             for (int64_t r = 0; r < W - 1; ++r)
               kb.storeVec(r + 1 < W - 1 ? sv[r + 1] : xv, state, {cs.n, kb.idx(r), sc});
           };
@@ -1176,20 +1183,17 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     Value x = st.get(l2.getInput()), y = st.get(l2.getResult());
     int64_t d = l2.getHeadDim();
     int64_t width = cast<MemRefType>(x.getType()).getDimSize(1);
-    Value eps = kb.f32(l2.getEps().convertToDouble()),
-          scale = kb.f32(l2.getScale().convertToDouble());
+    // (Constants made outside the kernel become its arguments, so the norms
+    // of q and k, which differ only in scale, share one kernel module.)
+    auto epsScale = l2NormConstants(kb, l2);
     // A warp per (token, head): the head's values loaded once into
     // registers, the squares reduced by shuffles.
     perHeadRow(kb, kb.dim(x, 0), width / d, d, {x, y},
                [&](ThreadBlock &tb, Value row, Value base, ArrayRef<Value> cols, int64_t vw) {
       SmallVector<SmallVector<Value>> vals;
-      Value inv = kb.rsqrt(kb.fadd(headSumSq(kb, tb, x, row, base, cols, vw, vals), eps));
-      for (size_t i = 0; i < cols.size(); ++i) {
-        SmallVector<Value> out;
-        for (Value v : vals[i])
-          out.push_back(kb.fmul(kb.fmul(v, inv), scale));
-        kb.storeVec(out, y, {row, kb.add(base, cols[i])});
-      }
+      Value ss = headSumSq(kb, tb, x, row, base, cols, vw, vals);
+      for (size_t i = 0; i < cols.size(); ++i)
+        kb.storeVec(l2Scaled(kb, epsScale, ss, vals[i]), y, {row, kb.add(base, cols[i])});
     });
     return success();
   }

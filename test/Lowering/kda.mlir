@@ -50,8 +50,6 @@
 // RUN: not env K3C_KDA_TOKEN_THREADS=48 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TTHREADS
 // RUN: not env K3C_KDA_TOKEN_ROWS=0 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TROWS
 // TTHREADS: LLVM ERROR: k3c: bad KDA token kernel: K3C_KDA_TOKEN_THREADS must be a multiple of 32 in 32..1024, got 48
-// RUN: not env K3C_KDA_PREP_THREADS=100 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PTHREADS
-// PTHREADS: LLVM ERROR: k3c: bad KDA prep kernel: K3C_KDA_PREP_THREADS must be a multiple of 32 in 32..1024, got 100
 // TROWS: LLVM ERROR: k3c: bad KDA token kernel: K3C_KDA_TOKEN_ROWS must be 1..16, got 0
 // NOMMA-LABEL: func.func @k3_kda_chunk_605990ac(
 // NOMMA-NOT: nvvm.mma.sync
