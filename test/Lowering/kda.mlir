@@ -9,10 +9,11 @@
 // exact FMA recurrence. Host: plain loops.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
-// K3C_KDA_PREP_UNROLL=1: the prep's forward substitution takes a thread's
-// columns in one unrolled body (no loop over columns after the barrier).
-// RUN: env K3C_KDA_PREP_UNROLL=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=UNROLL
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=LOOP
+// The prep's forward substitution takes a thread's columns in one unrolled
+// body (no loop over columns after the barrier); K3C_KDA_PREP_UNROLL=0 keeps
+// the loop.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=UNROLL
+// RUN: env K3C_KDA_PREP_UNROLL=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=LOOP
 // UNROLL: module(@k3_kda_chunk_605990ac_kda_prep)
 // UNROLL-COUNT-2: gpu.barrier
 // UNROLL-NOT: scf.for
@@ -21,10 +22,12 @@
 // LOOP-COUNT-2: gpu.barrier
 // LOOP: scf.for
 // LOOP: gpu.terminator
-// K3C_KDA_KEY_SPLIT=2: a state row's key columns over two warps (4 warps a
-// block of 32 value rows), their partial X and O summed through a shared
-// [warps, 16, 32] tile behind a second barrier a chunk.
-// RUN: env K3C_KDA_KEY_SPLIT=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=KS2
+// A state row's key columns over two warps by default (4 warps a block of
+// 32 value rows), their partial X and O summed through a shared
+// [warps, 16, 32] tile behind a second barrier a chunk; K3C_KDA_KEY_SPLIT=1:
+// one warp a row block.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=KS2
+// RUN: env K3C_KDA_KEY_SPLIT=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=KS1
 // RUN: not env K3C_KDA_KEY_SPLIT=4 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADKS
 // KS2: gpu.launch {{.*}} = %c128{{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2) {{.*}}memref<4x16x32xf32, #gpu.address_space<workgroup>>
 // KS2: nvvm.cp.async.wait.group 0
@@ -33,15 +36,19 @@
 // KS2: gpu.barrier
 // KS2: nvvm.bar.warp.sync
 // KS2: gpu.terminator
-// K3C_KDA_BV=16: blocks of 16 value rows (one warp, two with the key split).
+// KS1: gpu.launch {{.*}} = %c64{{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32) {{.*}}workgroup(
+// KS1-NOT: memref<4x16x32xf32
+// KS1: nvvm.mma.sync
+// KS1: gpu.terminator
+// K3C_KDA_BV=16: blocks of 16 value rows (two warps with the key split).
 // RUN: env K3C_KDA_BV=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=BV16
 // RUN: not env K3C_KDA_BV=48 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADBV
-// BV16: gpu.launch {{.*}} = %c32{{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv16)
+// BV16: gpu.launch {{.*}} = %c64{{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv16_ks2)
 // BADBV: LLVM ERROR: k3c: bad KDA chunk recurrence: K3C_KDA_BV must be 16 or 32 and divide d_v = 32, got 48
 // BADKS: LLVM ERROR: k3c: bad KDA chunk recurrence: K3C_KDA_KEY_SPLIT must be 1 or 2, got 4
 // K3C_KDA_TF32_RNA=1: the hi halves rounded to nearest (cvt.rna.tf32).
 // RUN: env K3C_KDA_TF32_RNA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=RNA
-// RNA: module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32)
+// RNA: module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2)
 // RNA: nvvm.convert.float.to.tf32
 // RNA: nvvm.mma.sync
 // K3C_KDA_MMA=0: the bf16 build on the exact FMA recurrence (comparisons).
@@ -62,7 +69,7 @@
 // GPU: gpu.shuffle  xor
 // GPU: gpu.launch {{.*}} = %c128{{.*}} module(@k3_kda_chunk_605990ac_kda_prep) {{.*}}workgroup(%{{.*}} : memref<16x33xf32, #gpu.address_space<workgroup>>
 // GPU: gpu.barrier
-// GPU: gpu.launch {{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32) {{.*}}workgroup(
+// GPU: gpu.launch {{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2) {{.*}}workgroup(
 // GPU: nvgpu.device_async_copy
 // GPU: nvgpu.device_async_create_group
 // GPU: nvvm.cp.async.wait.group 0
@@ -151,13 +158,13 @@ func.func @conv_gate(%a0: tensor<?x128xbf16>, %a1: tensor<128x1x4xf32>, %a2: ten
   return %r#0, %r#1, %r#2 : tensor<?x128xbf16>, tensor<?x3x384xbf16>, tensor<?x128xf32>
 }
 
-// K3C_CONV_L2NORM=1 (sm_90a): a convolution whose only user is an L2 norm of
-// 128-channel heads (a warp's 32 lanes x 4 channels) normalizes in its own
-// store: the silu outputs rounded to bf16, a shuffle sum of squares, f32
-// rows stored; the norm's per_head launch is gone. By default the norm keeps
-// its launch.
-// RUN: env K3C_CONV_L2NORM=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVNORM
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVNORM0
+// sm_90a: a convolution whose only user is an L2 norm of 128-channel heads
+// (a warp's 32 lanes x 4 channels) normalizes in its own store: the silu
+// outputs rounded to bf16, a shuffle sum of squares, f32 rows stored; the
+// norm's per_head launch is gone. K3C_CONV_L2NORM=0: the norm keeps its
+// launch.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVNORM
+// RUN: env K3C_CONV_L2NORM=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVNORM0
 // CONVNORM-LABEL: func.func @k3_kda_conv_norm_test(
 // CONVNORM: module(@k3_kda_conv_norm_test_short_conv_decode)
 // CONVNORM: gpu.shuffle  xor
