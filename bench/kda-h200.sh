@@ -53,7 +53,7 @@ grep -E "kda|phase" $OUT/slice-bench.csv
 # Each variant in v/ (bench/make-kda-bundle.sh VARIANTS): its decode logits
 # against the default build's, then decode at batch 1, 32, 128 (and prefill
 # at VAR_PREFILL).
-for v in v/*; do
+for v in v/slice-*; do
   [ -d "$v" ] || continue
   echo "== variant $v"
   k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 4 --quiet --dump-logits /tmp/ref.npy > /dev/null

@@ -5,8 +5,11 @@
 # softplus-gate (pairwise) k3-tiny in both builds; the full-width 2-layer
 # k3-small slice (96 KDA heads of 128) for sm_90a with capacity 32768 tokens
 # and 128 sequences. The fla checkout goes to .dev/peers/fla (see
-# docs/perf.md). Variants (VARIANTS, below) go to .dev/v. Carry .dev; run:
-# bash .dev/kda-h200.sh (or .dev/ncu-kda-h200.sh: the prefill under Nsight Compute)
+# docs/perf.md). Variants (VARIANTS, below) go to .dev/v (slice-NAME, and
+# tiny-dense-NAME, sp-NAME: k3-tiny bf16). Carry .dev; run: bash
+# .dev/kda-h200.sh (everything, with fla), .dev/kda-quick-h200.sh (the
+# three-minute A/B of the variants) or .dev/ncu-kda-h200.sh (the prefill
+# under Nsight Compute)
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 cp models/configs/k3-tiny.json test/Runtime/Inputs/k3-tiny-dense.json test/Runtime/Inputs/k3-tiny-softplus.json $D/
@@ -26,7 +29,13 @@ slice -o $D/slice-bf16
 # each one's decode), e.g. VARIANTS="LB5=K3C_LAUNCH_BOUNDS=kda_tokens=5".
 mkdir -p $D/v
 bundle_variants "${VARIANTS:-}" slice $D/v/slice
+# ... and each variant's dense and softplus-gate k3-tiny bf16 builds (the
+# model checks of kda-quick-h200.sh).
+tinyd() { tiny /tmp/k3c-ckpt-tiny-dense --max-tokens 512 --max-seqs 16 --max-context 1024 "$@"; }
+tinysp() { tiny /tmp/k3c-ckpt-tiny-sp --max-tokens 512 --max-seqs 16 --max-context 1024 "$@"; }
+bundle_variants "${VARIANTS:-}" tinyd $D/v/tiny-dense
+bundle_variants "${VARIANTS:-}" tinysp $D/v/sp
 rm -rf $D/*/ptx $D/v/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/kda-h200.sh bench/kda_check.py bench/kda_peer.py bench/bench_common.py bench/ncu-kda-h200.sh bench/ncu_mix.py $D/
+cp bench/kda-h200.sh bench/kda-quick-h200.sh bench/kda_check.py bench/kda_peer.py bench/bench_common.py bench/ncu-kda-h200.sh bench/ncu_mix.py $D/
 du -sh $D

@@ -23,6 +23,9 @@ struct LowerState {
   /// GPU: first linear -> every projection of the same x lowered with it
   /// (one gemvMulti launch at one token; gemvGroups).
   llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *>> gemvGroup;
+  /// GPU: linear -> the KDA gate done in its tensor-core store
+  /// (fuseGateLinears, Kda.cpp).
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> linearGate;
   /// Ops another op's lowering does (fused adds, paired projections, the
   /// later members of a projection group).
   llvm::DenseSet<mlir::Operation *> fusedAway;
@@ -96,9 +99,18 @@ ChunkSlot findChunk(KernelBuilder &kb, ThreadBlock &tb, mlir::Value lens, mlir::
 /// caller branches to gemvMulti for one token.
 /// `prologue`: x at one token is built by the GEMV blocks (a fused norm).
 /// `splitWs`: the linear's split-K workspace (linearSplitNeed), if it has one.
+/// `map`: an elementwise op that consumed the linear's result, done in the
+/// tensor-core tiles' store (map->ep, into map->y); the other paths store y
+/// and then run map->unfused (the op's own launch) in the same branch.
+struct LinearMap {
+  StoreEpilogue ep;
+  mlir::Value y;
+  std::function<void()> unfused;
+};
 void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y,
                  mlir::Value residual = {}, bool oneTokenElsewhere = false,
-                 const XPrologue &prologue = {}, mlir::Value splitWs = {});
+                 const XPrologue &prologue = {}, mlir::Value splitWs = {},
+                 const LinearMap *map = nullptr);
 /// The row-op chains a decode GEMV computes in its prologue (GPU): for each
 /// RMSNorm or gated RMSNorm whose result only linears of the body read, the
 /// norm and, when only the norm reads it, the AttnRes before it (their rows
@@ -135,6 +147,16 @@ llvm::DenseMap<mlir::Operation *, mlir::Operation *> fuseResidualAdds(mlir::Bloc
 /// buffers remain for the paths that run them separately.)
 llvm::DenseMap<mlir::Operation *, std::pair<mlir::Operation *, mlir::Operation *>>
 fuseGluPairs(mlir::Block &body);
+
+/// The KDA gates of a kernel body its linear can compute in its store (GPU,
+/// K3C_FUSE_GATE=1; off by default, slower on the H200: docs/perf.md):
+/// kda_gate(linear(x, W)) with the linear's result used by nothing else.
+/// Linear -> gate.
+llvm::DenseMap<mlir::Operation *, mlir::Operation *> fuseGateLinears(mlir::Block &body);
+/// The KDA gate as its linear's store map (Kda.cpp): on the tensor cores
+/// the linear stores the gate's result, elsewhere the gate's own launch
+/// follows the linear.
+LinearMap kdaGateLinearMap(KernelBuilder &kb, mlir::Operation *gate, LowerState &st);
 
 /// Each returns success() when it lowered `op`, failure() on error, and
 /// std::nullopt when `op` is not of its family.

@@ -226,6 +226,9 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
   KernelBuilder kb(b, loc, target);
   kb.function = fn;
   if (kb.gpu()) {
+    st.linearGate = fuseGateLinears(body);
+    for (auto [lin, gate] : st.linearGate)
+      st.fusedAway.insert(gate);
     st.gemvGroup = gemvGroups(body, st);
     for (auto &[first, group] : st.gemvGroup)
       for (Operation *o : group)

@@ -260,7 +260,8 @@ SmallVector<ScratchNeed> linearSplitNeed(Operation *op) {
 }
 
 void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
-                 bool oneTokenElsewhere, const XPrologue &prologue, Value splitWs) {
+                 bool oneTokenElsewhere, const XPrologue &prologue, Value splitWs,
+                 const LinearMap *map) {
   auto xt = cast<MemRefType>(x.getType());
   LinearPlan plan = linearPlan(kb.info(), xt.getElementType(),
                                cast<MemRefType>(w.getType()).getElementType(), xt.getDimSize(1),
@@ -268,7 +269,7 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
   Value T = kb.dim(x, 0);
   // Decode at batch 1 on the GPU: a GEMV over all threads of O / kGemvRows
   // blocks; the FMA tile for the other token counts below plan.mmaFrom.
-  auto fewTokens = [&] {
+  auto fewTokensLinear = [&] {
     if (!kb.gpu()) {
       lowerLinearFma(kb, x, w, y, residual);
       return;
@@ -286,13 +287,21 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
         kb.ieq(T, kb.idx(1)), [&] { gemvLinear(kb, x, w, y, T, 1, residual, {}, prologue); },
         [&] { lowerLinearFma(kb, x, w, y, residual); });
   };
+  auto fewTokens = [&] {
+    fewTokensLinear();
+    if (map)
+      map->unfused();
+  };
+  // The tensor-core tiles store y, or the map's result with its map.
+  Value yt = map ? map->y : y;
+  StoreEpilogue ep = map ? map->ep : StoreEpilogue(residual);
   if (!plan.mmaFrom) {
     fewTokens();
     return;
   }
   kb.ifThenElse(kb.ult(T, kb.idx(plan.mmaFrom)), fewTokens, [&] {
     tensorCoreTiles(
-        kb, plan, T, [&](const MmaTile &t) { mmaLinear(kb, x, w, y, T, t, residual); },
+        kb, plan, T, [&](const MmaTile &t) { mmaLinear(kb, x, w, yt, T, t, ep); },
         [&](const WgmmaTile &t) {
           // Split-K where the output's column tiles alone leave SMs idle
           // (O = 7168 in 64-column tiles: 112 blocks on 132 SMs) and the
@@ -302,10 +311,10 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
               (O + t.bn - 1) / t.bn <= kb.info().smCount)
             kb.ifThenElse(
                 kb.ule(T, kb.idx(kSplitRows)),
-                [&] { wgmmaLinear(kb, x, w, y, T, t, residual, {}, {}, splitWs); },
-                [&] { wgmmaLinear(kb, x, w, y, T, t, residual); });
+                [&] { wgmmaLinear(kb, x, w, yt, T, t, ep, {}, {}, splitWs); },
+                [&] { wgmmaLinear(kb, x, w, yt, T, t, ep); });
           else
-            wgmmaLinear(kb, x, w, y, T, t, residual);
+            wgmmaLinear(kb, x, w, yt, T, t, ep);
         });
   });
 }
@@ -512,7 +521,8 @@ DenseMap<Operation *, SmallVector<Operation *>> gemvGroups(Block &body, const Lo
   llvm::MapVector<Value, SmallVector<Operation *>> byInput;
   for (Operation &op : body.without_terminator()) {
     auto lin = dyn_cast<LinearOp>(op);
-    if (!lin || st.fusedAway.contains(&op) || st.residualAdd.count(&op))
+    if (!lin || st.fusedAway.contains(&op) || st.residualAdd.count(&op) ||
+        st.linearGate.count(&op))
       continue;
     byInput[lin.getInput()].push_back(&op);
   }
@@ -579,6 +589,13 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
     Value splitWs; // linearSplitNeed's workspace, where the linear has one
     if (auto it = st.scratch.find(op); it != st.scratch.end() && !it->second.empty())
       splitWs = it->second[0];
+    // A KDA gate done in the store (fuseGateLinears).
+    if (auto it = st.linearGate.find(op); it != st.linearGate.end()) {
+      LinearMap map = kdaGateLinearMap(kb, it->second, st);
+      lowerLinear(kb, st.get(lin.getInput()), st.get(lin.getWeight()), st.get(lin.getResult()),
+                  {}, false, prologueFor(kb, st, lin.getInput()), splitWs, &map);
+      return success();
+    }
     // A residual add fused into the store (KernelsToLoops decides which):
     // the linear writes the sum straight into the add's buffer.
     if (auto it = st.residualAdd.find(op); it != st.residualAdd.end()) {

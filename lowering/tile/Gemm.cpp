@@ -685,11 +685,18 @@ Value addResidual(KernelBuilder &kb, Value y, Value residual, ValueRange indices
 }
 
 void storeAccPair(KernelBuilder &kb, Value y, Value row, Value col, Value v0, Value v1, Value T,
-                  Value O, Value residual) {
+                  Value O, const StoreEpilogue &ep) {
   kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, O)), [&] {
-    if (residual) {
-      v0 = addResidual(kb, y, residual, {row, col}, v0);
-      v1 = addResidual(kb, y, residual, {row, kb.add(col, 1)}, v1);
+    if (ep.map) {
+      // Two f32 outputs: one 8-byte store (col is even).
+      SmallVector<Value> out{ep.map(kb.round(v0, ep.roundTo), col),
+                             ep.map(kb.round(v1, ep.roundTo), kb.add(col, 1))};
+      kb.storeVec(out, y, {row, col});
+      return;
+    }
+    if (ep.residual) {
+      v0 = addResidual(kb, y, ep.residual, {row, col}, v0);
+      v1 = addResidual(kb, y, ep.residual, {row, kb.add(col, 1)}, v1);
     }
     storePair(kb, y, {row, col}, v0, v1);
   });
@@ -745,7 +752,7 @@ struct ProjectionTiles {
 } // namespace
 
 void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaTile &tile,
-               Value residual, const GluPair &glu, const MoreProjections &more) {
+               const StoreEpilogue &ep, const GluPair &glu, const MoreProjections &more) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
@@ -849,8 +856,9 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
           storeAccPair(kb, y, kb.add(kb.add(m0, wRow), kb.add(g, i * 16 + 8 * h)),
                        kb.add(kb.add(n0, wCol), kb.add(c2, j * 8)),
                        acc[(i * ni + j) * 4 + 2 * h], acc[(i * ni + j) * 4 + 2 * h + 1], T, limit,
-                       residual);
-  }, tile.sharedBytes(2), (glu ? "linear_glu_" : "linear_") + tile.name());
+                       ep);
+  }, tile.sharedBytes(2),
+            (glu ? "linear_glu_" : ep.map ? "linear_" + ep.name + "_" : "linear_") + tile.name());
 }
 
 //===----------------------------------------------------------------------===//
@@ -1010,7 +1018,8 @@ Value wgmmaChainRegA(KernelBuilder &kb, Type accType, Value acc,
 }
 
 void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const WgmmaTile &tile,
-                 Value residual, const GluPair &glu, const MoreProjections &more, Value splitWs) {
+                 const StoreEpilogue &ep, const GluPair &glu, const MoreProjections &more,
+                 Value splitWs) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
@@ -1130,9 +1139,9 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     for (int64_t j = 0; j < bn / 8; ++j)
       for (int64_t h = 0; h < 2; ++h)
         storeAccPair(kb, y, kb.add(rowBase, 8 * h), kb.add(colBase, 8 * j),
-                     accAt(4 * j + 2 * h), accAt(4 * j + 2 * h + 1), T, limit, residual);
+                     accAt(4 * j + 2 * h), accAt(4 * j + 2 * h + 1), T, limit, ep);
   }, tile.sharedBytes(),
-            (glu ? "linear_glu_" : "linear_") + tile.name() +
+            (glu ? "linear_glu_" : ep.map ? "linear_" + ep.name + "_" : "linear_") + tile.name() +
                 (split ? "_splitk" + std::to_string(kSplitK) : ""));
   if (!split)
     return;
@@ -1151,7 +1160,7 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
         v0 = s ? kb.fadd(v0, p[0]) : p[0];
         v1 = s ? kb.fadd(v1, p[1]) : p[1];
       }
-      storeAccPair(kb, y, row, col, v0, v1, T, kb.idx(O), residual);
+      storeAccPair(kb, y, row, col, v0, v1, T, kb.idx(O), ep);
     });
   }, 0, "linear_splitk_sum");
 }

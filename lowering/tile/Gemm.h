@@ -161,6 +161,21 @@ LinearPlan linearPlan(const TargetInfo &info, mlir::Type xElt, mlir::Type wElt, 
 /// their element type.
 void gemvMulti(KernelBuilder &kb, mlir::Value x, llvm::ArrayRef<mlir::Value> ws,
                llvm::ArrayRef<mlir::Value> ys, const XPrologue &prologue = {});
+/// What a tensor-core linear's store does besides rounding to y's type:
+/// add a residual (y = round(round(acc) + residual), the unfused kernels'
+/// two rounding points), or apply an elementwise map that consumed the
+/// linear's result (y = map(round(acc, roundTo), col): the unfused linear's
+/// rounding kept, so the fusion changes no bit; y is then the map's result,
+/// f32 stored as 8-byte pairs). Converts from a residual Value.
+struct StoreEpilogue {
+  mlir::Value residual;
+  mlir::Type roundTo;
+  std::function<mlir::Value(mlir::Value v, mlir::Value col)> map;
+  std::string name; ///< the map's part of the kernel name (linear_NAME_...)
+  StoreEpilogue() = default;
+  StoreEpilogue(mlir::Value residual) : residual(residual) {}
+};
+
 /// More projections of the same x for one tile launch (mmaLinear,
 /// wgmmaLinear): the column tiles of w and of every ws[i] form one grid, a
 /// block's tile picks its projection's weight, output and width (small
@@ -170,7 +185,7 @@ struct MoreProjections {
   llvm::SmallVector<mlir::Value> ws, ys;
 };
 void mmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
-               const MmaTile &tile, mlir::Value residual = {}, const GluPair &glu = {},
+               const MmaTile &tile, const StoreEpilogue &ep = {}, const GluPair &glu = {},
                const MoreProjections &more = {});
 
 /// y = x W^T over `T` rows with warpgroup MMA (sm_90a): x and W tiles in
@@ -183,7 +198,7 @@ void mmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, m
 /// second launch sums the slices in order and stores y (with the residual):
 /// for outputs whose column tiles alone leave SMs idle.
 void wgmmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
-                 const WgmmaTile &tile, mlir::Value residual = {}, const GluPair &glu = {},
+                 const WgmmaTile &tile, const StoreEpilogue &ep = {}, const GluPair &glu = {},
                  const MoreProjections &more = {}, mlir::Value splitWs = {});
 /// A block's dynamic shared memory from its first 1024-byte boundary (the
 /// 128-byte swizzle's pattern is anchored to 1024-byte atoms; allocate 1 KB
@@ -384,15 +399,16 @@ void storePair(KernelBuilder &kb, mlir::Value mem, mlir::ValueRange indices, mli
                mlir::Value v1);
 /// Stores accumulators v0, v1 at y[row, col], y[row, col + 1] when row < T
 /// and col < O (O even): one 4-byte store of the rounded pair for 16-bit y.
-/// With `residual`, the pair is rounded to y's type, residual[row, col..]
-/// added in fp32, and the sum stored (rounded again).
+/// With a residual, the pair is rounded to y's type, residual[row, col..]
+/// added in fp32, and the sum stored (rounded again); with a map, the pair
+/// rounded to ep.roundTo, mapped and stored (StoreEpilogue).
 void storeAccPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,
                   mlir::Value v0, mlir::Value v1, mlir::Value T, mlir::Value O,
-                  mlir::Value residual = {});
+                  const StoreEpilogue &ep = {});
 inline void storeAccPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,
                          mlir::Value v0, mlir::Value v1, mlir::Value T, int64_t O,
-                         mlir::Value residual = {}) {
-  storeAccPair(kb, y, row, col, v0, v1, T, kb.idx(O), residual);
+                         const StoreEpilogue &ep = {}) {
+  storeAccPair(kb, y, row, col, v0, v1, T, kb.idx(O), ep);
 }
 /// Stores act(round(g0), round(u0)), act(round(g1), round(u1)) at y[row, col],
 /// y[row, col + 1] when row < T and col < O (the GluPair's store).

@@ -147,6 +147,31 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // CONV: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
 // CONV: vector.load %{{.*}} : memref<128xf32>, vector<4xf32>
 // CONV: vector.store %{{.*}} : memref<?x128xf32>, vector<4xf32>
+// K3C_FUSE_GATE=1 (off by default: measured slower): the gate's logits come
+// from a linear used by nothing else, so from the tensor-core token counts
+// the linear's tiles compute the gate in their store (the accumulators
+// rounded to bf16 as the linear's store would, plus dt_bias, the gate; f32
+// pairs into the gate's result) and the gate has no launch of its own there;
+// below them (one token: the GEMV) the gate's own launch follows the linear.
+// RUN: env K3C_FUSE_GATE=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GATE
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOGATE
+// GATE-LABEL: func.func @k3_kda_conv_gate_test(
+// GATE: module(@k3_kda_conv_gate_test_linear_gemv1)
+// GATE: module(@k3_kda_conv_gate_test_kda_gate)
+// GATE: } else {
+// GATE: module(@k3_kda_conv_gate_test_linear_gate_mma_32x64x64_s6)
+// GATE: arith.truncf %{{.*}} : f32 to bf16
+// GATE: math.exp
+// GATE: vector.store %{{.*}} : memref<?x128xf32>, vector<2xf32>
+// GATE: module(@k3_kda_conv_gate_test_linear_gate_wgmma_128x256x64_s4_f1)
+// GATE: vector.store %{{.*}} : memref<?x128xf32>, vector<2xf32>
+// GATE-NOT: kda_gate
+// GATE: return
+// NOGATE-LABEL: func.func @k3_kda_conv_gate_test(
+// NOGATE-NOT: linear_gate
+// NOGATE: module(@k3_kda_conv_gate_test_linear_wgmma_128x256x64_s4_f1)
+// NOGATE: module(@k3_kda_conv_gate_test_kda_gate)
+// NOGATE: return
 func.func @conv_gate(%a0: tensor<?x128xbf16>, %a1: tensor<128x1x4xf32>, %a2: tensor<?x3x384xbf16>, %a3: tensor<?xi32>, %a9: tensor<?x32xbf16>, %a10: tensor<128x32xbf16>, %a11: tensor<128xf32>, %a12: tensor<128xf32>) -> (tensor<?x128xbf16>, tensor<?x3x384xbf16>, tensor<?x128xf32>) {
   %r:3 = k3.kernel "k3_kda_conv_gate_test" family "kda_conv_gate" (%a0, %a1, %a2, %a3, %a9, %a10, %a11, %a12) : (tensor<?x128xbf16>, tensor<128x1x4xf32>, tensor<?x3x384xbf16>, tensor<?xi32>, tensor<?x32xbf16>, tensor<128x32xbf16>, tensor<128xf32>, tensor<128xf32>) -> (tensor<?x128xbf16>, tensor<?x3x384xbf16>, tensor<?x128xf32>) {
   ^bb0(%x: tensor<?x128xbf16>, %w: tensor<128x1x4xf32>, %s: tensor<?x3x384xbf16>, %lens: tensor<?xi32>, %fa: tensor<?x32xbf16>, %fb: tensor<128x32xbf16>, %alog: tensor<128xf32>, %dt: tensor<128xf32>):

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The short KDA A/B on one H200 (bundle: bench/make-kda-bundle.sh with
+# VARIANTS; about 3 minutes, where kda-h200.sh takes 7-10): the bf16 k3-tiny
+# checks (dense and softplus) against the reference, the slice's default
+# build against the reference (16 tokens) and its delta rule against fp64
+# (2048 tokens), k3-bench prefill 2048 and 8192, decode 32 and 128; then per
+# variant in v/: logits against the default build (16 tokens), its delta
+# rule against fp64 where VAR_FP64 names it (space-separated names), the
+# same k3-bench, and its k3-tiny builds (dense, softplus gate) against the
+# reference. Results under $OUT.
+set -u
+cd "$(dirname "$0")"
+export PATH=$PWD/bin:$PATH
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+t0=$(date +%s); stamp() { echo "  [$(( $(date +%s) - t0 )) s]"; }
+k3-mkcheckpoint --config k3-tiny-dense.json -o ckpt-tiny-dense --seed 11 --quiet
+k3-mkcheckpoint --config k3-tiny-softplus.json -o ckpt-sp --seed 5 --quiet
+echo "== bf16 k3-tiny (dense; softplus gate) vs the reference, mixed batch"
+timeout 120 k3-run tiny-dense-bf16 --checkpoint ckpt-tiny-dense --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "check: (PASSED|FAILED)"
+timeout 120 k3-run sp-bf16 --checkpoint ckpt-sp --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "check: (PASSED|FAILED)"
+stamp
+k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+stamp
+run() { timeout 120 k3-run "$1" --checkpoint /tmp/slice --device cuda --quiet "${@:2}"; }
+fp64() { K3C_DUMP_KERNEL=kda_chunk@2048:/tmp/dv run $1 --prompt-ids $(seq -s, 1 2048) --max-new-tokens 1 > /dev/null; python3 kda_check.py /tmp/dv; rm -rf /tmp/dv; }
+bench() { timeout 120 k3-bench $1 --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode 32,128 --csv $OUT/$2.csv > $OUT/$2.txt; grep -E "^(prefill|decode)" $OUT/$2.txt; grep -E "kda_(chunk|conv)" $OUT/$2.csv; }
+echo "== slice, default build"
+run slice-bf16 --prompt-ids $(seq -s, 1 16) --max-new-tokens 2 --check | grep -E "check: (PASSED|FAILED)"
+run slice-bf16 --prompt-ids $(seq -s, 3 18) --max-new-tokens 4 --dump-logits /tmp/ref.npy > /dev/null
+fp64 slice-bf16; stamp
+bench slice-bf16 default; stamp
+for v in v/slice-*; do
+  [ -d "$v" ] || continue
+  name=${v#v/slice-}
+  echo "== variant $name"
+  for t in tiny-dense:ckpt-tiny-dense sp:ckpt-sp; do
+    [ -d v/${t%%:*}-$name ] && timeout 120 k3-run v/${t%%:*}-$name --checkpoint ${t#*:} --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "check: (PASSED|FAILED)"
+  done
+  run $v --prompt-ids $(seq -s, 3 18) --max-new-tokens 4 --dump-logits /tmp/x.npy > /dev/null
+  python3 -c "
+import numpy as n
+a, b = n.load('/tmp/ref.npy'), n.load('/tmp/x.npy')
+print('logits vs the default build: bit-identical %s, max rel %.2e' % (bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max()))"
+  case " ${VAR_FP64:-} " in *" $name "*) fp64 $v;; esac
+  bench $v $name; stamp
+done
