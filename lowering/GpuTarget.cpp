@@ -15,7 +15,6 @@
 
 #include "lowering/Lowering.h"
 #include "lowering/TargetInfo.h"
-#include "lowering/tile/Gemm.h" // intFromEnv
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"

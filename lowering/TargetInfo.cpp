@@ -2,6 +2,13 @@
 
 #include "lowering/TargetInfo.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/ErrorHandling.h"
+
+#include <cstdlib>
+
 namespace k3c::lowering {
 
 const TargetInfo &TargetInfo::get(Target t) {
@@ -35,6 +42,35 @@ const TargetInfo &TargetInfo::get(Target t) {
 
 std::string TargetInfo::nvvmAttachOptions() const {
   return "chip=" + chip + " features=" + features + " O=3";
+}
+
+llvm::SmallVector<int64_t> intsFromEnv(const char *var, llvm::ArrayRef<size_t> counts,
+                                       const char *form) {
+  const char *v = std::getenv(var);
+  if (!v || !*v)
+    return {};
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(v).split(parts, ',');
+  llvm::SmallVector<int64_t> out(parts.size());
+  bool ok = llvm::is_contained(counts, parts.size());
+  for (size_t i = 0; ok && i < parts.size(); ++i)
+    ok = !parts[i].trim().getAsInteger(10, out[i]);
+  if (!ok)
+    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be " + form,
+                             /*gen_crash_diag=*/false);
+  return out;
+}
+int64_t intFromEnv(const char *var, int64_t dflt) {
+  const char *v = std::getenv(var);
+  if (!v || llvm::StringRef(v).trim().empty())
+    return dflt;
+  int64_t out;
+  // A set but malformed override is an error naming it (it used to fall back
+  // to the default silently, so a typo measured the default).
+  if (llvm::StringRef(v).trim().getAsInteger(10, out))
+    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be an integer, got '" + v + "'",
+                             /*gen_crash_diag=*/false);
+  return out;
 }
 
 } // namespace k3c::lowering

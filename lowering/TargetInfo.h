@@ -14,6 +14,9 @@
 
 #include "lowering/Lowering.h"
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+
 #include <cstdint>
 #include <string>
 
@@ -40,6 +43,18 @@ struct TargetInfo {
   /// The NVVM target options string (`chip=... features=... O=3`).
   std::string nvvmAttachOptions() const;
 };
+
+// Compile-time tuning overrides (the K3C_* knobs of the kernel families and
+// the GEMM layer; docs/user-guide.md).
+/// An integer tuning override from the environment (compile time), else dflt
+/// (unset or empty); a value that is not an integer is a fatal error naming
+/// the variable.
+int64_t intFromEnv(const char *var, int64_t dflt);
+/// A comma-separated integer override from the environment: empty when
+/// unset; a fatal error "k3c: VAR must be FORM" unless it is integers, as
+/// many as one of `counts`.
+llvm::SmallVector<int64_t> intsFromEnv(const char *var, llvm::ArrayRef<size_t> counts,
+                                       const char *form);
 
 } // namespace k3c::lowering
 

@@ -431,34 +431,6 @@ static WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt) {
     t.inflight = f[3];
   return t;
 }
-SmallVector<int64_t> intsFromEnv(const char *var, ArrayRef<size_t> counts, const char *form) {
-  const char *v = std::getenv(var);
-  if (!v || !*v)
-    return {};
-  SmallVector<StringRef> parts;
-  StringRef(v).split(parts, ',');
-  SmallVector<int64_t> out(parts.size());
-  bool ok = llvm::is_contained(counts, parts.size());
-  for (size_t i = 0; ok && i < parts.size(); ++i)
-    ok = !parts[i].trim().getAsInteger(10, out[i]);
-  if (!ok)
-    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be " + form,
-                             /*gen_crash_diag=*/false);
-  return out;
-}
-int64_t intFromEnv(const char *var, int64_t dflt) {
-  const char *v = std::getenv(var);
-  if (!v || StringRef(v).trim().empty())
-    return dflt;
-  int64_t out;
-  // A set but malformed override is an error naming it (it used to fall back
-  // to the default silently, so a typo measured the default).
-  if (StringRef(v).trim().getAsInteger(10, out))
-    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be an integer, got '" + v + "'",
-                             /*gen_crash_diag=*/false);
-  return out;
-}
-
 std::string WgmmaTile::name() const {
   return "wgmma_" + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) +
          "_s" + std::to_string(stages) + (inflight ? "_f" + std::to_string(inflight) : "");

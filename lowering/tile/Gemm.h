@@ -272,15 +272,6 @@ mlir::Value loadPairWord(KernelBuilder &kb, mlir::Value memref, mlir::ValueRange
 /// a B register of mmaBf16 for a row-major (k-major) B.
 mlir::Value loadColumnPairWord(KernelBuilder &kb, mlir::Value memref, mlir::Value row,
                                mlir::Value col);
-/// An integer tuning override from the environment (compile time), else dflt
-/// (unset or empty); a value that is not an integer is a fatal error naming
-/// the variable.
-int64_t intFromEnv(const char *var, int64_t dflt);
-/// A comma-separated integer override from the environment: empty when
-/// unset; a fatal error "k3c: VAR must be FORM" unless it is integers, as
-/// many as one of `counts`.
-llvm::SmallVector<int64_t> intsFromEnv(const char *var, llvm::ArrayRef<size_t> counts,
-                                       const char *form);
 
 /// Grouped MXFP4 GEMM on tensor cores (the routed experts, bf16 activations):
 /// work items are (token tile of `bm` rows of one group, column tile): rows
