@@ -4,7 +4,8 @@
 # k3-run, k3-bench, k3-mkcheckpoint; k3-tiny f32, dense k3-tiny bf16 and the
 # softplus-gate (pairwise) k3-tiny in both builds; the full-width 2-layer
 # k3-small slice (96 KDA heads of 128) for sm_90a with capacity 32768 tokens
-# and 128 sequences. The fla checkout goes to .dev/peers/fla (see
+# and 128 sequences; the 2-layer Kimi Linear slice (32 heads, the pairwise
+# path) the same way. The fla checkout goes to .dev/peers/fla (see
 # docs/perf.md). Variants (VARIANTS, below) go to .dev/v (slice-NAME, and
 # tiny-dense-NAME, sp-NAME: k3-tiny bf16). Carry .dev; run: bash
 # .dev/kda-h200.sh (everything, with fla), .dev/kda-quick-h200.sh (the
@@ -25,16 +26,26 @@ python3 bench/slice-config.py .dev slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
 slice() { $B/k3-compile /tmp/slice --max-tokens 32768 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16
+# The Kimi Linear slice (32 KDA heads, softplus gate: the pairwise path).
+python3 bench/slice-config.py .dev slice-kl
+[ -d /tmp/slice-kl ] || $B/k3-mkcheckpoint --config $D/slice-kl.json -o /tmp/slice-kl --seed 3 --quiet
+$B/k3-compile /tmp/slice-kl --max-tokens 32768 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet -o $D/slice-kl-bf16 2> /dev/null
 # Variants: VARIANTS="NAME=VAR=VALUE[;VAR=VALUE...] ..." (kda-h200.sh times
 # each one's decode), e.g. VARIANTS="LB5=K3C_LAUNCH_BOUNDS=kda_tokens=5".
 mkdir -p $D/v
 bundle_variants "${VARIANTS:-}" slice $D/v/slice
-# ... and each variant's dense and softplus-gate k3-tiny bf16 builds (the
-# model checks of kda-quick-h200.sh).
+# ... and the dense and softplus-gate k3-tiny bf16 builds (the model checks
+# of kda-quick-h200.sh) of the variants named in TINY (space-separated;
+# default all: leave out those bit-identical by construction to keep the
+# bundle under the 64 MiB carry).
 tinyd() { tiny /tmp/k3c-ckpt-tiny-dense --max-tokens 512 --max-seqs 16 --max-context 1024 "$@"; }
 tinysp() { tiny /tmp/k3c-ckpt-tiny-sp --max-tokens 512 --max-seqs 16 --max-context 1024 "$@"; }
-bundle_variants "${VARIANTS:-}" tinyd $D/v/tiny-dense
-bundle_variants "${VARIANTS:-}" tinysp $D/v/sp
+tinyList=""
+for v in ${VARIANTS:-}; do
+  [ -z "${TINY+x}" ] || [[ " $TINY " == *" ${v%%=*} "* ]] && tinyList="$tinyList $v"
+done
+bundle_variants "$tinyList" tinyd $D/v/tiny-dense
+bundle_variants "$tinyList" tinysp $D/v/sp
 rm -rf $D/*/ptx $D/v/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
 cp bench/kda-h200.sh bench/kda-quick-h200.sh bench/kda_check.py bench/kda_peer.py bench/bench_common.py bench/ncu-kda-h200.sh bench/ncu_mix.py $D/

@@ -491,6 +491,14 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
     llvm::report_fatal_error("k3c: bad KDA chunk recurrence: K3C_KDA_KEY_SPLIT=" + llvm::Twine(KS) +
                              " needs d_k a multiple of " + llvm::Twine(8 * KS) + ", got " +
                              llvm::Twine(dk), /*gen_crash_diag=*/false);
+  // K3C_KDA_DEFER_O=1 (with the key split): only X = W^ S^T before the
+  // pair's barrier; O = Qd S^T is issued after U (off the chain that the
+  // barrier waits for), and the pair adds its O partials at the next
+  // chunk's barrier (the warp keeps its own sum, with M U, until then).
+  const bool deferO = intFromEnv("K3C_KDA_DEFER_O", 0);
+  if (deferO && KS != 2)
+    llvm::report_fatal_error("k3c: bad KDA chunk recurrence: K3C_KDA_DEFER_O=1 needs "
+                             "K3C_KDA_KEY_SPLIT=2", /*gen_crash_diag=*/false);
   const int64_t warps = rowWarps * KS, threads = 32 * warps;
   // Pitches (fp32 elements) that keep each warp's fragment loads free of
   // bank conflicts.
@@ -618,55 +626,95 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       for (int64_t hh = 0; hh < 2; ++hh)
         for (Value v : kb.loadVec(S, {n, h, kb.add(jw, kb.add(g, 8 * hh)), keyCol(t)}, 2))
           init.push_back(v);
+    // The warp's O tile(s) of a chunk into o (KS = 2: its n8 tile kh).
+    auto chunkRows = [&](Value ci) {
+      Value row0 = kb.add(start, kb.mul(ci, C));
+      return std::make_pair(row0, kb.add(row0, kb.minu(kb.idx(C), kb.sub(len, kb.mul(ci, C)))));
+    };
+    auto storeO = [&](Value row0, Value limit, ArrayRef<Value> vals) {
+      for (int64_t u = 0; u < 2 / KS; ++u) {
+        Value colU = KS == 2 ? kb.add(q2, kb.mul(kh, kb.idx(8))) : kb.add(q2, 8 * u);
+        for (int64_t hh = 0; hh < 2; ++hh)
+          storeAccPair(kb, o, kb.add(row0, kb.add(g, 8 * hh)), kb.add(kb.add(vbase, jw), colU),
+                       vals[4 * u + 2 * hh], vals[4 * u + 2 * hh + 1], limit, H * dv);
+      }
+    };
+    Value partner = kb.add(rw, kb.mul(kb.sub(kb.idx(1), kh), kb.idx(rowWarps)));
+    // deferO: chunk ci - 1's O, the warp's sum plus the partner's partial
+    // (stored before this barrier).
+    auto finishO = [&](Value ci, ValueRange pending) {
+      SmallVector<Value> out;
+      for (int64_t e = 0; e < 4; ++e)
+        out.push_back(kb.fadd(pending[e], kb.load(XP, {partner, kb.idx(8 + e), lane})));
+      auto [row0, limit] = chunkRows(kb.sub(ci, kb.idx(1)));
+      storeO(row0, limit, out);
+    };
+    const int64_t nS = 4 * tiles;
+    if (deferO)
+      init.append(4, kb.f32(0.0));
     kb.ifThen(kb.ult(kb.idx(0), nChunks), [&] { issue(kb.idx(0), kb.idx(0)); });
     SmallVector<Value> acc = kb.loop(kb.idx(0), nChunks, init, [&](Value ci, ValueRange in) {
       NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
       kb.barrier(tb);
+      if (deferO)
+        kb.ifThen(kb.ult(kb.idx(0), ci), [&] { finishO(ci, in.drop_front(nS)); });
       Value next = kb.add(ci, 1);
       kb.ifThen(kb.ult(next, nChunks), [&] { issue(next, kb.rem(next, 2)); });
       Value slot = kb.rem(ci, 2);
-      Value row0 = kb.add(start, kb.mul(ci, C));
-      Value limit = kb.add(row0, kb.minu(kb.idx(C), kb.sub(len, kb.mul(ci, C))));
-      SmallVector<Value> s(in);
+      auto [row0, limit] = chunkRows(ci);
+      SmallVector<Value> s(in.take_front(nS));
       // X = W^ S^T and O = Qd S^T: rows the chunk's tokens, columns the
       // warp's 16 value rows (two n8 tiles); k step t = state tile t.
       // Two accumulator sets (even and odd k steps) halve the dependent
       // MMA chains; the state is rounded to tf32 one k step at a time.
       SmallVector<Value> X(16, kb.f32(0.0)), O(16, kb.f32(0.0));
+      auto aPermuted = [&](Value buf, int64_t t) {
+        SmallVector<Value> lo = kb.loadVec(buf, {slot, g, keyCol(t)}, 2);
+        SmallVector<Value> hi = kb.loadVec(buf, {slot, kb.add(g, 8), keyCol(t)}, 2);
+        return SmallVector<Value>{lo[0], hi[0], lo[1], hi[1]};
+      };
       for (int64_t t = 0; t < tiles; ++t) {
-        auto aPermuted = [&](Value buf) {
-          SmallVector<Value> lo = kb.loadVec(buf, {slot, g, keyCol(t)}, 2);
-          SmallVector<Value> hi = kb.loadVec(buf, {slot, kb.add(g, 8), keyCol(t)}, 2);
-          return SmallVector<Value>{lo[0], hi[0], lo[1], hi[1]};
-        };
-        SmallVector<Value> aW = aPermuted(Wsm), aQ = aPermuted(Qsm);
+        SmallVector<Value> aW = aPermuted(Wsm, t), aQ;
+        if (!deferO)
+          aQ = aPermuted(Qsm, t);
         int64_t set = 8 * (t % 2);
         for (int64_t u = 0; u < 2; ++u) {
           SmallVector<Value> bS{s[4 * t + 2 * u], s[4 * t + 2 * u + 1]};
           mmaPrecise(preciseX, aW, bS, MutableArrayRef<Value>(X).slice(set + 4 * u, 4));
-          mmaPrecise(preciseO, aQ, bS, MutableArrayRef<Value>(O).slice(set + 4 * u, 4));
+          if (!deferO)
+            mmaPrecise(preciseO, aQ, bS, MutableArrayRef<Value>(O).slice(set + 4 * u, 4));
         }
       }
-      for (int64_t i = 0; i < 8; ++i) {
-        X[i] = kb.fadd(X[i], X[8 + i]);
-        O[i] = kb.fadd(O[i], O[8 + i]);
+      auto mergeSets = [&](SmallVector<Value> &A) {
+        for (int64_t i = 0; i < 8; ++i)
+          A[i] = kb.fadd(A[i], A[8 + i]);
+        A.resize(8);
+      };
+      if (deferO) {
+        mergeSets(X);
+      } else {
+        for (int64_t i = 0; i < 8; ++i) {
+          X[i] = kb.fadd(X[i], X[8 + i]);
+          O[i] = kb.fadd(O[i], O[8 + i]);
+        }
+        X.resize(8);
+        O.resize(8);
       }
-      X.resize(8);
-      O.resize(8);
       if (KS == 2) {
         // The pair's partial sums: mine + the partner's (the same value in
         // both warps: IEEE addition commutes).
         for (int64_t i = 0; i < 8; ++i) {
           kb.store(X[i], XP, {tb.warp, kb.idx(i), lane});
-          kb.store(O[i], XP, {tb.warp, kb.idx(8 + i), lane});
+          if (!deferO)
+            kb.store(O[i], XP, {tb.warp, kb.idx(8 + i), lane});
         }
         kb.barrier(tb);
-        Value partner = kb.add(rw, kb.mul(kb.sub(kb.idx(1), kh), kb.idx(rowWarps)));
         for (int64_t i = 0; i < 8; ++i) {
-          Value xo = kb.load(XP, {partner, kb.idx(i), lane}),
-                oo = kb.load(XP, {partner, kb.idx(8 + i), lane});
+          Value xo = kb.load(XP, {partner, kb.idx(i), lane});
+          Value oo = deferO ? Value() : kb.load(XP, {partner, kb.idx(8 + i), lane});
           X[i] = kb.fadd(X[i], xo);
-          O[i] = kb.fadd(O[i], oo);
+          if (!deferO)
+            O[i] = kb.fadd(O[i], oo);
         }
       }
       // U = U^ - X into the warp's transposed tile UT[j][r].
@@ -679,6 +727,21 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
                      {tb.warp, kb.add(jl, e), r});
         }
       NVVM::SyncWarpOp::create(b, loc, kb.i32Const(-1));
+      // deferO: the warp's O partial now (the state not yet updated); the
+      // partner's half of it is stored after the update.
+      SmallVector<Value> other;
+      if (deferO) {
+        for (int64_t t = 0; t < tiles; ++t) {
+          SmallVector<Value> aQ = aPermuted(Qsm, t);
+          for (int64_t u = 0; u < 2; ++u) {
+            SmallVector<Value> bS{s[4 * t + 2 * u], s[4 * t + 2 * u + 1]};
+            mmaPrecise(preciseO, aQ, bS, MutableArrayRef<Value>(O).slice(8 * (t % 2) + 4 * u, 4));
+          }
+        }
+        mergeSets(O);
+        for (int64_t e = 0; e < 4; ++e)
+          other.push_back(kb.select(kb.ieq(kh, kb.idx(0)), O[4 + e], O[e]));
+      }
       // Natural-order fragments of a [16][16] tile at rows (g, g + 8),
       // columns 8kk + (q, q + 4).
       auto aNatural = [&](Value buf, ValueRange lead, int64_t kk) {
@@ -721,12 +784,8 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
           mmaTf32(kb, aMl, {b0h, b1h}, acc4);
         }
       }
-      for (int64_t u = 0; u < 2 / KS; ++u) {
-        Value colU = KS == 2 ? kb.add(q2, kb.mul(kh, kb.idx(8))) : kb.add(q2, 8 * u);
-        for (int64_t hh = 0; hh < 2; ++hh)
-          storeAccPair(kb, o, kb.add(row0, kb.add(g, 8 * hh)), kb.add(kb.add(vbase, jw), colU),
-                       O[4 * u + 2 * hh], O[4 * u + 2 * hh + 1], limit, H * dv);
-      }
+      if (!deferO)
+        storeO(row0, limit, O);
       // S <- diag(e^G_l) S + U^T Kr; A[m = j][k = r] = UT[j][r],
       // B[k = r][n = c] = Kr[r][c].
       SmallVector<Value> aU0 = aNatural(UT, {tb.warp}, 0), aU1 = aNatural(UT, {tb.warp}, 1);
@@ -741,13 +800,24 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
           mmaPrecise(preciseS, kk ? aU1 : aU0, bK, MutableArrayRef<Value>(s).slice(4 * t, 4));
         }
       }
+      if (deferO) {
+        for (int64_t e = 0; e < 4; ++e)
+          kb.store(other[e], XP, {tb.warp, kb.idx(8 + e), lane});
+        s.append(O.begin(), O.begin() + 4);
+      }
       return s;
     });
+    if (deferO) { // the last chunk's O
+      kb.barrier(tb);
+      kb.ifThen(kb.ult(kb.idx(0), nChunks),
+                [&] { finishO(nChunks, ArrayRef<Value>(acc).drop_front(nS)); });
+    }
     for (int64_t t = 0; t < tiles; ++t)
       for (int64_t hh = 0; hh < 2; ++hh)
         kb.storeVec({acc[4 * t + 2 * hh], acc[4 * t + 2 * hh + 1]}, S,
                     {n, h, kb.add(jw, kb.add(g, 8 * hh)), keyCol(t)});
-  }, 0, "kda_chunk_tf32_bv" + std::to_string(BV) + (KS == 2 ? "_ks2" : ""));
+  }, 0, "kda_chunk_tf32_bv" + std::to_string(BV) + (KS == 2 ? "_ks2" : "") +
+                (deferO ? "_do" : ""));
 }
 
 /// The token recurrence (decode, and the rule without a chunk size): a warp

@@ -40,6 +40,29 @@
 // KS1-NOT: memref<4x16x32xf32
 // KS1: nvvm.mma.sync
 // KS1: gpu.terminator
+// K3C_KDA_DEFER_O=1: only X's partials before the pair's barrier (8 stores
+// a lane, not 16); O = Qd S^T after U's warp barrier; the 4 O partials the
+// partner needs are stored after the state update and added at the next
+// chunk's barrier (the loop carries the warp's own 4 sums; one more barrier
+// after the loop for the last chunk). It needs the key split.
+// RUN: env K3C_KDA_DEFER_O=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=DEFERO
+// RUN: not env K3C_KDA_DEFER_O=1 K3C_KDA_KEY_SPLIT=1 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADDO
+// DEFERO: module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2_do)
+// DEFERO: scf.for {{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
+// DEFERO-NEXT: nvvm.cp.async.wait.group 0
+// DEFERO-NEXT: gpu.barrier
+// DEFERO: arith.cmpi ult, %{{.*}}, %{{.*}} : index
+// DEFERO-NEXT: scf.if
+// DEFERO: memref.load {{.*}} : memref<4x16x32xf32, #gpu.address_space<workgroup>>
+// DEFERO-COUNT-8: memref.store {{.*}} : memref<4x16x32xf32, #gpu.address_space<workgroup>>
+// DEFERO-NEXT: gpu.barrier
+// DEFERO: nvvm.bar.warp.sync
+// DEFERO: nvvm.mma.sync
+// DEFERO-COUNT-4: memref.store {{.*}} : memref<4x16x32xf32, #gpu.address_space<workgroup>>
+// DEFERO-NEXT: scf.yield
+// DEFERO: gpu.barrier
+// DEFERO: gpu.terminator
+// BADDO: LLVM ERROR: k3c: bad KDA chunk recurrence: K3C_KDA_DEFER_O=1 needs K3C_KDA_KEY_SPLIT=2
 // K3C_KDA_BV=16: blocks of 16 value rows (two warps with the key split).
 // RUN: env K3C_KDA_BV=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=BV16
 // RUN: not env K3C_KDA_BV=48 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADBV
