@@ -48,5 +48,5 @@ bundle_variants "$tinyList" tinyd $D/v/tiny-dense
 bundle_variants "$tinyList" tinysp $D/v/sp
 rm -rf $D/*/ptx $D/v/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/kda-h200.sh bench/kda-quick-h200.sh bench/kda_check.py bench/kda_peer.py bench/bench_common.py bench/ncu-kda-h200.sh bench/ncu_mix.py $D/
+cp bench/kda-h200.sh bench/kda-quick-h200.sh bench/kda-common.sh bench/kda_check.py bench/kda_peer.py bench/bench_common.py bench/ncu-kda-h200.sh bench/ncu_mix.py $D/
 du -sh $D
