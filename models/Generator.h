@@ -27,10 +27,15 @@ struct GenerateOptions {
   /// router's selection bias of expert e, so low expert ids are chosen more
   /// often (Zipf-like). 0: the plain N(0, 0.01) bias.
   double routerSkew = 0;
+  /// Values one random stream fills: larger tensors are generated in
+  /// parallel chunks of this many values, chunk j > 0 from its own stream
+  /// (chunk 0, and every tensor up to this size, from the tensor's stream).
+  int64_t chunkValues = int64_t(1) << 24;
 };
 
 /// Every tensor of `c`'s checkpoint, generated in parallel (one random stream
-/// per tensor, so the bytes do not depend on the thread count).
+/// per tensor, and per 16M-value chunk of a larger tensor, so the bytes do
+/// not depend on the thread count).
 std::vector<TensorData> generateWeights(const ModelConfig &c, const GenerateOptions &o);
 
 /// Generates the weights of `configPath`'s model and writes config.json (a

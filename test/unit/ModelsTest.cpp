@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -270,6 +271,66 @@ TEST_F(TinyCheckpoint, LoadsByNameWithShardsAndIndex) {
     EXPECT_TRUE(sa == sb) << f;
   }
   fs::remove_all(again);
+}
+
+// Tensors over GenerateOptions::chunkValues values are filled in parallel
+// chunks, one stream each: tensors up to a chunk keep the tensor's stream
+// (the same bytes as one chunk of any size), a larger tensor's first chunk
+// too; its later chunks are new values (no repeated stream) with the same
+// statistics, and the bytes repeat run to run.
+TEST(Generator, ChunkedStreams) {
+  k3c::ModelConfig c = k3c::loadConfig(configPath("k3-tiny.json"));
+  k3c::GenerateOptions whole{5}, chunked{5};
+  whole.chunkValues = int64_t(1) << 40;
+  chunked.chunkValues = 4096;
+  std::vector<k3c::TensorData> a = k3c::generateWeights(c, whole),
+                               b = k3c::generateWeights(c, chunked),
+                               again = k3c::generateWeights(c, chunked);
+  ASSERT_EQ(a.size(), b.size());
+  int large = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(a[i].name);
+    ASSERT_EQ(a[i].name, b[i].name);
+    EXPECT_TRUE(b[i].bytes == again[i].bytes);
+    if (a[i].dtype == k3c::DType::U8)
+      continue; // MXFP4 payload and scales: quantized from the values, per row block
+    const size_t elt = a[i].dtype == k3c::DType::F32 ? 4 : 2, n = a[i].bytes.size() / elt;
+    if (n <= 4096) {
+      EXPECT_TRUE(a[i].bytes == b[i].bytes);
+      continue;
+    }
+    ++large;
+    const size_t head = elt * 4096;
+    EXPECT_TRUE(std::equal(a[i].bytes.begin(), a[i].bytes.begin() + head, b[i].bytes.begin()));
+    const size_t next = std::min(head, b[i].bytes.size() - head);
+    EXPECT_FALSE(std::equal(b[i].bytes.begin(), b[i].bytes.begin() + next,
+                            b[i].bytes.begin() + head)); // chunk 1 is not chunk 0 again
+    EXPECT_FALSE(a[i].bytes == b[i].bytes);
+    // The same spread: the chunked values' RMS within 5 % of the whole's.
+    auto rms = [&](const std::vector<uint8_t> &bytes) {
+      double ss = 0;
+      for (size_t j = 0; j < n; ++j) {
+        double v;
+        if (elt == 4) {
+          float f;
+          std::memcpy(&f, &bytes[4 * j], 4);
+          v = f;
+        } else {
+          uint16_t h;
+          std::memcpy(&h, &bytes[2 * j], 2);
+          v = k3c::bf16ToFloat(h);
+        }
+        ss += v * v;
+      }
+      return std::sqrt(ss / n);
+    };
+    EXPECT_NEAR(rms(b[i].bytes) / rms(a[i].bytes), 1.0, 0.05);
+  }
+  EXPECT_GT(large, 10);
+  k3c::GenerateOptions bad{5};
+  bad.chunkValues = 0;
+  expectError([&] { k3c::generateWeights(c, bad); },
+              "generator chunk must be at least one value, got 0");
 }
 
 TEST_F(TinyCheckpoint, BindingListsEveryProblemByName) {

@@ -17,7 +17,8 @@ Writes DIR/config.json (a copy of CONFIG), N safetensors shards
 (model-0000i-of-0000N.safetensors) and model.safetensors.index.json, with the
 tensor names of the real checkpoint (MXFP4 experts when the config is
 quantized). The same seed gives the same bytes on every machine; tensors are
-generated in parallel, one random stream each.
+generated in parallel, one random stream each (per 16M-value chunk of the
+larger tensors).
 
 options:
   --config FILE   model config.json (e.g. models/configs/k3-tiny.json)
