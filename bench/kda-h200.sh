@@ -56,10 +56,10 @@ kimi_linear
 # Each variant in v/ (bench/make-kda-bundle.sh VARIANTS): its decode logits
 # against the default build's, then decode at batch 1, 32, 128 (and prefill
 # at VAR_PREFILL).
+ls -d v/slice-* > /dev/null 2>&1 && k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 4 --quiet --dump-logits /tmp/ref.npy > /dev/null
 for v in v/slice-*; do
   [ -d "$v" ] || continue
   echo "== variant $v"
-  k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 4 --quiet --dump-logits /tmp/ref.npy > /dev/null
   k3-run $v --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 4 --quiet --dump-logits /tmp/x.npy > /dev/null
   python3 -c "
 import numpy as n
