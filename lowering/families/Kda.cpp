@@ -626,11 +626,12 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       for (int64_t hh = 0; hh < 2; ++hh)
         for (Value v : kb.loadVec(S, {n, h, kb.add(jw, kb.add(g, 8 * hh)), keyCol(t)}, 2))
           init.push_back(v);
-    // The warp's O tile(s) of a chunk into o (KS = 2: its n8 tile kh).
+    // Chunk ci's first row and the end of its rows.
     auto chunkRows = [&](Value ci) {
       Value row0 = kb.add(start, kb.mul(ci, C));
       return std::make_pair(row0, kb.add(row0, kb.minu(kb.idx(C), kb.sub(len, kb.mul(ci, C)))));
     };
+    // The warp's O tile(s) of a chunk into o (KS = 2: its n8 tile kh).
     auto storeO = [&](Value row0, Value limit, ArrayRef<Value> vals) {
       for (int64_t u = 0; u < 2 / KS; ++u) {
         Value colU = KS == 2 ? kb.add(q2, kb.mul(kh, kb.idx(8))) : kb.add(q2, 8 * u);
@@ -685,21 +686,19 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
             mmaPrecise(preciseO, aQ, bS, MutableArrayRef<Value>(O).slice(set + 4 * u, 4));
         }
       }
-      auto mergeSets = [&](SmallVector<Value> &A) {
+      // The two sets of each accumulator added (element by element, the
+      // accumulators interleaved).
+      auto mergeSets = [&](ArrayRef<SmallVector<Value> *> accs) {
         for (int64_t i = 0; i < 8; ++i)
-          A[i] = kb.fadd(A[i], A[8 + i]);
-        A.resize(8);
+          for (SmallVector<Value> *A : accs)
+            (*A)[i] = kb.fadd((*A)[i], (*A)[8 + i]);
+        for (SmallVector<Value> *A : accs)
+          A->resize(8);
       };
-      if (deferO) {
-        mergeSets(X);
-      } else {
-        for (int64_t i = 0; i < 8; ++i) {
-          X[i] = kb.fadd(X[i], X[8 + i]);
-          O[i] = kb.fadd(O[i], O[8 + i]);
-        }
-        X.resize(8);
-        O.resize(8);
-      }
+      if (deferO)
+        mergeSets({&X});
+      else
+        mergeSets({&X, &O});
       if (KS == 2) {
         // The pair's partial sums: mine + the partner's (the same value in
         // both warps: IEEE addition commutes).
@@ -738,7 +737,7 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
             mmaPrecise(preciseO, aQ, bS, MutableArrayRef<Value>(O).slice(8 * (t % 2) + 4 * u, 4));
           }
         }
-        mergeSets(O);
+        mergeSets({&O});
         for (int64_t e = 0; e < 4; ++e)
           other.push_back(kb.select(kb.ieq(kh, kb.idx(0)), O[4 + e], O[e]));
       }
@@ -978,7 +977,6 @@ static void lowerKdaGate(KdaGateOp gate, KernelBuilder &kb, LowerState &st) {
         dt = st.get(gate.getDtBias()), y = st.get(gate.getResult());
   int64_t width = cast<MemRefType>(z.getType()).getDimSize(1);
   int64_t d = width / gate.getNumHeads();
-  auto gateOf = [&](Value a, Value zz) { return kdaGateValue(kb, gate, a, zz); };
   // 16-byte loads and stores on the GPU; the host: an iteration per
   // element.
   int64_t gw = std::min({kb.vecWidth(z, width), kb.vecWidth(dt, width), kb.vecWidth(y, width)});
@@ -988,7 +986,7 @@ static void lowerKdaGate(KdaGateOp gate, KernelBuilder &kb, LowerState &st) {
     kb.parallel({kb.dim(z, 0), kb.idx(width)}, [&](ValueRange iv) {
       Value a = kb.exp(kb.loadF32(alog, {kb.div(iv[1], d)}));
       Value zz = kb.fadd(kb.loadF32(z, iv), kb.loadF32(dt, {iv[1]}));
-      kb.storeF32(gateOf(a, zz), y, iv);
+      kb.storeF32(kdaGateValue(kb, gate, a, zz), y, iv);
     });
     return;
   }
@@ -1002,7 +1000,7 @@ static void lowerKdaGate(KdaGateOp gate, KernelBuilder &kb, LowerState &st) {
       Value a = kb.exp(kb.loadF32(alog, {kb.div(col, d)}));
       SmallVector<Value> zv = kb.loadVec(z, {row, col}, gw), dv = kb.loadVec(dt, {col}, gw), out;
       for (int64_t e = 0; e < gw; ++e)
-        out.push_back(gateOf(a, kb.fadd(zv[e], dv[e])));
+        out.push_back(kdaGateValue(kb, gate, a, kb.fadd(zv[e], dv[e])));
       kb.storeVec(out, y, {row, col});
     });
   }, 0, "kda_gate");
