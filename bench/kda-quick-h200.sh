@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The short KDA A/B on one H200 (bundle: bench/make-kda-bundle.sh with
-# VARIANTS; about 3 minutes, where kda-h200.sh takes 7-10): the bf16 k3-tiny
+# VARIANTS; about 3 minutes plus up to a minute a variant, where kda-h200.sh
+# takes 7-10 with fewer variants): the bf16 k3-tiny
 # checks (dense and softplus) against the reference, the slice's default
 # build against the reference (16 tokens) and its delta rule against fp64
 # (2048 tokens), k3-bench prefill 2048 and 8192, decode 32 and 128; then per
