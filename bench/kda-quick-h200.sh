@@ -8,7 +8,8 @@
 # variant in v/: logits against the default build (16 tokens), its delta
 # rule against fp64 where VAR_FP64 names it (space-separated names), the
 # same k3-bench, and its k3-tiny builds (dense, softplus gate) against the
-# reference. Results under $OUT.
+# reference, and its Kimi Linear slice build where there is one (v/kl-NAME).
+# Results under $OUT.
 set -u
 cd "$(dirname "$0")"
 export PATH=$PWD/bin:$PATH
@@ -46,4 +47,5 @@ a, b = n.load('/tmp/ref.npy'), n.load('/tmp/x.npy')
 print('logits vs the default build: bit-identical %s, max rel %.2e' % (bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max()))"
   case " ${VAR_FP64:-} " in *" $name "*) fp64 $v;; esac
   bench $v $name; stamp
+  kimi_linear v/kl-$name kl-$name
 done

@@ -37,13 +37,20 @@ bundle_variants "${VARIANTS:-}" slice $D/v/slice
 # ... and the dense and softplus-gate k3-tiny bf16 builds (the model checks
 # of kda-quick-h200.sh) of the variants named in TINY (space-separated;
 # default all: leave out those bit-identical by construction to keep the
-# bundle under the 64 MiB carry).
+# bundle under the 64 MiB carry); the Kimi Linear slice's builds (v/kl-NAME)
+# of those named in KL (default none).
 tinyd() { tiny /tmp/k3c-ckpt-tiny-dense --max-tokens 512 --max-seqs 16 --max-context 1024 "$@"; }
 tinysp() { tiny /tmp/k3c-ckpt-tiny-sp --max-tokens 512 --max-seqs 16 --max-context 1024 "$@"; }
 tinyList=""
 for v in ${VARIANTS:-}; do
   [ -z "${TINY+x}" ] || [[ " $TINY " == *" ${v%%=*} "* ]] && tinyList="$tinyList $v"
 done
+klList=""
+for v in ${VARIANTS:-}; do
+  [[ " ${KL:-} " == *" ${v%%=*} "* ]] && klList="$klList $v"
+done
+slicekl() { $B/k3-compile /tmp/slice-kl --max-tokens 32768 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@" 2> /dev/null; }
+bundle_variants "$klList" slicekl $D/v/kl
 bundle_variants "$tinyList" tinyd $D/v/tiny-dense
 bundle_variants "$tinyList" tinysp $D/v/sp
 rm -rf $D/*/ptx $D/v/*/ptx

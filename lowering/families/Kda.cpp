@@ -214,34 +214,185 @@ ChunkSlot findChunk(KernelBuilder &kb, ThreadBlock &tb, Value lens, Value slot,
   return {kb.ieq(r[0], one), r[1], r[2], r[3], r[4]};
 }
 
-/// Launch 1 of the chunked form: a block per (chunk, head).
+/// Where the prep phases of one (chunk, head) read their inputs and put
+/// their products: the prep launch's global rows and scratch, or the fused
+/// kernel's shared-memory stages (kdaChunkFused).
+struct PrepIO {
+  /// Input `which` (0 q, 1 k, 2 g: head column c; 3 v: the substitution's
+  /// value column c) of chunk row r, 0 past the chunk's end.
+  std::function<SmallVector<Value>(int which, Value c)> rows;
+  /// sigmoid(beta) of chunk row r (0 past the end).
+  std::function<Value(Value r)> beta;
+  /// Products at chunk row r (rows past the chunk's end hold zeros):
+  /// Qd and Kr at key column c, M at (r, j), W^ at key column c, U^ at the
+  /// substitution's value column j; e^G_l at key column c.
+  std::function<void(Value r, Value c, Value v)> qd, kr, m, w, u;
+  std::function<void(Value c, Value v)> gLast;
+  int64_t uCols = 0; ///< value columns the substitution produces
+};
+
+/// The prep phases' shared buffers: G, Kd, Qd, Ke (k e^-G; raw k on the
+/// pairwise path), Qr (raw q, pairwise), L [C][C], beta [C]. Rows padded by
+/// one element: phase B's threads read one column of several rows at once,
+/// which then fall in distinct banks.
+struct PrepSmem {
+  Value G, Kd, Qd, Ke, Qr, L, B;
+};
+
+static PrepSmem prepSmem(KernelBuilder &kb, int64_t C, int64_t dk,
+                         const std::function<Value(ArrayRef<int64_t>)> &alloc) {
+  const int64_t pitch = dk + 1;
+  PrepSmem s;
+  s.G = alloc({C, pitch});
+  s.Kd = alloc({C, pitch});
+  s.Qd = alloc({C, pitch});
+  s.Ke = alloc({C, pitch});
+  s.Qr = alloc({C, pitch});
+  s.L = alloc({C, C});
+  s.B = alloc({C});
+  return s;
+}
+
+/// The chunked form's per-chunk algebra for one head (phases A, B, C, with
+/// barriers between them; every thread of `tb` takes part).
+static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, int64_t C,
+                          const PrepSmem &sm, const PrepIO &io) {
+  const int64_t dk = rule.getKeyDim();
+  const bool pairwise = rule.getPath() && *rule.getPath() == ChunkPath::pairwise;
+  // A. Threads over key channels: the cumulative gate and decayed q/k.
+  // The chunk's rows are loaded all at once, so the loads overlap instead
+  // of one latency a row.
+  kb.strided(tb, kb.idx(0), kb.idx(dk), [&](Value c) {
+    SmallVector<Value> gv = io.rows(2, c), kv = io.rows(1, c), qv = io.rows(0, c);
+    SmallVector<Value> cum;
+    Value acc = kb.f32(0.0);
+    for (int64_t r = 0; r < C; ++r)
+      cum.push_back(acc = kb.fadd(acc, gv[r])); // rows past the end add 0
+    Value last = cum.back();
+    io.gLast(c, kb.exp(last));
+    for (int64_t r = 0; r < C; ++r) {
+      Value ri = kb.idx(r), e = kb.exp(cum[r]);
+      Value qd = kb.fmul(qv[r], e);
+      if (pairwise) // only the pairwise phase B reads G
+        kb.store(cum[r], sm.G, {ri, c});
+      kb.store(kb.fmul(kv[r], e), sm.Kd, {ri, c});
+      kb.store(qd, sm.Qd, {ri, c});
+      kb.store(pairwise ? kv[r] : kb.fmul(kv[r], kb.exp(kb.fneg(cum[r]))), sm.Ke, {ri, c});
+      if (pairwise)
+        kb.store(qv[r], sm.Qr, {ri, c});
+      io.qd(ri, c, qd);
+      io.kr(ri, c, kb.fmul(kv[r], kb.exp(kb.fsub(last, cum[r]))));
+    }
+  });
+  kb.strided(tb, kb.idx(0), kb.idx(C), [&](Value r) { kb.store(io.beta(r), sm.B, {r}); });
+  kb.barrier(tb);
+  // B. L and M over the (i, j) pairs with j <= i (zeros above the diagonal).
+  kb.strided(tb, kb.idx(0), kb.idx(C * C), [&](Value p) {
+    Value i = kb.div(p, C), j = kb.rem(p, C);
+    auto put = [&](Value lij, Value mij) {
+      kb.store(lij, sm.L, {i, j});
+      io.m(i, j, mij);
+    };
+    kb.ifThenElse(
+        kb.ule(j, i),
+        [&] {
+          auto pair = kb.loop(
+              kb.idx(0), kb.idx(dk), ValueRange{kb.f32(0.0), kb.f32(0.0)},
+              [&](Value c, ValueRange a) {
+                Value kj = kb.load(sm.Ke, {j, c}), ki, qi;
+                if (pairwise) {
+                  Value d = kb.exp(kb.fsub(kb.load(sm.G, {i, c}), kb.load(sm.G, {j, c})));
+                  kj = kb.fmul(kj, d);
+                  ki = kb.load(sm.Ke, {i, c});
+                  qi = kb.load(sm.Qr, {i, c});
+                } else {
+                  ki = kb.load(sm.Kd, {i, c});
+                  qi = kb.load(sm.Qd, {i, c});
+                }
+                return SmallVector<Value>{kb.fadd(a[0], kb.fmul(ki, kj)),
+                                          kb.fadd(a[1], kb.fmul(qi, kj))};
+              });
+          put(kb.select(kb.ult(j, i), kb.fmul(kb.load(sm.B, {i}), pair[0]), kb.f32(0.0)),
+              pair[1]);
+        },
+        [&] { put(kb.f32(0.0), kb.f32(0.0)); });
+  });
+  kb.barrier(tb);
+  // C. Threads over the dk columns of W^ and the uCols columns of U^: the
+  // forward substitution u_r = beta_r x_r - sum_{s<r} L[r][s] u_s.
+  // Unrolled (GPU, below): a thread takes all its columns (tid + p *
+  // threads) in one body, so each L[r][s] is loaded once for them and
+  // nothing is loop-invariant; as a loop over columns, LLVM hoists the
+  // 136 L / beta loads and 15 row addresses out of it (237 registers a
+  // thread on the slice, two blocks an SM). Same operations in the same
+  // order per column either way.
+  const int64_t nCols = dk + io.uCols;
+  auto substitute = [&](ArrayRef<Value> colsIn) {
+    const size_t P = colsIn.size();
+    SmallVector<Value> col, isK, kcol, valid;
+    SmallVector<SmallVector<Value>> vrows, u(P);
+    for (Value c0 : colsIn) {
+      valid.push_back(kb.ult(c0, kb.idx(nCols)));
+      Value c = kb.minu(c0, kb.idx(nCols - 1));
+      col.push_back(c);
+      isK.push_back(kb.ult(c, kb.idx(dk)));
+      kcol.push_back(kb.minu(c, kb.idx(dk - 1)));
+      // The column's inputs: Kd from shared memory or V's rows (loaded
+      // all at once, like phase A's).
+      vrows.push_back(io.rows(3, kb.select(isK.back(), kb.idx(0), kb.sub(c, kb.idx(dk)))));
+    }
+    for (int64_t r = 0; r < C; ++r) {
+      Value ri = kb.idx(r), br = kb.load(sm.B, {ri});
+      SmallVector<Value> lr;
+      for (int64_t s2 = 0; s2 < r; ++s2)
+        lr.push_back(kb.load(sm.L, {ri, kb.idx(s2)}));
+      for (size_t p = 0; p < P; ++p) {
+        Value x = kb.select(isK[p], kb.load(sm.Kd, {ri, kcol[p]}), vrows[p][r]);
+        Value acc = kb.fmul(br, x);
+        for (int64_t s2 = 0; s2 < r; ++s2)
+          acc = kb.fsub(acc, kb.fmul(lr[s2], u[p][s2]));
+        u[p].push_back(acc);
+        kb.ifThen(valid[p], [&] {
+          kb.ifThenElse(
+              isK[p], [&] { io.w(ri, col[p], acc); },
+              [&] { io.u(ri, kb.sub(col[p], kb.idx(dk)), acc); });
+        });
+      }
+    }
+  };
+  // The unrolled form by default (ptxas: 128 registers instead of 237
+  // on the slice; with the key split, 4.58 -> 3.30 ms at 8192 tokens on
+  // the H200); K3C_KDA_PREP_UNROLL=0 keeps the loop.
+  if (tb.launch && intFromEnv("K3C_KDA_PREP_UNROLL", 1)) {
+    SmallVector<Value> mine;
+    for (int64_t p = 0; p * tb.threads < nCols; ++p)
+      mine.push_back(kb.add(tb.tid, kb.idx(p * tb.threads)));
+    substitute(mine);
+  } else {
+    kb.strided(tb, kb.idx(0), kb.idx(nCols), [&](Value c) { substitute({c}); });
+  }
+}
+
+/// Launch 1 of the chunked form: a block per (chunk, head), its products
+/// into per-token scratch.
 static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t C,
                     ArrayRef<Value> sc) {
   int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
-  bool pairwise = rule.getPath() && *rule.getPath() == ChunkPath::pairwise;
   Value q = st.get(rule.getQ()), k = st.get(rule.getK()), v = st.get(rule.getV()),
         g = st.get(rule.getG()), beta = st.get(rule.getBeta()), lens = st.get(rule.getSeqLens());
   Type f32 = kb.b.getF32Type();
   Value slots = kb.add(kb.ceilDiv(kb.dim(q, 0), C), kb.dim(lens, 0));
   kb.blocks({slots, kb.idx(H)}, kKdaPrepThreads, [&](ValueRange bid, ThreadBlock &tb) {
     Value h = bid[1];
-    // Shared: G, Kd, Qd, Ke (k e^-G; raw k on the pairwise path), Qr (raw q,
-    // pairwise), L, M, beta.
-    // Rows padded by one element: phase B's threads read one column of
-    // several rows at once, which then fall in distinct banks.
-    const int64_t pitch = dk + 1;
-    Value G = kb.shared(tb, {C, pitch}, f32), Kd = kb.shared(tb, {C, pitch}, f32),
-          Qd = kb.shared(tb, {C, pitch}, f32), Ke = kb.shared(tb, {C, pitch}, f32),
-          Qr = kb.shared(tb, {C, pitch}, f32), L = kb.shared(tb, {C, C}, f32),
-          M = kb.shared(tb, {C, C}, f32), B = kb.shared(tb, {C}, f32);
+    PrepSmem sm = prepSmem(kb, C, dk, [&](ArrayRef<int64_t> shape) {
+      return kb.shared(tb, shape, f32);
+    });
     ChunkSlot cs = findChunk(kb, tb, lens, bid[0], C);
     kb.ifThen(cs.valid, [&] {
       Value row0 = kb.add(cs.start, cs.t0), nc = kb.minu(kb.idx(C), kb.sub(cs.len, cs.t0));
       Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv), mbase = kb.mul(h, C);
-      // A. Threads over key channels: the cumulative gate and decayed q/k.
-      // The chunk's rows are loaded all at once (rows past its end clamped
-      // and zeroed), so the loads overlap instead of one latency a row.
       Value last1 = kb.sub(nc, kb.idx(1));
+      // Rows past the chunk's end clamped and zeroed.
       auto rowLoads = [&](Value buf, Value col) {
         SmallVector<Value> out;
         for (int64_t r = 0; r < C; ++r)
@@ -250,132 +401,37 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
                                   kb.f32(0.0)));
         return out;
       };
-      kb.strided(tb, kb.idx(0), kb.idx(dk), [&](Value c) {
-        Value col = kb.add(kbase, c);
-        SmallVector<Value> gv = rowLoads(g, col), kv = rowLoads(k, col), qv = rowLoads(q, col);
-        SmallVector<Value> cum;
-        Value acc = kb.f32(0.0);
-        for (int64_t r = 0; r < C; ++r)
-          cum.push_back(acc = kb.fadd(acc, gv[r])); // rows past the end add 0
-        Value last = cum.back();
-        kb.storeF32(kb.exp(last), sc[kGLast], {row0, col});
-        for (int64_t r = 0; r < C; ++r) {
-          Value ri = kb.idx(r), e = kb.exp(cum[r]);
-          Value qd = kb.fmul(qv[r], e);
-          if (pairwise) // only the pairwise phase B reads G
-            kb.store(cum[r], G, {ri, c});
-          kb.store(kb.fmul(kv[r], e), Kd, {ri, c});
-          kb.store(qd, Qd, {ri, c});
-          kb.store(pairwise ? kv[r] : kb.fmul(kv[r], kb.exp(kb.fneg(cum[r]))), Ke, {ri, c});
-          if (pairwise)
-            kb.store(qv[r], Qr, {ri, c});
-          Value kr = kb.fmul(kv[r], kb.exp(kb.fsub(last, cum[r])));
-          kb.ifThen(kb.ult(ri, nc), [&] {
-            Value row = kb.add(row0, ri);
-            kb.storeF32(qd, sc[kQd], {row, col});
-            kb.storeF32(kr, sc[kKr], {row, col});
-          });
-        }
-      });
-      kb.strided(tb, kb.idx(0), kb.idx(C), [&](Value r) {
-        Value b = kb.ifElse(
+      auto guarded = [&](Value r, const std::function<void(Value)> &put) {
+        kb.ifThen(kb.ult(r, nc), [&] { put(kb.add(row0, r)); });
+      };
+      PrepIO io;
+      io.uCols = dv;
+      io.rows = [&](int which, Value c) {
+        Value bufs[] = {q, k, g};
+        return which == 3 ? rowLoads(v, kb.add(vbase, c)) : rowLoads(bufs[which], kb.add(kbase, c));
+      };
+      io.beta = [&](Value r) {
+        return kb.ifElse(
             kb.ult(r, nc), [&] { return kb.sigmoid(kb.loadF32(beta, {kb.add(row0, r), h})); },
             [&] { return kb.f32(0.0); });
-        kb.store(b, B, {r});
-      });
-      kb.barrier(tb);
-      // B. L and M over the (i, j) pairs with j <= i (zeros above the
-      // diagonal); M's rows go to scratch.
-      kb.strided(tb, kb.idx(0), kb.idx(C * C), [&](Value p) {
-        Value i = kb.div(p, C), j = kb.rem(p, C);
-        auto put = [&](Value lij, Value mij) {
-          kb.store(lij, L, {i, j});
-          kb.store(mij, M, {i, j});
-          kb.ifThen(kb.ult(i, nc),
-                    [&] { kb.storeF32(mij, sc[kMRow], {kb.add(row0, i), kb.add(mbase, j)}); });
-        };
-        kb.ifThenElse(
-            kb.ule(j, i),
-            [&] {
-              auto pair = kb.loop(
-                  kb.idx(0), kb.idx(dk), ValueRange{kb.f32(0.0), kb.f32(0.0)},
-                  [&](Value c, ValueRange a) {
-                    Value kj = kb.load(Ke, {j, c}), ki, qi;
-                    if (pairwise) {
-                      Value d = kb.exp(kb.fsub(kb.load(G, {i, c}), kb.load(G, {j, c})));
-                      kj = kb.fmul(kj, d);
-                      ki = kb.load(Ke, {i, c});
-                      qi = kb.load(Qr, {i, c});
-                    } else {
-                      ki = kb.load(Kd, {i, c});
-                      qi = kb.load(Qd, {i, c});
-                    }
-                    return SmallVector<Value>{kb.fadd(a[0], kb.fmul(ki, kj)),
-                                              kb.fadd(a[1], kb.fmul(qi, kj))};
-                  });
-              put(kb.select(kb.ult(j, i), kb.fmul(kb.load(B, {i}), pair[0]), kb.f32(0.0)),
-                  pair[1]);
-            },
-            [&] { put(kb.f32(0.0), kb.f32(0.0)); });
-      });
-      kb.barrier(tb);
-      // C. Threads over the dk columns of W^ and the dv columns of U^: the
-      // forward substitution u_r = beta_r x_r - sum_{s<r} L[r][s] u_s.
-      // Unrolled (GPU, below): a thread takes all its columns (tid + p *
-      // threads) in one body, so each L[r][s] is loaded once for them and
-      // nothing is loop-invariant; as a loop over columns, LLVM hoists the
-      // 136 L / beta loads and 15 row addresses out of it (237 registers a
-      // thread on the slice, two blocks an SM). Same operations in the same
-      // order per column either way.
-      auto substitute = [&](ArrayRef<Value> colsIn) {
-        const size_t P = colsIn.size();
-        SmallVector<Value> col, isK, kcol, valid;
-        SmallVector<SmallVector<Value>> vrows, u(P);
-        for (Value c0 : colsIn) {
-          valid.push_back(kb.ult(c0, kb.idx(dk + dv)));
-          Value c = kb.minu(c0, kb.idx(dk + dv - 1));
-          col.push_back(c);
-          isK.push_back(kb.ult(c, kb.idx(dk)));
-          kcol.push_back(kb.minu(c, kb.idx(dk - 1)));
-          // The column's inputs: Kd from shared memory or V's rows (loaded
-          // all at once, clamped like phase A's).
-          Value vcol = kb.add(vbase, kb.select(isK.back(), kb.idx(0), kb.sub(c, kb.idx(dk))));
-          vrows.push_back(rowLoads(v, vcol));
-        }
-        for (int64_t r = 0; r < C; ++r) {
-          Value ri = kb.idx(r), br = kb.load(B, {ri});
-          SmallVector<Value> lr;
-          for (int64_t s2 = 0; s2 < r; ++s2)
-            lr.push_back(kb.load(L, {ri, kb.idx(s2)}));
-          for (size_t p = 0; p < P; ++p) {
-            Value x = kb.select(isK[p], kb.load(Kd, {ri, kcol[p]}), vrows[p][r]);
-            Value acc = kb.fmul(br, x);
-            for (int64_t s2 = 0; s2 < r; ++s2)
-              acc = kb.fsub(acc, kb.fmul(lr[s2], u[p][s2]));
-            u[p].push_back(acc);
-            kb.ifThen(kb.andi(valid[p], kb.ult(ri, nc)), [&] {
-              Value row = kb.add(row0, ri);
-              kb.ifThenElse(
-                  isK[p], [&] { kb.storeF32(acc, sc[kWHat], {row, kb.add(kbase, col[p])}); },
-                  [&] {
-                    kb.storeF32(acc, sc[kUHat],
-                                {row, kb.add(vbase, kb.sub(col[p], kb.idx(dk)))});
-                  });
-            });
-          }
-        }
       };
-      // The unrolled form by default (ptxas: 128 registers instead of 237
-      // on the slice; with the key split, 4.58 -> 3.30 ms at 8192 tokens on
-      // the H200); K3C_KDA_PREP_UNROLL=0 keeps the loop.
-      if (tb.launch && intFromEnv("K3C_KDA_PREP_UNROLL", 1)) {
-        SmallVector<Value> mine;
-        for (int64_t p = 0; p * tb.threads < dk + dv; ++p)
-          mine.push_back(kb.add(tb.tid, kb.idx(p * tb.threads)));
-        substitute(mine);
-      } else {
-        kb.strided(tb, kb.idx(0), kb.idx(dk + dv), [&](Value c) { substitute({c}); });
-      }
+      io.gLast = [&](Value c, Value val) { kb.storeF32(val, sc[kGLast], {row0, kb.add(kbase, c)}); };
+      io.qd = [&](Value r, Value c, Value val) {
+        guarded(r, [&](Value row) { kb.storeF32(val, sc[kQd], {row, kb.add(kbase, c)}); });
+      };
+      io.kr = [&](Value r, Value c, Value val) {
+        guarded(r, [&](Value row) { kb.storeF32(val, sc[kKr], {row, kb.add(kbase, c)}); });
+      };
+      io.m = [&](Value r, Value j, Value val) {
+        guarded(r, [&](Value row) { kb.storeF32(val, sc[kMRow], {row, kb.add(mbase, j)}); });
+      };
+      io.w = [&](Value r, Value c, Value val) {
+        guarded(r, [&](Value row) { kb.storeF32(val, sc[kWHat], {row, kb.add(kbase, c)}); });
+      };
+      io.u = [&](Value r, Value j, Value val) {
+        guarded(r, [&](Value row) { kb.storeF32(val, sc[kUHat], {row, kb.add(vbase, j)}); });
+      };
+      kdaPrepPhases(rule, kb, tb, C, sm, io);
     });
   }, 0, "kda_prep");
 }
@@ -451,6 +507,79 @@ static void kdaRecurrenceFma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
   }, 0, "kda_chunk_fma");
 }
 
+/// The tensor-core recurrence's block shape: value rows a block (bv, a
+/// warp per 16 rows), warps a row block sharing its key columns (ks), and
+/// whether O = Qd S^T leaves the pair's barrier (deferO).
+struct KdaMmaShape {
+  int64_t bv, ks;
+  bool deferO;
+};
+
+static void badRecurrence(const llvm::Twine &msg) {
+  llvm::report_fatal_error("k3c: bad KDA chunk recurrence: " + msg, /*gen_crash_diag=*/false);
+}
+
+/// The key split and the deferred O for `bv` value rows a block (their
+/// environment overrides checked against d_k).
+static KdaMmaShape kdaShapeFor(DeltaRuleOp rule, int64_t bv, int64_t ksDefault) {
+  const int64_t dk = rule.getKeyDim();
+  // K3C_KDA_KEY_SPLIT=2: the key columns of a warp's state rows split over
+  // two warps (each keeps 16 rows x dk/2 columns, half the dependent MMA
+  // chain a chunk, twice the warps an SM); the pair sums its partial X and O
+  // through shared memory (one more barrier a chunk), then each warp does
+  // M U and the store for one of the two n8 column tiles.
+  const int64_t KS = intFromEnv("K3C_KDA_KEY_SPLIT", ksDefault);
+  if (KS != 1 && KS != 2)
+    badRecurrence("K3C_KDA_KEY_SPLIT must be 1 or 2, got " + llvm::Twine(KS));
+  if (dk % (8 * KS))
+    badRecurrence("K3C_KDA_KEY_SPLIT=" + llvm::Twine(KS) + " needs d_k a multiple of " +
+                  llvm::Twine(8 * KS) + ", got " + llvm::Twine(dk));
+  // K3C_KDA_DEFER_O (with the key split; its default): only X = W^ S^T
+  // before the pair's barrier; O = Qd S^T is issued after U (off the chain
+  // that the barrier waits for), and the pair adds its O partials at the
+  // next chunk's barrier (the warp keeps its own sum, with M U, until
+  // then). H200, slice at 8192 tokens: 3.32 -> 3.26 ms, bit-identical.
+  const bool deferO = intFromEnv("K3C_KDA_DEFER_O", KS == 2);
+  if (deferO && KS != 2)
+    badRecurrence("K3C_KDA_DEFER_O=1 needs K3C_KDA_KEY_SPLIT=2");
+  return {bv, KS, deferO};
+}
+
+/// The two-launch form's shape. K3C_KDA_BV: value rows a block (32 where
+/// d_v allows, else 16; 16 doubles the blocks of a head, each re-reading
+/// the chunk's W^, Qd and Kr); the key split where d_k allows it.
+static KdaMmaShape kdaMmaShape(DeltaRuleOp rule) {
+  const int64_t dk = rule.getKeyDim(), dv = rule.getValueDim();
+  const int64_t BV = intFromEnv("K3C_KDA_BV", dv % 32 == 0 ? 32 : 16);
+  if ((BV != 16 && BV != 32) || dv % BV)
+    badRecurrence("K3C_KDA_BV must be 16 or 32 and divide d_v = " + llvm::Twine(dv) + ", got " +
+                  llvm::Twine(BV));
+  return kdaShapeFor(rule, BV, dk % 16 == 0 ? 2 : 1);
+}
+
+/// The fused form's shape: each block runs the chunk's prep for its own
+/// value columns, so fewer, wider blocks repeat less of it. K3C_KDA_FUSED_BV
+/// (16, 32, 64 or 128 dividing d_v): by default the widest whose blocks a
+/// sequence (heads x d_v / bv) still cover 5/8 of the SMs (128 for the
+/// slice's 96 heads, 32 for Kimi Linear's 32); a warp per 16 rows, and the
+/// key split for blocks of at most 32 rows (wider ones have the warps).
+static KdaMmaShape kdaFusedShape(KernelBuilder &kb, DeltaRuleOp rule) {
+  const int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
+  int64_t want = 16;
+  for (int64_t bv : {128, 64, 32})
+    if (dv % bv == 0 && 8 * H * (dv / bv) >= 5 * kb.info().smCount) {
+      want = bv;
+      break;
+    }
+  if (dv % 32 == 0 && want == 16)
+    want = 32;
+  const int64_t BV = intFromEnv("K3C_KDA_FUSED_BV", want);
+  if ((BV != 16 && BV != 32 && BV != 64 && BV != 128) || dv % BV)
+    badRecurrence("K3C_KDA_FUSED_BV must be 16, 32, 64 or 128 and divide d_v = " +
+                  llvm::Twine(dv) + ", got " + llvm::Twine(BV));
+  return kdaShapeFor(rule, BV, BV <= 32 && dk % 16 == 0 ? 2 : 1);
+}
+
 /// Launch 2 on tensor cores (the bf16 build on the GPU, C = 16): a block per
 /// (sequence, head, BV value rows), a warp per 16 value rows j, tf32
 /// mma.sync m16n8k8 with fp32 accumulation (operands rounded to tf32, 10
@@ -464,41 +593,23 @@ static void kdaRecurrenceFma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
 /// The chunk's W^, Qd, Kr, U^, M and e^G_l are double-buffered in shared
 /// memory by cp.async (rows past the chunk's end zero-filled); U goes through
 /// a per-warp transposed tile for M U and U^T Kr.
+///
+/// Fused (`fused`, kdaFusedShape): the block also runs the prep phases of
+/// each chunk itself (kdaPrepPhases, its value columns only), from the
+/// chunk's raw q, k, g and v rows that cp.async double-buffers in shared
+/// memory, into single-buffered W^ / Qd / Kr / U^ / M / e^G_l stages: no
+/// scratch round trip (1.6 GB at 8192 tokens on the slice), the prep's
+/// loads off the chain.
 static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
-                             ArrayRef<Value> sc) {
+                             ArrayRef<Value> sc, bool fused = false) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   constexpr int64_t C = 16;
   const int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
-  // K3C_KDA_BV: value rows a block (32 where d_v allows, else 16; 16 doubles
-  // the blocks of a head, each re-reading the chunk's W^, Qd and Kr).
-  const int64_t BV = intFromEnv("K3C_KDA_BV", dv % 32 == 0 ? 32 : 16), rowWarps = BV / 16;
-  if ((BV != 16 && BV != 32) || dv % BV)
-    llvm::report_fatal_error("k3c: bad KDA chunk recurrence: K3C_KDA_BV must be 16 or 32 and "
-                             "divide d_v = " + llvm::Twine(dv) + ", got " + llvm::Twine(BV),
-                             /*gen_crash_diag=*/false);
-  // K3C_KDA_KEY_SPLIT=2: the key columns of a warp's state rows split over
-  // two warps (each keeps 16 rows x dk/2 columns, half the dependent MMA
-  // chain a chunk, twice the warps an SM); the pair sums its partial X and O
-  // through shared memory (one more barrier a chunk), then each warp does
-  // M U and the store for one of the two n8 column tiles. The default where
-  // d_k allows it (K3C_KDA_KEY_SPLIT=1: one warp a row block).
-  const int64_t KS = intFromEnv("K3C_KDA_KEY_SPLIT", dk % 16 == 0 ? 2 : 1);
-  if (KS != 1 && KS != 2)
-    llvm::report_fatal_error("k3c: bad KDA chunk recurrence: K3C_KDA_KEY_SPLIT must be 1 or 2, "
-                             "got " + llvm::Twine(KS), /*gen_crash_diag=*/false);
-  if (dk % (8 * KS))
-    llvm::report_fatal_error("k3c: bad KDA chunk recurrence: K3C_KDA_KEY_SPLIT=" + llvm::Twine(KS) +
-                             " needs d_k a multiple of " + llvm::Twine(8 * KS) + ", got " +
-                             llvm::Twine(dk), /*gen_crash_diag=*/false);
-  // K3C_KDA_DEFER_O=1 (with the key split): only X = W^ S^T before the
-  // pair's barrier; O = Qd S^T is issued after U (off the chain that the
-  // barrier waits for), and the pair adds its O partials at the next
-  // chunk's barrier (the warp keeps its own sum, with M U, until then).
-  const bool deferO = intFromEnv("K3C_KDA_DEFER_O", 0);
-  if (deferO && KS != 2)
-    llvm::report_fatal_error("k3c: bad KDA chunk recurrence: K3C_KDA_DEFER_O=1 needs "
-                             "K3C_KDA_KEY_SPLIT=2", /*gen_crash_diag=*/false);
+  const KdaMmaShape shape = fused ? kdaFusedShape(kb, rule) : kdaMmaShape(rule);
+  const int64_t BV = shape.bv, rowWarps = BV / 16;
+  const int64_t KS = shape.ks;
+  const bool deferO = shape.deferO;
   const int64_t warps = rowWarps * KS, threads = 32 * warps;
   // Pitches (fp32 elements) that keep each warp's fragment loads free of
   // bank conflicts.
@@ -507,15 +618,77 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
         o = st.get(rule.getResult());
   Type f32 = b.getF32Type();
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  // The fused kernel's raw inputs (their own element types) and buffers.
+  Value qIn = st.get(rule.getQ()), kIn = st.get(rule.getK()), gIn = st.get(rule.getG()),
+        vIn = st.get(rule.getV()), betaIn = st.get(rule.getBeta());
+  auto eltOf = [](Value m) { return cast<MemRefType>(m.getType()).getElementType(); };
+  // Shared memory: static in the two-launch form; dynamic in the fused one
+  // (past 48 KB), laid out by one list of (shape, type) in allocation order
+  // so the launch's byte count and the views agree.
+  const int64_t stages = fused ? 1 : 2;
+  SmallVector<std::pair<SmallVector<int64_t>, Type>> plan;
+  auto planned = [&](ArrayRef<int64_t> shape, Type t) {
+    plan.push_back({SmallVector<int64_t>(shape), t});
+  };
+  auto bytesOf = [](ArrayRef<int64_t> shape, Type t) {
+    int64_t n = t.getIntOrFloatBitWidth() / 8;
+    for (int64_t d : shape)
+      n *= d;
+    return (n + 15) / 16 * 16;
+  };
+  planned({stages, C, pk}, f32); // W^
+  planned({stages, C, pk}, f32); // Qd
+  planned({stages, C, pk}, f32); // Kr
+  planned({stages, C, pv}, f32); // U^
+  planned({stages, C, pc}, f32); // M
+  planned({stages, dk}, f32);    // e^G_l
+  planned({warps, 16, pc}, f32); // UT
+  if (KS == 2)
+    planned({warps, 16, 32}, f32); // XP
+  if (fused) {
+    planned({2, C, dk}, eltOf(qIn));
+    planned({2, C, dk}, eltOf(kIn));
+    planned({2, C, dk}, eltOf(gIn));
+    planned({2, C, BV}, eltOf(vIn));
+    for (int i = 0; i < 5; ++i)
+      planned({C, dk + 1}, f32); // G, Kd, Qd, Ke, Qr (prepSmem)
+    planned({C, C}, f32);        // L
+    planned({C}, f32);           // beta
+  }
+  int64_t dynBytes = 0;
+  if (fused)
+    for (auto &[shape, t] : plan)
+      dynBytes += bytesOf(shape, t);
   kb.blocks({kb.dim(lens, 0), kb.idx(H), kb.idx(dv / BV)}, threads, [&](ValueRange bid,
                                                                        ThreadBlock &tb) {
     Value n = bid[0], h = bid[1], jb = kb.mul(bid[2], BV);
-    Value Wsm = kb.shared(tb, {2, C, pk}, f32), Qsm = kb.shared(tb, {2, C, pk}, f32),
-          Ksm = kb.shared(tb, {2, C, pk}, f32), Usm = kb.shared(tb, {2, C, pv}, f32),
-          Msm = kb.shared(tb, {2, C, pc}, f32), Gsm = kb.shared(tb, {2, dk}, f32),
-          UT = kb.shared(tb, {warps, 16, pc}, f32);
+    size_t next = 0;
+    int64_t offset = 0;
+    auto alloc = [&](ArrayRef<int64_t> shape) -> Value {
+      auto &[want, t] = plan[next++];
+      assert(ArrayRef<int64_t>(want) == shape && "the shared-memory plan's order");
+      if (!fused)
+        return kb.shared(tb, shape, t);
+      Value view = kb.dynamicShared(tb, offset, shape, t);
+      offset += bytesOf(shape, t);
+      return view;
+    };
+    Value Wsm = alloc({stages, C, pk}), Qsm = alloc({stages, C, pk}),
+          Ksm = alloc({stages, C, pk}), Usm = alloc({stages, C, pv}),
+          Msm = alloc({stages, C, pc}), Gsm = alloc({stages, dk}),
+          UT = alloc({warps, 16, pc});
     // Partial X and O of each warp (KS = 2): 16 values a lane.
-    Value XP = KS == 2 ? kb.shared(tb, {warps, 16, 32}, f32) : Value();
+    Value XP = KS == 2 ? alloc({warps, 16, 32}) : Value();
+    Value Rq, Rk, Rg, Rv;
+    PrepSmem psm;
+    if (fused) {
+      Rq = alloc({2, C, dk});
+      Rk = alloc({2, C, dk});
+      Rg = alloc({2, C, dk});
+      Rv = alloc({2, C, BV});
+      psm = prepSmem(kb, C, dk, alloc);
+    }
+    assert(next == plan.size() && "every planned buffer allocated");
     Value start = kb.seqOffset(tb, lens, n), len = kb.seqLen(lens, n);
     Value nChunks = kb.ceilDiv(len, C);
     Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv), mbase = kb.mul(h, C);
@@ -532,16 +705,18 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       Value limit = kb.add(row0, kb.minu(kb.idx(C), kb.sub(len, kb.mul(ci, C))));
       SmallVector<Value> tokens;
       auto rows = [&](Value src, Value base, int64_t cols, Value dst, int64_t nRows) {
-        const int64_t per = cols / 4, total = nRows * per;
+        // 16-byte copies: 4 fp32 or 8 bf16 elements.
+        const int64_t epc = 128 / eltOf(src).getIntOrFloatBitWidth();
+        const int64_t per = cols / epc, total = nRows * per;
         for (int64_t i = 0; i < (total + threads - 1) / threads; ++i) {
           Value lin = kb.add(tb.tid, kb.idx(i * threads));
           auto copy = [&]() {
-            Value r = kb.div(lin, per), ch = kb.mul(kb.rem(lin, per), 4);
+            Value r = kb.div(lin, per), ch = kb.mul(kb.rem(lin, per), epc);
             Value row = kb.add(row0, r), ok = kb.ult(row, limit);
             return nvgpu::DeviceAsyncCopyOp::create(
                 b, loc, tokenType, dst, ValueRange{slot, r, ch}, src,
-                ValueRange{kb.select(ok, row, kb.idx(0)), kb.add(base, ch)}, b.getIndexAttr(4),
-                kb.select(ok, kb.idx(4), kb.idx(0)), b.getUnitAttr());
+                ValueRange{kb.select(ok, row, kb.idx(0)), kb.add(base, ch)}, b.getIndexAttr(epc),
+                kb.select(ok, kb.idx(epc), kb.idx(0)), b.getUnitAttr());
           };
           if (total % threads == 0)
             tokens.push_back(copy());
@@ -549,6 +724,14 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
             kb.ifThen(kb.ult(lin, kb.idx(total)), [&] { copy(); });
         }
       };
+      if (fused) {
+        rows(qIn, kbase, dk, Rq, C);
+        rows(kIn, kbase, dk, Rk, C);
+        rows(gIn, kbase, dk, Rg, C);
+        rows(vIn, kb.add(vbase, jb), BV, Rv, C);
+        nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+        return;
+      }
       rows(sc[kWHat], kbase, dk, Wsm, C);
       rows(sc[kQd], kbase, dk, Qsm, C);
       rows(sc[kKr], kbase, dk, Ksm, C);
@@ -663,6 +846,35 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       kb.ifThen(kb.ult(next, nChunks), [&] { issue(next, kb.rem(next, 2)); });
       Value slot = kb.rem(ci, 2);
       auto [row0, limit] = chunkRows(ci);
+      if (fused) {
+        // The chunk's prep from its raw rows (ring slot `slot`; rows past
+        // the chunk's end zero-filled, so its products there are zeros, as
+        // the two-launch form's zero-filled copies give) into stage 0.
+        Value r0 = row0, nc = kb.sub(limit, row0), rs = slot, z = kb.idx(0);
+        PrepIO io;
+        io.uCols = BV;
+        io.rows = [&](int which, Value c) {
+          Value bufs[] = {Rq, Rk, Rg, Rv};
+          SmallVector<Value> out;
+          for (int64_t r = 0; r < C; ++r)
+            out.push_back(kb.loadF32(bufs[which], {rs, kb.idx(r), c}));
+          return out;
+        };
+        io.beta = [&](Value r) {
+          return kb.ifElse(
+              kb.ult(r, nc), [&] { return kb.sigmoid(kb.loadF32(betaIn, {kb.add(r0, r), h})); },
+              [&] { return kb.f32(0.0); });
+        };
+        io.gLast = [&](Value c, Value val) { kb.store(val, Gsm, {z, c}); };
+        io.qd = [&](Value r, Value c, Value val) { kb.store(val, Qsm, {z, r, c}); };
+        io.kr = [&](Value r, Value c, Value val) { kb.store(val, Ksm, {z, r, c}); };
+        io.m = [&](Value r, Value j, Value val) { kb.store(val, Msm, {z, r, j}); };
+        io.w = [&](Value r, Value c, Value val) { kb.store(val, Wsm, {z, r, c}); };
+        io.u = [&](Value r, Value j, Value val) { kb.store(val, Usm, {z, r, j}); };
+        kdaPrepPhases(rule, kb, tb, C, psm, io);
+        kb.barrier(tb);
+        slot = z;
+      }
       SmallVector<Value> s(in.take_front(nS));
       // X = W^ S^T and O = Qd S^T: rows the chunk's tokens, columns the
       // warp's 16 value rows (two n8 tiles); k step t = state tile t.
@@ -815,8 +1027,8 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       for (int64_t hh = 0; hh < 2; ++hh)
         kb.storeVec({acc[4 * t + 2 * hh], acc[4 * t + 2 * hh + 1]}, S,
                     {n, h, kb.add(jw, kb.add(g, 8 * hh)), keyCol(t)});
-  }, 0, "kda_chunk_tf32_bv" + std::to_string(BV) + (KS == 2 ? "_ks2" : "") +
-                (deferO ? "_do" : ""));
+  }, dynBytes, std::string(fused ? "kda_chunk_fused" : "kda_chunk") + "_tf32_bv" +
+                      std::to_string(BV) + (KS == 2 ? "_ks2" : "") + (deferO ? "_do" : ""));
 }
 
 /// The token recurrence (decode, and the rule without a chunk size): a warp
@@ -953,6 +1165,12 @@ static void lowerDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) 
   kb.ifThenElse(
       kb.ule(T, kb.mul(N, 2)), [&] { kdaTokens(rule, kb, st); },
       [&] {
+        // K3C_KDA_FUSED=1: one launch, each block running its chunks' prep
+        // itself (kdaRecurrenceMma's fused form).
+        if (mma && intFromEnv("K3C_KDA_FUSED", 0)) {
+          kdaRecurrenceMma(rule, kb, st, sc, /*fused=*/true);
+          return;
+        }
         kdaPrep(rule, kb, st, C, sc);
         if (mma)
           kdaRecurrenceMma(rule, kb, st, sc);

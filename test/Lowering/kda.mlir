@@ -25,8 +25,9 @@
 // A state row's key columns over two warps by default (4 warps a block of
 // 32 value rows), their partial X and O summed through a shared
 // [warps, 16, 32] tile behind a second barrier a chunk; K3C_KDA_KEY_SPLIT=1:
-// one warp a row block.
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=KS2
+// one warp a row block. (K3C_KDA_DEFER_O=0 here: the pair sums X and O
+// before the barrier.)
+// RUN: env K3C_KDA_DEFER_O=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=KS2
 // RUN: env K3C_KDA_KEY_SPLIT=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=KS1
 // RUN: not env K3C_KDA_KEY_SPLIT=4 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADKS
 // KS2: gpu.launch {{.*}} = %c128{{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2) {{.*}}memref<4x16x32xf32, #gpu.address_space<workgroup>>
@@ -40,12 +41,12 @@
 // KS1-NOT: memref<4x16x32xf32
 // KS1: nvvm.mma.sync
 // KS1: gpu.terminator
-// K3C_KDA_DEFER_O=1: only X's partials before the pair's barrier (8 stores
+// By default with the key split (K3C_KDA_DEFER_O=1): only X's partials before the pair's barrier (8 stores
 // a lane, not 16); O = Qd S^T after U's warp barrier; the 4 O partials the
 // partner needs are stored after the state update and added at the next
 // chunk's barrier (the loop carries the warp's own 4 sums; one more barrier
 // after the loop for the last chunk). It needs the key split.
-// RUN: env K3C_KDA_DEFER_O=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=DEFERO
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=DEFERO
 // RUN: not env K3C_KDA_DEFER_O=1 K3C_KDA_KEY_SPLIT=1 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADDO
 // DEFERO: module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2_do)
 // DEFERO: scf.for {{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
@@ -66,14 +67,40 @@
 // K3C_KDA_BV=16: blocks of 16 value rows (two warps with the key split).
 // RUN: env K3C_KDA_BV=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=BV16
 // RUN: not env K3C_KDA_BV=48 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADBV
-// BV16: gpu.launch {{.*}} = %c64{{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv16_ks2)
+// BV16: gpu.launch {{.*}} = %c64{{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv16_ks2_do)
 // BADBV: LLVM ERROR: k3c: bad KDA chunk recurrence: K3C_KDA_BV must be 16 or 32 and divide d_v = 32, got 48
 // BADKS: LLVM ERROR: k3c: bad KDA chunk recurrence: K3C_KDA_KEY_SPLIT must be 1 or 2, got 4
 // K3C_KDA_TF32_RNA=1: the hi halves rounded to nearest (cvt.rna.tf32).
 // RUN: env K3C_KDA_TF32_RNA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=RNA
-// RNA: module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2)
+// RNA: module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2_do)
 // RNA: nvvm.convert.float.to.tf32
 // RNA: nvvm.mma.sync
+// K3C_KDA_FUSED=1: one launch instead of prep + recurrence; each block
+// runs its chunks' prep itself from the raw q, k, g (fp32) and v (bf16)
+// rows, double-buffered by cp.async in dynamic shared memory (16-byte
+// copies: 4 and 8 elements), the prep's three phases behind barriers, then
+// the recurrence. The shape for 4 heads of 32: 32 value rows a block, the
+// key split, O deferred (4 warps). The f32 build keeps the two launches.
+// RUN: env K3C_KDA_FUSED=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FUSED
+// RUN: not env K3C_KDA_FUSED=1 K3C_KDA_FUSED_BV=48 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADFBV
+// FUSED-LABEL: func.func @k3_kda_chunk_605990ac(
+// FUSED-NOT: kda_prep
+// FUSED: gpu.launch {{.*}} = %c128{{.*}} dynamic_shared_memory_size %c50944_i32 module(@k3_kda_chunk_605990ac_kda_chunk_fused_tf32_bv32_ks2_do)
+// FUSED: nvgpu.device_async_copy {{.*}}, 4, {{.*}} : memref<?x128xf32> to memref<2x16x32xf32, #gpu.address_space<workgroup>>
+// FUSED: nvgpu.device_async_copy {{.*}}, 8, {{.*}} : memref<?x128xbf16> to memref<2x16x32xbf16, #gpu.address_space<workgroup>>
+// FUSED: nvvm.cp.async.wait.group 0
+// FUSED-NEXT: gpu.barrier
+// FUSED: math.exp
+// FUSED: gpu.barrier
+// FUSED: gpu.barrier
+// FUSED: gpu.barrier
+// FUSED-NOT: gpu.terminator
+// FUSED: nvvm.mma.sync
+// FUSED: gpu.terminator
+// FUSED-LABEL: func.func @k3_kda_chunk_f32(
+// FUSED: module(@k3_kda_chunk_f32_kda_prep)
+// FUSED: module(@k3_kda_chunk_f32_kda_chunk_fma)
+// BADFBV: LLVM ERROR: k3c: bad KDA chunk recurrence: K3C_KDA_FUSED_BV must be 16, 32, 64 or 128 and divide d_v = 32, got 48
 // K3C_KDA_MMA=0: the bf16 build on the exact FMA recurrence (comparisons).
 // RUN: env K3C_KDA_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOMMA
 // Bad token-kernel switches are errors naming the switch and the value.
@@ -92,7 +119,7 @@
 // GPU: gpu.shuffle  xor
 // GPU: gpu.launch {{.*}} = %c128{{.*}} module(@k3_kda_chunk_605990ac_kda_prep) {{.*}}workgroup(%{{.*}} : memref<16x33xf32, #gpu.address_space<workgroup>>
 // GPU: gpu.barrier
-// GPU: gpu.launch {{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2) {{.*}}workgroup(
+// GPU: gpu.launch {{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2_do) {{.*}}workgroup(
 // GPU: nvgpu.device_async_copy
 // GPU: nvgpu.device_async_create_group
 // GPU: nvvm.cp.async.wait.group 0
