@@ -611,6 +611,10 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
   const int64_t KS = shape.ks;
   const bool deferO = shape.deferO;
   const int64_t warps = rowWarps * KS, threads = 32 * warps;
+  const bool bf16x3 = intFromEnv("K3C_KDA_BF16X3", 0);
+  if (bf16x3 && (dk / KS) % 16)
+    badRecurrence("K3C_KDA_BF16X3=1 needs d_k / key split a multiple of 16, got " +
+                  llvm::Twine(dk / KS));
   // Pitches (fp32 elements) that keep each warp's fragment loads free of
   // bank conflicts.
   const int64_t pk = dk + 8, pv = BV + 8, pc = C + 4;
@@ -800,6 +804,70 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
     // O = Qd S^T, bit 2: the state update U^T Kr); M U always does.
     const int64_t precise = intFromEnv("K3C_KDA_3XTF32", kKda3xTf32);
     const bool preciseX = precise & 1, preciseO = precise & 2, preciseS = precise & 4;
+    // K3C_KDA_BF16X3=1: the products as bf16 m16n8k16 MMAs instead of tf32
+    // m16n8k8 (half the MMAs for the same k, at twice the rate a k): each
+    // fp32 operand pair split into a bf16 hi word and a bf16 word of its
+    // remainder, the products marked precise (above; M U always) as hi*hi
+    // + hi*lo + lo*hi (~2^-15 of the terms, where 3xTF32 has ~2^-19), the
+    // others hi*hi. The fragments keep the tf32 form's
+    // property: the state registers are the B words of X and O as they are
+    // (k slots 2q, 2q + 1 and 2q + 8, 2q + 9 of a k16 step are the key
+    // columns of state tiles 2p and 2p + 1 a thread holds).
+    // (bf16x3: K3C_KDA_BF16X3, read before the launch.)
+    // A bf16 hi word and lo word of the fp32 pair (x0, x1) (x0 in the low
+    // halves).
+    // Both words by truncation, no conversions (the bf16 build expands
+    // f32 -> bf16 rounding into ~10 integer instructions a value): hi the
+    // top halves of x0 and x1 (one byte permute), lo those of the exact
+    // remainders x - hi; together 16 of the 24 mantissa bits, the product
+    // hi*hi + hi*lo + lo*hi within ~2^-15 of its terms.
+    auto topHalves = [&](Value x0, Value x1) -> Value {
+      return NVVM::PermuteOp::create(b, loc, i32, bits(x0), bits(x1), kb.i32Const(0x7632),
+                                     NVVM::PermuteMode::DEFAULT);
+    };
+    auto splitPair = [&](Value x0, Value x1) {
+      auto rest = [&](Value x) {
+        Value hi = arith::BitcastOp::create(
+            b, loc, f32,
+            arith::AndIOp::create(b, loc, bits(x), kb.i32Const(int32_t(0xffff0000))).getResult());
+        return kb.fsub(x, hi);
+      };
+      return std::make_pair(topHalves(x0, x1), topHalves(rest(x0), rest(x1)));
+    };
+    struct Words {
+      SmallVector<Value> hi, lo;
+    };
+    auto splitPairs = [&](ArrayRef<std::pair<Value, Value>> pairs) {
+      Words w;
+      for (auto [x0, x1] : pairs) {
+        auto [h, l] = splitPair(x0, x1);
+        w.hi.push_back(h);
+        w.lo.push_back(l);
+      }
+      return w;
+    };
+    auto mmaWords = [&](bool three, const Words &a, const Words &bw,
+                        MutableArrayRef<Value> acc) {
+      mmaBf16(kb, a.hi, bw.hi, acc);
+      if (three) {
+        mmaBf16(kb, a.hi, bw.lo, acc);
+        mmaBf16(kb, a.lo, bw.hi, acc);
+      }
+    };
+    // A words of a [16][16] fp32 tile at rows (g, g + 8): column pairs c0
+    // + 2q (a0, a1) and c1 + 2q (a2, a3).
+    auto aWords = [&](Value buf, ValueRange lead, Value c0, Value c1) {
+      SmallVector<std::pair<Value, Value>> pairs;
+      for (Value c : {c0, c1})
+        for (int64_t hh = 0; hh < 2; ++hh) {
+          SmallVector<Value> at(lead);
+          at.push_back(kb.add(g, 8 * hh));
+          at.push_back(c);
+          SmallVector<Value> v = kb.loadVec(buf, at, 2);
+          pairs.push_back({v[0], v[1]});
+        }
+      return splitPairs(pairs);
+    };
 
     const int64_t tiles = dk / 8 / KS;
     // Key column of the thread's pair in the warp's tile t.
@@ -886,16 +954,40 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
         SmallVector<Value> hi = kb.loadVec(buf, {slot, kb.add(g, 8), keyCol(t)}, 2);
         return SmallVector<Value>{lo[0], hi[0], lo[1], hi[1]};
       };
-      for (int64_t t = 0; t < tiles; ++t) {
-        SmallVector<Value> aW = aPermuted(Wsm, t), aQ;
-        if (!deferO)
-          aQ = aPermuted(Qsm, t);
-        int64_t set = 8 * (t % 2);
-        for (int64_t u = 0; u < 2; ++u) {
-          SmallVector<Value> bS{s[4 * t + 2 * u], s[4 * t + 2 * u + 1]};
-          mmaPrecise(preciseX, aW, bS, MutableArrayRef<Value>(X).slice(set + 4 * u, 4));
+      // bf16x3: k16 step p = state tiles 2p and 2p + 1; the state's words
+      // of value rows g + 8u.
+      auto stateWords = [&](ArrayRef<Value> st, int64_t p, int64_t u) {
+        return splitPairs({{st[8 * p + 2 * u], st[8 * p + 2 * u + 1]},
+                           {st[8 * p + 4 + 2 * u], st[8 * p + 4 + 2 * u + 1]}});
+      };
+      auto keyWords = [&](Value buf, int64_t p) {
+        return aWords(buf, {slot}, keyCol(2 * p), keyCol(2 * p + 1));
+      };
+      if (bf16x3) {
+        for (int64_t p = 0; p < tiles / 2; ++p) {
+          Words aW = keyWords(Wsm, p), aQ;
           if (!deferO)
-            mmaPrecise(preciseO, aQ, bS, MutableArrayRef<Value>(O).slice(set + 4 * u, 4));
+            aQ = keyWords(Qsm, p);
+          int64_t set = 8 * (p % 2);
+          for (int64_t u = 0; u < 2; ++u) {
+            Words bS = stateWords(s, p, u);
+            mmaWords(preciseX, aW, bS, MutableArrayRef<Value>(X).slice(set + 4 * u, 4));
+            if (!deferO)
+              mmaWords(preciseO, aQ, bS, MutableArrayRef<Value>(O).slice(set + 4 * u, 4));
+          }
+        }
+      } else {
+        for (int64_t t = 0; t < tiles; ++t) {
+          SmallVector<Value> aW = aPermuted(Wsm, t), aQ;
+          if (!deferO)
+            aQ = aPermuted(Qsm, t);
+          int64_t set = 8 * (t % 2);
+          for (int64_t u = 0; u < 2; ++u) {
+            SmallVector<Value> bS{s[4 * t + 2 * u], s[4 * t + 2 * u + 1]};
+            mmaPrecise(preciseX, aW, bS, MutableArrayRef<Value>(X).slice(set + 4 * u, 4));
+            if (!deferO)
+              mmaPrecise(preciseO, aQ, bS, MutableArrayRef<Value>(O).slice(set + 4 * u, 4));
+          }
         }
       }
       // The two sets of each accumulator added (element by element, the
@@ -942,11 +1034,21 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       // partner's half of it is stored after the update.
       SmallVector<Value> other;
       if (deferO) {
-        for (int64_t t = 0; t < tiles; ++t) {
-          SmallVector<Value> aQ = aPermuted(Qsm, t);
-          for (int64_t u = 0; u < 2; ++u) {
-            SmallVector<Value> bS{s[4 * t + 2 * u], s[4 * t + 2 * u + 1]};
-            mmaPrecise(preciseO, aQ, bS, MutableArrayRef<Value>(O).slice(8 * (t % 2) + 4 * u, 4));
+        if (bf16x3) {
+          for (int64_t p = 0; p < tiles / 2; ++p) {
+            Words aQ = keyWords(Qsm, p);
+            for (int64_t u = 0; u < 2; ++u)
+              mmaWords(preciseO, aQ, stateWords(s, p, u),
+                       MutableArrayRef<Value>(O).slice(8 * (p % 2) + 4 * u, 4));
+          }
+        } else {
+          for (int64_t t = 0; t < tiles; ++t) {
+            SmallVector<Value> aQ = aPermuted(Qsm, t);
+            for (int64_t u = 0; u < 2; ++u) {
+              SmallVector<Value> bS{s[4 * t + 2 * u], s[4 * t + 2 * u + 1]};
+              mmaPrecise(preciseO, aQ, bS,
+                         MutableArrayRef<Value>(O).slice(8 * (t % 2) + 4 * u, 4));
+            }
           }
         }
         mergeSets({&O});
@@ -974,7 +1076,21 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       if (KS == 2)
         for (int64_t e = 0; e < 4; ++e)
           O[e] = kb.select(kb.ieq(kh, kb.idx(0)), O[e], O[4 + e]);
-      for (int64_t kk = 0; kk < 2; ++kk) {
+      // B words of U (k = token s, n = value row j): UT[j][2q..] and
+      // UT[j][2q + 8..].
+      auto uWords = [&](Value j) {
+        SmallVector<Value> lo = kb.loadVec(UT, {tb.warp, j, q2}, 2);
+        SmallVector<Value> hi = kb.loadVec(UT, {tb.warp, j, kb.add(q2, 8)}, 2);
+        return splitPairs({{lo[0], lo[1]}, {hi[0], hi[1]}});
+      };
+      if (bf16x3) {
+        Words aM = aWords(Msm, {slot}, q2, kb.add(q2, 8));
+        for (int64_t u = 0; u < 2 / KS; ++u) {
+          Value j = KS == 2 ? kb.add(g, kb.mul(kh, kb.idx(8))) : kb.add(g, 8 * u);
+          mmaWords(true, aM, uWords(j), MutableArrayRef<Value>(O).slice(4 * u, 4));
+        }
+      }
+      for (int64_t kk = 0; kk < 2 && !bf16x3; ++kk) {
         SmallVector<Value> aMh, aMl;
         for (int64_t half = 0; half < 2; ++half)
           for (int64_t hh = 0; hh < 2; ++hh) {
@@ -999,12 +1115,25 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
         storeO(row0, limit, O);
       // S <- diag(e^G_l) S + U^T Kr; A[m = j][k = r] = UT[j][r],
       // B[k = r][n = c] = Kr[r][c].
-      SmallVector<Value> aU0 = aNatural(UT, {tb.warp}, 0), aU1 = aNatural(UT, {tb.warp}, 1);
+      SmallVector<Value> aU0, aU1;
+      Words aU;
+      if (bf16x3)
+        aU = aWords(UT, {tb.warp}, q2, kb.add(q2, 8));
+      else
+        aU0 = aNatural(UT, {tb.warp}, 0), aU1 = aNatural(UT, {tb.warp}, 1);
       for (int64_t t = 0; t < tiles; ++t) {
         SmallVector<Value> gl = kb.loadVec(Gsm, {slot, keyCol(t)}, 2);
         for (int64_t e = 0; e < 4; ++e)
           s[4 * t + e] = kb.fmul(s[4 * t + e], gl[e % 2]);
         Value c = kb.add(kc0, kb.add(g, 8 * t));
+        if (bf16x3) {
+          // B[k = r][n = c] = Kr[r][c]: rows 2q, 2q + 1 and 2q + 8, 2q + 9.
+          auto kr = [&](Value r) { return kb.load(Ksm, {slot, r, c}); };
+          Words bK = splitPairs({{kr(q2), kr(kb.add(q2, 1))},
+                                 {kr(kb.add(q2, 8)), kr(kb.add(q2, 9))}});
+          mmaWords(preciseS, aU, bK, MutableArrayRef<Value>(s).slice(4 * t, 4));
+          continue;
+        }
         for (int64_t kk = 0; kk < 2; ++kk) {
           SmallVector<Value> bK{kb.load(Ksm, {slot, kb.add(q, 8 * kk), c}),
                                 kb.load(Ksm, {slot, kb.add(q, 8 * kk + 4), c})};
@@ -1027,7 +1156,8 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       for (int64_t hh = 0; hh < 2; ++hh)
         kb.storeVec({acc[4 * t + 2 * hh], acc[4 * t + 2 * hh + 1]}, S,
                     {n, h, kb.add(jw, kb.add(g, 8 * hh)), keyCol(t)});
-  }, dynBytes, std::string(fused ? "kda_chunk_fused" : "kda_chunk") + "_tf32_bv" +
+  }, dynBytes, std::string(fused ? "kda_chunk_fused" : "kda_chunk") +
+                      (bf16x3 ? "_bf16x3_bv" : "_tf32_bv") +
                       std::to_string(BV) + (KS == 2 ? "_ks2" : "") + (deferO ? "_do" : ""));
 }
 

@@ -101,6 +101,18 @@
 // FUSED: module(@k3_kda_chunk_f32_kda_prep)
 // FUSED: module(@k3_kda_chunk_f32_kda_chunk_fma)
 // BADFBV: LLVM ERROR: k3c: bad KDA chunk recurrence: K3C_KDA_FUSED_BV must be 16, 32, 64 or 128 and divide d_v = 32, got 48
+// K3C_KDA_BF16X3=1: the recurrence's products as bf16 m16n8k16 MMAs (fp32
+// operand pairs split into bf16 hi and lo words by truncation: the top
+// halves of two values in one byte permute each), no tf32 MMA left in the
+// kernel.
+// RUN: env K3C_KDA_BF16X3=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=BF16X3
+// BF16X3: module(@k3_kda_chunk_605990ac_kda_chunk_bf16x3_bv32_ks2_do)
+// BF16X3-NOT: mma_type<tf32>
+// BF16X3: nvvm.prmt <default> %c30258_i32
+// BF16X3-NOT: mma_type<tf32>
+// BF16X3: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// BF16X3-NOT: mma_type<tf32>
+// BF16X3: gpu.terminator
 // K3C_KDA_MMA=0: the bf16 build on the exact FMA recurrence (comparisons).
 // RUN: env K3C_KDA_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOMMA
 // Bad token-kernel switches are errors naming the switch and the value.
