@@ -159,17 +159,49 @@ static int64_t kdaChunk(DeltaRuleOp rule) {
   return prepBytes(C) <= kSharedBudget ? C : 0;
 }
 
-SmallVector<ScratchNeed> kdaScratchNeeds(Operation *op) {
+/// Whether `v` (a delta rule's q or k) holds L2-normalized rows: made by an
+/// L2 norm in the same kernel, or by one in the kernel whose result feeds
+/// this kernel's argument.
+static bool fromL2Norm(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    auto kernel = dyn_cast_or_null<KernelOp>(arg.getOwner()->getParentOp());
+    if (!kernel || arg.getArgNumber() >= kernel.getInputs().size())
+      return false;
+    v = kernel.getInputs()[arg.getArgNumber()];
+  }
+  if (auto res = dyn_cast<OpResult>(v))
+    if (auto kernel = dyn_cast<KernelOp>(res.getOwner()))
+      v = kernel.getBody().front().getTerminator()->getOperand(res.getResultNumber());
+  return v.getDefiningOp<L2NormOp>() != nullptr;
+}
+
+/// K3C_KDA_SCRATCH_F16=1 (GPU, bf16 build, C = 16, q and k L2-normalized):
+/// the prep's W^, Qd and Kr rows in fp16 scratch instead of fp32. Their
+/// values are bounded by |q| and |k| (decays <= 1; W^'s rows by the WY
+/// form's contraction), far inside fp16's range, and fp16 holds the 10
+/// mantissa bits a tf32 hi word has: the recurrence reads them as exact
+/// tf32 (its products with them lose the lo terms) and moves half the
+/// bytes (0.6 of the 1.6 GB of scratch at 8192 tokens on the slice).
+static bool kdaHalfScratch(DeltaRuleOp rule, Target target) {
+  return target == Target::Gpu && TargetInfo::get(target).mmaSync && kdaChunk(rule) == 16 &&
+         intFromEnv("K3C_KDA_SCRATCH_F16", 0) &&
+         cast<ShapedType>(rule.getV().getType()).getElementType().isBF16() &&
+         fromL2Norm(rule.getQ()) && fromL2Norm(rule.getK());
+}
+
+SmallVector<ScratchNeed> kdaScratchNeeds(Operation *op, Target target) {
   auto rule = dyn_cast<DeltaRuleOp>(op);
   if (!rule || !kdaChunk(rule))
     return {};
   int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim(),
           C = kdaChunk(rule);
-  // fp32 in every build: the host and the exact f32 build read them as they
-  // are, the bf16 build's tensor-core recurrence rounds them to tf32.
+  // fp32 by default in every build: the host and the exact f32 build read
+  // them as they are, the bf16 build's tensor-core recurrence rounds them to
+  // tf32 (W^, Qd, Kr in fp16: kdaHalfScratch).
   Type f32 = Float32Type::get(rule.getContext());
-  return {ScratchNeed{{-1, H * dk}, f32}, ScratchNeed{{-1, H * dk}, f32},
-          ScratchNeed{{-1, H * dk}, f32}, ScratchNeed{{-1, H * dv}, f32},
+  Type key = kdaHalfScratch(rule, target) ? Type(Float16Type::get(rule.getContext())) : f32;
+  return {ScratchNeed{{-1, H * dk}, key}, ScratchNeed{{-1, H * dk}, key},
+          ScratchNeed{{-1, H * dk}, key}, ScratchNeed{{-1, H * dv}, f32},
           ScratchNeed{{-1, H * C}, f32},  ScratchNeed{{-1, H * dk}, f32}};
 }
 
@@ -630,6 +662,10 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
   // (past 48 KB), laid out by one list of (shape, type) in allocation order
   // so the launch's byte count and the views agree.
   const int64_t stages = fused ? 1 : 2;
+  // W^, Qd, Kr stages: fp16 where the prep writes them so (kdaHalfScratch),
+  // then exact tf32 operands; fp32 otherwise.
+  const Type keyT = fused ? f32 : eltOf(sc[kWHat]);
+  const bool half = keyT.isF16();
   SmallVector<std::pair<SmallVector<int64_t>, Type>> plan;
   auto planned = [&](ArrayRef<int64_t> shape, Type t) {
     plan.push_back({SmallVector<int64_t>(shape), t});
@@ -640,9 +676,9 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       n *= d;
     return (n + 15) / 16 * 16;
   };
-  planned({stages, C, pk}, f32); // W^
-  planned({stages, C, pk}, f32); // Qd
-  planned({stages, C, pk}, f32); // Kr
+  planned({stages, C, pk}, keyT); // W^
+  planned({stages, C, pk}, keyT); // Qd
+  planned({stages, C, pk}, keyT); // Kr
   planned({stages, C, pv}, f32); // U^
   planned({stages, C, pc}, f32); // M
   planned({stages, dk}, f32);    // e^G_l
@@ -781,8 +817,10 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       Value hiF = arith::BitcastOp::create(b, loc, f32, hi);
       return std::make_pair(hi, tf32(kb.fsub(v, hiF)));
     };
+    // aExact / bExact: that operand is a tf32 value already (its lo is 0:
+    // the term with it is left out).
     auto mmaPrecise = [&](bool three, ArrayRef<Value> a, ArrayRef<Value> bv,
-                          MutableArrayRef<Value> acc) {
+                          MutableArrayRef<Value> acc, bool aExact = false, bool bExact = false) {
       SmallVector<Value> ah, al, bh, bl;
       for (Value v : a) {
         auto [h, l] = split(v);
@@ -795,10 +833,10 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
         bl.push_back(l);
       }
       mmaTf32(kb, ah, bh, acc);
-      if (three) {
+      if (three && !bExact)
         mmaTf32(kb, ah, bl, acc);
+      if (three && !aExact)
         mmaTf32(kb, al, bh, acc);
-      }
     };
     // Which state products run in 3xTF32 (bit 0: X = W^ S^T, bit 1:
     // O = Qd S^T, bit 2: the state update U^T Kr); M U always does.
@@ -984,9 +1022,9 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
           int64_t set = 8 * (t % 2);
           for (int64_t u = 0; u < 2; ++u) {
             SmallVector<Value> bS{s[4 * t + 2 * u], s[4 * t + 2 * u + 1]};
-            mmaPrecise(preciseX, aW, bS, MutableArrayRef<Value>(X).slice(set + 4 * u, 4));
+            mmaPrecise(preciseX, aW, bS, MutableArrayRef<Value>(X).slice(set + 4 * u, 4), half);
             if (!deferO)
-              mmaPrecise(preciseO, aQ, bS, MutableArrayRef<Value>(O).slice(set + 4 * u, 4));
+              mmaPrecise(preciseO, aQ, bS, MutableArrayRef<Value>(O).slice(set + 4 * u, 4), half);
           }
         }
       }
@@ -1047,7 +1085,7 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
             for (int64_t u = 0; u < 2; ++u) {
               SmallVector<Value> bS{s[4 * t + 2 * u], s[4 * t + 2 * u + 1]};
               mmaPrecise(preciseO, aQ, bS,
-                         MutableArrayRef<Value>(O).slice(8 * (t % 2) + 4 * u, 4));
+                         MutableArrayRef<Value>(O).slice(8 * (t % 2) + 4 * u, 4), half);
             }
           }
         }
@@ -1128,16 +1166,17 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
         Value c = kb.add(kc0, kb.add(g, 8 * t));
         if (bf16x3) {
           // B[k = r][n = c] = Kr[r][c]: rows 2q, 2q + 1 and 2q + 8, 2q + 9.
-          auto kr = [&](Value r) { return kb.load(Ksm, {slot, r, c}); };
+          auto kr = [&](Value r) { return kb.loadF32(Ksm, {slot, r, c}); };
           Words bK = splitPairs({{kr(q2), kr(kb.add(q2, 1))},
                                  {kr(kb.add(q2, 8)), kr(kb.add(q2, 9))}});
           mmaWords(preciseS, aU, bK, MutableArrayRef<Value>(s).slice(4 * t, 4));
           continue;
         }
         for (int64_t kk = 0; kk < 2; ++kk) {
-          SmallVector<Value> bK{kb.load(Ksm, {slot, kb.add(q, 8 * kk), c}),
-                                kb.load(Ksm, {slot, kb.add(q, 8 * kk + 4), c})};
-          mmaPrecise(preciseS, kk ? aU1 : aU0, bK, MutableArrayRef<Value>(s).slice(4 * t, 4));
+          SmallVector<Value> bK{kb.loadF32(Ksm, {slot, kb.add(q, 8 * kk), c}),
+                                kb.loadF32(Ksm, {slot, kb.add(q, 8 * kk + 4), c})};
+          mmaPrecise(preciseS, kk ? aU1 : aU0, bK, MutableArrayRef<Value>(s).slice(4 * t, 4),
+                     false, half);
         }
       }
       if (deferO) {
@@ -1158,7 +1197,8 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
                     {n, h, kb.add(jw, kb.add(g, 8 * hh)), keyCol(t)});
   }, dynBytes, std::string(fused ? "kda_chunk_fused" : "kda_chunk") +
                       (bf16x3 ? "_bf16x3_bv" : "_tf32_bv") +
-                      std::to_string(BV) + (KS == 2 ? "_ks2" : "") + (deferO ? "_do" : ""));
+                      std::to_string(BV) + (KS == 2 ? "_ks2" : "") + (deferO ? "_do" : "") +
+                      (half ? "_h" : ""));
 }
 
 /// The token recurrence (decode, and the rule without a chunk size): a warp

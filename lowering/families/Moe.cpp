@@ -17,10 +17,10 @@ using namespace mlir::k3;
 
 namespace k3c::lowering {
 
-SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
+SmallVector<ScratchNeed> scratchNeeds(Operation *op, Target target) {
   MLIRContext *ctx = op->getContext();
   if (isa<DeltaRuleOp>(op))
-    return kdaScratchNeeds(op);
+    return kdaScratchNeeds(op, target);
   if (isa<MlaAttentionOp>(op))
     return mlaScratchNeeds(op);
   if (isa<LinearOp>(op))

@@ -113,6 +113,27 @@
 // BF16X3: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // BF16X3-NOT: mma_type<tf32>
 // BF16X3: gpu.terminator
+// K3C_KDA_SCRATCH_F16=1: where q and k are L2 norms' rows (here the
+// kernel @kda_chunk_norm's inputs come from one), the prep's W^, Qd and Kr
+// scratch is fp16 (stored by truncf, copied 8 elements a cp.async into
+// fp16 stages, widened to exact tf32 operands); elsewhere, and on the
+// host, it stays fp32.
+// RUN: env K3C_KDA_SCRATCH_F16=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HALF
+// RUN: env K3C_KDA_SCRATCH_F16=1 k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOSTHALF
+// HALF-LABEL: func.func @k3_kda_chunk_605990ac(
+// HALF-NOT: xf16
+// HALF: module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2_do)
+// HALF-NOT: xf16
+// HALF-LABEL: func.func @k3_kda_chunk_norm(
+// HALF-SAME: memref<?x128xf16>, %{{.*}}: memref<?x128xf16>, %{{.*}}: memref<?x128xf16>, %{{.*}}: memref<?x128xf32>
+// HALF: module(@k3_kda_chunk_norm_kda_prep)
+// HALF: arith.truncf {{.*}} : f32 to f16
+// HALF: module(@k3_kda_chunk_norm_kda_chunk_tf32_bv32_ks2_do_h)
+// HALF: nvgpu.device_async_copy {{.*}}, 8, {{.*}} : memref<?x128xf16> to memref<2x16x40xf16, #gpu.address_space<workgroup>>
+// HALF: arith.extf {{.*}} : f16 to f32
+// HALF: nvvm.mma.sync
+// HALF: gpu.terminator
+// HOSTHALF-NOT: xf16
 // K3C_KDA_MMA=0: the bf16 build on the exact FMA recurrence (comparisons).
 // RUN: env K3C_KDA_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOMMA
 // Bad token-kernel switches are errors naming the switch and the value.
@@ -274,4 +295,19 @@ func.func @conv_norm(%a0: tensor<?x1024xbf16>, %a1: tensor<1024x1x4xf32>, %a2: t
     k3.yield %ns, %n : tensor<?x3x1024xbf16>, tensor<?x1024xf32>
   }
   return %r#0, %r#1 : tensor<?x3x1024xbf16>, tensor<?x1024xf32>
+}
+
+func.func @kda_chunk_norm(%x: tensor<?x128xbf16>, %a2: tensor<?x128xbf16>, %a3: tensor<?x128xf32>, %a4: tensor<?x4xbf16>, %a5: tensor<?x4x32x32xf32>, %a6: tensor<?xi32>) -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>) {
+    %n:2 = k3.kernel "k3_qk_norm" family "kda_conv_gate" (%x) {bytes_per_token = 1280 : i64, flops_per_token = 512 : i64} : (tensor<?x128xbf16>) -> (tensor<?x128xf32>, tensor<?x128xf32>) {
+    ^bb0(%b0: tensor<?x128xbf16>):
+      %q = k3.l2norm %b0 {eps = 1.0e-06 : f64, head_dim = 32 : i64, scale = 0.17677669529663687 : f64} : tensor<?x128xbf16> -> tensor<?x128xf32>
+      %k = k3.l2norm %b0 {eps = 1.0e-06 : f64, head_dim = 32 : i64} : tensor<?x128xbf16> -> tensor<?x128xf32>
+      k3.yield %q, %k : tensor<?x128xf32>, tensor<?x128xf32>
+    }
+    %r:2 = k3.kernel "k3_kda_chunk_norm" family "kda_chunk" (%n#0, %n#1, %a2, %a3, %a4, %a5, %a6) {bytes_per_token = 34828 : i64, flops_per_token = 28672 : i64} : (tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x128xbf16>, tensor<?x128xf32>, tensor<?x4xbf16>, tensor<?x4x32x32xf32>, tensor<?xi32>) -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>) {
+    ^bb0(%arg401: tensor<?x128xf32>, %arg402: tensor<?x128xf32>, %arg403: tensor<?x128xbf16>, %arg404: tensor<?x128xf32>, %arg405: tensor<?x4xbf16>, %arg406: tensor<?x4x32x32xf32>, %arg407: tensor<?xi32>):
+      %result, %new_state = k3.delta_rule %arg401, %arg402, %arg403, %arg404, %arg405, %arg406, %arg407 {chunk_size = 16 : i64, gamma_type = bf16, num_heads = 4 : i64, path = #k3.chunk_path<factorized>, tile = 16 : i64, varlen_masked} : (tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x128xbf16>, tensor<?x128xf32>, tensor<?x4xbf16>, tensor<?x4x32x32xf32>, tensor<?xi32>) -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>)
+      k3.yield %result, %new_state : tensor<?x128xbf16>, tensor<?x4x32x32xf32>
+    }
+  return %r#0, %r#1 : tensor<?x128xbf16>, tensor<?x4x32x32xf32>
 }
