@@ -23,7 +23,7 @@ for A in ${ARTIFACTS:-slice-bf16}; do
   ncu -i $P/$N.ncu-rep --page details --print-details all > $P/$N-details.txt 2>&1
   ncu -i $P/$N.ncu-rep --page source --csv --print-source sass > $P/$N-source.csv 2>&1
   grep -E "^  [a-z_0-9]+ |^    (Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per Thread|SM: Pipe Tensor Cycles Active|Issue Slots Busy)" $P/$N-details.txt | awk '/^  [a-z]/{delete s} !s[$0]++' | head -80
-  for k in kda_chunk_tf32 kda_prep; do python3 ncu_mix.py $P/$N-source.csv $k; done
+  for k in kda_chunk_tf32 kda_prep short_conv kda_gate; do python3 ncu_mix.py $P/$N-source.csv $k; done
   tar czf $OUT/kda-prof-$N.tgz -C $P $N-details.txt $N-run.txt $N-source.csv
 done
 echo "done (${SECONDS}s)"
