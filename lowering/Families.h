@@ -44,7 +44,7 @@ struct ScratchNeed {
   mlir::Type elementType;
   bool deviceOnly = false; ///< only GPU kernels touch it (the host gets a stub)
 };
-llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op, Target target);
+llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op);
 /// A plain bf16 linear's split-K workspace (Dense.cpp): [kSplitK *
 /// kSplitRows, O] f32, device-only, for linears lowered on their own (not a
 /// GLU's or a projection set's) with K >= 4096 and O <= 16384, whose
@@ -52,7 +52,7 @@ llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op, Target target);
 /// alone, so host and GPU kernels keep one calling convention.
 llvm::SmallVector<ScratchNeed> linearSplitNeed(mlir::Operation *op);
 /// The KDA delta rule's chunk scratch (Kda.cpp).
-llvm::SmallVector<ScratchNeed> kdaScratchNeeds(mlir::Operation *op, Target target);
+llvm::SmallVector<ScratchNeed> kdaScratchNeeds(mlir::Operation *op);
 /// The MLA kernel's GPU scratch (Mla.cpp): the flash prefill's
 /// up-projection and the split decode's partials, device-only.
 llvm::SmallVector<ScratchNeed> mlaScratchNeeds(mlir::Operation *op);

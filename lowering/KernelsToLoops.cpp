@@ -187,7 +187,7 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
       position[r] = addArg(describe(kind, index, t, &op), MemRefType::get(t.getShape(),
                                                                           t.getElementType()));
     }
-    for (const ScratchNeed &need : scratchNeeds(&op, target)) {
+    for (const ScratchNeed &need : scratchNeeds(&op)) {
       auto t = RankedTensorType::get(
           SmallVector<int64_t>(llvm::map_range(need.shape, [](int64_t d) {
             return d < 0 ? ShapedType::kDynamic : d;

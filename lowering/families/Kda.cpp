@@ -175,21 +175,22 @@ static bool fromL2Norm(Value v) {
   return v.getDefiningOp<L2NormOp>() != nullptr;
 }
 
-/// K3C_KDA_SCRATCH_F16=1 (GPU, bf16 build, C = 16, q and k L2-normalized):
-/// the prep's W^, Qd and Kr rows in fp16 scratch instead of fp32. Their
-/// values are bounded by |q| and |k| (decays <= 1; W^'s rows by the WY
-/// form's contraction), far inside fp16's range, and fp16 holds the 10
-/// mantissa bits a tf32 hi word has: the recurrence reads them as exact
-/// tf32 (its products with them lose the lo terms) and moves half the
-/// bytes (0.6 of the 1.6 GB of scratch at 8192 tokens on the slice).
-static bool kdaHalfScratch(DeltaRuleOp rule, Target target) {
-  return target == Target::Gpu && TargetInfo::get(target).mmaSync && kdaChunk(rule) == 16 &&
-         intFromEnv("K3C_KDA_SCRATCH_F16", 0) &&
+/// K3C_KDA_SCRATCH_F16=1 (bf16 build, C = 16, q and k L2-normalized): the
+/// prep's W^, Qd and Kr rows in fp16 scratch instead of fp32. Their values
+/// are bounded by |q| and |k| (decays <= 1; W^'s rows by the WY form's
+/// contraction), far inside fp16's range, and fp16 holds the 10 mantissa
+/// bits a tf32 hi word has: the GPU recurrence reads them as exact tf32
+/// (its products with them lose the lo terms) and moves half the bytes (0.6
+/// of the 1.6 GB of scratch at 8192 tokens on the slice). The same on every
+/// target (scratch is part of the kernel's calling convention, which the
+/// host and GPU lowerings share): the host recurrence widens them.
+static bool kdaHalfScratch(DeltaRuleOp rule) {
+  return kdaChunk(rule) == 16 && intFromEnv("K3C_KDA_SCRATCH_F16", 0) &&
          cast<ShapedType>(rule.getV().getType()).getElementType().isBF16() &&
          fromL2Norm(rule.getQ()) && fromL2Norm(rule.getK());
 }
 
-SmallVector<ScratchNeed> kdaScratchNeeds(Operation *op, Target target) {
+SmallVector<ScratchNeed> kdaScratchNeeds(Operation *op) {
   auto rule = dyn_cast<DeltaRuleOp>(op);
   if (!rule || !kdaChunk(rule))
     return {};
@@ -199,7 +200,7 @@ SmallVector<ScratchNeed> kdaScratchNeeds(Operation *op, Target target) {
   // them as they are, the bf16 build's tensor-core recurrence rounds them to
   // tf32 (W^, Qd, Kr in fp16: kdaHalfScratch).
   Type f32 = Float32Type::get(rule.getContext());
-  Type key = kdaHalfScratch(rule, target) ? Type(Float16Type::get(rule.getContext())) : f32;
+  Type key = kdaHalfScratch(rule) ? Type(Float16Type::get(rule.getContext())) : f32;
   return {ScratchNeed{{-1, H * dk}, key}, ScratchNeed{{-1, H * dk}, key},
           ScratchNeed{{-1, H * dk}, key}, ScratchNeed{{-1, H * dv}, f32},
           ScratchNeed{{-1, H * C}, f32},  ScratchNeed{{-1, H * dk}, f32}};

@@ -17,10 +17,10 @@ using namespace mlir::k3;
 
 namespace k3c::lowering {
 
-SmallVector<ScratchNeed> scratchNeeds(Operation *op, Target target) {
+SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
   MLIRContext *ctx = op->getContext();
   if (isa<DeltaRuleOp>(op))
-    return kdaScratchNeeds(op, target);
+    return kdaScratchNeeds(op);
   if (isa<MlaAttentionOp>(op))
     return mlaScratchNeeds(op);
   if (isa<LinearOp>(op))

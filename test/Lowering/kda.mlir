@@ -116,8 +116,9 @@
 // K3C_KDA_SCRATCH_F16=1: where q and k are L2 norms' rows (here the
 // kernel @kda_chunk_norm's inputs come from one), the prep's W^, Qd and Kr
 // scratch is fp16 (stored by truncf, copied 8 elements a cp.async into
-// fp16 stages, widened to exact tf32 operands); elsewhere, and on the
-// host, it stays fp32.
+// fp16 stages, widened to exact tf32 operands); elsewhere it stays fp32.
+// The host lowering makes the same choice (scratch is part of the calling
+// convention the two targets share) and widens the fp16 rows it stages.
 // RUN: env K3C_KDA_SCRATCH_F16=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HALF
 // RUN: env K3C_KDA_SCRATCH_F16=1 k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOSTHALF
 // HALF-LABEL: func.func @k3_kda_chunk_605990ac(
@@ -133,7 +134,12 @@
 // HALF: arith.extf {{.*}} : f16 to f32
 // HALF: nvvm.mma.sync
 // HALF: gpu.terminator
+// HOSTHALF-LABEL: func.func @k3_kda_chunk_605990ac(
 // HOSTHALF-NOT: xf16
+// HOSTHALF-LABEL: func.func @k3_kda_chunk_norm(
+// HOSTHALF-SAME: memref<?x128xf16>, %{{.*}}: memref<?x128xf16>, %{{.*}}: memref<?x128xf16>, %{{.*}}: memref<?x128xf32>
+// HOSTHALF: arith.truncf {{.*}} : f32 to f16
+// HOSTHALF: arith.extf {{.*}} : f16 to f32
 // K3C_KDA_MMA=0: the bf16 build on the exact FMA recurrence (comparisons).
 // RUN: env K3C_KDA_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOMMA
 // Bad token-kernel switches are errors naming the switch and the value.

@@ -194,6 +194,34 @@ struct StagedDir {
   }
 };
 
+/// The manifest describes each kernel's arguments once, from the host
+/// lowering; the sm_90a lowering must agree (scratch dtypes and shapes
+/// included), or the runtime would size buffers for the wrong kernel.
+/// Returns what differs, empty when they agree.
+static std::string conventionMismatch(const std::vector<::k3c::lowering::KernelInfo> &host,
+                                      const std::vector<::k3c::lowering::KernelInfo> &gpu) {
+  if (host.size() != gpu.size())
+    return std::to_string(host.size()) + " host kernels but " + std::to_string(gpu.size()) +
+           " sm_90a kernels";
+  for (size_t i = 0; i < host.size(); ++i) {
+    const auto &h = host[i], &g = gpu[i];
+    if (h.name != g.name)
+      return "kernel " + std::to_string(i) + " is " + h.name + " on the host but " + g.name +
+             " for sm_90a";
+    if (h.args.size() != g.args.size())
+      return h.name + ": " + std::to_string(h.args.size()) + " arguments on the host but " +
+             std::to_string(g.args.size()) + " for sm_90a";
+    for (size_t a = 0; a < h.args.size(); ++a) {
+      const auto &x = h.args[a], &y = g.args[a];
+      if (x.kind != y.kind || x.index != y.index || x.component != y.component ||
+          x.dtype != y.dtype || x.shape != y.shape || x.deviceOnly != y.deviceOnly)
+        return h.name + ": argument " + std::to_string(a) + " differs (host " + x.dtype +
+               ", sm_90a " + y.dtype + ")";
+    }
+  }
+  return "";
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   registerAsmPrinterCLOptions();
@@ -518,6 +546,12 @@ int main(int argc, char **argv) {
                                                               ::k3c::lowering::Target::Gpu);
       if (failed(gpuLowered)) {
         llvm::errs() << "k3-compile: error: lowering the kernels for sm_90a failed\n";
+        return 1;
+      }
+      if (std::string why = conventionMismatch(kernels, gpuKernels); !why.empty()) {
+        llvm::errs() << "k3-compile: internal error: the host and sm_90a kernels disagree on "
+                        "their calling convention: "
+                     << why << "\n";
         return 1;
       }
       OwningOpRef<ModuleOp> gpuLoops = std::move(*gpuLowered);
