@@ -247,6 +247,15 @@ ChunkSlot findChunk(KernelBuilder &kb, ThreadBlock &tb, Value lens, Value slot,
   return {kb.ieq(r[0], one), r[1], r[2], r[3], r[4]};
 }
 
+/// K3C_KDA_PREP_MMA=1 (with the tensor-core recurrence, factorized path):
+/// the prep's phase B as two tf32 MMA products (kdaPrepPhases) instead of a
+/// d_k-long loop a pair; the same sums to ~2^-19 of their terms (3xTF32),
+/// not the same bits.
+static bool kdaPrepMma(DeltaRuleOp rule) {
+  bool pairwise = rule.getPath() && *rule.getPath() == ChunkPath::pairwise;
+  return !pairwise && rule.getKeyDim() % 8 == 0 && intFromEnv("K3C_KDA_PREP_MMA", 0);
+}
+
 /// Where the prep phases of one (chunk, head) read their inputs and put
 /// their products: the prep launch's global rows and scratch, or the fused
 /// kernel's shared-memory stages (kdaChunkFused).
@@ -262,6 +271,8 @@ struct PrepIO {
   std::function<void(Value r, Value c, Value v)> qd, kr, m, w, u;
   std::function<void(Value c, Value v)> gLast;
   int64_t uCols = 0; ///< value columns the substitution produces
+  /// Phase B on tensor cores (kdaPrepPhases; factorized path, GPU, C = 16).
+  bool mmaB = false;
 };
 
 /// The prep phases' shared buffers: G, Kd, Qd, Ke (k e^-G; raw k on the
@@ -320,36 +331,87 @@ static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, 
   kb.strided(tb, kb.idx(0), kb.idx(C), [&](Value r) { kb.store(io.beta(r), sm.B, {r}); });
   kb.barrier(tb);
   // B. L and M over the (i, j) pairs with j <= i (zeros above the diagonal).
-  kb.strided(tb, kb.idx(0), kb.idx(C * C), [&](Value p) {
-    Value i = kb.div(p, C), j = kb.rem(p, C);
-    auto put = [&](Value lij, Value mij) {
-      kb.store(lij, sm.L, {i, j});
-      io.m(i, j, mij);
+  // mmaB: as two 16 x 16 x d_k products, Kd Ke^T (L before beta) and Qd Ke^T
+  // (M), one m16n8 tile a warp (warps 0-3: product w / 2, key rows 8 (w % 2)
+  // ..), tf32 mma.sync m16n8k8 in 3xTF32 (hi*hi + hi*lo + lo*hi, two
+  // accumulator sets), instead of a d_k-long dependent loop a pair (blocks
+  // of at least 4 warps).
+  if (io.mmaB && tb.warps >= 4) {
+    assert(!pairwise && C == 16 && dk % 8 == 0 && "phase B's MMA form");
+    OpBuilder &b = kb.b;
+    Type i32 = b.getI32Type(), f32 = b.getF32Type();
+    auto split = [&](Value v) {
+      Value bits = arith::BitcastOp::create(b, kb.loc, i32, v);
+      Value hi = arith::AndIOp::create(b, kb.loc, bits, kb.i32Const(int32_t(0xffffe000)));
+      Value lo = kb.fsub(v, arith::BitcastOp::create(b, kb.loc, f32, hi));
+      return std::make_pair(hi, Value(arith::BitcastOp::create(b, kb.loc, i32, lo)));
     };
-    kb.ifThenElse(
-        kb.ule(j, i),
-        [&] {
-          auto pair = kb.loop(
-              kb.idx(0), kb.idx(dk), ValueRange{kb.f32(0.0), kb.f32(0.0)},
-              [&](Value c, ValueRange a) {
-                Value kj = kb.load(sm.Ke, {j, c}), ki, qi;
-                if (pairwise) {
-                  Value d = kb.exp(kb.fsub(kb.load(sm.G, {i, c}), kb.load(sm.G, {j, c})));
-                  kj = kb.fmul(kj, d);
-                  ki = kb.load(sm.Ke, {i, c});
-                  qi = kb.load(sm.Qr, {i, c});
-                } else {
-                  ki = kb.load(sm.Kd, {i, c});
-                  qi = kb.load(sm.Qd, {i, c});
-                }
-                return SmallVector<Value>{kb.fadd(a[0], kb.fmul(ki, kj)),
-                                          kb.fadd(a[1], kb.fmul(qi, kj))};
-              });
-          put(kb.select(kb.ult(j, i), kb.fmul(kb.load(sm.B, {i}), pair[0]), kb.f32(0.0)),
-              pair[1]);
-        },
-        [&] { put(kb.f32(0.0), kb.f32(0.0)); });
-  });
+    Value g = kb.div(tb.lane, 4), q = kb.rem(tb.lane, 4);
+    kb.ifThen(kb.ult(tb.warp, kb.idx(4)), [&] {
+      Value isM = kb.ule(kb.idx(2), tb.warp), j0 = kb.mul(kb.rem(tb.warp, kb.idx(2)), 8);
+      SmallVector<Value> acc(8, kb.f32(0.0));
+      for (int64_t kk = 0; kk < dk / 8; ++kk) {
+        SmallVector<Value> ah, al, bh, bl;
+        for (int64_t half = 0; half < 2; ++half)
+          for (int64_t hh = 0; hh < 2; ++hh) {
+            Value r = kb.add(g, 8 * hh), c = kb.add(q, 8 * kk + 4 * half);
+            auto [h, l] = split(kb.select(isM, kb.load(sm.Qd, {r, c}), kb.load(sm.Kd, {r, c})));
+            ah.push_back(h);
+            al.push_back(l);
+          }
+        for (int64_t half = 0; half < 2; ++half) {
+          auto [h, l] = split(kb.load(sm.Ke, {kb.add(j0, g), kb.add(q, 8 * kk + 4 * half)}));
+          bh.push_back(h);
+          bl.push_back(l);
+        }
+        MutableArrayRef<Value> set = MutableArrayRef<Value>(acc).slice(4 * (kk % 2), 4);
+        mmaTf32(kb, ah, bh, set);
+        mmaTf32(kb, ah, bl, set);
+        mmaTf32(kb, al, bh, set);
+      }
+      for (int64_t e = 0; e < 4; ++e) {
+        Value v = kb.fadd(acc[e], acc[4 + e]);
+        Value i = kb.add(g, 8 * (e / 2)), j = kb.add(j0, kb.add(kb.mul(q, 2), kb.idx(e % 2)));
+        kb.ifThenElse(
+            isM, [&] { io.m(i, j, kb.select(kb.ule(j, i), v, kb.f32(0.0))); },
+            [&] {
+              kb.store(kb.select(kb.ult(j, i), kb.fmul(kb.load(sm.B, {i}), v), kb.f32(0.0)),
+                       sm.L, {i, j});
+            });
+      }
+    });
+  } else {
+    kb.strided(tb, kb.idx(0), kb.idx(C * C), [&](Value p) {
+      Value i = kb.div(p, C), j = kb.rem(p, C);
+      auto put = [&](Value lij, Value mij) {
+        kb.store(lij, sm.L, {i, j});
+        io.m(i, j, mij);
+      };
+      kb.ifThenElse(
+          kb.ule(j, i),
+          [&] {
+            auto pair = kb.loop(
+                kb.idx(0), kb.idx(dk), ValueRange{kb.f32(0.0), kb.f32(0.0)},
+                [&](Value c, ValueRange a) {
+                  Value kj = kb.load(sm.Ke, {j, c}), ki, qi;
+                  if (pairwise) {
+                    Value d = kb.exp(kb.fsub(kb.load(sm.G, {i, c}), kb.load(sm.G, {j, c})));
+                    kj = kb.fmul(kj, d);
+                    ki = kb.load(sm.Ke, {i, c});
+                    qi = kb.load(sm.Qr, {i, c});
+                  } else {
+                    ki = kb.load(sm.Kd, {i, c});
+                    qi = kb.load(sm.Qd, {i, c});
+                  }
+                  return SmallVector<Value>{kb.fadd(a[0], kb.fmul(ki, kj)),
+                                            kb.fadd(a[1], kb.fmul(qi, kj))};
+                });
+            put(kb.select(kb.ult(j, i), kb.fmul(kb.load(sm.B, {i}), pair[0]), kb.f32(0.0)),
+                pair[1]);
+          },
+          [&] { put(kb.f32(0.0), kb.f32(0.0)); });
+    });
+  }
   kb.barrier(tb);
   // C. Threads over the dk columns of W^ and the uCols columns of U^: the
   // forward substitution u_r = beta_r x_r - sum_{s<r} L[r][s] u_s.
@@ -409,7 +471,7 @@ static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, 
 /// Launch 1 of the chunked form: a block per (chunk, head), its products
 /// into per-token scratch.
 static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t C,
-                    ArrayRef<Value> sc) {
+                    ArrayRef<Value> sc, bool mmaB) {
   int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
   Value q = st.get(rule.getQ()), k = st.get(rule.getK()), v = st.get(rule.getV()),
         g = st.get(rule.getG()), beta = st.get(rule.getBeta()), lens = st.get(rule.getSeqLens());
@@ -439,6 +501,7 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
       };
       PrepIO io;
       io.uCols = dv;
+      io.mmaB = mmaB;
       io.rows = [&](int which, Value c) {
         Value bufs[] = {q, k, g};
         return which == 3 ? rowLoads(v, kb.add(vbase, c)) : rowLoads(bufs[which], kb.add(kbase, c));
@@ -960,6 +1023,7 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
         Value r0 = row0, nc = kb.sub(limit, row0), rs = slot, z = kb.idx(0);
         PrepIO io;
         io.uCols = BV;
+        io.mmaB = kdaPrepMma(rule);
         io.rows = [&](int which, Value c) {
           Value bufs[] = {Rq, Rk, Rg, Rv};
           SmallVector<Value> out;
@@ -1342,7 +1406,7 @@ static void lowerDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) 
           kdaRecurrenceMma(rule, kb, st, sc, /*fused=*/true);
           return;
         }
-        kdaPrep(rule, kb, st, C, sc);
+        kdaPrep(rule, kb, st, C, sc, mma && kdaPrepMma(rule));
         if (mma)
           kdaRecurrenceMma(rule, kb, st, sc);
         else

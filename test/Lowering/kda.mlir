@@ -140,6 +140,24 @@
 // HOSTHALF-SAME: memref<?x128xf16>, %{{.*}}: memref<?x128xf16>, %{{.*}}: memref<?x128xf16>, %{{.*}}: memref<?x128xf32>
 // HOSTHALF: arith.truncf {{.*}} : f32 to f16
 // HOSTHALF: arith.extf {{.*}} : f16 to f32
+// K3C_KDA_PREP_MMA=1: the prep's phase B (factorized path, with the
+// tensor-core recurrence) as Kd Ke^T and Qd Ke^T on tf32 mma.sync in
+// 3xTF32, one m16n8 tile a warp: 4 k steps x 3 MMAs for d_k = 32, no loop
+// over key columns; the f32 build's prep keeps the loop.
+// RUN: env K3C_KDA_PREP_MMA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PREPMMA
+// PREPMMA-LABEL: func.func @k3_kda_chunk_605990ac(
+// PREPMMA: module(@k3_kda_chunk_605990ac_kda_prep)
+// PREPMMA: gpu.barrier
+// PREPMMA-NOT: scf.for
+// PREPMMA-COUNT-12: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<tf32>
+// PREPMMA-NOT: nvvm.mma.sync
+// PREPMMA: gpu.barrier
+// PREPMMA: gpu.terminator
+// PREPMMA-LABEL: func.func @k3_kda_chunk_f32(
+// PREPMMA: module(@k3_kda_chunk_f32_kda_prep)
+// PREPMMA-NOT: nvvm.mma.sync
+// PREPMMA: scf.for
+// PREPMMA: module(@k3_kda_chunk_f32_kda_chunk_fma)
 // K3C_KDA_MMA=0: the bf16 build on the exact FMA recurrence (comparisons).
 // RUN: env K3C_KDA_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOMMA
 // Bad token-kernel switches are errors naming the switch and the value.
