@@ -303,6 +303,12 @@ static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, 
                           const PrepSmem &sm, const PrepIO &io) {
   const int64_t dk = rule.getKeyDim();
   const bool pairwise = rule.getPath() && *rule.getPath() == ChunkPath::pairwise;
+  // beta first where a thread takes one row (GPU): its load is then in
+  // flight during phase A instead of after it (the store waits at the end).
+  Value betaEarly;
+  if (tb.launch && tb.threads >= C)
+    betaEarly = kb.ifElse(
+        kb.ult(tb.tid, kb.idx(C)), [&] { return io.beta(tb.tid); }, [&] { return kb.f32(0.0); });
   // A. Threads over key channels: the cumulative gate and decayed q/k.
   // The chunk's rows are loaded all at once, so the loads overlap instead
   // of one latency a row.
@@ -328,7 +334,10 @@ static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, 
       io.kr(ri, c, kb.fmul(kv[r], kb.exp(kb.fsub(last, cum[r]))));
     }
   });
-  kb.strided(tb, kb.idx(0), kb.idx(C), [&](Value r) { kb.store(io.beta(r), sm.B, {r}); });
+  if (betaEarly)
+    kb.ifThen(kb.ult(tb.tid, kb.idx(C)), [&] { kb.store(betaEarly, sm.B, {tb.tid}); });
+  else
+    kb.strided(tb, kb.idx(0), kb.idx(C), [&](Value r) { kb.store(io.beta(r), sm.B, {r}); });
   kb.barrier(tb);
   // B. L and M over the (i, j) pairs with j <= i (zeros above the diagonal).
   // mmaB: as two 16 x 16 x d_k products, Kd Ke^T (L before beta) and Qd Ke^T
