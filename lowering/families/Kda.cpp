@@ -256,6 +256,19 @@ static bool kdaPrepMma(DeltaRuleOp rule) {
   return !pairwise && rule.getKeyDim() % 8 == 0 && intFromEnv("K3C_KDA_PREP_MMA", 0);
 }
 
+/// The hi and lo words of an fp32 operand for a 3xTF32 product, without
+/// conversions: hi = v with its 13 low mantissa bits cleared (the tensor
+/// core reads the top 19 bits of a .tf32 register and ignores the rest), lo
+/// = v - hi (exact), passed as its raw bits.
+static std::pair<Value, Value> tf32Words(KernelBuilder &kb, Value v) {
+  OpBuilder &b = kb.b;
+  Type i32 = b.getI32Type();
+  Value hi = arith::AndIOp::create(b, kb.loc, arith::BitcastOp::create(b, kb.loc, i32, v),
+                                   kb.i32Const(int32_t(0xffffe000)));
+  Value lo = kb.fsub(v, arith::BitcastOp::create(b, kb.loc, b.getF32Type(), hi));
+  return {hi, arith::BitcastOp::create(b, kb.loc, i32, lo)};
+}
+
 /// Where the prep phases of one (chunk, head) read their inputs and put
 /// their products: the prep launch's global rows and scratch, or the fused
 /// kernel's shared-memory stages (kdaChunkFused).
@@ -347,14 +360,7 @@ static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, 
   // of at least 4 warps).
   if (io.mmaB && tb.warps >= 4) {
     assert(!pairwise && C == 16 && dk % 8 == 0 && "phase B's MMA form");
-    OpBuilder &b = kb.b;
-    Type i32 = b.getI32Type(), f32 = b.getF32Type();
-    auto split = [&](Value v) {
-      Value bits = arith::BitcastOp::create(b, kb.loc, i32, v);
-      Value hi = arith::AndIOp::create(b, kb.loc, bits, kb.i32Const(int32_t(0xffffe000)));
-      Value lo = kb.fsub(v, arith::BitcastOp::create(b, kb.loc, f32, hi));
-      return std::make_pair(hi, Value(arith::BitcastOp::create(b, kb.loc, i32, lo)));
-    };
+    auto split = [&](Value v) { return tf32Words(kb, v); };
     Value g = kb.div(tb.lane, 4), q = kb.rem(tb.lane, 4);
     kb.ifThen(kb.ult(tb.warp, kb.idx(4)), [&] {
       Value isM = kb.ule(kb.idx(2), tb.warp), j0 = kb.mul(kb.rem(tb.warp, kb.idx(2)), 8);
@@ -881,14 +887,11 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
     };
     // Products in 3xTF32 (hi*hi + hi*lo + lo*hi: fp32-level) or one tf32
     // MMA; `a` and `b` are the fp32 operand values.
-    auto split = [&](Value v) {
-      Value hi = rna ? tf32(v)
-                     : arith::AndIOp::create(b, loc, bits(v),
-                                             arith::ConstantOp::create(
-                                                 b, loc, b.getI32IntegerAttr(int32_t(0xffffe000))))
-                           .getResult();
-      Value hiF = arith::BitcastOp::create(b, loc, f32, hi);
-      return std::make_pair(hi, tf32(kb.fsub(v, hiF)));
+    auto split = [&](Value v) -> std::pair<Value, Value> {
+      if (!rna)
+        return tf32Words(kb, v);
+      Value hi = tf32(v);
+      return {hi, tf32(kb.fsub(v, arith::BitcastOp::create(b, loc, f32, hi)))};
     };
     // aExact / bExact: that operand is a tf32 value already (its lo is 0:
     // the term with it is left out).
