@@ -73,6 +73,19 @@ constexpr int64_t kKdaPrepThreads = 128; ///< KDA: a prep block per (chunk, head
 /// tokens, o against fp64 1.66e-3 -> 1.73e-3, the state unchanged, every
 /// k3-tiny bf16 model check passing (docs/perf.md, session 16).
 constexpr int64_t kKda3xTf32 = 5;
+/// KDA scratch rows in fp16 (bits as above: 1 W^, 2 Qd, 4 Kr; bf16 build,
+/// q and k from L2 norms): none by default. 7 took the delta rule 2.96 ->
+/// 2.55 ms at 8192 tokens (the lo terms of W^ and Kr's products dropped)
+/// but raised the state's error vs fp64 1.4e-6 -> 1.9e-4 and failed the
+/// k3-tiny softplus check on the H200 (1.01 of its bound); 2 (Qd, which
+/// feeds only O, a plain tf32 product) keeps every error but gained
+/// nothing: 2.85 -> 2.90 ms, the recurrence is issue-bound, not
+/// memory-bound (docs/perf.md, session 17).
+constexpr int64_t kKdaHalfScratch = 0;
+/// KDA prep phase B (Kd Ke^T, Qd Ke^T) on tf32 MMAs in 3xTF32 (factorized
+/// path): 2.96 -> 2.85 ms at 8192 tokens, the same errors vs fp64, every
+/// k3-tiny bf16 check passing (docs/perf.md, session 17).
+constexpr int64_t kKdaPrepMma = 1;
 constexpr int64_t kConvThreads = 256;   ///< short conv: channels a block
 constexpr int64_t kConvTokens = 32;     ///< short conv: tokens a block slides over
 constexpr int64_t kConvUnroll = 8;      ///< short conv: tokens whose loads go together

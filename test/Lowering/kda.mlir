@@ -113,14 +113,19 @@
 // BF16X3: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // BF16X3-NOT: mma_type<tf32>
 // BF16X3: gpu.terminator
-// K3C_KDA_SCRATCH_F16=1: where q and k are L2 norms' rows (here the
-// kernel @kda_chunk_norm's inputs come from one), the prep's W^, Qd and Kr
-// scratch is fp16 (stored by truncf, copied 8 elements a cp.async into
-// fp16 stages, widened to exact tf32 operands); elsewhere it stays fp32.
-// The host lowering makes the same choice (scratch is part of the calling
-// convention the two targets share) and widens the fp16 rows it stages.
-// RUN: env K3C_KDA_SCRATCH_F16=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HALF
-// RUN: env K3C_KDA_SCRATCH_F16=1 k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOSTHALF
+// K3C_KDA_SCRATCH_F16=MASK (1 W^, 2 Qd, 4 Kr): where q and k are L2 norms'
+// rows (here the kernel @kda_chunk_norm's inputs come from one), those of
+// the prep's W^, Qd and Kr scratch are fp16 (stored by truncf, copied 8
+// elements a cp.async into fp16 stages, widened to exact tf32 operands);
+// elsewhere they stay fp32. None by default; 2 takes Qd alone (the
+// recurrence's name says which: _h2), 7 all three. The host lowering makes the
+// same choice (scratch is part of the calling convention the two targets
+// share) and widens the fp16 rows it stages.
+// RUN: env K3C_KDA_SCRATCH_F16=7 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HALF
+// RUN: env K3C_KDA_SCRATCH_F16=7 k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOSTHALF
+// RUN: env K3C_KDA_SCRATCH_F16=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefixes=QDHALF,QDGPU
+// RUN: env K3C_KDA_SCRATCH_F16=2 k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=QDHALF
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOHALF
 // HALF-LABEL: func.func @k3_kda_chunk_605990ac(
 // HALF-NOT: xf16
 // HALF: module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2_do)
@@ -129,7 +134,7 @@
 // HALF-SAME: memref<?x128xf16>, %{{.*}}: memref<?x128xf16>, %{{.*}}: memref<?x128xf16>, %{{.*}}: memref<?x128xf32>
 // HALF: module(@k3_kda_chunk_norm_kda_prep)
 // HALF: arith.truncf {{.*}} : f32 to f16
-// HALF: module(@k3_kda_chunk_norm_kda_chunk_tf32_bv32_ks2_do_h)
+// HALF: module(@k3_kda_chunk_norm_kda_chunk_tf32_bv32_ks2_do_h7)
 // HALF: nvgpu.device_async_copy {{.*}}, 8, {{.*}} : memref<?x128xf16> to memref<2x16x40xf16, #gpu.address_space<workgroup>>
 // HALF: arith.extf {{.*}} : f16 to f32
 // HALF: nvvm.mma.sync
@@ -140,11 +145,20 @@
 // HOSTHALF-SAME: memref<?x128xf16>, %{{.*}}: memref<?x128xf16>, %{{.*}}: memref<?x128xf16>, %{{.*}}: memref<?x128xf32>
 // HOSTHALF: arith.truncf {{.*}} : f32 to f16
 // HOSTHALF: arith.extf {{.*}} : f16 to f32
-// K3C_KDA_PREP_MMA=1: the prep's phase B (factorized path, with the
-// tensor-core recurrence) as Kd Ke^T and Qd Ke^T on tf32 mma.sync in
-// 3xTF32, one m16n8 tile a warp: 4 k steps x 3 MMAs for d_k = 32, no loop
-// over key columns; the f32 build's prep keeps the loop.
-// RUN: env K3C_KDA_PREP_MMA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PREPMMA
+// QDHALF-LABEL: func.func @k3_kda_chunk_605990ac(
+// QDHALF-NOT: xf16
+// QDHALF-LABEL: func.func @k3_kda_chunk_norm(
+// QDHALF-SAME: %arg7: memref<?x128xbf16>, %arg8: memref<?x128xf32>, %arg9: memref<?x128xf16>, %arg10: memref<?x128xf32>, %arg11: memref<?x128xf32>
+// QDGPU: module(@k3_kda_chunk_norm_kda_chunk_tf32_bv32_ks2_do_h2)
+// NOHALF-LABEL: func.func @k3_kda_chunk_norm(
+// NOHALF-NOT: xf16
+// NOHALF: module(@k3_kda_chunk_norm_kda_chunk_tf32_bv32_ks2_do)
+// NOHALF-NOT: xf16
+// The prep's phase B (factorized path, with the tensor-core recurrence; by
+// default, K3C_KDA_PREP_MMA=0 gives the loop) as Kd Ke^T and Qd Ke^T on tf32
+// mma.sync in 3xTF32, one m16n8 tile a warp: 4 k steps x 3 MMAs for d_k =
+// 32, no loop over key columns; the f32 build's prep keeps the loop.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PREPMMA
 // PREPMMA-LABEL: func.func @k3_kda_chunk_605990ac(
 // PREPMMA: module(@k3_kda_chunk_605990ac_kda_prep)
 // PREPMMA: gpu.barrier
