@@ -86,9 +86,15 @@ constexpr int64_t kKdaHalfScratch = 0;
 /// path): 2.96 -> 2.85 ms at 8192 tokens, the same errors vs fp64, every
 /// k3-tiny bf16 check passing (docs/perf.md, session 17).
 constexpr int64_t kKdaPrepMma = 1;
+/// Its prep launch (with kKdaPrepMma) held at >= 5 blocks an SM: ptxas
+/// fits it in 96 registers (was 128; 8 bytes of spill), 20 warps an SM
+/// instead of 16 for a memory-bound kernel (~3 GB at 8192 tokens on the
+/// slice): the delta rule 2.90 -> 2.79 ms, bit-identical (docs/perf.md,
+/// session 17). The pairwise path's prep (152 registers) is not bounded.
+constexpr int64_t kKdaPrepMinBlocks = 5;
 constexpr int64_t kConvThreads = 256;   ///< short conv: channels a block
 constexpr int64_t kConvTokens = 32;     ///< short conv: tokens a block slides over
-constexpr int64_t kConvUnroll = 8;      ///< short conv: tokens whose loads go together
+constexpr int64_t kConvUnroll = 4;      ///< short conv: tokens whose loads go together
 constexpr int64_t kConvChannels = 4;    ///< short conv: channels a thread (at most)
 constexpr int64_t kSharedBudget = 48 * 1024; ///< static shared memory a block
 

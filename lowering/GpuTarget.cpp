@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lowering/KernelBuilder.h"
 #include "lowering/Lowering.h"
 #include "lowering/TargetInfo.h"
 
@@ -38,6 +39,7 @@
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
+#include "llvm/ADT/StringMap.h"
 #include "mlir/IR/Threading.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -108,12 +110,15 @@ static std::string outlinePipeline() {
 }
 // bf16 conversions: arith-expand{include-bf16=true} rewrites every f32 <-> bf16
 // truncf / extf into integer code (round to nearest even by hand: ~10 PTX
-// instructions a value in the short convolution's stores). sm_90 converts
-// natively (cvt.rn.bf16.f32 / cvt.rn.bf16x2.f32, also round to nearest
-// even: the same values); K3C_BF16_NATIVE=1 leaves the conversions to NVPTX
-// (not yet measured on a GPU, so off by default).
+// instructions a value). sm_90 converts natively (cvt.rn.bf16.f32 /
+// cvt.rn.bf16x2.f32, also round to nearest even: the same values, NaN
+// payloads aside), which is the default since session 17: with the short
+// convolution's unroll at 4 it took the q/k/v convolutions and the gate
+// from 1.43 to 1.19 ms at 8192 tokens on the slice (docs/perf.md; at an
+// unroll of 8 it had raised their registers 128 -> 164, one block an SM,
+// and slowed them). K3C_BF16_NATIVE=0 keeps the integer code.
 static std::string nvvmPipeline() {
-  const bool native = intFromEnv("K3C_BF16_NATIVE", 0) != 0;
+  const bool native = intFromEnv("K3C_BF16_NATIVE", 1) != 0;
   return std::string("gpu.module(lower-affine,arith-expand{include-bf16=") +
          (native ? "false" : "true") +
          "},convert-scf-to-cf,"
@@ -225,12 +230,34 @@ static void mergeIdenticalModules(ModuleOp m) {
     gm->erase();
 }
 
+/// The minimum blocks an SM the lowering asked for
+/// (KernelBuilder::minBlocksPerSm), by the name the launch's kernel will
+/// have once outlined.
+static llvm::StringMap<int32_t> requestedMinBlocks(ModuleOp m) {
+  llvm::StringMap<int32_t> want;
+  m.walk([&](gpu::LaunchOp launch) {
+    auto n = launch->getAttrOfType<IntegerAttr>(KernelBuilder::kMinBlocksAttr);
+    if (n && launch.getFunction())
+      want[*launch.getFunction()] = static_cast<int32_t>(n.getInt());
+  });
+  return want;
+}
+
 /// K3C_LAUNCH_BOUNDS="pattern=minBlocks[:maxRegs],..." (compile-time tuning,
 /// for occupancy A/Bs): every kernel whose name contains `pattern` gets PTX's
 /// .minnctapersm minBlocks (0: none) and, with maxRegs, .maxnreg maxRegs (the
 /// kernels already carry .maxntid, their block size). A malformed setting is
-/// an error naming it.
-static LogicalResult applyLaunchBounds(ModuleOp m, std::string &error) {
+/// an error naming it. Before it, the kernels the lowering asked blocks for
+/// (`requested`) get their .minnctapersm.
+static LogicalResult applyLaunchBounds(ModuleOp m, const llvm::StringMap<int32_t> &requested,
+                                       std::string &error) {
+  Builder b(m.getContext());
+  if (!requested.empty())
+    m.walk([&](gpu::GPUFuncOp fn) {
+      auto it = requested.find(fn.getName());
+      if (fn.isKernel() && it != requested.end())
+        fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(), b.getI32IntegerAttr(it->second));
+    });
   const char *env = std::getenv("K3C_LAUNCH_BOUNDS");
   if (!env || !*env)
     return success();
@@ -257,7 +284,6 @@ static LogicalResult applyLaunchBounds(ModuleOp m, std::string &error) {
     }
     bounds.push_back(bd);
   }
-  Builder b(m.getContext());
   m.walk([&](gpu::GPUFuncOp fn) {
     if (!fn.isKernel())
       return;
@@ -278,6 +304,7 @@ static LogicalResult applyLaunchBounds(ModuleOp m, std::string &error) {
 LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
   registerGpuPipelinePasses();
   prepareGpuContext(*loops.getContext());
+  const llvm::StringMap<int32_t> requested = requestedMinBlocks(loops);
   const std::string pipelines[] = {outlinePipeline(), nvvmPipeline()};
   for (const std::string &pipeline : pipelines) {
     PassManager pm(loops.getContext());
@@ -293,7 +320,7 @@ LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
       mergeIdenticalModules(loops);
       rewriteDeviceMath(loops);
       alignSharedMemory(loops);
-      if (failed(applyLaunchBounds(loops, error)))
+      if (failed(applyLaunchBounds(loops, requested, error)))
         return failure();
     }
   }

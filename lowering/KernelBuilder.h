@@ -248,6 +248,16 @@ public:
   Value shared(ThreadBlock &tb, llvm::ArrayRef<int64_t> shape, mlir::Type elementType);
   /// Synchronizes the block's threads (nothing on the host).
   void barrier(ThreadBlock &tb);
+  /// Asks for at least `n` blocks of this launch resident on an SM (PTX
+  /// .minnctapersm on its outlined kernel: ptxas caps the registers to fit;
+  /// K3C_LAUNCH_BOUNDS overrides it). Nothing on the host.
+  void minBlocksPerSm(ThreadBlock &tb, int64_t n) {
+    if (tb.launch)
+      tb.launch->setAttr(kMinBlocksAttr, b.getI32IntegerAttr(static_cast<int32_t>(n)));
+  }
+  /// The gpu.launch attribute minBlocksPerSm sets (read by the GPU target
+  /// when it outlines the launch).
+  static constexpr llvm::StringLiteral kMinBlocksAttr = "k3.min_blocks_per_sm";
   /// Sum over a warp's lanes (butterfly shuffles; all lanes get it).
   Value warpSum(ThreadBlock &tb, Value v);
   /// Integer (index) versions over a warp's lanes: the sum (all lanes get

@@ -506,6 +506,8 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
   Type f32 = kb.b.getF32Type();
   Value slots = kb.add(kb.ceilDiv(kb.dim(q, 0), C), kb.dim(lens, 0));
   kb.blocks({slots, kb.idx(H)}, kKdaPrepThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    if (mmaB)
+      kb.minBlocksPerSm(tb, kKdaPrepMinBlocks);
     Value h = bid[1];
     PrepSmem sm = prepSmem(kb, C, dk, [&](ArrayRef<int64_t> shape) {
       return kb.shared(tb, shape, f32);
@@ -1548,6 +1550,29 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
       else
         kb.storeVec(res, dst, {row, c});
     };
+    // One output: silu(tap W-1 * x + sum_j tap j * window j), in that order.
+    // The bf16 build on the GPU (K3C_CONV_FAST, default 1) lets the products
+    // fuse into their adds (fma.rn: one rounding where mul.rn + add.rn have
+    // two) and the sigmoid's division be approximate (rcp.approx, within 2
+    // ulp, where rcp.rn is a dozen instructions with a slow-path branch):
+    // ~40 -> ~30 instructions an output on the slice's three convolutions,
+    // the family 1.43 -> 1.19 ms at 8192 tokens with the unroll at 4 and
+    // native bf16 conversions (docs/perf.md, session 17; logits within 3e-3
+    // of the exact form's). The f32 build and the host keep the exact form.
+    const bool fastOut = kb.gpu() && intFromEnv("K3C_CONV_FAST", 1) &&
+                         cast<MemRefType>(y.getType()).getElementType().isBF16();
+    auto convOut = [&](ArrayRef<Value> taps, ArrayRef<Value> window, Value x) {
+      const bool contract = kb.contract, fastDiv = kb.fastDiv;
+      kb.contract = kb.contract || fastOut;
+      kb.fastDiv = kb.fastDiv || fastOut;
+      Value v = kb.fmul(taps[W - 1], x);
+      for (int64_t j = 0; j < W - 1; ++j)
+        v = kb.fadd(v, kb.fmul(taps[j], window[j]));
+      Value out = kb.silu(v);
+      kb.contract = contract;
+      kb.fastDiv = fastDiv;
+      return out;
+    };
     Value off = kb.idx(conv.getStateOffset()), Wm1 = kb.idx(W - 1);
     const int64_t TB = kConvTokens,
                   U = kb.gpu() ? std::max<int64_t>(1, intFromEnv("K3C_CONV_UNROLL", kConvUnroll)) : 1;
@@ -1621,10 +1646,10 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
               for (int64_t u = 0; u < U; ++u) {
                 SmallVector<Value> out;
                 for (int64_t e = 0; e < cw; ++e) {
-                  Value v = kb.fmul(wt[e][W - 1], in[u][e]);
+                  SmallVector<Value> window;
                   for (int64_t j = 0; j < W - 1; ++j)
-                    v = kb.fadd(v, kb.fmul(wt[e][j], cur[j * cw + e]));
-                  out.push_back(kb.silu(v));
+                    window.push_back(cur[j * cw + e]);
+                  out.push_back(convOut(wt[e], window, in[u][e]));
                 }
                 emit(tb, out, rows[u], c, ok[u]);
                 SmallVector<Value> next(cur.begin() + cw, cur.end());
@@ -1679,10 +1704,10 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
               SmallVector<Value> taps;
               for (int64_t j = 0; j < W; ++j)
                 taps.push_back(kb.loadF32(w, {kb.add(c, kb.idx(e)), kb.idx(0), kb.idx(j)}));
-              Value v = kb.fmul(taps[W - 1], xv[e]);
+              SmallVector<Value> window;
               for (int64_t j = 0; j < W - 1; ++j)
-                v = kb.fadd(v, kb.fmul(taps[j], sv[j][e]));
-              out.push_back(kb.silu(v));
+                window.push_back(sv[j][e]);
+              out.push_back(convOut(taps, window, xv[e]));
             }
             emit(tb, out, cs.start, c, Value());
             for (int64_t r = 0; r < W - 1; ++r)

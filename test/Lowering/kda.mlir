@@ -240,19 +240,27 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // stores of the gate). The host keeps a channel and a
 // token at a time.
 // Launches of at most one token a sequence (decode) take the conv without
-// the 8-token unroll (K3C_CONV_DECODE=0: one kernel), with as many channel
+// the 4-token unroll (K3C_CONV_DECODE=0: one kernel), with as many channel
 // blocks as give the SMs 2 blocks each (264 / sequences on sm_90a, at most
 // one block per 1024 channels) and the new window stored from the registers the window
 // slid through (no loads of the state after y's store).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONV
 // RUN: env K3C_CONV_DECODE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ONECONV
+// The bf16 build's convolution outputs on sm_90a: the taps' products fused
+// into their adds (contract) and the sigmoid's division approximate (afn);
+// K3C_CONV_FAST=0, the f32 build and the host keep the exact form.
+// RUN: env K3C_CONV_FAST=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVEXACT
+// RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=CONVEXACT
+// CONVEXACT-LABEL: func.func @k3_kda_conv_gate_test(
+// CONVEXACT-NOT: fastmath
+// CONVEXACT: return
 // ONECONV-NOT: short_conv_decode
 // CONV-LABEL: func.func @k3_kda_conv_gate_test(
 // CONV: arith.cmpi ule
 // CONV-NEXT: scf.if
 // CONV: arith.divui %c264, %{{.*}} : index
 // CONV: module(@k3_kda_conv_gate_test_short_conv_decode)
-// CONV-NOT: step %c8
+// CONV-NOT: step %c4
 // CONV: vector.store %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
 // CONV-NOT: vector.load %{{.*}} : memref<?x3x384xbf16>
 // CONV-COUNT-3: vector.store %{{.*}} : memref<?x3x384xbf16>, vector<4xbf16>
@@ -260,8 +268,11 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // CONV: module(@k3_kda_conv_gate_test_short_conv)
 // CONV: vector.load %{{.*}} : memref<?x3x384xbf16>, vector<4xbf16>
 // CONV: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
-// CONV: scf.for {{.*}} step %c8
-// CONV-COUNT-8: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
+// CONV: scf.for {{.*}} step %c4
+// CONV-COUNT-4: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
+// CONV: arith.mulf {{.*}} fastmath<contract>
+// CONV: arith.addf {{.*}} fastmath<contract>
+// CONV: arith.divf {{.*}} fastmath<afn>
 // CONV: vector.store %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
 // CONV: module(@k3_kda_conv_gate_test_short_conv_window)
 // CONV: module(@k3_kda_conv_gate_test_kda_gate)
@@ -316,8 +327,12 @@ func.func @conv_gate(%a0: tensor<?x128xbf16>, %a1: tensor<128x1x4xf32>, %a2: ten
 // CONVNORM: gpu.shuffle  xor
 // CONVNORM: vector.store %{{.*}} : memref<?x1024xf32>, vector<4xf32>
 // CONVNORM: module(@k3_kda_conv_norm_test_short_conv)
-// CONVNORM: scf.for {{.*}} step %c8
+// CONVNORM: scf.for {{.*}} step %c4
+// CONVNORM: arith.divf {{.*}} fastmath<afn>
 // CONVNORM: gpu.shuffle  xor
+// CONVNORM-NOT: fastmath
+// CONVNORM: arith.divf
+// CONVNORM-NOT: fastmath
 // CONVNORM: vector.store %{{.*}} : memref<?x1024xf32>, vector<4xf32>
 // CONVNORM-NOT: per_head
 // CONVNORM: return
