@@ -87,10 +87,13 @@ constexpr int64_t kKdaHalfScratch = 0;
 /// k3-tiny bf16 check passing (docs/perf.md, session 17).
 constexpr int64_t kKdaPrepMma = 1;
 /// Its prep launch (with kKdaPrepMma) held at >= 5 blocks an SM: ptxas
-/// fits it in 96 registers (was 128; 8 bytes of spill), 20 warps an SM
+/// fits it in 96 registers (was 128; a few bytes of spill), 20 warps an SM
 /// instead of 16 for a memory-bound kernel (~3 GB at 8192 tokens on the
-/// slice): the delta rule 2.90 -> 2.79 ms, bit-identical (docs/perf.md,
-/// session 17). The pairwise path's prep (152 registers) is not bounded.
+/// slice). The delta rule 2.90 -> 2.79 ms in one call, within the 2.74-2.88
+/// spread a later call showed for unchanged code: kept (same instructions,
+/// same values) pending the prep's own duration under Nsight Compute
+/// (docs/perf.md, session 17). The pairwise path's prep (152 registers) is
+/// not bounded.
 constexpr int64_t kKdaPrepMinBlocks = 5;
 constexpr int64_t kConvThreads = 256;   ///< short conv: channels a block
 constexpr int64_t kConvTokens = 32;     ///< short conv: tokens a block slides over

@@ -245,7 +245,8 @@ static llvm::StringMap<int32_t> requestedMinBlocks(ModuleOp m) {
 
 /// K3C_LAUNCH_BOUNDS="pattern=minBlocks[:maxRegs],..." (compile-time tuning,
 /// for occupancy A/Bs): every kernel whose name contains `pattern` gets PTX's
-/// .minnctapersm minBlocks (0: none) and, with maxRegs, .maxnreg maxRegs (the
+/// .minnctapersm minBlocks (0: none, dropping one the lowering asked for)
+/// and, with maxRegs, .maxnreg maxRegs (the
 /// kernels already carry .maxntid, their block size). A malformed setting is
 /// an error naming it. Before it, the kernels the lowering asked blocks for
 /// (`requested`) get their .minnctapersm.
@@ -293,6 +294,8 @@ static LogicalResult applyLaunchBounds(ModuleOp m, const llvm::StringMap<int32_t
       if (bd.minBlocks)
         fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                     b.getI32IntegerAttr(static_cast<int32_t>(bd.minBlocks)));
+      else // 0: none, also where the lowering asked for some
+        fn->removeAttr(NVVM::NVVMDialect::getMinctasmAttrName());
       if (bd.maxRegs)
         fn->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(),
                     b.getI32IntegerAttr(static_cast<int32_t>(bd.maxRegs)));
