@@ -3,9 +3,9 @@
 # The Kimi Linear slice (32 KDA heads of 128, softplus gate: the pairwise
 # chunk path): the reference check, the delta rule against fp64 at 2048
 # tokens, k3-bench (fla's H = 32 case is in kda_peer.py's list).
-kimi_linear() { # [ARTIFACT [TAG]]: the default build, or a variant's (v/kl-NAME)
+kimi_linear() { # [ARTIFACT [TAG]]: the default build, or a variant's (v/kl-NAME); NO_KL=1 skips it
   local art=${1:-slice-kl-bf16} tag=${2:-slice-kl}
-  [ -d $art ] || return 0
+  [ -d $art ] && [ -z "${NO_KL:-}" ] || return 0
   echo "== Kimi Linear slice (32 heads, pairwise path): $art"
   [ -d /tmp/slice-kl ] || k3-mkcheckpoint --config slice-kl.json -o /tmp/slice-kl --seed 3 --quiet
   timeout 150 k3-run $art --checkpoint /tmp/slice-kl --device cuda --quiet --prompt-ids $(seq -s, 1 16) --max-new-tokens 2 --check | grep -E "check: (PASSED|FAILED)"

@@ -8,7 +8,8 @@
 # variant in v/: logits against the default build (16 tokens), its delta
 # rule against fp64 where VAR_FP64 names it (space-separated names), the
 # same k3-bench, and its k3-tiny builds (dense, softplus gate) against the
-# reference, and its Kimi Linear slice build where there is one (v/kl-NAME).
+# reference, and its Kimi Linear slice build where there is one (v/kl-NAME;
+# NO_KL=1 skips the Kimi Linear slice).
 # Results under $OUT.
 set -u
 cd "$(dirname "$0")"
