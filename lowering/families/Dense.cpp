@@ -11,6 +11,7 @@
 #include "lowering/Families.h"
 
 #include "llvm/ADT/MapVector.h"
+#include <numeric>
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -412,9 +413,12 @@ DenseMap<Operation *, std::pair<Operation *, Operation *>> fuseGluPairs(Block &b
 static void lowerLinearSet(KernelBuilder &kb, Value x, ArrayRef<Value> ws, ArrayRef<Value> ys) {
   auto xt = cast<MemRefType>(x.getType());
   const int64_t K = xt.getDimSize(1);
+  int64_t outputsGcd = 0;
+  for (Value w : ws)
+    outputsGcd = std::gcd(outputsGcd, cast<MemRefType>(w.getType()).getDimSize(0));
   LinearPlan plan = linearPlan(kb.info(), xt.getElementType(),
                                cast<MemRefType>(ws[0].getType()).getElementType(), K,
-                               cast<MemRefType>(ws[0].getType()).getDimSize(0));
+                               cast<MemRefType>(ws[0].getType()).getDimSize(0), outputsGcd);
   bool tiles = plan.mmaFrom && intFromEnv("K3C_TILE_MULTI", 1);
   for (Value w : ws)
     tiles &= cast<MemRefType>(w.getType()).getDimSize(0) % 2 == 0;

@@ -451,7 +451,8 @@ std::string WgmmaTile::check(const TargetInfo &info) const {
   return "";
 }
 
-LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, int64_t O) {
+LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, int64_t O,
+                      int64_t outputsGcd) {
   LinearPlan p;
   if (!info.mmaSync || !xElt.isBF16() || !wElt.isBF16() || K % 8 || O % 2)
     return p;
@@ -487,7 +488,22 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     const bool wide = wideFrom > 0 && (O + 255) / 256 >= wideFrom;
     p.wgmmaMedium = wgmmaTileFromEnv(
         "K3C_WGMMA_MEDIUM_TILE", wide ? WgmmaTile{128, 256, 4, 1} : WgmmaTile{128, 64, 4});
-    p.wgmma = wgmmaTileFromEnv("K3C_WGMMA_TILE", WgmmaTile{128, 256, 4});
+    // Shallow products (K <= 128: two 64-column stages; KDA's low-rank gate
+    // projection f_b) take 128 x 128 tiles with two stages and no group in
+    // flight: 122 instead of 164 registers and 65 instead of 197 KB of
+    // shared memory, so two blocks an SM overlap one's stores with the
+    // other's loads, where the deep tile's four-stage ring would hold two
+    // stages it never fills. H200, slice, 8192 tokens: the
+    // conv/gate family 1.273 -> 1.229 ms (f_b: 8192 x 12288 x 128), logits
+    // bit-identical with every prefill GEMM on this tile (docs/perf.md,
+    // session 17). Only for wide outputs (O >= 4096, the measured shape
+    // class: many column tiles for the two blocks to overlap) that the tile
+    // divides (outputsGcd: every width of a shared launch; the 128-wide
+    // tile's column tail has not run on a GPU yet, the 256-wide one's has).
+    const int64_t gcdO = outputsGcd ? outputsGcd : O;
+    const bool shallow = K <= 2 * WgmmaTile::bk && O >= 4096 && gcdO % 128 == 0;
+    const WgmmaTile prefillTile = shallow ? WgmmaTile{128, 128, 2, 0} : WgmmaTile{128, 256, 4};
+    p.wgmma = wgmmaTileFromEnv("K3C_WGMMA_TILE", prefillTile);
     for (const WgmmaTile *t : {&p.wgmmaMedium, &p.wgmma})
       if (std::string why = t->check(info); !why.empty())
         llvm::report_fatal_error(llvm::Twine("k3c: bad wgmma tile ") + t->name() + ": " + why,

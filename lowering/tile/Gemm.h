@@ -146,8 +146,10 @@ struct LinearPlan {
   bool useWgmma = false;
   WgmmaTile wgmmaMedium, wgmma;
 };
+/// `outputsGcd`: the gcd of the output widths sharing the plan (one launch
+/// for several projections), O where 0.
 LinearPlan linearPlan(const TargetInfo &info, mlir::Type xElt, mlir::Type wElt, int64_t K,
-                      int64_t O);
+                      int64_t O, int64_t outputsGcd = 0);
 
 /// y = x W^T over `T` rows of x (T >= 1) with tensor-core tile `tile`:
 /// one launch, grid of row tiles x column tiles in groups of 8 row tiles (the
