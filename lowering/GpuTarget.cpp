@@ -113,8 +113,9 @@ static std::string outlinePipeline() {
 // instructions a value). sm_90 converts natively (cvt.rn.bf16.f32 /
 // cvt.rn.bf16x2.f32, also round to nearest even: the same values, NaN
 // payloads aside), which is the default since session 17: with the short
-// convolution's unroll at 4 it took the q/k/v convolutions and the gate
-// from 1.43 to 1.19 ms at 8192 tokens on the slice (docs/perf.md; at an
+// convolution's unroll at 4 and its fast outputs (K3C_CONV_FAST) it took
+// the q/k/v convolutions and the gate from 1.43 to 1.27 ms at 8192 tokens
+// on the slice (docs/perf.md; at an
 // unroll of 8 it had raised their registers 128 -> 164, one block an SM,
 // and slowed them). K3C_BF16_NATIVE=0 keeps the integer code.
 static std::string nvvmPipeline() {

@@ -177,26 +177,30 @@ static bool fromL2Norm(Value v) {
 
 /// K3C_KDA_SCRATCH_F16=MASK (bf16 build, C = 16, q and k L2-normalized):
 /// which of the prep's key-width rows go to fp16 scratch instead of fp32,
-/// with the bits of K3C_KDA_3XTF32 (1: W^, 2: Qd, 4: Kr). Their values are
-/// bounded by |q| and |k| (decays <= 1; W^'s rows by the WY form's
-/// contraction), far inside fp16's range, and fp16 holds the 10 mantissa
-/// bits a tf32 hi word has: the GPU recurrence reads them as exact tf32
-/// (its products with them lose the lo terms) and moves fewer bytes. Off by
-/// default (kKdaHalfScratch: all three cost the state precision, Qd alone
-/// gained nothing on the H200). Qd
-/// alone (2) costs O nothing, as O = Qd S^T is a plain tf32 product
-/// (kKda3xTf32) and an fp16 Qd rounds where the tf32 split truncates, and
-/// the state never sees it; W^ and Kr feed the state's update, whose
-/// error fp16 raises ~100x (the k3-tiny softplus check fails at
-/// 1.01 of its bound with 7). The same on every target (scratch is part of
-/// the kernel's calling convention, which the host and GPU lowerings
-/// share): the host recurrence widens them.
+/// with the bits of K3C_KDA_3XTF32 (1: W^, 2: Qd, 4: Kr); a value outside
+/// 0..7 is refused by name. Their values are bounded by |q| and |k| (decays
+/// <= 1; W^'s rows by the WY form's contraction), far inside fp16's range,
+/// and fp16 holds the 10 mantissa bits a tf32 hi word has: the GPU
+/// recurrence reads them as exact tf32 (its products with them lose the lo
+/// terms) and moves fewer bytes. Off by default (kKdaHalfScratch): W^ and
+/// Kr feed the state's update, whose error fp16 raises ~100x (with 7 the
+/// k3-tiny softplus check fails at 1.01 of its bound on the H200); Qd
+/// alone (2) costs O nothing (O = Qd S^T is a plain tf32 product,
+/// kKda3xTf32, and an fp16 Qd rounds where the tf32 split truncates) but
+/// gained nothing either. The same on every target (scratch is part of the
+/// kernel's calling convention, which the host and GPU lowerings share):
+/// the host recurrence widens them.
 static unsigned kdaHalfScratch(DeltaRuleOp rule) {
+  const int64_t mask = intFromEnv("K3C_KDA_SCRATCH_F16", kKdaHalfScratch);
+  if (mask < 0 || mask > 7)
+    llvm::report_fatal_error("k3c: K3C_KDA_SCRATCH_F16 must be a mask in 0..7 (1 W^, 2 Qd, "
+                             "4 Kr), got " + llvm::Twine(mask),
+                             /*gen_crash_diag=*/false);
   if (kdaChunk(rule) != 16 ||
       !cast<ShapedType>(rule.getV().getType()).getElementType().isBF16() ||
       !fromL2Norm(rule.getQ()) || !fromL2Norm(rule.getK()))
     return 0;
-  return unsigned(intFromEnv("K3C_KDA_SCRATCH_F16", kKdaHalfScratch)) & 7u;
+  return static_cast<unsigned>(mask);
 }
 
 SmallVector<ScratchNeed> kdaScratchNeeds(Operation *op) {
@@ -1556,7 +1560,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // two) and the sigmoid's division be approximate (rcp.approx, within 2
     // ulp, where rcp.rn is a dozen instructions with a slow-path branch):
     // ~40 -> ~30 instructions an output on the slice's three convolutions,
-    // the family 1.43 -> 1.19 ms at 8192 tokens with the unroll at 4 and
+    // the family 1.43 -> 1.27 ms at 8192 tokens with the unroll at 4 and
     // native bf16 conversions (docs/perf.md, session 17; logits within 3e-3
     // of the exact form's). The f32 build and the host keep the exact form.
     const bool fastOut = kb.gpu() && intFromEnv("K3C_CONV_FAST", 1) &&

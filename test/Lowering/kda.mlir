@@ -118,7 +118,8 @@
 // the prep's W^, Qd and Kr scratch are fp16 (stored by truncf, copied 8
 // elements a cp.async into fp16 stages, widened to exact tf32 operands);
 // elsewhere they stay fp32. None by default; 2 takes Qd alone (the
-// recurrence's name says which: _h2), 7 all three. The host lowering makes the
+// recurrence's name says which: _h2), 7 all three; a value outside 0..7 is
+// refused by name. The host lowering makes the
 // same choice (scratch is part of the calling convention the two targets
 // share) and widens the fp16 rows it stages.
 // RUN: env K3C_KDA_SCRATCH_F16=7 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HALF
@@ -126,6 +127,8 @@
 // RUN: env K3C_KDA_SCRATCH_F16=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefixes=QDHALF,QDGPU
 // RUN: env K3C_KDA_SCRATCH_F16=2 k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=QDHALF
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOHALF
+// RUN: not env K3C_KDA_SCRATCH_F16=8 k3-opt %s --k3-lower-kernels=target=host 2>&1 | FileCheck %s --check-prefix=BADHALF
+// BADHALF: LLVM ERROR: k3c: K3C_KDA_SCRATCH_F16 must be a mask in 0..7 (1 W^, 2 Qd, 4 Kr), got 8
 // HALF-LABEL: func.func @k3_kda_chunk_605990ac(
 // HALF-NOT: xf16
 // HALF: module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv32_ks2_do)
