@@ -9,8 +9,9 @@
 # docs/perf.md). Variants (VARIANTS, below) go to .dev/v (slice-NAME, and
 # tiny-dense-NAME, sp-NAME: k3-tiny bf16). Carry .dev; run: bash
 # .dev/kda-h200.sh (everything, with fla), .dev/kda-quick-h200.sh (the
-# three-minute A/B of the variants) or .dev/ncu-kda-h200.sh (the prefill
-# under Nsight Compute)
+# three-minute A/B of the variants), .dev/kda-decode-h200.sh (the decode
+# A/B with fla's decode) or .dev/ncu-kda-h200.sh (the prefill under Nsight
+# Compute)
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 cp models/configs/k3-tiny.json test/Runtime/Inputs/k3-tiny-dense.json test/Runtime/Inputs/k3-tiny-softplus.json $D/
@@ -38,7 +39,8 @@ bundle_variants "${VARIANTS:-}" slice $D/v/slice
 # of kda-quick-h200.sh) of the variants named in TINY (space-separated;
 # default all: leave out those bit-identical by construction to keep the
 # bundle under the 64 MiB carry); the Kimi Linear slice's builds (v/kl-NAME)
-# of those named in KL (default none).
+# of those named in KL (default none); the softplus k3-tiny f32 builds
+# (v/sp-f32-NAME, the exact path) of those named in F32 (default none).
 tinyd() { tiny /tmp/k3c-ckpt-tiny-dense --max-tokens 512 --max-seqs 16 --max-context 1024 "$@"; }
 tinysp() { tiny /tmp/k3c-ckpt-tiny-sp --max-tokens 512 --max-seqs 16 --max-context 1024 "$@"; }
 tinyList=""
@@ -49,11 +51,17 @@ klList=""
 for v in ${VARIANTS:-}; do
   [[ " ${KL:-} " == *" ${v%%=*} "* ]] && klList="$klList $v"
 done
+f32List=""
+for v in ${VARIANTS:-}; do
+  [[ " ${F32:-} " == *" ${v%%=*} "* ]] && f32List="$f32List $v"
+done
+tinyspf32() { tiny /tmp/k3c-ckpt-tiny-sp --activation-dtype=f32 --max-tokens 512 --max-seqs 16 --max-context 1024 "$@"; }
+bundle_variants "$f32List" tinyspf32 $D/v/sp-f32
 slicekl() { $B/k3-compile /tmp/slice-kl --max-tokens 32768 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@" 2> /dev/null; }
 bundle_variants "$klList" slicekl $D/v/kl
 bundle_variants "$tinyList" tinyd $D/v/tiny-dense
 bundle_variants "$tinyList" tinysp $D/v/sp
 rm -rf $D/*/ptx $D/v/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/kda-h200.sh bench/kda-quick-h200.sh bench/kda-common.sh bench/kda_check.py bench/kda_peer.py bench/bench_common.py bench/ncu-kda-h200.sh bench/ncu_mix.py $D/
+cp bench/kda-h200.sh bench/kda-quick-h200.sh bench/kda-decode-h200.sh bench/kda-common.sh bench/kda_check.py bench/kda_peer.py bench/bench_common.py bench/ncu-kda-h200.sh bench/ncu_mix.py $D/
 du -sh $D

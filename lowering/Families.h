@@ -65,6 +65,15 @@ constexpr int64_t kExpertThreads = 256; ///< MoE: grouped expert GEMM blocks
 constexpr int64_t kRouterThreads = 256; ///< MoE router: a block per token
 constexpr int64_t kKdaThreads = 256;    ///< KDA: recurrence / token blocks
 constexpr int64_t kKdaPrepThreads = 128; ///< KDA: a prep block per (chunk, head)
+/// KDA token recurrence (decode): the state staged through shared memory
+/// (cp.async) from this many sequences a launch (K3C_KDA_STAGED_FROM; 0
+/// never), kKdaStagedRows rows a warp (a whole 128 x 128 head a block of 8
+/// warps, 64 KB: 68 registers, 3 blocks an SM, 192 KB in flight; measured
+/// against 8 and 4 rows in docs/perf.md), at least kKdaStagedMinBlocks
+/// blocks an SM (0: no bound; 6 caps ptxas at 40 registers and spills).
+constexpr int64_t kKdaStagedFrom = 16;
+constexpr int64_t kKdaStagedRows = 16;
+constexpr int64_t kKdaStagedMinBlocks = 0;
 /// KDA tensor-core recurrence: state products in 3xTF32 (bits: X, O, update).
 /// With plain tf32 everywhere k3-tiny bf16 (MXFP4) failed its model check on
 /// the H200 (8.1e-2 > 5e-2), before M U moved to 3xTF32. X and the update

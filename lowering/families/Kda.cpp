@@ -1305,26 +1305,46 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
 /// kept in registers over the sequence's tokens:
 ///   S[j,:] *= e^g_t;  u = beta_t (v_t[j] - S[j,:] . k_t);  S[j,:] += u k_t;
 ///   o_t[j] = S[j,:] . q_t.
-static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
+/// `staged` (GPU, fp32 state): the state rows cross through shared memory
+/// instead: each lane's 16-byte pieces of its warp's R rows are cp.async
+/// copies into its own shared slots (no registers held while they are in
+/// flight, no barrier: a lane reads only what it copied), and a row is in
+/// registers only while the warp updates it. The bytes a block has in flight
+/// are then bounded by shared memory, not by registers and occupancy (the
+/// register form holds 64 bytes a lane: Nsight Compute had it memory-latency
+/// bound at half occupancy, 83 % of copy bandwidth at batch 128). Same
+/// arithmetic in the same order: bit-identical to the register form.
+static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, bool staged) {
   Value q = st.get(rule.getQ()), k = st.get(rule.getK()), v = st.get(rule.getV()),
         g = st.get(rule.getG()), beta = st.get(rule.getBeta()), S = st.get(rule.getState()),
         lens = st.get(rule.getSeqLens()), o = st.get(rule.getResult());
   int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
   // Knobs (compile time): K3C_KDA_TOKEN_THREADS threads a block
   // (kKdaThreads), K3C_KDA_TOKEN_ROWS state rows a warp (4; the bytes a lane
-  // has in flight).
+  // has in flight); the staged form: K3C_KDA_STAGED_ROWS rows a warp
+  // (kKdaStagedRows) and K3C_KDA_STAGED_MIN_BLOCKS blocks an SM
+  // (kKdaStagedMinBlocks, .minnctapersm).
   const int64_t threads = kb.gpu() ? intFromEnv("K3C_KDA_TOKEN_THREADS", kKdaThreads) : 1;
-  const int64_t R = kb.gpu() ? intFromEnv("K3C_KDA_TOKEN_ROWS", 4) : 1;
+  int64_t R = !kb.gpu() ? 1
+              : staged  ? intFromEnv("K3C_KDA_STAGED_ROWS", kKdaStagedRows)
+                        : intFromEnv("K3C_KDA_TOKEN_ROWS", 4);
   if (kb.gpu() && (threads < 32 || threads > 1024 || threads % 32))
     llvm::report_fatal_error("k3c: bad KDA token kernel: K3C_KDA_TOKEN_THREADS must be a multiple "
                              "of 32 in 32..1024, got " + llvm::Twine(threads),
                              /*gen_crash_diag=*/false);
   if (R < 1 || R > 16)
-    llvm::report_fatal_error("k3c: bad KDA token kernel: K3C_KDA_TOKEN_ROWS must be 1..16, got " +
-                                 llvm::Twine(R),
+    llvm::report_fatal_error(llvm::Twine("k3c: bad KDA token kernel: ") +
+                                 (staged ? "K3C_KDA_STAGED_ROWS" : "K3C_KDA_TOKEN_ROWS") +
+                                 " must be 1..16, got " + llvm::Twine(R),
                              /*gen_crash_diag=*/false);
-  const int64_t lanes = kb.gpu() ? 32 : 1, warps = kb.gpu() ? threads / 32 : 1,
-                rowsPerBlock = R * warps;
+  const int64_t lanes = kb.gpu() ? 32 : 1, warps = kb.gpu() ? threads / 32 : 1;
+  // The staged form's block covers at most the head's d_v rows (k3-tiny's
+  // 32-row heads: 4 rows a warp, not 16 with three quarters clamped).
+  if (staged)
+    R = std::min(R, std::max<int64_t>(1, (dv + warps - 1) / warps));
+  const int64_t rowsPerBlock = R * warps;
   int64_t vw = 1;
   if (kb.gpu())
     for (int64_t w : {4, 2})
@@ -1334,33 +1354,72 @@ static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
         break;
       }
   const int64_t per = (dk + lanes * vw - 1) / (lanes * vw); // vectors a lane holds
+  const int64_t minBlocks = staged ? intFromEnv("K3C_KDA_STAGED_MIN_BLOCKS", kKdaStagedMinBlocks)
+                                   : 0;
+  if (staged && (minBlocks < 0 || minBlocks > 32))
+    llvm::report_fatal_error("k3c: bad KDA token kernel: K3C_KDA_STAGED_MIN_BLOCKS must be "
+                             "0..32, got " + llvm::Twine(minBlocks),
+                             /*gen_crash_diag=*/false);
   kb.blocks({kb.dim(lens, 0), kb.idx(H), kb.idx((dv + rowsPerBlock - 1) / rowsPerBlock)},
             kb.gpu() ? 32 * warps : kKdaThreads, [&](ValueRange bid, ThreadBlock &tb) {
     Value n = bid[0], h = bid[1];
+    if (minBlocks)
+      kb.minBlocksPerSm(tb, minBlocks);
     Value j0 = kb.add(kb.mul(bid[2], rowsPerBlock), kb.mul(tb.warp, R));
     Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv);
     // Lane vector p covers columns c_p .. c_p + vw (valid when c_p < dk).
+    // Clamped only where the tiling leaves a remainder (K3's 128 x 128
+    // heads have none: a row or column is then its base plus a constant,
+    // addresses ptxas folds into immediate offsets instead of holding
+    // 64-bit pointers for each row over the kernel).
+    Value yes = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
     SmallVector<Value> cols, colOk;
     for (int64_t p = 0; p < per; ++p) {
       Value c = kb.mul(kb.add(tb.lane, kb.idx(p * lanes)), vw);
-      colOk.push_back(kb.ult(c, kb.idx(dk)));
-      cols.push_back(kb.minu(c, kb.idx(dk - vw)));
+      bool exact = dk % (lanes * vw) == 0;
+      colOk.push_back(exact ? yes : kb.ult(c, kb.idx(dk)));
+      cols.push_back(exact ? c : kb.minu(c, kb.idx(dk - vw)));
     }
     SmallVector<Value> rows, rowOk;
     for (int64_t rr = 0; rr < R; ++rr) {
       Value j = kb.add(j0, kb.idx(rr));
-      rowOk.push_back(kb.ult(j, kb.idx(dv)));
-      rows.push_back(kb.minu(j, kb.idx(dv - 1)));
+      bool exact = dv % rowsPerBlock == 0;
+      rowOk.push_back(exact ? yes : kb.ult(j, kb.idx(dv)));
+      rows.push_back(exact ? j : kb.minu(j, kb.idx(dv - 1)));
     }
     // The state rows first: their loads depend on the block's indices only,
     // so they are in flight while the warp sums the earlier sequences'
     // lengths (up to N / 32 dependent loads at large batches).
     SmallVector<Value> init;
-    for (int64_t rr = 0; rr < R; ++rr)
-      for (int64_t p = 0; p < per; ++p)
-        for (Value x : kb.loadVec(S, {n, h, rows[rr], cols[p]}, vw))
-          init.push_back(x);
+    Value Ssm, wrow;
+    if (staged) {
+      // [rows of the block, dk] fp32; the warp's rows from wrow. Clamped
+      // duplicate rows and columns copy in-bounds bytes and are never stored.
+      Ssm = kb.dynamicShared(tb, 0, {rowsPerBlock, per * lanes * vw}, b.getF32Type());
+      wrow = kb.mul(tb.warp, R);
+      auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+      SmallVector<Value> tokens;
+      for (int64_t rr = 0; rr < R; ++rr)
+        for (int64_t p = 0; p < per; ++p)
+          tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+              b, loc, tokenType, Ssm,
+              ValueRange{kb.add(wrow, kb.idx(rr)), kb.mul(kb.add(tb.lane, kb.idx(p * lanes)), vw)},
+              S, ValueRange{n, h, rows[rr], cols[p]}, b.getIndexAttr(vw), Value(),
+              vw == 4 ? b.getUnitAttr() : UnitAttr()));
+      nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+    } else {
+      for (int64_t rr = 0; rr < R; ++rr)
+        for (int64_t p = 0; p < per; ++p)
+          for (Value x : kb.loadVec(S, {n, h, rows[rr], cols[p]}, vw))
+            init.push_back(x);
+    }
     Value start = kb.seqOffset(tb, lens, n), len = kb.seqLen(lens, n);
+    if (staged)
+      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+    // Shared slot of the lane's vector p of its warp's row rr.
+    auto slot = [&](int64_t rr, int64_t p) -> SmallVector<Value> {
+      return {kb.add(wrow, kb.idx(rr)), kb.mul(kb.add(tb.lane, kb.idx(p * lanes)), vw)};
+    };
     SmallVector<Value> fin = kb.loop(kb.idx(0), len, init, [&](Value t, ValueRange in) {
       Value row = kb.add(start, t);
       SmallVector<Value> s(in), gv, kv, qv, vv;
@@ -1380,25 +1439,39 @@ static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
       }
       // Every input of the token before any store (the o stores could
       // alias v for the compiler and would serialize its loads).
-      Value b = kb.sigmoid(kb.loadF32(beta, {row, h}));
+      Value bt = kb.sigmoid(kb.loadF32(beta, {row, h}));
       for (int64_t rr = 0; rr < R; ++rr)
         vv.push_back(kb.loadF32(v, {row, kb.add(vbase, rows[rr])}));
       const int64_t m = per * vw;
       SmallVector<Value> outs;
       for (int64_t rr = 0; rr < R; ++rr) {
+        SmallVector<Value> sr;
+        if (staged) {
+          for (int64_t p = 0; p < per; ++p)
+            for (Value x : kb.loadVec(Ssm, slot(rr, p), vw))
+              sr.push_back(x);
+        } else {
+          sr.assign(s.begin() + rr * m, s.begin() + (rr + 1) * m);
+        }
         Value pred = kb.f32(0.0);
         for (int64_t i = 0; i < m; ++i) {
-          s[rr * m + i] = kb.fmul(s[rr * m + i], gv[i]);
-          pred = kb.fadd(pred, kb.fmul(s[rr * m + i], kv[i]));
+          sr[i] = kb.fmul(sr[i], gv[i]);
+          pred = kb.fadd(pred, kb.fmul(sr[i], kv[i]));
         }
         pred = kb.warpSum(tb, pred);
-        Value u = kb.fmul(b, kb.fsub(vv[rr], pred));
+        Value u = kb.fmul(bt, kb.fsub(vv[rr], pred));
         Value out = kb.f32(0.0);
         for (int64_t i = 0; i < m; ++i) {
-          s[rr * m + i] = kb.fadd(s[rr * m + i], kb.fmul(u, kv[i]));
-          out = kb.fadd(out, kb.fmul(s[rr * m + i], qv[i]));
+          sr[i] = kb.fadd(sr[i], kb.fmul(u, kv[i]));
+          out = kb.fadd(out, kb.fmul(sr[i], qv[i]));
         }
         outs.push_back(kb.warpSum(tb, out));
+        if (staged) {
+          for (int64_t p = 0; p < per; ++p)
+            kb.storeVec(ArrayRef<Value>(sr).slice(p * vw, vw), Ssm, slot(rr, p));
+        } else {
+          std::copy(sr.begin(), sr.end(), s.begin() + rr * m);
+        }
       }
       for (int64_t rr = 0; rr < R; ++rr)
         kb.ifThen(kb.andi(kb.ieq(tb.lane, kb.idx(0)), rowOk[rr]),
@@ -1408,10 +1481,34 @@ static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
     for (int64_t rr = 0; rr < R; ++rr)
       for (int64_t p = 0; p < per; ++p)
         kb.ifThen(kb.andi(rowOk[rr], colOk[p]), [&] {
-          kb.storeVec(ArrayRef<Value>(fin).slice((rr * per + p) * vw, vw), S,
-                      {n, h, rows[rr], cols[p]});
+          SmallVector<Value> vals = staged ? kb.loadVec(Ssm, slot(rr, p), vw)
+                                           : SmallVector<Value>(ArrayRef<Value>(fin).slice(
+                                                 (rr * per + p) * vw, vw));
+          kb.storeVec(vals, S, {n, h, rows[rr], cols[p]});
         });
-  }, 0, "kda_tokens");
+  }, staged ? rowsPerBlock * per * lanes * vw * 4 : 0, staged ? "kda_tokens_staged" : "kda_tokens");
+}
+
+/// The token recurrence's launch: the staged form (kdaTokensKernel) from
+/// K3C_KDA_STAGED_FROM sequences (kKdaStagedFrom; 0 never) where it applies
+/// (GPU, fp32 state), the register form below that (a host-side
+/// branch on the batch: few sequences have few blocks, and the register form
+/// splits a head's rows over more of them).
+static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
+  const int64_t from = kb.gpu() ? intFromEnv("K3C_KDA_STAGED_FROM", kKdaStagedFrom) : 0;
+  if (from < 0)
+    llvm::report_fatal_error("k3c: bad KDA token kernel: K3C_KDA_STAGED_FROM must be >= 0, got " +
+                                 llvm::Twine(from),
+                             /*gen_crash_diag=*/false);
+  auto stateType = cast<MemRefType>(st.get(rule.getState()).getType());
+  bool stageable = kb.gpu() && from > 0 && stateType.getElementType().isF32();
+  if (!stageable) {
+    kdaTokensKernel(rule, kb, st, /*staged=*/false);
+    return;
+  }
+  Value N = kb.dim(st.get(rule.getSeqLens()), 0);
+  kb.ifThenElse(kb.ult(N, kb.idx(from)), [&] { kdaTokensKernel(rule, kb, st, false); },
+                [&] { kdaTokensKernel(rule, kb, st, true); });
 }
 
 /// The delta rule: the token recurrence for decode-sized batches (at most

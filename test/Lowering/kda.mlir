@@ -182,6 +182,38 @@
 // RUN: not env K3C_KDA_TOKEN_ROWS=0 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TROWS
 // TTHREADS: LLVM ERROR: k3c: bad KDA token kernel: K3C_KDA_TOKEN_THREADS must be a multiple of 32 in 32..1024, got 48
 // TROWS: LLVM ERROR: k3c: bad KDA token kernel: K3C_KDA_TOKEN_ROWS must be 1..16, got 0
+// RUN: not env K3C_KDA_STAGED_ROWS=17 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SROWS
+// RUN: not env K3C_KDA_STAGED_MIN_BLOCKS=33 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SMINB
+// RUN: not env K3C_KDA_STAGED_FROM=-1 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SFROM
+// SROWS: LLVM ERROR: k3c: bad KDA token kernel: K3C_KDA_STAGED_ROWS must be 1..16, got 17
+// SMINB: LLVM ERROR: k3c: bad KDA token kernel: K3C_KDA_STAGED_MIN_BLOCKS must be 0..32, got 33
+// SFROM: LLVM ERROR: k3c: bad KDA token kernel: K3C_KDA_STAGED_FROM must be >= 0, got -1
+// From 16 sequences the token recurrence stages the state rows through
+// shared memory (cp.async into each lane's own slots, 16 rows a warp, at
+// most the head's d_v rows a block: 4 rows a warp, 32 x 32 f32 here; no
+// barrier); the host picks the kernel by the batch.
+// K3C_KDA_STAGED_FROM=0: the register form only; K3C_KDA_STAGED_MIN_BLOCKS
+// asks for that many blocks an SM.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=STAGED
+// RUN: env K3C_KDA_STAGED_FROM=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOSTAGED
+// RUN: env K3C_KDA_STAGED_MIN_BLOCKS=6 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=STAGEDMB
+// STAGED-LABEL: func.func @k3_kda_chunk_605990ac(
+// STAGED: arith.cmpi ult, %{{.*}}, %c16 : index
+// STAGED: module(@k3_kda_chunk_605990ac_kda_tokens)
+// STAGED: dynamic_shared_memory_size %c4096_i32 module(@k3_kda_chunk_605990ac_kda_tokens_staged)
+// STAGED-NOT: gpu.barrier
+// STAGED: nvgpu.device_async_copy {{.*}} : memref<?x4x32x32xf32> to memref<32x32xf32, #gpu.address_space<workgroup>>
+// STAGED-NOT: gpu.barrier
+// STAGED: nvvm.cp.async.wait.group 0
+// STAGED-NOT: gpu.barrier
+// STAGED: gpu.terminator
+// STAGED-NEXT: }{{$}}
+// STAGEDMB: module(@k3_kda_chunk_605990ac_kda_tokens_staged)
+// STAGEDMB: gpu.terminator
+// STAGEDMB-NEXT: } {k3.min_blocks_per_sm = 6 : i32}
+// STAGED-LABEL: func.func @k3_kda_chunk_f32(
+// STAGED: module(@k3_kda_chunk_f32_kda_tokens_staged)
+// NOSTAGED-NOT: kda_tokens_staged
 // NOMMA-LABEL: func.func @k3_kda_chunk_605990ac(
 // NOMMA-NOT: nvvm.mma.sync
 // NOMMA: module(@k3_kda_chunk_605990ac_kda_chunk_fma)
