@@ -22,6 +22,9 @@ tiny() { $B/k3-compile "$@" --target=sm_90a --quiet 2> /dev/null; }
 tiny /tmp/k3c-ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --max-tokens 64 --max-seqs 4 --max-context 256
 tiny /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024
 tiny /tmp/k3c-ckpt-tiny-sp -o $D/sp-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024
+# ... and for batches of up to 64 sequences (kda-decode-h200.sh: decode
+# launches of 17-64 tokens, the warpgroup tiles and the staged recurrence)
+tiny /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-b64-bf16 --max-tokens 512 --max-seqs 64 --max-context 1024
 tiny /tmp/k3c-ckpt-tiny-sp -o $D/sp-f32 --activation-dtype=f32 --max-tokens 512 --max-seqs 16 --max-context 1024
 python3 bench/slice-config.py .dev slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet

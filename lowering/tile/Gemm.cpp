@@ -458,10 +458,11 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     return p;
   // Tensor cores from 2 tokens (batch-1 decode is a GEMV). Measured on an
   // H200 (docs/perf.md, k3-small slice): batched decode takes 32 x 64 blocks
-  // (4 warps of 16 x 32, six 64-column stages) up to 64 tokens, so that few
-  // row tiles still give every SM blocks, and 128 x 64 (8 warps of 32 x 32,
-  // W read once) up to 256; without wgmma, prefill takes 128 x 128 blocks
-  // with 64-column stages three deep (8 warps of 64 x 32).
+  // (4 warps of 16 x 32, six 64-column stages) up to 64 tokens (32 or 16
+  // with warpgroup MMA, below), so that few row tiles still give every SM
+  // blocks, and 128 x 64 (8 warps of 32 x 32, W read once) up to 256;
+  // without wgmma, prefill takes 128 x 128 blocks with 64-column stages
+  // three deep (8 warps of 64 x 32).
   p.small = tileFromEnv("K3C_MMA_SMALL", MmaTile{32, 64, 64, 2, 2, 6});
   p.medium = tileFromEnv("K3C_MMA_MEDIUM", MmaTile{128, 64, 64, 4, 2, 4});
   p.large = tileFromEnv("K3C_MMA_LARGE", MmaTile{128, 128, 64, 2, 4, 3});
@@ -488,6 +489,15 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     const bool wide = wideFrom > 0 && (O + 255) / 256 >= wideFrom;
     p.wgmmaMedium = wgmmaTileFromEnv(
         "K3C_WGMMA_MEDIUM_TILE", wide ? WgmmaTile{128, 256, 4, 1} : WgmmaTile{128, 64, 4});
+    // The 32-row mma.sync tile reads W once per 32 tokens: from 33 tokens
+    // the 128-row warpgroup tile (W once, rows masked) is faster everywhere,
+    // and from 17 for the wide outputs, whose 128 x 256 tile streams W
+    // better than 32 x 64 blocks re-reading x. H200, slice (docs/perf.md,
+    // session 18), graph replay of a decode step: batch 64 4.04 -> 2.48 ms
+    // (lm_head 1257 -> 627 us, mlp_down 571 -> 371), batch 32 2.38 -> 2.29
+    // with every output on the wgmma tile (lm_head 706 -> 602, mlp_in 618
+    // -> 576; the narrow ones 2-11 % slower there, so they keep 32 x 64).
+    p.smallUpTo = intFromEnv("K3C_MMA_SMALL_UP_TO", wide ? 16 : 32);
     // Shallow products (K <= 128: two 64-column stages; KDA's low-rank gate
     // projection f_b) take 128 x 128 tiles with two stages and no group in
     // flight: 122 instead of 164 registers and 65 instead of 197 KB of

@@ -13,8 +13,9 @@
 // output has 256-column tiles for 2 blocks an SM (K3C_WGMMA_MEDIUM_WIDE_FROM,
 // default 2 x 132: lm_head, mlp_in on K3's shapes); this 128-wide output has
 // one, so only a threshold of 1 makes it wide. Medium and large tile are then
-// the same: one branch above 64 tokens, one kernel.
-// WIDE: arith.cmpi ule, %{{.*}}, %c64
+// the same: one branch above 16 tokens (wide outputs leave the 32-row
+// mma.sync tile from 17 tokens), one kernel.
+// WIDE: arith.cmpi ule, %{{.*}}, %c16
 // WIDE-NEXT: scf.if
 // WIDE: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_mma_32x64x64_s6)
 // WIDE: } else {
@@ -37,7 +38,8 @@
 // warps, not 8 with 5 idle); K3C_GEMV_FIT_THREADS=0 keeps 256 threads.
 // GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c96{{.*}}) module(@k3_mlp_down_{{[0-9a-f]+}}_linear_gemv1) {{.*}} workgroup(%{{.*}} : memref<3x4xf32, #gpu.address_space<workgroup>>)
 // GPU: } else {
-// GPU: arith.cmpi ule, %[[T]], %c64
+// The 32-row mma.sync tile up to 32 tokens, the 128-row wgmma tile above.
+// GPU: arith.cmpi ule, %[[T]], %c32
 // GPU: gpu.launch {{.*}} dynamic_shared_memory_size %c82944_i32 module(@k3_mlp_down_{{[0-9a-f]+}}_linear_mma_32x64x64_s6)
 // GPU: gpu.dynamic_shared_memory
 // GPU: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<128x576xbf16> to memref<6x64x72xbf16, #gpu.address_space<workgroup>>
@@ -136,7 +138,7 @@ func.func @mlp_down_f32(%a0: tensor<?x576xf32>, %a1: tensor<?x576xf32>, %a2: ten
 // Grids cover both weights' rows: the GEMV 576 / 2 blocks (2 hidden columns
 // a block), the tiles 2 x 576 / bn column tiles (18 of 64, 5 of 256).
 // PAIR: gpu.launch blocks({{.*}}) in ({{.*}} = %c288,{{.*}}module(@k3_mlp_in_pair_linear_glu_gemv1)
-// PAIR: arith.cmpi ule, %[[T]], %c64
+// PAIR: arith.cmpi ule, %[[T]], %c32
 // PAIR: arith.muli %{{.*}}, %c18 : index
 // PAIR: module(@k3_mlp_in_pair_linear_glu_mma_32x64x64_s6)
 // The B tile's rows come from the gate or the up weight by 8-row block.
