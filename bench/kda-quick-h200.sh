@@ -6,7 +6,9 @@
 # build against the reference (16 tokens) and its delta rule against fp64
 # (2048 tokens), k3-bench prefill 2048 and 8192, decode 32 and 128; then per
 # variant in v/: logits against the default build (16 tokens), its delta
-# rule against fp64 where VAR_FP64 names it (space-separated names), the
+# rule against fp64 where VAR_FP64 names it (space-separated names; those
+# also in VAR_L2NORM were built with --kda-norm-in-chunk /
+# K3C_KDA_NORM_IN_CHUNK=1: kda_check.py --l2norm), the
 # same k3-bench, and its k3-tiny builds (dense, softplus gate) against the
 # reference, and its Kimi Linear slice build where there is one (v/kl-NAME;
 # NO_KL=1 skips the Kimi Linear slice).
@@ -25,7 +27,7 @@ stamp
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 stamp
 run() { timeout 120 k3-run "$1" --checkpoint /tmp/slice --device cuda --quiet "${@:2}"; }
-fp64() { K3C_DUMP_KERNEL=kda_chunk@2048:/tmp/dv run $1 --prompt-ids $(seq -s, 1 2048) --max-new-tokens 1 > /dev/null; python3 kda_check.py /tmp/dv; rm -rf /tmp/dv; }
+fp64() { K3C_DUMP_KERNEL=kda_chunk@2048:/tmp/dv run $1 --prompt-ids $(seq -s, 1 2048) --max-new-tokens 1 > /dev/null; python3 kda_check.py /tmp/dv ${2:-}; rm -rf /tmp/dv; }
 bench() { timeout 120 k3-bench $1 --checkpoint /tmp/slice --device cuda --quiet --prefill 2048,8192 --decode 32,128 --csv $OUT/$2.csv > $OUT/$2.txt; grep -E "^(prefill|decode)" $OUT/$2.txt; grep -E "kda_(chunk|conv)" $OUT/$2.csv; }
 echo "== slice, default build"
 run slice-bf16 --prompt-ids $(seq -s, 1 16) --max-new-tokens 2 --check | grep -E "check: (PASSED|FAILED)"
@@ -46,7 +48,8 @@ for v in v/slice-*; do
 import numpy as n
 a, b = n.load('/tmp/ref.npy'), n.load('/tmp/x.npy')
 print('logits vs the default build: bit-identical %s, max rel %.2e' % (bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max()))"
-  case " ${VAR_FP64:-} " in *" $name "*) fp64 $v;; esac
+  l2=""; case " ${VAR_L2NORM:-} " in *" $name "*) l2=--l2norm;; esac
+  case " ${VAR_FP64:-} " in *" $name "*) fp64 $v $l2;; esac
   bench $v $name; stamp
   kimi_linear v/kl-$name kl-$name
 done

@@ -12,7 +12,7 @@ and prints RMS(error) / RMS(reference) and max |error| / max |reference|
 for o and the final state (FlashKDA's bar: RMS ratio <= 5e-3). Exits 1 when
 a ratio exceeds --rms-tol or NaN/inf positions differ.
 
-usage: kda_check.py DUMP_DIR [--rms-tol 5e-3]
+usage: kda_check.py DUMP_DIR [--rms-tol 5e-3] [--l2norm]
 """
 import argparse
 import json
@@ -49,6 +49,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dump", help="K3C_DUMP_KERNEL directory of a kda_chunk kernel")
     ap.add_argument("--rms-tol", type=float, default=5e-3)
+    ap.add_argument("--l2norm", action="store_true",
+                    help="q and k are the convolutions' rows, normalized by the kernel itself "
+                         "(k3-compile --kda-norm-in-chunk): normalize them here in fp64 "
+                         "(per head; eps 1e-6; q scaled by d_k^-1/2, as the model's norms)")
     a = ap.parse_args()
     meta = json.load(open(a.dump + "/args.json"))
     inp = lambda i: np.load("%s/arg%d_in.npy" % (a.dump, i))
@@ -60,6 +64,12 @@ def main():
     lens = [int(x) for x in lens]
     H = S0.shape[1]
     T = sum(lens)
+    if a.l2norm:
+        dk = S0.shape[3]
+        def l2(x, scale):
+            x = x.astype(np.float64).reshape(x.shape[0], H, dk)
+            return (x / np.sqrt((x * x).sum(-1, keepdims=True) + 1e-6) * scale).reshape(x.shape[0], H * dk)
+        q, k = l2(q, 1.0 / np.sqrt(dk)), l2(k, 1.0)
     o_ref, S_ref = reference(q[:T], k[:T], v[:T], g[:T], beta[:T], S0, lens, H)
     o_got, S_got = out(o_arg)[:T], out(ins[5])
     print("kernel %s: %d sequences, %d tokens, %d heads, d_k %d, d_v %d, o dtype %s"

@@ -53,6 +53,9 @@ llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op);
 llvm::SmallVector<ScratchNeed> linearSplitNeed(mlir::Operation *op);
 /// The KDA delta rule's chunk scratch (Kda.cpp).
 llvm::SmallVector<ScratchNeed> kdaScratchNeeds(mlir::Operation *op);
+/// Whether `op` is an L2 norm its delta rule applies as it loads the norm's
+/// input (k3-fuse-kernels' kda-norm-in-chunk): no launch, no result buffer.
+bool kdaNormedOnLoad(mlir::Operation *op);
 /// The MLA kernel's GPU scratch (Mla.cpp): the flash prefill's
 /// up-projection and the split decode's partials, device-only.
 llvm::SmallVector<ScratchNeed> mlaScratchNeeds(mlir::Operation *op);

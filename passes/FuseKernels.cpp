@@ -7,7 +7,7 @@
 //               shared gate/up; dense: gate/up; final: last_tokens + lm head)
 //               + the gated activation of a gate/up pair (fuse-glu)
 //   kda_conv_gate  3 x short_conv + 2 x l2norm + f_b linear + kda_gate
-//   kda_chunk   the chunked delta rule
+//   kda_chunk   the chunked delta rule (+ the 2 l2norms with kda-norm-in-chunk)
 //   kda_out     gated_rmsnorm + o_proj (+ the residual add)
 //   mla_q_up    q_a RMSNorm + q_b
 //   mla_attn    latent norm + cache append + attention + output gate
@@ -51,7 +51,8 @@ struct Group {
 
 class Fuser {
 public:
-  Fuser(Block &block, bool fuseGlu) : block(block), fuseGlu(fuseGlu) {}
+  Fuser(Block &block, bool fuseGlu, bool normInChunk)
+      : block(block), fuseGlu(fuseGlu), normInChunk(normInChunk) {}
 
   LogicalResult run(bool report);
 
@@ -81,6 +82,7 @@ private:
 
   Block &block;
   bool fuseGlu;
+  bool normInChunk; ///< kda-norm-in-chunk: the q/k L2 norms in kda_chunk
   std::vector<std::unique_ptr<Group>> groups;
   llvm::DenseMap<Operation *, Group *> owner;
 };
@@ -89,9 +91,11 @@ void Fuser::formGroups() {
   // KDA: conv + gate, chunk, output.
   block.walk([&](DeltaRuleOp rule) {
     Group *conv = newGroup("kda_conv_gate");
+    Group *chunk = newGroup("kda_chunk");
+    add(chunk, rule);
     for (Value v : {rule.getQ(), rule.getK()})
       if (auto l2 = def<L2NormOp>(v)) {
-        add(conv, l2);
+        add(normInChunk && singleUse(l2.getResult()) ? chunk : conv, l2);
         add(conv, def<ShortConvOp>(l2.getInput()));
       }
     add(conv, def<ShortConvOp>(rule.getV()));
@@ -103,8 +107,6 @@ void Fuser::formGroups() {
     for (Operation *op : llvm::to_vector(conv->ops))
       if (auto c = dyn_cast<ShortConvOp>(op))
         add(conv, def<ShortConvOp>(c.getConvState()));
-    Group *chunk = newGroup("kda_chunk");
-    add(chunk, rule);
     for (Operation *user : rule.getResult().getUsers())
       if (auto norm = dyn_cast<GatedRMSNormOp>(user)) {
         Group *out = newGroup("kda_out");
@@ -358,7 +360,7 @@ struct K3FuseKernelsPass : mlir::k3::impl::K3FuseKernelsPassBase<K3FuseKernelsPa
     getOperation().walk([&](func::FuncOp fn) {
       if (fn.isExternal())
         return;
-      if (failed(Fuser(fn.getBody().front(), fuseGlu).run(report)))
+      if (failed(Fuser(fn.getBody().front(), fuseGlu, kdaNormInChunk).run(report)))
         ok = false;
     });
     if (!ok)

@@ -27,6 +27,7 @@ struct PipelineOptions {
   int64_t chunkSize = 0;
   std::string gammaType = "bf16";
   bool report = false;
+  bool kdaNormInChunk = false; ///< k3-fuse-kernels' kda-norm-in-chunk
 };
 void buildK3Pipeline(OpPassManager &pm, const PipelineOptions &options = {});
 void registerK3Pipelines();

@@ -71,7 +71,11 @@ def K3FuseKernelsPass : Pass<"k3-fuse-kernels", "::mlir::ModuleOp"> {
            "Emit a remark per kernel with its cost estimates">,
     Option<"fuseGlu", "fuse-glu", "bool", /*default=*/"true",
            "Put a gated activation (dense MLP, shared experts) in the kernel of "
-           "its gate and up projections, so only the activation leaves it">
+           "its gate and up projections, so only the activation leaves it">,
+    Option<"kdaNormInChunk", "kda-norm-in-chunk", "bool", /*default=*/"false",
+           "Put the KDA q/k L2 norms in the kda_chunk kernel instead of the "
+           "convolutions' (the delta rule then normalizes the convolutions' "
+           "rows as it loads them: they cross in the activation dtype)">
   ];
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }

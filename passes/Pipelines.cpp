@@ -20,6 +20,7 @@ void mlir::k3::buildK3Pipeline(OpPassManager &pm, const PipelineOptions &o) {
   pm.addPass(createK3MXFP4LayoutPass());
   K3FuseKernelsPassOptions fuse;
   fuse.report = o.report;
+  fuse.kdaNormInChunk = o.kdaNormInChunk;
   pm.addPass(createK3FuseKernelsPass(fuse));
 }
 
@@ -33,6 +34,10 @@ struct CLPipelineOptions : PassPipelineOptions<CLPipelineOptions> {
                                 llvm::cl::init("bf16")};
   Option<bool> report{*this, "report", llvm::cl::desc("Remark per fused kernel"),
                       llvm::cl::init(false)};
+  Option<bool> kdaNormInChunk{
+      *this, "kda-norm-in-chunk",
+      llvm::cl::desc("KDA's q/k L2 norms in the delta rule's kernel (k3-fuse-kernels)"),
+      llvm::cl::init(false)};
 };
 } // namespace
 
@@ -45,6 +50,7 @@ void mlir::k3::registerK3Pipelines() {
         opts.chunkSize = o.chunkSize;
         opts.gammaType = o.gammaType;
         opts.report = o.report;
+        opts.kdaNormInChunk = o.kdaNormInChunk;
         buildK3Pipeline(pm, opts);
       });
 }

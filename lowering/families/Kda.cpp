@@ -175,6 +175,37 @@ static bool fromL2Norm(Value v) {
   return v.getDefiningOp<L2NormOp>() != nullptr;
 }
 
+/// The L2 norm that makes a delta rule's q or k inside the rule's own kernel
+/// (k3-fuse-kernels' kda-norm-in-chunk), else null: the rule then loads the
+/// norm's input rows (the convolution's output, in the activation dtype)
+/// and normalizes them itself, as the norm's kernel would (v / sqrt(sum of
+/// squares + eps) * scale); the norm has no launch and no buffer.
+static L2NormOp kdaNormOnLoad(Value v) {
+  auto l2 = v.getDefiningOp<L2NormOp>();
+  if (!l2 || !l2.getResult().hasOneUse())
+    return {};
+  auto rule = dyn_cast<DeltaRuleOp>(*l2.getResult().getUsers().begin());
+  if (!rule || rule->getBlock() != l2->getBlock() || l2.getHeadDim() != rule.getKeyDim())
+    return {};
+  return l2;
+}
+bool kdaNormedOnLoad(Operation *op) {
+  auto l2 = dyn_cast<L2NormOp>(op);
+  return l2 && kdaNormOnLoad(l2.getResult());
+}
+
+/// A delta rule's q or k as its kernels load it: the buffer, and the L2 norm
+/// to apply on load (kdaNormOnLoad) or null.
+struct QKSource {
+  Value buf;
+  L2NormOp norm;
+};
+static QKSource qkSource(Value v, LowerState &st) {
+  if (L2NormOp l2 = kdaNormOnLoad(v))
+    return {st.get(l2.getInput()), l2};
+  return {st.get(v), {}};
+}
+
 /// K3C_KDA_SCRATCH_F16=MASK (bf16 build, C = 16, q and k L2-normalized):
 /// which of the prep's key-width rows go to fp16 scratch instead of fp32,
 /// with the bits of K3C_KDA_3XTF32 (1: W^, 2: Qd, 4: Kr); a value outside
@@ -505,8 +536,9 @@ static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, 
 static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t C,
                     ArrayRef<Value> sc, bool mmaB) {
   int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
-  Value q = st.get(rule.getQ()), k = st.get(rule.getK()), v = st.get(rule.getV()),
-        g = st.get(rule.getG()), beta = st.get(rule.getBeta()), lens = st.get(rule.getSeqLens());
+  QKSource qs = qkSource(rule.getQ(), st), ks = qkSource(rule.getK(), st);
+  Value q = qs.buf, k = ks.buf, v = st.get(rule.getV()), g = st.get(rule.getG()),
+        beta = st.get(rule.getBeta()), lens = st.get(rule.getSeqLens());
   Type f32 = kb.b.getF32Type();
   Value slots = kb.add(kb.ceilDiv(kb.dim(q, 0), C), kb.dim(lens, 0));
   kb.blocks({slots, kb.idx(H)}, kKdaPrepThreads, [&](ValueRange bid, ThreadBlock &tb) {
@@ -533,12 +565,48 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
       auto guarded = [&](Value r, const std::function<void(Value)> &put) {
         kb.ifThen(kb.ult(r, nc), [&] { put(kb.add(row0, r)); });
       };
+      // Normalized on load (kdaNormOnLoad): first the chunk's q / k rows,
+      // a warp per row (vector loads, the lanes' squares, the butterfly;
+      // the norm kernel's arithmetic), normalized into shared memory: Qr
+      // for q, G for k (the pairwise phase A reads each column of them
+      // before it writes its own values there; the factorized path has no
+      // other use for them). Phase A then reads them from there.
+      const L2NormOp norms[2] = {qs.norm, ks.norm};
+      const Value normed[2] = {sm.Qr, sm.G};
+      if (qs.norm || ks.norm) {
+        const int64_t vw = perHeadVw(kb, dk, {q, k});
+        SmallVector<Value> cols = laneCols(kb, tb, dk, vw);
+        for (int which = 0; which < 2; ++which) {
+          if (!norms[which])
+            continue;
+          kb.loopStep(tb.warp, kb.idx(C), kb.idx(tb.warps), [&](Value r) {
+            SmallVector<SmallVector<Value>> vals;
+            Value ss = headSumSq(kb, tb, which ? k : q, kb.add(row0, kb.minu(r, last1)), kbase,
+                                 cols, vw, vals);
+            for (size_t i = 0; i < cols.size(); ++i) {
+              SmallVector<Value> y = l2Scaled(kb, l2NormConstants(kb, norms[which]), ss, vals[i]);
+              for (int64_t e = 0; e < vw; ++e)
+                kb.store(y[e], normed[which], {r, kb.add(cols[i], kb.idx(e))});
+            }
+          });
+        }
+        kb.barrier(tb);
+      }
       PrepIO io;
       io.uCols = dv;
       io.mmaB = mmaB;
       io.rows = [&](int which, Value c) {
         Value bufs[] = {q, k, g};
-        return which == 3 ? rowLoads(v, kb.add(vbase, c)) : rowLoads(bufs[which], kb.add(kbase, c));
+        if (which == 3)
+          return rowLoads(v, kb.add(vbase, c));
+        if (which < 2 && norms[which]) {
+          SmallVector<Value> rows;
+          for (int64_t r = 0; r < C; ++r)
+            rows.push_back(kb.select(kb.ult(kb.idx(r), nc),
+                                     kb.load(normed[which], {kb.idx(r), c}), kb.f32(0.0)));
+          return rows;
+        }
+        return rowLoads(bufs[which], kb.add(kbase, c));
       };
       io.beta = [&](Value r) {
         return kb.ifElse(
@@ -1315,7 +1383,8 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
 /// bound at half occupancy, 83 % of copy bandwidth at batch 128). Same
 /// arithmetic in the same order: bit-identical to the register form.
 static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, bool staged) {
-  Value q = st.get(rule.getQ()), k = st.get(rule.getK()), v = st.get(rule.getV()),
+  QKSource qs = qkSource(rule.getQ(), st), ks = qkSource(rule.getK(), st);
+  Value q = qs.buf, k = ks.buf, v = st.get(rule.getV()),
         g = st.get(rule.getG()), beta = st.get(rule.getBeta()), S = st.get(rule.getState()),
         lens = st.get(rule.getSeqLens()), o = st.get(rule.getResult());
   int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
@@ -1437,6 +1506,18 @@ static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
         for (Value x : masked(kb.loadVec(q, {row, kb.add(kbase, cols[p])}, vw)))
           qv.push_back(x);
       }
+      // Normalized on load (kdaNormOnLoad): the head's sum of squares over
+      // the lanes' (zero-masked) columns.
+      auto normalize = [&](L2NormOp norm, SmallVector<Value> &xs) {
+        if (!norm)
+          return;
+        Value ss = kb.f32(0.0);
+        for (Value x : xs)
+          ss = kb.fadd(ss, kb.fmul(x, x));
+        xs = l2Scaled(kb, l2NormConstants(kb, norm), kb.warpSum(tb, ss), xs);
+      };
+      normalize(ks.norm, kv);
+      normalize(qs.norm, qv);
       // Every input of the token before any store (the o stores could
       // alias v for the compiler and would serialize its loads).
       Value bt = kb.sigmoid(kb.loadF32(beta, {row, h}));
@@ -1522,7 +1603,7 @@ static void lowerDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) 
   }
   ArrayRef<Value> sc = st.scratch[rule.getOperation()];
   assert(sc.size() == kKdaScratchCount && "kdaScratchNeeds' buffers");
-  Value T = kb.dim(st.get(rule.getQ()), 0), N = kb.dim(st.get(rule.getSeqLens()), 0);
+  Value T = kb.dim(qkSource(rule.getQ(), st).buf, 0), N = kb.dim(st.get(rule.getSeqLens()), 0);
   // Tensor cores serve the bf16 build; the f32 build keeps the exact path
   // (K3C_KDA_MMA=0: the bf16 build too, for comparisons).
   bool mma = kb.gpu() && kb.info().mmaSync && C == 16 && intFromEnv("K3C_KDA_MMA", 1) &&
@@ -1533,7 +1614,9 @@ static void lowerDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) 
       [&] {
         // K3C_KDA_FUSED=1: one launch, each block running its chunks' prep
         // itself (kdaRecurrenceMma's fused form).
-        if (mma && intFromEnv("K3C_KDA_FUSED", 0)) {
+        // (It reads q and k as stored: not with kda-norm-in-chunk.)
+        if (mma && intFromEnv("K3C_KDA_FUSED", 0) && !kdaNormOnLoad(rule.getQ()) &&
+            !kdaNormOnLoad(rule.getK())) {
           kdaRecurrenceMma(rule, kb, st, sc, /*fused=*/true);
           return;
         }
@@ -1867,7 +1950,8 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     return success();
   }
   if (auto l2 = dyn_cast<L2NormOp>(op)) {
-    if (st.fusedAway.contains(op)) // done in its convolution's store
+    // Done in its convolution's store, or by its delta rule's loads.
+    if (st.fusedAway.contains(op) || kdaNormedOnLoad(op))
       return success();
     Value x = st.get(l2.getInput()), y = st.get(l2.getResult());
     int64_t d = l2.getHeadDim();

@@ -399,3 +399,38 @@ func.func @kda_chunk_norm(%x: tensor<?x128xbf16>, %a2: tensor<?x128xbf16>, %a3: 
     }
   return %r#0, %r#1 : tensor<?x128xbf16>, tensor<?x4x32x32xf32>
 }
+
+// The q/k L2 norms in the delta rule's kernel (k3-fuse-kernels'
+// kda-norm-in-chunk): no norm launch and no buffer for the normalized rows;
+// the prep normalizes the chunk's bf16 rows into shared memory (a warp per
+// row, vector loads, the butterfly) and the token kernels normalize each
+// token's lanes with two more warp sums. The host runs the same phases.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NORMLOAD
+// RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=NORMHOST
+// Arguments: the inputs, o, then the six prep scratch buffers only.
+// NORMLOAD-LABEL: func.func @k3_kda_chunk_normload(%arg0: memref<?x128xbf16>, %arg1: memref<?x128xbf16>, %arg2: memref<?x128xbf16>, %arg3: memref<?x128xf32>, %arg4: memref<?x4xbf16>, %arg5: memref<?x4x32x32xf32>, %arg6: memref<?xi32>, %arg7: memref<?x128xbf16>, %arg8: memref<?x128xf32>, %arg9: memref<?x128xf32>, %arg10: memref<?x128xf32>, %arg11: memref<?x128xf32>, %arg12: memref<?x64xf32>, %arg13: memref<?x128xf32>) attributes
+// NORMLOAD-NOT: per_head
+// NORMLOAD: module(@k3_kda_chunk_normload_kda_tokens)
+// NORMLOAD-COUNT-15: gpu.shuffle  xor
+// NORMLOAD: module(@k3_kda_chunk_normload_kda_tokens_staged)
+// NORMLOAD: module(@k3_kda_chunk_normload_kda_prep)
+// NORMLOAD: memref.load %arg0[%{{.*}}, %{{.*}}] : memref<?x128xbf16>
+// NORMLOAD: gpu.shuffle  xor {{.*}} : f32
+// NORMLOAD: math.sqrt
+// NORMLOAD: gpu.barrier
+// NORMLOAD-NOT: per_head
+// NORMLOAD: return
+// NORMHOST-LABEL: func.func @k3_kda_chunk_normload(
+// NORMHOST-NOT: gpu.
+// NORMHOST: math.sqrt
+// NORMHOST: return
+func.func @kda_chunk_normload(%a0: tensor<?x128xbf16>, %a1: tensor<?x128xbf16>, %a2: tensor<?x128xbf16>, %a3: tensor<?x128xf32>, %a4: tensor<?x4xbf16>, %a5: tensor<?x4x32x32xf32>, %a6: tensor<?xi32>) -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>) {
+    %r:2 = k3.kernel "k3_kda_chunk_normload" family "kda_chunk" (%a0, %a1, %a2, %a3, %a4, %a5, %a6) {bytes_per_token = 34828 : i64, flops_per_token = 28672 : i64} : (tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?x128xf32>, tensor<?x4xbf16>, tensor<?x4x32x32xf32>, tensor<?xi32>) -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>) {
+    ^bb0(%arg400: tensor<?x128xbf16>, %arg401: tensor<?x128xbf16>, %arg403: tensor<?x128xbf16>, %arg404: tensor<?x128xf32>, %arg405: tensor<?x4xbf16>, %arg406: tensor<?x4x32x32xf32>, %arg407: tensor<?xi32>):
+      %q = k3.l2norm %arg400 {eps = 1.0E-6 : f64, head_dim = 32 : i64, scale = 0.17677669529663687 : f64} : tensor<?x128xbf16> -> tensor<?x128xf32>
+      %k = k3.l2norm %arg401 {eps = 1.0E-6 : f64, head_dim = 32 : i64} : tensor<?x128xbf16> -> tensor<?x128xf32>
+      %result, %new_state = k3.delta_rule %q, %k, %arg403, %arg404, %arg405, %arg406, %arg407 {chunk_size = 16 : i64, gamma_type = bf16, num_heads = 4 : i64, path = #k3.chunk_path<factorized>, tile = 16 : i64, varlen_masked} : (tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x128xbf16>, tensor<?x128xf32>, tensor<?x4xbf16>, tensor<?x4x32x32xf32>, tensor<?xi32>) -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>)
+      k3.yield %result, %new_state : tensor<?x128xbf16>, tensor<?x4x32x32xf32>
+    }
+  return %r#0, %r#1 : tensor<?x128xbf16>, tensor<?x4x32x32xf32>
+}

@@ -2,6 +2,7 @@
 // RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels=report -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
 // RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels | k3-opt -o /dev/null
 // RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels=fuse-glu=false | FileCheck %s --check-prefix=NOGLU
+// RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels=kda-norm-in-chunk=true | FileCheck %s --check-prefix=NORMCHUNK
 
 // Two identical pre-norm KDA layers with residual adds: four kernels per
 // layer, and the second layer reuses the first layer's kernel names.
@@ -34,6 +35,20 @@
 // CHECK: %[[H2:.*]] = k3.kernel "[[OUT]]" family "kda_out"
 // CHECK-NOT: k3.kernel
 // CHECK: return %[[H2]]
+
+// kda-norm-in-chunk: the q/k L2 norms move into the delta rule's kernel
+// (the convolutions' rows cross in bf16; the rule normalizes them on load).
+// NORMCHUNK-LABEL: func.func @two_kda_layers
+// NORMCHUNK: k3.kernel "{{k3_kda_conv_gate_[0-9a-f]+}}" family "kda_conv_gate"
+// NORMCHUNK-SAME: -> (tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?x128xbf16>,
+// NORMCHUNK-NOT: k3.l2norm
+// NORMCHUNK: k3.kernel "{{k3_kda_chunk_[0-9a-f]+}}" family "kda_chunk"
+// NORMCHUNK-SAME: (tensor<?x128xbf16>, tensor<?x128xbf16>,
+// NORMCHUNK-NEXT: ^bb0
+// NORMCHUNK-NEXT: k3.l2norm
+// NORMCHUNK-NEXT: k3.l2norm
+// NORMCHUNK-NEXT: k3.delta_rule
+// NORMCHUNK-NEXT: k3.yield
 
 // rmsnorm 512 + q,k,v,g 4 x 32768 + f_a 8192 + b 1024 FLOP per token; the
 // q/k/v/g/f_a/b weights are 4 x 32 KiB + 8 KiB + 1 KiB.

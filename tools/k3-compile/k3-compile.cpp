@@ -18,6 +18,7 @@
 #include "passes/Passes.h"
 #include "lowering/Artifact.h"
 #include "lowering/Lowering.h"
+#include "lowering/TargetInfo.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -88,6 +89,12 @@ static cl::opt<std::string> gammaType("kda-gamma-type",
                                       cl::desc("Dtype holding the KDA decay factors Γ: "
                                                "bf16, f16 or f32"),
                                       cl::init("bf16"));
+static cl::opt<bool> kdaNormInChunk(
+    "kda-norm-in-chunk",
+    cl::desc("Normalize KDA's q and k (L2) in the delta rule's kernel as it loads the "
+             "convolutions' rows, which then cross in the activation dtype (default: the "
+             "convolutions store the normalized fp32 rows; K3C_KDA_NORM_IN_CHUNK=1 sets it too)"),
+    cl::init(false));
 static cl::opt<int64_t> maxContext("max-context",
                                    cl::desc("MLA cache capacity per sequence (0: dynamic)"),
                                    cl::init(0));
@@ -432,6 +439,7 @@ int main(int argc, char **argv) {
       mlir::k3::PipelineOptions o;
       o.chunkSize = kdaChunk;
       o.gammaType = gammaType;
+      o.kdaNormInChunk = kdaNormInChunk || ::k3c::lowering::intFromEnv("K3C_KDA_NORM_IN_CHUNK", 0);
       mlir::k3::buildK3Pipeline(pm, o);
     }
     if (failed(pm.run(*module))) {
