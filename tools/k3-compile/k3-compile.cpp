@@ -439,7 +439,13 @@ int main(int argc, char **argv) {
       mlir::k3::PipelineOptions o;
       o.chunkSize = kdaChunk;
       o.gammaType = gammaType;
-      o.kdaNormInChunk = kdaNormInChunk || ::k3c::lowering::intFromEnv("K3C_KDA_NORM_IN_CHUNK", 0);
+      const int64_t normEnv = ::k3c::lowering::intFromEnv("K3C_KDA_NORM_IN_CHUNK", 0);
+      if (normEnv != 0 && normEnv != 1) {
+        llvm::errs() << "k3-compile: error: K3C_KDA_NORM_IN_CHUNK must be 0 or 1, got "
+                     << normEnv << "\n";
+        return 1;
+      }
+      o.kdaNormInChunk = kdaNormInChunk || normEnv;
       mlir::k3::buildK3Pipeline(pm, o);
     }
     if (failed(pm.run(*module))) {
