@@ -51,5 +51,5 @@ print('logits vs the default build: bit-identical %s, max rel %.2e' % (bool((a.v
   l2=""; case " ${VAR_L2NORM:-} " in *" $name "*) l2=--l2norm;; esac
   case " ${VAR_FP64:-} " in *" $name "*) fp64 $v $l2;; esac
   bench $v $name; stamp
-  kimi_linear v/kl-$name kl-$name
+  kimi_linear v/kl-$name kl-$name $l2
 done
