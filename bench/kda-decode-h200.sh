@@ -37,9 +37,14 @@ done
 echo "== dense k3-tiny bf16, 40 sequences (decode launches of 40 tokens) vs the reference"
 for i in $(seq 1 40); do seq -s, $((i * 5)) $((i * 5 + i % 3)); done > b40.txt
 timeout 150 k3-run tiny-dense-b64-bf16 --checkpoint ckpt-tiny-dense --device cuda --batch b40.txt --max-new-tokens 4 --check --quiet | grep -E "check: (PASSED|FAILED)"
-echo "== the delta rule at 16 sequences (decode) vs fp64"
+echo "== the delta rule at 16 sequences (decode; a prefill of 1-2 token prompts) vs fp64"
 K3C_DUMP_KERNEL=kda_chunk@16-16:/tmp/dd1 timeout 120 k3-run tiny-dense-bf16 --checkpoint ckpt-tiny-dense --device cuda --batch b16.txt --max-new-tokens 3 --quiet > /dev/null; python3 kda_check.py /tmp/dd1; rm -rf /tmp/dd1
 K3C_DUMP_KERNEL=kda_chunk@16-16:/tmp/dd2 timeout 120 k3-run sp-f32 --checkpoint ckpt-sp --device cuda --batch b16.txt --max-new-tokens 3 --quiet > /dev/null; python3 kda_check.py /tmp/dd2 --rms-tol 1e-6; rm -rf /tmp/dd2
+# 16 prompts of 1-2 tokens: the prefill (T <= 2 N) takes the token kernel
+# too, sequences of two tokens through the staged form's loop.
+for i in $(seq 1 16); do seq -s, $((i * 3)) $((i * 3 + i % 2)); done > b16s.txt
+K3C_DUMP_KERNEL=kda_chunk@17-32:/tmp/dd4 timeout 120 k3-run sp-f32 --checkpoint ckpt-sp --device cuda --batch b16s.txt --max-new-tokens 1 --quiet > /dev/null; python3 kda_check.py /tmp/dd4 --rms-tol 1e-6; rm -rf /tmp/dd4
+timeout 120 k3-run tiny-dense-bf16 --checkpoint ckpt-tiny-dense --device cuda --batch b16s.txt --max-new-tokens 3 --check --quiet | grep -E "check: (PASSED|FAILED)"
 stamp
 fi
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
