@@ -579,12 +579,13 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
         for (int which = 0; which < 2; ++which) {
           if (!norms[which])
             continue;
+          auto epsScale = l2NormConstants(kb, norms[which]);
           kb.loopStep(tb.warp, kb.idx(C), kb.idx(tb.warps), [&](Value r) {
             SmallVector<SmallVector<Value>> vals;
             Value ss = headSumSq(kb, tb, which ? k : q, kb.add(row0, kb.minu(r, last1)), kbase,
                                  cols, vw, vals);
             for (size_t i = 0; i < cols.size(); ++i) {
-              SmallVector<Value> y = l2Scaled(kb, l2NormConstants(kb, norms[which]), ss, vals[i]);
+              SmallVector<Value> y = l2Scaled(kb, epsScale, ss, vals[i]);
               for (int64_t e = 0; e < vw; ++e)
                 kb.store(y[e], normed[which], {r, kb.add(cols[i], kb.idx(e))});
             }
