@@ -12,19 +12,21 @@
 source "$(dirname "$0")/device-common.sh"
 machine
 CTX=${CTX:-8192}; BATCHES=${BATCHES:-1,8}
+# SLICE: the default build (slice-bf16); VDIR: the variants' folder (v).
+SLICE=${SLICE:-slice-bf16}; VDIR=${VDIR:-v}
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 mkdir -p /tmp/b
 if [ -z "${NO_CMP:-}" ]; then
 echo "== decode logits, variants vs default (16 prompts, 6 steps)"
-k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/ref.npy > /dev/null
-# (v/slice-base, when there, is a baseline build: every variant is compared
+k3-run $SLICE --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/ref.npy > /dev/null
+# ($VDIR/slice-base, when there, is a baseline build: every variant is compared
 # with it too; 1 prompt of 5000 tokens as well, for the long-context splits)
-for a in v/*; do
+for a in $VDIR/*; do
   [ -d "$a" ] || continue
   k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/x-$(basename $a).npy > /dev/null
 done
-if [ -d v/slice-base ]; then
-  for a in slice-bf16 v/*; do
+if [ -d $VDIR/slice-base ]; then
+  for a in $SLICE $VDIR/*; do
     k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 5000) --max-new-tokens 4 --quiet --dump-logits /tmp/L-$(basename $a).npy > /dev/null
   done
 fi
@@ -47,7 +49,7 @@ if [ -n "${DUMP_CHECK:-}" ]; then
   # Each variant's decode kernel against fp64 attention (mla_check.py): one
   # sequence at context 5000 (many splits) and four at contexts 70, 18, 3, 41.
   printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 70) $(seq -s, 3 20) 9,8,7 $(seq -s, 100 140) > /tmp/b4.txt
-  for a in slice-bf16 v/*; do
+  for a in $SLICE $VDIR/*; do
     [ -d "$a" ] || continue
     echo "== $a: decode kernel vs fp64"
     K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 5000) --max-new-tokens 2 --quiet > /dev/null
@@ -57,7 +59,7 @@ if [ -n "${DUMP_CHECK:-}" ]; then
   done
 fi
 echo "== k3-bench decode at context $CTX (graph-timed, us per kernel)"
-for a in slice-bf16 v/*; do
+for a in $SLICE $VDIR/*; do
   [ -d "$a" ] || continue
   echo "-- $a"
   t=$(basename $a)-$CTX
@@ -68,7 +70,7 @@ if [ -z "${NO_NCU:-}" ] && which ncu > /dev/null; then
   for b in ${BATCHES//,/ }; do
     echo "== ncu: MLA decode launches, batch $b, context $CTX"
     timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__registers_per_thread \
-      -k "regex:absorbed_(qabs|split|combine)|mla_attn.*append" --csv k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet \
+      -k "regex:absorbed_(qabs|split|combine)|mla_attn.*append" --csv k3-bench $SLICE --checkpoint /tmp/slice --device cuda --quiet \
       --prefill none --decode $b --context $CTX --steps 1 > /tmp/b/ncu-$b.csv 2>&1
     python3 - /tmp/b/ncu-$b.csv <<'PY'
 import csv, sys, collections
@@ -88,7 +90,7 @@ if [ -n "${NCU_FULL:-}" ] && which ncu > /dev/null; then
   # at batch 1: its details page in $OUT/ncu-full.txt.
   echo "== ncu --set full: $NCU_FULL, batch 1, context $CTX"
   timeout 240 ncu --clock-control none --set full --import-source no -k "regex:$NCU_FULL" --launch-skip 2 --launch-count 1 -f -o /tmp/b/full \
-    k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 1 --context $CTX --steps 1 > /tmp/b/full-run.txt 2>&1
+    k3-bench $SLICE --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 1 --context $CTX --steps 1 > /tmp/b/full-run.txt 2>&1
   ncu -i /tmp/b/full.ncu-rep --page details --print-details all > $OUT/ncu-full.txt 2>&1
   grep -E "^    (Duration|Registers Per Thread|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|No Eligible)" $OUT/ncu-full.txt | head -12
 fi
