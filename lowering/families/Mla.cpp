@@ -1643,7 +1643,40 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
           };
           auto issueTile = [&](SmallVector<Value> &toks, Value j) {
             Value p0 = kb.add(lo, kb.mul(j, bn));
-            copy(toks, cache, {cs.n}, p0, kb.sub(hi, p0), bn, ks, kb.rem(j, 2));
+            if (d.cd % 64 || tb.threads % 8) {
+              copy(toks, cache, {cs.n}, p0, kb.sub(hi, p0), bn, ks, kb.rem(j, 2));
+              return;
+            }
+            // Thread t: rows t / 8 + rp n, chunks t % 8 + 8 m: every offset
+            // past its first copy a constant (a warp copies four whole
+            // 128-byte row segments a copy); rows past bn in the last pass
+            // copy nothing. (The div/rem form above took ~15 instructions
+            // a copy.)
+            const int64_t rp = tb.threads / 8;
+            Value rt = kb.div(tb.tid, 8), c0 = kb.mul(kb.rem(tb.tid, 8), 8);
+            Value valid = kb.sub(hi, p0), slot = kb.rem(j, 2);
+            for (int64_t n = 0; n * rp < bn; ++n) {
+              Value r = kb.add(rt, kb.idx(rp * n));
+              // (copies under the condition join the group without their
+              // tokens: the commit takes every earlier copy of the thread)
+              auto body = [&](bool keep) {
+                Value ok = kb.ult(r, valid);
+                Value srcPos = kb.select(ok, kb.add(p0, r), kb.idx(0));
+                Value bytes = kb.select(ok, kb.idx(8), kb.idx(0));
+                for (int64_t m = 0; m < d.cd / 64; ++m) {
+                  Value c8 = kb.add(c0, kb.idx(64 * m));
+                  Value t = nvgpu::DeviceAsyncCopyOp::create(
+                      b, loc, tokenType, ks, ValueRange{slot, r, c8}, cache,
+                      ValueRange{cs.n, srcPos, c8}, b.getIndexAttr(8), bytes, b.getUnitAttr());
+                  if (keep)
+                    toks.push_back(t);
+                }
+              };
+              if ((n + 1) * rp <= bn)
+                body(true);
+              else
+                kb.ifThen(kb.ult(r, kb.idx(bn)), [&] { body(false); });
+            }
           };
           {
             SmallVector<Value> toks;
@@ -1778,35 +1811,52 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
   }, d.sharedBytes(), name);
 }
 
-/// The split decode's core on warpgroup MMA (sm_90a, bf16, opt-in:
-/// K3C_MLA_DECODE_WGMMA=1; FlashMLA's form): a block per (token, group of 64
-/// heads, split) with two warpgroups. q_abs of the 64 heads (the M
-/// dimension) and 64-position cache tiles sit in 128-byte-swizzled shared
-/// memory (a double-buffered cp.async ring); both warpgroups compute S =
-/// q_abs K^T (wgmma.m64n64k16, 4 cd/64 k steps) and the online softmax, and
-/// each accumulates O += P V for its half of the R latent columns with P in
+/// The split decode's core on warpgroup MMA (sm_90a, bf16; rounds of at
+/// least K3C_MLA_DECODE_WG_FROM tokens, FlashMLA's form): a block per
+/// (token, group of 64 heads, split) with two warpgroups. q_abs of the 64
+/// heads (the M dimension) and 64-position cache tiles sit in
+/// 128-byte-swizzled shared memory (a double-buffered cp.async ring); with
+/// K3C_MLA_DECODE_WGMMA=1 both warpgroups compute S = q_abs K^T
+/// (wgmma.m64n64k16, 4 cd/64 k steps) and the online softmax, and each
+/// accumulates O += P V for its half of the R latent columns with P in
 /// registers (the register-A wgmma) and V the tile's first R columns read
 /// as an MN-major B: the cache tile is read once for 64 heads. Writes the
 /// partials as decodeMmaCore does.
+///
+/// The seesaw form (K3C_MLA_DECODE_WGMMA=2, the default; FlashMLA's split of the
+/// scores): each warpgroup computes S for half of a tile's positions
+/// (wgmma.m64n32k16), the two exchange their row maxima through shared
+/// memory and agree on one running maximum, each writes its half of P
+/// (bf16) to a shared tile, and each accumulates O for its latent half
+/// from its own P (register A) and the other's (shared-memory A): S is
+/// computed once per tile instead of once a warpgroup.
 struct DecodeWg {
-  bool on = false;
+  bool on = false, seesaw = false;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64;
   int64_t groups() const { return (H + 63) / 64; }
   int64_t tileBytes() const { return QB * 64 * 128; } // Q or one ring slot
-  int64_t sharedBytes() const { return 3 * tileBytes() + 1024; }
+  /// Q, two ring slots, the alignment slack; seesaw: the P tile (64 x 64
+  /// bf16) and the row-maximum exchange (2 x 64 f32).
+  int64_t sharedBytes() const { return 3 * tileBytes() + 1024 + (seesaw ? 64 * 128 + 512 : 0); }
 };
 
 static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
   DecodeWg d;
   const TargetInfo &info = TargetInfo::get(target);
   auto kvType = cast<ShapedType>(attn.getKv().getType());
-  if (!info.wgmma || !kvType.getElementType().isBF16() || !groupedFits(attn) ||
-      !intFromEnv("K3C_MLA_DECODE_WGMMA", 0) || !intFromEnv("K3C_MLA_DECODE_MMA", 1))
+  const int64_t mode = intFromEnv("K3C_MLA_DECODE_WGMMA", 2);
+  if (mode < 0 || mode > 2)
+    llvm::report_fatal_error("k3c: K3C_MLA_DECODE_WGMMA must be 0, 1 or 2, got " +
+                                 llvm::Twine(mode),
+                             /*gen_crash_diag=*/false);
+  if (!info.wgmma || !kvType.getElementType().isBF16() || !groupedFits(attn) || !mode ||
+      !intFromEnv("K3C_MLA_DECODE_MMA", 1))
     return d;
   d.H = attn.getNumHeads();
   d.R = cast<ShapedType>(attn.getKvBProj().getType()).getDimSize(1);
   d.cd = kvType.getDimSize(1);
   d.QB = (d.cd + 63) / 64;
+  d.seesaw = mode == 2;
   // Each warpgroup's half of the latent columns: whole 64-column blocks, at
   // most 256 (one wgmma.m64n256).
   if (d.cd % 8 || d.R % 128 || d.R / 2 > 256 || d.sharedBytes() > info.maxSharedPerBlock)
@@ -1855,6 +1905,114 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
                         return kb.andi(kb.ieq(kb.rem(lane, 4), kb.idx(0)), kb.ieq(wg, kb.idx(0)));
                       });
     };
+    // The seesaw form's tile loop (DecodeWg): warpgroup wg takes positions
+    // [32 wg, 32 wg + 32) of each tile for S; the shared P tile (rows heads,
+    // 64 position columns, swizzled as Q) holds both halves of P.
+    const int64_t pOff = 3 * d.tileBytes(), xOff = pOff + 64 * 128;
+    std::function<void(ArrayRef<Value>, Value, std::function<Value(Value)>, Value *,
+                       std::function<void(Value)>)>
+        seesawLoop = [&](ArrayRef<Value> init, Value qAddr, std::function<Value(Value)> kAddr,
+                         Value *qi, std::function<void(Value)> issue) {
+      const int64_t hn = bn / 2; // a warpgroup's positions a tile
+      auto sHalfType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(hn / 2, f32));
+      Value ps = sm.view(kb, kb.idx(pOff), {1, 64, 64}, bf16);
+      Value xs = sm.view(kb, kb.idx(xOff), {2, 64}, f32);
+      Value pAddr = toI64(kb.add(aligned, kb.idx(pOff)));
+      Value other = kb.sub(kb.idx(1), wg);
+      Value cLog2 = kb.f32(log2e), quad0 = kb.ieq(kb.rem(lane, 4), kb.idx(0));
+      Value rows[2] = {kb.add(wRow, gq), kb.add(kb.add(wRow, gq), kb.idx(8))};
+      auto addI64 = [&](Value a, Value off) {
+        return arith::AddIOp::create(b, loc, a, off).getResult();
+      };
+      SmallVector<Value> fin = kb.loop(kb.idx(0), nT, SmallVector<Value>(init.begin(), init.end()),
+                                       [&](Value j, ValueRange in) {
+        asyncLanded(kb, tb, 1);
+        Value kA = kAddr(j);
+        // This warpgroup's rows of the tile: 32 wg positions further.
+        Value halfOff = toI64(kb.mul(wg, kb.idx(hn * 128)));
+        Value otherOff = toI64(kb.mul(other, kb.idx(hn * 128)));
+        Value sAcc = wgmmaChain(kb, sHalfType, Value(), {qAddr, 64 * 128, false},
+                                {addI64(toI64(kA), halfOff), bn * 128, false}, hn, 4 * QB);
+        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+        SmallVector<Value> sv;
+        for (int64_t i = 0; i < hn / 2; ++i)
+          sv.push_back(LLVM::ExtractValueOp::create(b, loc, sAcc, ArrayRef<int64_t>{i}));
+        // Row maxima of this half (masked past the split's end), exchanged.
+        Value pBase = kb.add(kb.add(kb.add(lo, kb.mul(j, bn)), kb.mul(wg, kb.idx(hn))), c2);
+        Value mx[2];
+        for (int64_t hf = 0; hf < 2; ++hf) {
+          mx[hf] = negInf;
+          for (int64_t t = 0; t < hn / 8; ++t)
+            for (int64_t e = 0; e < 2; ++e) {
+              Value &v = sv[t * 4 + 2 * hf + e];
+              v = kb.select(kb.ule(kb.add(pBase, kb.idx(t * 8 + e)), qi[hf]), v, negInf);
+              mx[hf] = LLVM::MaxNumOp::create(b, loc, mx[hf], v);
+            }
+          for (int64_t off : {1, 2})
+            mx[hf] = LLVM::MaxNumOp::create(
+                b, loc, mx[hf], shuffleF32(kb, mx[hf], kb.idx(off), gpu::ShuffleMode::XOR));
+          kb.ifThen(quad0, [&] { kb.store(mx[hf], xs, {wg, rows[hf]}); });
+        }
+        kb.barrier(tb);
+        SmallVector<Value> state(in.begin() + 1, in.end());
+        Value alpha[2];
+        for (int64_t hf = 0; hf < 2; ++hf) {
+          // (max is symmetric: both warpgroups reach the same maximum)
+          Value mt = LLVM::MaxNumOp::create(b, loc, mx[hf], kb.load(xs, {other, rows[hf]}));
+          Value mOld = state[hf];
+          Value mNew = LLVM::MaxNumOp::create(b, loc, mOld, kb.fmul(mt, cLog2));
+          alpha[hf] = kb.exp2(kb.fsub(mOld, mNew));
+          Value negM = kb.fneg(mNew), rowSum = zero;
+          for (int64_t t = 0; t < hn / 8; ++t)
+            for (int64_t e = 0; e < 2; ++e) {
+              Value &v = sv[t * 4 + 2 * hf + e];
+              v = kb.exp2(LLVM::FMAOp::create(b, loc, v, cLog2, negM).getResult());
+              rowSum = kb.fadd(rowSum, v);
+            }
+          state[hf] = mNew;
+          state[2 + hf] = kb.fadd(kb.fmul(state[2 + hf], alpha[hf]), rowSum);
+        }
+        // This half of P into the shared tile (for the other warpgroup).
+        for (int64_t t = 0; t < hn / 8; ++t)
+          for (int64_t hf = 0; hf < 2; ++hf) {
+            SmallVector<Value> at =
+                swzAt(Value())(rows[hf], kb.add(kb.mul(wg, kb.idx(hn)), kb.idx(8 * t)));
+            at.back() = kb.add(at.back(), c2);
+            storePair(kb, ps, at, sv[t * 4 + 2 * hf], sv[t * 4 + 2 * hf + 1]);
+          }
+        NVVM::FenceProxyOp::create(
+            b, loc, NVVM::ProxyKind::async_shared,
+            NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+        Value o = scaleAcc(kb, in[0], half / 2, alpha);
+        // O (this warpgroup's latent half) += own P V (register A), then,
+        // once the other half of P is in shared memory, the other's.
+        Value vCols = toI64(kb.add(kA, kb.mul(wg, kb.idx(half / 64 * bn * 128))));
+        o = pvRegA(kb, oAccType, o, packRegA(kb, sv), {addI64(vCols, halfOff), bn * 128, true},
+                   half);
+        kb.barrier(tb);
+        Value pOther = addI64(pAddr, toI64(kb.mul(other, kb.idx(hn * 2))));
+        o = wgmmaChain(kb, oAccType, o, {pOther, 64 * 128, false},
+                       {addI64(vCols, otherOff), bn * 128, true}, half, hn / 16);
+        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+        kb.barrier(tb);
+        issue(kb.add(j, kb.idx(2)));
+        SmallVector<Value> out{o};
+        out.append(state.begin(), state.end());
+        return out;
+      });
+      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+      // L: this warpgroup's row sums plus the other's.
+      Value m2[2] = {fin[1], fin[2]}, l2[2] = {fin[3], fin[4]};
+      for (int64_t hf = 0; hf < 2; ++hf) {
+        for (int64_t off : {1, 2})
+          l2[hf] = kb.fadd(l2[hf], shuffleF32(kb, l2[hf], kb.idx(off), gpu::ShuffleMode::XOR));
+        kb.ifThen(quad0, [&] { kb.store(l2[hf], xs, {wg, rows[hf]}); });
+      }
+      kb.barrier(tb);
+      for (int64_t hf = 0; hf < 2; ++hf)
+        l2[hf] = kb.fadd(kb.load(xs, {kb.idx(0), rows[hf]}), kb.load(xs, {kb.idx(1), rows[hf]}));
+      storePartials(fin[0], m2, l2);
+    };
     kb.ifThenElse(
         kb.ult(kb.idx(0), nT),
         [&] {
@@ -1872,6 +2030,28 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
             Value valid = kb.select(kb.ult(j, nT), kb.sub(hi, kb.minu(p0, hi)), kb.idx(0));
             Value src0 = kb.minu(p0, hi), slot = kb.rem(j, 2);
             const int64_t chunks = d.cd / 8, total = bn * chunks;
+            if (d.cd % 64 == 0 && bn % 32 == 0 && tb.threads == 256) {
+              // Thread t: rows t / 8 + 32 n, chunks t % 8 + 8 m of every
+              // 64-column block m: its swizzled chunk (t % 8) ^ (t / 8 % 8)
+              // and every offset past its first copy are constants (a warp
+              // reads four whole 128-byte row segments a copy).
+              Value rt = kb.div(tb.tid, 8), ct = kb.rem(tb.tid, 8);
+              Value phys8 = kb.mul(
+                  arith::XOrIOp::create(b, loc, ct, kb.rem(rt, 8)).getResult(), kb.idx(8));
+              for (int64_t n = 0; n < bn / 32; ++n) {
+                Value r = kb.add(rt, kb.idx(32 * n));
+                Value ok = kb.ult(r, valid);
+                Value srcPos = kb.select(ok, kb.add(src0, r), kb.idx(0));
+                Value bytes = kb.select(ok, kb.idx(8), kb.idx(0));
+                for (int64_t m = 0; m < d.cd / 64; ++m)
+                  nvgpu::DeviceAsyncCopyOp::create(
+                      b, loc, tokenType, ks, ValueRange{slot, kb.idx(m), r, phys8}, cache,
+                      ValueRange{cs.n, srcPos, kb.add(kb.mul(ct, kb.idx(8)), kb.idx(64 * m))},
+                      b.getIndexAttr(8), bytes, b.getUnitAttr());
+              }
+              NVVM::CpAsyncCommitGroupOp::create(b, loc);
+              return;
+            }
             kb.loopStep(tb.tid, kb.idx(total), kb.idx(tb.threads), [&](Value lin) {
               Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
               Value ok = kb.ult(r, valid);
@@ -1895,6 +2075,10 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
           // Carried: O, m[2], l[2].
           SmallVector<Value> init{LLVM::ZeroOp::create(b, loc, oAccType).getResult(), negInf,
                                   negInf, zero, zero};
+          if (d.seesaw) {
+            seesawLoop(init, qAddr, kAddr, qi, issue);
+            return;
+          }
           SmallVector<Value> fin = kb.loop(kb.idx(0), nT, init, [&](Value j, ValueRange in) {
             // Tile j landed (tile j + 1's group may still be in flight) and
             // is visible to the async proxy and every warp.
@@ -1934,7 +2118,9 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
           Value m2[2] = {negInf, negInf}, l2[2] = {zero, zero};
           storePartials(Value(), m2, l2);
         });
-  }, d.sharedBytes(), "absorbed_split_wg_h64_n" + std::to_string(bn));
+  }, d.sharedBytes(),
+                std::string(d.seesaw ? "absorbed_split_wgss" : "absorbed_split_wg") + "_h64_n" +
+                    std::to_string(bn));
 }
 
 /// The absorbed form with split positions (decode and small launches, GPU):
@@ -1954,15 +2140,27 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
   DecodeMma dm = decodeMmaPlan(attn, kb.target), dmSmall = decodeMmaPlan(attn, kb.target, true);
   const bool mma = dm.on && qaBf;
   const DecodeWg dw = decodeWgPlan(attn, kb.target);
-  const bool wgCore = mma && dw.on; // the warpgroup-MMA core (opt-in)
-  const bool twoSizes = mma && !wgCore && dmSmall.on && dmSmall.ht < dm.ht;
-  const int64_t groups = wgCore ? dw.groups() : mma ? dm.groups() : gr.H / G;
+  // The warpgroup-MMA core (sm_90a) takes rounds of at least wgFrom tokens
+  // (K3C_MLA_DECODE_WG_FROM, default 2), the mma.sync core the one-token
+  // ones: H200, slice, context 8192, mla_attn in the step graph (same call):
+  // batch 8 153.8 -> 110.0 us, batch 4 101.7 -> 88.6, batch 2 82.8 -> 72.1
+  // (73.9 on mma.sync); batch 1 51 us on mma.sync against 66 on the
+  // warpgroup core, whose 64-head blocks need 66 splits to fill the SMs and
+  // write twice the partials (docs/perf.md, session 19).
+  const int64_t wgFrom = intFromEnv("K3C_MLA_DECODE_WG_FROM", 2);
+  if (wgFrom < 1)
+    llvm::report_fatal_error("k3c: K3C_MLA_DECODE_WG_FROM must be >= 1, got " +
+                                 llvm::Twine(wgFrom),
+                             /*gen_crash_diag=*/false);
+  const bool wgCore = mma && dw.on, wgAll = wgCore && wgFrom == 1;
+  const bool twoSizes = mma && !wgAll && dmSmall.on && dmSmall.ht < dm.ht;
+  const int64_t groups = wgAll ? dw.groups() : mma ? dm.groups() : gr.H / G;
   // K3C_MLA_DECODE_SPLITS: splits of a token's positions at most with the
-  // tensor-core core (1..kSplitMaxAny; default kSplitMax, and with the
-  // warpgroup-MMA core, whose blocks take 64 heads, kSplitMaxAny: the
-  // one-wave count).
+  // tensor-core cores (1..kSplitMaxAny; default kSplitMax, and where the
+  // warpgroup-MMA core, whose blocks take 64 heads, takes every round,
+  // kSplitMaxAny: the one-wave count).
   const int64_t splitsMma =
-      intFromEnv("K3C_MLA_DECODE_SPLITS", wgCore ? kSplitMaxAny : kSplitMax);
+      intFromEnv("K3C_MLA_DECODE_SPLITS", wgAll ? kSplitMaxAny : kSplitMax);
   if (mma && (splitsMma < 1 || splitsMma > kSplitMaxAny))
     llvm::report_fatal_error(llvm::Twine("k3c: K3C_MLA_DECODE_SPLITS must be 1..") +
                                  llvm::Twine(kSplitMaxAny) + ", got " + llvm::Twine(splitsMma),
@@ -1973,6 +2171,8 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
     Value Tc = kb.minu(kb.idx(kSplitChunk), kb.sub(T, t0));
     Value P;
     Value small; // the tensor-core core with dmSmall's blocks (host-side)
+    // the warpgroup-MMA core for this round (host-side)
+    Value useWg = wgCore && !wgAll ? kb.ule(kb.idx(wgFrom), Tc) : Value();
     if (mma) {
       // Rounds whose blocks cannot fill the SMs even at maxSplits take
       // the small head tiles. P = clamp(floor(aim / (Tc groups)), 1,
@@ -1982,6 +2182,8 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
         small = kb.ult(kb.mul(Tc, kb.idx(groups * maxSplits)), kb.idx(aim));
         g = kb.select(small, kb.idx(dmSmall.groups()), g);
       }
+      if (useWg)
+        g = kb.select(useWg, kb.idx(dw.groups()), g);
       P = kb.div(kb.idx(aim), kb.mul(Tc, g));
     } else {
       // P = clamp(ceil(aim / (Tc groups)), 1, min(maxSplits, kSplitSlots / Tc)).
@@ -2130,14 +2332,23 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
       qabsSmall();
 
     // The attention core per (token, group, split).
-    if (wgCore)
+    auto mmaCore = [&] {
+      if (twoSizes)
+        kb.ifThenElse(
+            small,
+            [&] { decodeMmaCore(kb, dmSmall, qaBf, cache, cacheLens, lens, part, t0, Tc, P); },
+            [&] { decodeMmaCore(kb, dm, qaBf, cache, cacheLens, lens, part, t0, Tc, P); });
+      else
+        decodeMmaCore(kb, dm, qaBf, cache, cacheLens, lens, part, t0, Tc, P);
+    };
+    if (wgAll)
       decodeWgmmaCore(kb, dw, qaBf, cache, cacheLens, lens, part, t0, Tc, P);
-    else if (twoSizes)
+    else if (useWg)
       kb.ifThenElse(
-          small, [&] { decodeMmaCore(kb, dmSmall, qaBf, cache, cacheLens, lens, part, t0, Tc, P); },
-          [&] { decodeMmaCore(kb, dm, qaBf, cache, cacheLens, lens, part, t0, Tc, P); });
+          useWg, [&] { decodeWgmmaCore(kb, dw, qaBf, cache, cacheLens, lens, part, t0, Tc, P); },
+          mmaCore);
     else if (mma)
-      decodeMmaCore(kb, dm, qaBf, cache, cacheLens, lens, part, t0, Tc, P);
+      mmaCore();
     else
     kb.blocks({Tc, kb.idx(groups), P}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
       Value local = bid[0], g = bid[1], split = bid[2], row = kb.add(t0, local);
@@ -2349,21 +2560,50 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
             kb.storeF32(gr.zero, olHi, {tt, r});
             kb.storeF32(gr.zero, olLo, {tt, r});
           });
-        kb.strided(tb, kb.idx(0), kb.mul(valid, kb.idx(R)), [&](Value i) {
-          Value tt = kb.div(i, R), r = kb.rem(i, R);
-          Value slot0 = kb.mul(kb.add(local0, tt), P), col = kb.add(base, r);
-          Value acc = sumSplits(4, /*zeroTerms=*/false, [&](Value spc) {
-            return std::array<Value, 3>{kb.load(part, {kb.add(slot0, spc), col}),
-                                        kb.load(fS, {tt, spc}),
-                                        kb.fgt(kb.load(liveS, {tt, spc}), gr.zero)};
-          });
-          Value o = kb.fdiv(acc, kb.load(fS, {tt, kb.idx(mtSplits)}));
-          if (tc) {
-            Value hi = kb.round(o, bf16);
-            kb.storeF32(hi, olHi, {tt, r});
-            kb.storeF32(kb.fsub(o, hi), olLo, {tt, r});
-          } else {
-            kb.store(o, olat, {tt, r});
+        // (CW columns an item, up to mtSplits (at most 8) splits' pair
+        // loads in flight at once: a thread's items were 16 dependent rounds
+        // of four loads at batch 8, 31.5 us on the H200 for 25 MB.)
+        const int64_t CW = R % 4 == 0 ? 4 : R % 2 == 0 ? 2 : 1, VW = std::min<int64_t>(CW, 2);
+        const int64_t U = std::min<int64_t>(mtSplits, 8);
+        kb.strided(tb, kb.idx(0), kb.mul(valid, kb.idx(R / CW)), [&](Value i) {
+          Value tt = kb.div(i, R / CW), r0 = kb.mul(kb.rem(i, R / CW), CW);
+          Value slot0 = kb.mul(kb.add(local0, tt), P), col0 = kb.add(base, r0);
+          SmallVector<Value> init(CW, gr.zero);
+          SmallVector<Value> acc = kb.loopStep(
+              kb.idx(0), P, kb.idx(U), init, [&](Value sp0, ValueRange a) {
+                SmallVector<SmallVector<Value>> v;
+                SmallVector<Value> f, live;
+                for (int64_t u = 0; u < U; ++u) {
+                  Value sp = kb.add(sp0, kb.idx(u));
+                  Value in = kb.ult(sp, P);
+                  Value spc = kb.select(in, sp, kb.idx(0));
+                  SmallVector<Value> x;
+                  for (int64_t c = 0; c < CW; c += VW) {
+                    SmallVector<Value> y = kb.loadVec(
+                        part, {kb.add(slot0, spc), kb.add(col0, kb.idx(c))}, VW);
+                    x.append(y.begin(), y.end());
+                  }
+                  v.push_back(x);
+                  f.push_back(kb.load(fS, {tt, spc}));
+                  live.push_back(kb.andi(in, kb.fgt(kb.load(liveS, {tt, spc}), gr.zero)));
+                }
+                SmallVector<Value> sum(a.begin(), a.end());
+                for (int64_t u = 0; u < U; ++u)
+                  for (int64_t c = 0; c < CW; ++c)
+                    sum[c] = kb.select(live[u], kb.fadd(sum[c], kb.fmul(v[u][c], f[u])), sum[c]);
+                return sum;
+              });
+          Value L = kb.load(fS, {tt, kb.idx(mtSplits)});
+          for (int64_t c = 0; c < CW; ++c) {
+            Value r = kb.add(r0, kb.idx(c));
+            Value o = kb.fdiv(acc[c], L);
+            if (tc) {
+              Value hi = kb.round(o, bf16);
+              kb.storeF32(hi, olHi, {tt, r});
+              kb.storeF32(kb.fsub(o, hi), olLo, {tt, r});
+            } else {
+              kb.store(o, olat, {tt, r});
+            }
           }
         });
         kb.barrier(tb);

@@ -1,18 +1,31 @@
 // --k3-lower-kernels on an MLA attention of 8 heads (latent 128 + rope 64,
-// nope 16, v 16, bf16) for sm_90a with K3C_MLA_DECODE_WGMMA=1: the split
-// decode's core on warpgroup MMA (opt-in; FlashMLA's form), a block of two
-// warpgroups per (token, group of 64 heads, split): q_abs of the 64 heads
-// and a two-slot ring of 64-position cache tiles in 128-byte-swizzled shared
-// memory (3 x 3 x 8 KB + 1 KB of alignment = 74752 bytes), the tiles'
-// chunks copied by cp.async in a loop; per tile S = q_abs K^T as
-// wgmma.m64n64k16 over 12 k steps (both operands K-major), the online
-// softmax (max.f32, an FMA an exponent), P packed by cvt.rn.bf16x2 and O +=
-// P V for the warpgroup's 64 of the 128 latent columns by the register-A
-// wgmma (inline PTX, V the tile's columns as an MN-major B); the partials
-// (O, M, L) as the mma.sync core writes them. Without the switch the
-// mma.sync core stays.
-// RUN: env K3C_MLA_DECODE_WGMMA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=OFF
+// nope 16, v 16, bf16) for sm_90a: the split decode's core on warpgroup MMA
+// (FlashMLA's form), a block of two warpgroups per (token, group of 64
+// heads, split): q_abs of the 64 heads and a two-slot ring of 64-position
+// cache tiles in 128-byte-swizzled shared memory (3 x 3 x 8 KB + 1 KB of
+// alignment = 74752 bytes), each thread's cp.async copies at constant
+// offsets (rows t / 8 + 32 n, chunks t % 8 + 8 m: unrolled, no loop).
+//
+// With K3C_MLA_DECODE_WGMMA=1 and K3C_MLA_DECODE_WG_FROM=1 (every round):
+// per tile S = q_abs K^T as wgmma.m64n64k16 over 12 k steps in both
+// warpgroups (both operands K-major), the online softmax (max.f32, an FMA
+// an exponent), P packed by cvt.rn.bf16x2 and O += P V for the
+// warpgroup's 64 of the 128 latent columns by the register-A wgmma (inline
+// PTX, V the tile's columns as an MN-major B); the partials (O, M, L) as the
+// mma.sync core writes them.
+// RUN: env K3C_MLA_DECODE_WGMMA=1 K3C_MLA_DECODE_WG_FROM=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
+//
+// By default (the seesaw form, rounds of at least K3C_MLA_DECODE_WG_FROM =
+// 2 tokens; the mma.sync core below): each warpgroup takes S for 32 of
+// the tile's positions (wgmma.m64n32k16), the row maxima cross through
+// shared memory (2 x 64 f32), P's halves go to a shared bf16 tile (8 KB
+// more: 83456 bytes), fenced for the async proxy, O += own P V (register
+// A) and, after the barrier, the other half's (two shared-memory-A
+// wgmma.m64n64k16); L sums both warpgroups' row sums.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SS
+// RUN: env K3C_MLA_DECODE_WGMMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=OFF
+// RUN: env K3C_MLA_DECODE_WGMMA=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=MODE3
+// RUN: env K3C_MLA_DECODE_WG_FROM=0 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FROM0
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000beef(
 // CHECK-NOT: absorbed_split_mma_h
@@ -41,6 +54,40 @@
 // OFF-NOT: absorbed_split_wg
 // OFF: absorbed_split_mma_h
 // OFF-NOT: absorbed_split_wg
+
+// SS-LABEL: func.func @k3_mla_attn_0000beef(
+// SS: threads({{.*}} = %c256{{[_0-9]*}}, {{.*}}) dynamic_shared_memory_size %c83456_i32 module(@k3_mla_attn_0000beef_absorbed_split_wgss_h64_n64)
+// SS-COUNT-6: nvgpu.device_async_copy {{.*}} : memref<?x?x192xbf16> to memref<2x3x64x64xbf16
+// SS: nvvm.cp.async.commit.group
+// SS: scf.for
+// SS: nvvm.cp.async.wait.group 1
+// SS: gpu.barrier
+// SS: nvvm.wgmma.fence.aligned
+// SS-COUNT-12: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 32, k = 16>
+// SS: nvvm.wgmma.wait.group.sync.aligned 0
+// SS: llvm.intr.maxnum
+// SS: memref.store {{.*}} : memref<2x64xf32, #gpu.address_space<workgroup>>
+// SS: gpu.barrier
+// SS: memref.load {{.*}} : memref<2x64xf32, #gpu.address_space<workgroup>>
+// SS: math.exp2
+// SS: vector.store {{.*}} : memref<1x64x64xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// SS: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// SS: llvm.inline_asm has_side_effects {{.*}}wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// SS: nvvm.wgmma.commit.group.sync.aligned
+// SS-NEXT: gpu.barrier
+// SS-COUNT-2: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 64, k = 16>
+// SS: nvvm.wgmma.wait.group.sync.aligned 0
+// SS-NEXT: gpu.barrier
+// SS: nvvm.cp.async.commit.group
+// SS: nvvm.cp.async.wait.group 0
+// SS: gpu.barrier
+// SS: memref.store {{.*}} : memref<256x1040xf32>
+// SS: } else {
+// SS: module(@k3_mla_attn_0000beef_absorbed_split_mma_h16_n64)
+// SS: function(@k3_mla_attn_0000beef_absorbed_combine)
+
+// MODE3: K3C_MLA_DECODE_WGMMA must be 0, 1 or 2, got 3
+// FROM0: K3C_MLA_DECODE_WG_FROM must be >= 1, got 0
 
 func.func @mla_attn(%a0: tensor<?x640xbf16>, %a1: tensor<?x192xbf16>, %a2: tensor<128xbf16>, %a3: tensor<?x?x192xbf16>, %a4: tensor<?xi32>, %a5: tensor<?xi32>, %a6: tensor<256x128xbf16>, %a7: tensor<?x128xbf16>) -> (tensor<?x128xbf16>, tensor<?x?x192xbf16>) {
     %r:2 = k3.kernel "k3_mla_attn_0000beef" family "mla_attn" (%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7) {bytes_per_token = 696 : i64, flops_per_token = 8192 : i64, weight_bytes = 65792 : i64} : (tensor<?x640xbf16>, tensor<?x192xbf16>, tensor<128xbf16>, tensor<?x?x192xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<256x128xbf16>, tensor<?x128xbf16>) -> (tensor<?x128xbf16>, tensor<?x?x192xbf16>) {
