@@ -48,7 +48,7 @@
 // CHECK: nvgpu.device_async_copy
 // CHECK: nvvm.cp.async.wait.group 0
 // CHECK: gpu.shuffle xor
-// CHECK: memref.store {{.*}} : memref<256x1040xf32>
+// CHECK: vector.store {{.*}} : memref<256x1040xf32>, vector<2xf32>
 // CHECK: function(@k3_mla_attn_0000beef_absorbed_combine)
 
 // OFF-NOT: absorbed_split_wg
@@ -81,7 +81,7 @@
 // SS: nvvm.cp.async.commit.group
 // SS: nvvm.cp.async.wait.group 0
 // SS: gpu.barrier
-// SS: memref.store {{.*}} : memref<256x1040xf32>
+// SS: vector.store {{.*}} : memref<256x1040xf32>, vector<2xf32>
 // SS: } else {
 // SS: module(@k3_mla_attn_0000beef_absorbed_split_mma_h16_n64)
 // SS: function(@k3_mla_attn_0000beef_absorbed_combine)

@@ -100,7 +100,7 @@
 // GPU: gpu.barrier
 // GPU: nvgpu.ldmatrix {{.*}}transpose = true
 // GPU: nvvm.mma.sync
-// GPU: memref.store {{.*}} : memref<256x136xf32>
+// GPU: vector.store {{.*}} : memref<256x136xf32>, vector<2xf32>
 // GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_combine)
 // Rounds of 8 tokens or more merge and project 8 tokens a block (W_UV read
 // once for them): their o_lat, weights and live flags in shared memory
