@@ -12,7 +12,8 @@
 # sequences and 33024 positions, and one slice build a variant:
 #   VARIANTS="FMA=K3C_MLA_DECODE_MMA=0 HT2=K3C_MLA_DECODE_HEAD_TILES=2" \
 #     bash bench/make-mla-bundle.sh
-# (settings separated by ';'; mla-h200.sh times each variant's decode).
+# (settings separated by ';'; mla-h200.sh times each variant's decode);
+# BASE=COMMIT adds that commit's build of the slice as v/slice-base.
 # Carry .dev; run: bash .dev/mla-h200.sh
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
@@ -29,6 +30,18 @@ slice() { $B/k3-compile /tmp/slice --max-tokens 65536 --max-seqs 128 --max-conte
 slice -o $D/slice-bf16
 mkdir -p $D/v
 bundle_variants "${VARIANTS:-}" slice $D/v/slice
+# BASE=COMMIT: the slice compiled by that commit's k3-compile (a worktree in
+# /tmp/k3c-base, only k3-compile built) as v/slice-base, the baseline
+# mla-decode-h200.sh compares every build with bit for bit.
+if [ -n "${BASE:-}" ]; then
+  [ -d /tmp/k3c-base ] || git worktree add --detach /tmp/k3c-base "$BASE"
+  git -C /tmp/k3c-base checkout --quiet --detach "$BASE"
+  cmake -G Ninja -S /tmp/k3c-base -B /tmp/k3c-base/build -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit > /dev/null
+  nice cmake --build /tmp/k3c-base/build --target k3-compile
+  /tmp/k3c-base/build/bin/k3-compile /tmp/slice --max-tokens 65536 --max-seqs 128 --max-context 33024 \
+    --target=sm_90a --quiet -o $D/v/slice-base
+fi
 rm -rf $D/*/ptx $D/v/*/ptx $D/*/model.fused.mlir $D/v/*/model.fused.mlir
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
 cp bench/mla-h200.sh bench/mla-prefill-h200.sh bench/mla-decode-h200.sh bench/ncu-mla-h200.sh bench/mla_check.py bench/mla_peer.py bench/bench_common.py $D/

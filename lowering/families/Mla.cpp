@@ -1853,6 +1853,10 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
 /// computed once per tile instead of once a warpgroup.
 struct DecodeWg {
   bool on = false, seesaw = false;
+  /// (K3C_MLA_DECODE_WGMMA=3, opt-in) the seesaw with S of the next tile
+  /// issued before this tile's P V is waited on: S of tile j + 1 runs on
+  /// the tensor cores during the wait, the barrier and the next copies.
+  bool prefetchS = false;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64;
   int64_t groups() const { return (H + 63) / 64; }
   int64_t tileBytes() const { return QB * 64 * 128; } // Q or one ring slot
@@ -1866,8 +1870,8 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
   const TargetInfo &info = TargetInfo::get(target);
   auto kvType = cast<ShapedType>(attn.getKv().getType());
   const int64_t mode = intFromEnv("K3C_MLA_DECODE_WGMMA", 2);
-  if (mode < 0 || mode > 2)
-    llvm::report_fatal_error("k3c: K3C_MLA_DECODE_WGMMA must be 0, 1 or 2, got " +
+  if (mode < 0 || mode > 3)
+    llvm::report_fatal_error("k3c: K3C_MLA_DECODE_WGMMA must be 0, 1, 2 or 3, got " +
                                  llvm::Twine(mode),
                              /*gen_crash_diag=*/false);
   if (!info.wgmma || !kvType.getElementType().isBF16() || !groupedFits(attn) || !mode ||
@@ -1877,7 +1881,8 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
   d.R = cast<ShapedType>(attn.getKvBProj().getType()).getDimSize(1);
   d.cd = kvType.getDimSize(1);
   d.QB = (d.cd + 63) / 64;
-  d.seesaw = mode == 2;
+  d.seesaw = mode >= 2;
+  d.prefetchS = mode == 3;
   // Each warpgroup's half of the latent columns: whole 64-column blocks, at
   // most 256 (one wgmma.m64n256).
   if (d.cd % 8 || d.R % 128 || d.R / 2 > 256 || d.sharedBytes() > info.maxSharedPerBlock)
@@ -1945,16 +1950,33 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
       auto addI64 = [&](Value a, Value off) {
         return arith::AddIOp::create(b, loc, a, off).getResult();
       };
-      SmallVector<Value> fin = kb.loop(kb.idx(0), nT, SmallVector<Value>(init.begin(), init.end()),
-                                       [&](Value j, ValueRange in) {
+      // This warpgroup's rows of a tile: 32 wg positions further.
+      Value halfOff = toI64(kb.mul(wg, kb.idx(hn * 128)));
+      Value otherOff = toI64(kb.mul(other, kb.idx(hn * 128)));
+      // S of tile j (this warpgroup's positions), committed as one group.
+      auto sChain = [&](Value j) {
+        return wgmmaChain(kb, sHalfType, Value(), {qAddr, 64 * 128, false},
+                          {addI64(toI64(kAddr(j)), halfOff), bn * 128, false}, hn, 4 * QB);
+      };
+      const bool pre = d.prefetchS;
+      SmallVector<Value> loopInit(init.begin(), init.end());
+      if (pre) {
+        // Tile 0's S before the loop (tile 1's copies may still be in flight).
         asyncLanded(kb, tb, 1);
-        Value kA = kAddr(j);
-        // This warpgroup's rows of the tile: 32 wg positions further.
-        Value halfOff = toI64(kb.mul(wg, kb.idx(hn * 128)));
-        Value otherOff = toI64(kb.mul(other, kb.idx(hn * 128)));
-        Value sAcc = wgmmaChain(kb, sHalfType, Value(), {qAddr, 64 * 128, false},
-                                {addI64(toI64(kA), halfOff), bn * 128, false}, hn, 4 * QB);
+        Value s0 = sChain(kb.idx(0));
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+        loopInit.push_back(s0);
+      }
+      SmallVector<Value> fin = kb.loop(kb.idx(0), nT, loopInit, [&](Value j, ValueRange in) {
+        Value sAcc;
+        if (pre) {
+          sAcc = in[5];
+        } else {
+          asyncLanded(kb, tb, 1);
+          sAcc = sChain(j);
+          NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+        }
+        Value kA = kAddr(j);
         SmallVector<Value> sv;
         for (int64_t i = 0; i < hn / 2; ++i)
           sv.push_back(LLVM::ExtractValueOp::create(b, loc, sAcc, ArrayRef<int64_t>{i}));
@@ -1975,7 +1997,7 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
           kb.ifThen(quad0, [&] { kb.store(mx[hf], xs, {wg, rows[hf]}); });
         }
         kb.barrier(tb);
-        SmallVector<Value> state(in.begin() + 1, in.end());
+        SmallVector<Value> state(in.begin() + 1, in.begin() + 5);
         Value alpha[2];
         for (int64_t hf = 0; hf < 2; ++hf) {
           // (max is symmetric: both warpgroups reach the same maximum)
@@ -2010,15 +2032,46 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
         Value vCols = toI64(kb.add(kA, kb.mul(wg, kb.idx(half / 64 * bn * 128))));
         o = pvRegA(kb, oAccType, o, packRegA(kb, sv), {addI64(vCols, halfOff), bn * 128, true},
                    half);
+        if (pre) {
+          // Tile j + 1 (the newest group) landed and, after the barrier,
+          // visible to every warp and the async proxy.
+          NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+          NVVM::FenceProxyOp::create(
+              b, loc, NVVM::ProxyKind::async_shared,
+              NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+        }
         kb.barrier(tb);
         Value pOther = addI64(pAddr, toI64(kb.mul(other, kb.idx(hn * 2))));
         o = wgmmaChain(kb, oAccType, o, {pOther, 64 * 128, false},
                        {addI64(vCols, otherOff), bn * 128, true}, half, hn / 16);
-        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
-        kb.barrier(tb);
-        issue(kb.add(j, kb.idx(2)));
         SmallVector<Value> out{o};
         out.append(state.begin(), state.end());
+        if (!pre) {
+          NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+          kb.barrier(tb);
+          issue(kb.add(j, kb.idx(2)));
+          return out;
+        }
+        // S of tile j + 1 behind this tile's P V: wait for P V only (one
+        // group left), free the slot, issue tile j + 2, then wait for S.
+        Value next = kb.add(j, kb.idx(1));
+        auto ifOp = scf::IfOp::create(b, loc, TypeRange{sHalfType}, kb.ult(next, nT), true);
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+          Value sNext = sChain(next);
+          NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(1));
+          kb.barrier(tb);
+          issue(kb.add(j, kb.idx(2)));
+          NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+          scf::YieldOp::create(b, loc, ValueRange{sNext});
+          b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+          NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+          kb.barrier(tb);
+          issue(kb.add(j, kb.idx(2)));
+          scf::YieldOp::create(b, loc, ValueRange{LLVM::UndefOp::create(b, loc, sHalfType).getResult()});
+        }
+        out.push_back(ifOp.getResult(0));
         return out;
       });
       NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));

@@ -24,7 +24,13 @@
 // wgmma.m64n64k16); L sums both warpgroups' row sums.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SS
 // RUN: env K3C_MLA_DECODE_WGMMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=OFF
-// RUN: env K3C_MLA_DECODE_WGMMA=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=MODE3
+//
+// K3C_MLA_DECODE_WGMMA=3 (opt-in): the seesaw with tile 0's S before the
+// loop and, per tile, tile j + 1's S issued behind this tile's P V (under
+// j + 1 < nT): wait for one group (P V), the barrier, tile j + 2's copies,
+// then wait for S; the next tile's copies waited for before the P barrier.
+// RUN: env K3C_MLA_DECODE_WGMMA=3 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PRE
+// RUN: env K3C_MLA_DECODE_WGMMA=4 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=MODE4
 // RUN: env K3C_MLA_DECODE_WG_FROM=0 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FROM0
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000beef(
@@ -86,7 +92,33 @@
 // SS: module(@k3_mla_attn_0000beef_absorbed_split_mma_h16_n64)
 // SS: function(@k3_mla_attn_0000beef_absorbed_combine)
 
-// MODE3: K3C_MLA_DECODE_WGMMA must be 0, 1 or 2, got 3
+// PRE-LABEL: func.func @k3_mla_attn_0000beef(
+// PRE: module(@k3_mla_attn_0000beef_absorbed_split_wgss_h64_n64)
+// PRE: nvvm.cp.async.wait.group 1
+// PRE: gpu.barrier
+// PRE-COUNT-12: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 32, k = 16>
+// PRE: nvvm.wgmma.wait.group.sync.aligned 0
+// PRE: scf.for {{.*}} -> (!llvm.struct<({{.*}})>, f32, f32, f32, f32, !llvm.struct<(f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)>)
+// PRE-NOT: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 32, k = 16>
+// PRE: llvm.inline_asm has_side_effects {{.*}}wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// PRE: nvvm.cp.async.wait.group 0
+// PRE-NEXT: nvvm.fence.proxy
+// PRE-NEXT: gpu.barrier
+// PRE-COUNT-2: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 64, k = 16>
+// PRE: scf.if {{.*}} -> (!llvm.struct<(f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)>)
+// PRE-COUNT-12: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 32, k = 16>
+// PRE: nvvm.wgmma.wait.group.sync.aligned 1
+// PRE-NEXT: gpu.barrier
+// PRE: nvvm.cp.async.commit.group
+// PRE-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// PRE: } else {
+// PRE-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// PRE-NEXT: gpu.barrier
+// PRE: nvvm.cp.async.commit.group
+// PRE: llvm.mlir.undef
+// PRE: vector.store {{.*}} : memref<256x1040xf32>, vector<2xf32>
+
+// MODE4: K3C_MLA_DECODE_WGMMA must be 0, 1, 2 or 3, got 4
 // FROM0: K3C_MLA_DECODE_WG_FROM must be >= 1, got 0
 
 func.func @mla_attn(%a0: tensor<?x640xbf16>, %a1: tensor<?x192xbf16>, %a2: tensor<128xbf16>, %a3: tensor<?x?x192xbf16>, %a4: tensor<?xi32>, %a5: tensor<?xi32>, %a6: tensor<256x128xbf16>, %a7: tensor<?x128xbf16>) -> (tensor<?x128xbf16>, tensor<?x?x192xbf16>) {
