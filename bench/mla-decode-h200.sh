@@ -17,7 +17,7 @@ SLICE=${SLICE:-slice-bf16}; VDIR=${VDIR:-v}
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 mkdir -p /tmp/b
 if [ -z "${NO_CMP:-}" ]; then
-echo "== decode logits, variants vs default (16 prompts, 6 steps)"
+echo "== decode logits, variants vs default (a 16-token prompt, 6 steps)"
 k3-run $SLICE --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/ref.npy > /dev/null
 # ($VDIR/slice-base, when there, is a baseline build: every variant is compared
 # with it too; 1 prompt of 5000 tokens as well, for the long-context splits)
@@ -26,8 +26,12 @@ for a in $VDIR/*; do
   k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/x-$(basename $a).npy > /dev/null
 done
 if [ -d $VDIR/slice-base ]; then
+  # ... and a batch of 8 prompts of 40-1200 tokens (decode rounds of 8 tokens:
+  # the warpgroup core and the batched combine)
+  for i in 1 2 3 4 5 6 7 8; do seq -s, $i $((i + 150 * i + 30)); done > /tmp/b8.txt
   for a in $SLICE $VDIR/*; do
     k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 5000) --max-new-tokens 4 --quiet --dump-logits /tmp/L-$(basename $a).npy > /dev/null
+    k3-run $a --checkpoint /tmp/slice --device cuda --batch /tmp/b8.txt --max-new-tokens 4 --quiet --dump-logits /tmp/B-$(basename $a).npy > /dev/null
   done
 fi
 python3 - <<'PY'
@@ -43,6 +47,9 @@ for f in sorted(glob.glob('/tmp/x-*.npy')):
 for f in sorted(glob.glob('/tmp/L-*.npy')):
     if 'base' not in f:
         cmp('/tmp/L-slice-base.npy', f, '5000-token prompt, base vs ' + f[7:-4])
+for f in sorted(glob.glob('/tmp/B-*.npy')):
+    if 'base' not in f:
+        cmp('/tmp/B-slice-base.npy', f, '8 prompts, base vs ' + f[7:-4])
 PY
 fi
 if [ -n "${DUMP_CHECK:-}" ]; then
