@@ -1529,7 +1529,9 @@ static void storeSplitRow(KernelBuilder &kb, Value part, Value slot, Value head,
   // aligned): half the store instructions of the epilogue, whose scalar
   // stores took 17.6 % of the warpgroup core's stall samples at batch 8
   // (H200, docs/perf.md, session 19).
-  const bool vec = R % 16 == 0;
+  // (K3C_MLA_PARTIAL_VEC=0: the scalar stores, for A/Bs.)
+  const bool vecOn = intFromEnv("K3C_MLA_PARTIAL_VEC", 1) != 0;
+  const bool vec = vecOn && R % 16 == 0;
   auto pair = [&](Value at, Value v0, Value v1) {
     if (!vec) {
       storePair(kb, part, {slot, at}, v0, v1);

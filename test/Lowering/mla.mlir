@@ -101,6 +101,11 @@
 // GPU: nvgpu.ldmatrix {{.*}}transpose = true
 // GPU: nvvm.mma.sync
 // GPU: vector.store {{.*}} : memref<256x136xf32>, vector<2xf32>
+// (the partials' pairs as 8-byte stores; K3C_MLA_PARTIAL_VEC=0: scalar)
+// RUN: env K3C_MLA_PARTIAL_VEC=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SCALAR
+// SCALAR-NOT: vector.store {{.*}} : memref<256x136xf32>
+// SCALAR: memref.store {{.*}} : memref<256x136xf32>
+// SCALAR-NOT: vector.store {{.*}} : memref<256x136xf32>
 // GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_combine)
 // Rounds of 8 tokens or more merge and project 8 tokens a block (W_UV read
 // once for them): their o_lat, weights and live flags in shared memory
