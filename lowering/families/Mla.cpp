@@ -35,7 +35,6 @@
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <array>
 #include <cmath>
@@ -1513,6 +1512,44 @@ static SplitRange splitRange(KernelBuilder &kb, ThreadBlock &tb, Value lens, Val
   return r;
 }
 
+/// The split cores' cache-tile copies at constant per-thread offsets (where
+/// tileCopiesFit: cd a multiple of 64, the block's threads of 8): thread t
+/// takes rows t / 8 + (threads / 8) n of the bn-row tile and 16-byte chunks
+/// t % 8 + 8 m of every 64-column block m, so that every offset past its
+/// first copy is a constant and a warp copies four whole 128-byte row
+/// segments a copy (a div/rem per copy took ~15-30 instructions: half of the
+/// warpgroup core's tile loop). Row r reads position srcRow0 + r, zero-filled
+/// from `valid` rows on; rows past bn in a last partial pass copy nothing.
+/// `copy(r, m, srcPos, bytes)` issues one 16-byte copy of block m and returns
+/// its token, collected into `toks` (when given) except under the last
+/// pass's condition (those join the thread's group without their tokens: a
+/// commit takes every earlier copy of the thread).
+static bool tileCopiesFit(int64_t cd, int64_t threads) { return cd % 64 == 0 && threads % 8 == 0; }
+static void copyTileRows(KernelBuilder &kb, ThreadBlock &tb, int64_t bn, int64_t cd,
+                         Value srcRow0, Value valid,
+                         const std::function<Value(Value, int64_t, Value, Value)> &copy,
+                         SmallVector<Value> *toks = nullptr) {
+  const int64_t rp = tb.threads / 8;
+  Value rt = kb.div(tb.tid, 8);
+  for (int64_t n = 0; n * rp < bn; ++n) {
+    Value r = kb.add(rt, kb.idx(rp * n));
+    auto body = [&](bool keep) {
+      Value ok = kb.ult(r, valid);
+      Value srcPos = kb.select(ok, kb.add(srcRow0, r), kb.idx(0));
+      Value bytes = kb.select(ok, kb.idx(8), kb.idx(0));
+      for (int64_t m = 0; m < cd / 64; ++m) {
+        Value t = copy(r, m, srcPos, bytes);
+        if (keep && toks)
+          toks->push_back(t);
+      }
+    };
+    if ((n + 1) * rp <= bn)
+      body(true);
+    else
+      kb.ifThen(kb.ult(r, kb.idx(bn)), [&] { body(false); });
+  }
+}
+
 /// One row's split partials from a tensor-core core's m16n8 accumulators
 /// (`oAt(i)`: accumulator i, tile i / 4, the row's pair at i % 4 = 2 hf,
 /// 2 hf + 1): O columns col0 + 8 t + c2 (+ 1) for t < tiles at [slot, head
@@ -1530,32 +1567,15 @@ static void storeSplitRow(KernelBuilder &kb, Value part, Value slot, Value head,
   // stores took 17.6 % of the warpgroup core's stall samples at batch 8
   // (H200, docs/perf.md, session 19).
   // (K3C_MLA_PARTIAL_VEC=0: the scalar stores, for A/Bs.)
-  const bool vecOn = intFromEnv("K3C_MLA_PARTIAL_VEC", 1) != 0;
-  const bool vec = vecOn && R % 16 == 0;
-  auto pair = [&](Value at, Value v0, Value v1) {
-    if (!vec) {
-      storePair(kb, part, {slot, at}, v0, v1);
-      return;
-    }
-    Value v = vector::FromElementsOp::create(
-        kb.b, kb.loc, VectorType::get({2}, kb.b.getF32Type()), ValueRange{v0, v1});
-    vector::StoreOp::create(kb.b, kb.loc, v, part, ValueRange{slot, at}, false,
-                            llvm::MaybeAlign(8));
-  };
+  const bool vec = intFromEnv("K3C_MLA_PARTIAL_VEC", 1) != 0 && R % 16 == 0;
+  auto pair = [&](Value at, Value v0, Value v1) { storePair(kb, part, {slot, at}, v0, v1, vec); };
   kb.ifThen(kb.ult(head, kb.idx(H)), [&] {
     Value base = kb.mul(head, R + 2);
     for (int64_t t = 0; t < tiles; ++t) {
       Value col = kb.add(kb.add(col0, kb.idx(t * 8)), c2);
       pair(kb.add(base, col), oAt(t * 4 + 2 * hf), oAt(t * 4 + 2 * hf + 1));
     }
-    kb.ifThen(writesML(), [&] {
-      if (vec) {
-        pair(kb.add(base, kb.idx(R)), kb.fmul(m, kb.f32(ln2)), l);
-        return;
-      }
-      kb.store(kb.fmul(m, kb.f32(ln2)), part, {slot, kb.add(base, kb.idx(R))});
-      kb.store(l, part, {slot, kb.add(base, kb.idx(R + 1))});
-    });
+    kb.ifThen(writesML(), [&] { pair(kb.add(base, kb.idx(R)), kb.fmul(m, kb.f32(ln2)), l); });
   });
 }
 
@@ -1667,40 +1687,20 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
           };
           auto issueTile = [&](SmallVector<Value> &toks, Value j) {
             Value p0 = kb.add(lo, kb.mul(j, bn));
-            if (d.cd % 64 || tb.threads % 8) {
+            if (!tileCopiesFit(d.cd, tb.threads)) {
               copy(toks, cache, {cs.n}, p0, kb.sub(hi, p0), bn, ks, kb.rem(j, 2));
               return;
             }
-            // Thread t: rows t / 8 + rp n, chunks t % 8 + 8 m: every offset
-            // past its first copy a constant (a warp copies four whole
-            // 128-byte row segments a copy); rows past bn in the last pass
-            // copy nothing. (The div/rem form above took ~15 instructions
-            // a copy.)
-            const int64_t rp = tb.threads / 8;
-            Value rt = kb.div(tb.tid, 8), c0 = kb.mul(kb.rem(tb.tid, 8), 8);
-            Value valid = kb.sub(hi, p0), slot = kb.rem(j, 2);
-            for (int64_t n = 0; n * rp < bn; ++n) {
-              Value r = kb.add(rt, kb.idx(rp * n));
-              // (copies under the condition join the group without their
-              // tokens: the commit takes every earlier copy of the thread)
-              auto body = [&](bool keep) {
-                Value ok = kb.ult(r, valid);
-                Value srcPos = kb.select(ok, kb.add(p0, r), kb.idx(0));
-                Value bytes = kb.select(ok, kb.idx(8), kb.idx(0));
-                for (int64_t m = 0; m < d.cd / 64; ++m) {
+            Value c0 = kb.mul(kb.rem(tb.tid, 8), 8), slot = kb.rem(j, 2);
+            copyTileRows(
+                kb, tb, bn, d.cd, p0, kb.sub(hi, p0),
+                [&](Value r, int64_t m, Value srcPos, Value bytes) -> Value {
                   Value c8 = kb.add(c0, kb.idx(64 * m));
-                  Value t = nvgpu::DeviceAsyncCopyOp::create(
+                  return nvgpu::DeviceAsyncCopyOp::create(
                       b, loc, tokenType, ks, ValueRange{slot, r, c8}, cache,
                       ValueRange{cs.n, srcPos, c8}, b.getIndexAttr(8), bytes, b.getUnitAttr());
-                  if (keep)
-                    toks.push_back(t);
-                }
-              };
-              if ((n + 1) * rp <= bn)
-                body(true);
-              else
-                kb.ifThen(kb.ult(r, kb.idx(bn)), [&] { body(false); });
-            }
+                },
+                &toks);
           };
           {
             SmallVector<Value> toks;
@@ -1938,10 +1938,9 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
     // [32 wg, 32 wg + 32) of each tile for S; the shared P tile (rows heads,
     // 64 position columns, swizzled as Q) holds both halves of P.
     const int64_t pOff = 3 * d.tileBytes(), xOff = pOff + 64 * 128;
-    std::function<void(ArrayRef<Value>, Value, std::function<Value(Value)>, Value *,
-                       std::function<void(Value)>)>
-        seesawLoop = [&](ArrayRef<Value> init, Value qAddr, std::function<Value(Value)> kAddr,
-                         Value *qi, std::function<void(Value)> issue) {
+    auto seesawLoop = [&](ArrayRef<Value> init, Value qAddr,
+                          const std::function<Value(Value)> &kAddr, Value *qi,
+                          const std::function<void(Value)> &issue) {
       const int64_t hn = bn / 2; // a warpgroup's positions a tile
       auto sHalfType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(hn / 2, f32));
       Value ps = sm.view(kb, kb.idx(pOff), {1, 64, 64}, bf16);
@@ -2107,25 +2106,22 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
             Value valid = kb.select(kb.ult(j, nT), kb.sub(hi, kb.minu(p0, hi)), kb.idx(0));
             Value src0 = kb.minu(p0, hi), slot = kb.rem(j, 2);
             const int64_t chunks = d.cd / 8, total = bn * chunks;
-            if (d.cd % 64 == 0 && bn % 32 == 0 && tb.threads == 256) {
-              // Thread t: rows t / 8 + 32 n, chunks t % 8 + 8 m of every
-              // 64-column block m: its swizzled chunk (t % 8) ^ (t / 8 % 8)
-              // and every offset past its first copy are constants (a warp
-              // reads four whole 128-byte row segments a copy).
-              Value rt = kb.div(tb.tid, 8), ct = kb.rem(tb.tid, 8);
-              Value phys8 = kb.mul(
-                  arith::XOrIOp::create(b, loc, ct, kb.rem(rt, 8)).getResult(), kb.idx(8));
-              for (int64_t n = 0; n < bn / 32; ++n) {
-                Value r = kb.add(rt, kb.idx(32 * n));
-                Value ok = kb.ult(r, valid);
-                Value srcPos = kb.select(ok, kb.add(src0, r), kb.idx(0));
-                Value bytes = kb.select(ok, kb.idx(8), kb.idx(0));
-                for (int64_t m = 0; m < d.cd / 64; ++m)
-                  nvgpu::DeviceAsyncCopyOp::create(
-                      b, loc, tokenType, ks, ValueRange{slot, kb.idx(m), r, phys8}, cache,
-                      ValueRange{cs.n, srcPos, kb.add(kb.mul(ct, kb.idx(8)), kb.idx(64 * m))},
-                      b.getIndexAttr(8), bytes, b.getUnitAttr());
-              }
+            if (tileCopiesFit(d.cd, tb.threads)) {
+              // (the swizzled chunk (t % 8) ^ (r % 8): a constant too, the
+              // passes' rows 8-aligned apart)
+              Value ct = kb.rem(tb.tid, 8);
+              copyTileRows(kb, tb, bn, d.cd, src0, valid,
+                           [&](Value r, int64_t m, Value srcPos, Value bytes) -> Value {
+                             Value phys8 = kb.mul(
+                                 arith::XOrIOp::create(b, loc, ct, kb.rem(r, 8)).getResult(),
+                                 kb.idx(8));
+                             return nvgpu::DeviceAsyncCopyOp::create(
+                                 b, loc, tokenType, ks, ValueRange{slot, kb.idx(m), r, phys8},
+                                 cache,
+                                 ValueRange{cs.n, srcPos,
+                                            kb.add(kb.mul(ct, kb.idx(8)), kb.idx(64 * m))},
+                                 b.getIndexAttr(8), bytes, b.getUnitAttr());
+                           });
               NVVM::CpAsyncCommitGroupOp::create(b, loc);
               return;
             }

@@ -650,9 +650,16 @@ static SmallVector<Value> copyTileRows(KernelBuilder &kb, ThreadBlock &tb, Value
 /// Stores accumulators v0, v1 (fp32) at y[row, col], y[row, col + 1] when
 /// row < T and col < O (O is even): one 4-byte store of the rounded pair for
 /// a 16-bit y.
-void storePair(KernelBuilder &kb, Value mem, ValueRange indices, Value v0, Value v1) {
+void storePair(KernelBuilder &kb, Value mem, ValueRange indices, Value v0, Value v1,
+               bool aligned8) {
   OpBuilder &b = kb.b;
   Type elt = cast<MemRefType>(mem.getType()).getElementType();
+  if (aligned8 && elt.isF32() && kb.gpu()) {
+    Value v = vector::FromElementsOp::create(b, kb.loc, VectorType::get({2}, elt),
+                                             ValueRange{v0, v1});
+    vector::StoreOp::create(b, kb.loc, v, mem, indices, false, llvm::MaybeAlign(8));
+    return;
+  }
   if (elt.getIntOrFloatBitWidth() == 16) {
     Value pair = vector::FromElementsOp::create(b, kb.loc, VectorType::get({2}, b.getF32Type()),
                                                 ValueRange{v0, v1});

@@ -387,9 +387,10 @@ mlir::Value mxScalePairFolded(KernelBuilder &kb, mlir::Value word, int64_t byteI
 
 /// Stores fp32 v0, v1 rounded to mem's element type at `indices` and the next
 /// element of the innermost dim: one 4-byte store for 16-bit types (the
-/// innermost index even).
+/// innermost index even); for 32-bit types two stores, or one 8-byte store
+/// where the caller guarantees the pair 8-byte aligned (`aligned8`).
 void storePair(KernelBuilder &kb, mlir::Value mem, mlir::ValueRange indices, mlir::Value v0,
-               mlir::Value v1);
+               mlir::Value v1, bool aligned8 = false);
 /// Stores accumulators v0, v1 at y[row, col], y[row, col + 1] when row < T
 /// and col < O (O even): one 4-byte store of the rounded pair for 16-bit y.
 /// With a residual, the pair is rounded to y's type, residual[row, col..]
