@@ -54,12 +54,7 @@ if [ -z "${NO_CHECKS:-}" ]; then
 fi
 run slice-bf16 --batch b20.txt --max-new-tokens 4 --dump-logits /tmp/ref20.npy > /dev/null
 run slice-bf16 --prompt-ids $(seq -s, 3 18) --max-new-tokens 4 --dump-logits /tmp/ref1.npy > /dev/null
-same() {
-  python3 -c "
-import numpy as n
-a, b = n.load('$1'), n.load('$2')
-print('  $3: bit-identical %s, max rel %.2e' % (bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max()))"
-}
+source kda-common.sh # same, variant_tiny_checks
 bench() { timeout 150 k3-bench $1 --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode ${DECODE:-1,32,128} --csv $OUT/$2.csv > $OUT/$2.txt; grep -E "^decode" $OUT/$2.txt; grep -E "kda_chunk" $OUT/$2.csv; }
 echo "== k3-bench decode, default build"; bench slice-bf16 default; stamp
 if [ -z "${NO_FLA:-}" ] && [ -z "${NO_CHECKS:-}" ]; then
@@ -71,10 +66,7 @@ for v in v/slice-*; do
   [ -d "$v" ] || continue
   name=${v#v/slice-}
   echo "== variant $name"
-  for t in tiny-dense:ckpt-tiny-dense sp:ckpt-sp; do
-    [ -d v/${t%%:*}-$name ] && timeout 120 k3-run v/${t%%:*}-$name --checkpoint ${t#*:} --device cuda --batch b16.txt --max-new-tokens 4 --check --quiet | grep -E "check: (PASSED|FAILED)"
-  done
-  [ -d v/sp-f32-$name ] && timeout 120 k3-run v/sp-f32-$name --checkpoint ckpt-sp --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "check: (PASSED|FAILED)"
+  variant_tiny_checks $name b16.txt
   run $v --batch b20.txt --max-new-tokens 4 --dump-logits /tmp/x20.npy > /dev/null; same /tmp/ref20.npy /tmp/x20.npy "20 sequences vs default"
   run $v --prompt-ids $(seq -s, 3 18) --max-new-tokens 4 --dump-logits /tmp/x1.npy > /dev/null; same /tmp/ref1.npy /tmp/x1.npy "1 sequence vs default"
   bench $v $name; stamp

@@ -34,20 +34,15 @@ run slice-bf16 --prompt-ids $(seq -s, 1 16) --max-new-tokens 2 --check | grep -E
 run slice-bf16 --prompt-ids $(seq -s, 3 18) --max-new-tokens 4 --dump-logits /tmp/ref.npy > /dev/null
 fp64 slice-bf16; stamp
 bench slice-bf16 default; stamp
-source kda-common.sh # kimi_linear
+source kda-common.sh # kimi_linear, same, variant_tiny_checks
 kimi_linear
 for v in v/slice-*; do
   [ -d "$v" ] || continue
   name=${v#v/slice-}
   echo "== variant $name"
-  for t in tiny-dense:ckpt-tiny-dense sp:ckpt-sp; do
-    [ -d v/${t%%:*}-$name ] && timeout 120 k3-run v/${t%%:*}-$name --checkpoint ${t#*:} --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "check: (PASSED|FAILED)"
-  done
+  variant_tiny_checks $name batch.txt
   run $v --prompt-ids $(seq -s, 3 18) --max-new-tokens 4 --dump-logits /tmp/x.npy > /dev/null
-  python3 -c "
-import numpy as n
-a, b = n.load('/tmp/ref.npy'), n.load('/tmp/x.npy')
-print('logits vs the default build: bit-identical %s, max rel %.2e' % (bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max()))"
+  same /tmp/ref.npy /tmp/x.npy "logits vs the default build"
   l2=""; case " ${VAR_L2NORM:-} " in *" $name "*) l2=--l2norm;; esac
   case " ${VAR_FP64:-} " in *" $name "*) fp64 $v $l2;; esac
   bench $v $name; stamp
