@@ -1237,7 +1237,7 @@ struct Grouped {
 /// lanes' loop over the latent unrolled so that a warp's loads are all in
 /// flight at once; the same sums in the same order as project().
 static void projectRows(Grouped &gr, ThreadBlock &tb, Value olat, Value row, Value head,
-                        Value j0, int64_t nRows, Value wStaged = {}) {
+                        Value j0, int64_t nRows) {
   KernelBuilder &kb = gr.kb;
   const int64_t W = tb.warps, uo = gr.uo, vw = gr.vwKvb;
   const int64_t steps = (gr.R + 32 * vw - 1) / (32 * vw);
@@ -1250,13 +1250,12 @@ static void projectRows(Grouped &gr, ThreadBlock &tb, Value olat, Value row, Val
       ok.push_back(full ? Value() : kb.ult(r, kb.idx(gr.R)));
       Value rc = full ? r : kb.minu(r, kb.idx(gr.R - vw));
       for (int64_t u = 0; u < uo; ++u)
-        w.push_back(wStaged
-                        ? kb.loadVec(wStaged, {kb.add(i0, kb.idx(u)), rc}, vw)
-                        : kb.loadVec(gr.kvb,
-                                     {kb.add(kb.add(kb.mul(head, gr.nope + gr.dv), kb.idx(gr.nope)),
-                                             kb.add(j0, kb.add(i0, kb.idx(u)))),
-                                      rc},
-                                     vw));
+        w.push_back(kb.loadVec(
+            gr.kvb,
+            {kb.add(kb.add(kb.mul(head, gr.nope + gr.dv), kb.idx(gr.nope)),
+                    kb.add(j0, kb.add(i0, kb.idx(u)))),
+             rc},
+            vw));
       ov.push_back(kb.loadVec(olat, {kb.idx(0), rc}, vw));
     }
     for (int64_t u = 0; u < uo; ++u) {
@@ -2531,40 +2530,10 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
       llvm::report_fatal_error(llvm::Twine("k3c: K3C_MLA_COMBINE_ROW_SPLIT must divide ") +
                                llvm::Twine(rowsMax) + ", got " + llvm::Twine(rowSplit),
                                /*gen_crash_diag=*/false);
-    // K3C_MLA_COMBINE_STAGE_W=1 (opt-in, not yet measured): one-token
-    // rounds copy the block's W_UV rows into shared memory by cp.async at
-    // the block's start, so that their fetch overlaps the weights and the
-    // merge instead of following them (the same products in the same order).
-    const int64_t wRows = gr.dv / rowSplit;
-    const bool stageW = intFromEnv("K3C_MLA_COMBINE_STAGE_W", 0) && kb.gpu() &&
-                        cast<MemRefType>(kvb.getType()).getElementType().isBF16() &&
-                        R % 8 == 0 && wRows * R * 2 <= kb.info().maxSharedPerBlock;
-    auto perTokenForm = [&](bool stage) {
+    auto perToken = [&] {
       kb.blocks({Tc, kb.idx(gr.H), kb.idx(rowSplit)}, kMlaThreads, [&](ValueRange bid,
                                                                         ThreadBlock &tb) {
         Value local = bid[0], head = bid[1], row = kb.add(t0, local);
-        Value wS;
-        if (stage) {
-          wS = kb.dynamicShared(tb, 0, {wRows, R}, kb.b.getBF16Type());
-          auto tokenType = nvgpu::DeviceAsyncTokenType::get(kb.b.getContext());
-          const int64_t chunks = R / 8, total = wRows * chunks;
-          Value r0 = kb.add(kb.add(kb.mul(head, gr.nope + gr.dv), kb.idx(gr.nope)),
-                            kb.mul(bid[2], kb.idx(wRows)));
-          for (int64_t k = 0; k * tb.threads < total; ++k) {
-            Value lin = kb.add(tb.tid, kb.idx(k * tb.threads));
-            auto copy = [&] {
-              Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
-              nvgpu::DeviceAsyncCopyOp::create(kb.b, kb.loc, tokenType, wS, ValueRange{r, c8},
-                                               kvb, ValueRange{kb.add(r0, r), c8},
-                                               kb.b.getIndexAttr(8), Value(), kb.b.getUnitAttr());
-            };
-            if ((k + 1) * tb.threads <= total)
-              copy();
-            else
-              kb.ifThen(kb.ult(lin, kb.idx(total)), copy);
-          }
-          NVVM::CpAsyncCommitGroupOp::create(kb.b, kb.loc);
-        }
         Value olat = kb.shared(tb, {1, R}, gr.f32);
         Value fS = kb.shared(tb, {3, maxSplits}, gr.f32); // f, live, l f
         Value slot0 = kb.mul(local, P), base = kb.mul(head, R + 2);
@@ -2609,19 +2578,10 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
           });
           kb.store(kb.fdiv(acc, L), olat, {kb.idx(0), r});
         });
-        if (stage)
-          NVVM::CpAsyncWaitGroupOp::create(kb.b, kb.loc, kb.b.getI32IntegerAttr(0));
         kb.barrier(tb);
-        projectRows(one, tb, olat, row, head, kb.mul(bid[2], kb.idx(wRows)), wRows, wS);
-      }, stage ? wRows * R * 2 : 0, stage ? "absorbed_combine_w" : "absorbed_combine");
-    };
-    auto perToken = [&] {
-      if (!stageW) {
-        perTokenForm(false);
-        return;
-      }
-      kb.ifThenElse(kb.ieq(Tc, kb.idx(1)), [&] { perTokenForm(true); },
-                    [&] { perTokenForm(false); });
+        projectRows(one, tb, olat, row, head, kb.mul(bid[2], kb.idx(gr.dv / rowSplit)),
+                    gr.dv / rowSplit);
+      }, 0, "absorbed_combine");
     };
     // The multi-token form: thread tt < TT forms token tt's weights into
     // shared memory; then a thread per (token, latent column) merges; then

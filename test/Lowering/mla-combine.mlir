@@ -62,19 +62,6 @@
 // ROWS2: function(@k3_mla_attn_0000c0de_absorbed_combine)
 // RUN: env K3C_MLA_COMBINE_ROW_SPLIT=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ROWS3
 // ROWS3: K3C_MLA_COMBINE_ROW_SPLIT must divide 2, got 3
-// K3C_MLA_COMBINE_STAGE_W=1 (opt-in): one-token rounds take a per-token
-// combine that copies its block's W_UV rows (64 x 64 bf16: 8 KB of dynamic
-// shared memory) by cp.async at its start and projects from shared memory.
-// RUN: env K3C_MLA_COMBINE_STAGE_W=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=STAGEW
-// STAGEW: dynamic_shared_memory_size %c8192_i32 module(@k3_mla_attn_0000c0de_absorbed_combine_w)
-// STAGEW-COUNT-2: nvgpu.device_async_copy {{.*}} : memref<320x64xbf16> to memref<64x64xbf16, #gpu.address_space<workgroup>>
-// STAGEW: nvvm.cp.async.commit.group
-// STAGEW: gpu.shuffle xor
-// STAGEW: nvvm.cp.async.wait.group 0
-// STAGEW-NEXT: gpu.barrier
-// STAGEW: vector.load {{.*}} : memref<64x64xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
-// STAGEW: } else {
-// STAGEW: function(@k3_mla_attn_0000c0de_absorbed_combine) workgroup
 // RUN: env K3C_MLA_COMBINE_MMA=0 K3C_MLA_QABS_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FMA
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000c0de(
