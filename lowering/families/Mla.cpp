@@ -199,20 +199,30 @@ static DecodeMma decodeMmaPlan(MlaAttentionOp attn, Target target, bool small = 
                          : intFromEnv("K3C_MLA_DECODE_HEAD_TILES", 3),
                    (d.H + 15) / 16);
   d.bn = intFromEnv("K3C_MLA_DECODE_BN", 64);
-  d.nw = intFromEnv("K3C_MLA_DECODE_WARPS", 4);
+  // The small tiles (one-token rounds at batch 1: one 16-head block an SM)
+  // may take 8 warps a head tile (K3C_MLA_DECODE_WARPS_SMALL=8, opt-in, not yet
+  // measured on a GPU): 4 warps ran one warp a scheduler,
+  // issue 9.5 % busy, no eligible warp 89 % of cycles (H200, context 8192,
+  // docs/perf.md session 20); each warp then scores 8 positions a tile.
+  d.nw = small ? intFromEnv("K3C_MLA_DECODE_WARPS_SMALL", 4) : intFromEnv("K3C_MLA_DECODE_WARPS", 4);
   d.chains = intFromEnv("K3C_MLA_DECODE_S_CHAINS", 1);
   if (d.chains != 1 && d.chains != 2)
     llvm::report_fatal_error("k3c: K3C_MLA_DECODE_S_CHAINS must be 1 or 2, got " +
                                  llvm::Twine(d.chains),
                              /*gen_crash_diag=*/false);
-  if (d.nw == 4 && d.R % 64) // small latents (k3-tiny): two warps a head tile
-    d.nw = 2;
+  while (d.nw > 2 && (d.R % (16 * d.nw) || d.bn % (8 * d.nw))) // small latents (k3-tiny)
+    d.nw /= 2;
   d.blocks = intFromEnv("K3C_MLA_DECODE_BLOCKS", info.smCount);
   // Registers a thread: O (16 x R/2 a warp) and S (16 x bn/2) accumulators.
-  if (d.nw != 2 && d.nw != 4)
+  if (d.nw != 2 && d.nw != 4 && d.nw != 8)
     return d;
+  // A warp scores bn / nw positions a tile: a multiple of 16 (ldmatrix.x4 of
+  // two n8 tiles), or 8 with an even number of k steps (one ldmatrix.x4 gives
+  // two k steps' B fragments).
+  const int64_t span = d.bn / d.nw;
+  const bool spanOk = span % 16 == 0 || (span == 8 && (roundUp(d.cd, 16) / 16) % 2 == 0);
   int64_t regs = d.R / d.nw / 2 + d.bn / d.nw / 2;
-  if (d.ht < 1 || d.warps() > 16 || d.bn % (16 * d.nw) || d.R % (16 * d.nw) || d.blocks < 1 ||
+  if (d.ht < 1 || d.warps() > 16 || d.bn % d.nw || !spanOk || d.R % (16 * d.nw) || d.blocks < 1 ||
       regs > 192 ||
       d.sharedBytes() > info.maxSharedPerBlock)
     return d;
@@ -1591,9 +1601,17 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
   const int64_t bn = d.bn, nw = d.nw, span = bn / nw, qP = d.pitch(), Gm = d.heads(), R = d.R;
   const int64_t sTiles = span / 8, oTiles = R / nw / 8, kSteps = d.cdPad / 16;
   const int64_t kUnroll = kSteps % 2 == 0 ? 2 : 1;
+  // A warp scoring 8 positions (sTiles 1: 8 warps a head tile) loads both
+  // unrolled k steps' B fragments with one ldmatrix.x4 (rows: its 8
+  // positions; matrices: k 0-7, 8-15, 16-23, 24-31) and keeps the two steps'
+  // products in two accumulator sets (two independent mma.sync chains).
+  const bool narrow = sTiles == 1;
+  if (narrow && kUnroll != 2)
+    llvm::report_fatal_error("k3c: MLA decode core: 8-position warp spans need an even number "
+                             "of k steps", /*gen_crash_diag=*/false);
   // With two chains the unrolled k steps alternate between two accumulator
   // sets, added after the loop: half the dependent mma.sync chain of S.
-  const int64_t chains = kUnroll % d.chains == 0 ? d.chains : 1;
+  const int64_t chains = narrow ? 2 : kUnroll % d.chains == 0 ? d.chains : 1;
   const float log2e = 1.4426950408889634f;
   std::string name = "absorbed_split_mma_h" + std::to_string(Gm) + "_n" + std::to_string(bn);
   kb.blocks({Tc, kb.idx(d.groups()), P}, 32 * d.warps(), [&](ValueRange bid, ThreadBlock &tb) {
@@ -1713,9 +1731,11 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
 
           Value qRow = kb.add(kb.mul(wHt, 16), kb.rem(lane, 16));
           Value qCol = kb.mul(kb.div(lane, 16), 8);
-          Value bRowOff = kb.add(kb.add(kb.rem(lane, 8), kb.mul(kb.div(lane, 16), 8)),
-                                 kb.mul(wPart, span));
-          Value bColOff = kb.mul(kb.rem(kb.div(lane, 8), 2), 8);
+          Value bRowOff = narrow ? kb.add(kb.rem(lane, 8), kb.mul(wPart, span))
+                                 : kb.add(kb.add(kb.rem(lane, 8), kb.mul(kb.div(lane, 16), 8)),
+                                          kb.mul(wPart, span));
+          Value bColOff = narrow ? kb.mul(kb.div(lane, 8), 8)
+                                 : kb.mul(kb.rem(kb.div(lane, 8), 2), 8);
           Value vRowOff = kb.add(kb.rem(lane, 8), kb.mul(kb.rem(kb.div(lane, 8), 2), 8));
           Value vColOff = kb.add(kb.mul(kb.div(lane, 16), 8), kb.mul(wPart, R / nw));
           Value cLog2 = kb.f32(log2e);
@@ -1738,6 +1758,18 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
                 kb.idx(0), kb.idx(kSteps * 16), kb.idx(kUnroll * 16),
                 SmallVector<Value>(chains * sTiles * 4, zero), [&](Value k0, ValueRange acc) {
                   SmallVector<Value> sa(acc.begin(), acc.end());
+                  if (narrow) {
+                    Value v = ldmatrixX4(kb, ks, {slot, bRowOff, kb.add(bColOff, k0)}, false);
+                    for (int64_t u = 0; u < 2; ++u) {
+                      SmallVector<Value> a = fragmentWords(
+                          kb, ldmatrixX4(kb, qs, {qRow, kb.add(qCol, kb.add(k0, kb.idx(u * 16)))},
+                                         false),
+                          0, 4);
+                      mmaBf16(kb, a, fragmentWords(kb, v, 2 * u, 2),
+                              MutableArrayRef<Value>(sa).slice(u * 4, 4));
+                    }
+                    return sa;
+                  }
                   for (int64_t u = 0; u < kUnroll; ++u) {
                     Value kc = kb.add(k0, kb.idx(u * 16));
                     SmallVector<Value> a = fragmentWords(
@@ -2195,6 +2227,15 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
                     std::to_string(bn));
 }
 
+/// The new tokens' cache append (lowerMlaFamily's phase 1) for the absorbed
+/// forms: `launch` emits its own launch; `warp` appends token `slot` of the
+/// launch with one warp (nothing for slots past the launch's tokens), for a
+/// launch that carries it in extra blocks.
+struct AppendHook {
+  std::function<void()> launch;
+  std::function<void(ThreadBlock &, Value)> warp;
+};
+
 /// The absorbed form with split positions (decode and small launches, GPU):
 /// rounds of kSplitChunk tokens, each three launches: q_abs of the round's
 /// tokens (a block per (head, 8 tokens): W_UK read once for them); the
@@ -2206,7 +2247,8 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
 /// merges the splits and projects out = W_UV o_lat times the gate.
 static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
                           Value cacheLens, Value lens, Value kvb, Value gate, Value out,
-                          Value qaBuf, Value part, Value qaBf, int64_t G) {
+                          Value qaBuf, Value part, Value qaBf, int64_t G,
+                          const AppendHook *append) {
   Grouped gr(kb, attn, q, cache, kvb, gate, out, G);
   const int64_t cd = gr.cd, R = gr.R;
   DecodeMma dm = decodeMmaPlan(attn, kb.target), dmSmall = decodeMmaPlan(attn, kb.target, true);
@@ -2239,6 +2281,26 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
                              /*gen_crash_diag=*/false);
   const int64_t aim = mma ? dm.blocks : kSplitBlocks, maxSplits = mma ? splitsMma : kSplitMaxFma;
   Value T = kb.dim(q, 0);
+  // Launches of at most kQabsWideTokens tokens (one round, its q_abs in the
+  // wide form) append the tokens' latents in extra blocks of the q_abs
+  // launch (a warp a token): one launch fewer a decode step (the append's
+  // own, 3.6 us at batch 1 on the H200, is four dependent global loads long).
+  // K3C_MLA_FUSE_APPEND=1 (opt-in, not yet measured on a GPU) enables it.
+  constexpr int64_t kQabsWideTokens = 8, kRowGroups = 16;
+  const int64_t wvw = gr.vwKvb, wCols = std::min<int64_t>(8 * wvw, R), wCT = wCols / wvw;
+  const bool wide = intFromEnv("K3C_MLA_QABS_WIDE", 1) && gr.nope % kRowGroups == 0 &&
+                    R % wCols == 0 && wCT * kRowGroups >= 32;
+  const bool fuseAppend = append && wide && intFromEnv("K3C_MLA_FUSE_APPEND", 0) &&
+                          (wCT * kRowGroups) % 32 == 0;
+  const int64_t appendWarps = wCT * kRowGroups / 32;
+  Value appendBlocks;
+  if (append && !fuseAppend)
+    append->launch();
+  if (fuseAppend) {
+    Value oneRound = kb.ule(T, kb.idx(kQabsWideTokens));
+    kb.ifThen(kb.ult(kb.idx(kQabsWideTokens), T), [&] { append->launch(); });
+    appendBlocks = kb.select(oneRound, kb.ceilDiv(T, appendWarps), kb.idx(0));
+  }
   kb.loopStep(kb.idx(0), T, kb.idx(kSplitChunk), [&](Value t0) {
     Value Tc = kb.minu(kb.idx(kSplitChunk), kb.sub(T, t0));
     Value P;
@@ -2297,17 +2359,15 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
     // The forms below read W_UK in four dependent rounds from 96 blocks
     // (17.7 us for one token on the H200, 1.4 TB/s of its 12.6 MB).
     // K3C_MLA_QABS_WIDE=0 keeps them.
-    constexpr int64_t kQabsWideTokens = 8, kRowGroups = 16;
-    const int64_t wvw = gr.vwKvb, wCols = std::min<int64_t>(8 * wvw, R), wCT = wCols / wvw;
-    const bool wide = intFromEnv("K3C_MLA_QABS_WIDE", 1) && gr.nope % kRowGroups == 0 &&
-                      R % wCols == 0 && wCT * kRowGroups >= 32;
     auto qabsWide = [&](int64_t TOK) {
       const int64_t rowsPer = gr.nope / kRowGroups;
       int64_t qvw = std::min(kb.vecWidth(q, gr.H * gr.qk), rowsPer);
       while (rowsPer % qvw || gr.qk % qvw)
         qvw /= 2;
-      kb.blocks({kb.idx(gr.H), kb.idx(R / wCols), kb.ceilDiv(Tc, TOK)}, wCT * kRowGroups,
+      Value heads = fuseAppend ? kb.add(kb.idx(gr.H), appendBlocks) : kb.idx(gr.H);
+      kb.blocks({heads, kb.idx(R / wCols), kb.ceilDiv(Tc, TOK)}, wCT * kRowGroups,
                 [&](ValueRange bid, ThreadBlock &tb) {
+        auto qabs = [&] {
         Value head = bid[0], c0 = kb.mul(bid[1], kb.idx(wCols)), tt0 = kb.mul(bid[2], TOK);
         Value red = kb.shared(tb, {kRowGroups, TOK, wCols}, gr.f32);
         Value rg = kb.div(tb.tid, kb.idx(wCT)), cc = kb.mul(kb.rem(tb.tid, kb.idx(wCT)), wvw);
@@ -2362,7 +2422,20 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
             put(local, kb.add(kb.idx(R), c), kb.fmul(v, gr.scale));
           });
         });
-      }, 0, "absorbed_qabs_wide_t" + std::to_string(TOK));
+        };
+        if (!fuseAppend) {
+          qabs();
+          return;
+        }
+        // Blocks past the heads (a launch's only round): the append, a
+        // warp a token, from the first column block and token block.
+        kb.ifThenElse(kb.ult(bid[0], kb.idx(gr.H)), qabs, [&] {
+          kb.ifThen(kb.andi(kb.ieq(bid[1], kb.idx(0)), kb.ieq(bid[2], kb.idx(0))), [&] {
+            append->warp(tb, kb.add(kb.mul(kb.sub(bid[0], kb.idx(gr.H)), kb.idx(appendWarps)),
+                                    tb.warp));
+          });
+        });
+      }, 0, std::string("absorbed_qabs_wide_t") + std::to_string(TOK) + (fuseAppend ? "_append" : ""));
     };
     // Rounds of at least kCombineTokens tokens with the tensor-core core
     // take q_abs on tensor cores too, 16 tokens a block (qabsMma; bf16 q):
@@ -2699,7 +2772,9 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
 /// sequences); the host's loop nest, a block per (token, head).
 static void absorbedAll(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
                         Value cacheLens, Value lens, Value kvb, Value gate, Value out,
-                        ArrayRef<Value> split, bool skipFresh) {
+                        ArrayRef<Value> split, bool skipFresh, const AppendHook *append) {
+  if (append && (!kb.gpu() || split.empty() || skipFresh))
+    append->launch();
   if (!kb.gpu() || split.empty()) {
     absorbedAttention(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, skipFresh ? 16 : 1,
                       skipFresh);
@@ -2712,7 +2787,7 @@ static void absorbedAll(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value c
     absorbedGrouped(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, G, 16);
   else
     absorbedSplit(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, split[0], split[1],
-                  split.size() > 2 ? split[2] : Value(), G);
+                  split.size() > 2 ? split[2] : Value(), G, append);
 }
 
 std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
@@ -2750,8 +2825,8 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
   // seq_lens (findChunk with 1-token chunks).
   Value T = kb.dim(q, 0);
   int64_t tokWarps = kb.gpu() ? kMlaThreads / 32 : 1;
-  kb.blocks({kb.ceilDiv(T, tokWarps)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
-    Value slot = kb.add(kb.mul(bid[0], tokWarps), tb.warp);
+  // A warp's token `slot`; `cn` (the flash prefill's c_n) when given.
+  auto appendWarp = [&](ThreadBlock &tb, Value slot, Value cn) {
     ChunkSlot cs = findChunk(kb, tb, lens, slot, 1);
     kb.ifThen(cs.valid, [&] {
       Value row = kb.add(cs.start, cs.t0);
@@ -2822,14 +2897,21 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
         kb.storeF32(v, cache, {cs.n, pos, c});
       });
     });
-  }, 0, "append");
+  };
+  AppendHook hook;
+  hook.launch = [&] {
+    kb.blocks({kb.ceilDiv(T, tokWarps)}, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
+      appendWarp(tb, kb.add(kb.mul(bid[0], tokWarps), tb.warp), cn);
+    }, 0, "append");
+  };
+  hook.warp = [&](ThreadBlock &tb, Value slot) { appendWarp(tb, slot, Value()); };
 
   double scale = attn.getSoftmaxScale().convertToDouble();
-  auto absorbed = [&](bool skipFresh) {
-    absorbedAll(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, split, skipFresh);
+  auto absorbed = [&](bool skipFresh, const AppendHook *append) {
+    absorbedAll(kb, attn, q, cache, cacheLens, lens, kvb, gate, out, split, skipFresh, append);
   };
   if (!fp.on) {
-    absorbed(false);
+    absorbed(false, &hook);
     return success();
   }
   // Prefill launches (at least fp.from tokens, more tokens than sequences):
@@ -2843,14 +2925,15 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
   kb.ifThenElse(
       prefill,
       [&] {
+        hook.launch();
         lowerLinear(kb, cn, kvb, kvup);
         if (fp.wg)
           flashPrefillWgmma(kb, fp, q, kv, kvup, lens, cacheLens, gate, out, scale);
         else
           flashPrefill(kb, fp, q, kv, kvup, lens, cacheLens, gate, out, scale);
-        absorbed(true);
+        absorbed(true, nullptr);
       },
-      [&] { absorbed(false); });
+      [&] { absorbed(false, &hook); });
   return success();
 }
 

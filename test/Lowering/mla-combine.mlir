@@ -15,7 +15,7 @@
 // RUN: env K3C_MLA_QABS_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QFMA
 // QFMA: function(@k3_mla_attn_0000c0de_absorbed_qabs)
 // QFMA-NOT: absorbed_qabs_mma
-// QABS: arith.cmpi ult
+// QABS: arith.cmpi ult, %{{.*}}, %c9{{[_0-9]*}} :
 // QABS-NEXT: scf.if
 // QABS: function(@k3_mla_attn_0000c0de_absorbed_qabs)
 // QABS: } else {
@@ -48,6 +48,25 @@
 // WIDE: gpu.shuffle xor
 // WIDE: gpu.barrier
 // WIDE: vector.load {{.*}} : memref<320x64xbf16>, vector<8xbf16>
+// Decode launches of at most 8 tokens (one round, q_abs in the wide form)
+// append the new tokens' latents in extra blocks of that q_abs launch
+// (blocks past the 4 heads, a warp a token: the RMSNorm's square root inside it);
+// larger launches keep the append's own launch (opt-in: K3C_MLA_FUSE_APPEND=1;
+// the default keeps the append's own launch).
+// RUN: env K3C_MLA_FUSE_APPEND=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FUSE
+// FUSE: arith.cmpi ult, %c8{{[_0-9]*}}, %dim
+// FUSE-NEXT: scf.if
+// FUSE: module(@k3_mla_attn_0000c0de_append)
+// FUSE: module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1_append)
+// FUSE: math.sqrt
+// FUSE: module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8_append)
+// FUSE: math.sqrt
+// FUSE: module(@k3_mla_attn_0000c0de_absorbed_qabs)
+// FUSE-NOT: math.sqrt
+// FUSE: module(@k3_mla_attn_0000c0de_absorbed_split
+// RUN: env K3C_MLA_FUSE_APPEND=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOFUSE
+// NOFUSE-NOT: qabs_wide_t1_append
+// NOFUSE: module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1)
 // RUN: env K3C_MLA_QABS_WIDE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOWIDE
 // NOWIDE-NOT: absorbed_qabs_wide
 // The split weights of the multi-token rounds: ceil(132 SMs / 8 tokens) =
