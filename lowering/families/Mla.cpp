@@ -203,7 +203,7 @@ static DecodeMma decodeMmaPlan(MlaAttentionOp attn, Target target, bool small = 
   // may take 8 warps a head tile (K3C_MLA_DECODE_WARPS_SMALL=8, opt-in, not yet
   // measured on a GPU): 4 warps ran one warp a scheduler,
   // issue 9.5 % busy, no eligible warp 89 % of cycles (H200, context 8192,
-  // docs/perf.md session 20); each warp then scores 8 positions a tile.
+  // docs/perf.md, session 20); each warp then scores 8 positions a tile.
   d.nw = small ? intFromEnv("K3C_MLA_DECODE_WARPS_SMALL", 4) : intFromEnv("K3C_MLA_DECODE_WARPS", 4);
   d.chains = intFromEnv("K3C_MLA_DECODE_S_CHAINS", 1);
   if (d.chains != 1 && d.chains != 2)
