@@ -200,10 +200,12 @@ static DecodeMma decodeMmaPlan(MlaAttentionOp attn, Target target, bool small = 
                    (d.H + 15) / 16);
   d.bn = intFromEnv("K3C_MLA_DECODE_BN", 64);
   // The small tiles (one-token rounds at batch 1: one 16-head block an SM)
-  // may take 8 warps a head tile (K3C_MLA_DECODE_WARPS_SMALL=8, opt-in, not yet
-  // measured on a GPU): 4 warps ran one warp a scheduler,
-  // issue 9.5 % busy, no eligible warp 89 % of cycles (H200, context 8192,
-  // docs/perf.md, session 20); each warp then scores 8 positions a tile.
+  // may take 8 warps a head tile (K3C_MLA_DECODE_WARPS_SMALL=8, opt-in): 4
+  // warps ran one warp a scheduler, issue 9.5 % busy, no eligible warp 89 %
+  // of cycles (H200, context 8192, docs/perf.md, session 20); each warp then
+  // scores 8 positions a tile. Measured in session 21: 23.7 us for the core
+  // as with 4 warps (12 % achieved occupancy, 85 % no eligible warp), so it
+  // stays opt-in.
   d.nw = small ? intFromEnv("K3C_MLA_DECODE_WARPS_SMALL", 4) : intFromEnv("K3C_MLA_DECODE_WARPS", 4);
   d.chains = intFromEnv("K3C_MLA_DECODE_S_CHAINS", 1);
   if (d.chains != 1 && d.chains != 2)
@@ -2284,13 +2286,14 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
   // Launches of at most kQabsWideTokens tokens (one round, its q_abs in the
   // wide form) append the tokens' latents in extra blocks of the q_abs
   // launch (a warp a token): one launch fewer a decode step (the append's
-  // own, 3.6 us at batch 1 on the H200, is four dependent global loads long).
-  // K3C_MLA_FUSE_APPEND=1 (opt-in, not yet measured on a GPU) enables it.
+  // own, 3.6 us at batch 1 on the H200, is four dependent global loads long;
+  // mla_attn 48.5 -> 44.6 us at batch 1, context 8192, bit-identical:
+  // docs/perf.md, session 21). K3C_MLA_FUSE_APPEND=0 keeps the own launch.
   constexpr int64_t kQabsWideTokens = 8, kRowGroups = 16;
   const int64_t wvw = gr.vwKvb, wCols = std::min<int64_t>(8 * wvw, R), wCT = wCols / wvw;
   const bool wide = intFromEnv("K3C_MLA_QABS_WIDE", 1) && gr.nope % kRowGroups == 0 &&
                     R % wCols == 0 && wCT * kRowGroups >= 32;
-  const bool fuseAppend = append && wide && intFromEnv("K3C_MLA_FUSE_APPEND", 0) &&
+  const bool fuseAppend = append && wide && intFromEnv("K3C_MLA_FUSE_APPEND", 1) &&
                           (wCT * kRowGroups) % 32 == 0;
   const int64_t appendWarps = wCT * kRowGroups / 32;
   Value appendBlocks;

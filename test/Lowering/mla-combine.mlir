@@ -36,10 +36,10 @@
 // (K3C_MLA_COMBINE_ROW_SPLIT blocks a head, a divisor of dv / 32 = 2 here).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WIDE
 // WIDE: arith.cmpi eq
-// WIDE: threads({{.*}} = %c128{{[_0-9]*}}, {{.*}}) module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1) function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1) workgroup(%{{.*}} : memref<16x1x64xf32, #gpu.address_space<workgroup>>)
+// WIDE: threads({{.*}} = %c128{{[_0-9]*}}, {{.*}}) module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1_append) function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1_append) workgroup(%{{.*}} : memref<16x1x64xf32, #gpu.address_space<workgroup>>)
 // WIDE: } else {
 // WIDE: arith.cmpi ule
-// WIDE: threads({{.*}} = %c128{{[_0-9]*}}, {{.*}}) module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8) function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8) workgroup(%{{.*}} : memref<16x8x64xf32, #gpu.address_space<workgroup>>)
+// WIDE: threads({{.*}} = %c128{{[_0-9]*}}, {{.*}}) module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8_append) function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8_append) workgroup(%{{.*}} : memref<16x8x64xf32, #gpu.address_space<workgroup>>)
 // WIDE: vector.load {{.*}} : memref<320x64xbf16>, vector<8xbf16>
 // WIDE: gpu.barrier
 // WIDE: } else {
@@ -51,9 +51,9 @@
 // Decode launches of at most 8 tokens (one round, q_abs in the wide form)
 // append the new tokens' latents in extra blocks of that q_abs launch
 // (blocks past the 4 heads, a warp a token: the RMSNorm's square root inside it);
-// larger launches keep the append's own launch (opt-in: K3C_MLA_FUSE_APPEND=1;
-// the default keeps the append's own launch).
-// RUN: env K3C_MLA_FUSE_APPEND=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FUSE
+// larger launches keep the append's own launch (K3C_MLA_FUSE_APPEND=0 keeps
+// it for every launch).
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FUSE
 // FUSE: arith.cmpi ult, %c8{{[_0-9]*}}, %dim
 // FUSE-NEXT: scf.if
 // FUSE: module(@k3_mla_attn_0000c0de_append)
@@ -66,6 +66,7 @@
 // FUSE: module(@k3_mla_attn_0000c0de_absorbed_split
 // RUN: env K3C_MLA_FUSE_APPEND=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOFUSE
 // NOFUSE-NOT: qabs_wide_t1_append
+// NOFUSE: module(@k3_mla_attn_0000c0de_append)
 // NOFUSE: module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1)
 // RUN: env K3C_MLA_QABS_WIDE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOWIDE
 // NOWIDE-NOT: absorbed_qabs_wide
