@@ -11,9 +11,10 @@ The weights are decoded here from the layout's description, independently of
 k3c's code: tiles of 8 rows x KT columns (k tile fastest); in a tile, thread
 t = 4r + c owns KT/8 bytes: for each 16-column step s, register P = 2s holds
 columns 16s + 2c + {0, 1} and P = 2s + 1 columns 16s + 8 + 2c + {0, 1} of row
-r; register P is pair P % 4 of the run's little-endian 32-bit word P / 4, the
-even column at nibble P % 4, the odd one at nibble P % 4 + 4 (nibble i = bits
-4i..4i+3, the low nibble of byte i / 2 when i is even); scales per tile
+r; register P is pair p = P % 4 of the run's little-endian 32-bit word P / 4
+(format version 4): the even column's E2M1 magnitude bits (e1 e0 m, m lowest)
+at bits MAG[p]..MAG[p] + 2 and its sign at bit SIGN[p], the odd column's the
+same 16 bits up (MAG = 0, 3, 6, 11; SIGN = 9, 10, 15, 14); scales per tile
 [row][block]. E2M1 and E8M0 per OCP
 MX v1.0 (E8M0 0xFF is NaN). Then, for every routed pair (t, slot) of the
 checked experts, in float64 (the spec's §4.9 expert MLP):
@@ -36,9 +37,13 @@ from bench_common import ratios
 E2M1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6])
 
 
+MAG = np.array([0, 3, 6, 11])
+SIGN = np.array([9, 10, 15, 14])
+
+
 def layout_index(N, K, KT):
-    """Byte offset, high-nibble flag and scale offset of every (n, k) of one
-    [N, K] matrix in the kernel layout."""
+    """Run-word byte offset, magnitude bit, sign bit and scale offset of every
+    (n, k) of one [N, K] matrix in the kernel layout."""
     n = np.arange(N)[:, None]
     k = np.arange(K)[None, :]
     tile = (n // 8) * (K // KT) + k // KT
@@ -47,19 +52,19 @@ def layout_index(N, K, KT):
     c, half, elem = (w % 8) // 2, w // 8, w % 2
     t = 4 * r + c
     P = 2 * s + half
-    nib = P % 4 + 4 * elem
-    high = (nib % 2).astype(bool)
-    byte = tile * (8 * KT // 2) + t * (KT // 8) + 4 * (P // 4) + nib // 2
+    word = tile * (8 * KT // 2) + t * (KT // 8) + 4 * (P // 4)
+    mag = np.broadcast_to(MAG[P % 4] + 16 * elem, word.shape)
+    sign = np.broadcast_to(SIGN[P % 4] + 16 * elem, word.shape)
     scale = tile * (8 * KT // 32) + r * (KT // 32) + kk // 32
-    return byte, np.broadcast_to(high, byte.shape), scale
+    return word, mag, sign, scale
 
 
 def dequant(payload, scales, e, N, K, KT, idx):
-    byte, high, scale = idx
+    word, mag, sign, scale = idx
     p = payload[e * N * K // 2:(e + 1) * N * K // 2].astype(np.int64)
     s = scales[e * N * K // 32:(e + 1) * N * K // 32].astype(np.int64)
-    b = p[byte]
-    code = np.where(high, b >> 4, b & 15)
+    w = p[word] | p[word + 1] << 8 | p[word + 2] << 16 | p[word + 3] << 24
+    code = ((w >> mag) & 7) | (((w >> sign) & 1) << 3)
     sc = s[scale]
     mult = np.where(sc == 255, np.nan, np.ldexp(1.0, (sc - 127).astype(np.int32)))
     return E2M1[code] * mult

@@ -1,6 +1,7 @@
 //===- KernelBuilder.cpp - the tile-level layer kernels are written in ----===//
 
 #include "lowering/KernelBuilder.h"
+#include "models/MXFP4Layout.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -414,10 +415,10 @@ Value KernelBuilder::seqOffset(ThreadBlock &tb, Value seqLens, Value n) {
 Value KernelBuilder::mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value k) {
   ArrayRef<int64_t> shape = w.type.getShape();
   int64_t N = shape[shape.size() - 2], K = shape.back();
-  Value byteIdx, high, scaleIdx;
+  Value byteIdx, high, scaleIdx, magBit, signBit;
   Value matrixBytes = mul(e, N * K / 2), matrixScales = mul(e, N * K / 32);
   if (auto layout = w.type.getLayout()) {
-    // models/MXFP4Layout.h, kernelPayloadPosition / kernelScaleOffset.
+    // models/MXFP4Layout.h, kernelPayloadSlot / kernelScaleOffset.
     int64_t kt = layout.getKTile(), nt = layout.getNTile(), tilesK = K / kt;
     Value tile = add(mul(div(n, nt), tilesK), div(k, kt));
     Value r = rem(n, nt), kk = rem(k, kt);
@@ -425,12 +426,19 @@ Value KernelBuilder::mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value
     Value c = div(rem(within, 8), 2);
     Value eIdx = add(rem(within, 2), mul(div(within, 8), 2));
     Value t = add(mul(r, 4), c), j = add(mul(s, 4), eIdx);
-    // Register j / 2 is pair (j / 2) % 4 of word j / 8: nibble p, or p + 4
-    // for its high element.
-    Value nib = add(rem(div(j, 2), 4), mul(rem(j, 2), 4));
-    byteIdx = add(add(mul(tile, nt * kt / 2), mul(t, kt / 8)),
-                  add(mul(div(j, 8), 4), div(nib, 2)));
-    high = ieq(rem(nib, 2), idx(1));
+    // Register j / 2 is pair (j / 2) % 4 of the run word j / 8, element
+    // j % 2 of it: the code's magnitude and sign bits in that word
+    // (fragment::kMagBit / kSignBit; element 1 16 bits up).
+    Value pairIdx = rem(div(j, 2), 4), elem = rem(j, 2);
+    byteIdx = add(add(mul(tile, nt * kt / 2), mul(t, kt / 8)), mul(div(j, 8), 4));
+    auto table = [&](const int *bits) {
+      Value v = idx(bits[3]);
+      for (int p = 2; p >= 0; --p)
+        v = select(ieq(pairIdx, idx(p)), idx(bits[p]), v);
+      return add(v, mul(elem, 16));
+    };
+    magBit = table(mxfp4::fragment::kMagBit);
+    signBit = table(mxfp4::fragment::kSignBit);
     int64_t bpt = kt / 32;
     scaleIdx = add(add(mul(tile, nt * bpt), mul(r, bpt)), rem(div(k, 32), bpt));
   } else {
@@ -439,8 +447,27 @@ Value KernelBuilder::mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value
     scaleIdx = add(mul(n, K / 32), div(k, 32));
   }
   Type i32 = b.getI32Type();
-  Value byte = arith::ExtUIOp::create(b, loc, i32, load(w.payload, {add(matrixBytes, byteIdx)}));
-  Value code = select(high, arith::ShRUIOp::create(b, loc, byte, i32Const(4)), byte);
+  Value code;
+  if (magBit) {
+    // The run word (four byte loads, little-endian), then the code's bits.
+    Value word = i32Const(0);
+    for (int64_t i = 0; i < 4; ++i) {
+      Value byte = arith::ExtUIOp::create(b, loc, i32,
+                                          load(w.payload, {add(matrixBytes, add(byteIdx, i))}));
+      word = arith::OrIOp::create(b, loc, word,
+                                  i ? arith::ShLIOp::create(b, loc, byte, i32Const(8 * i)).getResult()
+                                    : byte);
+    }
+    auto toI32 = [&](Value v) { return arith::IndexCastOp::create(b, loc, i32, v).getResult(); };
+    Value mag = arith::AndIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, word, toI32(magBit)), i32Const(7));
+    Value sgn = arith::AndIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, word, toI32(sub(signBit, idx(3)))), i32Const(8));
+    code = arith::OrIOp::create(b, loc, mag, sgn);
+  } else {
+    Value byte = arith::ExtUIOp::create(b, loc, i32, load(w.payload, {add(matrixBytes, byteIdx)}));
+    code = select(high, arith::ShRUIOp::create(b, loc, byte, i32Const(4)), byte);
+  }
   Value s8 = arith::ExtUIOp::create(b, loc, i32, load(w.scales, {add(matrixScales, scaleIdx)}));
   return fmul(e2m1ToF32(code), e8m0ToF32(s8));
 }

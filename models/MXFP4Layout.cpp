@@ -20,25 +20,39 @@ int64_t chooseKTile(int64_t k) {
   return 32;
 }
 
-void kernelPayloadPosition(const KernelLayout &l, int64_t N, int64_t K, int64_t n, int64_t k,
-                           int64_t &byte, bool &high) {
+PayloadSlot kernelPayloadSlot(const KernelLayout &l, int64_t N, int64_t K, int64_t n,
+                              int64_t k) {
   (void)N;
   int64_t tilesK = K / l.kTile;
   int64_t tile = (n / l.nTile) * tilesK + k / l.kTile;
   int64_t r = n % l.nTile, kk = k % l.kTile;
   int64_t s = kk / 16, within = kk % 16;
-  int64_t c = (within % 8) / 2;          // which thread column
+  int64_t c = (within % 8) / 2;                // which thread column
   int64_t e = (within % 2) + 2 * (within / 8); // index into kFragCol
   int64_t t = 4 * r + c;
-  int64_t j = 4 * s + e;                  // nibble index in the thread's run
-  // Fragment register P = j / 2 (element j % 2 of it) is pair p = P % 4 of
-  // the run's 32-bit word P / 4: its low element at nibble p, its high
-  // element at nibble p + 4 (bits 4p and 16 + 4p of the little-endian word).
-  int64_t word = j / 8, p = (j / 2) % 4, nib = p + 4 * (j % 2);
+  int64_t j = 4 * s + e; // element index in the thread's run
+  // Fragment register P = j / 2 (element j % 2 of it) is pair P % 4 of the
+  // run's 32-bit word P / 4 (its bits: fragment::kMagBit / kSignBit).
   int64_t bytesPerThread = l.kTile / 8;
-  byte = tile * (l.nTile * l.kTile / 2) + t * bytesPerThread + 4 * word + nib / 2;
-  high = (nib % 2) != 0;
+  PayloadSlot slot;
+  slot.wordByte = tile * (l.nTile * l.kTile / 2) + t * bytesPerThread + 4 * (j / 8);
+  slot.pair = static_cast<int>((j / 2) % 4);
+  slot.elem = static_cast<int>(j % 2);
+  return slot;
 }
+
+namespace {
+uint32_t loadWord(const uint8_t *p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+void orWord(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    p[i] |= static_cast<uint8_t>(v >> (8 * i));
+}
+uint8_t codeOf(const uint8_t *packed, const PayloadSlot &s) {
+  return static_cast<uint8_t>(fragment::codeAt(loadWord(packed + s.wordByte), s.pair, s.elem));
+}
+} // namespace
 
 int64_t kernelScaleOffset(const KernelLayout &l, int64_t N, int64_t K, int64_t n,
                           int64_t block) {
@@ -63,10 +77,8 @@ void repackToKernel(const KernelLayout &l, int64_t count, int64_t N, int64_t K,
         for (int64_t k = 0; k < K; ++k) {
           uint8_t b = p[n * (K / 2) + k / 2];
           uint8_t code = (k % 2 == 0) ? (b & 0xF) : (b >> 4);
-          int64_t byte;
-          bool high;
-          kernelPayloadPosition(l, N, K, n, k, byte, high);
-          op[byte] |= high ? static_cast<uint8_t>(code << 4) : code;
+          PayloadSlot slot = kernelPayloadSlot(l, N, K, n, k);
+          orWord(op + slot.wordByte, fragment::placeCode(code, slot.pair, slot.elem));
         }
       for (int64_t n = 0; n < N; ++n)
         for (int64_t b = 0; b < K / kBlock; ++b)
@@ -75,16 +87,19 @@ void repackToKernel(const KernelLayout &l, int64_t count, int64_t N, int64_t K,
     return;
   }
   // Whole tiles: the permutation inside a tile is the same for every tile,
-  // so it is tabulated once (nibble index 2 * byte + high), and row tiles of
-  // all matrices are repacked in parallel (they write disjoint bytes).
+  // so it is tabulated once (the element's run word in the tile and its
+  // pair and element), and row tiles of all matrices are repacked in
+  // parallel (they write disjoint bytes). A tile's words are assembled in
+  // registers and stored little-endian.
   const int64_t tileBytes = l.nTile * l.kTile / 2, tilesK = K / l.kTile;
-  std::vector<int32_t> nib(l.nTile * l.kTile);
+  const int64_t tileWords = tileBytes / 4;
+  std::vector<int32_t> wordOf(l.nTile * l.kTile);
+  std::vector<uint8_t> pairOf(l.nTile * l.kTile);
   for (int64_t r = 0; r < l.nTile; ++r)
     for (int64_t kk = 0; kk < l.kTile; ++kk) {
-      int64_t byte;
-      bool high;
-      kernelPayloadPosition(l, l.nTile, l.kTile, r, kk, byte, high);
-      nib[r * l.kTile + kk] = static_cast<int32_t>(2 * byte + (high ? 1 : 0));
+      PayloadSlot slot = kernelPayloadSlot(l, l.nTile, l.kTile, r, kk);
+      wordOf[r * l.kTile + kk] = static_cast<int32_t>(slot.wordByte / 4);
+      pairOf[r * l.kTile + kk] = static_cast<uint8_t>(2 * slot.pair + slot.elem);
     }
   const int64_t rowTiles = N / l.nTile, items = count * rowTiles;
   const int64_t bpt = l.kTile / kBlock;
@@ -95,22 +110,26 @@ void repackToKernel(const KernelLayout &l, int64_t count, int64_t N, int64_t K,
                       nt = static_cast<int64_t>(it) % rowTiles;
         const uint8_t *p = packed + m * pb, *sc = scales + m * sb;
         uint8_t *op = outPacked + m * pb, *os = outScales + m * sb;
+        std::vector<uint32_t> words(tileWords);
         for (int64_t kt = 0; kt < tilesK; ++kt) {
           uint8_t *tile = op + (nt * tilesK + kt) * tileBytes;
-          std::fill(tile, tile + tileBytes, 0);
+          std::fill(words.begin(), words.end(), 0u);
           for (int64_t r = 0; r < l.nTile; ++r) {
             const uint8_t *src = p + (nt * l.nTile + r) * (K / 2) + kt * l.kTile / 2;
-            const int32_t *pos = nib.data() + r * l.kTile;
+            const int32_t *wo = wordOf.data() + r * l.kTile;
+            const uint8_t *po = pairOf.data() + r * l.kTile;
             for (int64_t kk = 0; kk < l.kTile; kk += 2) {
               uint8_t b = src[kk / 2];
-              int32_t lo = pos[kk], hi = pos[kk + 1];
-              tile[lo >> 1] |= (lo & 1) ? static_cast<uint8_t>((b & 0xF) << 4) : (b & 0xF);
-              tile[hi >> 1] |= (hi & 1) ? static_cast<uint8_t>(b & 0xF0) : (b >> 4);
+              words[wo[kk]] |= fragment::placeCode(b & 0xF, po[kk] / 2, po[kk] % 2);
+              words[wo[kk + 1]] |= fragment::placeCode(b >> 4, po[kk + 1] / 2, po[kk + 1] % 2);
             }
             for (int64_t kb = 0; kb < bpt; ++kb)
               os[(nt * tilesK + kt) * l.nTile * bpt + r * bpt + kb] =
                   sc[(nt * l.nTile + r) * (K / kBlock) + kt * bpt + kb];
           }
+          for (int64_t w = 0; w < tileWords; ++w)
+            for (int i = 0; i < 4; ++i)
+              tile[4 * w + i] = static_cast<uint8_t>(words[w] >> (8 * i));
         }
       },
       /*minParallel=*/64);
@@ -126,12 +145,8 @@ void repackToCheckpoint(const KernelLayout &l, int64_t count, int64_t N, int64_t
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; k += 2) {
         uint8_t codes[2];
-        for (int64_t d = 0; d < 2; ++d) {
-          int64_t byte;
-          bool high;
-          kernelPayloadPosition(l, N, K, n, k + d, byte, high);
-          codes[d] = high ? (p[byte] >> 4) : (p[byte] & 0xF);
-        }
+        for (int64_t d = 0; d < 2; ++d)
+          codes[d] = codeOf(p, kernelPayloadSlot(l, N, K, n, k + d));
         op[n * (K / 2) + k / 2] = static_cast<uint8_t>(codes[0] | (codes[1] << 4));
       }
     for (int64_t n = 0; n < N; ++n)
@@ -144,10 +159,7 @@ void dequantizeKernel(const KernelLayout &l, int64_t N, int64_t K, const uint8_t
                       const uint8_t *scales, float *out) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) {
-      int64_t byte;
-      bool high;
-      kernelPayloadPosition(l, N, K, n, k, byte, high);
-      uint8_t code = high ? (packed[byte] >> 4) : (packed[byte] & 0xF);
+      uint8_t code = codeOf(packed, kernelPayloadSlot(l, N, K, n, k));
       out[n * K + k] =
           decodeE2M1(code) * decodeE8M0(scales[kernelScaleOffset(l, N, K, n, k / kBlock)]);
     }

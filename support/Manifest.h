@@ -50,8 +50,10 @@ namespace k3c::artifact {
 /// table (`weights`) replaced the runtime's checkpoint naming rules. 3: the
 /// MXFP4 kernel layout holds a fragment register's two nibbles 16 bits apart
 /// (models/MXFP4Layout.h); kernels built for version 2 would decode the
-/// runtime's repacked experts wrongly.
-constexpr int kFormatVersion = 3;
+/// runtime's repacked experts wrongly. 4: each MXFP4 code's magnitude and
+/// sign bits at per-pair positions that tile the run word (11 instead of 16
+/// decode operations a word); kernels built for version 3 would misread it.
+constexpr int kFormatVersion = 4;
 
 /// Bytes of one element of an artifact dtype (bf16, f16, f32, i32, i64, i8),
 /// 0 for a name that is none of them. The runtime sizes its buffers with it.

@@ -86,15 +86,23 @@ static SmallVector<Value> mxfp4Chunk(KernelBuilder &kb, ThreadBlock &tb, Value x
         for (int64_t tt = 0; tt < tokTile; ++tt)
           xv.push_back(kb.loadVec(xs, {kb.idx(tt), col}, 2));
         for (int64_t r = 0; r < nRows; ++r) {
-          // Register q is pair q % 4 of word q / 4: nibbles q % 4 and
-          // q % 4 + 4 (models/MXFP4Layout.h).
+          // Register q is pair q % 4 of word q / 4 (models/MXFP4Layout.h,
+          // fragment::codeAt): each element's code from its magnitude and
+          // sign bits.
           Value word = words[r][q / 4];
-          int64_t shift = 4 * (q % 4);
-          Value lo = shift ? arith::ShRUIOp::create(b, loc, word, kb.i32Const(shift)).getResult()
+          auto codeOf = [&](int elem) {
+            const int p = static_cast<int>(q % 4);
+            const int64_t mb = mxfp4::fragment::kMagBit[p] + 16 * elem,
+                          sb = mxfp4::fragment::kSignBit[p] + 16 * elem - 3;
+            Value mag = mb ? arith::ShRUIOp::create(b, loc, word, kb.i32Const(mb)).getResult()
                            : word;
-          Value hi = arith::ShRUIOp::create(b, loc, word, kb.i32Const(shift + 16));
-          Value wlo = kb.fmul(kb.e2m1ToF32(lo), scale[r]);
-          Value whi = kb.fmul(kb.e2m1ToF32(hi), scale[r]);
+            Value sgn = arith::ShRUIOp::create(b, loc, word, kb.i32Const(sb));
+            return arith::OrIOp::create(
+                b, loc, arith::AndIOp::create(b, loc, mag, kb.i32Const(7)),
+                arith::AndIOp::create(b, loc, sgn, kb.i32Const(8)));
+          };
+          Value wlo = kb.fmul(kb.e2m1ToF32(codeOf(0)), scale[r]);
+          Value whi = kb.fmul(kb.e2m1ToF32(codeOf(1)), scale[r]);
           for (int64_t tt = 0; tt < tokTile; ++tt) {
             Value &o = out[r * tokTile + tt];
             o = kb.fadd(o, kb.fadd(kb.fmul(wlo, xv[tt][0]), kb.fmul(whi, xv[tt][1])));
@@ -1219,20 +1227,29 @@ Value mxfpFragment(KernelBuilder &kb, Value word, int64_t pair, Value scalePair,
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   auto c = [&](int64_t v) { return kb.i32Const(v); };
-  // The pair's nibbles sit at bits 4p and 16 + 4p of the run word: one left
-  // shift puts both signs at bits 15 and 31, one shift (left for p < 2)
-  // both codes e1 e0 m at the bf16 bits 8..6 of their halves; masked and
-  // merged that is the E2M1 value times 2^-126 (models/MXFP4Layout.h,
-  // fragment::codeBits).
+  // One shift puts the pair's two signs at bits 15 and 31, one (left when
+  // >= 0) its two magnitudes e1 e0 m at the bf16 bits 8..6 of their halves;
+  // pairs whose two shifts agree take one shift and one mask (pair 2 no
+  // shift); masked and merged that is the E2M1 value times 2^-126
+  // (models/MXFP4Layout.h, fragment::codeBits).
   using namespace mxfp4::fragment;
   const int p = static_cast<int>(pair);
-  Value a = signShift(p) ? arith::ShLIOp::create(b, loc, word, c(signShift(p))).getResult() : word;
-  Value sh = codeShift(p) >= 0
-                 ? arith::ShLIOp::create(b, loc, word, c(codeShift(p))).getResult()
-                 : arith::ShRUIOp::create(b, loc, word, c(-codeShift(p))).getResult();
-  Value sign = arith::AndIOp::create(b, loc, a, c(kSignMask));
-  Value code = arith::AndIOp::create(b, loc, sh, c(kCodeMask));
-  Value v = asBf16x2(kb, arith::OrIOp::create(b, loc, sign, code));
+  auto shifted = [&](int s) -> Value {
+    if (s > 0)
+      return arith::ShLIOp::create(b, loc, word, c(s));
+    if (s < 0)
+      return arith::ShRUIOp::create(b, loc, word, c(-s));
+    return word;
+  };
+  Value bits;
+  if (signShift(p) == magShift(p)) {
+    bits = arith::AndIOp::create(b, loc, shifted(magShift(p)), c(kSignMask | kCodeMask));
+  } else {
+    Value sign = arith::AndIOp::create(b, loc, shifted(signShift(p)), c(kSignMask));
+    Value code = arith::AndIOp::create(b, loc, shifted(magShift(p)), c(kCodeMask));
+    bits = arith::OrIOp::create(b, loc, sign, code);
+  }
+  Value v = asBf16x2(kb, bits);
   if (!folded)
     v = arith::MulFOp::create(b, loc, v, asBf16x2(kb, c(kTwo126)));
   return asI32(kb, arith::MulFOp::create(b, loc, v, scalePair));

@@ -32,6 +32,18 @@
 // GPU: nvgpu.device_async_copy %arg2[{{.*}}], %view_{{[0-9]+}}[{{.*}}], 16 {bypassL1} : memref<16384xi8> to memref<4x16x256xi8, #gpu.address_space<workgroup>>
 // GPU: nvgpu.device_async_create_group
 // GPU: nvvm.vote.sync  any
+// The four pairs of a run word (format 4, models/MXFP4Layout.h): pair 0
+// (w << 6) & 0x81C081C0, pair 1 two shifts (5 for the signs, 3 for the
+// magnitudes) and two masks, pair 2 one mask, pair 3 (w << 1) and (w >> 5).
+// GPU: %[[S0:.*]] = arith.shli %[[W:[0-9]+]], %c6_i32 : i32
+// GPU-NEXT: arith.andi %[[S0]], %c-2118090304_i32 : i32
+// GPU: arith.shli %[[W]], %c5_i32 : i32
+// GPU: arith.shli %[[W]], %c3_i32 : i32
+// GPU: arith.andi %{{.*}}, %c29360576_i32 : i32
+// GPU-NEXT: arith.ori
+// GPU: arith.andi %[[W]], %c-2118090304_i32{{.*}} : i32
+// GPU: arith.shli %[[W]], %c1_i32 : i32
+// GPU: arith.shrui %[[W]], %c5_i32{{.*}} : i32
 // GPU: arith.mulf {{.*}} : vector<2xbf16>
 // GPU: nvgpu.ldmatrix
 // GPU: nvvm.mma.sync

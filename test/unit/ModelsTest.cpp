@@ -545,7 +545,7 @@ TEST(MXFP4Layout, RoundTripIsBitExactForEveryCodeAndScale) {
 
 TEST(MXFP4Layout, ParallelTiledRepackPlacesEveryNibbleWhereTheLayoutSays) {
   // 40 matrices x 3 row tiles: the repack runs on several threads; every
-  // nibble and scale must sit where kernelPayloadPosition/kernelScaleOffset
+  // code and scale must sit where kernelPayloadSlot/kernelScaleOffset
   // put it.
   const int64_t E = 40, N = 24, K = 256;
   k3c::mxfp4::KernelLayout l{8, k3c::mxfp4::chooseKTile(K)};
@@ -561,11 +561,11 @@ TEST(MXFP4Layout, ParallelTiledRepackPlacesEveryNibbleWhereTheLayoutSays) {
       for (int64_t k = 0; k < K; ++k) {
         uint8_t b = packed[e * N * K / 2 + n * K / 2 + k / 2];
         uint8_t code = k % 2 ? b >> 4 : b & 0xF;
-        int64_t byte;
-        bool high;
-        k3c::mxfp4::kernelPayloadPosition(l, N, K, n, k, byte, high);
-        uint8_t got = kp[e * N * K / 2 + byte];
-        ASSERT_EQ(high ? got >> 4 : got & 0xF, code) << e << " " << n << " " << k;
+        k3c::mxfp4::PayloadSlot slot = k3c::mxfp4::kernelPayloadSlot(l, N, K, n, k);
+        const uint8_t *w = &kp[e * N * K / 2 + slot.wordByte];
+        uint32_t word = w[0] | w[1] << 8 | w[2] << 16 | static_cast<uint32_t>(w[3]) << 24;
+        ASSERT_EQ(k3c::mxfp4::fragment::codeAt(word, slot.pair, slot.elem), code)
+            << e << " " << n << " " << k;
       }
       for (int64_t blk = 0; blk < K / 32; ++blk)
         ASSERT_EQ(ks[e * N * K / 32 + k3c::mxfp4::kernelScaleOffset(l, N, K, n, blk)],
@@ -576,8 +576,8 @@ TEST(MXFP4Layout, ParallelTiledRepackPlacesEveryNibbleWhereTheLayoutSays) {
 // The tensor-core kernel's fragment decode (mxfp4::fragment, emitted step by
 // step by lowering/tile/Gemm.cpp), run on the host with bf16 arithmetic
 // emulated (bf16 x bf16 is exact in fp32; the result must then be a bf16
-// value): for every pair p of a run word, every pair of nibbles (with the
-// word's six other nibbles set to varying garbage, which the masks must drop)
+// value): for every pair p of a run word, every pair of codes (with the
+// word's other 24 bits set to varying garbage, which the masks must drop)
 // and every scale byte, the exact path equals OCP MX v1.0's E2M1 x 2^(s -
 // 127) (NaN for 0xFF) bit for bit, and so does the folded path for every
 // scale below 0x80.
@@ -598,11 +598,25 @@ TEST(MXFP4Fragment, DecodeIsExactForEveryPairNibblesAndScale) {
   int64_t checked = 0;
   for (int p = 0; p < 4; ++p)
     for (uint32_t nibs = 0; nibs < 256; ++nibs) {
-      // Nibble p = the low element, nibble p + 4 = the high one; the others
-      // take bits of a scrambled counter.
+      // Code nibs & 15 = the low element of pair p, nibs >> 4 the high one
+      // (at fragment::kMagBit / kSignBit, written here bit by bit); the
+      // other pairs' bits take bits of a scrambled counter.
       uint32_t garbage = (nibs * 2654435761u + static_cast<uint32_t>(p) * 40503u) ^ 0xA5C3F00Fu;
-      uint32_t mask = (0xFu << (4 * p)) | (0xFu << (4 * p + 16));
-      uint32_t word = (garbage & ~mask) | ((nibs & 15) << (4 * p)) | ((nibs >> 4) << (4 * p + 16));
+      uint32_t mask = 0, placed = 0;
+      for (int h = 0; h < 2; ++h) {
+        uint32_t nib = (nibs >> (4 * h)) & 15;
+        for (int bit = 0; bit < 3; ++bit) {
+          mask |= 1u << (kMagBit[p] + 16 * h + bit);
+          placed |= ((nib >> bit) & 1u) << (kMagBit[p] + 16 * h + bit);
+        }
+        mask |= 1u << (kSignBit[p] + 16 * h);
+        placed |= (nib >> 3) << (kSignBit[p] + 16 * h);
+      }
+      ASSERT_EQ(mask, pairMask(p));
+      ASSERT_EQ(placed, placeCode(nibs & 15, p, 0) | placeCode(nibs >> 4, p, 1));
+      uint32_t word = (garbage & ~mask) | placed;
+      ASSERT_EQ(codeAt(word, p, 0), nibs & 15);
+      ASSERT_EQ(codeAt(word, p, 1), nibs >> 4);
       uint32_t code = codeBits(word, p);
       for (uint32_t s = 0; s < 256; ++s)
         for (int h = 0; h < 2; ++h) {
@@ -638,8 +652,7 @@ TEST(MXFP4Layout, EachThreadHoldsItsMmaFragment) {
   // K = 128: thread t of a tile owns 16 bytes = the B-fragment columns
   // 16s + 2c + {0, 1, 8, 9} (s = 0..7) of row r = t / 4, c = t % 4. Register
   // P = 2s + (0 for 2c, 2c + 1; 1 for 2c + 8, 2c + 9) is pair P % 4 of the
-  // run's word P / 4: the lower column at nibble P % 4 (bits 4 (P % 4)), the
-  // higher at nibble P % 4 + 4 (bits 16 + 4 (P % 4)).
+  // run's word P / 4: the lower column element 0, the higher element 1.
   const int64_t N = 8, K = 128;
   k3c::mxfp4::KernelLayout l{8, 128};
   for (int64_t t = 0; t < 32; ++t) {
@@ -647,12 +660,12 @@ TEST(MXFP4Layout, EachThreadHoldsItsMmaFragment) {
     for (int64_t s = 0; s < 8; ++s)
       for (int64_t off : {0, 1, 8, 9}) {
         int64_t P = 2 * s + off / 8, elem = off % 2;
-        int64_t bit = 32 * (P / 4) + 4 * (P % 4) + 16 * elem; // bit offset in the run
-        int64_t byte;
-        bool high;
-        k3c::mxfp4::kernelPayloadPosition(l, N, K, r, 16 * s + 2 * c + off, byte, high);
-        EXPECT_EQ(byte, t * 16 + bit / 8) << "thread " << t << " step " << s << " col " << off;
-        EXPECT_EQ(high, bit % 8 == 4) << "thread " << t << " step " << s << " col " << off;
+        k3c::mxfp4::PayloadSlot slot =
+            k3c::mxfp4::kernelPayloadSlot(l, N, K, r, 16 * s + 2 * c + off);
+        EXPECT_EQ(slot.wordByte, t * 16 + 4 * (P / 4))
+            << "thread " << t << " step " << s << " col " << off;
+        EXPECT_EQ(slot.pair, P % 4) << "thread " << t << " step " << s << " col " << off;
+        EXPECT_EQ(slot.elem, elem) << "thread " << t << " step " << s << " col " << off;
       }
   }
   // The row's four block scales are contiguous.
