@@ -459,17 +459,23 @@ Value KernelBuilder::mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value
                                     : byte);
     }
     auto toI32 = [&](Value v) { return arith::IndexCastOp::create(b, loc, i32, v).getResult(); };
-    Value mag = arith::AndIOp::create(
-        b, loc, arith::ShRUIOp::create(b, loc, word, toI32(magBit)), i32Const(7));
-    Value sgn = arith::AndIOp::create(
-        b, loc, arith::ShRUIOp::create(b, loc, word, toI32(sub(signBit, idx(3)))), i32Const(8));
-    code = arith::OrIOp::create(b, loc, mag, sgn);
+    code = mxfp4CodeAt(word, toI32(magBit), toI32(signBit));
   } else {
     Value byte = arith::ExtUIOp::create(b, loc, i32, load(w.payload, {add(matrixBytes, byteIdx)}));
     code = select(high, arith::ShRUIOp::create(b, loc, byte, i32Const(4)), byte);
   }
   Value s8 = arith::ExtUIOp::create(b, loc, i32, load(w.scales, {add(matrixScales, scaleIdx)}));
   return fmul(e2m1ToF32(code), e8m0ToF32(s8));
+}
+
+Value KernelBuilder::mxfp4CodeAt(Value word, Value magBit, Value signBit) {
+  Value mag = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, word, magBit),
+                                    i32Const(7));
+  Value sgn = arith::ShLIOp::create(
+      b, loc,
+      arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, word, signBit), i32Const(1)),
+      i32Const(3));
+  return arith::OrIOp::create(b, loc, mag, sgn);
 }
 
 Value KernelBuilder::e2m1ToF32(Value nib) {

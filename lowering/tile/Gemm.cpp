@@ -92,14 +92,8 @@ static SmallVector<Value> mxfp4Chunk(KernelBuilder &kb, ThreadBlock &tb, Value x
           Value word = words[r][q / 4];
           auto codeOf = [&](int elem) {
             const int p = static_cast<int>(q % 4);
-            const int64_t mb = mxfp4::fragment::kMagBit[p] + 16 * elem,
-                          sb = mxfp4::fragment::kSignBit[p] + 16 * elem - 3;
-            Value mag = mb ? arith::ShRUIOp::create(b, loc, word, kb.i32Const(mb)).getResult()
-                           : word;
-            Value sgn = arith::ShRUIOp::create(b, loc, word, kb.i32Const(sb));
-            return arith::OrIOp::create(
-                b, loc, arith::AndIOp::create(b, loc, mag, kb.i32Const(7)),
-                arith::AndIOp::create(b, loc, sgn, kb.i32Const(8)));
+            return kb.mxfp4CodeAt(word, kb.i32Const(mxfp4::fragment::kMagBit[p] + 16 * elem),
+                                  kb.i32Const(mxfp4::fragment::kSignBit[p] + 16 * elem));
           };
           Value wlo = kb.fmul(kb.e2m1ToF32(codeOf(0)), scale[r]);
           Value whi = kb.fmul(kb.e2m1ToF32(codeOf(1)), scale[r]);
