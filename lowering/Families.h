@@ -66,6 +66,9 @@ constexpr int64_t kMlaThreads = 256;    ///< MLA: a block per (token, head)
 constexpr int64_t kGroupThreads = 1024; ///< MoE: the grouping block
 constexpr int64_t kExpertThreads = 256; ///< MoE: grouped expert GEMM blocks
 constexpr int64_t kRouterThreads = 256; ///< MoE router: a block per token
+/// The GPU router's top-k keeps a token's scores in one warp's registers
+/// (E / 32 a lane) up to this many experts.
+constexpr int64_t kRouterWarpTopKMaxExperts = 2048;
 constexpr int64_t kKdaThreads = 256;    ///< KDA: recurrence / token blocks
 constexpr int64_t kKdaPrepThreads = 128; ///< KDA: a prep block per (chunk, head)
 /// KDA token recurrence (decode): the state staged through shared memory

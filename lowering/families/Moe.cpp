@@ -492,6 +492,110 @@ static void lowerGroupedExperts(ExpertMlpOp experts, KernelBuilder &kb, LowerSta
       mxOf(experts.getW2(), Value()));
 }
 
+/// The router on the GPU, two launches. The logits x W_rᵀ into the fp32
+/// scores through the GEMM layer (lowerLinear: the GEMV at one token, FMA
+/// or tensor-core tiles above, as every linear): a block per token reading
+/// all of W_r kept it on one SM (0.27 ms a decode step for 256 experts on
+/// the H200). Then a warp per token: lane l holds experts l + 32 i in
+/// registers, softmax by warp reductions (or the sigmoid), and k rounds of a
+/// warp argmax of score + bias, ties to the lower expert as the serial form
+/// (a block's thread 0 scanning all experts k times) had them.
+static void lowerRouterGpu(MoeRouterOp router, KernelBuilder &kb, Value x, Value w, Value idx,
+                           Value wts, Value bias, Value scores) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  const int64_t E = cast<MemRefType>(w.getType()).getDimSize(0), K = router.getTopK();
+  const bool sigmoid = router.getScore() == RouterScore::sigmoid;
+  lowerLinear(kb, x, w, scores);
+  const int64_t per = (E + 31) / 32, warps = kRouterThreads / 32;
+  Value T = kb.dim(x, 0);
+  Type i32 = b.getI32Type();
+  Type it = cast<MemRefType>(idx.getType()).getElementType();
+  kb.blocks({kb.ceilDiv(T, warps)}, kRouterThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value t = kb.add(kb.mul(bid[0], warps), tb.warp);
+    // Every lane of a warp past T runs the shuffles on the last token and
+    // stores nothing.
+    Value tc = kb.minu(t, kb.sub(T, kb.idx(1)));
+    auto shfl = [&](Value v, int64_t off) {
+      return gpu::ShuffleOp::create(b, loc, v, kb.i32Const(off), kb.i32Const(32),
+                                    gpu::ShuffleMode::XOR)
+          .getShuffleResult();
+    };
+    Value negInf = kb.f32(-INFINITY), nan = kb.f32(NAN);
+    SmallVector<Value> e(per), ok(per), v(per), cand(per);
+    for (int64_t i = 0; i < per; ++i) {
+      Value ei = kb.add(tb.lane, kb.idx(32 * i));
+      e[i] = arith::IndexCastOp::create(b, loc, i32, ei);
+      ok[i] = kb.ult(ei, kb.idx(E));
+      Value l = kb.load(scores, {tc, kb.minu(ei, kb.idx(E - 1))});
+      v[i] = sigmoid ? kb.sigmoid(l) : l;
+    }
+    if (!sigmoid) { // softmax over the experts
+      Value mx = negInf;
+      for (int64_t i = 0; i < per; ++i)
+        mx = kb.fmax(mx, kb.select(ok[i], v[i], negInf));
+      for (int64_t off = 16; off >= 1; off /= 2)
+        mx = kb.fmax(mx, shfl(mx, off));
+      Value z = kb.f32(0.0);
+      for (int64_t i = 0; i < per; ++i) {
+        v[i] = kb.exp(kb.fsub(v[i], mx));
+        z = kb.fadd(z, kb.select(ok[i], v[i], kb.f32(0.0)));
+      }
+      z = kb.warpSum(tb, z);
+      for (int64_t i = 0; i < per; ++i)
+        v[i] = kb.fdiv(v[i], z);
+    }
+    // Candidates: score (+ bias); experts past E and taken ones are NaN,
+    // which no comparison prefers.
+    for (int64_t i = 0; i < per; ++i) {
+      Value c = v[i];
+      if (bias)
+        c = kb.fadd(c, kb.loadF32(bias, {kb.minu(kb.add(tb.lane, kb.idx(32 * i)), kb.idx(E - 1))}));
+      cand[i] = kb.select(ok[i], c, nan);
+    }
+    SmallVector<Value> pick(K), picked(K);
+    Value total = kb.f32(0.0);
+    for (int64_t slot = 0; slot < K; ++slot) {
+      Value bv = negInf, bi = kb.i32Const(0), bs = kb.f32(0.0);
+      for (int64_t i = 0; i < per; ++i) { // ascending experts: the first maximum
+        Value better = kb.fgt(cand[i], bv);
+        bv = kb.select(better, cand[i], bv);
+        bi = kb.select(better, e[i], bi);
+        bs = kb.select(better, v[i], bs);
+      }
+      for (int64_t off = 16; off >= 1; off /= 2) {
+        Value ov = shfl(bv, off), oi = shfl(bi, off), os = shfl(bs, off);
+        Value lower = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, oi, bi);
+        Value take = arith::OrIOp::create(
+            b, loc, kb.fgt(ov, bv),
+            arith::AndIOp::create(b, loc,
+                                  arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, ov, bv),
+                                  lower));
+        bv = kb.select(take, ov, bv);
+        bi = kb.select(take, oi, bi);
+        bs = kb.select(take, os, bs);
+      }
+      for (int64_t i = 0; i < per; ++i)
+        cand[i] = kb.select(
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, e[i], bi), nan, cand[i]);
+      pick[slot] = bi;
+      picked[slot] = bs;
+      total = kb.fadd(total, bs);
+    }
+    Value scaling = kb.f32(router.getRoutedScalingFactor().convertToDouble());
+    kb.ifThen(kb.andi(kb.ult(t, T), kb.ieq(tb.lane, kb.idx(0))), [&] {
+      for (int64_t slot = 0; slot < K; ++slot) {
+        Value s = picked[slot];
+        if (router.getRenormalize())
+          s = kb.fdiv(s, kb.fadd(total, kb.f32(1e-20)));
+        Value id = it == i32 ? pick[slot] : arith::ExtSIOp::create(b, loc, it, pick[slot]).getResult();
+        kb.store(id, idx, {t, kb.idx(slot)});
+        kb.store(kb.fmul(s, scaling), wts, {t, kb.idx(slot)});
+      }
+    });
+  }, 0, "router_topk");
+}
+
 std::optional<LogicalResult> lowerMoeFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto router = dyn_cast<MoeRouterOp>(op)) {
     Value x = st.get(router.getInput()), w = st.get(router.getWeight()),
@@ -501,8 +605,13 @@ std::optional<LogicalResult> lowerMoeFamily(Operation *op, KernelBuilder &kb, Lo
     int64_t E = cast<MemRefType>(w.getType()).getDimSize(0);
     int64_t D = cast<MemRefType>(w.getType()).getDimSize(1), K = router.getTopK();
     bool sigmoid = router.getScore() == RouterScore::sigmoid;
-    // A block per token: a warp per expert logit (lanes split D, 16-byte
-    // loads), then one thread normalizes and selects the top k.
+    if (kb.gpu() && E <= kRouterWarpTopKMaxExperts) {
+      lowerRouterGpu(router, kb, x, w, idx, wts, bias, scores);
+      return success();
+    }
+    // The host (and GPU routers over more experts than a warp's registers
+    // hold): a block per token, a warp per expert logit (lanes split D,
+    // 16-byte loads), then one thread normalizes and selects the top k.
     int64_t vw = std::min(kb.vecWidth(x, D), kb.vecWidth(w, D));
     kb.blocks({kb.dim(x, 0)}, kRouterThreads, [&](ValueRange bid, ThreadBlock &tb) {
       Value t = bid[0];
