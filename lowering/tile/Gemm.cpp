@@ -1453,22 +1453,26 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
         return runs;
       };
       // The fragment words of 32-column block `blk` (k steps 2 blk, 2 blk + 1)
-      // of every run: [run][k step of the two][2]. A warp-uniform vote picks
-      // the folded path unless some scale byte of the block is >= 0x80 (2^1
-      // and up, NaN), where the exact two-multiply path runs.
-      auto decodeBlock = [&](ArrayRef<Run> runs, int64_t blk) {
+      // of every run: [run][k step of the two][2], by the folded path unless
+      // `exact` (chunkExact), where the exact two-multiply path runs.
+      // One warp vote a k chunk (was one a 32-column block): whether any
+      // scale byte of the chunk's runs is >= 0x80 (2^1 and up, NaN). Both
+      // paths are exact, so the choice does not change a result.
+      auto chunkExact = [&](ArrayRef<Run> runs) {
+        Value any = kb.i32Const(0);
+        for (const Run &r : runs)
+          for (int64_t k = 0; k < (runWords == 4 ? 1 : runWords); ++k)
+            any = arith::OrIOp::create(b, loc, any, r.scales[k]);
+        const int32_t highBits = runWords == 4 ? static_cast<int32_t>(0x80808080u) : 0x80;
+        Value high = arith::AndIOp::create(b, loc, any, kb.i32Const(highBits));
+        return NVVM::VoteSyncOp::create(b, loc, b.getI1Type(), kb.i32Const(-1),
+                                        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                                              high, kb.i32Const(0)),
+                                        NVVM::VoteSyncKind::any)
+            .getResult();
+      };
+      auto decodeBlock = [&](ArrayRef<Run> runs, int64_t blk, Value exact) {
         int64_t byteIdx = runWords == 4 ? blk : 0;
-        Value any = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
-        for (const Run &r : runs) {
-          Value s8 = byteIdx ? arith::ShRUIOp::create(b, loc, r.scales[blk],
-                                                      kb.i32Const(8 * byteIdx)).getResult()
-                             : r.scales[blk];
-          Value high = arith::AndIOp::create(b, loc, s8, kb.i32Const(0x80));
-          any = arith::OrIOp::create(b, loc, any, arith::CmpIOp::create(
-              b, loc, arith::CmpIPredicate::ne, high, kb.i32Const(0)));
-        }
-        Value exact = NVVM::VoteSyncOp::create(b, loc, b.getI1Type(), kb.i32Const(-1), any,
-                                               NVVM::VoteSyncKind::any);
         auto words = [&](bool folded) {
           SmallVector<Value> out;
           for (const Run &r : runs) {
@@ -1499,11 +1503,12 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
         issue(next, kb.rem(next, S));
         Value slot = kb.rem(kc, S);
         SmallVector<Run> runs = loadRuns(slot);
+        Value exact = chunkExact(runs);
         if (wM > 1) {
           // Publish this warp's tiles (16 bytes a lane per block: two k
           // steps), then read all four of the column warp's.
           for (int64_t blk = 0; blk < runWords; ++blk) {
-            SmallVector<Value> w = decodeBlock(runs, blk);
+            SmallVector<Value> w = decodeBlock(runs, blk, exact);
             for (size_t m = 0; m < mine.size(); ++m) {
               Value t = kb.add(kb.mul(wn, 4), kb.add(wm, kb.idx(mine[m])));
               Value v = vector::FromElementsOp::create(
@@ -1527,7 +1532,7 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
                 bw[q].push_back(vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{x}));
             }
           } else {
-            SmallVector<Value> w = decodeBlock(runs, blk);
+            SmallVector<Value> w = decodeBlock(runs, blk, exact);
             for (int64_t q = 0; q < 4; ++q)
               bw[q].assign(w.begin() + 4 * q, w.begin() + 4 * q + 4);
           }
