@@ -553,10 +553,16 @@ static void lowerRouterGpu(MoeRouterOp router, KernelBuilder &kb, Value x, Value
         c = kb.fadd(c, kb.loadF32(bias, {kb.minu(kb.add(tb.lane, kb.idx(32 * i)), kb.idx(E - 1))}));
       cand[i] = kb.select(ok[i], c, nan);
     }
+    // A round with no candidate above -inf (NaN or -inf scores) picks
+    // expert 0 with its score, as the serial form does: NaN logits give NaN
+    // weights, not zeros.
+    Value score0 = gpu::ShuffleOp::create(b, loc, v[0], kb.i32Const(0), kb.i32Const(32),
+                                          gpu::ShuffleMode::IDX)
+                       .getShuffleResult();
     SmallVector<Value> pick(K), picked(K);
     Value total = kb.f32(0.0);
     for (int64_t slot = 0; slot < K; ++slot) {
-      Value bv = negInf, bi = kb.i32Const(0), bs = kb.f32(0.0);
+      Value bv = negInf, bi = kb.i32Const(0), bs = score0;
       for (int64_t i = 0; i < per; ++i) { // ascending experts: the first maximum
         Value better = kb.fgt(cand[i], bv);
         bv = kb.select(better, cand[i], bv);

@@ -17,9 +17,13 @@
 // GPU: nvvm.wgmma.mma_async
 // GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256, {{.*}}) {{.*}}module(@k3_moe_router_sigmoid_router_topk)
 // GPU: memref.load %{{.*}} : memref<?x16xf32>
-// Sigmoid scores (no softmax reductions), the bias added, then per slot a
-// lane's first maximum and five butterfly steps over (value, expert, score).
-// GPU-NOT: gpu.shuffle
+// Sigmoid scores (no softmax reductions), the bias added, expert 0's score
+// to every lane (a round with no candidate picks it, as the serial form
+// does), then per slot a lane's first maximum and five butterfly steps over
+// (value, expert, score).
+// GPU-NOT: gpu.shuffle  xor
+// GPU: gpu.shuffle  idx
+// GPU-NOT: gpu.shuffle  xor
 // GPU: arith.cmpf ogt
 // GPU-COUNT-3: gpu.shuffle  xor
 // GPU: arith.cmpi slt
