@@ -12,6 +12,8 @@
 
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <iterator>
+
 using namespace mlir;
 using namespace mlir::k3;
 
@@ -42,9 +44,9 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
     // Hidden activations per (token, slot); expert group offsets; the
     // (token, slot) pairs ordered by expert.
     // Rows: offsets, then tile offsets for the tensor-core tiles of 16, 64
-    // and 128 rows (kExpertTileRows).
+    // 128 and 192 rows (kExpertTileRows).
     return {ScratchNeed{{-1, k, inter}, res.getElementType()},
-            ScratchNeed{{4, experts + 1}, IntegerType::get(ctx, 32)},
+            ScratchNeed{{5, experts + 1}, IntegerType::get(ctx, 32)},
             ScratchNeed{{-1, k}, IntegerType::get(ctx, 32)}};
   }
   return {};
@@ -53,7 +55,8 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
 
 /// Token-tile heights of the tensor-core expert GEMM: the grouping writes
 /// tile offsets for each (scratch rows 1..3).
-static constexpr int64_t kExpertTileRows[3] = {16, 64, 128};
+static constexpr int64_t kExpertTileRows[4] = {16, 64, 128, 192};
+static constexpr int64_t kGroupRows = 1 + std::size(kExpertTileRows);
 
 /// Launch 1 of the routed experts (one block): groups the (token, slot)
 /// pairs by expert in O(pairs): counts by shared-memory atomics, offsets and
@@ -81,7 +84,7 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
     kb.barrier(tb);
     kb.ifThen(kb.ieq(tb.warp, kb.idx(0)), [&] {
       Value lanes = kb.idx(tb.lanes), lastLane = kb.idx(tb.lanes - 1);
-      SmallVector<Value> zeros(4, kb.idx(0));
+      SmallVector<Value> zeros(kGroupRows, kb.idx(0));
       SmallVector<Value> totals = kb.loopStep(
           kb.idx(0), kb.idx(E), lanes, zeros, [&](Value base, ValueRange run) {
             Value e = kb.add(base, tb.lane), ok = kb.ult(e, kb.idx(E));
@@ -91,7 +94,7 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
             for (int64_t h : kExpertTileRows)
               items.push_back(kb.ceilDiv(n, h));
             SmallVector<Value> next;
-            for (int64_t r = 0; r < 4; ++r) {
+            for (int64_t r = 0; r < kGroupRows; ++r) {
               Value incl = kb.warpPrefixIndex(tb, items[r]);
               Value start = kb.add(run[r], kb.sub(incl, items[r]));
               kb.ifThen(ok, [&] {
@@ -104,7 +107,7 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
             return next;
           });
       kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
-        for (int64_t r = 0; r < 4; ++r)
+        for (int64_t r = 0; r < kGroupRows; ++r)
           kb.store(toI32(totals[r]), groups, {kb.idx(r), kb.idx(E)});
       });
     });
@@ -250,17 +253,16 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   // into shared memory (mxfpGroupedWgmma); K3C_MOE_WGMMA=0: off.
   // Knobs (compile time): K3C_MOE_WGMMA_BM (128 or 64 token rows),
   // K3C_MOE_WGMMA_BN (256 or 128 weight rows), _STAGES, _CTAS (blocks an SM).
-  auto runWgmma = [&] {
-    const int64_t bm = intFromEnv("K3C_MOE_WGMMA_BM", 128);
+  auto runWgmma = [&](int64_t bm, int64_t bn) {
     MxfpGroupedWgmma g;
     g.bm = bm;
-    g.bn = intFromEnv("K3C_MOE_WGMMA_BN", 256);
+    g.bn = bn;
     g.stages = intFromEnv("K3C_MOE_WGMMA_STAGES", 4);
     g.experts = E;
     g.groupStarts = g.tileStarts = groups;
     g.startsIndex = {kb.idx(0)};
     // The tile offsets of the grouping for bm rows (kExpertTileRows).
-    g.tilesIndex = {kb.idx(bm == 64 ? 2 : 3)};
+    g.tilesIndex = {kb.idx(bm == 64 ? 2 : bm == 128 ? 3 : 4)};
     const int64_t grid = kb.info().smCount * intFromEnv("K3C_MOE_WGMMA_CTAS", 1);
 
     // Up: column tile j = hidden rows [128 j, +128): B tile q is W1 (q even)
@@ -346,7 +348,19 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   kb.ifThenElse(kb.ule(P, upTo16), [&] { run(0); }, [&] {
     if (!wgmma)
       return above16();
-    kb.ifThenElse(kb.ult(P, kb.idx(wgmmaFrom * E)), above16, runWgmma);
+    kb.ifThenElse(kb.ult(P, kb.idx(wgmmaFrom * E)), above16, [&] {
+      // 192-row tiles (three warpgroups, 96 weight rows) up to
+      // K3C_MOE_WGMMA192_UPTO pairs per expert on average (K3 at 8192
+      // tokens: ~146, one tile 76 % full where 128-row tiles leave the
+      // second 14 % full); 0: never.
+      const int64_t bm = intFromEnv("K3C_MOE_WGMMA_BM", 128);
+      const int64_t bn = intFromEnv("K3C_MOE_WGMMA_BN", 256);
+      const int64_t upTo192 = intFromEnv("K3C_MOE_WGMMA192_UPTO", 0);
+      if (upTo192 <= 0)
+        return runWgmma(bm, bn);
+      kb.ifThenElse(kb.ule(P, kb.idx(upTo192 * E)), [&] { runWgmma(192, 96); },
+                    [&] { runWgmma(bm, bn); });
+    });
   });
 }
 

@@ -1629,9 +1629,13 @@ static void decodeRun(KernelBuilder &kb, Value ps, Value ss, Value dec, Value sl
 std::string MxfpGroupedWgmma::check(const TargetInfo &info) const {
   if (!info.wgmma)
     return "the target has no warpgroup MMA";
-  if (bm != 64 && bm != 128)
-    return "token rows must be 64 or 128 (one or two warpgroups), got " + std::to_string(bm);
-  if (bn < 16 || bn > 256 || bn % 16 || (bn * 4) % (2 * threads()))
+  if (bm != 64 && bm != 128 && bm != 192)
+    return "token rows must be 64, 128 or 192 (one to three warpgroups), got " +
+           std::to_string(bm);
+  // Decode items: pairs of runs (tiles of both parities) a thread, or one
+  // run a thread (one 8-row tile a warp).
+  if (bn < 16 || bn > 256 || bn % 16 ||
+      ((bn * 4) % (2 * threads()) && bn * 4 != threads()))
     return "weight rows " + std::to_string(bn) + " do not split into the block's decode items";
   if (stages < 3 || stages > 8)
     return "stages must be 3..8, got " + std::to_string(stages);
@@ -1679,6 +1683,10 @@ struct WgWeightItem {
   Value q;
   MxfpGroupedMma::WTile t;
   Value payload, scales;
+  /// One run a thread: q = warp, its parity known only at run time; `odd`
+  /// picks the parity-1 tile's buffers (wOdd) when they differ.
+  const MXFP4Buffers *wOdd = nullptr;
+  Value odd;
 };
 static SmallVector<WgWeightItem> wgWeightItems(KernelBuilder &kb, const MxfpGroupedWgmma &g,
                                                Value warp, int64_t warps, int64_t items, Value j,
@@ -1686,13 +1694,20 @@ static SmallVector<WgWeightItem> wgWeightItems(KernelBuilder &kb, const MxfpGrou
   SmallVector<WgWeightItem> out;
   const int64_t KT = g.kTile, scaleRow = KT / 32;
   for (int64_t i = 0; i < items; ++i) {
-    Value q = kb.add(kb.mul(warp, 2), kb.idx(i % 2 + 2 * warps * (i / 2)));
+    Value q = items == 1 ? warp : kb.add(kb.mul(warp, 2), kb.idx(i % 2 + 2 * warps * (i / 2)));
     MxfpGroupedMma::WTile t = g.wTile(i % 2, q, j, e);
+    const MXFP4Buffers *wOdd = nullptr;
+    if (items == 1) { // the same rows and matrix either way: only the buffer differs
+      MxfpGroupedMma::WTile t1 = g.wTile(1, q, j, e);
+      if (t1.w != t.w)
+        wOdd = t1.w;
+    }
     ArrayRef<int64_t> shape = t.w->type.getShape();
     int64_t N = shape[shape.size() - 2];
     Value tile0 = kb.mul(kb.div(kb.minu(t.row0, kb.idx(N - 8)), 8), g.K / KT);
     out.push_back({q, t, kb.add(kb.mul(t.matrix, N * g.K / 2), kb.mul(tile0, 4 * KT)),
-                   kb.add(kb.mul(t.matrix, N * g.K / 32), kb.mul(tile0, 8 * scaleRow))});
+                   kb.add(kb.mul(t.matrix, N * g.K / 32), kb.mul(tile0, 8 * scaleRow)), wOdd,
+                   kb.ieq(kb.rem(q, 2), kb.idx(1))});
   }
   return out;
 }
@@ -1711,20 +1726,32 @@ static void wgWeightCopies(KernelBuilder &kb, const MxfpGroupedWgmma &g,
   const int64_t scalePieces = 8 * scaleRow / 16;
   Value k0 = kb.mul(kb.select(inK, ks, kb.idx(0)), bk);
   Value kc = kb.div(k0, KT), half = kb.div(kb.rem(k0, KT), bk);
+  // Emits `copy(buffers)` for the item's buffers (both parities' under a
+  // branch on the warp's parity where they differ).
+  auto perBuffer = [&](const WgWeightItem &w, const std::function<void(const MXFP4Buffers *)> &copy) {
+    if (!w.wOdd)
+      return copy(w.t.w);
+    kb.ifThenElse(w.odd, [&] { copy(w.wOdd); }, [&] { copy(w.t.w); });
+  };
   for (const WgWeightItem &w : items) {
     Value ok = kb.andi(w.t.valid, inK);
     kb.ifThen(ok, [&] {
       Value src = kb.add(w.payload, kb.add(kb.mul(kc, 4 * KT),
                                            kb.add(kb.mul(lane, KT / 8), kb.mul(half, 8))));
-      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ps, ValueRange{slot, w.q, kb.mul(lane, 8)},
-                                       w.t.w->payload, ValueRange{src}, b.getIndexAttr(8), Value(),
-                                       UnitAttr());
+      perBuffer(w, [&](const MXFP4Buffers *buf) {
+        nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ps,
+                                         ValueRange{slot, w.q, kb.mul(lane, 8)}, buf->payload,
+                                         ValueRange{src}, b.getIndexAttr(8), Value(), UnitAttr());
+      });
     });
     kb.ifThen(kb.andi(ok, kb.ult(lane, kb.idx(scalePieces))), [&] {
       Value src = kb.add(w.scales, kb.add(kb.mul(kc, 8 * scaleRow), kb.mul(lane, 16)));
-      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ss, ValueRange{slot, w.q, kb.mul(lane, 16)},
-                                       w.t.w->scales, ValueRange{src}, b.getIndexAttr(16), Value(),
-                                       b.getUnitAttr());
+      perBuffer(w, [&](const MXFP4Buffers *buf) {
+        nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ss,
+                                         ValueRange{slot, w.q, kb.mul(lane, 16)}, buf->scales,
+                                         ValueRange{src}, b.getIndexAttr(16), Value(),
+                                         b.getUnitAttr());
+      });
     });
   }
 }

@@ -336,7 +336,11 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid);
 /// E8M0 exactly into bf16, mxfpFragment) into a double-buffered swizzled B
 /// tile, while the previous stage's wgmma group runs; two warpgroups then
 /// issue wgmma.m64n{bn}k16 from the shared-memory descriptors (A rows 64 wg
-/// .., B the decoded tile). K a multiple of 64, the layout's k_tile 64 or
+/// .., B the decoded tile). bm = 64 or 192 gives one or three warpgroups;
+/// where bn * 4 equals the threads (192 rows over 96 weight rows) each
+/// thread decodes one run, of tile q = its warp, and wTile is asked for both
+/// parities (the copies branch on the warp's parity where the buffers
+/// differ). K a multiple of 64, the layout's k_tile 64 or
 /// 128. Persistent: `grid` blocks stride over the items; group tiles from
 /// `tileStarts` (prefix of ceil(rows / bm)), group rows from `groupStarts`.
 struct MxfpGroupedWgmma {
