@@ -13,3 +13,11 @@ machine() {
   echo "== machine"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 }
+# kbench NAME ARTIFACT CHECKPOINT ROWS k3-bench-args...: k3-bench of ARTIFACT
+# with CHECKPOINT's weights (16 decode steps) into $OUT/NAME.csv, then the
+# csv rows matching the extended regex ROWS under "-- NAME".
+kbench() {
+  local name=$1 art=$2 ck=$3 rows=$4; shift 4
+  timeout 200 k3-bench $art --checkpoint $ck --steps 16 --quiet --csv $OUT/$name.csv "$@" > /dev/null
+  echo "-- $name"; grep -E "$rows" $OUT/$name.csv
+}

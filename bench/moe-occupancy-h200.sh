@@ -14,11 +14,7 @@ source "$(dirname "$0")/device-common.sh"
 machine
 for i in $(seq 1 64); do echo $((i * 7 + 3)); done > one64.txt
 head -16 one64.txt > one16.txt
-bench() { # NAME ARTIFACT CHECKPOINT k3-bench args...
-  local name=$1 art=$2 ck=$3; shift 3
-  timeout 200 k3-bench $art --checkpoint $ck --steps 16 --quiet --csv $OUT/$name.csv "$@" > /dev/null
-  echo "-- $name"; grep -E "moe_experts" $OUT/$name.csv
-}
+bench() { kbench "$1" "$2" "$3" 'moe_experts' "${@:4}"; } # NAME ARTIFACT CHECKPOINT k3-bench args...
 k3-mkcheckpoint --config moe1.json -o /tmp/moe1 --seed 3 --quiet
 rm -rf /tmp/w; K3C_DUMP_KERNEL=moe_experts@16-16:/tmp/w timeout 150 k3-run moe1-c5 --checkpoint /tmp/moe1 --device cuda --batch one16.txt --max-new-tokens 2 --quiet > /dev/null
 echo "c5, 16 one-token sequences:"; python3 moe_check.py /tmp/w --experts 8 | tail -1

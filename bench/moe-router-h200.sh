@@ -31,11 +31,7 @@ done
 echo "== wide-bf16 vs the reference: 400 + 20 tokens, mixed batch"
 run wide-bf16 --checkpoint ckpt-wide --batch long.txt --max-new-tokens 3 --check | grep -E "check: (PASSED|FAILED)|error"
 run wide-bf16 --checkpoint ckpt-wide --batch mix.txt --max-new-tokens 3 --check | grep -E "check: (PASSED|FAILED)|error"
-bench() { # NAME ARTIFACT CHECKPOINT k3-bench args...
-  local name=$1 art=$2 ck=$3; shift 3
-  timeout 200 k3-bench $art --checkpoint $ck --steps 16 --quiet --csv $OUT/$name.csv "$@" > /dev/null
-  echo "-- $name"; grep -E "moe_router|moe_experts|,step,|,graph," $OUT/$name.csv
-}
+bench() { kbench "$1" "$2" "$3" 'moe_router|moe_experts|,step,|,graph,' "${@:4}"; } # NAME ARTIFACT CHECKPOINT k3-bench args...
 echo "== MoE slice (${SECONDS}s)"
 k3-mkcheckpoint --config moe1.json -o /tmp/moe1 --seed 3 --quiet
 bench slice moe1 /tmp/moe1 --prefill 2340,8192 --decode 1,16,64

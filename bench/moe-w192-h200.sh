@@ -23,11 +23,7 @@ run wide-bf16-w192 --checkpoint ckpt-wide --batch long.txt --max-new-tokens 3 --
 run wide-bf16-w192 --checkpoint ckpt-wide --batch mix.txt --max-new-tokens 3 --check | grep -E "check: (PASSED|FAILED)|error"
 rm -rf /tmp/w1; K3C_DUMP_KERNEL=moe_experts@400:/tmp/w1 run wide-bf16-w192 --checkpoint ckpt-wide --prompt-ids $(seq -s, 1 400) --max-new-tokens 1 > /dev/null
 echo "wide-bf16-w192 400 tokens:"; python3 moe_check.py /tmp/w1 --experts 16 | tail -1
-bench() { # NAME ARTIFACT CHECKPOINT k3-bench args...
-  local name=$1 art=$2 ck=$3; shift 3
-  timeout 200 k3-bench $art --checkpoint $ck --steps 16 --quiet --csv $OUT/$name.csv "$@" > /dev/null
-  echo "-- $name"; grep -E "moe_experts" $OUT/$name.csv
-}
+bench() { kbench "$1" "$2" "$3" 'moe_experts' "${@:4}"; } # NAME ARTIFACT CHECKPOINT k3-bench args...
 echo "== MoE slice (${SECONDS}s)"
 k3-mkcheckpoint --config moe1.json -o /tmp/moe1 --seed 3 --quiet
 rm -rf /tmp/w4; K3C_DUMP_KERNEL=moe_experts@3072:/tmp/w4 timeout 150 k3-run moe1-w192 --checkpoint /tmp/moe1 --device cuda --prompt-ids $(seq -s, 1 3072) --max-new-tokens 1 --quiet > /dev/null

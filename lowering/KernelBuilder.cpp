@@ -192,6 +192,19 @@ Value KernelBuilder::warpSum(ThreadBlock &tb, Value v) {
   return v;
 }
 
+Value KernelBuilder::shuffle(Value v, Value lane, gpu::ShuffleMode mode) {
+  Value l = b.createOrFold<arith::IndexCastOp>(loc, b.getI32Type(), lane);
+  return gpu::ShuffleOp::create(b, loc, v, l, i32Const(32), mode).getShuffleResult();
+}
+
+Value KernelBuilder::warpMax(ThreadBlock &tb, Value v) {
+  if (!tb.launch)
+    return v;
+  for (int64_t off = 16; off >= 1; off /= 2)
+    v = fmax(v, shuffle(v, idx(off), gpu::ShuffleMode::XOR));
+  return v;
+}
+
 /// One shuffle of an index value (as i32) from the lane `lane` names.
 static Value shuffleIndex(KernelBuilder &kb, Value v, Value lane, gpu::ShuffleMode mode) {
   OpBuilder &b = kb.b;

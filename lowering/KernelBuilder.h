@@ -260,6 +260,12 @@ public:
   static constexpr llvm::StringLiteral kMinBlocksAttr = "k3.min_blocks_per_sm";
   /// Sum over a warp's lanes (butterfly shuffles; all lanes get it).
   Value warpSum(ThreadBlock &tb, Value v);
+  /// Maximum (arith.maximumf: NaN wins) over a warp's lanes, all lanes
+  /// get it (GPU; a warp of one lane on the host returns `v`).
+  Value warpMax(ThreadBlock &tb, Value v);
+  /// One warp shuffle (32 lanes) of an i32 or f32 value: `mode` XOR with
+  /// `lane` the offset, IDX with `lane` the source lane (index).
+  Value shuffle(Value v, Value lane, mlir::gpu::ShuffleMode mode);
   /// Integer (index) versions over a warp's lanes: the sum (all lanes get
   /// it), the inclusive prefix sum up to each lane, and lane `src`'s value.
   /// On the host (one lane) they return `v`.

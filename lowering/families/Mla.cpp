@@ -257,18 +257,6 @@ SmallVector<ScratchNeed> mlaScratchNeeds(Operation *op) {
   return needs;
 }
 
-static Value shuffleF32(KernelBuilder &kb, Value v, Value lane, gpu::ShuffleMode mode) {
-  return gpu::ShuffleOp::create(kb.b, kb.loc, v, kb.b.createOrFold<arith::IndexCastOp>(
-                                                      kb.loc, kb.b.getI32Type(), lane),
-                                kb.i32Const(32), mode)
-      .getShuffleResult();
-}
-static Value warpMax(KernelBuilder &kb, Value v) {
-  for (int64_t off = 16; off >= 1; off /= 2)
-    v = kb.fmax(v, shuffleF32(kb, v, kb.idx(off), gpu::ShuffleMode::XOR));
-  return v;
-}
-
 /// The two m16n8k16 MMAs of A fragments `a` against the two n8 halves of one
 /// ldmatrix.x4 result `v` (B fragments), into accumulator tiles t, t + 1.
 static void mmaX4(KernelBuilder &kb, ArrayRef<Value> a, Value v, MutableArrayRef<Value> acc,
@@ -388,7 +376,7 @@ static void flashSoftmax(KernelBuilder &kb, MutableArrayRef<Value> sv, Value pBa
         mx = max(mx, v);
       }
     for (int64_t off : {1, 2}) // the row's 4 lanes
-      mx = max(mx, shuffleF32(kb, mx, kb.idx(off), gpu::ShuffleMode::XOR));
+      mx = max(mx, kb.shuffle(mx, kb.idx(off), gpu::ShuffleMode::XOR));
     Value mOld = state[hf], mNew = max(mOld, kb.fmul(mx, cLog2));
     alpha[hf] = kb.exp2(kb.fsub(mOld, mNew));
     Value negM = fast ? kb.fneg(mNew) : Value(), rowSum = kb.f32(0.0);
@@ -416,7 +404,7 @@ static void flashEpilogue(KernelBuilder &kb, const FlashPlan &p, const FlashTile
   for (int64_t hf = 0; hf < 2; ++hf) {
     Value l = l2[hf];
     for (int64_t off : {1, 2})
-      l = kb.fadd(l, shuffleF32(kb, l, kb.idx(off), gpu::ShuffleMode::XOR));
+      l = kb.fadd(l, kb.shuffle(l, kb.idx(off), gpu::ShuffleMode::XOR));
     Value inv = kb.fdiv(kb.f32(1.0), l);
     Value row = kb.add(ft.row0, kb.add(kb.add(wRow, g), kb.idx(8 * hf)));
     kb.ifThen(kb.ult(row, limit), [&] {
@@ -1111,7 +1099,7 @@ struct Grouped {
               SmallVector<Value> pr(G), alpha(G);
               for (int64_t h = 0; h < G; ++h) {
                 Value sv = kb.select(valid, sc[h], negInf);
-                Value mNew = kb.fmax(in[h], warpMax(kb, sv));
+                Value mNew = kb.fmax(in[h], kb.warpMax(tb, sv));
                 alpha[h] = kb.exp(kb.fsub(in[h], mNew));
                 pr[h] = kb.exp(kb.fsub(sv, mNew));
                 next[h] = mNew;
@@ -1134,7 +1122,7 @@ struct Grouped {
                     SmallVector<SmallVector<Value>> ph(2, SmallVector<Value>(G));
                     for (int64_t k = 0; k < 2; ++k)
                       for (int64_t h = 0; h < G; ++h)
-                        ph[k][h] = shuffleF32(kb, pr[h], k ? j1 : j, gpu::ShuffleMode::IDX);
+                        ph[k][h] = kb.shuffle(pr[h], k ? j1 : j, gpu::ShuffleMode::IDX);
                     SmallVector<SmallVector<Value>> cv;
                     for (int64_t k = 0; k < 2; ++k)
                       for (int64_t i = 0; i < nr / vwR; ++i)
@@ -1638,7 +1626,7 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
       auto op = [&](Value a, Value b) { return max ? kb.fmax(a, b) : kb.fadd(a, b); };
       for (int64_t hf = 0; hf < 2; ++hf)
         for (int64_t off : {1, 2})
-          v[hf] = op(v[hf], shuffleF32(kb, v[hf], kb.idx(off), gpu::ShuffleMode::XOR));
+          v[hf] = op(v[hf], kb.shuffle(v[hf], kb.idx(off), gpu::ShuffleMode::XOR));
       kb.ifThen(kb.ieq(kb.rem(tb.lane, 4), kb.idx(0)), [&] {
         kb.store(v[0], xs, {wHt, wPart, gr});
         kb.store(v[1], xs, {wHt, wPart, kb.add(gr, kb.idx(8))});
@@ -2028,7 +2016,7 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
             }
           for (int64_t off : {1, 2})
             mx[hf] = LLVM::MaxNumOp::create(
-                b, loc, mx[hf], shuffleF32(kb, mx[hf], kb.idx(off), gpu::ShuffleMode::XOR));
+                b, loc, mx[hf], kb.shuffle(mx[hf], kb.idx(off), gpu::ShuffleMode::XOR));
           kb.ifThen(quad0, [&] { kb.store(mx[hf], xs, {wg, rows[hf]}); });
         }
         kb.barrier(tb);
@@ -2114,7 +2102,7 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
       Value m2[2] = {fin[1], fin[2]}, l2[2] = {fin[3], fin[4]};
       for (int64_t hf = 0; hf < 2; ++hf) {
         for (int64_t off : {1, 2})
-          l2[hf] = kb.fadd(l2[hf], shuffleF32(kb, l2[hf], kb.idx(off), gpu::ShuffleMode::XOR));
+          l2[hf] = kb.fadd(l2[hf], kb.shuffle(l2[hf], kb.idx(off), gpu::ShuffleMode::XOR));
         kb.ifThen(quad0, [&] { kb.store(l2[hf], xs, {wg, rows[hf]}); });
       }
       kb.barrier(tb);
@@ -2216,7 +2204,7 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
           Value m2[2] = {fin[1], fin[2]}, l2[2] = {fin[3], fin[4]};
           for (int64_t hf = 0; hf < 2; ++hf)
             for (int64_t off : {1, 2}) // the row's 4 lanes
-              l2[hf] = kb.fadd(l2[hf], shuffleF32(kb, l2[hf], kb.idx(off), gpu::ShuffleMode::XOR));
+              l2[hf] = kb.fadd(l2[hf], kb.shuffle(l2[hf], kb.idx(off), gpu::ShuffleMode::XOR));
           storePartials(fin[0], m2, l2);
         },
         [&] {
@@ -2627,7 +2615,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
             lives.push_back(kb.andi(in, kb.fgt(ls.back(), gr.zero)));
             mx = kb.select(lives.back(), kb.fmax(mx, ms.back()), mx);
           }
-          Value M = warpMax(kb, mx);
+          Value M = kb.warpMax(tb, mx);
           for (int64_t k = 0; k < perLane; ++k) {
             Value f = kb.select(lives[k], kb.exp(kb.fsub(ms[k], M)), gr.zero);
             kb.ifThen(kb.ult(sps[k], kb.idx(maxSplits)), [&] {

@@ -54,9 +54,18 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
 
 
 /// Token-tile heights of the tensor-core expert GEMM: the grouping writes
-/// tile offsets for each (scratch rows 1..3).
+/// tile offsets for each (scratch rows 1..4; row 0: the group offsets).
 static constexpr int64_t kExpertTileRows[4] = {16, 64, 128, 192};
 static constexpr int64_t kGroupRows = 1 + std::size(kExpertTileRows);
+/// The grouping scratch row of the tile offsets for `rows`-row tiles; 0
+/// for a height the grouping does not tile for (a bad tuning switch, which
+/// the expert GEMM's check then reports by name).
+static int64_t tileOffsetsRow(int64_t rows) {
+  for (size_t i = 0; i < std::size(kExpertTileRows); ++i)
+    if (kExpertTileRows[i] == rows)
+      return static_cast<int64_t>(i) + 1;
+  return 0;
+}
 
 /// Launch 1 of the routed experts (one block): groups the (token, slot)
 /// pairs by expert in O(pairs): counts by shared-memory atomics, offsets and
@@ -175,7 +184,7 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     g.experts = E;
     g.groupStarts = g.tileStarts = groups;
     g.startsIndex = {kb.idx(0)};
-    g.tilesIndex = {kb.idx(which + 1)};
+    g.tilesIndex = {kb.idx(tileOffsetsRow(bm))};
 
     // Up: column tile j = hidden rows [16 warps j, +16 warps); warp w's tiles
     // are W1 rows h, h + 8 and W3 rows h, h + 8 (h = 16 (warps j + w)).
@@ -252,7 +261,8 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   // average: 128-row token tiles, each weight tile decoded once per block
   // into shared memory (mxfpGroupedWgmma); K3C_MOE_WGMMA=0: off.
   // Knobs (compile time): K3C_MOE_WGMMA_BM (128 or 64 token rows),
-  // K3C_MOE_WGMMA_BN (256 or 128 weight rows), _STAGES, _CTAS (blocks an SM).
+  // K3C_MOE_WGMMA_BN (256 or 128 weight rows), _STAGES, _CTAS (blocks an SM),
+  // K3C_MOE_WGMMA192_UPTO (below).
   auto runWgmma = [&](int64_t bm, int64_t bn) {
     MxfpGroupedWgmma g;
     g.bm = bm;
@@ -261,8 +271,7 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     g.experts = E;
     g.groupStarts = g.tileStarts = groups;
     g.startsIndex = {kb.idx(0)};
-    // The tile offsets of the grouping for bm rows (kExpertTileRows).
-    g.tilesIndex = {kb.idx(bm == 64 ? 2 : bm == 128 ? 3 : 4)};
+    g.tilesIndex = {kb.idx(tileOffsetsRow(bm))};
     const int64_t grid = kb.info().smCount * intFromEnv("K3C_MOE_WGMMA_CTAS", 1);
 
     // Up: column tile j = hidden rows [128 j, +128): B tile q is W1 (q even)
@@ -531,25 +540,24 @@ static void lowerRouterGpu(MoeRouterOp router, KernelBuilder &kb, Value x, Value
     // stores nothing.
     Value tc = kb.minu(t, kb.sub(T, kb.idx(1)));
     auto shfl = [&](Value v, int64_t off) {
-      return gpu::ShuffleOp::create(b, loc, v, kb.i32Const(off), kb.i32Const(32),
-                                    gpu::ShuffleMode::XOR)
-          .getShuffleResult();
+      return kb.shuffle(v, kb.idx(off), gpu::ShuffleMode::XOR);
     };
     Value negInf = kb.f32(-INFINITY), nan = kb.f32(NAN);
-    SmallVector<Value> e(per), ok(per), v(per), cand(per);
+    // Lane l's experts l + 32 i (ec: clamped to E - 1 for the loads).
+    SmallVector<Value> e(per), ec(per), ok(per), v(per), cand(per);
     for (int64_t i = 0; i < per; ++i) {
       Value ei = kb.add(tb.lane, kb.idx(32 * i));
       e[i] = arith::IndexCastOp::create(b, loc, i32, ei);
+      ec[i] = kb.minu(ei, kb.idx(E - 1));
       ok[i] = kb.ult(ei, kb.idx(E));
-      Value l = kb.load(scores, {tc, kb.minu(ei, kb.idx(E - 1))});
+      Value l = kb.load(scores, {tc, ec[i]});
       v[i] = sigmoid ? kb.sigmoid(l) : l;
     }
     if (!sigmoid) { // softmax over the experts
       Value mx = negInf;
       for (int64_t i = 0; i < per; ++i)
         mx = kb.fmax(mx, kb.select(ok[i], v[i], negInf));
-      for (int64_t off = 16; off >= 1; off /= 2)
-        mx = kb.fmax(mx, shfl(mx, off));
+      mx = kb.warpMax(tb, mx);
       Value z = kb.f32(0.0);
       for (int64_t i = 0; i < per; ++i) {
         v[i] = kb.exp(kb.fsub(v[i], mx));
@@ -564,15 +572,13 @@ static void lowerRouterGpu(MoeRouterOp router, KernelBuilder &kb, Value x, Value
     for (int64_t i = 0; i < per; ++i) {
       Value c = v[i];
       if (bias)
-        c = kb.fadd(c, kb.loadF32(bias, {kb.minu(kb.add(tb.lane, kb.idx(32 * i)), kb.idx(E - 1))}));
+        c = kb.fadd(c, kb.loadF32(bias, {ec[i]}));
       cand[i] = kb.select(ok[i], c, nan);
     }
     // A round with no candidate above -inf (NaN or -inf scores) picks
     // expert 0 with its score, as the serial form does: NaN logits give NaN
     // weights, not zeros.
-    Value score0 = gpu::ShuffleOp::create(b, loc, v[0], kb.i32Const(0), kb.i32Const(32),
-                                          gpu::ShuffleMode::IDX)
-                       .getShuffleResult();
+    Value score0 = kb.shuffle(v[0], kb.idx(0), gpu::ShuffleMode::IDX);
     SmallVector<Value> pick(K), picked(K);
     Value total = kb.f32(0.0);
     for (int64_t slot = 0; slot < K; ++slot) {

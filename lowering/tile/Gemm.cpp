@@ -1455,7 +1455,7 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
       // The fragment words of 32-column block `blk` (k steps 2 blk, 2 blk + 1)
       // of every run: [run][k step of the two][2], by the folded path unless
       // `exact` (chunkExact), where the exact two-multiply path runs.
-      // One warp vote a k chunk (was one a 32-column block): whether any
+      // One warp vote a k chunk: whether any
       // scale byte of the chunk's runs is >= 0x80 (2^1 and up, NaN). Both
       // paths are exact, so the choice does not change a result.
       auto chunkExact = [&](ArrayRef<Run> runs) {
