@@ -1566,21 +1566,20 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
 // Warpgroup MMA: grouped MXFP4 GEMM (the tile decoded once per CTA)
 //===----------------------------------------------------------------------===//
 
-/// Run `lane` of weight tile q in stage `slot` of the payload/scale rings,
-/// decoded into B tile `dslot`: row r = lane / 4, thread column c = lane %
-/// 4; pair b of its word w (mxfpFragment) is the bf16 pair at columns 16 (2w +
-/// b / 2) + 2c + 8 (b % 2) of the stage, i.e. 16-byte chunk 4w + b, word c, of the
-/// swizzled row 8q + r (chunk ^ r); its scale is block w of the stage's two
-/// (`half` of a 128-column k chunk, or 0). Folded scales (one multiply)
-/// unless a scale byte of the warp's rows is >= 0x80 (2^1 and up, NaN): then
-/// the exact path (a warp vote; the warp's lanes must all take part).
-static void decodeRun(KernelBuilder &kb, Value ps, Value ss, Value dec, Value slot, Value dslot,
-                      Value q, Value lane, Value half, int64_t scaleRow) {
+/// The run's two words and its row's scale word, loaded by loadRun before
+/// any run is decoded (the decoded tile's stores would otherwise keep the
+/// next run's shared loads behind them: measured, the loads' latency was a
+/// sixth of the loop's stalls).
+struct LoadedRun {
+  Value w0, w1, scaleWord, q;
+};
+static LoadedRun loadRun(KernelBuilder &kb, Value ps, Value ss, Value slot, Value q, Value lane,
+                         int64_t scaleRow) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   Type i8 = b.getI8Type(), i32 = b.getI32Type();
   auto vec = [&](ArrayRef<int64_t> shape, Type t) { return VectorType::get(shape, t); };
-  Value r = kb.div(lane, 4), c = kb.rem(lane, 4);
+  Value r = kb.div(lane, 4);
   Value run = vector::LoadOp::create(b, loc, vec({8}, i8), ps, ValueRange{slot, q, kb.mul(lane, 8)},
                                      false, llvm::MaybeAlign(8));
   Value words = vector::BitCastOp::create(b, loc, vec({2}, i32), run);
@@ -1590,26 +1589,51 @@ static void decodeRun(KernelBuilder &kb, Value ps, Value ss, Value dec, Value sl
   // and 1 of `sw` (k_tile 128: four bytes a row; 64: rows 2p, 2p + 1 share a
   // word).
   Value at = scaleRow == 4 ? kb.mul(r, 4) : kb.mul(kb.div(r, 2), 4);
-  Value shift = scaleRow == 4 ? kb.mul(half, 16) : kb.mul(kb.rem(r, 2), 16);
   Value v = vector::LoadOp::create(b, loc, vec({4}, i8), ss, ValueRange{slot, q, at}, false,
                                    llvm::MaybeAlign(4));
   Value word = vector::ExtractOp::create(b, loc, vector::BitCastOp::create(b, loc, vec({1}, i32), v),
                                          ArrayRef<int64_t>{0});
-  Value sw = arith::ShRUIOp::create(b, loc, word, arith::IndexCastUIOp::create(b, loc, i32, shift));
-  Value high = arith::AndIOp::create(b, loc, sw, kb.i32Const(0x8080));
+  return {w0, w1, word, q};
+}
+/// Runs `lane` of weight tiles q (loaded by loadRun from stage `slot` of the
+/// payload/scale rings) decoded into B tile `dslot`: row r = lane / 4, thread
+/// column c = lane % 4; pair b of its word w (mxfpFragment) is the bf16 pair at columns 16 (2w +
+/// b / 2) + 2c + 8 (b % 2) of the stage, i.e. 16-byte chunk 4w + b, word c, of the
+/// swizzled row 8q + r (chunk ^ r); its scale is block w of the stage's two
+/// (`half` of a 128-column k chunk, or 0). Folded scales (one multiply)
+/// unless a scale byte of the warp's runs is >= 0x80 (2^1 and up, NaN): then
+/// the exact path for all of them (one warp vote; the warp's lanes must all
+/// take part).
+static void decodeRuns(KernelBuilder &kb, ArrayRef<LoadedRun> runs, Value dec, Value dslot,
+                       Value lane, Value half, int64_t scaleRow) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type i32 = b.getI32Type();
+  Value r = kb.div(lane, 4), c = kb.rem(lane, 4);
+  Value shift = arith::IndexCastUIOp::create(
+      b, loc, i32, scaleRow == 4 ? kb.mul(half, 16) : kb.mul(kb.rem(r, 2), 16));
+  SmallVector<Value> sws;
+  Value high;
+  for (const LoadedRun &run : runs) {
+    sws.push_back(arith::ShRUIOp::create(b, loc, run.scaleWord, shift));
+    high = high ? arith::OrIOp::create(b, loc, high, sws.back()).getResult() : sws.back();
+  }
+  high = arith::AndIOp::create(b, loc, high, kb.i32Const(0x8080));
   Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, high, kb.i32Const(0));
   Value exact = NVVM::VoteSyncOp::create(b, loc, b.getI1Type(), kb.i32Const(-1), any,
                                          NVVM::VoteSyncKind::any);
   auto frags = [&](bool folded) {
     SmallVector<Value> out;
-    for (int64_t wi = 0; wi < 2; ++wi) {
-      Value sp = folded ? mxScalePairFolded(kb, sw, wi) : mxScalePair(kb, sw, wi);
-      for (int64_t pair = 0; pair < 4; ++pair)
-        out.push_back(mxfpFragment(kb, wi ? w1 : w0, pair, sp, folded));
-    }
+    for (auto [run, sw] : llvm::zip(runs, sws))
+      for (int64_t wi = 0; wi < 2; ++wi) {
+        Value sp = folded ? mxScalePairFolded(kb, sw, wi) : mxScalePair(kb, sw, wi);
+        for (int64_t pair = 0; pair < 4; ++pair)
+          out.push_back(mxfpFragment(kb, wi ? run.w1 : run.w0, pair, sp, folded));
+      }
     return out;
   };
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange(SmallVector<Type>(8, i32)), exact, true);
+  const int64_t n = 8 * static_cast<int64_t>(runs.size());
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange(SmallVector<Type>(n, i32)), exact, true);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -1617,12 +1641,14 @@ static void decodeRun(KernelBuilder &kb, Value ps, Value ss, Value dec, Value sl
     b.setInsertionPointToStart(&ifOp.getElseRegion().front());
     scf::YieldOp::create(b, loc, frags(true));
   }
-  Value row = kb.add(kb.mul(q, 8), r);
-  for (int64_t ch = 0; ch < 8; ++ch) {
-    Value swz = arith::XOrIOp::create(b, loc, kb.idx(ch), r).getResult();
-    Value col = kb.add(kb.mul(swz, 8), kb.mul(c, 2));
-    vector::StoreOp::create(b, loc, asBf16x2(kb, ifOp.getResult(ch)), dec,
-                            ValueRange{dslot, row, col}, false, llvm::MaybeAlign(4));
+  for (auto [i, run] : llvm::enumerate(runs)) {
+    Value row = kb.add(kb.mul(run.q, 8), r);
+    for (int64_t ch = 0; ch < 8; ++ch) {
+      Value swz = arith::XOrIOp::create(b, loc, kb.idx(ch), r).getResult();
+      Value col = kb.add(kb.mul(swz, 8), kb.mul(c, 2));
+      vector::StoreOp::create(b, loc, asBf16x2(kb, ifOp.getResult(8 * i + ch)), dec,
+                              ValueRange{dslot, row, col}, false, llvm::MaybeAlign(4));
+    }
   }
 }
 
@@ -1835,8 +1861,10 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
       // Decode stage `slot` (k step ks) into decoded tile `dslot`.
       auto decode = [&](Value ks, Value slot, Value dslot) {
         Value half = kb.div(kb.rem(kb.mul(ks, bk), KT), bk);
+        SmallVector<LoadedRun> runs;
         for (WgWeightItem &w : wItems)
-          decodeRun(kb, ps, ss, dec, slot, dslot, w.q, lane, half, scaleRow);
+          runs.push_back(loadRun(kb, ps, ss, slot, w.q, lane, scaleRow));
+        decodeRuns(kb, runs, dec, dslot, lane, half, scaleRow);
       };
       Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
       Value zero = LLVM::ZeroOp::create(b, loc, accType);
