@@ -3,42 +3,51 @@
 # this build in .dev (k3-run, k3-bench, k3-mkcheckpoint in .dev/bin; moe1,
 # moe896 and wide-bf16 compiled by it as in bench/make-moe-bundle.sh) and an
 # earlier one in .dev/old (its bin/ and its moe1, moe896: each build runs
-# with its own runtime). Carry .dev; run: bash .dev/moe-prefill-ab-h200.sh.
+# with its own runtime); optional variants of this build as moe1-NAME,
+# moe896-NAME and wide-bf16-NAME (e.g. w256: K3C_MOE_WGMMA_BM=256). Carry
+# .dev; run: bash .dev/moe-prefill-ab-h200.sh.
 #  * checks of this build: the wide k3-tiny bf16 (wgmma at 400 tokens)
 #    against the reference executor; expert dumps against fp64
 #    (bench/moe_check.py): the wide k3-tiny, the same with edge-case and NaN
 #    scales (the exact decode path), the MoE slice at 3072 tokens;
-#  * k3-bench moe_experts rows, old and new alternating twice: the MoE slice
-#    (256 experts) at 2340 and 8192 tokens, K3's 896 experts at 8192.
+#  * k3-bench moe_experts rows, new, variants and old alternating (the slice
+#    twice, K3 once; OLD_ROUNDS=1 drops old's second slice round): the MoE
+#    slice (256 experts) at 2340 and 8192 tokens, K3's 896 experts at 8192.
 source "$(dirname "$0")/device-common.sh"
 machine
 run() { timeout 120 k3-run "$@" --device cuda --quiet; }
 k3-mkcheckpoint --config k3-tiny-wide.json -o ckpt-wide --seed 11 --quiet
 seq -s, 1 400 > long.txt; seq -s, 5 24 >> long.txt
 printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 300) $(seq -s, 50 89) 7,8,9 $(seq -s, 200 330) > mix.txt
-echo "== wide-bf16 vs the reference: 400 + 20 tokens, mixed batch"
-run wide-bf16 --checkpoint ckpt-wide --batch long.txt --max-new-tokens 3 --check | grep -E "check: (PASSED|FAILED)|error"
-run wide-bf16 --checkpoint ckpt-wide --batch mix.txt --max-new-tokens 3 --check | grep -E "check: (PASSED|FAILED)|error"
-rm -rf /tmp/w1; K3C_DUMP_KERNEL=moe_experts@400:/tmp/w1 run wide-bf16 --checkpoint ckpt-wide --prompt-ids $(seq -s, 1 400) --max-new-tokens 1 > /dev/null
-echo "wide-bf16 400 tokens:"; python3 moe_check.py /tmp/w1 --experts 16 | tail -1
-python3 mxfp4-edge-scales.py ckpt-wide ckpt-wide-edge --nan
-rm -rf /tmp/w3; K3C_DUMP_KERNEL=moe_experts@400:/tmp/w3 run wide-bf16 --checkpoint ckpt-wide-edge --allow-nonfinite --prompt-ids $(seq -s, 1 400) --max-new-tokens 1 > /dev/null
-echo "edge and NaN scales:"; python3 moe_check.py /tmp/w3 --experts 16 | tail -1
+variants=$(ls -d moe1-* 2>/dev/null | sed 's/^moe1-//')
+python3 mxfp4-edge-scales.py ckpt-wide ckpt-wide-edge --nan > /dev/null
+for v in wide-bf16 $(for n in $variants; do echo wide-bf16-$n; done); do
+  echo "== $v vs the reference: 400 + 20 tokens, mixed batch"
+  run $v --checkpoint ckpt-wide --batch long.txt --max-new-tokens 3 --check | grep -E "check: (PASSED|FAILED)|error"
+  run $v --checkpoint ckpt-wide --batch mix.txt --max-new-tokens 3 --check | grep -E "check: (PASSED|FAILED)|error"
+  rm -rf /tmp/w1; K3C_DUMP_KERNEL=moe_experts@400:/tmp/w1 run $v --checkpoint ckpt-wide --prompt-ids $(seq -s, 1 400) --max-new-tokens 1 > /dev/null
+  echo "$v 400 tokens:"; python3 moe_check.py /tmp/w1 --experts 16 | tail -1
+  rm -rf /tmp/w3; K3C_DUMP_KERNEL=moe_experts@400:/tmp/w3 run $v --checkpoint ckpt-wide-edge --allow-nonfinite --prompt-ids $(seq -s, 1 400) --max-new-tokens 1 > /dev/null
+  echo "$v edge and NaN scales:"; python3 moe_check.py /tmp/w3 --experts 16 | tail -1
+done
 bench() { kbench "$1" "$2" "$3" 'moe_experts' "${@:4}"; } # NAME K3-BENCH-DIR ARTIFACT CHECKPOINT args
 kb2() { local name=$1 bin=$2; shift 2; PATH=$bin:$PATH bench $name "$@"; }
 echo "== MoE slice (${SECONDS}s)"
 k3-mkcheckpoint --config moe1.json -o /tmp/moe1 --seed 3 --quiet
-rm -rf /tmp/w4; K3C_DUMP_KERNEL=moe_experts@3072:/tmp/w4 timeout 150 k3-run moe1 --checkpoint /tmp/moe1 --device cuda --prompt-ids $(seq -s, 1 3072) --max-new-tokens 1 --quiet > /dev/null
-echo "moe1 3072 tokens:"; python3 moe_check.py /tmp/w4 --experts 3 | tail -1; rm -rf /tmp/w4
+for v in moe1 $(for n in $variants; do echo moe1-$n; done); do
+  rm -rf /tmp/w4; K3C_DUMP_KERNEL=moe_experts@3072:/tmp/w4 timeout 150 k3-run $v --checkpoint /tmp/moe1 --device cuda --prompt-ids $(seq -s, 1 3072) --max-new-tokens 1 --quiet > /dev/null
+  echo "$v 3072 tokens:"; python3 moe_check.py /tmp/w4 --experts 3 | tail -1; rm -rf /tmp/w4
+done
 for round in 1 2; do
-  kb2 slice-old-$round $PWD/old/bin old/moe1 /tmp/moe1 --prefill 2340,8192 --decode none
   kb2 slice-new-$round $PWD/bin moe1 /tmp/moe1 --prefill 2340,8192 --decode none
+  for n in $variants; do kb2 slice-$n-$round $PWD/bin moe1-$n /tmp/moe1 --prefill 2340,8192 --decode none; done
+  [ $round = 2 ] && [ -n "${OLD_ROUNDS:-}" ] || kb2 slice-old-$round $PWD/old/bin old/moe1 /tmp/moe1 --prefill 2340,8192 --decode none
 done
 rm -rf /tmp/moe1
 echo "== K3 shapes (${SECONDS}s)"
 k3-mkcheckpoint --config moe896.json -o /tmp/moe896 --seed 3 --quiet
-for round in 1 2; do
-  kb2 k3-old-$round $PWD/old/bin old/moe896 /tmp/moe896 --prefill 8192 --decode none
-  kb2 k3-new-$round $PWD/bin moe896 /tmp/moe896 --prefill 8192 --decode none
-done
+kb2 k3-new $PWD/bin moe896 /tmp/moe896 --prefill 8192 --decode none
+for n in $variants; do kb2 k3-$n $PWD/bin moe896-$n /tmp/moe896 --prefill 8192 --decode none; done
+kb2 k3-old $PWD/old/bin old/moe896 /tmp/moe896 --prefill 8192 --decode none
+[ -n "${K3_ROUNDS2:-}" ] && for n in $variants; do kb2 k3-$n-2 $PWD/bin moe896-$n /tmp/moe896 --prefill 8192 --decode none; done
 echo "== done (${SECONDS}s)"

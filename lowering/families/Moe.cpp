@@ -44,7 +44,7 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
     // Hidden activations per (token, slot); expert group offsets; the
     // (token, slot) pairs ordered by expert.
     // Rows: offsets, then tile offsets for the tensor-core tiles of 16, 64
-    // 128 and 192 rows (kExpertTileRows).
+    // 128 and 256 rows (kExpertTileRows).
     return {ScratchNeed{{-1, k, inter}, res.getElementType()},
             ScratchNeed{{5, experts + 1}, IntegerType::get(ctx, 32)},
             ScratchNeed{{-1, k}, IntegerType::get(ctx, 32)}};
@@ -55,7 +55,7 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
 
 /// Token-tile heights of the tensor-core expert GEMM: the grouping writes
 /// tile offsets for each (scratch rows 1..4; row 0: the group offsets).
-static constexpr int64_t kExpertTileRows[4] = {16, 64, 128, 192};
+static constexpr int64_t kExpertTileRows[4] = {16, 64, 128, 256};
 static constexpr int64_t kGroupRows = 1 + std::size(kExpertTileRows);
 /// The grouping scratch row of the tile offsets for `rows`-row tiles; 0
 /// for a height the grouping does not tile for (a bad tuning switch, which
@@ -260,9 +260,9 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   // Warpgroup MMA (sm_90a) from K3C_MOE_WGMMA_FROM pairs per expert on
   // average: 128-row token tiles, each weight tile decoded once per block
   // into shared memory (mxfpGroupedWgmma); K3C_MOE_WGMMA=0: off.
-  // Knobs (compile time): K3C_MOE_WGMMA_BM (128 or 64 token rows),
-  // K3C_MOE_WGMMA_BN (256 or 128 weight rows), _STAGES, _CTAS (blocks an SM),
-  // K3C_MOE_WGMMA192_UPTO (below).
+  // Knobs (compile time): K3C_MOE_WGMMA_BM (128, 64 or 256 token rows),
+  // K3C_MOE_WGMMA_BN (256 or 128 weight rows; 128 with 256 token rows),
+  // _STAGES, _CTAS (blocks an SM).
   auto runWgmma = [&](int64_t bm, int64_t bn) {
     MxfpGroupedWgmma g;
     g.bm = bm;
@@ -358,17 +358,8 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     if (!wgmma)
       return above16();
     kb.ifThenElse(kb.ult(P, kb.idx(wgmmaFrom * E)), above16, [&] {
-      // 192-row tiles (three warpgroups, 96 weight rows) up to
-      // K3C_MOE_WGMMA192_UPTO pairs per expert on average (K3 at 8192
-      // tokens: ~146, one tile 76 % full where 128-row tiles leave the
-      // second 14 % full); 0: never.
       const int64_t bm = intFromEnv("K3C_MOE_WGMMA_BM", 128);
-      const int64_t bn = intFromEnv("K3C_MOE_WGMMA_BN", 256);
-      const int64_t upTo192 = intFromEnv("K3C_MOE_WGMMA192_UPTO", 0);
-      if (upTo192 <= 0)
-        return runWgmma(bm, bn);
-      kb.ifThenElse(kb.ule(P, kb.idx(upTo192 * E)), [&] { runWgmma(192, 96); },
-                    [&] { runWgmma(bm, bn); });
+      runWgmma(bm, intFromEnv("K3C_MOE_WGMMA_BN", bm == 256 ? 128 : 256));
     });
   });
 }

@@ -964,24 +964,32 @@ Value wgmmaChain(KernelBuilder &kb, Type accType, Value acc, const WgmmaOperand 
 /// One 64-column stage of a warpgroup's 64 x bn tile: four
 /// wgmma.m64n{bn}k16 (bf16 -> f32) from the K-major, 128-byte-swizzled A and
 /// B tiles at shared addresses aAddr, bAddr (i64), committed as one group.
-static Value wgmmaK64(KernelBuilder &kb, Type accType, Value acc, Value aAddr, Value bAddr,
-                      int64_t bn) {
+/// One wgmma group over a 64-column stage for each 64-row A block: block i
+/// (A at aAddrs[i], accumulators accs[i]) times the shared B at bAddr.
+static SmallVector<Value> wgmmaK64(KernelBuilder &kb, Type accType, ArrayRef<Value> accs,
+                                   ArrayRef<Value> aAddrs, Value bAddr, int64_t bn) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  for (int64_t k = 0; k < 4; ++k) {
-    Value step = arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI64Type(), 32 * k));
-    Value da = smemDescriptor(kb, arith::AddIOp::create(b, loc, aAddr, step));
-    Value db = smemDescriptor(kb, arith::AddIOp::create(b, loc, bAddr, step));
-    acc = NVVM::WgmmaMmaAsyncOp::create(
-        b, loc, accType, acc, da, db, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16),
-        NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
-        NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-        NVVM::MMALayout::row, NVVM::MMALayout::col, nullptr);
-  }
+  SmallVector<Value> out(accs.begin(), accs.end());
+  for (size_t i = 0; i < out.size(); ++i)
+    for (int64_t k = 0; k < 4; ++k) {
+      Value step = arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI64Type(), 32 * k));
+      Value da = smemDescriptor(kb, arith::AddIOp::create(b, loc, aAddrs[i], step));
+      Value db = smemDescriptor(kb, arith::AddIOp::create(b, loc, bAddr, step));
+      out[i] = NVVM::WgmmaMmaAsyncOp::create(
+          b, loc, accType, out[i], da, db, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16),
+          NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
+          NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+          NVVM::MMALayout::row, NVVM::MMALayout::col, nullptr);
+    }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  return acc;
+  return out;
+}
+static Value wgmmaK64(KernelBuilder &kb, Type accType, Value acc, Value aAddr, Value bAddr,
+                      int64_t bn) {
+  return wgmmaK64(kb, accType, ArrayRef<Value>{acc}, ArrayRef<Value>{aAddr}, bAddr, bn)[0];
 }
 
 Value wgmmaChainRegA(KernelBuilder &kb, Type accType, Value acc,
@@ -1655,8 +1663,9 @@ static void decodeRuns(KernelBuilder &kb, ArrayRef<LoadedRun> runs, Value dec, V
 std::string MxfpGroupedWgmma::check(const TargetInfo &info) const {
   if (!info.wgmma)
     return "the target has no warpgroup MMA";
-  if (bm != 64 && bm != 128 && bm != 192)
-    return "token rows must be 64, 128 or 192 (one to three warpgroups), got " +
+  if (bm != 64 && bm != 128 && bm != 256)
+    return "token rows must be 64, 128 or 256 (one or two warpgroups; 256: two 64-row blocks "
+           "each), got " +
            std::to_string(bm);
   // Decode items: pairs of runs (tiles of both parities) a thread, or one
   // run a thread (one 8-row tile a warp).
@@ -1866,9 +1875,11 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
           runs.push_back(loadRun(kb, ps, ss, slot, w.q, lane, scaleRow));
         decodeRuns(kb, runs, dec, dslot, lane, half, scaleRow);
       };
-      Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
+      const int64_t RB = g.rowBlocks();
+      Value aWg = kb.add(aBase, kb.mul(wg, RB * 64 * rowBytes));
       Value zero = LLVM::ZeroOp::create(b, loc, accType);
-      Value acc = kb.loop(kb.idx(0), kb.idx(kSteps), ValueRange{zero}, [&](Value ks, ValueRange in) {
+      SmallVector<Value> zeros(RB, zero);
+      SmallVector<Value> accs = kb.loop(kb.idx(0), kb.idx(kSteps), zeros, [&](Value ks, ValueRange in) {
         // Stage ks landed (this thread's copies; the barrier: everyone's);
         // every warpgroup is done with step ks - 2 (its wgmma waited to one
         // group in flight), whose ring slot is refilled and whose decoded
@@ -1884,20 +1895,26 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
         NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
                                    NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
         kb.barrier(tb);
-        Value aAddr = toI64(kb.add(aWg, kb.mul(slot, bm * rowBytes)));
+        Value aAddr = kb.add(aWg, kb.mul(slot, bm * rowBytes));
+        SmallVector<Value> aAddrs;
+        for (int64_t rb = 0; rb < RB; ++rb)
+          aAddrs.push_back(toI64(kb.add(aAddr, kb.idx(rb * 64 * rowBytes))));
         Value bAddr = toI64(kb.add(decBase, kb.mul(dslot, bn * rowBytes)));
-        Value d = wgmmaK64(kb, accType, in[0], aAddr, bAddr, bn);
+        SmallVector<Value> d = wgmmaK64(kb, accType, SmallVector<Value>(in), aAddrs, bAddr, bn);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(1));
-        return SmallVector<Value>{d};
-      })[0];
+        return d;
+      });
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
       NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
       kb.barrier(tb); // the next item refills the ring and the decoded tiles
-      Value rowBase = kb.add(kb.add(m0, kb.mul(wg, 64)),
-                             kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));
-      g.epilogue([&](int64_t i) {
-        return LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}).getResult();
-      }, rowBase, end, j, e, tb);
+      for (int64_t rb = 0; rb < RB; ++rb) {
+        Value rowBase = kb.add(kb.add(m0, kb.mul(wg, RB * 64)),
+                               kb.add(kb.idx(rb * 64), kb.add(kb.mul(kb.rem(tb.warp, 4), 16),
+                                                                 kb.div(lane, 4))));
+        g.epilogue([&](int64_t i) {
+          return LLVM::ExtractValueOp::create(b, loc, accs[rb], ArrayRef<int64_t>{i}).getResult();
+        }, rowBase, end, j, e, tb);
+      }
     });
   }, g.sharedBytes(), g.name);
 }
