@@ -4,15 +4,15 @@
 # moe896 and wide-bf16 compiled by it as in bench/make-moe-bundle.sh) and an
 # earlier one in .dev/old (its bin/ and its moe1, moe896: each build runs
 # with its own runtime); optional variants of this build as moe1-NAME,
-# moe896-NAME and wide-bf16-NAME (e.g. w256: K3C_MOE_WGMMA_BM=256). Carry
+# moe896-NAME and wide-bf16-NAME (compiled with the variant's settings). Carry
 # .dev; run: bash .dev/moe-prefill-ab-h200.sh.
 #  * checks of this build: the wide k3-tiny bf16 (wgmma at 400 tokens)
 #    against the reference executor; expert dumps against fp64
 #    (bench/moe_check.py): the wide k3-tiny, the same with edge-case and NaN
 #    scales (the exact decode path), the MoE slice at 3072 tokens;
 #  * k3-bench moe_experts rows, new, variants and old alternating (the slice
-#    twice, K3 once; OLD_ROUNDS=1 drops old's second slice round): the MoE
-#    slice (256 experts) at 2340 and 8192 tokens, K3's 896 experts at 8192.
+#    SLICE_ROUNDS times (2), K3 once; OLD_ROUNDS=1: old's first slice round
+#    only): the MoE slice (256 experts) at 2340 and 8192 tokens, K3's 896 experts at 8192.
 source "$(dirname "$0")/device-common.sh"
 machine
 run() { timeout 120 k3-run "$@" --device cuda --quiet; }
@@ -38,7 +38,7 @@ for v in moe1 $(for n in $variants; do echo moe1-$n; done); do
   rm -rf /tmp/w4; K3C_DUMP_KERNEL=moe_experts@3072:/tmp/w4 timeout 150 k3-run $v --checkpoint /tmp/moe1 --device cuda --prompt-ids $(seq -s, 1 3072) --max-new-tokens 1 --quiet > /dev/null
   echo "$v 3072 tokens:"; python3 moe_check.py /tmp/w4 --experts 3 | tail -1; rm -rf /tmp/w4
 done
-for round in 1 2; do
+for round in $(seq 1 ${SLICE_ROUNDS:-2}); do
   kb2 slice-new-$round $PWD/bin moe1 /tmp/moe1 --prefill 2340,8192 --decode none
   for n in $variants; do kb2 slice-$n-$round $PWD/bin moe1-$n /tmp/moe1 --prefill 2340,8192 --decode none; done
   [ $round = 2 ] && [ -n "${OLD_ROUNDS:-}" ] || kb2 slice-old-$round $PWD/old/bin old/moe1 /tmp/moe1 --prefill 2340,8192 --decode none

@@ -44,9 +44,9 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
     // Hidden activations per (token, slot); expert group offsets; the
     // (token, slot) pairs ordered by expert.
     // Rows: offsets, then tile offsets for the tensor-core tiles of 16, 64
-    // 128 and 256 rows (kExpertTileRows).
+    // and 128 rows (kExpertTileRows; kGroupRows rows in all).
     return {ScratchNeed{{-1, k, inter}, res.getElementType()},
-            ScratchNeed{{5, experts + 1}, IntegerType::get(ctx, 32)},
+            ScratchNeed{{4, experts + 1}, IntegerType::get(ctx, 32)},
             ScratchNeed{{-1, k}, IntegerType::get(ctx, 32)}};
   }
   return {};
@@ -54,9 +54,10 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
 
 
 /// Token-tile heights of the tensor-core expert GEMM: the grouping writes
-/// tile offsets for each (scratch rows 1..4; row 0: the group offsets).
-static constexpr int64_t kExpertTileRows[4] = {16, 64, 128, 256};
+/// tile offsets for each (scratch rows 1..3; row 0: the group offsets).
+static constexpr int64_t kExpertTileRows[3] = {16, 64, 128};
 static constexpr int64_t kGroupRows = 1 + std::size(kExpertTileRows);
+static_assert(kGroupRows == 4, "scratchNeeds sizes the grouping scratch [4, E + 1]");
 /// The grouping scratch row of the tile offsets for `rows`-row tiles; 0
 /// for a height the grouping does not tile for (a bad tuning switch, which
 /// the expert GEMM's check then reports by name).
@@ -260,9 +261,10 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   // Warpgroup MMA (sm_90a) from K3C_MOE_WGMMA_FROM pairs per expert on
   // average: 128-row token tiles, each weight tile decoded once per block
   // into shared memory (mxfpGroupedWgmma); K3C_MOE_WGMMA=0: off.
-  // Knobs (compile time): K3C_MOE_WGMMA_BM (128, 64 or 256 token rows),
-  // K3C_MOE_WGMMA_BN (256 or 128 weight rows; 128 with 256 token rows),
-  // _STAGES, _CTAS (blocks an SM).
+  // Knobs (compile time): K3C_MOE_WGMMA_BM (128 or 64 token rows),
+  // K3C_MOE_WGMMA_BN (256 or 128 weight rows), _STAGES, _CTAS (blocks an SM).
+  // Taller tiles over fewer weight rows (192 x 96, 256 x 128) measured
+  // slower at every prefill shape and were removed (docs/perf.md).
   auto runWgmma = [&](int64_t bm, int64_t bn) {
     MxfpGroupedWgmma g;
     g.bm = bm;
@@ -359,7 +361,7 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
       return above16();
     kb.ifThenElse(kb.ult(P, kb.idx(wgmmaFrom * E)), above16, [&] {
       const int64_t bm = intFromEnv("K3C_MOE_WGMMA_BM", 128);
-      runWgmma(bm, intFromEnv("K3C_MOE_WGMMA_BN", bm == 256 ? 128 : 256));
+      runWgmma(bm, intFromEnv("K3C_MOE_WGMMA_BN", 256));
     });
   });
 }

@@ -964,32 +964,24 @@ Value wgmmaChain(KernelBuilder &kb, Type accType, Value acc, const WgmmaOperand 
 /// One 64-column stage of a warpgroup's 64 x bn tile: four
 /// wgmma.m64n{bn}k16 (bf16 -> f32) from the K-major, 128-byte-swizzled A and
 /// B tiles at shared addresses aAddr, bAddr (i64), committed as one group.
-/// One wgmma group over a 64-column stage for each 64-row A block: block i
-/// (A at aAddrs[i], accumulators accs[i]) times the shared B at bAddr.
-static SmallVector<Value> wgmmaK64(KernelBuilder &kb, Type accType, ArrayRef<Value> accs,
-                                   ArrayRef<Value> aAddrs, Value bAddr, int64_t bn) {
+static Value wgmmaK64(KernelBuilder &kb, Type accType, Value acc, Value aAddr, Value bAddr,
+                      int64_t bn) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  SmallVector<Value> out(accs.begin(), accs.end());
-  for (size_t i = 0; i < out.size(); ++i)
-    for (int64_t k = 0; k < 4; ++k) {
-      Value step = arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI64Type(), 32 * k));
-      Value da = smemDescriptor(kb, arith::AddIOp::create(b, loc, aAddrs[i], step));
-      Value db = smemDescriptor(kb, arith::AddIOp::create(b, loc, bAddr, step));
-      out[i] = NVVM::WgmmaMmaAsyncOp::create(
-          b, loc, accType, out[i], da, db, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16),
-          NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
-          NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-          NVVM::MMALayout::row, NVVM::MMALayout::col, nullptr);
-    }
+  for (int64_t k = 0; k < 4; ++k) {
+    Value step = arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI64Type(), 32 * k));
+    Value da = smemDescriptor(kb, arith::AddIOp::create(b, loc, aAddr, step));
+    Value db = smemDescriptor(kb, arith::AddIOp::create(b, loc, bAddr, step));
+    acc = NVVM::WgmmaMmaAsyncOp::create(
+        b, loc, accType, acc, da, db, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16),
+        NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
+        NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+        NVVM::MMALayout::row, NVVM::MMALayout::col, nullptr);
+  }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  return out;
-}
-static Value wgmmaK64(KernelBuilder &kb, Type accType, Value acc, Value aAddr, Value bAddr,
-                      int64_t bn) {
-  return wgmmaK64(kb, accType, ArrayRef<Value>{acc}, ArrayRef<Value>{aAddr}, bAddr, bn)[0];
+  return acc;
 }
 
 Value wgmmaChainRegA(KernelBuilder &kb, Type accType, Value acc,
@@ -1574,20 +1566,21 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
 // Warpgroup MMA: grouped MXFP4 GEMM (the tile decoded once per CTA)
 //===----------------------------------------------------------------------===//
 
-/// The run's two words and its row's scale word, loaded by loadRun before
-/// any run is decoded (the decoded tile's stores would otherwise keep the
-/// next run's shared loads behind them: measured, the loads' latency was a
-/// sixth of the loop's stalls).
-struct LoadedRun {
-  Value w0, w1, scaleWord, q;
-};
-static LoadedRun loadRun(KernelBuilder &kb, Value ps, Value ss, Value slot, Value q, Value lane,
-                         int64_t scaleRow) {
+/// Run `lane` of weight tile q in stage `slot` of the payload/scale rings,
+/// decoded into B tile `dslot`: row r = lane / 4, thread column c = lane %
+/// 4; pair b of its word w (mxfpFragment) is the bf16 pair at columns 16 (2w +
+/// b / 2) + 2c + 8 (b % 2) of the stage, i.e. 16-byte chunk 4w + b, word c, of the
+/// swizzled row 8q + r (chunk ^ r); its scale is block w of the stage's two
+/// (`half` of a 128-column k chunk, or 0). Folded scales (one multiply)
+/// unless a scale byte of the warp's rows is >= 0x80 (2^1 and up, NaN): then
+/// the exact path (a warp vote; the warp's lanes must all take part).
+static void decodeRun(KernelBuilder &kb, Value ps, Value ss, Value dec, Value slot, Value dslot,
+                      Value q, Value lane, Value half, int64_t scaleRow) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   Type i8 = b.getI8Type(), i32 = b.getI32Type();
   auto vec = [&](ArrayRef<int64_t> shape, Type t) { return VectorType::get(shape, t); };
-  Value r = kb.div(lane, 4);
+  Value r = kb.div(lane, 4), c = kb.rem(lane, 4);
   Value run = vector::LoadOp::create(b, loc, vec({8}, i8), ps, ValueRange{slot, q, kb.mul(lane, 8)},
                                      false, llvm::MaybeAlign(8));
   Value words = vector::BitCastOp::create(b, loc, vec({2}, i32), run);
@@ -1597,51 +1590,26 @@ static LoadedRun loadRun(KernelBuilder &kb, Value ps, Value ss, Value slot, Valu
   // and 1 of `sw` (k_tile 128: four bytes a row; 64: rows 2p, 2p + 1 share a
   // word).
   Value at = scaleRow == 4 ? kb.mul(r, 4) : kb.mul(kb.div(r, 2), 4);
+  Value shift = scaleRow == 4 ? kb.mul(half, 16) : kb.mul(kb.rem(r, 2), 16);
   Value v = vector::LoadOp::create(b, loc, vec({4}, i8), ss, ValueRange{slot, q, at}, false,
                                    llvm::MaybeAlign(4));
   Value word = vector::ExtractOp::create(b, loc, vector::BitCastOp::create(b, loc, vec({1}, i32), v),
                                          ArrayRef<int64_t>{0});
-  return {w0, w1, word, q};
-}
-/// Runs `lane` of weight tiles q (loaded by loadRun from stage `slot` of the
-/// payload/scale rings) decoded into B tile `dslot`: row r = lane / 4, thread
-/// column c = lane % 4; pair b of its word w (mxfpFragment) is the bf16 pair at columns 16 (2w +
-/// b / 2) + 2c + 8 (b % 2) of the stage, i.e. 16-byte chunk 4w + b, word c, of the
-/// swizzled row 8q + r (chunk ^ r); its scale is block w of the stage's two
-/// (`half` of a 128-column k chunk, or 0). Folded scales (one multiply)
-/// unless a scale byte of the warp's runs is >= 0x80 (2^1 and up, NaN): then
-/// the exact path for all of them (one warp vote; the warp's lanes must all
-/// take part).
-static void decodeRuns(KernelBuilder &kb, ArrayRef<LoadedRun> runs, Value dec, Value dslot,
-                       Value lane, Value half, int64_t scaleRow) {
-  OpBuilder &b = kb.b;
-  Location loc = kb.loc;
-  Type i32 = b.getI32Type();
-  Value r = kb.div(lane, 4), c = kb.rem(lane, 4);
-  Value shift = arith::IndexCastUIOp::create(
-      b, loc, i32, scaleRow == 4 ? kb.mul(half, 16) : kb.mul(kb.rem(r, 2), 16));
-  SmallVector<Value> sws;
-  Value high;
-  for (const LoadedRun &run : runs) {
-    sws.push_back(arith::ShRUIOp::create(b, loc, run.scaleWord, shift));
-    high = high ? arith::OrIOp::create(b, loc, high, sws.back()).getResult() : sws.back();
-  }
-  high = arith::AndIOp::create(b, loc, high, kb.i32Const(0x8080));
+  Value sw = arith::ShRUIOp::create(b, loc, word, arith::IndexCastUIOp::create(b, loc, i32, shift));
+  Value high = arith::AndIOp::create(b, loc, sw, kb.i32Const(0x8080));
   Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, high, kb.i32Const(0));
   Value exact = NVVM::VoteSyncOp::create(b, loc, b.getI1Type(), kb.i32Const(-1), any,
                                          NVVM::VoteSyncKind::any);
   auto frags = [&](bool folded) {
     SmallVector<Value> out;
-    for (auto [run, sw] : llvm::zip(runs, sws))
-      for (int64_t wi = 0; wi < 2; ++wi) {
-        Value sp = folded ? mxScalePairFolded(kb, sw, wi) : mxScalePair(kb, sw, wi);
-        for (int64_t pair = 0; pair < 4; ++pair)
-          out.push_back(mxfpFragment(kb, wi ? run.w1 : run.w0, pair, sp, folded));
-      }
+    for (int64_t wi = 0; wi < 2; ++wi) {
+      Value sp = folded ? mxScalePairFolded(kb, sw, wi) : mxScalePair(kb, sw, wi);
+      for (int64_t pair = 0; pair < 4; ++pair)
+        out.push_back(mxfpFragment(kb, wi ? w1 : w0, pair, sp, folded));
+    }
     return out;
   };
-  const int64_t n = 8 * static_cast<int64_t>(runs.size());
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange(SmallVector<Type>(n, i32)), exact, true);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange(SmallVector<Type>(8, i32)), exact, true);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -1649,28 +1617,21 @@ static void decodeRuns(KernelBuilder &kb, ArrayRef<LoadedRun> runs, Value dec, V
     b.setInsertionPointToStart(&ifOp.getElseRegion().front());
     scf::YieldOp::create(b, loc, frags(true));
   }
-  for (auto [i, run] : llvm::enumerate(runs)) {
-    Value row = kb.add(kb.mul(run.q, 8), r);
-    for (int64_t ch = 0; ch < 8; ++ch) {
-      Value swz = arith::XOrIOp::create(b, loc, kb.idx(ch), r).getResult();
-      Value col = kb.add(kb.mul(swz, 8), kb.mul(c, 2));
-      vector::StoreOp::create(b, loc, asBf16x2(kb, ifOp.getResult(8 * i + ch)), dec,
-                              ValueRange{dslot, row, col}, false, llvm::MaybeAlign(4));
-    }
+  Value row = kb.add(kb.mul(q, 8), r);
+  for (int64_t ch = 0; ch < 8; ++ch) {
+    Value swz = arith::XOrIOp::create(b, loc, kb.idx(ch), r).getResult();
+    Value col = kb.add(kb.mul(swz, 8), kb.mul(c, 2));
+    vector::StoreOp::create(b, loc, asBf16x2(kb, ifOp.getResult(ch)), dec,
+                            ValueRange{dslot, row, col}, false, llvm::MaybeAlign(4));
   }
 }
 
 std::string MxfpGroupedWgmma::check(const TargetInfo &info) const {
   if (!info.wgmma)
     return "the target has no warpgroup MMA";
-  if (bm != 64 && bm != 128 && bm != 256)
-    return "token rows must be 64, 128 or 256 (one or two warpgroups; 256: two 64-row blocks "
-           "each), got " +
-           std::to_string(bm);
-  // Decode items: pairs of runs (tiles of both parities) a thread, or one
-  // run a thread (one 8-row tile a warp).
-  if (bn < 16 || bn > 256 || bn % 16 ||
-      ((bn * 4) % (2 * threads()) && bn * 4 != threads()))
+  if (bm != 64 && bm != 128)
+    return "token rows must be 64 or 128 (one or two warpgroups), got " + std::to_string(bm);
+  if (bn < 16 || bn > 256 || bn % 16 || (bn * 4) % (2 * threads()))
     return "weight rows " + std::to_string(bn) + " do not split into the block's decode items";
   if (stages < 3 || stages > 8)
     return "stages must be 3..8, got " + std::to_string(stages);
@@ -1718,10 +1679,6 @@ struct WgWeightItem {
   Value q;
   MxfpGroupedMma::WTile t;
   Value payload, scales;
-  /// One run a thread: q = warp, its parity known only at run time; `odd`
-  /// picks the parity-1 tile's buffers (wOdd) when they differ.
-  const MXFP4Buffers *wOdd = nullptr;
-  Value odd;
 };
 static SmallVector<WgWeightItem> wgWeightItems(KernelBuilder &kb, const MxfpGroupedWgmma &g,
                                                Value warp, int64_t warps, int64_t items, Value j,
@@ -1729,20 +1686,13 @@ static SmallVector<WgWeightItem> wgWeightItems(KernelBuilder &kb, const MxfpGrou
   SmallVector<WgWeightItem> out;
   const int64_t KT = g.kTile, scaleRow = KT / 32;
   for (int64_t i = 0; i < items; ++i) {
-    Value q = items == 1 ? warp : kb.add(kb.mul(warp, 2), kb.idx(i % 2 + 2 * warps * (i / 2)));
+    Value q = kb.add(kb.mul(warp, 2), kb.idx(i % 2 + 2 * warps * (i / 2)));
     MxfpGroupedMma::WTile t = g.wTile(i % 2, q, j, e);
-    const MXFP4Buffers *wOdd = nullptr;
-    if (items == 1) { // the same rows and matrix either way: only the buffer differs
-      MxfpGroupedMma::WTile t1 = g.wTile(1, q, j, e);
-      if (t1.w != t.w)
-        wOdd = t1.w;
-    }
     ArrayRef<int64_t> shape = t.w->type.getShape();
     int64_t N = shape[shape.size() - 2];
     Value tile0 = kb.mul(kb.div(kb.minu(t.row0, kb.idx(N - 8)), 8), g.K / KT);
     out.push_back({q, t, kb.add(kb.mul(t.matrix, N * g.K / 2), kb.mul(tile0, 4 * KT)),
-                   kb.add(kb.mul(t.matrix, N * g.K / 32), kb.mul(tile0, 8 * scaleRow)), wOdd,
-                   kb.ieq(kb.rem(q, 2), kb.idx(1))});
+                   kb.add(kb.mul(t.matrix, N * g.K / 32), kb.mul(tile0, 8 * scaleRow))});
   }
   return out;
 }
@@ -1761,32 +1711,20 @@ static void wgWeightCopies(KernelBuilder &kb, const MxfpGroupedWgmma &g,
   const int64_t scalePieces = 8 * scaleRow / 16;
   Value k0 = kb.mul(kb.select(inK, ks, kb.idx(0)), bk);
   Value kc = kb.div(k0, KT), half = kb.div(kb.rem(k0, KT), bk);
-  // Emits `copy(buffers)` for the item's buffers (both parities' under a
-  // branch on the warp's parity where they differ).
-  auto perBuffer = [&](const WgWeightItem &w, const std::function<void(const MXFP4Buffers *)> &copy) {
-    if (!w.wOdd)
-      return copy(w.t.w);
-    kb.ifThenElse(w.odd, [&] { copy(w.wOdd); }, [&] { copy(w.t.w); });
-  };
   for (const WgWeightItem &w : items) {
     Value ok = kb.andi(w.t.valid, inK);
     kb.ifThen(ok, [&] {
       Value src = kb.add(w.payload, kb.add(kb.mul(kc, 4 * KT),
                                            kb.add(kb.mul(lane, KT / 8), kb.mul(half, 8))));
-      perBuffer(w, [&](const MXFP4Buffers *buf) {
-        nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ps,
-                                         ValueRange{slot, w.q, kb.mul(lane, 8)}, buf->payload,
-                                         ValueRange{src}, b.getIndexAttr(8), Value(), UnitAttr());
-      });
+      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ps, ValueRange{slot, w.q, kb.mul(lane, 8)},
+                                       w.t.w->payload, ValueRange{src}, b.getIndexAttr(8), Value(),
+                                       UnitAttr());
     });
     kb.ifThen(kb.andi(ok, kb.ult(lane, kb.idx(scalePieces))), [&] {
       Value src = kb.add(w.scales, kb.add(kb.mul(kc, 8 * scaleRow), kb.mul(lane, 16)));
-      perBuffer(w, [&](const MXFP4Buffers *buf) {
-        nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ss,
-                                         ValueRange{slot, w.q, kb.mul(lane, 16)}, buf->scales,
-                                         ValueRange{src}, b.getIndexAttr(16), Value(),
-                                         b.getUnitAttr());
-      });
+      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, ss, ValueRange{slot, w.q, kb.mul(lane, 16)},
+                                       w.t.w->scales, ValueRange{src}, b.getIndexAttr(16), Value(),
+                                       b.getUnitAttr());
     });
   }
 }
@@ -1870,16 +1808,12 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
       // Decode stage `slot` (k step ks) into decoded tile `dslot`.
       auto decode = [&](Value ks, Value slot, Value dslot) {
         Value half = kb.div(kb.rem(kb.mul(ks, bk), KT), bk);
-        SmallVector<LoadedRun> runs;
         for (WgWeightItem &w : wItems)
-          runs.push_back(loadRun(kb, ps, ss, slot, w.q, lane, scaleRow));
-        decodeRuns(kb, runs, dec, dslot, lane, half, scaleRow);
+          decodeRun(kb, ps, ss, dec, slot, dslot, w.q, lane, half, scaleRow);
       };
-      const int64_t RB = g.rowBlocks();
-      Value aWg = kb.add(aBase, kb.mul(wg, RB * 64 * rowBytes));
+      Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
       Value zero = LLVM::ZeroOp::create(b, loc, accType);
-      SmallVector<Value> zeros(RB, zero);
-      SmallVector<Value> accs = kb.loop(kb.idx(0), kb.idx(kSteps), zeros, [&](Value ks, ValueRange in) {
+      Value acc = kb.loop(kb.idx(0), kb.idx(kSteps), ValueRange{zero}, [&](Value ks, ValueRange in) {
         // Stage ks landed (this thread's copies; the barrier: everyone's);
         // every warpgroup is done with step ks - 2 (its wgmma waited to one
         // group in flight), whose ring slot is refilled and whose decoded
@@ -1895,26 +1829,20 @@ void mxfpGroupedWgmma(KernelBuilder &kb, const MxfpGroupedWgmma &g, int64_t grid
         NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
                                    NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
         kb.barrier(tb);
-        Value aAddr = kb.add(aWg, kb.mul(slot, bm * rowBytes));
-        SmallVector<Value> aAddrs;
-        for (int64_t rb = 0; rb < RB; ++rb)
-          aAddrs.push_back(toI64(kb.add(aAddr, kb.idx(rb * 64 * rowBytes))));
+        Value aAddr = toI64(kb.add(aWg, kb.mul(slot, bm * rowBytes)));
         Value bAddr = toI64(kb.add(decBase, kb.mul(dslot, bn * rowBytes)));
-        SmallVector<Value> d = wgmmaK64(kb, accType, SmallVector<Value>(in), aAddrs, bAddr, bn);
+        Value d = wgmmaK64(kb, accType, in[0], aAddr, bAddr, bn);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(1));
-        return d;
-      });
+        return SmallVector<Value>{d};
+      })[0];
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
       NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
       kb.barrier(tb); // the next item refills the ring and the decoded tiles
-      for (int64_t rb = 0; rb < RB; ++rb) {
-        Value rowBase = kb.add(kb.add(m0, kb.mul(wg, RB * 64)),
-                               kb.add(kb.idx(rb * 64), kb.add(kb.mul(kb.rem(tb.warp, 4), 16),
-                                                                 kb.div(lane, 4))));
-        g.epilogue([&](int64_t i) {
-          return LLVM::ExtractValueOp::create(b, loc, accs[rb], ArrayRef<int64_t>{i}).getResult();
-        }, rowBase, end, j, e, tb);
-      }
+      Value rowBase = kb.add(kb.add(m0, kb.mul(wg, 64)),
+                             kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));
+      g.epilogue([&](int64_t i) {
+        return LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}).getResult();
+      }, rowBase, end, j, e, tb);
     });
   }, g.sharedBytes(), g.name);
 }

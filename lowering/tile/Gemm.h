@@ -125,10 +125,7 @@ struct MmaTile {
 struct WgmmaTile {
   int64_t bm = 128, bn = 256, stages = 4, inflight = 1;
   static constexpr int64_t bk = 64;
-  /// 64-row blocks a warpgroup multiplies: 2 for 256-row tiles (two
-  /// warpgroups, each weight element decoded once per 256 tokens), else 1.
-  int64_t rowBlocks() const { return bm == 256 ? 2 : 1; }
-  int64_t threads() const { return 128 * (bm / 64) / rowBlocks(); }
+  int64_t threads() const { return 128 * (bm / 64); }
   /// Stage bytes plus 1 KB to align the ring to the 1024-byte swizzle atom.
   int64_t sharedBytes() const { return stages * (bm + bn) * bk * 2 + 1024; }
   std::string name() const;
@@ -339,12 +336,10 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid);
 /// E8M0 exactly into bf16, mxfpFragment) into a double-buffered swizzled B
 /// tile, while the previous stage's wgmma group runs; two warpgroups then
 /// issue wgmma.m64n{bn}k16 from the shared-memory descriptors (A rows 64 wg
-/// .., B the decoded tile). bm = 64 gives one warpgroup; bm = 256 two
-/// warpgroups of two 64-row blocks each (one wgmma group of eight a stage),
-/// so each decoded weight element serves 256 tokens; where bn * 4 equals the
-/// threads each thread decodes one run, of tile q = its warp, and wTile is
-/// asked for both parities (the copies branch on the warp's parity where the
-/// buffers differ). K a multiple of 64, the layout's k_tile 64 or 128. Persistent: `grid` blocks stride over the items; group tiles from
+/// .., B the decoded tile); bm = 64 gives one warpgroup. Taller token tiles
+/// over narrower weight tiles (192 x 96, 256 x 128) measured slower on the
+/// H200 and were removed (docs/perf.md, session 24). K a multiple of 64, the
+/// layout's k_tile 64 or 128. Persistent: `grid` blocks stride over the items; group tiles from
 /// `tileStarts` (prefix of ceil(rows / bm)), group rows from `groupStarts`.
 struct MxfpGroupedWgmma {
   int64_t bm = 128, bn = 256, stages = 4;
@@ -368,10 +363,7 @@ struct MxfpGroupedWgmma {
                      mlir::Value end, mlir::Value j, mlir::Value e, ThreadBlock &tb)>
       epilogue;
   std::string name;
-  /// 64-row blocks a warpgroup multiplies: 2 for 256-row tiles (two
-  /// warpgroups, each weight element decoded once per 256 tokens), else 1.
-  int64_t rowBlocks() const { return bm == 256 ? 2 : 1; }
-  int64_t threads() const { return 128 * (bm / 64) / rowBlocks(); }
+  int64_t threads() const { return 128 * (bm / 64); }
   static constexpr int64_t decodedTiles() { return 2; }
   /// A ring, packed ring (bn x 32 payload bytes and bn / 8 x 32 scale bytes
   /// a stage), the decoded B tiles, 1 KB to align to the swizzle atom.

@@ -120,15 +120,10 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // wgmma.m64n256k16 from shared-memory descriptors, one group left in flight.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WG
 // RUN: env K3C_MOE_WGMMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOWG
-// With K3C_MOE_WGMMA_BM=256 (opt-in): 256-row token tiles over 128 weight
-// rows, two warpgroups of two 64-row blocks each: eight wgmma.m64n128k16 in
-// one group a stage (each decoded weight element serves 256 tokens), the
-// epilogue once per block.
-// RUN: env K3C_MOE_WGMMA_BM=256 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WG256
 // RUN: not env K3C_MOE_WGMMA_STAGES=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WGSTAGES
 // RUN: not env K3C_MOE_WGMMA_BM=96 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WGBM
 // WGSTAGES: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: stages must be 3..8, got 2
-// WGBM: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_96: token rows must be 64, 128 or 256 (one or two warpgroups; 256: two 64-row blocks each), got 96
+// WGBM: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_96: token rows must be 64 or 128 (one or two warpgroups), got 96
 
 // WG-LABEL: func.func @k3_moe_experts_wide(
 // WG: arith.cmpi ule, %{{.*}}, %c512 : index
@@ -153,20 +148,6 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // WG: nvvm.wgmma.mma_async
 // WG: return
 
-// WG256-LABEL: func.func @k3_moe_experts_wide(
-// WG256: arith.cmpi ult, %{{.*}}, %c1536 : index
-// WG256: threads({{.*}}) in ({{.*}} = %c256, {{.*}}) dynamic_shared_memory_size %c183296_i32 module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_256)
-// WG256: nvgpu.device_async_copy %arg0[{{.*}}], %view[{{.*}}], 8, {{.*}} {bypassL1} : memref<?x128xbf16> to memref<4x256x64xbf16, #gpu.address_space<workgroup>>
-// WG256: nvgpu.device_async_copy %arg2[{{.*}}], %view_{{[0-9]+}}[{{.*}}], 8 : memref<{{[0-9]+}}xi8> to memref<4x16x256xi8, #gpu.address_space<workgroup>>
-// WG256: nvvm.vote.sync  any
-// WG256-NOT: nvvm.vote.sync
-// WG256: nvvm.wgmma.fence.aligned
-// WG256-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
-// WG256-NEXT: nvvm.wgmma.commit.group.sync.aligned
-// WG256: nvvm.wgmma.wait.group.sync.aligned 0
-// WG256: module(@k3_moe_experts_wide_experts_down_mxfp4_wgmma_256)
-// WG256: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
-// WG256: return
 
 // NOWG-LABEL: func.func @k3_moe_experts_wide(
 // NOWG-NOT: wgmma
