@@ -7,6 +7,8 @@
 # NAME-details.txt (every section, chart bodies included), NAME-raw.csv (every
 # collected metric) and NAME-source.csv (SASS with per-instruction warp-state
 # samples) into $OUT/prof.tgz (the device call brings back few files).
+# bench/ncu_mix.py prints a source export's instruction mix (--loop: the
+# main loop's, with instructions per MMA).
 #  * prefill: the MoE slice (1 layer, 256 experts, top 16) at 8192 tokens,
 #    the up and down warpgroup-MMA expert kernels (full set);
 #  * decode: 16 one-token sequences, the mma.sync expert kernels and the KDA
