@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Instruction mix of kernels in an Nsight Compute SASS source export.
+"""Instruction mix and warp-stall split of kernels in an Nsight Compute SASS
+source export.
 
 Reads NAME-source.csv as bench/ncu-h200.sh writes it (`ncu -i REP --page
 source --csv --print-source sass`: one block per kernel, a "Kernel Name"
-line, then a header line starting with "Address"). For every kernel whose
-name matches KERNEL_REGEX it prints the executed warp instructions by
-opcode (the opcode without its modifiers and predicate), their share, and
-the warp-state samples on them; with --loop, the same for the hottest
+line, then a header line starting with "Address"; launches of one kernel
+are summed). For every kernel whose name matches KERNEL_REGEX (a plain
+substring works) it prints the executed warp instructions by opcode (the
+opcode without its modifiers and predicate), their share, and the
+warp-state samples on them, then the sampled stall reasons; with --loop, the same for the hottest
 straight-line region only (the instructions executed exactly as often as
 the most executed one: a kernel's main loop body), with its length and its
 instructions per HMMA/HGMMA. With --dump, that region's SASS.
@@ -27,7 +29,7 @@ def kernels(path):
         for row in csv.reader(f):
             if len(row) >= 2 and row[0] == "Kernel Name":
                 name, header = row[1], None
-                out[name] = []
+                out.setdefault(name, [])
             elif row and row[0] == "Address":
                 header = row
             elif name and header and len(row) == len(header):
@@ -60,6 +62,13 @@ def mix(rows, top):
     print(f"  {'opcode':10s} {'warp insts':>14s} {'share':>6s} {'samples':>7s}")
     for op, n in ops.most_common(top):
         print(f"  {op:10s} {n:14d} {100 * n / total:5.1f}% {100 * samples[op] / stotal:6.1f}%")
+    stalls = collections.Counter()
+    for r in rows:
+        for col, v in r.items():
+            if col.startswith("stall_") and "Not" not in col:
+                stalls[col[len("stall_"):]] += count(v)
+    st = sum(stalls.values()) or 1
+    print("  stalls: " + " ".join(f"{k}={100 * n / st:.0f}%" for k, n in stalls.most_common(8)))
     return ops
 
 
