@@ -19,6 +19,11 @@ using namespace mlir::k3;
 
 namespace k3c::lowering {
 
+/// Token-tile heights of the tensor-core expert GEMM: the grouping writes
+/// tile offsets for each (scratch rows 1..3; row 0: the group offsets).
+static constexpr int64_t kExpertTileRows[3] = {16, 64, 128};
+static constexpr int64_t kGroupRows = 1 + std::size(kExpertTileRows);
+
 SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
   MLIRContext *ctx = op->getContext();
   if (isa<DeltaRuleOp>(op))
@@ -44,20 +49,15 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
     // Hidden activations per (token, slot); expert group offsets; the
     // (token, slot) pairs ordered by expert.
     // Rows: offsets, then tile offsets for the tensor-core tiles of 16, 64
-    // and 128 rows (kExpertTileRows; kGroupRows rows in all).
+    // and 128 rows (kExpertTileRows).
     return {ScratchNeed{{-1, k, inter}, res.getElementType()},
-            ScratchNeed{{4, experts + 1}, IntegerType::get(ctx, 32)},
+            ScratchNeed{{kGroupRows, experts + 1}, IntegerType::get(ctx, 32)},
             ScratchNeed{{-1, k}, IntegerType::get(ctx, 32)}};
   }
   return {};
 }
 
 
-/// Token-tile heights of the tensor-core expert GEMM: the grouping writes
-/// tile offsets for each (scratch rows 1..3; row 0: the group offsets).
-static constexpr int64_t kExpertTileRows[3] = {16, 64, 128};
-static constexpr int64_t kGroupRows = 1 + std::size(kExpertTileRows);
-static_assert(kGroupRows == 4, "scratchNeeds sizes the grouping scratch [4, E + 1]");
 /// The grouping scratch row of the tile offsets for `rows`-row tiles; 0
 /// for a height the grouping does not tile for (a bad tuning switch, which
 /// the expert GEMM's check then reports by name).
@@ -265,10 +265,11 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   // K3C_MOE_WGMMA_BN (256 or 128 weight rows), _STAGES, _CTAS (blocks an SM).
   // Taller tiles over fewer weight rows (192 x 96, 256 x 128) measured
   // slower at every prefill shape and were removed (docs/perf.md).
-  auto runWgmma = [&](int64_t bm, int64_t bn) {
+  auto runWgmma = [&] {
+    const int64_t bm = intFromEnv("K3C_MOE_WGMMA_BM", 128);
     MxfpGroupedWgmma g;
     g.bm = bm;
-    g.bn = bn;
+    g.bn = intFromEnv("K3C_MOE_WGMMA_BN", 256);
     g.stages = intFromEnv("K3C_MOE_WGMMA_STAGES", 4);
     g.experts = E;
     g.groupStarts = g.tileStarts = groups;
@@ -359,10 +360,7 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   kb.ifThenElse(kb.ule(P, upTo16), [&] { run(0); }, [&] {
     if (!wgmma)
       return above16();
-    kb.ifThenElse(kb.ult(P, kb.idx(wgmmaFrom * E)), above16, [&] {
-      const int64_t bm = intFromEnv("K3C_MOE_WGMMA_BM", 128);
-      runWgmma(bm, intFromEnv("K3C_MOE_WGMMA_BN", 256));
-    });
+    kb.ifThenElse(kb.ult(P, kb.idx(wgmmaFrom * E)), above16, runWgmma);
   });
 }
 

@@ -339,8 +339,8 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid);
 /// .., B the decoded tile); bm = 64 gives one warpgroup. Taller token tiles
 /// over narrower weight tiles (192 x 96, 256 x 128) measured slower on the
 /// H200 and were removed (docs/perf.md, session 24). K a multiple of 64, the
-/// layout's k_tile 64 or 128. Persistent: `grid` blocks stride over the items; group tiles from
-/// `tileStarts` (prefix of ceil(rows / bm)), group rows from `groupStarts`.
+/// layout's k_tile 64 or 128. Persistent: `grid` blocks stride over the
+/// items; group tiles from `tileStarts` (prefix of ceil(rows / bm)), group rows from `groupStarts`.
 struct MxfpGroupedWgmma {
   int64_t bm = 128, bn = 256, stages = 4;
   static constexpr int64_t bk = 64;

@@ -148,7 +148,6 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // WG: nvvm.wgmma.mma_async
 // WG: return
 
-
 // NOWG-LABEL: func.func @k3_moe_experts_wide(
 // NOWG-NOT: wgmma
 // NOWG: return
