@@ -373,14 +373,15 @@ void HostModel::account(const KernelSpec &k, int64_t T, double s,
   p.flops += static_cast<double>(k.flopsPerToken) * T;
   // An embedding gathers T rows of its table, not the whole table; the
   // routed experts read the experts that got a pair (counted from the
-  // kernel's group offsets: row 0 of its scratch [4, E + 1]), not all E.
+  // kernel's group offsets: row 0 of its scratch [kMoeGroupScratchRows, E + 1]),
+  // not all E.
   double weights = static_cast<double>(k.weightBytes);
   if (k.family == "embed")
     weights = static_cast<double>(k.bytesPerToken) * T;
   if (k.family == "moe_experts")
     for (size_t i = 0; i < k.args.size(); ++i) {
       const ArgSpec &a = k.args[i];
-      if (a.kind != "scratch" || a.shape.size() != 2 || a.shape[0] != 4 || a.shape[1] < 2 ||
+      if (a.kind != "scratch" || a.shape.size() != 2 || a.shape[0] != kMoeGroupScratchRows || a.shape[1] < 2 ||
           !argBuf[i] || argBuf[i]->bytes < a.shape[1] * 4)
         continue;
       std::vector<int32_t> starts(a.shape[1]);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Families.h"
+#include "support/Common.h"
 
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -22,7 +23,31 @@ namespace k3c::lowering {
 /// Token-tile heights of the tensor-core expert GEMM: the grouping writes
 /// tile offsets for each (scratch rows 1..3; row 0: the group offsets).
 static constexpr int64_t kExpertTileRows[3] = {16, 64, 128};
-static constexpr int64_t kGroupRows = 1 + std::size(kExpertTileRows);
+/// The split-tail rows (moeTailUpTo): the warpgroup GEMM's 128-row tile
+/// offsets over each group's head rows, the 16- and 64-row tile offsets of
+/// the tails (at most one tile a group), and where each group's tail starts.
+enum : int64_t {
+  kHeadTilesRow = 1 + std::size(kExpertTileRows),
+  kTail16Row,
+  kTail64Row,
+  kTailStartRow,
+  kGroupRows
+};
+static_assert(kGroupRows == k3c::kMoeGroupScratchRows,
+              "the runtime finds the grouping scratch by its rows");
+
+/// K3C_MOE_TAIL_UPTO (0..64): under warpgroup MMA (128-row tiles), a group's
+/// last n % 128 rows, when there are at most this many, go to the
+/// register-decode mma.sync GEMM (16-row tiles up to 16 rows, else 64)
+/// instead of a mostly empty 128-row tile: the weights are then streamed
+/// and decoded by the kernel that does so fastest per byte. 0: off.
+static int64_t moeTailUpTo() {
+  const int64_t t = intFromEnv("K3C_MOE_TAIL_UPTO", 0);
+  if (t < 0 || t > 64)
+    llvm::report_fatal_error("k3c: K3C_MOE_TAIL_UPTO must be in 0..64, got " + llvm::Twine(t),
+                             /*gen_crash_diag=*/false);
+  return t;
+}
 
 SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
   MLIRContext *ctx = op->getContext();
@@ -49,7 +74,7 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
     // Hidden activations per (token, slot); expert group offsets; the
     // (token, slot) pairs ordered by expert.
     // Rows: offsets, then tile offsets for the tensor-core tiles of 16, 64
-    // and 128 rows (kExpertTileRows).
+    // and 128 rows (kExpertTileRows), then the split-tail rows.
     return {ScratchNeed{{-1, k, inter}, res.getElementType()},
             ScratchNeed{{kGroupRows, experts + 1}, IntegerType::get(ctx, 32)},
             ScratchNeed{{-1, k}, IntegerType::get(ctx, 32)}};
@@ -74,7 +99,7 @@ static int64_t tileOffsetsRow(int64_t rows) {
 /// expert's cursor. Within a group the order follows the atomics (on the
 /// host: token order); every pair's result is independent of its place.
 static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, Value P,
-                       int64_t E, int64_t K) {
+                       int64_t E, int64_t K, int64_t tailUpTo) {
   Type i32 = kb.b.getI32Type();
   auto toI32 = [&](Value v) { return arith::IndexCastOp::create(kb.b, kb.loc, i32, v).getResult(); };
   auto expertOf = [&](Value p) { return kb.toIndex(kb.load(idx, {kb.div(p, K), kb.rem(p, K)})); };
@@ -94,7 +119,7 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
     kb.barrier(tb);
     kb.ifThen(kb.ieq(tb.warp, kb.idx(0)), [&] {
       Value lanes = kb.idx(tb.lanes), lastLane = kb.idx(tb.lanes - 1);
-      SmallVector<Value> zeros(kGroupRows, kb.idx(0));
+      SmallVector<Value> zeros(kTailStartRow, kb.idx(0));
       SmallVector<Value> totals = kb.loopStep(
           kb.idx(0), kb.idx(E), lanes, zeros, [&](Value base, ValueRange run) {
             Value e = kb.add(base, tb.lane), ok = kb.ult(e, kb.idx(E));
@@ -103,10 +128,22 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
             SmallVector<Value> items{n};
             for (int64_t h : kExpertTileRows)
               items.push_back(kb.ceilDiv(n, h));
+            // The split tail: r = n % 128 rows when 0 < r <= tailUpTo.
+            Value r128 = kb.rem(n, 128);
+            Value tail = kb.select(kb.andi(kb.ine(r128, kb.idx(0)), kb.ule(r128, kb.idx(tailUpTo))),
+                                   r128, kb.idx(0));
+            Value head = kb.sub(n, tail);
+            items.push_back(kb.ceilDiv(head, 128));
+            items.push_back(kb.select(kb.andi(kb.ine(tail, kb.idx(0)), kb.ule(tail, kb.idx(16))),
+                                      kb.idx(1), kb.idx(0)));
+            items.push_back(kb.select(kb.ult(kb.idx(16), tail), kb.idx(1), kb.idx(0)));
             SmallVector<Value> next;
-            for (int64_t r = 0; r < kGroupRows; ++r) {
+            Value groupStart;
+            for (int64_t r = 0; r < kTailStartRow; ++r) {
               Value incl = kb.warpPrefixIndex(tb, items[r]);
               Value start = kb.add(run[r], kb.sub(incl, items[r]));
+              if (r == 0)
+                groupStart = start;
               kb.ifThen(ok, [&] {
                 kb.store(toI32(start), groups, {kb.idx(r), e});
                 if (r == 0)
@@ -114,11 +151,14 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
               });
               next.push_back(kb.add(run[r], kb.warpBroadcastIndex(tb, incl, lastLane)));
             }
+            kb.ifThen(ok, [&] {
+              kb.store(toI32(kb.add(groupStart, head)), groups, {kb.idx(kTailStartRow), e});
+            });
             return next;
           });
       kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
         for (int64_t r = 0; r < kGroupRows; ++r)
-          kb.store(toI32(totals[r]), groups, {kb.idx(r), kb.idx(E)});
+          kb.store(toI32(totals[r == kTailStartRow ? 0 : r]), groups, {kb.idx(r), kb.idx(E)});
       });
     });
     kb.barrier(tb);
@@ -172,7 +212,9 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   const MXFP4Buffers *w2 = &st.mxfp4.find(experts.getW2())->second;
   const int64_t warps = 4; // column warps of a block (x warpsM row warps)
   auto pairAt = [&](Value pos) { return kb.toIndex(kb.load(perm, {kb.div(pos, K), kb.rem(pos, K)})); };
-  auto run = [&](int64_t which) {
+  // `tail`: the split tails of the warpgroup launch (moeTailUpTo): one tile
+  // a group at most, rows from the group's tail start to its end.
+  auto run = [&](int64_t which, bool tail) {
     const int64_t bm = kExpertTileRows[which];
     // Knobs (compile time): K3C_MOE_CTAS_<bm> blocks an SM, K3C_MOE_STAGES_<bm>.
     const std::string sfx = "_" + std::to_string(bm);
@@ -186,6 +228,13 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     g.groupStarts = g.tileStarts = groups;
     g.startsIndex = {kb.idx(0)};
     g.tilesIndex = {kb.idx(tileOffsetsRow(bm))};
+    const std::string tailSfx = tail ? "_tail" : "";
+    if (tail) {
+      g.tilesIndex = {kb.idx(bm == 16 ? kTail16Row : kTail64Row)};
+      g.startsIndex = {kb.idx(kTailStartRow)};
+      g.endsIndex = {kb.idx(0)};
+      g.endsNext = 1;
+    }
 
     // Up: column tile j = hidden rows [16 warps j, +16 warps); warp w's tiles
     // are W1 rows h, h + 8 and W3 rows h, h + 8 (h = 16 (warps j + w)).
@@ -221,7 +270,7 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
             });
           }
     };
-    up.name = "experts_up_mxfp4_mma_" + std::to_string(bm);
+    up.name = "experts_up_mxfp4_mma_" + std::to_string(bm) + tailSfx;
     mxfpGroupedMma(kb, up, grid);
 
     // Down: column tile j = latent rows [32 warps j, +32 warps), warp w's
@@ -255,7 +304,7 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
           });
         }
     };
-    down.name = "experts_down_mxfp4_mma_" + std::to_string(bm);
+    down.name = "experts_down_mxfp4_mma_" + std::to_string(bm) + tailSfx;
     mxfpGroupedMma(kb, down, grid);
   };
   // Warpgroup MMA (sm_90a) from K3C_MOE_WGMMA_FROM pairs per expert on
@@ -275,6 +324,11 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     g.groupStarts = g.tileStarts = groups;
     g.startsIndex = {kb.idx(0)};
     g.tilesIndex = {kb.idx(tileOffsetsRow(bm))};
+    const bool tails = moeTailUpTo() > 0 && bm == 128;
+    if (tails) {
+      g.tilesIndex = {kb.idx(kHeadTilesRow)};
+      g.endsIndex = {kb.idx(kTailStartRow)};
+    }
     const int64_t grid = kb.info().smCount * intFromEnv("K3C_MOE_WGMMA_CTAS", 1);
 
     // Up: column tile j = hidden rows [128 j, +128): B tile q is W1 (q even)
@@ -344,6 +398,11 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     };
     down.name = "experts_down_mxfp4_wgmma_" + std::to_string(bm);
     mxfpGroupedWgmma(kb, down, grid);
+    if (tails) {
+      run(0, true);
+      if (moeTailUpTo() > 16)
+        run(1, true);
+    }
   };
   bool wgmma = kb.info().wgmma && intFromEnv("K3C_MOE_WGMMA", 1) && L % 64 == 0 && I % 64 == 0;
   for (const MXFP4Buffers *w : {w1, w3, w2})
@@ -354,10 +413,10 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   const int64_t from128 = intFromEnv("K3C_MOE_TILE128_FROM", 0);
   auto above16 = [&] {
     if (from128 <= 0)
-      return run(1);
-    kb.ifThenElse(kb.ult(P, kb.idx(from128 * E)), [&] { run(1); }, [&] { run(2); });
+      return run(1, false);
+    kb.ifThenElse(kb.ult(P, kb.idx(from128 * E)), [&] { run(1, false); }, [&] { run(2, false); });
   };
-  kb.ifThenElse(kb.ule(P, upTo16), [&] { run(0); }, [&] {
+  kb.ifThenElse(kb.ule(P, upTo16), [&] { run(0, false); }, [&] {
     if (!wgmma)
       return above16();
     kb.ifThenElse(kb.ult(P, kb.idx(wgmmaFrom * E)), above16, runWgmma);
@@ -386,7 +445,7 @@ static void lowerGroupedExperts(ExpertMlpOp experts, KernelBuilder &kb, LowerSta
   Value T = kb.dim(z, 0), P = kb.mul(T, K);
 
   // 1. Group the pairs by expert.
-  groupPairs(kb, idx, groups, perm, P, E, K);
+  groupPairs(kb, idx, groups, perm, P, E, K, moeTailUpTo());
   if (expertsOnTensorCores(experts, kb, st)) {
     lowerExpertsMma(experts, kb, st, P, K, L, I, E);
     return;

@@ -1267,8 +1267,9 @@ std::string MxfpGroupedMma::check(const TargetInfo &info) const {
 /// A work item of a persistent grouped GEMM (MxfpGroupedMma,
 /// MxfpGroupedWgmma): column tile j of token tile `tile`, whose group e is
 /// the largest with tileStarts[e] <= tile (empty groups share their
-/// successor's start and are passed over); rows [m0, end) of the group,
-/// `last` its final row.
+/// successor's start and are passed over); rows [m0, end) of the group
+/// (end: the next group's start, or the spec's endsIndex row), `last` its
+/// final row.
 struct GroupItem {
   Value j, e, m0, end, last;
 };
@@ -1293,7 +1294,10 @@ static GroupItem groupItemAt(KernelBuilder &kb, const Spec &g, Value item) {
     lo = kb.select(le, mid, lo);
     hi = kb.select(le, hi, mid);
   }
-  Value e = lo, end = rowStart(kb.add(e, 1));
+  Value e = lo;
+  Value end = g.endsIndex.empty() ? rowStart(kb.add(e, 1))
+                                  : groupStart(kb, g.groupStarts, g.endsIndex,
+                                               kb.add(e, g.endsNext));
   Value m0 = kb.add(rowStart(e), kb.mul(kb.sub(tile, tileStart(e)), g.bm));
   return GroupItem{j, e, m0, end, kb.sub(end, kb.idx(1))};
 }

@@ -299,6 +299,11 @@ struct MxfpGroupedMma {
   /// i32 [E + 1] group row offsets and tile offsets (index row `which`).
   mlir::Value groupStarts, tileStarts;
   llvm::SmallVector<mlir::Value> startsIndex, tilesIndex; ///< leading indices
+  /// When set: group e's rows end at groupStarts[endsIndex, e + endsNext]
+  /// instead of at groupStarts[startsIndex, e + 1] (a split group's head
+  /// ends where its tail starts; the tail starts elsewhere than row 0).
+  llvm::SmallVector<mlir::Value> endsIndex;
+  int64_t endsNext = 0;
   /// A row at group position `pos` (valid: pos < end): the source memref and
   /// the indices of its first element without the column.
   mlir::Value a;
@@ -347,7 +352,8 @@ struct MxfpGroupedWgmma {
   int64_t K = 0, kTile = 128; ///< reduction length, layout k_tile
   int64_t experts = 0, nTiles = 0;
   mlir::Value groupStarts, tileStarts;
-  llvm::SmallVector<mlir::Value> startsIndex, tilesIndex;
+  llvm::SmallVector<mlir::Value> startsIndex, tilesIndex, endsIndex; ///< as MxfpGroupedMma
+  int64_t endsNext = 0;
   /// A row at group position `pos` (valid: pos < end): indices of its
   /// first element in `a` without the column.
   mlir::Value a;

@@ -152,6 +152,26 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // NOWG-NOT: wgmma
 // NOWG: return
 
+// K3C_MOE_TAIL_UPTO=64: the grouping also writes the split-tail rows (head
+// tiles ceil((n - tail) / 128), one 16- or 64-row tail tile, the tail
+// start: i32 scratch [8, E + 1]); the warpgroup launches cover the heads and
+// end at the tail start, then the register-decode mma.sync launches take the
+// tails (16 rows, then 64). Out of range: an error naming the switch.
+// RUN: env K3C_MOE_TAIL_UPTO=64 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TAIL
+// RUN: not env K3C_MOE_TAIL_UPTO=65 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TAILBAD
+// TAILBAD: LLVM ERROR: k3c: K3C_MOE_TAIL_UPTO must be in 0..64, got 65
+// TAIL-LABEL: func.func @k3_moe_experts_wide(
+// TAIL: arith.remui %{{.*}}, %c128{{[_0-9]*}} : index
+// TAIL: memref.store %{{.*}}, %{{.*}}[%c7, %{{.*}}] : memref<8x17xi32>
+// TAIL: module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
+// TAIL: module(@k3_moe_experts_wide_experts_down_mxfp4_wgmma_128)
+// TAIL: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_16_tail)
+// TAIL: nvvm.mma.sync
+// TAIL: module(@k3_moe_experts_wide_experts_down_mxfp4_mma_16_tail)
+// TAIL: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_64_tail)
+// TAIL: module(@k3_moe_experts_wide_experts_down_mxfp4_mma_64_tail)
+// TAIL: return
+
 func.func @moe_experts_wide(%a0: tensor<?x128xbf16>, %a1: tensor<?x4xi32>, %a2: !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %a3: !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %a4: !k3.mxfp4<16x128x192, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>) -> (tensor<?x4x128xbf16>) {
     %r = k3.kernel "k3_moe_experts_wide" family "moe_experts" (%a0, %a1, %a2, %a3, %a4) {bytes_per_token = 1280 : i64, flops_per_token = 1179648 : i64, weight_bytes = 1253376 : i64} : (tensor<?x128xbf16>, tensor<?x4xi32>, !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x128x192, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>) -> tensor<?x4x128xbf16> {
     ^bb0(%arg401: tensor<?x128xbf16>, %arg402: tensor<?x4xi32>, %arg403: !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %arg404: !k3.mxfp4<16x192x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %arg405: !k3.mxfp4<16x128x192, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>):
