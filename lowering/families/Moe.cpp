@@ -41,8 +41,12 @@ static_assert(kGroupRows == k3c::kMoeGroupScratchRows,
 /// register-decode mma.sync GEMM (16-row tiles up to 16 rows, else 64)
 /// instead of a mostly empty 128-row tile: the weights are then streamed
 /// and decoded by the kernel that does so fastest per byte. 0: off.
+/// Default 64 (H200, session 25): K3's 896 experts at 8192 tokens (~146
+/// pairs an expert) 29.2-29.9 -> 26.5-27.8 ms, the slice at 2340 tokens
+/// 7.94 -> 7.34 ms; 16 (7.64) and 32 (7.72) gained less (docs/perf.md).
+static constexpr int64_t kMoeTailUpTo = 64;
 static int64_t moeTailUpTo() {
-  const int64_t t = intFromEnv("K3C_MOE_TAIL_UPTO", 0);
+  const int64_t t = intFromEnv("K3C_MOE_TAIL_UPTO", kMoeTailUpTo);
   if (t < 0 || t > 64)
     llvm::report_fatal_error("k3c: K3C_MOE_TAIL_UPTO must be in 0..64, got " + llvm::Twine(t),
                              /*gen_crash_diag=*/false);
