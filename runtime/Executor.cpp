@@ -381,8 +381,8 @@ void HostModel::account(const KernelSpec &k, int64_t T, double s,
   if (k.family == "moe_experts")
     for (size_t i = 0; i < k.args.size(); ++i) {
       const ArgSpec &a = k.args[i];
-      if (a.kind != "scratch" || a.shape.size() != 2 || a.shape[0] != kMoeGroupScratchRows || a.shape[1] < 2 ||
-          !argBuf[i] || argBuf[i]->bytes < a.shape[1] * 4)
+      if (a.kind != "scratch" || a.shape.size() != 2 || a.shape[0] != kMoeGroupScratchRows ||
+          a.shape[1] < 2 || !argBuf[i] || argBuf[i]->bytes < a.shape[1] * 4)
         continue;
       std::vector<int32_t> starts(a.shape[1]);
       argBuf[i]->read(starts.data(), starts.size() * sizeof(int32_t));
