@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The routed experts' decode kernels (register decode, 16-row tiles) of this
+# build against its variants on one H200: the bundle of
+# bench/make-moe-bundle.sh with MOE_VARIANTS and TINY_VARIANTS (k3-tiny
+# bf16 compiled with each variant's settings as tiny-bf16-NAME). Carry .dev;
+# run: bash .dev/moe-decode-ab-h200.sh.
+#  * checks: k3-tiny bf16 and each tiny-bf16-NAME against the reference
+#    executor (mixed batch, 3 new tokens: decode rounds of 4 sequences), and
+#    the decode round's expert kernel dumped and checked against fp64;
+#  * k3-bench of the MoE slice at decode batch 16 and 64 (moe_experts rows),
+#    this build and each moe1-NAME alternating ROUNDS times (2).
+source "$(dirname "$0")/device-common.sh"
+machine
+run() { timeout 120 k3-run "$@" --device cuda --quiet; }
+k3-mkcheckpoint --config k3-tiny.json -o ckpt-tiny --seed 11 --quiet
+printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 300) $(seq -s, 50 89) 7,8,9 $(seq -s, 200 330) > mix.txt
+variants=$(ls -d moe1-* 2>/dev/null | sed 's/^moe1-//' | grep -v -e nowg -e fma -e t128)
+for v in tiny-bf16 $(for n in $variants; do [ -d tiny-bf16-$n ] && echo tiny-bf16-$n; done); do
+  echo "== $v vs the reference: mixed batch"
+  run $v --checkpoint ckpt-tiny --batch mix.txt --max-new-tokens 3 --check | grep -E "check: (PASSED|FAILED)|error"
+  rm -rf /tmp/w5; K3C_DUMP_KERNEL=moe_experts@4-4:/tmp/w5 run $v --checkpoint ckpt-tiny --batch mix.txt --max-new-tokens 3 > /dev/null
+  echo "$v decode round vs fp64:"; python3 moe_check.py /tmp/w5 --experts 16 | tail -1
+done
+echo "== MoE slice decode (${SECONDS}s)"
+k3-mkcheckpoint --config moe1.json -o /tmp/moe1 --seed 3 --quiet
+# 16 prompts, 4 new tokens: decode rounds of 16 sequences (16-row tiles, the
+# slice's 28 and 24 k chunks); each variant's logits against this build's
+# bit for bit, its last decode round's experts against fp64.
+for i in $(seq 1 16); do seq -s, $((i * 7)) $((i * 7 + 5)); done > b16.txt
+k3-run moe1 --checkpoint /tmp/moe1 --device cuda --batch b16.txt --max-new-tokens 4 --quiet --dump-logits /tmp/ref.npy > /dev/null
+for n in $variants; do
+  rm -rf /tmp/w7; K3C_DUMP_KERNEL=moe_experts@16-16:/tmp/w7 timeout 150 k3-run moe1-$n --checkpoint /tmp/moe1 --device cuda --batch b16.txt --max-new-tokens 4 --quiet --dump-logits /tmp/x.npy > /dev/null
+  python3 -c "
+import numpy as n; a=n.load('/tmp/ref.npy'); b=n.load('/tmp/x.npy')
+print('moe1-$n logits vs moe1: bit-identical %s' % bool(a.shape == b.shape and (a.view(n.uint32) == b.view(n.uint32)).all()))"
+  echo "moe1-$n decode round vs fp64:"; python3 moe_check.py /tmp/w7 --experts 4 | tail -1
+done
+for round in $(seq 1 ${ROUNDS:-2}); do
+  kbench dec-new-$round moe1 /tmp/moe1 moe_experts --prefill none --decode 16,64
+  for n in $variants; do kbench dec-$n-$round moe1-$n /tmp/moe1 moe_experts --prefill none --decode 16,64; done
+done
+rm -rf /tmp/moe1
+echo "== done (${SECONDS}s)"
