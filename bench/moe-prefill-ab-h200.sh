@@ -15,7 +15,9 @@
 #    only): the MoE slice (256 experts) at 2340 and 8192 tokens, K3's 896 experts at 8192.
 # Without .dev/old the old build is skipped. PHASES (default "checks slice
 # k3") picks the parts; PEER=1 adds torch's grouped GEMM (moe_peer.py) on
-# the same shapes after the slice and after K3.
+# the same shapes after the slice and after K3. SLICE_TOKENS (2340,8192) and
+# K3_TOKENS (8192) set the prefill sizes (e.g. 1024 / 2048,4096 for the
+# mma.sync / warpgroup boundary, K3C_MOE_WGMMA_FROM).
 source "$(dirname "$0")/device-common.sh"
 machine
 run() { timeout 120 k3-run "$@" --device cuda --quiet; }
@@ -57,9 +59,9 @@ phase checks && for v in moe1 $(for n in $variants; do echo moe1-$n; done); do
   echo "$v 3072 tokens:"; python3 moe_check.py /tmp/w4 --experts 3 | tail -1; rm -rf /tmp/w4
 done
 phase slice && for round in $(seq 1 ${SLICE_ROUNDS:-2}); do
-  kb2 slice-new-$round $PWD/bin moe1 /tmp/moe1 --prefill 2340,8192 --decode none
-  for n in $variants; do kb2 slice-$n-$round $PWD/bin moe1-$n /tmp/moe1 --prefill 2340,8192 --decode none; done
-  oldok && ! { [ $round = 2 ] && [ -n "${OLD_ROUNDS:-}" ]; } && kb2 slice-old-$round $PWD/old/bin old/moe1 /tmp/moe1 --prefill 2340,8192 --decode none
+  kb2 slice-new-$round $PWD/bin moe1 /tmp/moe1 --prefill ${SLICE_TOKENS:-2340,8192} --decode none
+  for n in $variants; do kb2 slice-$n-$round $PWD/bin moe1-$n /tmp/moe1 --prefill ${SLICE_TOKENS:-2340,8192} --decode none; done
+  oldok && ! { [ $round = 2 ] && [ -n "${OLD_ROUNDS:-}" ]; } && kb2 slice-old-$round $PWD/old/bin old/moe1 /tmp/moe1 --prefill ${SLICE_TOKENS:-2340,8192} --decode none
 done
 rm -rf /tmp/moe1
 [ -n "${PEER:-}" ] && phase slice && timeout 150 python3 moe_peer.py --cases slice --tokens 2340,8192 2>&1 | tail -4
@@ -67,10 +69,10 @@ fi
 phase k3 || { echo "== done (${SECONDS}s)"; exit 0; }
 echo "== K3 shapes (${SECONDS}s)"
 k3-mkcheckpoint --config moe896.json -o /tmp/moe896 --seed 3 --quiet
-kb2 k3-new $PWD/bin moe896 /tmp/moe896 --prefill 8192 --decode none
-for n in $variants; do kb2 k3-$n $PWD/bin moe896-$n /tmp/moe896 --prefill 8192 --decode none; done
-oldok && kb2 k3-old $PWD/old/bin old/moe896 /tmp/moe896 --prefill 8192 --decode none
-[ -n "${K3_ROUNDS2:-}" ] && for n in $variants; do kb2 k3-$n-2 $PWD/bin moe896-$n /tmp/moe896 --prefill 8192 --decode none; done
-[ -n "${K3_ROUNDS2:-}" ] && kb2 k3-new-2 $PWD/bin moe896 /tmp/moe896 --prefill 8192 --decode none
+kb2 k3-new $PWD/bin moe896 /tmp/moe896 --prefill ${K3_TOKENS:-8192} --decode none
+for n in $variants; do kb2 k3-$n $PWD/bin moe896-$n /tmp/moe896 --prefill ${K3_TOKENS:-8192} --decode none; done
+oldok && kb2 k3-old $PWD/old/bin old/moe896 /tmp/moe896 --prefill ${K3_TOKENS:-8192} --decode none
+[ -n "${K3_ROUNDS2:-}" ] && for n in $variants; do kb2 k3-$n-2 $PWD/bin moe896-$n /tmp/moe896 --prefill ${K3_TOKENS:-8192} --decode none; done
+[ -n "${K3_ROUNDS2:-}" ] && kb2 k3-new-2 $PWD/bin moe896 /tmp/moe896 --prefill ${K3_TOKENS:-8192} --decode none
 [ -n "${PEER:-}" ] && timeout 150 python3 moe_peer.py --cases k3 --tokens 8192 2>&1 | tail -3
 echo "== done (${SECONDS}s)"
