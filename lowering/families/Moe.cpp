@@ -23,14 +23,16 @@ namespace k3c::lowering {
 /// Token-tile heights of the tensor-core expert GEMM: the grouping writes
 /// tile offsets for each (scratch rows 1..3; row 0: the group offsets).
 static constexpr int64_t kExpertTileRows[3] = {16, 64, 128};
+/// Split-tail tile heights (moeTailHeights picks which serve).
+static constexpr int64_t kTailRows[4] = {16, 32, 48, 64};
 /// The split-tail rows (moeTailUpTo): the warpgroup GEMM's 128-row tile
-/// offsets over each group's head rows, the 16- and 64-row tile offsets of
-/// the tails (at most one tile a group), and where each group's tail starts.
+/// offsets over each group's head rows, the tile offsets of the tails for
+/// each height of kTailRows (at most one tile a group), and where each
+/// group's tail starts.
 enum : int64_t {
   kHeadTilesRow = 1 + std::size(kExpertTileRows),
-  kTail16Row,
-  kTail64Row,
-  kTailStartRow,
+  kTailTilesRow0,
+  kTailStartRow = kTailTilesRow0 + std::size(kTailRows),
   kGroupRows
 };
 static_assert(kGroupRows == k3c::kMoeGroupScratchRows,
@@ -51,6 +53,30 @@ static int64_t moeTailUpTo() {
     llvm::report_fatal_error("k3c: K3C_MOE_TAIL_UPTO must be in 0..64, got " + llvm::Twine(t),
                              /*gen_crash_diag=*/false);
   return t;
+}
+
+/// The tail heights that serve, ascending (a tail of r rows takes the
+/// first >= r): 16 and 64 (measured), or with K3C_MOE_TAIL_FINE=1 every
+/// multiple of 16 up to 64, so a tail's tile does no more row blocks of MMA
+/// than it needs (the register decode is bound by its instruction stream,
+/// of which the MMAs and A fragments grow with the height). Heights past
+/// moeTailUpTo() are dropped.
+static SmallVector<int64_t> moeTailHeights() {
+  const bool fine = intFromEnv("K3C_MOE_TAIL_FINE", 0) != 0;
+  const int64_t upTo = moeTailUpTo();
+  SmallVector<int64_t> hs;
+  for (int64_t h : kTailRows)
+    if ((fine || h == 16 || h == 64) && (hs.empty() || hs.back() < upTo))
+      hs.push_back(h);
+  return upTo ? hs : SmallVector<int64_t>{};
+}
+
+/// The grouping scratch row of the tail tile offsets for `rows`-row tails.
+static int64_t tailTilesRow(int64_t rows) {
+  for (size_t i = 0; i < std::size(kTailRows); ++i)
+    if (kTailRows[i] == rows)
+      return kTailTilesRow0 + static_cast<int64_t>(i);
+  llvm_unreachable("not a tail height");
 }
 
 SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
@@ -138,9 +164,19 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
                                    r128, kb.idx(0));
             Value head = kb.sub(n, tail);
             items.push_back(kb.ceilDiv(head, 128));
-            items.push_back(kb.select(kb.andi(kb.ine(tail, kb.idx(0)), kb.ule(tail, kb.idx(16))),
-                                      kb.idx(1), kb.idx(0)));
-            items.push_back(kb.select(kb.ult(kb.idx(16), tail), kb.idx(1), kb.idx(0)));
+            // One tile of the first serving height >= tail (rows of
+            // heights that do not serve stay 0).
+            SmallVector<int64_t> heights = moeTailHeights();
+            for (int64_t h : kTailRows) {
+              auto at = llvm::find(heights, h);
+              if (at == heights.end()) {
+                items.push_back(kb.idx(0));
+                continue;
+              }
+              int64_t below = at == heights.begin() ? 0 : *std::prev(at);
+              items.push_back(kb.select(kb.andi(kb.ult(kb.idx(below), tail), kb.ule(tail, kb.idx(h))),
+                                        kb.idx(1), kb.idx(0)));
+            }
             SmallVector<Value> next;
             Value groupStart;
             for (int64_t r = 0; r < kTailStartRow; ++r) {
@@ -217,12 +253,13 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   const int64_t warps = 4; // column warps of a block (x warpsM row warps)
   auto pairAt = [&](Value pos) { return kb.toIndex(kb.load(perm, {kb.div(pos, K), kb.rem(pos, K)})); };
   // `tail`: the split tails of the warpgroup launch (moeTailUpTo): one tile
-  // a group at most, rows from the group's tail start to its end.
-  auto run = [&](int64_t which, bool tail) {
-    const int64_t bm = kExpertTileRows[which];
+  // a group at most, rows from the group's tail start to its end; `bm` one
+  // of kExpertTileRows, or of kTailRows for tails.
+  auto run = [&](int64_t bm, bool tail) {
     // Knobs (compile time): K3C_MOE_CTAS_<bm> blocks an SM, K3C_MOE_STAGES_<bm>.
     const std::string sfx = "_" + std::to_string(bm);
-    const int64_t ctas = intFromEnv(("K3C_MOE_CTAS" + sfx).c_str(), bm == 16 ? 4 : bm == 64 ? 2 : 1);
+    const int64_t ctas = intFromEnv(("K3C_MOE_CTAS" + sfx).c_str(),
+                                    bm == 16 ? 4 : bm == 32 ? 3 : bm <= 64 ? 2 : 1);
     const int64_t grid = kb.info().smCount * ctas;
     MxfpGroupedMma g;
     g.bm = bm;
@@ -234,7 +271,7 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     g.tilesIndex = {kb.idx(tileOffsetsRow(bm))};
     const std::string tailSfx = tail ? "_tail" : "";
     if (tail) {
-      g.tilesIndex = {kb.idx(bm == 16 ? kTail16Row : kTail64Row)};
+      g.tilesIndex = {kb.idx(tailTilesRow(bm))};
       g.startsIndex = {kb.idx(kTailStartRow)};
       g.endsIndex = {kb.idx(0)};
       g.endsNext = 1;
@@ -402,11 +439,9 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     };
     down.name = "experts_down_mxfp4_wgmma_" + std::to_string(bm);
     mxfpGroupedWgmma(kb, down, grid);
-    if (tails) {
-      run(0, true);
-      if (moeTailUpTo() > 16)
-        run(1, true);
-    }
+    if (tails)
+      for (int64_t h : moeTailHeights())
+        run(h, true);
   };
   bool wgmma = kb.info().wgmma && intFromEnv("K3C_MOE_WGMMA", 1) && L % 64 == 0 && I % 64 == 0;
   for (const MXFP4Buffers *w : {w1, w3, w2})
@@ -417,10 +452,12 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   const int64_t from128 = intFromEnv("K3C_MOE_TILE128_FROM", 0);
   auto above16 = [&] {
     if (from128 <= 0)
-      return run(1, false);
-    kb.ifThenElse(kb.ult(P, kb.idx(from128 * E)), [&] { run(1, false); }, [&] { run(2, false); });
+      return run(kExpertTileRows[1], false);
+    kb.ifThenElse(
+        kb.ult(P, kb.idx(from128 * E)), [&] { run(kExpertTileRows[1], false); },
+        [&] { run(kExpertTileRows[2], false); });
   };
-  kb.ifThenElse(kb.ule(P, upTo16), [&] { run(0, false); }, [&] {
+  kb.ifThenElse(kb.ule(P, upTo16), [&] { run(kExpertTileRows[0], false); }, [&] {
     if (!wgmma)
       return above16();
     kb.ifThenElse(kb.ult(P, kb.idx(wgmmaFrom * E)), above16, runWgmma);
