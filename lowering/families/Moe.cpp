@@ -354,7 +354,10 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   // Knobs (compile time): K3C_MOE_WGMMA_BM (128 or 64 token rows),
   // K3C_MOE_WGMMA_BN (256 or 128 weight rows), _STAGES, _CTAS (blocks an SM).
   // Taller tiles over fewer weight rows (192 x 96, 256 x 128) measured
-  // slower at every prefill shape and were removed (docs/perf.md).
+  // slower at every prefill shape and were removed (docs/perf.md). With
+  // split tails (moeTailUpTo, 128-row tiles) the warpgroup launches cover
+  // each group's head rows and the register-decode launches (run(h, true))
+  // its tail.
   auto runWgmma = [&] {
     const int64_t bm = intFromEnv("K3C_MOE_WGMMA_BM", 128);
     MxfpGroupedWgmma g;
