@@ -98,11 +98,11 @@ def main():
     T, K = ids.shape
     L = z.shape[1]
     # The expert width and count from the kernel's scratch shapes (hid
-    # [T, K, I]; group and tile offsets [10, E + 1],
-    # support/Common.h kMoeGroupScratchRows; the order [T, K]).
+    # [T, K, I]; the grouping's offsets [rows, E + 1], its row count the
+    # compiler's (support/Common.h kMoeGroupScratchRows); the order [T, K]).
     scratch = [m["dims"] for m in meta if m["kind"] == "scratch"]
     I = next(d[2] for d in scratch if len(d) == 3)
-    E = next(d[1] - 1 for d in scratch if len(d) == 2 and d[0] == 10 and d[1] != K)
+    E = next(d[1] - 1 for d in scratch if len(d) == 2 and d[1] != K)
     assert w[2][0].size * 2 == E * I * L, "W1 payload size does not match E x I x L"
     kt = lambda k: next(x for x in (128, 64, 32) if k % x == 0)
     KT1, KT2 = kt(L), kt(I)

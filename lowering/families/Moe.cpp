@@ -55,20 +55,26 @@ static int64_t moeTailUpTo() {
   return t;
 }
 
-/// The tail heights that serve, ascending (a tail of r rows takes the
-/// first >= r): 16 and 64 (measured), or with K3C_MOE_TAIL_FINE=1 every
-/// multiple of 16 up to 64, so a tail's tile does no more row blocks of MMA
-/// than it needs (the register decode is bound by its instruction stream,
-/// of which the MMAs and A fragments grow with the height). Heights past
-/// moeTailUpTo() are dropped.
-static SmallVector<int64_t> moeTailHeights() {
+/// The split tails of one expert kernel, read once from the switches: the
+/// most rows a tail may have (moeTailUpTo; 0: no tails) and the tail heights
+/// that serve, ascending (a tail of r rows takes the first >= r): 16 and 64
+/// (measured), or with K3C_MOE_TAIL_FINE=1 every multiple of 16 up to 64, so
+/// a tail's tile does no more row blocks of MMA than it needs (the register
+/// decode is bound by its instruction stream, of which the MMAs and A
+/// fragments grow with the height). Heights past upTo are dropped.
+struct TailPlan {
+  int64_t upTo = 0;
+  SmallVector<int64_t> heights;
+};
+static TailPlan moeTailPlan() {
+  TailPlan plan;
+  plan.upTo = moeTailUpTo();
   const bool fine = intFromEnv("K3C_MOE_TAIL_FINE", 0) != 0;
-  const int64_t upTo = moeTailUpTo();
-  SmallVector<int64_t> hs;
   for (int64_t h : kTailRows)
-    if ((fine || h == 16 || h == 64) && (hs.empty() || hs.back() < upTo))
-      hs.push_back(h);
-  return upTo ? hs : SmallVector<int64_t>{};
+    if (plan.upTo && (fine || h == 16 || h == 64) &&
+        (plan.heights.empty() || plan.heights.back() < plan.upTo))
+      plan.heights.push_back(h);
+  return plan;
 }
 
 /// The grouping scratch row of the tail tile offsets for `rows`-row tails.
@@ -129,7 +135,7 @@ static int64_t tileOffsetsRow(int64_t rows) {
 /// expert's cursor. Within a group the order follows the atomics (on the
 /// host: token order); every pair's result is independent of its place.
 static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, Value P,
-                       int64_t E, int64_t K, int64_t tailUpTo) {
+                       int64_t E, int64_t K, const TailPlan &tails) {
   Type i32 = kb.b.getI32Type();
   auto toI32 = [&](Value v) { return arith::IndexCastOp::create(kb.b, kb.loc, i32, v).getResult(); };
   auto expertOf = [&](Value p) { return kb.toIndex(kb.load(idx, {kb.div(p, K), kb.rem(p, K)})); };
@@ -158,22 +164,21 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
             SmallVector<Value> items{n};
             for (int64_t h : kExpertTileRows)
               items.push_back(kb.ceilDiv(n, h));
-            // The split tail: r = n % 128 rows when 0 < r <= tailUpTo.
+            // The split tail: r = n % 128 rows when 0 < r <= tails.upTo.
             Value r128 = kb.rem(n, 128);
-            Value tail = kb.select(kb.andi(kb.ine(r128, kb.idx(0)), kb.ule(r128, kb.idx(tailUpTo))),
+            Value tail = kb.select(kb.andi(kb.ine(r128, kb.idx(0)), kb.ule(r128, kb.idx(tails.upTo))),
                                    r128, kb.idx(0));
             Value head = kb.sub(n, tail);
             items.push_back(kb.ceilDiv(head, 128));
             // One tile of the first serving height >= tail (rows of
             // heights that do not serve stay 0).
-            SmallVector<int64_t> heights = moeTailHeights();
             for (int64_t h : kTailRows) {
-              auto at = llvm::find(heights, h);
-              if (at == heights.end()) {
+              auto at = llvm::find(tails.heights, h);
+              if (at == tails.heights.end()) {
                 items.push_back(kb.idx(0));
                 continue;
               }
-              int64_t below = at == heights.begin() ? 0 : *std::prev(at);
+              int64_t below = at == tails.heights.begin() ? 0 : *std::prev(at);
               items.push_back(kb.select(kb.andi(kb.ult(kb.idx(below), tail), kb.ule(tail, kb.idx(h))),
                                         kb.idx(1), kb.idx(0)));
             }
@@ -243,7 +248,7 @@ static bool expertsOnTensorCores(ExpertMlpOp x, KernelBuilder &kb, LowerState &s
 }
 
 static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &st, Value P,
-                            int64_t K, int64_t L, int64_t I, int64_t E) {
+                            int64_t K, int64_t L, int64_t I, int64_t E, const TailPlan &tails) {
   Operation *op = experts.getOperation();
   Value z = st.get(experts.getInput()), y = st.get(experts.getResult());
   Value hid = st.scratch[op][0], groups = st.scratch[op][1], perm = st.scratch[op][2];
@@ -368,8 +373,8 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     g.groupStarts = g.tileStarts = groups;
     g.startsIndex = {kb.idx(0)};
     g.tilesIndex = {kb.idx(tileOffsetsRow(bm))};
-    const bool tails = moeTailUpTo() > 0 && bm == 128;
-    if (tails) {
+    const bool split = !tails.heights.empty() && bm == 128;
+    if (split) {
       g.tilesIndex = {kb.idx(kHeadTilesRow)};
       g.endsIndex = {kb.idx(kTailStartRow)};
     }
@@ -442,8 +447,8 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     };
     down.name = "experts_down_mxfp4_wgmma_" + std::to_string(bm);
     mxfpGroupedWgmma(kb, down, grid);
-    if (tails)
-      for (int64_t h : moeTailHeights())
+    if (split)
+      for (int64_t h : tails.heights)
         run(h, true);
   };
   bool wgmma = kb.info().wgmma && intFromEnv("K3C_MOE_WGMMA", 1) && L % 64 == 0 && I % 64 == 0;
@@ -489,9 +494,10 @@ static void lowerGroupedExperts(ExpertMlpOp experts, KernelBuilder &kb, LowerSta
   Value T = kb.dim(z, 0), P = kb.mul(T, K);
 
   // 1. Group the pairs by expert.
-  groupPairs(kb, idx, groups, perm, P, E, K, moeTailUpTo());
+  const TailPlan tails = moeTailPlan();
+  groupPairs(kb, idx, groups, perm, P, E, K, tails);
   if (expertsOnTensorCores(experts, kb, st)) {
-    lowerExpertsMma(experts, kb, st, P, K, L, I, E);
+    lowerExpertsMma(experts, kb, st, P, K, L, I, E, tails);
     return;
   }
 
