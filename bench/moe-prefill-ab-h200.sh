@@ -28,7 +28,8 @@ seq -s, 1 400 > long.txt; seq -s, 5 24 >> long.txt
 printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 300) $(seq -s, 50 89) 7,8,9 $(seq -s, 200 330) > mix.txt
 variants=$(ls -d moe1-* 2>/dev/null | sed 's/^moe1-//')
 python3 mxfp4-edge-scales.py ckpt-wide ckpt-wide-edge --nan > /dev/null
-# PHASES: checks (all checks), tail (the 600-token ones only), slice, k3.
+# PHASES: checks (all checks), tail (the 600-token ones only), low (the
+# 200-token ones only), slice, k3.
 phase checks && for v in wide-bf16 $(for n in $variants; do echo wide-bf16-$n; done); do
   echo "== $v vs the reference: 400 + 20 tokens, mixed batch"
   run $v --checkpoint ckpt-wide --batch long.txt --max-new-tokens 3 --check | grep -E "check: (PASSED|FAILED)|error"
@@ -48,6 +49,14 @@ p600="$(seq -s, 1 511),$(seq -s, 1 89)"
   python3 moe_check.py /tmp/w5 --experts 16 | tail -2
   rm -rf /tmp/w6; K3C_DUMP_KERNEL=moe_experts@600:/tmp/w6 run $v --checkpoint ckpt-wide-edge --allow-nonfinite --prompt-ids $p600 --max-new-tokens 1 > /dev/null
   echo "$v 600 tokens, edge and NaN scales:"; python3 moe_check.py /tmp/w6 --experts 16 | tail -1
+done
+# 200 tokens (50 pairs an expert): the mma.sync / warpgroup boundary
+# (K3C_MOE_WGMMA_FROM) with groups below 128 rows.
+(phase checks || phase low) && for v in wide-bf16 $(for n in $variants; do echo wide-bf16-$n; done); do
+  echo "== $v: 200 tokens"
+  run $v --checkpoint ckpt-wide --prompt-ids $(seq -s, 1 200) --max-new-tokens 2 --check | grep -E "check: (PASSED|FAILED)|error"
+  rm -rf /tmp/w7; K3C_DUMP_KERNEL=moe_experts@200:/tmp/w7 run $v --checkpoint ckpt-wide-edge --allow-nonfinite --prompt-ids $(seq -s, 1 200) --max-new-tokens 1 > /dev/null
+  echo "$v 200 tokens, edge and NaN scales:"; python3 moe_check.py /tmp/w7 --experts 16 | tail -1
 done
 bench() { kbench "$1" "$2" "$3" 'moe_experts' "${@:4}"; } # NAME K3-BENCH-DIR ARTIFACT CHECKPOINT args
 kb2() { local name=$1 bin=$2; shift 2; PATH=$bin:$PATH bench $name "$@"; }
