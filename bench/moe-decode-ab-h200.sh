@@ -9,12 +9,13 @@
 #    the decode round's expert kernel dumped and checked against fp64;
 #  * k3-bench of the MoE slice at decode batch 16 and 64 (moe_experts rows),
 #    this build and each moe1-NAME alternating ROUNDS times (2).
+# DEC_VARIANTS="NAME ..." limits the variants to those (default: every moe1-NAME).
 source "$(dirname "$0")/device-common.sh"
 machine
 run() { timeout 120 k3-run "$@" --device cuda --quiet; }
 k3-mkcheckpoint --config k3-tiny.json -o ckpt-tiny --seed 11 --quiet
 printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 300) $(seq -s, 50 89) 7,8,9 $(seq -s, 200 330) > mix.txt
-variants=$(ls -d moe1-* 2>/dev/null | sed 's/^moe1-//' | grep -v -e nowg -e fma -e t128)
+variants=${DEC_VARIANTS:-$(ls -d moe1-* 2>/dev/null | sed 's/^moe1-//' | grep -v -e nowg -e fma -e t128)}
 for v in tiny-bf16 $(for n in $variants; do [ -d tiny-bf16-$n ] && echo tiny-bf16-$n; done); do
   echo "== $v vs the reference: mixed batch"
   run $v --checkpoint ckpt-tiny --batch mix.txt --max-new-tokens 3 --check | grep -E "check: (PASSED|FAILED)|error"

@@ -354,8 +354,11 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     mxfpGroupedMma(kb, down, grid);
   };
   // Warpgroup MMA (sm_90a) from K3C_MOE_WGMMA_FROM pairs per expert on
-  // average: 128-row token tiles, each weight tile decoded once per block
-  // into shared memory (mxfpGroupedWgmma); K3C_MOE_WGMMA=0: off.
+  // average (default 32: every launch above the 16-row tiles; with split
+  // tails it beat the 64-row mma.sync tiles by 14-19 % at 34-73 pairs an
+  // expert on the H200, docs/perf.md session 26): 128-row token tiles, each
+  // weight tile decoded once per block into shared memory
+  // (mxfpGroupedWgmma); K3C_MOE_WGMMA=0: off.
   // Knobs (compile time): K3C_MOE_WGMMA_BM (128 or 64 token rows),
   // K3C_MOE_WGMMA_BN (256 or 128 weight rows), _STAGES, _CTAS (blocks an SM).
   // Taller tiles over fewer weight rows (192 x 96, 256 x 128) measured
@@ -454,9 +457,10 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   bool wgmma = kb.info().wgmma && intFromEnv("K3C_MOE_WGMMA", 1) && L % 64 == 0 && I % 64 == 0;
   for (const MXFP4Buffers *w : {w1, w3, w2})
     wgmma = wgmma && w->type.getLayout().getKTile() >= 64;
-  const int64_t wgmmaFrom = intFromEnv("K3C_MOE_WGMMA_FROM", 96);
+  const int64_t wgmmaFrom = intFromEnv("K3C_MOE_WGMMA_FROM", 32);
 
-  Value upTo16 = kb.idx(std::max<int64_t>(0, intFromEnv("K3C_MOE_TILE16_UPTO", 32)) * E);
+  const int64_t tile16UpTo = std::max<int64_t>(0, intFromEnv("K3C_MOE_TILE16_UPTO", 32));
+  Value upTo16 = kb.idx(tile16UpTo * E);
   const int64_t from128 = intFromEnv("K3C_MOE_TILE128_FROM", 0);
   auto above16 = [&] {
     if (from128 <= 0)
@@ -468,6 +472,9 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   kb.ifThenElse(kb.ule(P, upTo16), [&] { run(kExpertTileRows[0], false); }, [&] {
     if (!wgmma)
       return above16();
+    // From the 16-row tiles' end (the default): no 64-row launch.
+    if (wgmmaFrom <= tile16UpTo)
+      return runWgmma();
     kb.ifThenElse(kb.ult(P, kb.idx(wgmmaFrom * E)), above16, runWgmma);
   });
 }

@@ -110,8 +110,10 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 }
 
 // Warpgroup MMA (sm_90a) for routed experts whose K dims are multiples of 64
-// with k_tile >= 64 (latent 128: k_tile 128; width 192: k_tile 64), from 96
-// pairs per expert on average (1536 pairs here): 128-row token tiles, two
+// with k_tile >= 64 (latent 128: k_tile 128; width 192: k_tile 64), from 32
+// pairs per expert on average (512 pairs here: every launch above the 16-row
+// tiles, so no 64-row mma.sync launch; K3C_MOE_WGMMA_FROM=96 keeps them below
+// 1536 pairs): 128-row token tiles, two
 // warpgroups; per 64-column stage the gathered A rows (16-byte cp.async into
 // the 128-byte swizzle), each weight tile's half fragment runs (8-byte
 // cp.async) and scales (16 bytes) into a ring; the block decodes the runs once
@@ -120,6 +122,7 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // wgmma.m64n256k16 from shared-memory descriptors, one group left in flight.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WG
 // RUN: env K3C_MOE_WGMMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOWG
+// RUN: env K3C_MOE_WGMMA_FROM=96 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WG96
 // RUN: not env K3C_MOE_WGMMA_STAGES=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WGSTAGES
 // RUN: not env K3C_MOE_WGMMA_BM=96 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WGBM
 // WGSTAGES: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: stages must be 3..8, got 2
@@ -128,8 +131,7 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // WG-LABEL: func.func @k3_moe_experts_wide(
 // WG: arith.cmpi ule, %{{.*}}, %c512 : index
 // WG: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_16)
-// WG: arith.cmpi ult, %{{.*}}, %c1536 : index
-// WG: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_64)
+// WG-NOT: mma_64)
 // WG: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256, {{.*}}) dynamic_shared_memory_size {{.*}} module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
 // WG: nvgpu.device_async_copy %arg0[{{.*}}], %view[{{.*}}], 8, {{.*}} {bypassL1} : memref<?x128xbf16> to memref<4x128x64xbf16, #gpu.address_space<workgroup>>
 // WG: nvgpu.device_async_copy %arg2[{{.*}}], %view_{{[0-9]+}}[{{.*}}], 8 : memref<{{[0-9]+}}xi8> to memref<4x32x256xi8, #gpu.address_space<workgroup>>
@@ -147,6 +149,13 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // WG: module(@k3_moe_experts_wide_experts_down_mxfp4_wgmma_128)
 // WG: nvvm.wgmma.mma_async
 // WG: return
+
+// WG96-LABEL: func.func @k3_moe_experts_wide(
+// WG96: arith.cmpi ule, %{{.*}}, %c512 : index
+// WG96: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_16)
+// WG96: arith.cmpi ult, %{{.*}}, %c1536 : index
+// WG96: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_64)
+// WG96: module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
 
 // NOWG-LABEL: func.func @k3_moe_experts_wide(
 // NOWG-NOT: wgmma
@@ -187,7 +196,7 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // PEEL: nvvm.cp.async.wait.group 0
 // PEEL-NOT: nvgpu.device_async_create_group
 // PEEL: nvvm.cp.async.commit.group
-// PEEL: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_64)
+// PEEL: module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
 // TAILBAD: LLVM ERROR: k3c: K3C_MOE_TAIL_UPTO must be in 0..64, got 65
 // TAIL-LABEL: func.func @k3_moe_experts_wide(
 // TAIL: arith.remui %{{.*}}, %c128{{[_0-9]*}} : index
