@@ -12,10 +12,9 @@ k3c's code: tiles of 8 rows x KT columns (k tile fastest); in a tile, thread
 t = 4r + c owns KT/8 bytes: for each 16-column step s, register P = 2s holds
 columns 16s + 2c + {0, 1} and P = 2s + 1 columns 16s + 8 + 2c + {0, 1} of row
 r; register P is pair p = P % 4 of the run's little-endian 32-bit word P / 4
-(format version 4): the even column's E2M1 magnitude bits (e1 e0 m, m lowest)
-at bits MAG[p]..MAG[p] + 2 and its sign at bit SIGN[p], the odd column's the
-same 16 bits up (MAG = 0, 3, 6, 11; SIGN = 9, 10, 15, 14); scales per tile
-[row][block]. E2M1 and E8M0 per OCP
+(format version 5): the even column's E2M1 code bits m, e0, e1, s at bits
+BIT[p] = (6, 7, 8, 15), (10, 11, 12, 19), (0, 1, 2, 9), (4, 5, 14, 13), the odd
+column's the same 16 bits further (mod 32); scales per tile [row][block]. E2M1 and E8M0 per OCP
 MX v1.0 (E8M0 0xFF is NaN). Then, for every routed pair (t, slot) of the
 checked experts, in float64 (the spec's §4.9 expert MLP):
     a = z_t W1[e]^T, b = z_t W3[e]^T, h = act(a, b), y = h W2[e]^T
@@ -37,13 +36,12 @@ from bench_common import ratios
 E2M1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6])
 
 
-MAG = np.array([0, 3, 6, 11])
-SIGN = np.array([9, 10, 15, 14])
+BIT = np.array([[6, 7, 8, 15], [10, 11, 12, 19], [0, 1, 2, 9], [4, 5, 14, 13]])
 
 
 def layout_index(N, K, KT):
-    """Run-word byte offset, magnitude bit, sign bit and scale offset of every
-    (n, k) of one [N, K] matrix in the kernel layout."""
+    """Run-word byte offset, the four code bits' positions ([4, N, K]) and
+    scale offset of every (n, k) of one [N, K] matrix in the kernel layout."""
     n = np.arange(N)[:, None]
     k = np.arange(K)[None, :]
     tile = (n // 8) * (K // KT) + k // KT
@@ -53,18 +51,17 @@ def layout_index(N, K, KT):
     t = 4 * r + c
     P = 2 * s + half
     word = tile * (8 * KT // 2) + t * (KT // 8) + 4 * (P // 4)
-    mag = np.broadcast_to(MAG[P % 4] + 16 * elem, word.shape)
-    sign = np.broadcast_to(SIGN[P % 4] + 16 * elem, word.shape)
+    bits = [np.broadcast_to((BIT[P % 4, i] + 16 * elem) % 32, word.shape) for i in range(4)]
     scale = tile * (8 * KT // 32) + r * (KT // 32) + kk // 32
-    return word, mag, sign, scale
+    return word, bits, scale
 
 
 def dequant(payload, scales, e, N, K, KT, idx):
-    word, mag, sign, scale = idx
+    word, bits, scale = idx
     p = payload[e * N * K // 2:(e + 1) * N * K // 2].astype(np.int64)
     s = scales[e * N * K // 32:(e + 1) * N * K // 32].astype(np.int64)
     w = p[word] | p[word + 1] << 8 | p[word + 2] << 16 | p[word + 3] << 24
-    code = ((w >> mag) & 7) | (((w >> sign) & 1) << 3)
+    code = sum(((w >> bits[i]) & 1) << i for i in range(4))
     sc = s[scale]
     mult = np.where(sc == 255, np.nan, np.ldexp(1.0, (sc - 127).astype(np.int32)))
     return E2M1[code] * mult

@@ -428,7 +428,7 @@ Value KernelBuilder::seqOffset(ThreadBlock &tb, Value seqLens, Value n) {
 Value KernelBuilder::mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value k) {
   ArrayRef<int64_t> shape = w.type.getShape();
   int64_t N = shape[shape.size() - 2], K = shape.back();
-  Value byteIdx, high, scaleIdx, magBit, signBit;
+  Value byteIdx, high, scaleIdx, codeBits[4];
   Value matrixBytes = mul(e, N * K / 2), matrixScales = mul(e, N * K / 32);
   if (auto layout = w.type.getLayout()) {
     // models/MXFP4Layout.h, kernelPayloadSlot / kernelScaleOffset.
@@ -440,18 +440,18 @@ Value KernelBuilder::mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value
     Value eIdx = add(rem(within, 2), mul(div(within, 8), 2));
     Value t = add(mul(r, 4), c), j = add(mul(s, 4), eIdx);
     // Register j / 2 is pair (j / 2) % 4 of the run word j / 8, element
-    // j % 2 of it: the code's magnitude and sign bits in that word
-    // (fragment::kMagBit / kSignBit; element 1 16 bits up).
+    // j % 2 of it: the code's bits in that word (fragment::codeBit; element
+    // 1 16 bits further, mod 32).
     Value pairIdx = rem(div(j, 2), 4), elem = rem(j, 2);
     byteIdx = add(add(mul(tile, nt * kt / 2), mul(t, kt / 8)), mul(div(j, 8), 4));
-    auto table = [&](const int *bits) {
-      Value v = idx(bits[3]);
+    auto table = [&](int i) {
+      Value v = idx(mxfp4::fragment::codeBit(3, i, 0));
       for (int p = 2; p >= 0; --p)
-        v = select(ieq(pairIdx, idx(p)), idx(bits[p]), v);
-      return add(v, mul(elem, 16));
+        v = select(ieq(pairIdx, idx(p)), idx(mxfp4::fragment::codeBit(p, i, 0)), v);
+      return rem(add(v, mul(elem, 16)), idx(32));
     };
-    magBit = table(mxfp4::fragment::kMagBit);
-    signBit = table(mxfp4::fragment::kSignBit);
+    for (int i = 0; i < 4; ++i)
+      codeBits[i] = table(i);
     int64_t bpt = kt / 32;
     scaleIdx = add(add(mul(tile, nt * bpt), mul(r, bpt)), rem(div(k, 32), bpt));
   } else {
@@ -461,7 +461,7 @@ Value KernelBuilder::mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value
   }
   Type i32 = b.getI32Type();
   Value code;
-  if (magBit) {
+  if (codeBits[0]) {
     // The run word (four byte loads, little-endian), then the code's bits.
     Value word = i32Const(0);
     for (int64_t i = 0; i < 4; ++i) {
@@ -472,7 +472,8 @@ Value KernelBuilder::mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value
                                     : byte);
     }
     auto toI32 = [&](Value v) { return arith::IndexCastOp::create(b, loc, i32, v).getResult(); };
-    code = mxfp4CodeAt(word, toI32(magBit), toI32(signBit));
+    code = mxfp4CodeAt(word, {toI32(codeBits[0]), toI32(codeBits[1]), toI32(codeBits[2]),
+                              toI32(codeBits[3])});
   } else {
     Value byte = arith::ExtUIOp::create(b, loc, i32, load(w.payload, {add(matrixBytes, byteIdx)}));
     code = select(high, arith::ShRUIOp::create(b, loc, byte, i32Const(4)), byte);
@@ -481,14 +482,16 @@ Value KernelBuilder::mxfp4Element(const MXFP4Buffers &w, Value e, Value n, Value
   return fmul(e2m1ToF32(code), e8m0ToF32(s8));
 }
 
-Value KernelBuilder::mxfp4CodeAt(Value word, Value magBit, Value signBit) {
-  Value mag = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, word, magBit),
-                                    i32Const(7));
-  Value sgn = arith::ShLIOp::create(
-      b, loc,
-      arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, word, signBit), i32Const(1)),
-      i32Const(3));
-  return arith::OrIOp::create(b, loc, mag, sgn);
+Value KernelBuilder::mxfp4CodeAt(Value word, ArrayRef<Value> bits) {
+  Value code;
+  for (size_t i = 0; i < bits.size(); ++i) {
+    Value bit = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, word, bits[i]),
+                                      i32Const(1));
+    if (i)
+      bit = arith::ShLIOp::create(b, loc, bit, i32Const(static_cast<int64_t>(i)));
+    code = i ? arith::OrIOp::create(b, loc, code, bit).getResult() : bit;
+  }
+  return code;
 }
 
 Value KernelBuilder::e2m1ToF32(Value nib) {

@@ -324,10 +324,10 @@ public:
   /// fp32, by bit operations: magnitude m = nib & 7 is 0, 0.5 or, for m >= 2,
   /// the bits (m + 252) << 22; bit 3 is the sign.
   Value e2m1ToF32(Value nib);
-  /// The E2M1 code (s e1 e0 m) of a kernel-layout run word (i32) whose
-  /// magnitude bits start at `magBit` and whose sign is at `signBit` (i32
-  /// values; models/MXFP4Layout.h, fragment::codeAt).
-  Value mxfp4CodeAt(Value word, Value magBit, Value signBit);
+  /// The E2M1 code (s e1 e0 m) of a kernel-layout run word (i32) whose code
+  /// bits m, e0, e1, s sit at `bits` (four i32 values; models/MXFP4Layout.h,
+  /// fragment::codeAt).
+  Value mxfp4CodeAt(Value word, llvm::ArrayRef<Value> bits);
   /// The E8M0 scale byte `s8` (i32) as fp32: 2^(s - 127); 0x00 is 2^-127,
   /// 0xFF is NaN.
   Value e8m0ToF32(Value s8);

@@ -32,7 +32,7 @@ PayloadSlot kernelPayloadSlot(const KernelLayout &l, int64_t N, int64_t K, int64
   int64_t t = 4 * r + c;
   int64_t j = 4 * s + e; // element index in the thread's run
   // Fragment register P = j / 2 (element j % 2 of it) is pair P % 4 of the
-  // run's 32-bit word P / 4 (its bits: fragment::kMagBit / kSignBit).
+  // run's 32-bit word P / 4 (its bits: fragment::codeBit).
   int64_t bytesPerThread = l.kTile / 8;
   PayloadSlot slot;
   slot.wordByte = tile * (l.nTile * l.kTile / 2) + t * bytesPerThread + 4 * (j / 8);

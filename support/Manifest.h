@@ -53,7 +53,10 @@ namespace k3c::artifact {
 /// runtime's repacked experts wrongly. 4: each MXFP4 code's magnitude and
 /// sign bits at per-pair positions that tile the run word (11 instead of 16
 /// decode operations a word); kernels built for version 3 would misread it.
-constexpr int kFormatVersion = 4;
+/// 5: the code bits at per-pair rotations of the run word (9 decode
+/// operations a word, models/MXFP4Layout.h); kernels built for version 4
+/// would misread it.
+constexpr int kFormatVersion = 5;
 
 /// Bytes of one element of an artifact dtype (bf16, f16, f32, i32, i64, i8),
 /// 0 for a name that is none of them. The runtime sizes its buffers with it.

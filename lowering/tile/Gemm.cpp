@@ -87,13 +87,14 @@ static SmallVector<Value> mxfp4Chunk(KernelBuilder &kb, ThreadBlock &tb, Value x
           xv.push_back(kb.loadVec(xs, {kb.idx(tt), col}, 2));
         for (int64_t r = 0; r < nRows; ++r) {
           // Register q is pair q % 4 of word q / 4 (models/MXFP4Layout.h,
-          // fragment::codeAt): each element's code from its magnitude and
-          // sign bits.
+          // fragment::codeAt): each element's code from its four bits.
           Value word = words[r][q / 4];
           auto codeOf = [&](int elem) {
             const int p = static_cast<int>(q % 4);
-            return kb.mxfp4CodeAt(word, kb.i32Const(mxfp4::fragment::kMagBit[p] + 16 * elem),
-                                  kb.i32Const(mxfp4::fragment::kSignBit[p] + 16 * elem));
+            SmallVector<Value> bits;
+            for (int i = 0; i < 4; ++i)
+              bits.push_back(kb.i32Const(mxfp4::fragment::codeBit(p, i, elem)));
+            return kb.mxfp4CodeAt(word, bits);
           };
           Value wlo = kb.fmul(kb.e2m1ToF32(codeOf(0)), scale[r]);
           Value whi = kb.fmul(kb.e2m1ToF32(codeOf(1)), scale[r]);
@@ -1221,27 +1222,34 @@ Value mxfpFragment(KernelBuilder &kb, Value word, int64_t pair, Value scalePair,
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   auto c = [&](int64_t v) { return kb.i32Const(v); };
-  // One shift puts the pair's two signs at bits 15 and 31, one (left when
-  // >= 0) its two magnitudes e1 e0 m at the bf16 bits 8..6 of their halves;
-  // pairs whose two shifts agree take one shift and one mask (pair 2 no
-  // shift); masked and merged that is the E2M1 value times 2^-126
-  // (models/MXFP4Layout.h, fragment::codeBits).
+  // Each of the pair's pieces (one a rotation of the word; pair 3 has two)
+  // reaches its bf16 bits (magnitudes e1 e0 m at 8..6 of each half, signs
+  // at 15 and 31) by one shift, rotation or none, and one mask; the pieces
+  // merged are the E2M1 value times 2^-126 (models/MXFP4Layout.h, format 5,
+  // fragment::codeBits: 9 operations a word).
   using namespace mxfp4::fragment;
   const int p = static_cast<int>(pair);
-  auto shifted = [&](int s) -> Value {
-    if (s > 0)
-      return arith::ShLIOp::create(b, loc, word, c(s));
-    if (s < 0)
-      return arith::ShRUIOp::create(b, loc, word, c(-s));
-    return word;
-  };
   Value bits;
-  if (signShift(p) == magShift(p)) {
-    bits = arith::AndIOp::create(b, loc, shifted(magShift(p)), c(kSignMask | kCodeMask));
-  } else {
-    Value sign = arith::AndIOp::create(b, loc, shifted(signShift(p)), c(kSignMask));
-    Value code = arith::AndIOp::create(b, loc, shifted(magShift(p)), c(kCodeMask));
-    bits = arith::OrIOp::create(b, loc, sign, code);
+  for (int k = 0; k < rotCount(p); ++k) {
+    const int r = rotAt(p, k);
+    const uint32_t mask = pieceMask(p, r);
+    Value moved = word;
+    switch (moveOf(mask, r)) {
+    case Move::None:
+      break;
+    case Move::Shl:
+      moved = arith::ShLIOp::create(b, loc, word, c(32 - r));
+      break;
+    case Move::Shr:
+      moved = arith::ShRUIOp::create(b, loc, word, c(r));
+      break;
+    case Move::Rot: // a funnel shift (shf.r.wrap) on the GPU
+      moved = arith::OrIOp::create(b, loc, arith::ShRUIOp::create(b, loc, word, c(r)),
+                                   arith::ShLIOp::create(b, loc, word, c(32 - r)));
+      break;
+    }
+    Value piece = arith::AndIOp::create(b, loc, moved, c(static_cast<int32_t>(mask)));
+    bits = k ? arith::OrIOp::create(b, loc, bits, piece).getResult() : piece;
   }
   Value v = asBf16x2(kb, bits);
   if (!folded)

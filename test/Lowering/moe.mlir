@@ -32,18 +32,22 @@
 // GPU: nvgpu.device_async_copy %arg2[{{.*}}], %view_{{[0-9]+}}[{{.*}}], 16 {bypassL1} : memref<16384xi8> to memref<4x16x256xi8, #gpu.address_space<workgroup>>
 // GPU: nvgpu.device_async_create_group
 // GPU: nvvm.vote.sync  any
-// The four pairs of a run word (format 4, models/MXFP4Layout.h): pair 0
-// (w << 6) & 0x81C081C0, pair 1 two shifts (5 for the signs, 3 for the
-// magnitudes) and two masks, pair 2 one mask, pair 3 (w << 1) and (w >> 5).
-// GPU: %[[S0:.*]] = arith.shli %[[W:[0-9]+]], %c6_i32 : i32
-// GPU-NEXT: arith.andi %[[S0]], %c-2118090304_i32 : i32
-// GPU: arith.shli %[[W]], %c5_i32 : i32
-// GPU: arith.shli %[[W]], %c3_i32 : i32
-// GPU: arith.andi %{{.*}}, %c29360576_i32 : i32
-// GPU-NEXT: arith.ori
-// GPU: arith.andi %[[W]], %c-2118090304_i32{{.*}} : i32
-// GPU: arith.shli %[[W]], %c1_i32 : i32
-// GPU: arith.shrui %[[W]], %c5_i32{{.*}} : i32
+// The four pairs of a run word (format 5, models/MXFP4Layout.h): pair 0
+// w & 0x81C081C0, pair 1 rotated right by 4 (a funnel shift on the GPU) and
+// masked, pair 2 (w << 6) & 0x81C081C0, pair 3 (w << 2) & 0x80C080C0 (m, e0,
+// s) merged with (w >> 6) & 0x01000100 (e1).
+// GPU: arith.andi %[[W:[0-9]+]], %c-2118090304_i32 : i32
+// GPU: %[[L:.*]] = arith.shli %[[W]], %c28_i32 : i32
+// GPU: %[[R:.*]] = arith.shrui %[[W]], %c4_i32 : i32
+// GPU: %[[O:.*]] = arith.ori %[[R]], %[[L]] : i32
+// GPU: arith.andi %[[O]], %c-2118090304_i32{{.*}} : i32
+// GPU: %[[S6:.*]] = arith.shli %[[W]], %c6_i32 : i32
+// GPU: arith.andi %[[S6]], %c-2118090304_i32{{.*}} : i32
+// GPU: %[[S2:.*]] = arith.shli %[[W]], %c2_i32 : i32
+// GPU: %[[P:.*]] = arith.andi %[[S2]], %c-2134867776_i32 : i32
+// GPU: %[[S:.*]] = arith.shrui %[[W]], %c6_i32{{.*}} : i32
+// GPU: %[[Q:.*]] = arith.andi %[[S]], %c16777472_i32 : i32
+// GPU: arith.ori %[[P]], %[[Q]] : i32
 // GPU: arith.mulf {{.*}} : vector<2xbf16>
 // GPU: nvgpu.ldmatrix
 // GPU: nvvm.mma.sync

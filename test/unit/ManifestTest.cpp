@@ -164,7 +164,7 @@ TEST(Manifest, EveryCheckNamesTheField) {
       {"version float", [](json &j) { j["format_version"] = 1.5; },
        "format_version: must be an integer, got 1.5 (built by an incompatible k3c?"},
       {"version other", [](json &j) { j["format_version"] = 1; },
-       "artifact 'A' has format version 1; this k3c reads version 4 (built by an incompatible k3c"},
+       "artifact 'A' has format version 1; this k3c reads version 5 (built by an incompatible k3c"},
       {"missing field", [](json &j) { j.erase("capacity"); }, "(top level).capacity: missing"},
       {"string type", [](json &j) { j["target"] = 3; }, "target: must be a string, got 3"},
       {"no files", [](json &j) { j["files"] = json::object(); },

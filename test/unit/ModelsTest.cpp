@@ -599,18 +599,22 @@ TEST(MXFP4Fragment, DecodeIsExactForEveryPairNibblesAndScale) {
   for (int p = 0; p < 4; ++p)
     for (uint32_t nibs = 0; nibs < 256; ++nibs) {
       // Code nibs & 15 = the low element of pair p, nibs >> 4 the high one
-      // (at fragment::kMagBit / kSignBit, written here bit by bit); the
-      // other pairs' bits take bits of a scrambled counter.
+      // (format 5 as docs/mxfp4-layout.md tabulates it, written here bit by
+      // bit: code bit i (m, e0, e1, s) of the low element at word bit
+      // kWordBit[p][i], the high element's 16 further, mod 32); the other
+      // pairs' bits take bits of a scrambled counter.
+      static const int kWordBit[4][4] = {{6, 7, 8, 15}, {10, 11, 12, 19}, {0, 1, 2, 9},
+                                         {4, 5, 14, 13}};
       uint32_t garbage = (nibs * 2654435761u + static_cast<uint32_t>(p) * 40503u) ^ 0xA5C3F00Fu;
       uint32_t mask = 0, placed = 0;
       for (int h = 0; h < 2; ++h) {
         uint32_t nib = (nibs >> (4 * h)) & 15;
-        for (int bit = 0; bit < 3; ++bit) {
-          mask |= 1u << (kMagBit[p] + 16 * h + bit);
-          placed |= ((nib >> bit) & 1u) << (kMagBit[p] + 16 * h + bit);
+        for (int bit = 0; bit < 4; ++bit) {
+          int at = (kWordBit[p][bit] + 16 * h) % 32;
+          ASSERT_EQ(at, codeBit(p, bit, h));
+          mask |= 1u << at;
+          placed |= ((nib >> bit) & 1u) << at;
         }
-        mask |= 1u << (kSignBit[p] + 16 * h);
-        placed |= (nib >> 3) << (kSignBit[p] + 16 * h);
       }
       ASSERT_EQ(mask, pairMask(p));
       ASSERT_EQ(placed, placeCode(nibs & 15, p, 0) | placeCode(nibs >> 4, p, 1));
@@ -646,6 +650,14 @@ TEST(MXFP4Fragment, DecodeIsExactForEveryPairNibblesAndScale) {
         }
     }
   EXPECT_EQ(checked, 4 * 256 * 256 * 2);
+  // The emitted steps (lowering/tile/Gemm.cpp, mxfpFragment) as the GPU runs
+  // them: a mask a piece (a second piece's mask and the merge are one lop3),
+  // a shift or rotation (one funnel shift) a moved piece: 9 a word.
+  int ops = 0;
+  for (int p = 0; p < 4; ++p)
+    for (int k = 0; k < rotCount(p); ++k)
+      ops += 1 + (moveOf(pieceMask(p, rotAt(p, k)), rotAt(p, k)) != Move::None);
+  EXPECT_EQ(ops, 9);
 }
 
 TEST(MXFP4Layout, EachThreadHoldsItsMmaFragment) {
