@@ -10,6 +10,7 @@
 #  * k3-bench of the MoE slice at decode batch 16 and 64 (moe_experts rows),
 #    this build and each moe1-NAME alternating ROUNDS times (2).
 # DEC_VARIANTS="NAME ..." limits the variants to those (default: every moe1-NAME).
+# With .dev/old (an earlier build: old/bin, old/moe1) its logits and timing too.
 source "$(dirname "$0")/device-common.sh"
 machine
 run() { timeout 120 k3-run "$@" --device cuda --quiet; }
@@ -36,9 +37,21 @@ import numpy as n; a=n.load('/tmp/ref.npy'); b=n.load('/tmp/x.npy')
 print('moe1-$n logits vs moe1: bit-identical %s' % bool(a.shape == b.shape and (a.view(n.uint32) == b.view(n.uint32)).all()))"
   echo "moe1-$n decode round vs fp64:"; python3 moe_check.py /tmp/w7 --experts 4 | tail -1
 done
+# An earlier build in .dev/old (its bin/ and moe1, as in
+# bench/moe-prefill-ab-h200.sh; e.g. another MXFP4 layout format, which no
+# variant can switch): its decode logits against this build's (a layout
+# format moves bits, not values or summation order: bit-identical expected)
+# and its timing alternating with this build's.
+if [ -d old/bin ]; then
+  PATH=$PWD/old/bin:$PATH timeout 150 k3-run old/moe1 --checkpoint /tmp/moe1 --device cuda --batch b16.txt --max-new-tokens 4 --quiet --dump-logits /tmp/old.npy > /dev/null
+  python3 -c "
+import numpy as n; a=n.load('/tmp/ref.npy'); b=n.load('/tmp/old.npy')
+print('old/moe1 logits vs moe1: bit-identical %s, max abs diff %.3g' % (bool(a.shape == b.shape and (a.view(n.uint32) == b.view(n.uint32)).all()), float(abs(a - b).max())))"
+fi
 for round in $(seq 1 ${ROUNDS:-2}); do
   kbench dec-new-$round moe1 /tmp/moe1 moe_experts --prefill none --decode 16,64
   for n in $variants; do kbench dec-$n-$round moe1-$n /tmp/moe1 moe_experts --prefill none --decode 16,64; done
+  [ -d old/bin ] && PATH=$PWD/old/bin:$PATH kbench dec-old-$round old/moe1 /tmp/moe1 moe_experts --prefill none --decode 16,64
 done
 rm -rf /tmp/moe1
 echo "== done (${SECONDS}s)"
