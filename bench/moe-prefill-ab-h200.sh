@@ -79,9 +79,10 @@ phase k3 || { echo "== done (${SECONDS}s)"; exit 0; }
 echo "== K3 shapes (${SECONDS}s)"
 k3-mkcheckpoint --config moe896.json -o /tmp/moe896 --seed 3 --quiet
 kb2 k3-new $PWD/bin moe896 /tmp/moe896 --prefill ${K3_TOKENS:-8192} --decode none
-for n in $variants; do kb2 k3-$n $PWD/bin moe896-$n /tmp/moe896 --prefill ${K3_TOKENS:-8192} --decode none; done
+k3variants=$(for n in $variants; do [ -d moe896-$n ] && echo $n; done) # slice-only variants (moe1-nowg) have no moe896
+for n in $k3variants; do kb2 k3-$n $PWD/bin moe896-$n /tmp/moe896 --prefill ${K3_TOKENS:-8192} --decode none; done
 oldok && kb2 k3-old $PWD/old/bin old/moe896 /tmp/moe896 --prefill ${K3_TOKENS:-8192} --decode none
-[ -n "${K3_ROUNDS2:-}" ] && for n in $variants; do kb2 k3-$n-2 $PWD/bin moe896-$n /tmp/moe896 --prefill ${K3_TOKENS:-8192} --decode none; done
+[ -n "${K3_ROUNDS2:-}" ] && for n in $k3variants; do kb2 k3-$n-2 $PWD/bin moe896-$n /tmp/moe896 --prefill ${K3_TOKENS:-8192} --decode none; done
 [ -n "${K3_ROUNDS2:-}" ] && kb2 k3-new-2 $PWD/bin moe896 /tmp/moe896 --prefill ${K3_TOKENS:-8192} --decode none
 [ -n "${PEER:-}" ] && timeout 150 python3 moe_peer.py --cases k3 --tokens 8192 2>&1 | tail -3
 echo "== done (${SECONDS}s)"
