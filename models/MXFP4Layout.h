@@ -126,26 +126,24 @@ constexpr Move moveOf(uint32_t mask, int r) {
     }
   return shl ? Move::Shl : shr ? Move::Shr : Move::Rot;
 }
+/// Whether code bit i of pair p is the first with its rotation.
+constexpr bool firstOfRot(int p, int i) {
+  for (int j = 0; j < i; ++j)
+    if (kRot[p][j] == kRot[p][i])
+      return false;
+  return true;
+}
 /// The distinct rotations of pair p (in code-bit order; at most two).
 constexpr int rotCount(int p) {
-  int n = 1;
-  for (int i = 1; i < 4; ++i) {
-    bool seen = false;
-    for (int j = 0; j < i; ++j)
-      seen = seen || kRot[p][j] == kRot[p][i];
-    n += seen ? 0 : 1;
-  }
+  int n = 0;
+  for (int i = 0; i < 4; ++i)
+    n += firstOfRot(p, i);
   return n;
 }
 constexpr int rotAt(int p, int which) {
-  int n = 0;
-  for (int i = 0; i < 4; ++i) {
-    bool seen = false;
-    for (int j = 0; j < i; ++j)
-      seen = seen || kRot[p][j] == kRot[p][i];
-    if (!seen && n++ == which)
+  for (int i = 0, n = 0; i < 4; ++i)
+    if (firstOfRot(p, i) && n++ == which)
       return kRot[p][i];
-  }
   return -1;
 }
 static_assert(rotCount(0) + rotCount(1) + rotCount(2) + rotCount(3) == 5 &&

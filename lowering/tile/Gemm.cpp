@@ -1243,7 +1243,7 @@ Value mxfpFragment(KernelBuilder &kb, Value word, int64_t pair, Value scalePair,
     case Move::Shr:
       moved = arith::ShRUIOp::create(b, loc, word, c(r));
       break;
-    case Move::Rot: // a funnel shift (shf.r.wrap) on the GPU
+    case Move::Rot: // one funnel shift (shf.l.wrap) in the PTX
       moved = arith::OrIOp::create(b, loc, arith::ShRUIOp::create(b, loc, word, c(r)),
                                    arith::ShLIOp::create(b, loc, word, c(32 - r)));
       break;
