@@ -223,9 +223,9 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
 /// warp, GLU in registers, hid stored at the pair's group position) and the
 /// down projection (hid rows contiguous per group, outputs scattered to the
 /// pairs), each one persistent mxfpGroupedMma launch. Token tiles of 16 rows
-/// when the launch has at most K3C_MOE_TILE16_UPTO (default 32) pairs per
-/// expert on average (decode: weights streamed once, little padding), else
-/// 64. K3C_MOE_TILE128_FROM=N adds 128-row tiles (two row warps sharing each
+/// when the launch has at most K3C_MOE_TILE16_UPTO (default 32; 16 where the
+/// warpgroup kernels take over above it) pairs per expert on average
+/// (decode: weights streamed once, little padding), else 64. K3C_MOE_TILE128_FROM=N adds 128-row tiles (two row warps sharing each
 /// decoded weight tile) from N pairs per expert: measured slower than 64-row
 /// tiles on the H200 (docs/perf.md), so off by default.
 static bool expertsOnTensorCores(ExpertMlpOp x, KernelBuilder &kb, LowerState &st) {
@@ -353,10 +353,11 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     down.name = "experts_down_mxfp4_mma_" + std::to_string(bm) + tailSfx;
     mxfpGroupedMma(kb, down, grid);
   };
-  // Warpgroup MMA (sm_90a) from K3C_MOE_WGMMA_FROM pairs per expert on
-  // average (default 32: every launch above the 16-row tiles; with split
-  // tails it beat the 64-row mma.sync tiles by 14-19 % at 34-73 pairs an
-  // expert on the H200, docs/perf.md session 26): 128-row token tiles, each
+  // Warpgroup MMA (sm_90a) above K3C_MOE_WGMMA_FROM pairs per expert on
+  // average (default 16, and the 16-row tiles end there: every launch above
+  // 16 pairs an expert. With split tails it beat the 64-row mma.sync tiles by
+  // 14-19 % at 34-73 pairs an expert (session 26) and the 16-row tiles by up
+  // to 16 % at K3's 18-37 (session 27), docs/perf.md): 128-row token tiles, each
   // weight tile decoded once per block into shared memory
   // (mxfpGroupedWgmma); K3C_MOE_WGMMA=0: off.
   // Knobs (compile time): K3C_MOE_WGMMA_BM (128 or 64 token rows),
@@ -457,9 +458,11 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   bool wgmma = kb.info().wgmma && intFromEnv("K3C_MOE_WGMMA", 1) && L % 64 == 0 && I % 64 == 0;
   for (const MXFP4Buffers *w : {w1, w3, w2})
     wgmma = wgmma && w->type.getLayout().getKTile() >= 64;
-  const int64_t wgmmaFrom = intFromEnv("K3C_MOE_WGMMA_FROM", 32);
-
-  const int64_t tile16UpTo = std::max<int64_t>(0, intFromEnv("K3C_MOE_TILE16_UPTO", 32));
+  const int64_t wgmmaFrom = intFromEnv("K3C_MOE_WGMMA_FROM", 16);
+  // The 16-row tiles end where the warpgroup kernels begin (at most 32 pairs
+  // an expert): on sm_90a above 16 pairs by default, elsewhere above 32.
+  const int64_t tile16UpTo = std::max<int64_t>(
+      0, intFromEnv("K3C_MOE_TILE16_UPTO", wgmma ? std::min<int64_t>(32, wgmmaFrom) : 32));
   Value upTo16 = kb.idx(tile16UpTo * E);
   const int64_t from128 = intFromEnv("K3C_MOE_TILE128_FROM", 0);
   auto above16 = [&] {

@@ -114,10 +114,11 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 }
 
 // Warpgroup MMA (sm_90a) for routed experts whose K dims are multiples of 64
-// with k_tile >= 64 (latent 128: k_tile 128; width 192: k_tile 64), from 32
-// pairs per expert on average (512 pairs here: every launch above the 16-row
-// tiles, so no 64-row mma.sync launch; K3C_MOE_WGMMA_FROM=96 keeps them below
-// 1536 pairs): 128-row token tiles, two
+// with k_tile >= 64 (latent 128: k_tile 128; width 192: k_tile 64), above 16
+// pairs per expert on average (256 pairs here, where the 16-row tiles end on
+// sm_90a: no 64-row mma.sync launch; K3C_MOE_WGMMA_FROM=96 moves the 16-row
+// tiles' end back to 32 pairs (512) and keeps 64-row tiles below 1536
+// pairs): 128-row token tiles, two
 // warpgroups; per 64-column stage the gathered A rows (16-byte cp.async into
 // the 128-byte swizzle), each weight tile's half fragment runs (8-byte
 // cp.async) and scales (16 bytes) into a ring; the block decodes the runs once
@@ -133,10 +134,10 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // WGBM: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_96: token rows must be 64 or 128 (one or two warpgroups), got 96
 
 // WG-LABEL: func.func @k3_moe_experts_wide(
-// WG: arith.cmpi ule, %{{.*}}, %c512 : index
+// WG: arith.cmpi ule, %{{.*}}, %c256 : index
 // WG: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_16)
 // WG-NOT: mma_64)
-// WG: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256, {{.*}}) dynamic_shared_memory_size {{.*}} module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
+// WG: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{(_[0-9]+)?}}, {{.*}}) dynamic_shared_memory_size {{.*}} module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
 // WG: nvgpu.device_async_copy %arg0[{{.*}}], %view[{{.*}}], 8, {{.*}} {bypassL1} : memref<?x128xbf16> to memref<4x128x64xbf16, #gpu.address_space<workgroup>>
 // WG: nvgpu.device_async_copy %arg2[{{.*}}], %view_{{[0-9]+}}[{{.*}}], 8 : memref<{{[0-9]+}}xi8> to memref<4x32x256xi8, #gpu.address_space<workgroup>>
 // WG: nvgpu.device_async_copy %arg3[{{.*}}], %view_{{[0-9]+}}[{{.*}}], 16 {bypassL1} : memref<{{[0-9]+}}xi8> to memref<4x32x32xi8, #gpu.address_space<workgroup>>
@@ -161,7 +162,14 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // WG96: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_64)
 // WG96: module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
 
+// Without the warpgroup kernels the 16-row tiles serve up to 32 pairs (512),
+// the 64-row tiles above.
 // NOWG-LABEL: func.func @k3_moe_experts_wide(
+// NOWG-NOT: wgmma
+// NOWG: arith.cmpi ule, %{{.*}}, %c512 : index
+// NOWG: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_16)
+// NOWG-NOT: wgmma
+// NOWG: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_64)
 // NOWG-NOT: wgmma
 // NOWG: return
 
