@@ -29,7 +29,7 @@ namespace k3c {
 /// the group (expert) row offsets, the rest the token-tile offsets and tail
 /// starts the expert GEMMs read (lowering/families/Moe.cpp). The runtime's
 /// profile finds the group offsets by this shape.
-inline constexpr int64_t kMoeGroupScratchRows = 8;
+inline constexpr int64_t kMoeGroupScratchRows = 10;
 
 /// The one error type of the models library: the message names the file,
 /// field, tensor or value that is wrong. Tools print it and exit non-zero.

@@ -23,10 +23,8 @@ namespace k3c::lowering {
 /// Token-tile heights of the tensor-core expert GEMM: the grouping writes
 /// tile offsets for each (scratch rows 1..3; row 0: the group offsets).
 static constexpr int64_t kExpertTileRows[3] = {16, 64, 128};
-/// Split-tail tile heights (moeTailPlan picks which serve). 32- and 48-row
-/// tails (a tail's tile no taller than it needs) measured within 1 % of
-/// these two on K3's shapes in session 26 and were removed.
-static constexpr int64_t kTailRows[2] = {16, 64};
+/// Split-tail tile heights (moeTailHeights picks which serve).
+static constexpr int64_t kTailRows[4] = {16, 32, 48, 64};
 /// The split-tail rows (moeTailUpTo): the warpgroup GEMM's 128-row tile
 /// offsets over each group's head rows, the tile offsets of the tails for
 /// each height of kTailRows (at most one tile a group), and where each
@@ -57,10 +55,13 @@ static int64_t moeTailUpTo() {
   return t;
 }
 
-/// The split tails of one expert kernel, read once from the switch: the
+/// The split tails of one expert kernel, read once from the switches: the
 /// most rows a tail may have (moeTailUpTo; 0: no tails) and the tail heights
-/// that serve, ascending (a tail of r rows takes the first >= r): 16, and
-/// 64 when upTo is above 16.
+/// that serve, ascending (a tail of r rows takes the first >= r): 16 and 64
+/// (measured), or with K3C_MOE_TAIL_FINE=1 every multiple of 16 up to 64, so
+/// a tail's tile does no more row blocks of MMA than it needs (the register
+/// decode is bound by its instruction stream, of which the MMAs and A
+/// fragments grow with the height). Heights past upTo are dropped.
 struct TailPlan {
   int64_t upTo = 0;
   SmallVector<int64_t> heights;
@@ -68,8 +69,10 @@ struct TailPlan {
 static TailPlan moeTailPlan() {
   TailPlan plan;
   plan.upTo = moeTailUpTo();
+  const bool fine = intFromEnv("K3C_MOE_TAIL_FINE", 0) != 0;
   for (int64_t h : kTailRows)
-    if (plan.upTo && (plan.heights.empty() || plan.heights.back() < plan.upTo))
+    if (plan.upTo && (fine || h == 16 || h == 64) &&
+        (plan.heights.empty() || plan.heights.back() < plan.upTo))
       plan.heights.push_back(h);
   return plan;
 }
@@ -167,8 +170,8 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
                                    r128, kb.idx(0));
             Value head = kb.sub(n, tail);
             items.push_back(kb.ceilDiv(head, 128));
-            // One tile of the first serving height >= tail (the row of a
-            // height that does not serve stays 0).
+            // One tile of the first serving height >= tail (rows of
+            // heights that do not serve stay 0).
             for (int64_t h : kTailRows) {
               auto at = llvm::find(tails.heights, h);
               if (at == tails.heights.end()) {
@@ -261,7 +264,7 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     // Knobs (compile time): K3C_MOE_CTAS_<bm> blocks an SM, K3C_MOE_STAGES_<bm>.
     const std::string sfx = "_" + std::to_string(bm);
     const int64_t ctas = intFromEnv(("K3C_MOE_CTAS" + sfx).c_str(),
-                                    bm == 16 ? 4 : bm <= 64 ? 2 : 1);
+                                    bm == 16 ? 4 : bm == 32 ? 3 : bm <= 64 ? 2 : 1);
     const int64_t grid = kb.info().smCount * ctas;
     MxfpGroupedMma g;
     g.bm = bm;

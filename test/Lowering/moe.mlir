@@ -175,7 +175,7 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 
 // Split tails (K3C_MOE_TAIL_UPTO, default 64): the grouping also writes the
 // split-tail rows (head tiles ceil((n - tail) / 128), one 16- or 64-row tail
-// tile, the tail start: i32 scratch [8, E + 1]); the warpgroup launches cover
+// tile, the tail start: i32 scratch [10, E + 1]); the warpgroup launches cover
 // the heads and end at the tail start, then the register-decode mma.sync
 // launches take the tails (16 rows, then 64); 16: only 16-row tails; 0: off.
 // Out of range: an error naming the switch.
@@ -185,11 +185,19 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // TAIL16: module(@k3_moe_experts_wide_experts_down_mxfp4_mma_16_tail)
 // TAIL16-NOT: mma_64_tail
 // NOTAIL-NOT: _tail)
+// RUN: env K3C_MOE_TAIL_FINE=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FINE
+// FINE: module(@k3_moe_experts_wide_experts_down_mxfp4_wgmma_128)
+// FINE: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_16_tail)
+// FINE: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_32_tail)
+// FINE: threads({{.*}}) in ({{.*}} = %c128, {{.*}}) dynamic_shared_memory_size {{.*}} module(@k3_moe_experts_wide_experts_up_mxfp4_mma_48_tail)
+// FINE: nvvm.mma.sync
+// FINE: module(@k3_moe_experts_wide_experts_down_mxfp4_mma_48_tail)
+// FINE: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_64_tail)
 // RUN: not env K3C_MOE_TAIL_UPTO=65 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TAILBAD
 // TAILBAD: LLVM ERROR: k3c: K3C_MOE_TAIL_UPTO must be in 0..64, got 65
 // TAIL-LABEL: func.func @k3_moe_experts_wide(
 // TAIL: arith.remui %{{.*}}, %c128{{[_0-9]*}} : index
-// TAIL: memref.store %{{.*}}, %{{.*}}[%c7, %{{.*}}] : memref<8x17xi32>
+// TAIL: memref.store %{{.*}}, %{{.*}}[%c9, %{{.*}}] : memref<10x17xi32>
 // TAIL: module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
 // TAIL: module(@k3_moe_experts_wide_experts_down_mxfp4_wgmma_128)
 // TAIL: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_16_tail)
