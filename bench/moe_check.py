@@ -14,8 +14,8 @@ columns 16s + 2c + {0, 1} and P = 2s + 1 columns 16s + 8 + 2c + {0, 1} of row
 r; register P is pair p = P % 4 of the run's little-endian 32-bit word P / 4
 (format version 5): the even column's E2M1 code bits m, e0, e1, s at bits
 BIT[p] = (6, 7, 8, 15), (10, 11, 12, 19), (0, 1, 2, 9), (4, 5, 14, 13), the odd
-column's the same 16 bits further (mod 32); scales per tile [row][block]. E2M1 and E8M0 per OCP
-MX v1.0 (E8M0 0xFF is NaN). Then, for every routed pair (t, slot) of the
+column's the same 16 bits further (mod 32); scales per tile [row][block].
+E2M1 and E8M0 per OCP MX v1.0 (E8M0 0xFF is NaN). Then, for every routed pair (t, slot) of the
 checked experts, in float64 (the spec's §4.9 expert MLP):
     a = z_t W1[e]^T, b = z_t W3[e]^T, h = act(a, b), y = h W2[e]^T
 with act SiTU-GLU (beta1, beta2) or SwiGLU. Prints RMS(error) / RMS(reference)

@@ -225,7 +225,8 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
 /// pairs), each one persistent mxfpGroupedMma launch. Token tiles of 16 rows
 /// when the launch has at most K3C_MOE_TILE16_UPTO (default 32; 16 where the
 /// warpgroup kernels take over above it) pairs per expert on average
-/// (decode: weights streamed once, little padding), else 64. K3C_MOE_TILE128_FROM=N adds 128-row tiles (two row warps sharing each
+/// (decode: weights streamed once, little padding), else 64.
+/// K3C_MOE_TILE128_FROM=N adds 128-row tiles (two row warps sharing each
 /// decoded weight tile) from N pairs per expert: measured slower than 64-row
 /// tiles on the H200 (docs/perf.md), so off by default.
 static bool expertsOnTensorCores(ExpertMlpOp x, KernelBuilder &kb, LowerState &st) {
@@ -356,8 +357,9 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
   // Warpgroup MMA (sm_90a) above K3C_MOE_WGMMA_FROM pairs per expert on
   // average (default 16, and the 16-row tiles end there: every launch above
   // 16 pairs an expert. With split tails it beat the 64-row mma.sync tiles by
-  // 14-19 % at 34-73 pairs an expert (session 26) and the 16-row tiles by up
-  // to 16 % at K3's 18-37 (session 27), docs/perf.md): 128-row token tiles, each
+  // 14-19 % at 34-73 pairs an expert (session 26) and the 16-row tiles by 2
+  // and 15 % at K3's 18 and 27, 3 % behind them on the 256-expert slice at 20
+  // (session 27), docs/perf.md): 128-row token tiles, each
   // weight tile decoded once per block into shared memory
   // (mxfpGroupedWgmma); K3C_MOE_WGMMA=0: off.
   // Knobs (compile time): K3C_MOE_WGMMA_BM (128 or 64 token rows),
