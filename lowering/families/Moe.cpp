@@ -271,6 +271,14 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     g.bm = bm;
     g.warpsM = bm == 128 ? 2 : 1;
     g.stages = intFromEnv(("K3C_MOE_STAGES" + sfx).c_str(), 4);
+    // K3C_MOE_LEAN / K3C_MOE_PAIR (MxfpGroupedMma::lean, ::pair): unset, on
+    // for the 16-row tiles (decode and 16-row tails: measured on the H200,
+    // session 28, the slice's decode of 16 / 64 sequences 0.924-0.928 /
+    // 1.362 ms -> 0.891-0.898 / 1.321 ms, logits bit-identical); 1 for every
+    // height (the taller tails: checked, not timed); 0 off.
+    const int64_t leanSw = intFromEnv("K3C_MOE_LEAN", -1), pairSw = intFromEnv("K3C_MOE_PAIR", -1);
+    g.lean = leanSw < 0 ? bm == 16 : leanSw != 0;
+    g.pair = pairSw < 0 ? bm == 16 : pairSw != 0;
     g.experts = E;
     g.groupStarts = g.tileStarts = groups;
     g.startsIndex = {kb.idx(0)};

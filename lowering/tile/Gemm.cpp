@@ -1272,6 +1272,21 @@ std::string MxfpGroupedMma::check(const TargetInfo &info) const {
   return "";
 }
 
+/// The byte address of memref `m`'s element 0 (its aligned pointer plus its
+/// descriptor's offset), as an index.
+static Value byteAddress(KernelBuilder &kb, Value m) {
+  auto t = cast<MemRefType>(m.getType());
+  auto meta = memref::ExtractStridedMetadataOp::create(kb.b, kb.loc, m);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(kb.b, kb.loc, m);
+  return kb.add(base, kb.mul(meta.getOffset(), kb.idx(t.getElementTypeBitWidth() / 8)));
+}
+/// An index address as an LLVM pointer of address space `space`.
+static Value pointerAt(KernelBuilder &kb, Value addr, unsigned space) {
+  Value i64 = arith::IndexCastUIOp::create(kb.b, kb.loc, kb.b.getI64Type(), addr);
+  return LLVM::IntToPtrOp::create(kb.b, kb.loc, LLVM::LLVMPointerType::get(kb.b.getContext(), space),
+                                  i64);
+}
+
 /// A work item of a persistent grouped GEMM (MxfpGroupedMma,
 /// MxfpGroupedWgmma): column tile j of token tile `tile`, whose group e is
 /// the largest with tileStarts[e] <= tile (empty groups share their
@@ -1334,6 +1349,8 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
   const int64_t sBytes = S * 16 * scaleBytes;
   const int64_t scaleCopy = std::min<int64_t>(16, scaleBytes);
   const int64_t kPairs = runWords; // 16-byte fragment groups of a run (one a block)
+  const bool lean = g.lean && wM == 1 && scaleBytes % 16 == 0;
+  const bool pair = g.pair && kChunks % 2 == 0 && S >= 4;
   Type bf16 = b.getBF16Type(), i8 = b.getI8Type(), i32 = b.getI32Type();
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   auto vec = [&](ArrayRef<int64_t> shape, Type t) { return VectorType::get(shape, t); };
@@ -1382,6 +1399,29 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
         wCopies.push_back({t,
                            kb.add(kb.mul(t.matrix, N * g.K / 2), kb.mul(tile0, tileBytes)),
                            kb.add(kb.mul(t.matrix, N * g.K / 32), kb.mul(tile0, scaleBytes))});
+        if (lean) { // a missing tile's source: the buffer's start (size 0: read nothing)
+          wCopies.back().payload = kb.select(t.valid, wCopies.back().payload, kb.idx(0));
+          wCopies.back().scales = kb.select(t.valid, wCopies.back().scales, kb.idx(0));
+        }
+      }
+      // Lean scale copies: lane l < 4 scaleParts copies part l % scaleParts
+      // of tile l / scaleParts's scale block, from `scaleSrc` (chunk 0) to
+      // `scaleDst` (slot 0), when `scaleOk`.
+      const int64_t scaleParts = scaleBytes / 16;
+      Value scaleSrc, scaleDst, scaleOk;
+      if (lean) {
+        Value q = kb.div(lane, scaleParts), part = kb.rem(lane, scaleParts);
+        scaleSrc = kb.idx(0);
+        scaleOk = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
+        for (int64_t qq = 0; qq < 4; ++qq) {
+          Value here = kb.ieq(q, kb.idx(qq));
+          scaleSrc = kb.select(
+              here, kb.add(byteAddress(kb, wCopies[qq].t.w->scales), wCopies[qq].scales), scaleSrc);
+          scaleOk = kb.select(here, wCopies[qq].t.valid, scaleOk);
+        }
+        scaleSrc = kb.add(scaleSrc, kb.mul(part, 16));
+        scaleDst = kb.add(byteAddress(kb, ss),
+                          kb.add(kb.mul(kb.add(kb.mul(wn, 4), q), scaleBytes), kb.mul(part, 16)));
       }
       // Chunk kc may lie past the last: then nothing is copied (the group
       // is committed empty and keeps the wait counts).
@@ -1398,7 +1438,33 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
               b, loc, tokenType, as, ValueRange{slot, c.row, c.col}, g.a, src,
               b.getIndexAttr(8), kb.select(ok, kb.idx(8), kb.idx(0)), b.getUnitAttr()));
         }
-        for (int64_t q = 0; q < 4; ++q) {
+        if (lean) {
+          for (int64_t q = 0; q < 4; ++q) {
+            WCopy &w = wCopies[q];
+            Value size = kb.select(inRange(w.t.valid), kb.idx(16), kb.idx(0));
+            Value dstTile = kb.add(kb.mul(wn, 4), kb.idx(q));
+            for (int64_t part = 0; part < (tileBytes / 16 + 31) / 32; ++part) {
+              Value off = kb.add(kb.mul(lane, 16), kb.idx(part * 512));
+              auto copy = [&] {
+                nvgpu::DeviceAsyncCopyOp::create(
+                    b, loc, tokenType, bs, ValueRange{slot, dstTile, off}, w.t.w->payload,
+                    ValueRange{kb.add(w.payload, kb.add(kb.mul(kcSafe, tileBytes), off))},
+                    b.getIndexAttr(16), size, b.getUnitAttr());
+              };
+              if ((part + 1) * 512 <= tileBytes)
+                copy();
+              else
+                kb.ifThen(kb.ult(off, kb.idx(tileBytes)), copy);
+            }
+          }
+          kb.ifThen(kb.ult(lane, kb.idx(4 * scaleParts)), [&] {
+            Value dst = pointerAt(kb, kb.add(scaleDst, kb.mul(slot, 16 * scaleBytes)), 3);
+            Value src = pointerAt(kb, kb.add(scaleSrc, kb.mul(kcSafe, scaleBytes)), 1);
+            Value size = kb.select(inRange(scaleOk), kb.i32Const(16), kb.i32Const(0));
+            NVVM::CpAsyncOp::create(b, loc, dst, src, 16, NVVM::LoadCacheModifierKind::CG, size);
+          });
+        }
+        for (int64_t q = 0; q < 4 && !lean; ++q) {
           WCopy &w = wCopies[q];
           Value ok = inRange(w.t.valid);
           if (wM > 1)
@@ -1424,7 +1490,7 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
         }
         nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
       };
-      for (int64_t s = 0; s + 1 < S; ++s)
+      for (int64_t s = 0; s + 1 < (pair ? S - 1 : S); ++s)
         issue(kb.idx(s), kb.idx(s));
 
       Value gq = kb.div(lane, 4);
@@ -1511,14 +1577,8 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
       };
 
       SmallVector<Value> init(mi * 16, kb.f32(0.0));
-      // One k chunk: wait for it, issue chunk kc + S - 1, decode and
-      // multiply.
-      auto step = [&](Value kc, ValueRange in) {
-        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(S - 2));
-        kb.barrier(tb);
-        Value next = kb.add(kc, S - 1);
-        issue(next, kb.rem(next, S));
-        Value slot = kb.rem(kc, S);
+      // Decode and multiply the chunk in ring slot `slot`.
+      auto compute = [&](Value slot, ValueRange in) {
         SmallVector<Run> runs = loadRuns(slot);
         Value exact = chunkExact(runs);
         if (wM > 1) {
@@ -1572,6 +1632,37 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
         }
         return out;
       };
+      // One k chunk a step: wait for chunk kc, issue chunk kc + S - 1 into
+      // the slot of kc - 1 (the barrier: every warp is done with it).
+      auto step = [&](Value kc, ValueRange in) {
+        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(S - 2));
+        kb.barrier(tb);
+        Value next = kb.add(kc, S - 1);
+        issue(next, kb.rem(next, S));
+        return compute(kb.rem(kc, S), in);
+      };
+      // Two chunks a step: chunks 2p and 2p + 1 landed (S - 4 of the newer
+      // groups may be in flight), the slots of 2p - 2 and 2p - 1 refilled
+      // with 2p + S - 2 and 2p + S - 1.
+      auto pairStep = [&](Value p, ValueRange in) {
+        Value kc = kb.mul(p, 2);
+        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(S - 4));
+        kb.barrier(tb);
+        for (int64_t h = 0; h < 2; ++h) {
+          Value next = kb.add(kc, S - 2 + h);
+          issue(next, kb.rem(next, S));
+        }
+        SmallVector<Value> mid = compute(kb.rem(kc, S), in);
+        return compute(kb.rem(kb.add(kc, 1), S), mid);
+      };
+      if (pair) {
+        SmallVector<Value> acc = kb.loop(kb.idx(0), kb.idx(kChunks / 2), init,
+                                         [&](Value p, ValueRange in) { return pairStep(p, in); });
+        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+        kb.barrier(tb);
+        g.epilogue(acc, kb.add(m0, kb.mul(wm, bm / wM)), end, wn, j, e, tb);
+        return;
+      }
       // (Peeling the last S - 1 chunks into a loop of their own, so the
       // main loop's copies carry no in-range selects, measured within the
       // spread on the H200 in session 25 and was removed.)

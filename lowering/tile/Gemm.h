@@ -323,6 +323,16 @@ struct MxfpGroupedMma {
                      mlir::Value wn, mlir::Value j, mlir::Value e, ThreadBlock &tb)>
       epilogue;
   std::string name;
+  /// Lean copies (one row warp, k_tile >= 64; else ignored): a missing
+  /// weight tile's runs zero-filled by the copy's source size instead of a
+  /// branch around each copy (sources clamped into the matrix), and the
+  /// warp's four scale blocks by one 16-byte copy a lane (raw pointers: the
+  /// tiles may lie in different matrices) instead of one copy a tile.
+  bool lean = false;
+  /// Two k chunks a barrier (where the chunk count is even and stages >= 4;
+  /// else one): one wait and one barrier a step, the ring refilled two slots
+  /// at a time, S - 2 chunks ahead instead of S - 1.
+  bool pair = false;
   int64_t warps() const { return 4 * warpsM; }
   /// Empty when the configuration is well formed for `info`, else why not.
   std::string check(const TargetInfo &info) const;

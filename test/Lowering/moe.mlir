@@ -29,7 +29,10 @@
 // GPU: arith.cmpi ule, %{{.*}}, %c512 : index
 // GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c128, {{.*}}) dynamic_shared_memory_size {{.*}} module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_16)
 // GPU: nvgpu.device_async_copy %arg0[{{.*}}], %view[{{.*}}], 8, {{.*}} : memref<?x64xbf16> to memref<4x16x72xbf16, #gpu.address_space<workgroup>>
-// GPU: nvgpu.device_async_copy %arg2[{{.*}}], %view_{{[0-9]+}}[{{.*}}], 16 {bypassL1} : memref<16384xi8> to memref<4x16x256xi8, #gpu.address_space<workgroup>>
+// Lean copies (16-row tiles): the runs zero-filled by the source size, the
+// warp's four scale blocks by one raw-pointer cp.async a lane.
+// GPU: nvgpu.device_async_copy %arg2[{{.*}}], %view_{{[0-9]+}}[{{.*}}], 16, %{{.*}} {bypassL1} : memref<16384xi8> to memref<4x16x256xi8, #gpu.address_space<workgroup>>
+// GPU: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache = cg, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
 // GPU: nvgpu.device_async_create_group
 // GPU: nvvm.vote.sync  any
 // The four pairs of a run word (format 5, models/MXFP4Layout.h): pair 0
@@ -214,4 +217,46 @@ func.func @moe_experts_wide(%a0: tensor<?x128xbf16>, %a1: tensor<?x4xi32>, %a2: 
       k3.yield %116 : tensor<?x4x128xbf16>
     }
   return %r : tensor<?x4x128xbf16>
+}
+
+// Two k chunks a barrier (the 16-row tiles by default, where the chunk count
+// is even: latent 512 at k_tile 128, four chunks): the prologue fills two ring
+// slots, each step waits for every copy group, refills two slots and
+// multiplies two chunks (2 x 32 mma.sync a warp). K3C_MOE_PAIR=0 and
+// K3C_MOE_LEAN=0: a chunk a step, two groups left in flight, the four scale
+// blocks copied through one branch each.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIR
+// RUN: env K3C_MOE_PAIR=0 K3C_MOE_LEAN=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOPAIR
+// PAIR-LABEL: func.func @k3_moe_experts_pair(
+// PAIR: module(@k3_moe_experts_pair_experts_up_mxfp4_mma_16)
+// PAIR-COUNT-2: nvgpu.device_async_create_group
+// PAIR-NOT: nvgpu.device_async_create_group
+// PAIR: scf.for {{.*}} = %c0{{[_0-9]*}} to %c2{{[_0-9]*}} step %c1{{[_0-9]*}} iter_args
+// PAIR: nvvm.cp.async.wait.group 0
+// PAIR-NEXT: gpu.barrier
+// PAIR-COUNT-2: nvgpu.device_async_create_group
+// PAIR-COUNT-64: nvvm.mma.sync
+// PAIR-NOT: nvvm.mma.sync
+// PAIR: scf.yield
+// PAIR: module(@k3_moe_experts_pair_experts_up_mxfp4_wgmma_128)
+// NOPAIR-LABEL: func.func @k3_moe_experts_pair(
+// NOPAIR: module(@k3_moe_experts_pair_experts_up_mxfp4_mma_16)
+// NOPAIR-NOT: nvvm.cp.async.shared.global
+// NOPAIR-COUNT-3: nvgpu.device_async_create_group
+// NOPAIR: scf.for {{.*}} = %c0{{[_0-9]*}} to %c4{{[_0-9]*}} step %c1{{[_0-9]*}} iter_args
+// NOPAIR: nvvm.cp.async.wait.group 2
+// NOPAIR-NEXT: gpu.barrier
+// NOPAIR-COUNT-1: nvgpu.device_async_create_group
+// NOPAIR-COUNT-32: nvvm.mma.sync
+// NOPAIR-NOT: nvvm.mma.sync
+// NOPAIR: scf.yield
+// NOPAIR: module(@k3_moe_experts_pair_experts_up_mxfp4_wgmma_128)
+
+func.func @moe_experts_pair(%a0: tensor<?x512xbf16>, %a1: tensor<?x4xi32>, %a2: !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %a3: !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %a4: !k3.mxfp4<16x512x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>) -> (tensor<?x4x512xbf16>) {
+    %r = k3.kernel "k3_moe_experts_pair" family "moe_experts" (%a0, %a1, %a2, %a3, %a4) {bytes_per_token = 2560 : i64, flops_per_token = 3145728 : i64, weight_bytes = 3342336 : i64} : (tensor<?x512xbf16>, tensor<?x4xi32>, !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x512x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>) -> tensor<?x4x512xbf16> {
+    ^bb0(%arg401: tensor<?x512xbf16>, %arg402: tensor<?x4xi32>, %arg403: !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %arg404: !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %arg405: !k3.mxfp4<16x512x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>):
+      %116 = k3.expert_mlp %arg401, %arg402 experts(%arg403, %arg404, %arg405) {activation = #k3.activation<situ>, situ_beta = 4.000000e+00 : f64, situ_linear_beta = 2.500000e+01 : f64} : (tensor<?x512xbf16>, tensor<?x4xi32>, !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x512x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>) -> tensor<?x4x512xbf16>
+      k3.yield %116 : tensor<?x4x512xbf16>
+    }
+  return %r : tensor<?x4x512xbf16>
 }
