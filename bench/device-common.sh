@@ -14,10 +14,13 @@ machine() {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 }
 # kbench NAME ARTIFACT CHECKPOINT ROWS k3-bench-args...: k3-bench of ARTIFACT
-# with CHECKPOINT's weights (16 decode steps) into $OUT/NAME.csv, then the
-# csv rows matching the extended regex ROWS under "-- NAME".
+# with CHECKPOINT's weights (16 decode steps), its csv appended to
+# $OUT/kbench.csv under a "# NAME" line (one file for every run: the device
+# call returns at most 8 files), then the rows matching the extended regex
+# ROWS under "-- NAME".
 kbench() {
   local name=$1 art=$2 ck=$3 rows=$4; shift 4
-  timeout 200 k3-bench $art --checkpoint $ck --steps 16 --quiet --csv $OUT/$name.csv "$@" > /dev/null
-  echo "-- $name"; grep -E "$rows" $OUT/$name.csv
+  timeout 200 k3-bench $art --checkpoint $ck --steps 16 --quiet --csv /tmp/kbench-$name.csv "$@" > /dev/null
+  { echo "# $name"; cat /tmp/kbench-$name.csv; } >> $OUT/kbench.csv
+  echo "-- $name"; grep -E "$rows" /tmp/kbench-$name.csv
 }
