@@ -10,6 +10,7 @@
 #  * k3-bench of the MoE slice at decode batch 16 and 64 (moe_experts rows),
 #    this build and each moe1-NAME alternating ROUNDS times (2).
 # DEC_VARIANTS="NAME ..." limits the variants to those (default: every moe1-NAME).
+# PROFILE=1 adds the launch profile of this build's decode (per kernel).
 # With .dev/old (an earlier build: old/bin, old/moe1) its logits and timing too.
 source "$(dirname "$0")/device-common.sh"
 machine
@@ -53,5 +54,11 @@ for round in $(seq 1 ${ROUNDS:-2}); do
   for n in $variants; do kbench dec-$n-$round moe1-$n /tmp/moe1 moe_experts --prefill none --decode 16,64; done
   [ -d old/bin ] && PATH=$PWD/old/bin:$PATH kbench dec-old-$round old/moe1 /tmp/moe1 moe_experts --prefill none --decode 16,64
 done
+# PROFILE=1: each kernel's share of the decode step (the grouping kernel,
+# one block, next to the expert GEMMs), by the runtime's launch profile.
+if [ -n "${PROFILE:-}" ]; then
+  echo "== launch profile, this build, decode 16 and 64 sequences"
+  K3C_PROFILE_LAUNCHES=1 timeout 200 k3-bench moe1 --checkpoint /tmp/moe1 --device cuda --quiet --prefill none --decode 16,64 --steps 4 --reps 1 2>&1 >/dev/null | grep -A40 "launch profile"
+fi
 rm -rf /tmp/moe1
 echo "== done (${SECONDS}s)"
