@@ -18,6 +18,7 @@
 # the same shapes after the slice and after K3. SLICE_TOKENS (2340,8192) and
 # K3_TOKENS (8192) set the prefill sizes (e.g. 1024 / 2048,4096 for the
 # mma.sync / warpgroup boundary, K3C_MOE_WGMMA_FROM).
+# PRE_VARIANTS="NAME ..." limits the variants to those (default: every moe1-NAME).
 source "$(dirname "$0")/device-common.sh"
 machine
 run() { timeout 120 k3-run "$@" --device cuda --quiet; }
@@ -26,7 +27,7 @@ oldok() { [ -d old/bin ]; }
 k3-mkcheckpoint --config k3-tiny-wide.json -o ckpt-wide --seed 11 --quiet
 seq -s, 1 400 > long.txt; seq -s, 5 24 >> long.txt
 printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 300) $(seq -s, 50 89) 7,8,9 $(seq -s, 200 330) > mix.txt
-variants=$(ls -d moe1-* 2>/dev/null | sed 's/^moe1-//')
+variants=${PRE_VARIANTS:-$(ls -d moe1-* 2>/dev/null | sed 's/^moe1-//')}
 python3 mxfp4-edge-scales.py ckpt-wide ckpt-wide-edge --nan > /dev/null
 # PHASES: checks (all checks), tail (the 600-token ones only), low (the
 # 200-token ones only), slice, k3.
