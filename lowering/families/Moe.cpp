@@ -153,59 +153,125 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
       kb.ifThen(kb.ult(e, kb.idx(E)), [&] { atomicInc(count, e); });
     });
     kb.barrier(tb);
-    kb.ifThen(kb.ieq(tb.warp, kb.idx(0)), [&] {
-      Value lanes = kb.idx(tb.lanes), lastLane = kb.idx(tb.lanes - 1);
+    // The scanned rows of an expert with n pairs: n, its tiles of each
+    // height, the split tail's head tiles and its tail tile of each serving
+    // height; and its head rows (n minus the tail).
+    auto itemsOf = [&](Value n, Value &head) {
+      SmallVector<Value> items{n};
+      for (int64_t h : kExpertTileRows)
+        items.push_back(kb.ceilDiv(n, h));
+      // The split tail: r = n % 128 rows when 0 < r <= tails.upTo.
+      Value r128 = kb.rem(n, 128);
+      Value tail = kb.select(kb.andi(kb.ine(r128, kb.idx(0)), kb.ule(r128, kb.idx(tails.upTo))),
+                             r128, kb.idx(0));
+      head = kb.sub(n, tail);
+      items.push_back(kb.ceilDiv(head, 128));
+      // One tile of the first serving height >= tail (rows of heights that
+      // do not serve stay 0).
+      for (int64_t h : kTailRows) {
+        auto at = llvm::find(tails.heights, h);
+        if (at == tails.heights.end()) {
+          items.push_back(kb.idx(0));
+          continue;
+        }
+        int64_t below = at == tails.heights.begin() ? 0 : *std::prev(at);
+        items.push_back(kb.select(kb.andi(kb.ult(kb.idx(below), tail), kb.ule(tail, kb.idx(h))),
+                                  kb.idx(1), kb.idx(0)));
+      }
+      return items;
+    };
+    auto countOf = [&](Value e, Value ok) {
+      return kb.select(ok, kb.toIndex(kb.load(count, {kb.minu(e, kb.idx(E - 1))})), kb.idx(0));
+    };
+    // Expert e's offsets (`starts`, row r: the exclusive prefix of row r)
+    // into groups[r, e], the cursor and the tail's first row (the block scan).
+    auto storeStarts = [&](Value e, Value ok, ArrayRef<Value> starts, Value head) {
+      kb.ifThen(ok, [&] {
+        for (int64_t r = 0; r < kTailStartRow; ++r)
+          kb.store(toI32(starts[r]), groups, {kb.idx(r), e});
+        kb.store(toI32(starts[0]), cursor, {e});
+        kb.store(toI32(kb.add(starts[0], head)), groups, {kb.idx(kTailStartRow), e});
+      });
+    };
+    auto storeTotals = [&](ArrayRef<Value> totals) {
+      for (int64_t r = 0; r < kGroupRows; ++r)
+        kb.store(toI32(totals[r == kTailStartRow ? 0 : r]), groups, {kb.idx(r), kb.idx(E)});
+    };
+    // K3C_MOE_GROUP_SCAN=1 (GPU): every warp scans 32 experts of a round of
+    // `threads` experts and warp 0 the warps' totals (one round up to 1024
+    // experts), instead of warp 0 alone in rounds of 32.
+    if (tb.launch && intFromEnv("K3C_MOE_GROUP_SCAN", 0) != 0) {
+      assert(tb.warps <= tb.lanes && "the warps' totals are one warp's scan");
+      Value warpTot = kb.shared(tb, {kTailStartRow, tb.warps}, i32);
+      Value warpOff = kb.shared(tb, {kTailStartRow, tb.warps}, i32);
+      Value roundTot = kb.shared(tb, {kTailStartRow}, i32);
+      Value lastLane = kb.idx(tb.lanes - 1);
       SmallVector<Value> zeros(kTailStartRow, kb.idx(0));
       SmallVector<Value> totals = kb.loopStep(
-          kb.idx(0), kb.idx(E), lanes, zeros, [&](Value base, ValueRange run) {
-            Value e = kb.add(base, tb.lane), ok = kb.ult(e, kb.idx(E));
-            Value n = kb.select(ok, kb.toIndex(kb.load(count, {kb.minu(e, kb.idx(E - 1))})),
-                                kb.idx(0));
-            SmallVector<Value> items{n};
-            for (int64_t h : kExpertTileRows)
-              items.push_back(kb.ceilDiv(n, h));
-            // The split tail: r = n % 128 rows when 0 < r <= tails.upTo.
-            Value r128 = kb.rem(n, 128);
-            Value tail = kb.select(kb.andi(kb.ine(r128, kb.idx(0)), kb.ule(r128, kb.idx(tails.upTo))),
-                                   r128, kb.idx(0));
-            Value head = kb.sub(n, tail);
-            items.push_back(kb.ceilDiv(head, 128));
-            // One tile of the first serving height >= tail (rows of
-            // heights that do not serve stay 0).
-            for (int64_t h : kTailRows) {
-              auto at = llvm::find(tails.heights, h);
-              if (at == tails.heights.end()) {
-                items.push_back(kb.idx(0));
-                continue;
-              }
-              int64_t below = at == tails.heights.begin() ? 0 : *std::prev(at);
-              items.push_back(kb.select(kb.andi(kb.ult(kb.idx(below), tail), kb.ule(tail, kb.idx(h))),
-                                        kb.idx(1), kb.idx(0)));
-            }
-            SmallVector<Value> next;
-            Value groupStart;
-            for (int64_t r = 0; r < kTailStartRow; ++r) {
-              Value incl = kb.warpPrefixIndex(tb, items[r]);
-              Value start = kb.add(run[r], kb.sub(incl, items[r]));
-              if (r == 0)
-                groupStart = start;
-              kb.ifThen(ok, [&] {
-                kb.store(toI32(start), groups, {kb.idx(r), e});
-                if (r == 0)
-                  kb.store(toI32(start), cursor, {e});
-              });
-              next.push_back(kb.add(run[r], kb.warpBroadcastIndex(tb, incl, lastLane)));
-            }
-            kb.ifThen(ok, [&] {
-              kb.store(toI32(kb.add(groupStart, head)), groups, {kb.idx(kTailStartRow), e});
+          kb.idx(0), kb.idx(E), kb.idx(tb.threads), zeros, [&](Value base, ValueRange run) {
+            Value e = kb.add(base, tb.tid), ok = kb.ult(e, kb.idx(E)), head;
+            SmallVector<Value> items = itemsOf(countOf(e, ok), head);
+            SmallVector<Value> incl;
+            for (int64_t r = 0; r < kTailStartRow; ++r)
+              incl.push_back(kb.warpPrefixIndex(tb, items[r]));
+            kb.ifThen(kb.ieq(tb.lane, lastLane), [&] {
+              for (int64_t r = 0; r < kTailStartRow; ++r)
+                kb.store(toI32(incl[r]), warpTot, {kb.idx(r), tb.warp});
             });
+            kb.barrier(tb);
+            kb.ifThen(kb.ieq(tb.warp, kb.idx(0)), [&] {
+              Value has = kb.ult(tb.lane, kb.idx(tb.warps));
+              Value w = kb.minu(tb.lane, kb.idx(tb.warps - 1));
+              for (int64_t r = 0; r < kTailStartRow; ++r) {
+                Value v = kb.select(has, kb.toIndex(kb.load(warpTot, {kb.idx(r), w})), kb.idx(0));
+                Value iw = kb.warpPrefixIndex(tb, v);
+                kb.ifThen(has, [&] { kb.store(toI32(kb.sub(iw, v)), warpOff, {kb.idx(r), w}); });
+                kb.ifThen(kb.ieq(tb.lane, lastLane),
+                          [&] { kb.store(toI32(iw), roundTot, {kb.idx(r)}); });
+              }
+            });
+            kb.barrier(tb);
+            SmallVector<Value> starts, next;
+            for (int64_t r = 0; r < kTailStartRow; ++r) {
+              Value off = kb.toIndex(kb.load(warpOff, {kb.idx(r), tb.warp}));
+              starts.push_back(kb.add(run[r], kb.add(off, kb.sub(incl[r], items[r]))));
+              next.push_back(kb.add(run[r], kb.toIndex(kb.load(roundTot, {kb.idx(r)}))));
+            }
+            storeStarts(e, ok, starts, head);
+            kb.barrier(tb); // the next round rewrites the warps' totals
             return next;
           });
-      kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
-        for (int64_t r = 0; r < kGroupRows; ++r)
-          kb.store(toI32(totals[r == kTailStartRow ? 0 : r]), groups, {kb.idx(r), kb.idx(E)});
+      kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] { storeTotals(totals); });
+    } else {
+      kb.ifThen(kb.ieq(tb.warp, kb.idx(0)), [&] {
+        Value lanes = kb.idx(tb.lanes), lastLane = kb.idx(tb.lanes - 1);
+        SmallVector<Value> zeros(kTailStartRow, kb.idx(0));
+        SmallVector<Value> totals = kb.loopStep(
+            kb.idx(0), kb.idx(E), lanes, zeros, [&](Value base, ValueRange run) {
+              Value e = kb.add(base, tb.lane), ok = kb.ult(e, kb.idx(E)), head;
+              SmallVector<Value> items = itemsOf(countOf(e, ok), head);
+              SmallVector<Value> next;
+              Value groupStart;
+              for (int64_t r = 0; r < kTailStartRow; ++r) {
+                Value incl = kb.warpPrefixIndex(tb, items[r]);
+                Value start = kb.add(run[r], kb.sub(incl, items[r]));
+                if (r == 0)
+                  groupStart = start;
+                kb.ifThen(ok, [&] {
+                  kb.store(toI32(start), groups, {kb.idx(r), e});
+                  if (r == 0)
+                    kb.store(toI32(start), cursor, {e});
+                });
+                next.push_back(kb.add(run[r], kb.warpBroadcastIndex(tb, incl, lastLane)));
+              }
+              kb.ifThen(ok, [&] {
+                kb.store(toI32(kb.add(groupStart, head)), groups, {kb.idx(kTailStartRow), e});
+              });
+              return next;
+            });
+        kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] { storeTotals(totals); });
       });
-    });
+    }
     kb.barrier(tb);
     kb.strided(tb, kb.idx(0), P, [&](Value p) {
       Value e = expertOf(p);

@@ -18,6 +18,21 @@
 // Bad tuning switches are errors naming the kernel and the problem.
 // RUN: not env K3C_MOE_STAGES_16=1 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=STAGES
 // RUN: not env K3C_MOE_CTAS_16=0 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CTAS
+// K3C_MOE_GROUP_SCAN=1: the grouping's prefix sums by every warp (a round of
+// 1024 experts: each warp's 32, then warp 0 over the warps' totals in
+// workgroup memory, two barriers), not by warp 0 alone in rounds of 32.
+// RUN: env K3C_MOE_GROUP_SCAN=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GSCAN
+// GSCAN-LABEL: func.func @k3_moe_experts_13dd83a6(
+// GSCAN: gpu.launch {{.*}} in ({{.*}} = %c1, {{.*}}) threads({{.*}}) in ({{.*}} = %c1024, {{.*}} workgroup({{.*}} : memref<9x32xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<9x32xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<9xi32, #gpu.address_space<workgroup>>)
+// GSCAN: scf.for {{.*}} = %c0{{[_0-9]*}} to %c16{{[_0-9]*}} step %c1024{{[_0-9]*}} iter_args
+// GSCAN: gpu.shuffle  up
+// GSCAN: gpu.barrier
+// GSCAN: gpu.shuffle  up
+// GSCAN: gpu.barrier
+// GSCAN: memref.store {{.*}} : memref<10x17xi32>
+// GSCAN: gpu.barrier
+// GSCAN: memref.store {{.*}}[%c9{{[_0-9]*}}, %c16{{[_0-9]*}}] : memref<10x17xi32>
+// GSCAN: module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_16)
 // STAGES: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_mma_16: stages must be 2..8, got 1
 // CTAS: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_mma_16: blocks per SM (K3C_MOE_CTAS_*) must be >= 1
 
