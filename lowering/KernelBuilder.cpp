@@ -267,7 +267,7 @@ SmallVector<Value> KernelBuilder::blockSums(ThreadBlock &tb, ArrayRef<Value> vs,
   return totals;
 }
 
-void KernelBuilder::prefetchL2(Value m, ValueRange indices, int64_t bytes) {
+Value KernelBuilder::byteAddress(Value m, ValueRange indices) {
   auto t = cast<MemRefType>(m.getType());
   int64_t eltBytes = t.getElementTypeBitWidth() / 8;
   // Linear element offset (row-major) plus the descriptor's offset.
@@ -276,10 +276,16 @@ void KernelBuilder::prefetchL2(Value m, ValueRange indices, int64_t bytes) {
   for (auto [i, v] : llvm::enumerate(indices))
     off = add(off, mul(v, meta.getStrides()[i]));
   Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, m);
-  Value addr = add(base, mul(off, idx(eltBytes)));
+  return add(base, mul(off, idx(eltBytes)));
+}
+
+Value KernelBuilder::pointerAt(Value addr, unsigned space) {
   Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
-  auto ptrTy = LLVM::LLVMPointerType::get(b.getContext(), 1);
-  Value ptr = LLVM::IntToPtrOp::create(b, loc, ptrTy, i64);
+  return LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext(), space), i64);
+}
+
+void KernelBuilder::prefetchL2(Value m, ValueRange indices, int64_t bytes) {
+  Value ptr = pointerAt(byteAddress(m, indices), 1);
   Value size = arith::ConstantIntOp::create(b, loc, b.getI32Type(), bytes);
   NVVM::CpAsyncBulkPrefetchOp::create(b, loc, ptr, size, /*l2CacheHint=*/Value());
 }

@@ -283,6 +283,12 @@ public:
   /// region of global memref `m` from `indices` (cp.async.bulk.prefetch;
   /// nothing is waited for). Identity-layout memrefs only.
   void prefetchL2(Value m, ValueRange indices, int64_t bytes);
+  /// The byte address of memref `m`'s element at `indices` (row-major with
+  /// its strides; none: element 0): its aligned pointer plus the
+  /// descriptor's offset, as an index.
+  Value byteAddress(Value m, ValueRange indices = {});
+  /// An index address as an LLVM pointer of address space `space`.
+  Value pointerAt(Value addr, unsigned space);
   /// The dot product over [0, len) of two rows, split over a warp's lanes
   /// `width` elements at a time (16-byte loads), summed across the warp:
   /// a(k) and b(k) give `width` fp32 values from index k.

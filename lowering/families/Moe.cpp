@@ -243,6 +243,8 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
           });
       kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] { storeTotals(totals); });
     } else {
+      // (Each row's offsets stored as soon as scanned, as measured on the
+      // GPU; storeStarts would store them after the last scan.)
       kb.ifThen(kb.ieq(tb.warp, kb.idx(0)), [&] {
         Value lanes = kb.idx(tb.lanes), lastLane = kb.idx(tb.lanes - 1);
         SmallVector<Value> zeros(kTailStartRow, kb.idx(0));

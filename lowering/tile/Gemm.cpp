@@ -1272,21 +1272,6 @@ std::string MxfpGroupedMma::check(const TargetInfo &info) const {
   return "";
 }
 
-/// The byte address of memref `m`'s element 0 (its aligned pointer plus its
-/// descriptor's offset), as an index.
-static Value byteAddress(KernelBuilder &kb, Value m) {
-  auto t = cast<MemRefType>(m.getType());
-  auto meta = memref::ExtractStridedMetadataOp::create(kb.b, kb.loc, m);
-  Value base = memref::ExtractAlignedPointerAsIndexOp::create(kb.b, kb.loc, m);
-  return kb.add(base, kb.mul(meta.getOffset(), kb.idx(t.getElementTypeBitWidth() / 8)));
-}
-/// An index address as an LLVM pointer of address space `space`.
-static Value pointerAt(KernelBuilder &kb, Value addr, unsigned space) {
-  Value i64 = arith::IndexCastUIOp::create(kb.b, kb.loc, kb.b.getI64Type(), addr);
-  return LLVM::IntToPtrOp::create(kb.b, kb.loc, LLVM::LLVMPointerType::get(kb.b.getContext(), space),
-                                  i64);
-}
-
 /// A work item of a persistent grouped GEMM (MxfpGroupedMma,
 /// MxfpGroupedWgmma): column tile j of token tile `tile`, whose group e is
 /// the largest with tileStarts[e] <= tile (empty groups share their
@@ -1416,11 +1401,11 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
         for (int64_t qq = 0; qq < 4; ++qq) {
           Value here = kb.ieq(q, kb.idx(qq));
           scaleSrc = kb.select(
-              here, kb.add(byteAddress(kb, wCopies[qq].t.w->scales), wCopies[qq].scales), scaleSrc);
+              here, kb.add(kb.byteAddress(wCopies[qq].t.w->scales), wCopies[qq].scales), scaleSrc);
           scaleOk = kb.select(here, wCopies[qq].t.valid, scaleOk);
         }
         scaleSrc = kb.add(scaleSrc, kb.mul(part, 16));
-        scaleDst = kb.add(byteAddress(kb, ss),
+        scaleDst = kb.add(kb.byteAddress(ss),
                           kb.add(kb.mul(kb.add(kb.mul(wn, 4), q), scaleBytes), kb.mul(part, 16)));
       }
       // Chunk kc may lie past the last: then nothing is copied (the group
@@ -1458,8 +1443,8 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
             }
           }
           kb.ifThen(kb.ult(lane, kb.idx(4 * scaleParts)), [&] {
-            Value dst = pointerAt(kb, kb.add(scaleDst, kb.mul(slot, 16 * scaleBytes)), 3);
-            Value src = pointerAt(kb, kb.add(scaleSrc, kb.mul(kcSafe, scaleBytes)), 1);
+            Value dst = kb.pointerAt(kb.add(scaleDst, kb.mul(slot, 16 * scaleBytes)), 3);
+            Value src = kb.pointerAt(kb.add(scaleSrc, kb.mul(kcSafe, scaleBytes)), 1);
             Value size = kb.select(inRange(scaleOk), kb.i32Const(16), kb.i32Const(0));
             NVVM::CpAsyncOp::create(b, loc, dst, src, 16, NVVM::LoadCacheModifierKind::CG, size);
           });
@@ -1655,19 +1640,14 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
         SmallVector<Value> mid = compute(kb.rem(kc, S), in);
         return compute(kb.rem(kb.add(kc, 1), S), mid);
       };
-      if (pair) {
-        SmallVector<Value> acc = kb.loop(kb.idx(0), kb.idx(kChunks / 2), init,
-                                         [&](Value p, ValueRange in) { return pairStep(p, in); });
-        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
-        kb.barrier(tb);
-        g.epilogue(acc, kb.add(m0, kb.mul(wm, bm / wM)), end, wn, j, e, tb);
-        return;
-      }
       // (Peeling the last S - 1 chunks into a loop of their own, so the
       // main loop's copies carry no in-range selects, measured within the
       // spread on the H200 in session 25 and was removed.)
-      SmallVector<Value> acc = kb.loop(kb.idx(0), kb.idx(kChunks), init,
-                                       [&](Value kc, ValueRange in) { return step(kc, in); });
+      SmallVector<Value> acc =
+          pair ? kb.loop(kb.idx(0), kb.idx(kChunks / 2), init,
+                         [&](Value p, ValueRange in) { return pairStep(p, in); })
+               : kb.loop(kb.idx(0), kb.idx(kChunks), init,
+                         [&](Value kc, ValueRange in) { return step(kc, in); });
       NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
       kb.barrier(tb); // the next item refills the ring
       g.epilogue(acc, kb.add(m0, kb.mul(wm, bm / wM)), end, wn, j, e, tb);
