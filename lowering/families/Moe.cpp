@@ -57,11 +57,13 @@ static int64_t moeTailUpTo() {
 
 /// The split tails of one expert kernel, read once from the switches: the
 /// most rows a tail may have (moeTailUpTo; 0: no tails) and the tail heights
-/// that serve, ascending (a tail of r rows takes the first >= r): 16 and 64
-/// (measured), or with K3C_MOE_TAIL_FINE=1 every multiple of 16 up to 64, so
-/// a tail's tile does no more row blocks of MMA than it needs (the register
-/// decode is bound by its instruction stream, of which the MMAs and A
-/// fragments grow with the height). Heights past upTo are dropped.
+/// that serve, ascending (a tail of r rows takes the first >= r): every
+/// multiple of 16 up to 64, so a tail's tile does no more row blocks of MMA
+/// than it needs (the register decode is bound by its instruction stream, of
+/// which the MMAs and A fragments grow with the height); K3C_MOE_TAIL_FINE=0
+/// keeps 16 and 64 only. Measured on the H200 (session 29): the slice at
+/// 320 / 512 tokens 2.52 / 3.37 -> 2.27 / 2.83 ms, K3's experts at 1536
+/// tokens 9.78 -> 8.12 ms, 8192 within 2 %. Heights past upTo are dropped.
 struct TailPlan {
   int64_t upTo = 0;
   SmallVector<int64_t> heights;
@@ -69,7 +71,7 @@ struct TailPlan {
 static TailPlan moeTailPlan() {
   TailPlan plan;
   plan.upTo = moeTailUpTo();
-  const bool fine = intFromEnv("K3C_MOE_TAIL_FINE", 0) != 0;
+  const bool fine = intFromEnv("K3C_MOE_TAIL_FINE", 1) != 0;
   for (int64_t h : kTailRows)
     if (plan.upTo && (fine || h == 16 || h == 64) &&
         (plan.heights.empty() || plan.heights.back() < plan.upTo))
@@ -197,10 +199,11 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
       for (int64_t r = 0; r < kGroupRows; ++r)
         kb.store(toI32(totals[r == kTailStartRow ? 0 : r]), groups, {kb.idx(r), kb.idx(E)});
     };
-    // K3C_MOE_GROUP_SCAN=1 (GPU): every warp scans 32 experts of a round of
-    // `threads` experts and warp 0 the warps' totals (one round up to 1024
-    // experts), instead of warp 0 alone in rounds of 32.
-    if (tb.launch && intFromEnv("K3C_MOE_GROUP_SCAN", 0) != 0) {
+    // On the GPU every warp scans 32 experts of a round of `threads` experts
+    // and warp 0 the warps' totals (one round up to 1024 experts);
+    // K3C_MOE_GROUP_SCAN=0 (and the host) has warp 0 alone scan in rounds of
+    // 32 (the slice's decode 0.3 % slower on the H200, session 29).
+    if (tb.launch && intFromEnv("K3C_MOE_GROUP_SCAN", 1) != 0) {
       assert(tb.warps <= tb.lanes && "the warps' totals are one warp's scan");
       Value warpTot = kb.shared(tb, {kTailStartRow, tb.warps}, i32);
       Value warpOff = kb.shared(tb, {kTailStartRow, tb.warps}, i32);
@@ -339,14 +342,22 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     g.bm = bm;
     g.warpsM = bm == 128 ? 2 : 1;
     g.stages = intFromEnv(("K3C_MOE_STAGES" + sfx).c_str(), 4);
-    // K3C_MOE_LEAN / K3C_MOE_PAIR (MxfpGroupedMma::lean, ::pair): unset, on
-    // for the 16-row tiles (decode and 16-row tails: measured on the H200,
-    // session 28, the slice's decode of 16 / 64 sequences 0.924-0.928 /
-    // 1.362 ms -> 0.891-0.898 / 1.321 ms, logits bit-identical); 1 for every
-    // height (the taller tails: checked, not timed); 0 off.
-    const int64_t leanSw = intFromEnv("K3C_MOE_LEAN", -1), pairSw = intFromEnv("K3C_MOE_PAIR", -1);
-    g.lean = leanSw < 0 ? bm == 16 : leanSw != 0;
-    g.pair = pairSw < 0 ? bm == 16 : pairSw != 0;
+    // K3C_MOE_LEAN / K3C_MOE_PAIR (MxfpGroupedMma::lean, ::pair): 1 (the
+    // default), every height; 0 off; 16, the 16-row tiles only. Measured on
+    // the H200: the 16-row tiles in session 28 (the slice's decode of 16 / 64
+    // sequences 0.924-0.928 / 1.362 -> 0.891-0.898 / 1.321 ms, logits
+    // bit-identical), the taller tails in session 29 (the slice at 8192
+    // tokens 23.12 -> 22.42 ms, K3's experts 27.74 -> 27.37 ms).
+    auto heightSwitch = [&](const char *name) {
+      const int64_t sw = intFromEnv(name, 1);
+      if (sw != 0 && sw != 1 && sw != 16)
+        llvm::report_fatal_error(llvm::Twine("k3c: ") + name + " must be 0, 1 or 16, got " +
+                                     llvm::Twine(sw),
+                                 /*gen_crash_diag=*/false);
+      return sw == 1 || (sw == 16 && bm == 16);
+    };
+    g.lean = heightSwitch("K3C_MOE_LEAN");
+    g.pair = heightSwitch("K3C_MOE_PAIR");
     g.experts = E;
     g.groupStarts = g.tileStarts = groups;
     g.startsIndex = {kb.idx(0)};

@@ -18,10 +18,15 @@
 // Bad tuning switches are errors naming the kernel and the problem.
 // RUN: not env K3C_MOE_STAGES_16=1 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=STAGES
 // RUN: not env K3C_MOE_CTAS_16=0 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CTAS
-// K3C_MOE_GROUP_SCAN=1: the grouping's prefix sums by every warp (a round of
-// 1024 experts: each warp's 32, then warp 0 over the warps' totals in
-// workgroup memory, two barriers), not by warp 0 alone in rounds of 32.
-// RUN: env K3C_MOE_GROUP_SCAN=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GSCAN
+// The grouping's prefix sums by every warp (a round of 1024 experts: each
+// warp's 32, then warp 0 over the warps' totals in workgroup memory, two
+// barriers); K3C_MOE_GROUP_SCAN=0: warp 0 alone in rounds of 32.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GSCAN
+// RUN: env K3C_MOE_GROUP_SCAN=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GWARP0
+// GWARP0-LABEL: func.func @k3_moe_experts_13dd83a6(
+// GWARP0-NOT: memref<9x32xi32, #gpu.address_space<workgroup>>
+// GWARP0: scf.for {{.*}} = %c0{{[_0-9]*}} to %c16{{[_0-9]*}} step %c32{{[_0-9]*}} iter_args
+// GWARP0: module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_16)
 // GSCAN-LABEL: func.func @k3_moe_experts_13dd83a6(
 // GSCAN: gpu.launch {{.*}} in ({{.*}} = %c1, {{.*}}) threads({{.*}}) in ({{.*}} = %c1024, {{.*}} workgroup({{.*}} : memref<9x32xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<9x32xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<9xi32, #gpu.address_space<workgroup>>)
 // GSCAN: scf.for {{.*}} = %c0{{[_0-9]*}} to %c16{{[_0-9]*}} step %c1024{{[_0-9]*}} iter_args
@@ -203,7 +208,13 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // TAIL16: module(@k3_moe_experts_wide_experts_down_mxfp4_mma_16_tail)
 // TAIL16-NOT: mma_64_tail
 // NOTAIL-NOT: _tail)
-// RUN: env K3C_MOE_TAIL_FINE=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FINE
+// Tails of 16, 32, 48 or 64 rows (K3C_MOE_TAIL_FINE=0: 16 and 64 only).
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FINE
+// RUN: env K3C_MOE_TAIL_FINE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=COARSE
+// COARSE: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_16_tail)
+// COARSE-NOT: _32_tail
+// COARSE-NOT: _48_tail
+// COARSE: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_64_tail)
 // FINE: module(@k3_moe_experts_wide_experts_down_mxfp4_wgmma_128)
 // FINE: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_16_tail)
 // FINE: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_32_tail)
@@ -234,14 +245,25 @@ func.func @moe_experts_wide(%a0: tensor<?x128xbf16>, %a1: tensor<?x4xi32>, %a2: 
   return %r : tensor<?x4x128xbf16>
 }
 
-// Two k chunks a barrier (the 16-row tiles by default, where the chunk count
-// is even: latent 512 at k_tile 128, four chunks): the prologue fills two ring
+// Two k chunks a barrier (every tile height by default, where the chunk count
+// is even: latent 512 at k_tile 128, four chunks; K3C_MOE_PAIR=16 and
+// K3C_MOE_LEAN=16: the 16-row tiles only; any other value an error): the prologue fills two ring
 // slots, each step waits for every copy group, refills two slots and
 // multiplies two chunks (2 x 32 mma.sync a warp). K3C_MOE_PAIR=0 and
 // K3C_MOE_LEAN=0: a chunk a step, two groups left in flight, the four scale
 // blocks copied through one branch each.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIR
 // RUN: env K3C_MOE_PAIR=0 K3C_MOE_LEAN=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOPAIR
+// RUN: env K3C_MOE_PAIR=16 K3C_MOE_LEAN=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIR16
+// RUN: not env K3C_MOE_PAIR=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PAIRBAD
+// PAIRBAD: LLVM ERROR: k3c: K3C_MOE_PAIR must be 0, 1 or 16, got 2
+// PAIR16-LABEL: func.func @k3_moe_experts_pair(
+// PAIR16: module(@k3_moe_experts_pair_experts_up_mxfp4_mma_16)
+// PAIR16: nvvm.cp.async.wait.group 0
+// PAIR16: module(@k3_moe_experts_pair_experts_up_mxfp4_mma_64_tail)
+// PAIR16-NOT: nvvm.cp.async.shared.global
+// PAIR16: nvvm.cp.async.wait.group 2
+// PAIR16: module(@k3_moe_experts_pair_experts_down_mxfp4_mma_64_tail)
 // PAIR-LABEL: func.func @k3_moe_experts_pair(
 // PAIR: module(@k3_moe_experts_pair_experts_up_mxfp4_mma_16)
 // PAIR-COUNT-2: nvgpu.device_async_create_group
