@@ -246,8 +246,6 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
           });
       kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] { storeTotals(totals); });
     } else {
-      // (Each row's offsets stored as soon as scanned, as measured on the
-      // GPU; storeStarts would store them after the last scan.)
       kb.ifThen(kb.ieq(tb.warp, kb.idx(0)), [&] {
         Value lanes = kb.idx(tb.lanes), lastLane = kb.idx(tb.lanes - 1);
         SmallVector<Value> zeros(kTailStartRow, kb.idx(0));
@@ -255,23 +253,13 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
             kb.idx(0), kb.idx(E), lanes, zeros, [&](Value base, ValueRange run) {
               Value e = kb.add(base, tb.lane), ok = kb.ult(e, kb.idx(E)), head;
               SmallVector<Value> items = itemsOf(countOf(e, ok), head);
-              SmallVector<Value> next;
-              Value groupStart;
+              SmallVector<Value> starts, next;
               for (int64_t r = 0; r < kTailStartRow; ++r) {
                 Value incl = kb.warpPrefixIndex(tb, items[r]);
-                Value start = kb.add(run[r], kb.sub(incl, items[r]));
-                if (r == 0)
-                  groupStart = start;
-                kb.ifThen(ok, [&] {
-                  kb.store(toI32(start), groups, {kb.idx(r), e});
-                  if (r == 0)
-                    kb.store(toI32(start), cursor, {e});
-                });
+                starts.push_back(kb.add(run[r], kb.sub(incl, items[r])));
                 next.push_back(kb.add(run[r], kb.warpBroadcastIndex(tb, incl, lastLane)));
               }
-              kb.ifThen(ok, [&] {
-                kb.store(toI32(kb.add(groupStart, head)), groups, {kb.idx(kTailStartRow), e});
-              });
+              storeStarts(e, ok, starts, head);
               return next;
             });
         kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] { storeTotals(totals); });
