@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Artifact.h"
+#include "lowering/TargetInfo.h"
 
 #include "models/Weights.h"
 #include "support/Sha256.h"
@@ -199,8 +200,9 @@ LogicalResult writeArtifact(ModuleOp fused, const std::vector<KernelInfo> &kerne
       m.hostLibrary = artifact::FileEntry{fs::path(o.hostLibrary).filename().string(),
                                           sha256File(o.hostLibrary), ""};
     if (!o.cudaLibrary.empty())
-      m.cudaLibrary = artifact::FileEntry{fs::path(o.cudaLibrary).filename().string(),
-                                          sha256File(o.cudaLibrary), "sm_90a"};
+      m.cudaLibrary = artifact::FileEntry{
+          fs::path(o.cudaLibrary).filename().string(), sha256File(o.cudaLibrary), "sm_90a",
+          /*gridDependency=*/TargetInfo::get(Target::Gpu).gridDependencyControl()};
     for (const KernelInfo &k : kernels)
       m.kernels.push_back(kernelManifestEntry(k));
     for (auto [name, entry] : {std::pair<StringRef, artifact::Entry *>{"prefill", &m.prefill},

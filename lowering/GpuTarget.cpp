@@ -305,6 +305,26 @@ static LogicalResult applyLaunchBounds(ModuleOp m, const llvm::StringMap<int32_t
   return success();
 }
 
+/// Programmatic dependent launch (TargetInfo::gridDependencyControl): every
+/// outlined kernel, from KernelBuilder::blocks or from a parallel loop, first
+/// waits until the grids ahead of it have completed and their writes are
+/// visible (griddepcontrol.wait: nothing before it touches memory), then lets
+/// the next grid be scheduled (griddepcontrol.launch_dependents). The
+/// artifact's cuda_library then says grid_dependency, and the runtime may
+/// start each kernel while the one ahead finishes (docs/runtime.md).
+static void chainGrids(ModuleOp m) {
+  if (!TargetInfo::get(Target::Gpu).gridDependencyControl())
+    return;
+  m.walk([](gpu::GPUFuncOp fn) {
+    if (!fn.isKernel() || fn.getBody().empty())
+      return;
+    OpBuilder b(fn.getContext());
+    b.setInsertionPointToStart(&fn.getBody().front());
+    NVVM::GriddepcontrolOp::create(b, fn.getLoc(), NVVM::GridDepActionKind::wait);
+    NVVM::GriddepcontrolOp::create(b, fn.getLoc(), NVVM::GridDepActionKind::launch_dependents);
+  });
+}
+
 LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
   registerGpuPipelinePasses();
   prepareGpuContext(*loops.getContext());
@@ -322,6 +342,7 @@ LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
     }
     if (&pipeline == &pipelines[0]) {
       mergeIdenticalModules(loops);
+      chainGrids(loops);
       rewriteDeviceMath(loops);
       alignSharedMemory(loops);
       if (failed(applyLaunchBounds(loops, requested, error)))

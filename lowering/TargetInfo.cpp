@@ -32,6 +32,7 @@ const TargetInfo &TargetInfo::get(Target t) {
     g.maxRegistersPerThread = 255;
     g.mmaSync = true;
     g.wgmma = true;
+    g.gridDependency = true;
     g.mmaM = 16;
     g.mmaN = 8;
     g.mmaK = 16;
@@ -42,6 +43,10 @@ const TargetInfo &TargetInfo::get(Target t) {
 
 std::string TargetInfo::nvvmAttachOptions() const {
   return "chip=" + chip + " features=" + features + " O=3";
+}
+
+bool TargetInfo::gridDependencyControl() const {
+  return gridDependency && intFromEnv("K3C_PDL", 1) != 0;
 }
 
 llvm::SmallVector<int64_t> intsFromEnv(const char *var, llvm::ArrayRef<size_t> counts,

@@ -36,12 +36,20 @@ struct TargetInfo {
   int64_t maxRegistersPerThread = 0; ///< 255 on sm_90
   bool mmaSync = false;        ///< mma.sync m16n8k16 bf16 -> f32, ldmatrix, cp.async
   bool wgmma = false;          ///< warpgroup MMA + TMA + mbarriers (sm_90a)
+  /// griddepcontrol (programmatic dependent launch, sm_90): every kernel
+  /// waits for the grids before it, then lets the next one be scheduled.
+  bool gridDependency = false;
   int64_t mmaM = 0, mmaN = 0, mmaK = 0; ///< the mma.sync shape used (16, 8, 16)
 
   static const TargetInfo &get(Target t);
   bool gpu() const { return kind == Target::Gpu; }
   /// The NVVM target options string (`chip=... features=... O=3`).
   std::string nvvmAttachOptions() const;
+  /// Whether the device kernels carry griddepcontrol (KernelBuilder::blocks)
+  /// and the artifact says so (its runtime then launches them with
+  /// programmatic stream serialization): gridDependency unless K3C_PDL=0 at
+  /// compile time.
+  bool gridDependencyControl() const;
 };
 
 // Compile-time tuning overrides (the K3C_* knobs of the kernel families and

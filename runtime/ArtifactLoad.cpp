@@ -2,6 +2,8 @@
 
 #include "runtime/HostModel.h"
 
+#include <cstdlib>
+
 namespace k3c::rt::detail {
 
 void HostModel::load() {
@@ -61,6 +63,12 @@ void HostModel::load() {
   if (sha256File(libPath.string()) != libj.sha256)
     throw Error("artifact '" + dir + "': " + libPath.string() +
                 " does not match its SHA-256 in manifest.json (corrupt or replaced)");
+  // Programmatic dependent launch where every kernel of the library waits
+  // for its predecessors (griddepcontrol); K3C_PDL=0 launches them plainly.
+  if (gpu) {
+    const char *pdl = std::getenv("K3C_PDL");
+    cuda::allowGridDependency(libj.gridDependency && !(pdl && std::string(pdl) == "0"));
+  }
   if (ckptPath.empty())
     throw Error("artifact '" + dir + "' was compiled from a config alone: give the weights "
                 "with --checkpoint DIR (its config.json must be the compiled one)");

@@ -24,6 +24,25 @@ using CUfunction = void *;
 using CUstream = void *;
 using CUevent = void *;
 
+/// CUlaunchAttribute and CUlaunchConfig of cuda.h (CUDA 12+), for
+/// cuLaunchKernelEx: a 4-byte attribute id padded to 8, a 64-byte value.
+struct LaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmaticStreamSerializationAllowed;
+  } value;
+};
+static_assert(sizeof(LaunchAttribute) == 72, "CUlaunchAttribute is 72 bytes");
+struct LaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+  CUstream hStream;
+  LaunchAttribute *attrs;
+  unsigned numAttrs;
+};
+constexpr int kLaunchAttributeProgrammaticStreamSerialization = 6;
+
 struct Driver {
   void *lib = nullptr;
   CUresult (*cuInit)(unsigned);
@@ -46,6 +65,9 @@ struct Driver {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, CUstream, void **, void **);
   CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+  CUresult (*cuLaunchKernelEx)(const LaunchConfig *, CUfunction, void **,
+                               void **) = nullptr; // optional (CUDA >= 12.0)
+  bool gridDependency = false; ///< allowGridDependency
   CUresult (*cuStreamCreate)(CUstream *, unsigned);
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamQuery)(CUstream);
@@ -128,6 +150,8 @@ bool initialize(std::string &why) {
             bind(d.cuEventSynchronize, "cuEventSynchronize") &&
             bind(d.cuEventElapsedTime, "cuEventElapsedTime") &&
             bind(d.cuGetErrorString, "cuGetErrorString");
+  if (!bind(d.cuLaunchKernelEx, "cuLaunchKernelEx"))
+    d.cuLaunchKernelEx = nullptr;
   if (!bind(d.cuFuncGetName, "cuFuncGetName"))
     d.cuFuncGetName = nullptr;
   if (!bind(d.cuEventRecordWithFlags, "cuEventRecordWithFlags"))
@@ -173,6 +197,9 @@ bool initialize(std::string &why) {
 }
 
 bool available() { return d.ready; }
+
+void allowGridDependency(bool on) { d.gridDependency = on && d.cuLaunchKernelEx; }
+bool gridDependencyAllowed() { return d.gridDependency; }
 std::string deviceName() { return d.name; }
 
 void memInfo(size_t &free, size_t &total) { check(d.cuMemGetInfo(&free, &total), "cuMemGetInfo"); }
@@ -447,7 +474,20 @@ mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t
     else
       d.cuEventRecord(launchProfile.start, stream);
   }
-  if (int r = d.cuLaunchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params, extra)) {
+  if (d.gridDependency && !timed) {
+    LaunchAttribute attr{};
+    attr.id = kLaunchAttributeProgrammaticStreamSerialization;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    LaunchConfig config{static_cast<unsigned>(gx), static_cast<unsigned>(gy),
+                        static_cast<unsigned>(gz), static_cast<unsigned>(bx),
+                        static_cast<unsigned>(by), static_cast<unsigned>(bz),
+                        static_cast<unsigned>(smem), stream, &attr, 1};
+    if (int r = d.cuLaunchKernelEx(&config, function, params, extra)) {
+      record("cuLaunchKernelEx (programmatic dependent launch)", r);
+      return;
+    }
+  } else if (int r = d.cuLaunchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params,
+                                      extra)) {
     record("cuLaunchKernel", r);
     return;
   }

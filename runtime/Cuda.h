@@ -55,6 +55,16 @@ void *stream();
 /// Whether the stream's work has finished (throws on an error).
 bool streamDone(const char *where);
 
+/// Programmatic dependent launch: while on, every kernel launch carries
+/// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, so its blocks may
+/// be scheduled before the kernel ahead of it on the stream completes (that
+/// kernel's blocks trigger it by griddepcontrol.launch_dependents). Only for
+/// kernel libraries whose every kernel first executes griddepcontrol.wait
+/// (the manifest's cuda_library.grid_dependency). A driver without
+/// cuLaunchKernelEx launches plainly.
+void allowGridDependency(bool on);
+bool gridDependencyAllowed();
+
 /// Launch errors recorded by the mgpu* ABI (which cannot throw through
 /// generated code); checked after every kernel entry point.
 void checkLaunchError(const std::string &kernel);

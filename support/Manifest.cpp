@@ -779,8 +779,12 @@ ojson Manifest::toJson() const {
   if (hostLibrary)
     files["host_library"] = {{"path", hostLibrary->path}, {"sha256", hostLibrary->sha256}};
   if (cudaLibrary)
+  {
     files["cuda_library"] = {
         {"path", cudaLibrary->path}, {"sha256", cudaLibrary->sha256}, {"arch", cudaLibrary->arch}};
+    if (cudaLibrary->gridDependency)
+      files["cuda_library"]["grid_dependency"] = true;
+  }
   m["files"] = files;
   ojson ks = ojson::array();
   for (const Kernel &k : kernels)
@@ -826,6 +830,11 @@ Manifest Manifest::fromJson(const json &j, const std::string &dir) {
     fe.sha256 = c.string(c.get(f, "sha256", "files." + key), "files." + key + ".sha256");
     if (const json *a = c.opt(f, "arch"))
       fe.arch = c.string(*a, "files." + key + ".arch");
+    if (const json *g = c.opt(f, "grid_dependency")) {
+      if (key != "cuda_library")
+        c.fail("files." + key + ".grid_dependency", "applies to the cuda_library only");
+      fe.gridDependency = c.boolean(*g, "files." + key + ".grid_dependency");
+    }
     (key == "host_library" ? m.hostLibrary : m.cudaLibrary) = fe;
   }
 

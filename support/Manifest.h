@@ -67,6 +67,11 @@ struct FileEntry {
   std::string path;   ///< relative to the artifact directory
   std::string sha256; ///< 64 lowercase hex digits
   std::string arch;   ///< the GPU architecture ("" for the host library)
+  /// cuda_library only ("grid_dependency": true): every device kernel
+  /// starts with griddepcontrol.wait, so the runtime may launch it with
+  /// programmatic stream serialization (it starts while the kernel before it
+  /// finishes). Absent: plain launches.
+  bool gridDependency = false;
 };
 
 struct ModelInfo {

@@ -128,6 +128,12 @@ TEST(Manifest, RoundTrip) {
   EXPECT_EQ(back.checkpoint.sha256.at("config.json"), std::string(64, 'a'));
   ASSERT_TRUE(back.cudaLibrary);
   EXPECT_EQ(back.cudaLibrary->arch, "sm_90a");
+  EXPECT_FALSE(back.cudaLibrary->gridDependency); // absent: plain launches
+  Manifest pdl = m;
+  pdl.cudaLibrary->gridDependency = true;
+  ojson pdlJson = pdl.toJson();
+  EXPECT_EQ(pdlJson["files"]["cuda_library"]["grid_dependency"], true);
+  EXPECT_TRUE(Manifest::fromJson(json::parse(pdlJson.dump()), "A").cudaLibrary->gridDependency);
   ASSERT_EQ(back.kernels.size(), 1u);
   EXPECT_TRUE(back.kernels[0].args[2].deviceOnly);
   EXPECT_EQ(back.kernels[0].args[1].dynamicFrom, (std::vector<std::pair<int64_t, int64_t>>{{0, 0}}));
@@ -179,6 +185,11 @@ TEST(Manifest, EveryCheckNamesTheField) {
        "files.host_library.sha256: is not a SHA-256"},
       {"ckpt outside", [](json &j) { j["checkpoint"]["sha256"]["../x"] = std::string(64, '0'); },
        "checkpoint.sha256 entry: '../x' leaves the directory"},
+      {"grid_dependency type", [](json &j) { j["files"]["cuda_library"]["grid_dependency"] = 1; },
+       "files.cuda_library.grid_dependency: must be a boolean"},
+      {"grid_dependency host",
+       [](json &j) { j["files"]["host_library"]["grid_dependency"] = true; },
+       "files.host_library.grid_dependency: applies to the cuda_library only"},
       {"from_config", [](json &j) { j["checkpoint"]["from_config"] = "yes"; },
        "checkpoint.from_config: must be a boolean"},
       {"vocab", [](json &j) { j["model"]["vocab_size"] = 0; },
