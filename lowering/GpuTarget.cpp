@@ -305,23 +305,28 @@ static LogicalResult applyLaunchBounds(ModuleOp m, const llvm::StringMap<int32_t
   return success();
 }
 
-/// Programmatic dependent launch (TargetInfo::gridDependencyControl): every
+/// Programmatic dependent launch (TargetInfo::gridDependencyMode): every
 /// outlined kernel, from KernelBuilder::blocks or from a parallel loop, first
 /// waits until the grids ahead of it have completed and their writes are
-/// visible (griddepcontrol.wait: nothing before it touches memory), then lets
-/// the next grid be scheduled (griddepcontrol.launch_dependents). The
-/// artifact's cuda_library then says grid_dependency, and the runtime may
-/// start each kernel while the one ahead finishes (docs/runtime.md).
+/// visible (griddepcontrol.wait: nothing before it touches memory); in mode 1
+/// it then lets the next grid be scheduled at once
+/// (griddepcontrol.launch_dependents), in mode 2 the next is scheduled as its
+/// blocks exit. The artifact's cuda_library then says grid_dependency, and
+/// the runtime may start each kernel before the one ahead has completed
+/// (docs/runtime.md).
 static void chainGrids(ModuleOp m) {
-  if (!TargetInfo::get(Target::Gpu).gridDependencyControl())
+  const int64_t mode = TargetInfo::get(Target::Gpu).gridDependencyMode();
+  if (!mode)
     return;
-  m.walk([](gpu::GPUFuncOp fn) {
+  m.walk([&](gpu::GPUFuncOp fn) {
     if (!fn.isKernel() || fn.getBody().empty())
       return;
     OpBuilder b(fn.getContext());
     b.setInsertionPointToStart(&fn.getBody().front());
     NVVM::GriddepcontrolOp::create(b, fn.getLoc(), NVVM::GridDepActionKind::wait);
-    NVVM::GriddepcontrolOp::create(b, fn.getLoc(), NVVM::GridDepActionKind::launch_dependents);
+    if (mode == 1)
+      NVVM::GriddepcontrolOp::create(b, fn.getLoc(),
+                                     NVVM::GridDepActionKind::launch_dependents);
   });
 }
 

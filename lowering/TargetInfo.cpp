@@ -45,8 +45,19 @@ std::string TargetInfo::nvvmAttachOptions() const {
   return "chip=" + chip + " features=" + features + " O=3";
 }
 
-bool TargetInfo::gridDependencyControl() const {
-  return gridDependency && intFromEnv("K3C_PDL", 1) != 0;
+int64_t TargetInfo::gridDependencyMode() const {
+  if (!gridDependency)
+    return 0;
+  // 2 by default: on the H200 (session 30) the early trigger (1) slowed the
+  // full-width slice's decode step at 8 and 32 sequences by 7-8 % (the MLA
+  // decode core and kda_out lost to the next grid's blocks waiting on their
+  // SMs), while the wait alone gained 0.5-1.8 % at 1-128 sequences.
+  const int64_t mode = intFromEnv("K3C_PDL", 2);
+  if (mode < 0 || mode > 2)
+    llvm::report_fatal_error(llvm::Twine("k3c: K3C_PDL must be 0, 1 or 2, got ") +
+                                 llvm::Twine(mode),
+                             /*gen_crash_diag=*/false);
+  return mode;
 }
 
 llvm::SmallVector<int64_t> intsFromEnv(const char *var, llvm::ArrayRef<size_t> counts,

@@ -45,11 +45,15 @@ struct TargetInfo {
   bool gpu() const { return kind == Target::Gpu; }
   /// The NVVM target options string (`chip=... features=... O=3`).
   std::string nvvmAttachOptions() const;
-  /// Whether the device kernels carry griddepcontrol (KernelBuilder::blocks)
-  /// and the artifact says so (its runtime then launches them with
-  /// programmatic stream serialization): gridDependency unless K3C_PDL=0 at
-  /// compile time.
-  bool gridDependencyControl() const;
+  /// Whether the device kernels carry griddepcontrol (GpuTarget's
+  /// chainGrids) and the artifact says so (its runtime then launches them
+  /// with programmatic stream serialization): 0 no; 1 every kernel waits for
+  /// the grids ahead, then lets the next be scheduled at once
+  /// (griddepcontrol.launch_dependents); 2 (the default) it waits, and the
+  /// next is scheduled as its blocks exit. K3C_PDL at compile time; 0 where
+  /// the target lacks it.
+  int64_t gridDependencyMode() const;
+  bool gridDependencyControl() const { return gridDependencyMode() != 0; }
 };
 
 // Compile-time tuning overrides (the K3C_* knobs of the kernel families and
