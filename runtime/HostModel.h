@@ -260,7 +260,9 @@ public:
   std::string checkpointPath() const override { return ckptPath; }
   std::string activationDtype() const override { return actDtype; }
   std::string deviceName() const override {
-    return gpu ? "cuda: " + cuda::deviceName() + " (sm_90a kernels)" : "cpu (host kernel library)";
+    return gpu ? "cuda: " + cuda::deviceName() + " (sm_90a kernels" +
+                     (cuda::gridDependencyAllowed() ? ", programmatic dependent launch)" : ")")
+               : "cpu (host kernel library)";
   }
   const MemoryPlan &memoryPlan() const override { return plan; }
   const std::vector<int64_t> &lengths() const override { return lens; }
