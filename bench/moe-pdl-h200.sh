@@ -2,9 +2,8 @@
 # Programmatic dependent launch (PDL) on one H200, with the routed experts'
 # table of #16 (decode 8 / 16 / 64 sequences, prefill 1024 / 8192 tokens) and
 # torch's grouped GEMM as the peer in the same call. The bundle of
-# bench/make-moe-bundle.sh, e.g.
-#   NO_FMA=1 NO_T128=1 MOE_VARIANTS="pf4=K3C_MOE_PDL_PREFETCH=4 pf12=K3C_MOE_PDL_PREFETCH=12" \
-#     TINY_VARIANTS="pf4=K3C_MOE_PDL_PREFETCH=4" bash bench/make-moe-bundle.sh
+# bench/make-moe-bundle.sh (`NO_FMA=1 NO_T128=1 bash bench/make-moe-bundle.sh`,
+# optionally with MOE_VARIANTS / TINY_VARIANTS: moe1-NAME, tiny-bf16-NAME).
 # Carry .dev; run: bash .dev/moe-pdl-h200.sh. Every kernel of these
 # artifacts starts with griddepcontrol.wait; the runtime launches them with
 # programmatic stream serialization unless K3C_PDL=0 ("nopdl" below: the
@@ -19,12 +18,13 @@
 #  * PHASES (default "checks slice peer k3") picks the parts; k3: K3's 896
 #    experts (a 15.7 GB checkpoint, ~150 s to make), decode 8 / 16 / 64 and
 #    prefill K3_TOKENS (1024,1536,8192), PDL and nopdl, then the peer.
-# PDL_VARIANTS="NAME ..." limits the moe1-NAME builds (default: pf*).
+# PDL_VARIANTS="NAME ..." limits the moe1-NAME builds (default: all but
+# the bundle's fixed nowg / fma / t128 builds).
 source "$(dirname "$0")/device-common.sh"
 machine
 phase() { [[ " ${PHASES:-checks slice peer k3} " == *" $1 "* ]]; }
 run() { timeout 120 k3-run "$@" --device cuda --quiet; }
-variants=${PDL_VARIANTS:-$(ls -d moe1-pf* 2>/dev/null | sed 's/^moe1-//')}
+variants=${PDL_VARIANTS:-$(ls -d moe1-* 2>/dev/null | sed 's/^moe1-//' | grep -v -e nowg -e fma -e t128)}
 rows='moe_experts|TOTAL'
 if phase checks; then
   k3-mkcheckpoint --config k3-tiny.json -o ckpt-tiny --seed 11 --quiet
