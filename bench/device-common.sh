@@ -24,3 +24,19 @@ kbench() {
   { echo "# $name"; cat /tmp/kbench-$name.csv; } >> $OUT/kbench.csv
   echo "-- $name"; grep -E "$rows" /tmp/kbench-$name.csv
 }
+# tiny_moe_checks VARIANTS: k3-tiny's checkpoint (ckpt-tiny) and a mixed batch
+# (mix.txt: prompts of 300, 40, 3 and 131 tokens); then tiny-bf16 and each
+# tiny-bf16-NAME of VARIANTS that the bundle has against the reference
+# executor (3 new tokens: decode rounds of 4 sequences), and their decode
+# round's routed experts (dumped) against fp64 (moe_check.py).
+tiny_moe_checks() {
+  k3-mkcheckpoint --config k3-tiny.json -o ckpt-tiny --seed 11 --quiet
+  printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 300) $(seq -s, 50 89) 7,8,9 $(seq -s, 200 330) > mix.txt
+  local v n
+  for v in tiny-bf16 $(for n in $1; do [ -d tiny-bf16-$n ] && echo tiny-bf16-$n; done); do
+    echo "== $v vs the reference: mixed batch"
+    timeout 120 k3-run $v --checkpoint ckpt-tiny --batch mix.txt --max-new-tokens 3 --check --device cuda --quiet | grep -E "check: (PASSED|FAILED)|error"
+    rm -rf /tmp/w5; K3C_DUMP_KERNEL=moe_experts@4-4:/tmp/w5 timeout 120 k3-run $v --checkpoint ckpt-tiny --batch mix.txt --max-new-tokens 3 --device cuda --quiet > /dev/null
+    echo "$v decode round vs fp64:"; python3 moe_check.py /tmp/w5 --experts 16 | tail -1
+  done
+}

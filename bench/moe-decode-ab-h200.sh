@@ -14,16 +14,8 @@
 # With .dev/old (an earlier build: old/bin, old/moe1) its logits and timing too.
 source "$(dirname "$0")/device-common.sh"
 machine
-run() { timeout 120 k3-run "$@" --device cuda --quiet; }
-k3-mkcheckpoint --config k3-tiny.json -o ckpt-tiny --seed 11 --quiet
-printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 300) $(seq -s, 50 89) 7,8,9 $(seq -s, 200 330) > mix.txt
 variants=${DEC_VARIANTS:-$(ls -d moe1-* 2>/dev/null | sed 's/^moe1-//' | grep -v -e nowg -e fma -e t128)}
-for v in tiny-bf16 $(for n in $variants; do [ -d tiny-bf16-$n ] && echo tiny-bf16-$n; done); do
-  echo "== $v vs the reference: mixed batch"
-  run $v --checkpoint ckpt-tiny --batch mix.txt --max-new-tokens 3 --check | grep -E "check: (PASSED|FAILED)|error"
-  rm -rf /tmp/w5; K3C_DUMP_KERNEL=moe_experts@4-4:/tmp/w5 run $v --checkpoint ckpt-tiny --batch mix.txt --max-new-tokens 3 > /dev/null
-  echo "$v decode round vs fp64:"; python3 moe_check.py /tmp/w5 --experts 16 | tail -1
-done
+tiny_moe_checks "$variants"
 echo "== MoE slice decode (${SECONDS}s)"
 k3-mkcheckpoint --config moe1.json -o /tmp/moe1 --seed 3 --quiet
 # 16 prompts, 4 new tokens: decode rounds of 16 sequences (16-row tiles, the

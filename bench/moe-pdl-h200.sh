@@ -30,14 +30,7 @@ run() { timeout 120 k3-run "$@" --device cuda --quiet; }
 variants=${PDL_VARIANTS:-$(ls -d moe1-* 2>/dev/null | sed 's/^moe1-//' | grep -v -e nowg -e fma -e t128)}
 rows='moe_experts|TOTAL'
 if phase checks; then
-  k3-mkcheckpoint --config k3-tiny.json -o ckpt-tiny --seed 11 --quiet
-  printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 300) $(seq -s, 50 89) 7,8,9 $(seq -s, 200 330) > mix.txt
-  for v in tiny-bf16 $(for n in $variants; do [ -d tiny-bf16-$n ] && echo tiny-bf16-$n; done); do
-    echo "== $v vs the reference: mixed batch (PDL)"
-    run $v --checkpoint ckpt-tiny --batch mix.txt --max-new-tokens 3 --check | grep -E "check: (PASSED|FAILED)|error"
-    rm -rf /tmp/w5; K3C_DUMP_KERNEL=moe_experts@4-4:/tmp/w5 run $v --checkpoint ckpt-tiny --batch mix.txt --max-new-tokens 3 > /dev/null
-    echo "$v decode round vs fp64:"; python3 moe_check.py /tmp/w5 --experts 16 | tail -1
-  done
+  tiny_moe_checks "$variants" # with PDL (the artifacts' default)
   echo "== tiny-bf16 vs the reference, plain launches (K3C_PDL=0)"
   K3C_PDL=0 run tiny-bf16 --checkpoint ckpt-tiny --batch mix.txt --max-new-tokens 3 --check | grep -E "check: (PASSED|FAILED)|error"
   echo "== tiny-f32 on the GPU vs the reference (1e-5, PDL)"
