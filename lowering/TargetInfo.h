@@ -36,8 +36,8 @@ struct TargetInfo {
   int64_t maxRegistersPerThread = 0; ///< 255 on sm_90
   bool mmaSync = false;        ///< mma.sync m16n8k16 bf16 -> f32, ldmatrix, cp.async
   bool wgmma = false;          ///< warpgroup MMA + TMA + mbarriers (sm_90a)
-  /// griddepcontrol (programmatic dependent launch, sm_90): every kernel
-  /// waits for the grids before it, then lets the next one be scheduled.
+  /// griddepcontrol (programmatic dependent launch, sm_90): see
+  /// gridDependencyMode.
   bool gridDependency = false;
   int64_t mmaM = 0, mmaN = 0, mmaK = 0; ///< the mma.sync shape used (16, 8, 16)
 

@@ -57,8 +57,9 @@ bool streamDone(const char *where);
 
 /// Programmatic dependent launch: while on, every kernel launch carries
 /// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, so its blocks may
-/// be scheduled before the kernel ahead of it on the stream completes (that
-/// kernel's blocks trigger it by griddepcontrol.launch_dependents). Only for
+/// be scheduled before the kernel ahead of it on the stream completes (as
+/// that kernel's blocks exit, or at once where they execute
+/// griddepcontrol.launch_dependents: K3C_PDL=1 at compile time). Only for
 /// kernel libraries whose every kernel first executes griddepcontrol.wait
 /// (the manifest's cuda_library.grid_dependency). A driver without
 /// cuLaunchKernelEx launches plainly.

@@ -778,8 +778,7 @@ ojson Manifest::toJson() const {
   ojson files = ojson::object();
   if (hostLibrary)
     files["host_library"] = {{"path", hostLibrary->path}, {"sha256", hostLibrary->sha256}};
-  if (cudaLibrary)
-  {
+  if (cudaLibrary) {
     files["cuda_library"] = {
         {"path", cudaLibrary->path}, {"sha256", cudaLibrary->sha256}, {"arch", cudaLibrary->arch}};
     if (cudaLibrary->gridDependency)
