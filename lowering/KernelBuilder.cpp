@@ -154,6 +154,10 @@ void KernelBuilder::blocks(ValueRange grid, int64_t threads,
 Value KernelBuilder::dynamicShared(ThreadBlock &tb, int64_t byteOffset, ArrayRef<int64_t> shape,
                                   Type elementType) {
   assert(tb.launch && "dynamic shared memory exists on the GPU only");
+  if (!tb.launch.getWorkgroupAttributions().empty())
+    llvm::report_fatal_error("k3c: a kernel with workgroup buffers (KernelBuilder::shared) takes "
+                             "no dynamic shared memory: the two overlap in the PTX",
+                             /*gen_crash_diag=*/false);
   auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
   auto raw = gpu::DynamicSharedMemoryOp::create(
       b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface{},
@@ -165,6 +169,14 @@ Value KernelBuilder::dynamicShared(ThreadBlock &tb, int64_t byteOffset, ArrayRef
 
 Value KernelBuilder::shared(ThreadBlock &tb, ArrayRef<int64_t> shape, Type elementType) {
   if (tb.launch) {
+    // The dynamic allocation is a one-byte symbol in the PTX that the
+    // kernel addresses past its end, over any other workgroup buffer: a
+    // kernel with dynamic shared memory takes every buffer from it.
+    if (tb.launch.getDynamicSharedMemorySize())
+      llvm::report_fatal_error("k3c: a kernel with dynamic shared memory takes its workgroup "
+                               "buffers from it (KernelBuilder::dynamicShared), not from "
+                               "KernelBuilder::shared: the two overlap in the PTX",
+                               /*gen_crash_diag=*/false);
     auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
     auto t = MemRefType::get(shape, elementType, MemRefLayoutAttrInterface{}, space);
     return tb.launch.addWorkgroupAttribution(t, loc);
