@@ -26,10 +26,11 @@
 namespace k3c {
 
 /// Rows of the routed experts' grouping scratch (i32 [rows, E + 1]): row 0
-/// the group (expert) row offsets, the rest the token-tile offsets and tail
-/// starts the expert GEMMs read (lowering/families/Moe.cpp). The runtime's
-/// profile finds the group offsets by this shape.
-inline constexpr int64_t kMoeGroupScratchRows = 10;
+/// the group (expert) row offsets, then the token-tile offsets and tail
+/// starts the expert GEMMs read, and last the chained launch's counts and
+/// work queue (lowering/families/Moe.cpp). The runtime's profile finds the
+/// group offsets by this shape.
+inline constexpr int64_t kMoeGroupScratchRows = 11;
 
 /// The one error type of the models library: the message names the file,
 /// field, tensor or value that is wrong. Tools print it and exit non-zero.

@@ -33,6 +33,9 @@ enum : int64_t {
   kHeadTilesRow = 1 + std::size(kExpertTileRows),
   kTailTilesRow0,
   kTailStartRow = kTailTilesRow0 + std::size(kTailRows),
+  /// The chained up + down launch's counts (per expert: its up items done;
+  /// column E: the work queue), zeroed by the grouping.
+  kSyncRow,
   kGroupRows
 };
 static_assert(kGroupRows == k3c::kMoeGroupScratchRows,
@@ -148,6 +151,8 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
   kb.blocks({kb.idx(1)}, kGroupThreads, [&](ValueRange, ThreadBlock &tb) {
     Value count = kb.shared(tb, {E}, i32), cursor = kb.shared(tb, {E}, i32);
     kb.strided(tb, kb.idx(0), kb.idx(E), [&](Value e) { kb.store(kb.i32Const(0), count, {e}); });
+    kb.strided(tb, kb.idx(0), kb.idx(E + 1),
+               [&](Value e) { kb.store(kb.i32Const(0), groups, {kb.idx(kSyncRow), e}); });
     kb.barrier(tb);
     // Expert ids outside [0, E) (EP's -1: no expert in that slot) are skipped.
     kb.strided(tb, kb.idx(0), P, [&](Value p) {
@@ -196,7 +201,7 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
       });
     };
     auto storeTotals = [&](ArrayRef<Value> totals) {
-      for (int64_t r = 0; r < kGroupRows; ++r)
+      for (int64_t r = 0; r <= kTailStartRow; ++r)
         kb.store(toI32(totals[r == kTailStartRow ? 0 : r]), groups, {kb.idx(r), kb.idx(E)});
     };
     // On the GPU every warp scans 32 experts of a round of `threads` experts
@@ -281,7 +286,11 @@ static void groupPairs(KernelBuilder &kb, Value idx, Value groups, Value perm, V
 /// projection (W1 and W3 tiles of the same hidden rows side by side in a
 /// warp, GLU in registers, hid stored at the pair's group position) and the
 /// down projection (hid rows contiguous per group, outputs scattered to the
-/// pairs), each one persistent mxfpGroupedMma launch. Token tiles of 16 rows
+/// pairs), chained in one persistent launch (mxfpGroupedMmaChain; an
+/// expert's down items start once its up items are done) or, with
+/// K3C_MOE_CHAIN=0 and for the split tails, one mxfpGroupedMma launch each.
+/// Measured on the H200 (session 31): decode of 8 / 16 / 64 sequences 6-7.5 %
+/// faster chained, on the slice and at K3's 896 experts. Token tiles of 16 rows
 /// when the launch has at most K3C_MOE_TILE16_UPTO (default 32; 16 where the
 /// warpgroup kernels take over above it) pairs per expert on average
 /// (decode: weights streamed once, little padding), else 64.
@@ -305,6 +314,19 @@ static bool expertsOnTensorCores(ExpertMlpOp x, KernelBuilder &kb, LowerState &s
       return false;
   }
   return true;
+}
+
+/// K3C_MOE_CHAIN (0 or 1, default 1): the register-decode up and down
+/// projections of a step in one chained launch (mxfpGroupedMmaChain): the
+/// down items fill the up GEMM's last round and one launch is saved. The
+/// slice's decode of 16 sequences 0.922 -> 0.854 ms, K3's experts at 64
+/// sequences 3.01 -> 2.79 ms (H200, session 31; docs/perf.md).
+static bool moeChain() {
+  const int64_t c = intFromEnv("K3C_MOE_CHAIN", 1);
+  if (c != 0 && c != 1)
+    llvm::report_fatal_error("k3c: K3C_MOE_CHAIN must be 0 or 1, got " + llvm::Twine(c),
+                             /*gen_crash_diag=*/false);
+  return c == 1;
 }
 
 static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &st, Value P,
@@ -393,7 +415,6 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
           }
     };
     up.name = "experts_up_mxfp4_mma_" + std::to_string(bm) + tailSfx;
-    mxfpGroupedMma(kb, up, grid);
 
     // Down: column tile j = latent rows [32 warps j, +32 warps), warp w's
     // tiles its four 8-row tiles; the A rows are hid at the group positions.
@@ -427,7 +448,18 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
         }
     };
     down.name = "experts_down_mxfp4_mma_" + std::to_string(bm) + tailSfx;
-    mxfpGroupedMma(kb, down, grid);
+    // One launch for both (K3C_MOE_CHAIN, default 1): an expert's down items
+    // start once its up items are done, so the down items fill the up
+    // GEMM's last round. Not for the split tails (several launches a step
+    // would share the grouping's counts).
+    MxfpGroupedChain chain{up, down, groups, {kb.idx(kSyncRow)},
+                           "experts_mxfp4_mma_" + std::to_string(bm) + "_chain"};
+    if (!tail && moeChain() && chain.check().empty()) {
+      mxfpGroupedMmaChain(kb, chain, grid);
+    } else {
+      mxfpGroupedMma(kb, up, grid);
+      mxfpGroupedMma(kb, down, grid);
+    }
   };
   // Warpgroup MMA (sm_90a) above K3C_MOE_WGMMA_FROM pairs per expert on
   // average (default 16, and the 16-row tiles end there: every launch above

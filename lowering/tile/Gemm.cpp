@@ -1323,336 +1323,464 @@ static void checkGrouped(KernelBuilder &kb, const Spec &g, int64_t grid, const c
                              /*gen_crash_diag=*/false);
 }
 
-void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
-  checkGrouped(kb, g, grid, " (K3C_MOE_CTAS_*)");
+namespace {
+/// The shared-memory ring of an mxfpGroupedMma block: gathered A rows,
+/// weight fragment runs, their scales, and (row warps sharing) the decoded
+/// fragments.
+struct MxfpRing {
+  Value as, bs, ss, dec;
+};
+} // namespace
+
+static MxfpRing mxfpRing(KernelBuilder &kb, const MxfpGroupedMma &g, ThreadBlock &tb) {
+  const int64_t bm = g.bm, KT = g.kTile, S = g.stages;
+  const int64_t aBytes = S * bm * (KT + 8) * 2, bBytes = S * 16 * 4 * KT, sBytes = S * 16 * (KT / 4);
+  MxfpRing r;
+  r.as = kb.dynamicShared(tb, 0, {S, bm, KT + 8}, kb.b.getBF16Type());
+  r.bs = kb.dynamicShared(tb, aBytes, {S, 16, 4 * KT}, kb.b.getI8Type());
+  r.ss = kb.dynamicShared(tb, aBytes + bBytes, {S, 16, KT / 4}, kb.b.getI8Type());
+  // Decoded fragments shared by the row warps: [tile][k pair][lane][4].
+  if (g.warpsM > 1)
+    r.dec = kb.dynamicShared(tb, aBytes + bBytes + sBytes, {16, KT / 32, 32, 4}, kb.b.getI32Type());
+  return r;
+}
+
+/// One work item of a grouped MXFP4 GEMM (see MxfpGroupedMma): the ring
+/// filled and drained within the item, the epilogue after the last barrier.
+static void mxfpItem(KernelBuilder &kb, const MxfpGroupedMma &g, ThreadBlock &tb,
+                     const MxfpRing &ring, const GroupItem &it) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t bm = g.bm, KT = g.kTile, S = g.stages, wM = g.warpsM, threads = 32 * g.warps();
   const int64_t mi = bm / wM / 16, kChunks = g.K / KT, runBytes = KT / 8, runWords = KT / 32;
-  const int64_t tileBytes = 4 * KT, scaleBytes = KT / 4, pitch = KT + 8;
-  const int64_t aBytes = S * bm * pitch * 2, bBytes = S * 16 * tileBytes;
-  const int64_t sBytes = S * 16 * scaleBytes;
+  const int64_t tileBytes = 4 * KT, scaleBytes = KT / 4;
   const int64_t scaleCopy = std::min<int64_t>(16, scaleBytes);
-  const int64_t kPairs = runWords; // 16-byte fragment groups of a run (one a block)
   const bool lean = g.lean && wM == 1 && scaleBytes % 16 == 0;
   const bool pair = g.pair && kChunks % 2 == 0 && S >= 4;
-  Type bf16 = b.getBF16Type(), i8 = b.getI8Type(), i32 = b.getI32Type();
+  Type i8 = b.getI8Type(), i32 = b.getI32Type();
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   auto vec = [&](ArrayRef<int64_t> shape, Type t) { return VectorType::get(shape, t); };
 
-  kb.blocks({kb.idx(grid)}, threads, [&](ValueRange bid, ThreadBlock &tb) {
-    Value as = kb.dynamicShared(tb, 0, {S, bm, pitch}, bf16);
-    Value bs = kb.dynamicShared(tb, aBytes, {S, 16, tileBytes}, i8);
-    Value ss = kb.dynamicShared(tb, aBytes + bBytes, {S, 16, scaleBytes}, i8);
-    // Decoded fragments shared by the row warps: [tile][k pair][lane][4].
-    Value dec = wM > 1 ? kb.dynamicShared(tb, aBytes + bBytes + sBytes, {16, kPairs, 32, 4}, i32)
-                       : Value();
-    Value lane = tb.lane, wn = kb.rem(tb.warp, 4), wm = kb.div(tb.warp, 4);
-    Value total = groupItems(kb, g);
-    kb.loopStep(bid[0], total, kb.idx(grid), [&](Value item) {
-      GroupItem it = groupItemAt(kb, g, item);
-      Value j = it.j, e = it.e, m0 = it.m0, end = it.end, last = it.last;
+  Value as = ring.as, bs = ring.bs, ss = ring.ss, dec = ring.dec;
+  Value lane = tb.lane, wn = kb.rem(tb.warp, 4), wm = kb.div(tb.warp, 4);
+  Value j = it.j, e = it.e, m0 = it.m0, end = it.end, last = it.last;
 
-      // This thread's copies of a stage, fixed for the work item: A rows
-      // (16 bytes of a gathered row each), then the weight tiles its warp
-      // stages (row warp wm of the column warp's four: q % warpsM == wm; a
-      // lane's 16 bytes of each run, the scale block by the first lanes).
-      struct ACopy {
-        Value row, col, ok;
-        SmallVector<Value> src;
-      };
-      SmallVector<ACopy> aCopies;
-      const int64_t aTotal = bm * KT / 8;
-      for (int64_t i = 0; i < (aTotal + threads - 1) / threads; ++i) {
-        Value lin = kb.add(tb.tid, kb.idx(i * threads));
-        if (aTotal % threads)
-          lin = kb.rem(lin, aTotal); // duplicates copy the same bytes
-        Value r = kb.div(lin, KT / 8), pos = kb.add(m0, r);
-        aCopies.push_back({r, kb.mul(kb.rem(lin, KT / 8), 8), kb.ult(pos, end),
-                           g.aRow(kb.minu(pos, last))});
-      }
-      struct WCopy {
-        MxfpGroupedMma::WTile t;
-        Value payload, scales; // byte offsets of chunk 0
-      };
-      SmallVector<WCopy> wCopies;
+  // This thread's copies of a stage, fixed for the work item: A rows
+  // (16 bytes of a gathered row each), then the weight tiles its warp
+  // stages (row warp wm of the column warp's four: q % warpsM == wm; a
+  // lane's 16 bytes of each run, the scale block by the first lanes).
+  struct ACopy {
+    Value row, col, ok;
+    SmallVector<Value> src;
+  };
+  SmallVector<ACopy> aCopies;
+  const int64_t aTotal = bm * KT / 8;
+  for (int64_t i = 0; i < (aTotal + threads - 1) / threads; ++i) {
+    Value lin = kb.add(tb.tid, kb.idx(i * threads));
+    if (aTotal % threads)
+      lin = kb.rem(lin, aTotal); // duplicates copy the same bytes
+    Value r = kb.div(lin, KT / 8), pos = kb.add(m0, r);
+    aCopies.push_back({r, kb.mul(kb.rem(lin, KT / 8), 8), kb.ult(pos, end),
+                       g.aRow(kb.minu(pos, last))});
+  }
+  struct WCopy {
+    MxfpGroupedMma::WTile t;
+    Value payload, scales; // byte offsets of chunk 0
+  };
+  SmallVector<WCopy> wCopies;
+  for (int64_t q = 0; q < 4; ++q) {
+    MxfpGroupedMma::WTile t = g.wTile(q, wn, j, e);
+    ArrayRef<int64_t> shape = t.w->type.getShape();
+    int64_t N = shape[shape.size() - 2];
+    Value tile0 = kb.mul(kb.div(t.row0, 8), g.K / KT);
+    wCopies.push_back({t,
+                       kb.add(kb.mul(t.matrix, N * g.K / 2), kb.mul(tile0, tileBytes)),
+                       kb.add(kb.mul(t.matrix, N * g.K / 32), kb.mul(tile0, scaleBytes))});
+    if (lean) { // a missing tile's source: the buffer's start (size 0: read nothing)
+      wCopies.back().payload = kb.select(t.valid, wCopies.back().payload, kb.idx(0));
+      wCopies.back().scales = kb.select(t.valid, wCopies.back().scales, kb.idx(0));
+    }
+  }
+  // Lean scale copies: lane l < 4 scaleParts copies part l % scaleParts
+  // of tile l / scaleParts's scale block, from `scaleSrc` (chunk 0) to
+  // `scaleDst` (slot 0), when `scaleOk`.
+  const int64_t scaleParts = scaleBytes / 16;
+  Value scaleSrc, scaleDst, scaleOk;
+  if (lean) {
+    Value q = kb.div(lane, scaleParts), part = kb.rem(lane, scaleParts);
+    scaleSrc = kb.idx(0);
+    scaleOk = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
+    for (int64_t qq = 0; qq < 4; ++qq) {
+      Value here = kb.ieq(q, kb.idx(qq));
+      scaleSrc = kb.select(
+          here, kb.add(kb.byteAddress(wCopies[qq].t.w->scales), wCopies[qq].scales), scaleSrc);
+      scaleOk = kb.select(here, wCopies[qq].t.valid, scaleOk);
+    }
+    scaleSrc = kb.add(scaleSrc, kb.mul(part, 16));
+    scaleDst = kb.add(kb.byteAddress(ss),
+                      kb.add(kb.mul(kb.add(kb.mul(wn, 4), q), scaleBytes), kb.mul(part, 16)));
+  }
+  // Chunk kc may lie past the last: then nothing is copied (the group
+  // is committed empty and keeps the wait counts).
+  auto issue = [&](Value kc, Value slot) {
+    Value inK = kb.ult(kc, kb.idx(kChunks));
+    Value kcSafe = kb.select(inK, kc, kb.idx(0));
+    auto inRange = [&](Value ok) { return kb.andi(ok, inK); };
+    SmallVector<Value> tokens;
+    for (ACopy &c : aCopies) {
+      Value ok = inRange(c.ok);
+      SmallVector<Value> src(c.src);
+      src.push_back(kb.add(kb.mul(kcSafe, KT), c.col));
+      tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+          b, loc, tokenType, as, ValueRange{slot, c.row, c.col}, g.a, src,
+          b.getIndexAttr(8), kb.select(ok, kb.idx(8), kb.idx(0)), b.getUnitAttr()));
+    }
+    if (lean) {
       for (int64_t q = 0; q < 4; ++q) {
-        MxfpGroupedMma::WTile t = g.wTile(q, wn, j, e);
-        ArrayRef<int64_t> shape = t.w->type.getShape();
-        int64_t N = shape[shape.size() - 2];
-        Value tile0 = kb.mul(kb.div(t.row0, 8), g.K / KT);
-        wCopies.push_back({t,
-                           kb.add(kb.mul(t.matrix, N * g.K / 2), kb.mul(tile0, tileBytes)),
-                           kb.add(kb.mul(t.matrix, N * g.K / 32), kb.mul(tile0, scaleBytes))});
-        if (lean) { // a missing tile's source: the buffer's start (size 0: read nothing)
-          wCopies.back().payload = kb.select(t.valid, wCopies.back().payload, kb.idx(0));
-          wCopies.back().scales = kb.select(t.valid, wCopies.back().scales, kb.idx(0));
-        }
-      }
-      // Lean scale copies: lane l < 4 scaleParts copies part l % scaleParts
-      // of tile l / scaleParts's scale block, from `scaleSrc` (chunk 0) to
-      // `scaleDst` (slot 0), when `scaleOk`.
-      const int64_t scaleParts = scaleBytes / 16;
-      Value scaleSrc, scaleDst, scaleOk;
-      if (lean) {
-        Value q = kb.div(lane, scaleParts), part = kb.rem(lane, scaleParts);
-        scaleSrc = kb.idx(0);
-        scaleOk = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
-        for (int64_t qq = 0; qq < 4; ++qq) {
-          Value here = kb.ieq(q, kb.idx(qq));
-          scaleSrc = kb.select(
-              here, kb.add(kb.byteAddress(wCopies[qq].t.w->scales), wCopies[qq].scales), scaleSrc);
-          scaleOk = kb.select(here, wCopies[qq].t.valid, scaleOk);
-        }
-        scaleSrc = kb.add(scaleSrc, kb.mul(part, 16));
-        scaleDst = kb.add(kb.byteAddress(ss),
-                          kb.add(kb.mul(kb.add(kb.mul(wn, 4), q), scaleBytes), kb.mul(part, 16)));
-      }
-      // Chunk kc may lie past the last: then nothing is copied (the group
-      // is committed empty and keeps the wait counts).
-      auto issue = [&](Value kc, Value slot) {
-        Value inK = kb.ult(kc, kb.idx(kChunks));
-        Value kcSafe = kb.select(inK, kc, kb.idx(0));
-        auto inRange = [&](Value ok) { return kb.andi(ok, inK); };
-        SmallVector<Value> tokens;
-        for (ACopy &c : aCopies) {
-          Value ok = inRange(c.ok);
-          SmallVector<Value> src(c.src);
-          src.push_back(kb.add(kb.mul(kcSafe, KT), c.col));
-          tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
-              b, loc, tokenType, as, ValueRange{slot, c.row, c.col}, g.a, src,
-              b.getIndexAttr(8), kb.select(ok, kb.idx(8), kb.idx(0)), b.getUnitAttr()));
-        }
-        if (lean) {
-          for (int64_t q = 0; q < 4; ++q) {
-            WCopy &w = wCopies[q];
-            Value size = kb.select(inRange(w.t.valid), kb.idx(16), kb.idx(0));
-            Value dstTile = kb.add(kb.mul(wn, 4), kb.idx(q));
-            for (int64_t part = 0; part < (tileBytes / 16 + 31) / 32; ++part) {
-              Value off = kb.add(kb.mul(lane, 16), kb.idx(part * 512));
-              auto copy = [&] {
-                nvgpu::DeviceAsyncCopyOp::create(
-                    b, loc, tokenType, bs, ValueRange{slot, dstTile, off}, w.t.w->payload,
-                    ValueRange{kb.add(w.payload, kb.add(kb.mul(kcSafe, tileBytes), off))},
-                    b.getIndexAttr(16), size, b.getUnitAttr());
-              };
-              if ((part + 1) * 512 <= tileBytes)
-                copy();
-              else
-                kb.ifThen(kb.ult(off, kb.idx(tileBytes)), copy);
-            }
-          }
-          kb.ifThen(kb.ult(lane, kb.idx(4 * scaleParts)), [&] {
-            Value dst = kb.pointerAt(kb.add(scaleDst, kb.mul(slot, 16 * scaleBytes)), 3);
-            Value src = kb.pointerAt(kb.add(scaleSrc, kb.mul(kcSafe, scaleBytes)), 1);
-            Value size = kb.select(inRange(scaleOk), kb.i32Const(16), kb.i32Const(0));
-            NVVM::CpAsyncOp::create(b, loc, dst, src, 16, NVVM::LoadCacheModifierKind::CG, size);
-          });
-        }
-        for (int64_t q = 0; q < 4 && !lean; ++q) {
-          WCopy &w = wCopies[q];
-          Value ok = inRange(w.t.valid);
-          if (wM > 1)
-            ok = kb.andi(ok, kb.ieq(wm, kb.idx(q % wM)));
-          Value dstTile = kb.add(kb.mul(wn, 4), kb.idx(q));
-          // The payload: lane l copies bytes 16 l .. of the 4 KT-byte tile.
-          for (int64_t part = 0; part < (tileBytes / 16 + 31) / 32; ++part) {
-            Value off = kb.add(kb.mul(lane, 16), kb.idx(part * 512));
-            kb.ifThen(kb.andi(ok, kb.ult(off, kb.idx(tileBytes))), [&] {
-              nvgpu::DeviceAsyncCopyOp::create(
-                  b, loc, tokenType, bs, ValueRange{slot, dstTile, off}, w.t.w->payload,
-                  ValueRange{kb.add(w.payload, kb.add(kb.mul(kcSafe, tileBytes), off))},
-                  b.getIndexAttr(16), Value(), b.getUnitAttr());
-            });
-          }
-          Value off = kb.mul(lane, scaleCopy);
-          kb.ifThen(kb.andi(ok, kb.ult(off, kb.idx(scaleBytes))), [&] {
+        WCopy &w = wCopies[q];
+        Value size = kb.select(inRange(w.t.valid), kb.idx(16), kb.idx(0));
+        Value dstTile = kb.add(kb.mul(wn, 4), kb.idx(q));
+        for (int64_t part = 0; part < (tileBytes / 16 + 31) / 32; ++part) {
+          Value off = kb.add(kb.mul(lane, 16), kb.idx(part * 512));
+          auto copy = [&] {
             nvgpu::DeviceAsyncCopyOp::create(
-                b, loc, tokenType, ss, ValueRange{slot, dstTile, off}, w.t.w->scales,
-                ValueRange{kb.add(w.scales, kb.add(kb.mul(kcSafe, scaleBytes), off))},
-                b.getIndexAttr(scaleCopy), Value(), scaleCopy == 16 ? b.getUnitAttr() : UnitAttr());
-          });
+                b, loc, tokenType, bs, ValueRange{slot, dstTile, off}, w.t.w->payload,
+                ValueRange{kb.add(w.payload, kb.add(kb.mul(kcSafe, tileBytes), off))},
+                b.getIndexAttr(16), size, b.getUnitAttr());
+          };
+          if ((part + 1) * 512 <= tileBytes)
+            copy();
+          else
+            kb.ifThen(kb.ult(off, kb.idx(tileBytes)), copy);
         }
-        nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
-      };
-      for (int64_t s = 0; s + 1 < (pair ? S - 1 : S); ++s)
-        issue(kb.idx(s), kb.idx(s));
+      }
+      kb.ifThen(kb.ult(lane, kb.idx(4 * scaleParts)), [&] {
+        Value dst = kb.pointerAt(kb.add(scaleDst, kb.mul(slot, 16 * scaleBytes)), 3);
+        Value src = kb.pointerAt(kb.add(scaleSrc, kb.mul(kcSafe, scaleBytes)), 1);
+        Value size = kb.select(inRange(scaleOk), kb.i32Const(16), kb.i32Const(0));
+        NVVM::CpAsyncOp::create(b, loc, dst, src, 16, NVVM::LoadCacheModifierKind::CG, size);
+      });
+    }
+    for (int64_t q = 0; q < 4 && !lean; ++q) {
+      WCopy &w = wCopies[q];
+      Value ok = inRange(w.t.valid);
+      if (wM > 1)
+        ok = kb.andi(ok, kb.ieq(wm, kb.idx(q % wM)));
+      Value dstTile = kb.add(kb.mul(wn, 4), kb.idx(q));
+      // The payload: lane l copies bytes 16 l .. of the 4 KT-byte tile.
+      for (int64_t part = 0; part < (tileBytes / 16 + 31) / 32; ++part) {
+        Value off = kb.add(kb.mul(lane, 16), kb.idx(part * 512));
+        kb.ifThen(kb.andi(ok, kb.ult(off, kb.idx(tileBytes))), [&] {
+          nvgpu::DeviceAsyncCopyOp::create(
+              b, loc, tokenType, bs, ValueRange{slot, dstTile, off}, w.t.w->payload,
+              ValueRange{kb.add(w.payload, kb.add(kb.mul(kcSafe, tileBytes), off))},
+              b.getIndexAttr(16), Value(), b.getUnitAttr());
+        });
+      }
+      Value off = kb.mul(lane, scaleCopy);
+      kb.ifThen(kb.andi(ok, kb.ult(off, kb.idx(scaleBytes))), [&] {
+        nvgpu::DeviceAsyncCopyOp::create(
+            b, loc, tokenType, ss, ValueRange{slot, dstTile, off}, w.t.w->scales,
+            ValueRange{kb.add(w.scales, kb.add(kb.mul(kcSafe, scaleBytes), off))},
+            b.getIndexAttr(scaleCopy), Value(), scaleCopy == 16 ? b.getUnitAttr() : UnitAttr());
+      });
+    }
+    nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+  };
+  for (int64_t s = 0; s + 1 < (pair ? S - 1 : S); ++s)
+    issue(kb.idx(s), kb.idx(s));
 
-      Value gq = kb.div(lane, 4);
-      Value aRowL = kb.add(kb.mul(wm, bm / wM), kb.rem(lane, 16));
-      Value aColL = kb.mul(kb.div(lane, 16), 8);
-      // The tiles this warp decodes: all four of its column warp's, or (row
-      // warps sharing) those it staged.
-      SmallVector<int64_t> mine;
-      for (int64_t q = 0; q < 4; ++q)
-        if (wM == 1 || q % wM == 0)
-          mine.push_back(q);
-      // The runs (runWords words a lane) and row scale words of the tiles
-      // this warp decodes, in ring slot `slot`.
-      struct Run {
-        SmallVector<Value> words, scales;
-      };
-      auto loadRuns = [&](Value slot) {
-        SmallVector<Run> runs;
-        for (int64_t q : mine) {
-          Value t = kb.add(kb.mul(wn, 4), wM > 1 ? kb.add(wm, kb.idx(q)) : kb.idx(q));
-          Value run = vector::LoadOp::create(b, loc, vec({runBytes}, i8), bs,
-                                             ValueRange{slot, t, kb.mul(lane, runBytes)}, false,
-                                             llvm::MaybeAlign(runBytes));
-          Value w = vector::BitCastOp::create(b, loc, vec({runWords}, i32), run);
-          Run r;
-          for (int64_t k = 0; k < runWords; ++k)
-            r.words.push_back(vector::ExtractOp::create(b, loc, w, ArrayRef<int64_t>{k}));
-          Value rowAt = kb.mul(gq, runWords);
-          if (runWords == 4) { // the row's four scale bytes as one word
-            Value sw = vector::LoadOp::create(b, loc, vec({4}, i8), ss, ValueRange{slot, t, rowAt},
-                                              false, llvm::MaybeAlign(4));
-            Value w1 = vector::BitCastOp::create(b, loc, vec({1}, i32), sw);
-            r.scales.assign(4, vector::ExtractOp::create(b, loc, w1, ArrayRef<int64_t>{0}));
-          } else {
-            for (int64_t k = 0; k < runWords; ++k)
-              r.scales.push_back(arith::ExtUIOp::create(
-                  b, loc, i32, kb.load(ss, {slot, t, kb.add(rowAt, kb.idx(k))})));
-          }
-          runs.push_back(r);
-        }
-        return runs;
-      };
-      // The fragment words of 32-column block `blk` (k steps 2 blk, 2 blk + 1)
-      // of every run: [run][k step of the two][2], by the folded path unless
-      // `exact` (chunkExact), where the exact two-multiply path runs.
-      // One warp vote a k chunk: whether any
-      // scale byte of the chunk's runs is >= 0x80 (2^1 and up, NaN). Both
-      // paths are exact, so the choice does not change a result.
-      auto chunkExact = [&](ArrayRef<Run> runs) {
-        Value any = kb.i32Const(0);
-        for (const Run &r : runs)
-          for (int64_t k = 0; k < (runWords == 4 ? 1 : runWords); ++k)
-            any = arith::OrIOp::create(b, loc, any, r.scales[k]);
-        const int32_t highBits = runWords == 4 ? static_cast<int32_t>(0x80808080u) : 0x80;
-        Value high = arith::AndIOp::create(b, loc, any, kb.i32Const(highBits));
-        return NVVM::VoteSyncOp::create(b, loc, b.getI1Type(), kb.i32Const(-1),
-                                        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                                                              high, kb.i32Const(0)),
-                                        NVVM::VoteSyncKind::any)
-            .getResult();
-      };
-      auto decodeBlock = [&](ArrayRef<Run> runs, int64_t blk, Value exact) {
-        int64_t byteIdx = runWords == 4 ? blk : 0;
-        auto words = [&](bool folded) {
-          SmallVector<Value> out;
-          for (const Run &r : runs) {
-            Value sp = folded ? mxScalePairFolded(kb, r.scales[blk], byteIdx)
-                              : mxScalePair(kb, r.scales[blk], byteIdx);
-            for (int64_t pair = 0; pair < 4; ++pair)
-              out.push_back(mxfpFragment(kb, r.words[blk], pair, sp, folded));
-          }
-          return out;
-        };
-        int64_t n = static_cast<int64_t>(runs.size()) * 4;
-        auto ifOp = scf::IfOp::create(b, loc, TypeRange(SmallVector<Type>(n, i32)), exact, true);
-        {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-          scf::YieldOp::create(b, loc, words(false));
-          b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-          scf::YieldOp::create(b, loc, words(true));
-        }
-        return SmallVector<Value>(ifOp.getResults().begin(), ifOp.getResults().end());
-      };
+  Value gq = kb.div(lane, 4);
+  Value aRowL = kb.add(kb.mul(wm, bm / wM), kb.rem(lane, 16));
+  Value aColL = kb.mul(kb.div(lane, 16), 8);
+  // The tiles this warp decodes: all four of its column warp's, or (row
+  // warps sharing) those it staged.
+  SmallVector<int64_t> mine;
+  for (int64_t q = 0; q < 4; ++q)
+    if (wM == 1 || q % wM == 0)
+      mine.push_back(q);
+  // The runs (runWords words a lane) and row scale words of the tiles
+  // this warp decodes, in ring slot `slot`.
+  struct Run {
+    SmallVector<Value> words, scales;
+  };
+  auto loadRuns = [&](Value slot) {
+    SmallVector<Run> runs;
+    for (int64_t q : mine) {
+      Value t = kb.add(kb.mul(wn, 4), wM > 1 ? kb.add(wm, kb.idx(q)) : kb.idx(q));
+      Value run = vector::LoadOp::create(b, loc, vec({runBytes}, i8), bs,
+                                         ValueRange{slot, t, kb.mul(lane, runBytes)}, false,
+                                         llvm::MaybeAlign(runBytes));
+      Value w = vector::BitCastOp::create(b, loc, vec({runWords}, i32), run);
+      Run r;
+      for (int64_t k = 0; k < runWords; ++k)
+        r.words.push_back(vector::ExtractOp::create(b, loc, w, ArrayRef<int64_t>{k}));
+      Value rowAt = kb.mul(gq, runWords);
+      if (runWords == 4) { // the row's four scale bytes as one word
+        Value sw = vector::LoadOp::create(b, loc, vec({4}, i8), ss, ValueRange{slot, t, rowAt},
+                                          false, llvm::MaybeAlign(4));
+        Value w1 = vector::BitCastOp::create(b, loc, vec({1}, i32), sw);
+        r.scales.assign(4, vector::ExtractOp::create(b, loc, w1, ArrayRef<int64_t>{0}));
+      } else {
+        for (int64_t k = 0; k < runWords; ++k)
+          r.scales.push_back(arith::ExtUIOp::create(
+              b, loc, i32, kb.load(ss, {slot, t, kb.add(rowAt, kb.idx(k))})));
+      }
+      runs.push_back(r);
+    }
+    return runs;
+  };
+  // The fragment words of 32-column block `blk` (k steps 2 blk, 2 blk + 1)
+  // of every run: [run][k step of the two][2], by the folded path unless
+  // `exact` (chunkExact), where the exact two-multiply path runs.
+  // One warp vote a k chunk: whether any
+  // scale byte of the chunk's runs is >= 0x80 (2^1 and up, NaN). Both
+  // paths are exact, so the choice does not change a result.
+  auto chunkExact = [&](ArrayRef<Run> runs) {
+    Value any = kb.i32Const(0);
+    for (const Run &r : runs)
+      for (int64_t k = 0; k < (runWords == 4 ? 1 : runWords); ++k)
+        any = arith::OrIOp::create(b, loc, any, r.scales[k]);
+    const int32_t highBits = runWords == 4 ? static_cast<int32_t>(0x80808080u) : 0x80;
+    Value high = arith::AndIOp::create(b, loc, any, kb.i32Const(highBits));
+    return NVVM::VoteSyncOp::create(b, loc, b.getI1Type(), kb.i32Const(-1),
+                                    arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                                          high, kb.i32Const(0)),
+                                    NVVM::VoteSyncKind::any)
+        .getResult();
+  };
+  auto decodeBlock = [&](ArrayRef<Run> runs, int64_t blk, Value exact) {
+    int64_t byteIdx = runWords == 4 ? blk : 0;
+    auto words = [&](bool folded) {
+      SmallVector<Value> out;
+      for (const Run &r : runs) {
+        Value sp = folded ? mxScalePairFolded(kb, r.scales[blk], byteIdx)
+                          : mxScalePair(kb, r.scales[blk], byteIdx);
+        for (int64_t pair = 0; pair < 4; ++pair)
+          out.push_back(mxfpFragment(kb, r.words[blk], pair, sp, folded));
+      }
+      return out;
+    };
+    int64_t n = static_cast<int64_t>(runs.size()) * 4;
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange(SmallVector<Type>(n, i32)), exact, true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      scf::YieldOp::create(b, loc, words(false));
+      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+      scf::YieldOp::create(b, loc, words(true));
+    }
+    return SmallVector<Value>(ifOp.getResults().begin(), ifOp.getResults().end());
+  };
 
-      SmallVector<Value> init(mi * 16, kb.f32(0.0));
-      // Decode and multiply the chunk in ring slot `slot`.
-      auto compute = [&](Value slot, ValueRange in) {
-        SmallVector<Run> runs = loadRuns(slot);
-        Value exact = chunkExact(runs);
-        if (wM > 1) {
-          // Publish this warp's tiles (16 bytes a lane per block: two k
-          // steps), then read all four of the column warp's.
-          for (int64_t blk = 0; blk < runWords; ++blk) {
-            SmallVector<Value> w = decodeBlock(runs, blk, exact);
-            for (size_t m = 0; m < mine.size(); ++m) {
-              Value t = kb.add(kb.mul(wn, 4), kb.add(wm, kb.idx(mine[m])));
-              Value v = vector::FromElementsOp::create(
-                  b, loc, vec({4}, i32), ArrayRef<Value>(w).slice(4 * m, 4));
-              vector::StoreOp::create(b, loc, v, dec, ValueRange{t, kb.idx(blk), lane, kb.idx(0)},
-                                      false, llvm::MaybeAlign(16));
-            }
-          }
-          kb.barrier(tb);
+  SmallVector<Value> init(mi * 16, kb.f32(0.0));
+  // Decode and multiply the chunk in ring slot `slot`.
+  auto compute = [&](Value slot, ValueRange in) {
+    SmallVector<Run> runs = loadRuns(slot);
+    Value exact = chunkExact(runs);
+    if (wM > 1) {
+      // Publish this warp's tiles (16 bytes a lane per block: two k
+      // steps), then read all four of the column warp's.
+      for (int64_t blk = 0; blk < runWords; ++blk) {
+        SmallVector<Value> w = decodeBlock(runs, blk, exact);
+        for (size_t m = 0; m < mine.size(); ++m) {
+          Value t = kb.add(kb.mul(wn, 4), kb.add(wm, kb.idx(mine[m])));
+          Value v = vector::FromElementsOp::create(
+              b, loc, vec({4}, i32), ArrayRef<Value>(w).slice(4 * m, 4));
+          vector::StoreOp::create(b, loc, v, dec, ValueRange{t, kb.idx(blk), lane, kb.idx(0)},
+                                  false, llvm::MaybeAlign(16));
         }
-        SmallVector<Value> out(in);
-        for (int64_t blk = 0; blk < runWords; ++blk) {
-          SmallVector<SmallVector<Value>> bw(4);
-          if (wM > 1) {
-            for (int64_t q = 0; q < 4; ++q) {
-              Value t = kb.add(kb.mul(wn, 4), kb.idx(q));
-              Value v = vector::LoadOp::create(b, loc, vec({4}, i32), dec,
-                                               ValueRange{t, kb.idx(blk), lane, kb.idx(0)}, false,
-                                               llvm::MaybeAlign(16));
-              for (int64_t x = 0; x < 4; ++x)
-                bw[q].push_back(vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{x}));
-            }
-          } else {
-            SmallVector<Value> w = decodeBlock(runs, blk, exact);
-            for (int64_t q = 0; q < 4; ++q)
-              bw[q].assign(w.begin() + 4 * q, w.begin() + 4 * q + 4);
-          }
-          for (int64_t h = 0; h < 2; ++h) {
-            int64_t ks = 2 * blk + h;
-            SmallVector<SmallVector<Value>> a;
-            for (int64_t i = 0; i < mi; ++i)
-              a.push_back(fragmentWords(
-                  kb,
-                  ldmatrixX4(kb, as,
-                             ValueRange{slot, kb.add(aRowL, i * 16), kb.add(aColL, ks * 16)},
-                             false),
-                  0, 4));
-            for (int64_t q = 0; q < 4; ++q) {
-              SmallVector<Value> w2{bw[q][2 * h], bw[q][2 * h + 1]};
-              for (int64_t i = 0; i < mi; ++i)
-                mmaBf16(kb, a[i], w2, MutableArrayRef<Value>(out).slice((i * 4 + q) * 4, 4));
-            }
-          }
+      }
+      kb.barrier(tb);
+    }
+    SmallVector<Value> out(in);
+    for (int64_t blk = 0; blk < runWords; ++blk) {
+      SmallVector<SmallVector<Value>> bw(4);
+      if (wM > 1) {
+        for (int64_t q = 0; q < 4; ++q) {
+          Value t = kb.add(kb.mul(wn, 4), kb.idx(q));
+          Value v = vector::LoadOp::create(b, loc, vec({4}, i32), dec,
+                                           ValueRange{t, kb.idx(blk), lane, kb.idx(0)}, false,
+                                           llvm::MaybeAlign(16));
+          for (int64_t x = 0; x < 4; ++x)
+            bw[q].push_back(vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{x}));
         }
-        return out;
-      };
-      // One k chunk a step: wait for chunk kc, issue chunk kc + S - 1 into
-      // the slot of kc - 1 (the barrier: every warp is done with it).
-      auto step = [&](Value kc, ValueRange in) {
-        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(S - 2));
-        kb.barrier(tb);
-        Value next = kb.add(kc, S - 1);
-        issue(next, kb.rem(next, S));
-        return compute(kb.rem(kc, S), in);
-      };
-      // Two chunks a step: chunks 2p and 2p + 1 landed (S - 4 of the newer
-      // groups may be in flight), the slots of 2p - 2 and 2p - 1 refilled
-      // with 2p + S - 2 and 2p + S - 1.
-      auto pairStep = [&](Value p, ValueRange in) {
-        Value kc = kb.mul(p, 2);
-        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(S - 4));
-        kb.barrier(tb);
-        for (int64_t h = 0; h < 2; ++h) {
-          Value next = kb.add(kc, S - 2 + h);
-          issue(next, kb.rem(next, S));
+      } else {
+        SmallVector<Value> w = decodeBlock(runs, blk, exact);
+        for (int64_t q = 0; q < 4; ++q)
+          bw[q].assign(w.begin() + 4 * q, w.begin() + 4 * q + 4);
+      }
+      for (int64_t h = 0; h < 2; ++h) {
+        int64_t ks = 2 * blk + h;
+        SmallVector<SmallVector<Value>> a;
+        for (int64_t i = 0; i < mi; ++i)
+          a.push_back(fragmentWords(
+              kb,
+              ldmatrixX4(kb, as,
+                         ValueRange{slot, kb.add(aRowL, i * 16), kb.add(aColL, ks * 16)},
+                         false),
+              0, 4));
+        for (int64_t q = 0; q < 4; ++q) {
+          SmallVector<Value> w2{bw[q][2 * h], bw[q][2 * h + 1]};
+          for (int64_t i = 0; i < mi; ++i)
+            mmaBf16(kb, a[i], w2, MutableArrayRef<Value>(out).slice((i * 4 + q) * 4, 4));
         }
-        SmallVector<Value> mid = compute(kb.rem(kc, S), in);
-        return compute(kb.rem(kb.add(kc, 1), S), mid);
-      };
-      // (Peeling the last S - 1 chunks into a loop of their own, so the
-      // main loop's copies carry no in-range selects, measured within the
-      // spread on the H200 in session 25 and was removed.)
-      SmallVector<Value> acc =
-          pair ? kb.loop(kb.idx(0), kb.idx(kChunks / 2), init,
-                         [&](Value p, ValueRange in) { return pairStep(p, in); })
-               : kb.loop(kb.idx(0), kb.idx(kChunks), init,
-                         [&](Value kc, ValueRange in) { return step(kc, in); });
-      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
-      kb.barrier(tb); // the next item refills the ring
-      g.epilogue(acc, kb.add(m0, kb.mul(wm, bm / wM)), end, wn, j, e, tb);
-    });
+      }
+    }
+    return out;
+  };
+  // One k chunk a step: wait for chunk kc, issue chunk kc + S - 1 into
+  // the slot of kc - 1 (the barrier: every warp is done with it).
+  auto step = [&](Value kc, ValueRange in) {
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(S - 2));
+    kb.barrier(tb);
+    Value next = kb.add(kc, S - 1);
+    issue(next, kb.rem(next, S));
+    return compute(kb.rem(kc, S), in);
+  };
+  // Two chunks a step: chunks 2p and 2p + 1 landed (S - 4 of the newer
+  // groups may be in flight), the slots of 2p - 2 and 2p - 1 refilled
+  // with 2p + S - 2 and 2p + S - 1.
+  auto pairStep = [&](Value p, ValueRange in) {
+    Value kc = kb.mul(p, 2);
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(S - 4));
+    kb.barrier(tb);
+    for (int64_t h = 0; h < 2; ++h) {
+      Value next = kb.add(kc, S - 2 + h);
+      issue(next, kb.rem(next, S));
+    }
+    SmallVector<Value> mid = compute(kb.rem(kc, S), in);
+    return compute(kb.rem(kb.add(kc, 1), S), mid);
+  };
+  // (Peeling the last S - 1 chunks into a loop of their own, so the
+  // main loop's copies carry no in-range selects, measured within the
+  // spread on the H200 in session 25 and was removed.)
+  SmallVector<Value> acc =
+      pair ? kb.loop(kb.idx(0), kb.idx(kChunks / 2), init,
+                     [&](Value p, ValueRange in) { return pairStep(p, in); })
+           : kb.loop(kb.idx(0), kb.idx(kChunks), init,
+                     [&](Value kc, ValueRange in) { return step(kc, in); });
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+  kb.barrier(tb); // the next item refills the ring
+  g.epilogue(acc, kb.add(m0, kb.mul(wm, bm / wM)), end, wn, j, e, tb);
+}
+
+void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
+  checkGrouped(kb, g, grid, " (K3C_MOE_CTAS_*)");
+  kb.blocks({kb.idx(grid)}, 32 * g.warps(), [&](ValueRange bid, ThreadBlock &tb) {
+    MxfpRing ring = mxfpRing(kb, g, tb);
+    kb.loopStep(bid[0], groupItems(kb, g), kb.idx(grid),
+                [&](Value item) { mxfpItem(kb, g, tb, ring, groupItemAt(kb, g, item)); });
   }, g.sharedBytes(), g.name);
+}
+
+std::string MxfpGroupedChain::check() const {
+  if (first.warps() != second.warps())
+    return "the two GEMMs' blocks have " + std::to_string(first.warps()) + " and " +
+           std::to_string(second.warps()) + " warps (one launch runs both)";
+  return "";
+}
+
+/// The work queue: thread 0 claims items by an atomic add on the queue word
+/// (sync[experts]), one item ahead (the claim for the next item is made when
+/// the current one starts, into the other of two shared slots, and read
+/// after the item's barriers). Items [0, U) are the first GEMM's, [U, U + D)
+/// the second's; a second-GEMM item of group e starts once sync[e] counts
+/// all first-GEMM items of e (tiles of e x first.nTiles). Every item is
+/// claimed by a running block after all items before it, so a block that
+/// waits only waits for items already running elsewhere: no deadlock, for any
+/// grid and any number of resident blocks.
+void mxfpGroupedMmaChain(KernelBuilder &kb, const MxfpGroupedChain &c, int64_t grid) {
+  const MxfpGroupedMma &up = c.first, &down = c.second;
+  checkGrouped(kb, up, grid, " (K3C_MOE_CTAS_*)");
+  checkGrouped(kb, down, grid, " (K3C_MOE_CTAS_*)");
+  if (std::string why = c.check(); !why.empty())
+    llvm::report_fatal_error(llvm::Twine("k3c: bad chained expert GEMMs ") + c.name + ": " + why,
+                             /*gen_crash_diag=*/false);
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type i32 = b.getI32Type();
+  auto syncAt = [&](Value i) {
+    SmallVector<Value> ix(c.syncIndex.begin(), c.syncIndex.end());
+    ix.push_back(i);
+    return ix;
+  };
+  auto atomicAdd = [&](Value mem, ArrayRef<Value> ix, int64_t v) {
+    return memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, kb.i32Const(v), mem,
+                                       ix)
+        .getResult();
+  };
+  // The rings, then the two claim slots (from the dynamic allocation too:
+  // KernelBuilder::shared would overlap it).
+  const int64_t ringBytes = std::max(up.sharedBytes(), down.sharedBytes());
+  const int64_t shared = ringBytes + 16;
+  kb.blocks({kb.idx(grid)}, 32 * up.warps(), [&](ValueRange, ThreadBlock &tb) {
+    // Each GEMM's ring over the same shared memory (an item drains its ring).
+    MxfpRing upRing = mxfpRing(kb, up, tb), downRing = mxfpRing(kb, down, tb);
+    Value claims = kb.dynamicShared(tb, ringBytes, {2}, i32);
+    Value first = kb.ieq(tb.tid, kb.idx(0));
+    Value queue = kb.idx(up.experts);
+    Value U = groupItems(kb, up);
+    Value total = kb.add(U, groupItems(kb, down));
+    kb.ifThen(first, [&] { kb.store(atomicAdd(c.sync, syncAt(queue), 1), claims, {kb.idx(0)}); });
+    kb.barrier(tb);
+    Type index = b.getIndexType();
+    auto loop = scf::WhileOp::create(b, loc, TypeRange{index, index}, ValueRange{kb.idx(0)});
+    {
+      OpBuilder::InsertionGuard guard(b);
+      Block *before = b.createBlock(&loop.getBefore(), {}, {index}, {loc});
+      Value par = before->getArgument(0);
+      Value item = kb.toIndex(kb.load(claims, {par}));
+      scf::ConditionOp::create(b, loc, kb.ult(item, total), ValueRange{item, par});
+      Block *after = b.createBlock(&loop.getAfter(), {}, {index, index}, {loc, loc});
+      item = after->getArgument(0);
+      par = after->getArgument(1);
+      Value other = kb.sub(kb.idx(1), par);
+      kb.ifThen(first, [&] { kb.store(atomicAdd(c.sync, syncAt(queue), 1), claims, {other}); });
+      kb.ifThenElse(
+          kb.ult(item, U),
+          [&] {
+            GroupItem it = groupItemAt(kb, up, item);
+            mxfpItem(kb, up, tb, upRing, it);
+            // Release: the block's stores of the item, then the count.
+            kb.barrier(tb);
+            kb.ifThen(first, [&] {
+              NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+              atomicAdd(c.sync, syncAt(it.e), 1);
+            });
+          },
+          [&] {
+            GroupItem it = groupItemAt(kb, down, kb.sub(item, U));
+            auto tileStart = [&](Value e) {
+              return groupStart(kb, up.tileStarts, up.tilesIndex, e);
+            };
+            Value need = kb.mul(kb.sub(tileStart(kb.add(it.e, 1)), tileStart(it.e)), up.nTiles);
+            // Acquire: warp 0 polls the count (every lane the same
+            // ld.acquire.gpu, so the warp stays converged for the barrier),
+            // the block follows. A count that never arrives traps after
+            // ~2^22 polls (seconds) instead of hanging.
+            Value counter = kb.pointerAt(kb.byteAddress(c.sync, syncAt(it.e)), 1);
+            kb.ifThen(kb.ieq(tb.warp, kb.idx(0)), [&] {
+              auto spin = scf::WhileOp::create(b, loc, TypeRange{index}, ValueRange{kb.idx(0)});
+              OpBuilder::InsertionGuard g2(b);
+              Block *poll = b.createBlock(&spin.getBefore(), {}, {index}, {loc});
+              Value done = kb.toIndex(LLVM::LoadOp::create(
+                  b, loc, i32, counter, /*alignment=*/4, /*isVolatile=*/false,
+                  /*isNonTemporal=*/false, /*isInvariant=*/false, /*isInvariantGroup=*/false,
+                  LLVM::AtomicOrdering::acquire, "device"));
+              scf::ConditionOp::create(b, loc, kb.ult(done, need), poll->getArguments());
+              Block *sleep = b.createBlock(&spin.getAfter(), {}, {index}, {loc});
+              NVVM::NanosleepOp::create(b, loc, kb.i32Const(64));
+              kb.ifThen(kb.ule(kb.idx(int64_t{1} << 22), sleep->getArgument(0)),
+                        [&] { LLVM::Trap::create(b, loc); });
+              scf::YieldOp::create(b, loc, ValueRange{kb.add(sleep->getArgument(0), 1)});
+            });
+            kb.barrier(tb);
+            mxfpItem(kb, down, tb, downRing, it);
+          });
+      scf::YieldOp::create(b, loc, ValueRange{other});
+    }
+  }, shared, c.name);
 }
 
 //===----------------------------------------------------------------------===//

@@ -342,6 +342,24 @@ struct MxfpGroupedMma {
   }
 };
 void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid);
+/// Two grouped MXFP4 GEMMs chained in one persistent launch (the routed
+/// experts' up and down projections at decode): `second` reads what `first`
+/// writes for the same group, so a group's second-GEMM items start once its
+/// first-GEMM items are done, counted in `sync` (i32, [.., experts + 1] at
+/// the leading indices `syncIndex`: a count per group, then the work queue;
+/// all zero at launch). Blocks claim items from the queue in order, first
+/// GEMM first: the tail of the first GEMM is filled by the second's items of
+/// groups already done, and one launch is saved. Both GEMMs' blocks have the
+/// same warps; their rings alias one shared-memory allocation (the larger).
+struct MxfpGroupedChain {
+  MxfpGroupedMma first, second;
+  mlir::Value sync;
+  llvm::SmallVector<mlir::Value> syncIndex;
+  std::string name;
+  /// Empty when the two GEMMs can share one launch, else why not.
+  std::string check() const;
+};
+void mxfpGroupedMmaChain(KernelBuilder &kb, const MxfpGroupedChain &c, int64_t grid);
 /// Grouped MXFP4 GEMM on warpgroup MMA (sm_90a; the routed experts at
 /// prefill): work items are (token tile of `bm` = 128 rows of one group,
 /// column tile of `bn` weight rows). Per stage of 64 K columns, cp.async

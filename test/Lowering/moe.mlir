@@ -12,17 +12,17 @@
 // gathered token tile staged in workgroup memory with 16-byte loads, the MXFP4
 // payload read as fragment runs (vector loads of i8, bit-cast to i32 words),
 // warp reductions, no tensor cores.
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
-// RUN: env K3C_MOE_TILE128_FROM=192 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=T128
+// RUN: env K3C_MOE_CHAIN=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
+// RUN: env K3C_MOE_CHAIN=0 K3C_MOE_TILE128_FROM=192 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=T128
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 // Bad tuning switches are errors naming the kernel and the problem.
-// RUN: not env K3C_MOE_STAGES_16=1 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=STAGES
-// RUN: not env K3C_MOE_CTAS_16=0 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CTAS
+// RUN: not env K3C_MOE_CHAIN=0 K3C_MOE_STAGES_16=1 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: not env K3C_MOE_CHAIN=0 K3C_MOE_CTAS_16=0 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CTAS
 // The grouping's prefix sums by every warp (a round of 1024 experts: each
 // warp's 32, then warp 0 over the warps' totals in workgroup memory, two
 // barriers); K3C_MOE_GROUP_SCAN=0: warp 0 alone in rounds of 32.
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GSCAN
-// RUN: env K3C_MOE_GROUP_SCAN=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GWARP0
+// RUN: env K3C_MOE_CHAIN=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GSCAN
+// RUN: env K3C_MOE_CHAIN=0 K3C_MOE_GROUP_SCAN=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GWARP0
 // GWARP0-LABEL: func.func @k3_moe_experts_13dd83a6(
 // GWARP0-NOT: memref<9x32xi32, #gpu.address_space<workgroup>>
 // GWARP0: scf.for {{.*}} = %c0{{[_0-9]*}} to %c16{{[_0-9]*}} step %c32{{[_0-9]*}} iter_args
@@ -34,12 +34,55 @@
 // GSCAN: gpu.barrier
 // GSCAN: gpu.shuffle  up
 // GSCAN: gpu.barrier
-// GSCAN: memref.store {{.*}} : memref<10x17xi32>
+// GSCAN: memref.store {{.*}} : memref<11x17xi32>
 // GSCAN: gpu.barrier
-// GSCAN: memref.store {{.*}}[%c9{{[_0-9]*}}, %c16{{[_0-9]*}}] : memref<10x17xi32>
+// GSCAN: memref.store {{.*}}[%c9{{[_0-9]*}}, %c16{{[_0-9]*}}] : memref<11x17xi32>
 // GSCAN: module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_16)
 // STAGES: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_mma_16: stages must be 2..8, got 1
 // CTAS: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_mma_16: blocks per SM (K3C_MOE_CTAS_*) must be >= 1
+
+// The register-decode up and down GEMMs chained in one launch (the default;
+// K3C_MOE_CHAIN=0 above: two launches): the grouping zeroes the sync row
+// (row 10: a count per expert, column 16 the work queue); blocks claim items
+// by a global atomic on the queue, one ahead, into two workgroup slots; an up
+// item ends with a barrier, a gpu-scope fence and its expert's count; a down
+// item waits (warp 0 polls the count by ld.acquire with nanosleep, a trap
+// after ~2^22 polls; then a barrier) until its expert's up items are done.
+// The claim slots come from the dynamic shared memory (after the rings). Not
+// for the split tails.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CHAIN
+// RUN: not env K3C_MOE_CHAIN=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CHAINBAD
+// CHAINBAD: LLVM ERROR: k3c: K3C_MOE_CHAIN must be 0 or 1, got 2
+// CHAIN-LABEL: func.func @k3_moe_experts_13dd83a6(
+// CHAIN: memref.store %c0_i32, %arg10[%c10, %{{.*}}] : memref<11x17xi32>
+// CHAIN-NOT: module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_16)
+// CHAIN: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c128, {{.*}}) dynamic_shared_memory_size %c26640_i32 module(@k3_moe_experts_13dd83a6_experts_mxfp4_mma_16_chain)
+// CHAIN-NOT: workgroup(
+// CHAIN: %[[SLOTS:.*]] = memref.view {{.*}}[%c26624{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<2xi32, #gpu.address_space<workgroup>>
+// CHAIN: %[[C:.*]] = memref.atomic_rmw addi %c1_i32, %arg10[%c10, %c16] : (i32, memref<11x17xi32>) -> i32
+// CHAIN: memref.store %[[C]], %[[SLOTS]][%c0{{.*}}] : memref<2xi32, #gpu.address_space<workgroup>>
+// CHAIN: gpu.barrier
+// CHAIN: scf.while
+// CHAIN: scf.condition
+// CHAIN: memref.atomic_rmw addi %c1_i32, %arg10[%c10, %c16] : (i32, memref<11x17xi32>) -> i32
+// CHAIN: nvvm.mma.sync
+// CHAIN: gpu.barrier
+// CHAIN: nvvm.memory.barrier <gpu>
+// CHAIN: memref.atomic_rmw addi %c1_i32, %arg10[%c10, %{{.*}}] : (i32, memref<11x17xi32>) -> i32
+// CHAIN: } else {
+// CHAIN: scf.while
+// CHAIN: llvm.load {{.*}} atomic syncscope("device") acquire {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// CHAIN: nvvm.nanosleep
+// CHAIN: llvm.intr.trap
+// CHAIN: gpu.barrier
+// CHAIN: nvvm.mma.sync
+// CHAIN: module(@k3_moe_experts_13dd83a6_experts_mxfp4_mma_64_chain)
+// CHAIN-NOT: experts_up_mxfp4_mma_64)
+// CHAIN-LABEL: func.func @k3_moe_experts_wide(
+// CHAIN: module(@k3_moe_experts_wide_experts_mxfp4_mma_16_chain)
+// CHAIN: module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
+// CHAIN: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_16_tail)
+// CHAIN: module(@k3_moe_experts_wide_experts_down_mxfp4_mma_16_tail)
 
 // GPU-LABEL: func.func @k3_moe_experts_13dd83a6(
 // GPU-SAME: k3.family = "moe_experts"
@@ -148,11 +191,11 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // (the vote for the exact scale path, bf16x2 pairs stored into a double-
 // buffered swizzled B tile), fences the async proxy and issues
 // wgmma.m64n256k16 from shared-memory descriptors, one group left in flight.
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WG
-// RUN: env K3C_MOE_WGMMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOWG
-// RUN: env K3C_MOE_WGMMA_FROM=96 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WG96
-// RUN: not env K3C_MOE_WGMMA_STAGES=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WGSTAGES
-// RUN: not env K3C_MOE_WGMMA_BM=96 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WGBM
+// RUN: env K3C_MOE_CHAIN=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WG
+// RUN: env K3C_MOE_CHAIN=0 K3C_MOE_WGMMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOWG
+// RUN: env K3C_MOE_CHAIN=0 K3C_MOE_WGMMA_FROM=96 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WG96
+// RUN: not env K3C_MOE_CHAIN=0 K3C_MOE_WGMMA_STAGES=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WGSTAGES
+// RUN: not env K3C_MOE_CHAIN=0 K3C_MOE_WGMMA_BM=96 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WGBM
 // WGSTAGES: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_128: stages must be 3..8, got 2
 // WGBM: LLVM ERROR: k3c: bad expert GEMM experts_up_mxfp4_wgmma_96: token rows must be 64 or 128 (one or two warpgroups), got 96
 
@@ -202,15 +245,15 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // the heads and end at the tail start, then the register-decode mma.sync
 // launches take the tails (16 rows, then 64); 16: only 16-row tails; 0: off.
 // Out of range: an error naming the switch.
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TAIL
-// RUN: env K3C_MOE_TAIL_UPTO=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TAIL16
-// RUN: env K3C_MOE_TAIL_UPTO=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOTAIL
+// RUN: env K3C_MOE_CHAIN=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TAIL
+// RUN: env K3C_MOE_CHAIN=0 K3C_MOE_TAIL_UPTO=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TAIL16
+// RUN: env K3C_MOE_CHAIN=0 K3C_MOE_TAIL_UPTO=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOTAIL
 // TAIL16: module(@k3_moe_experts_wide_experts_down_mxfp4_mma_16_tail)
 // TAIL16-NOT: mma_64_tail
 // NOTAIL-NOT: _tail)
 // Tails of 16, 32, 48 or 64 rows (K3C_MOE_TAIL_FINE=0: 16 and 64 only).
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FINE
-// RUN: env K3C_MOE_TAIL_FINE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=COARSE
+// RUN: env K3C_MOE_CHAIN=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FINE
+// RUN: env K3C_MOE_CHAIN=0 K3C_MOE_TAIL_FINE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=COARSE
 // COARSE: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_16_tail)
 // COARSE-NOT: _32_tail
 // COARSE-NOT: _48_tail
@@ -222,11 +265,11 @@ func.func @moe_experts_f32(%a0: tensor<?x64xf32>, %a1: tensor<?x4xi32>, %a2: !k3
 // FINE: nvvm.mma.sync
 // FINE: module(@k3_moe_experts_wide_experts_down_mxfp4_mma_48_tail)
 // FINE: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_64_tail)
-// RUN: not env K3C_MOE_TAIL_UPTO=65 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TAILBAD
+// RUN: not env K3C_MOE_CHAIN=0 K3C_MOE_TAIL_UPTO=65 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TAILBAD
 // TAILBAD: LLVM ERROR: k3c: K3C_MOE_TAIL_UPTO must be in 0..64, got 65
 // TAIL-LABEL: func.func @k3_moe_experts_wide(
 // TAIL: arith.remui %{{.*}}, %c128{{[_0-9]*}} : index
-// TAIL: memref.store %{{.*}}, %{{.*}}[%c9, %{{.*}}] : memref<10x17xi32>
+// TAIL: memref.store %{{.*}}, %{{.*}}[%c9, %{{.*}}] : memref<11x17xi32>
 // TAIL: module(@k3_moe_experts_wide_experts_up_mxfp4_wgmma_128)
 // TAIL: module(@k3_moe_experts_wide_experts_down_mxfp4_wgmma_128)
 // TAIL: module(@k3_moe_experts_wide_experts_up_mxfp4_mma_16_tail)
@@ -252,10 +295,10 @@ func.func @moe_experts_wide(%a0: tensor<?x128xbf16>, %a1: tensor<?x4xi32>, %a2: 
 // multiplies two chunks (2 x 32 mma.sync a warp). K3C_MOE_PAIR=0 and
 // K3C_MOE_LEAN=0: a chunk a step, two groups left in flight, the four scale
 // blocks copied through one branch each.
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIR
-// RUN: env K3C_MOE_PAIR=0 K3C_MOE_LEAN=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOPAIR
-// RUN: env K3C_MOE_PAIR=16 K3C_MOE_LEAN=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIR16
-// RUN: not env K3C_MOE_PAIR=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PAIRBAD
+// RUN: env K3C_MOE_CHAIN=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIR
+// RUN: env K3C_MOE_CHAIN=0 K3C_MOE_PAIR=0 K3C_MOE_LEAN=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOPAIR
+// RUN: env K3C_MOE_CHAIN=0 K3C_MOE_PAIR=16 K3C_MOE_LEAN=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIR16
+// RUN: not env K3C_MOE_CHAIN=0 K3C_MOE_PAIR=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PAIRBAD
 // PAIRBAD: LLVM ERROR: k3c: K3C_MOE_PAIR must be 0, 1 or 16, got 2
 // PAIR16-LABEL: func.func @k3_moe_experts_pair(
 // PAIR16: module(@k3_moe_experts_pair_experts_up_mxfp4_mma_16)
