@@ -19,8 +19,9 @@
 #    experts (a 15.7 GB checkpoint, ~150 s to make), decode 8 / 16 / 64 and
 #    prefill K3_TOKENS (1024,1536,8192), PDL and nopdl, then the peer;
 #    profile: the launch profile (K3C_PROFILE_LAUNCHES) of decode at 64
-#    sequences, the slice's and K3's (per expert kernel: is K3's slower
-#    time per expert in the up or the down kernel?).
+#    sequences (PROFILE_DECODE: "8 16 64" for several), the slice's and
+#    K3's (per expert kernel: is K3's slower time per expert in the up or
+#    the down kernel?).
 # PDL_VARIANTS="NAME ..." limits the moe1-NAME builds (default: all but
 # the bundle's fixed nowg / fma / t128 builds).
 source "$(dirname "$0")/device-common.sh"
@@ -80,8 +81,10 @@ fi
 if phase profile; then
   for c in moe1 moe896; do
     k3-mkcheckpoint --config $c.json -o /tmp/$c --seed 3 --quiet
-    echo "== $c, decode 64, launch profile (${SECONDS}s)"
-    K3C_PROFILE_LAUNCHES=1 timeout 100 k3-bench $c --checkpoint /tmp/$c --device cuda --quiet --prefill none --decode 64 --steps 4 --reps 1 2>&1 >/dev/null | grep -A12 "launch profile" | grep -E "profile|moe_experts"
+    for d in ${PROFILE_DECODE:-64}; do
+      echo "== $c, decode $d, launch profile (${SECONDS}s)"
+      K3C_PROFILE_LAUNCHES=1 timeout 100 k3-bench $c --checkpoint /tmp/$c --device cuda --quiet --prefill none --decode $d --steps 4 --reps 1 2>&1 >/dev/null | grep -A12 "launch profile" | grep -E "profile|moe_experts"
+    done
     rm -rf /tmp/$c
   done
 fi
