@@ -71,7 +71,7 @@ if [ -n "${NCU:-}" ]; then
   }
   prof prefill 'experts_(up|down)_mxfp4_wgmma' 2 --prompt-ids $(seq -s, 1 8192) --max-new-tokens 1
   for i in $(seq 1 16); do echo $((i * 7 + 3)); done > one16.txt
-  prof decode 'experts_(up|down)_mxfp4_mma_16' 2 --batch one16.txt --max-new-tokens 2
+  prof decode 'experts_((up|down)_)?mxfp4_mma_16' 2 --batch one16.txt --max-new-tokens 2
   tar czf $OUT/prof.tgz -C /tmp/prof $(cd /tmp/prof && ls *-details.txt *-raw.csv *-source.csv)
 fi
 echo "== done (${SECONDS}s)"

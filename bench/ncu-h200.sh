@@ -35,7 +35,7 @@ for v in ${PROFILE_VARIANTS:-}; do
 done
 for i in $(seq 1 64); do echo $((i * 7 + 3)); done > one64.txt
 head -16 one64.txt > one16.txt
-prof decode 'experts_(up|down)_mxfp4_mma_16' 2 moe1 --batch one16.txt --max-new-tokens 2
+prof decode 'experts_((up|down)_)?mxfp4_mma_16' 2 moe1 --batch one16.txt --max-new-tokens 2
 prof kda-decode 'kda_tokens' 2 moe1 --batch one64.txt --max-new-tokens 2
 tar czf $OUT/prof.tgz -C $P $(cd $P && ls *-details.txt *-raw.csv *-source.csv)
 echo "== done (${SECONDS}s)"
