@@ -64,6 +64,6 @@ bundle_variants "${MOE_VARIANTS:-}" wide $D/wide-bf16
 bundle_variants "${TINY_VARIANTS:-}" tiny $D/tiny-bf16
 rm -rf $D/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/ncu-h200.sh bench/moe-chain-h200.sh bench/moe-pdl-h200.sh bench/moe-prefill-ab-h200.sh bench/moe-decode-ab-h200.sh bench/moe-ab-h200.sh bench/moe-h200.sh bench/moe-wgmma-h200.sh bench/moe-k3-h200.sh bench/moe-skew-h200.sh bench/skew-router.py bench/mxfp4-edge-scales.py bench/moe_check.py bench/moe_peer.py bench/bench_common.py $D/
+cp bench/ncu-h200.sh bench/moe-chain-h200.sh bench/moe-slice-check-h200.sh bench/moe-pdl-h200.sh bench/moe-prefill-ab-h200.sh bench/moe-decode-ab-h200.sh bench/moe-ab-h200.sh bench/moe-h200.sh bench/moe-wgmma-h200.sh bench/moe-k3-h200.sh bench/moe-skew-h200.sh bench/skew-router.py bench/mxfp4-edge-scales.py bench/moe_check.py bench/moe_peer.py bench/bench_common.py $D/
 [ -f bench/moe_peer_triton.py ] && cp bench/moe_peer_triton.py $D/
 du -sh $D
