@@ -452,10 +452,11 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     // start once its up items are done, so the down items fill the up
     // GEMM's last round. Not for the split tails (several launches a step
     // would share the grouping's counts).
-    MxfpGroupedChain chain{up, down, groups, {kb.idx(kSyncRow)},
-                           "experts_mxfp4_mma_" + std::to_string(bm) + "_chain"};
-    if (!tail && moeChain() && chain.check().empty()) {
-      mxfpGroupedMmaChain(kb, chain, grid);
+    if (!tail && moeChain()) {
+      mxfpGroupedMmaChain(kb,
+                          MxfpGroupedChain{up, down, groups, {kb.idx(kSyncRow)},
+                                           "experts_mxfp4_mma_" + std::to_string(bm) + "_chain"},
+                          grid);
     } else {
       mxfpGroupedMma(kb, up, grid);
       mxfpGroupedMma(kb, down, grid);
