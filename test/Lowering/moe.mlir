@@ -53,6 +53,15 @@
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CHAIN
 // RUN: not env K3C_MOE_CHAIN=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CHAINBAD
 // CHAINBAD: LLVM ERROR: k3c: K3C_MOE_CHAIN must be 0 or 1, got 2
+// The 128-row tiles (two row warps sharing decoded fragments) chain too:
+// 256 threads, the shared fragments and the claim slots after both rings.
+// RUN: env K3C_MOE_TILE128_FROM=192 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=T128CHAIN
+// T128CHAIN-LABEL: func.func @k3_moe_experts_13dd83a6(
+// T128CHAIN: module(@k3_moe_experts_13dd83a6_experts_mxfp4_mma_64_chain)
+// T128CHAIN: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256, {{.*}}) dynamic_shared_memory_size %c107536_i32 module(@k3_moe_experts_13dd83a6_experts_mxfp4_mma_128_chain)
+// T128CHAIN: memref.view {{.*}}[%c107520{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<2xi32, #gpu.address_space<workgroup>>
+// T128CHAIN: memref<16x2x32x4xi32, #gpu.address_space<workgroup>>
+// T128CHAIN: scf.while
 // CHAIN-LABEL: func.func @k3_moe_experts_13dd83a6(
 // CHAIN: memref.store %c0_i32, %arg10[%c10, %{{.*}}] : memref<11x17xi32>
 // CHAIN-NOT: module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_16)
