@@ -82,6 +82,28 @@ static TailPlan moeTailPlan() {
   return plan;
 }
 
+/// The most base items a chained decode launch splits (MxfpGroupedChain:
+/// its partials take 16 KB an item, 32 MB in all).
+static constexpr int64_t kMoeSplitItems = 2048;
+/// K3C_MOE_SPLITK_BELOW (>= 0, default 0: off): the chained decode launch
+/// splits each work item's k chunks over two blocks when it has at most this
+/// many base items a block (and at most kMoeSplitItems): decode where an
+/// expert has one token (one sequence: 16 experts' 1216 items on the slice,
+/// 2.3 a block of 528). Measured on the H200 (session 32, docs/perf.md) with
+/// 4: the slice's one-sequence decode 0.1155-0.1160 -> 0.1142-0.1148 ms (1 %),
+/// and 1.5-2 % slower at 2-8 sequences, where it does not split (the larger
+/// kernel): so off by default; the partials scratch is then one item.
+static int64_t moeSplitBelow() {
+  const int64_t v = intFromEnv("K3C_MOE_SPLITK_BELOW", 0);
+  if (v < 0)
+    llvm::report_fatal_error("k3c: K3C_MOE_SPLITK_BELOW must be >= 0, got " + llvm::Twine(v),
+                             /*gen_crash_diag=*/false);
+  return v;
+}
+
+/// The split-K scratch's base items: kMoeSplitItems, or 1 with split-K off.
+static int64_t moeSplitItems() { return moeSplitBelow() > 0 ? kMoeSplitItems : 1; }
+
 /// The grouping scratch row of the tail tile offsets for `rows`-row tails.
 static int64_t tailTilesRow(int64_t rows) {
   for (size_t i = 0; i < std::size(kTailRows); ++i)
@@ -116,9 +138,16 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
     // (token, slot) pairs ordered by expert.
     // Rows: offsets, then tile offsets for the tensor-core tiles of 16, 64
     // and 128 rows (kExpertTileRows), then the split-tail rows.
+    // Then the chained decode launch's split-K partials and counts
+    // (MxfpGroupedChain; device-only, their shapes fixed so that every
+    // target keeps one calling convention).
+    const int64_t splits = moeSplitItems();
     return {ScratchNeed{{-1, k, inter}, res.getElementType()},
             ScratchNeed{{kGroupRows, experts + 1}, IntegerType::get(ctx, 32)},
-            ScratchNeed{{-1, k}, IntegerType::get(ctx, 32)}};
+            ScratchNeed{{-1, k}, IntegerType::get(ctx, 32)},
+            ScratchNeed{{splits, 2, MxfpGroupedChain::kSplitAccs, MxfpGroupedChain::kSplitThreads},
+                        Float32Type::get(ctx), /*deviceOnly=*/true},
+            ScratchNeed{{splits}, IntegerType::get(ctx, 32), /*deviceOnly=*/true}};
   }
   return {};
 }
@@ -453,10 +482,15 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
     // GEMM's last round. Not for the split tails (several launches a step
     // would share the grouping's counts).
     if (!tail && moeChain()) {
-      mxfpGroupedMmaChain(kb,
-                          MxfpGroupedChain{up, down, groups, {kb.idx(kSyncRow)},
-                                           "experts_mxfp4_mma_" + std::to_string(bm) + "_chain"},
-                          grid);
+      MxfpGroupedChain c{up, down, groups, {kb.idx(kSyncRow)},
+                         "experts_mxfp4_mma_" + std::to_string(bm) + "_chain"};
+      c.splitBelow = moeSplitBelow();
+      c.splitCapacity = moeSplitItems();
+      c.partials = st.scratch[op][3];
+      c.counts = st.scratch[op][4];
+      if (c.splitBelow && c.splitsFit())
+        c.name += "_splitk";
+      mxfpGroupedMmaChain(kb, c, grid);
     } else {
       mxfpGroupedMma(kb, up, grid);
       mxfpGroupedMma(kb, down, grid);

@@ -1345,10 +1345,29 @@ static MxfpRing mxfpRing(KernelBuilder &kb, const MxfpGroupedMma &g, ThreadBlock
   return r;
 }
 
+namespace {
+/// Split-K of one work item (the chained decode launch, mxfpGroupedMmaChain):
+/// when `on`, the item runs k chunks [kc0, kc0 + nChunks) of its base item
+/// `base` (half `half` of two), stores its accumulators' valid rows to
+/// `partials[base, half]` and counts itself in `counts[base]`; the second of
+/// the two halves to finish (the count it sees is 1) adds the other's
+/// partials to its own (fp32 addition commutes: the same sum whichever half
+/// finishes last), resets the count to 0 for the next launch and runs the
+/// epilogue. `slot[slotAt]`: a shared i32 through which thread 0 tells the block.
+struct ItemSplit {
+  Value on, half, base, kc0, nChunks;
+  Value partials, counts, slot;
+  int64_t slotAt = 0;
+};
+} // namespace
+
 /// One work item of a grouped MXFP4 GEMM (see MxfpGroupedMma): the ring
 /// filled and drained within the item, the epilogue after the last barrier.
-static void mxfpItem(KernelBuilder &kb, const MxfpGroupedMma &g, ThreadBlock &tb,
-                     const MxfpRing &ring, const GroupItem &it) {
+/// With `split`, possibly half of a split item (ItemSplit): returns whether
+/// this block ran the epilogue (an i1; true without `split`).
+static Value mxfpItem(KernelBuilder &kb, const MxfpGroupedMma &g, ThreadBlock &tb,
+                      const MxfpRing &ring, const GroupItem &it,
+                      const ItemSplit *split = nullptr) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t bm = g.bm, KT = g.kTile, S = g.stages, wM = g.warpsM, threads = 32 * g.warps();
@@ -1364,6 +1383,9 @@ static void mxfpItem(KernelBuilder &kb, const MxfpGroupedMma &g, ThreadBlock &tb
   Value as = ring.as, bs = ring.bs, ss = ring.ss, dec = ring.dec;
   Value lane = tb.lane, wn = kb.rem(tb.warp, 4), wm = kb.div(tb.warp, 4);
   Value j = it.j, e = it.e, m0 = it.m0, end = it.end, last = it.last;
+  // The item's k chunks: [kc0, kc0 + nChunks) (all of them unless split).
+  Value kc0 = split ? split->kc0 : kb.idx(0);
+  Value nChunks = split ? split->nChunks : kb.idx(kChunks);
 
   // This thread's copies of a stage, fixed for the work item: A rows
   // (16 bytes of a gathered row each), then the weight tiles its warp
@@ -1423,8 +1445,10 @@ static void mxfpItem(KernelBuilder &kb, const MxfpGroupedMma &g, ThreadBlock &tb
   // Chunk kc may lie past the last: then nothing is copied (the group
   // is committed empty and keeps the wait counts).
   auto issue = [&](Value kc, Value slot) {
-    Value inK = kb.ult(kc, kb.idx(kChunks));
+    Value inK = kb.ult(kc, nChunks);
     Value kcSafe = kb.select(inK, kc, kb.idx(0));
+    if (split)
+      kcSafe = kb.add(kc0, kcSafe);
     auto inRange = [&](Value ok) { return kb.andi(ok, inK); };
     SmallVector<Value> tokens;
     for (ACopy &c : aCopies) {
@@ -1656,13 +1680,89 @@ static void mxfpItem(KernelBuilder &kb, const MxfpGroupedMma &g, ThreadBlock &tb
   // main loop's copies carry no in-range selects, measured within the
   // spread on the H200 in session 25 and was removed.)
   SmallVector<Value> acc =
-      pair ? kb.loop(kb.idx(0), kb.idx(kChunks / 2), init,
+      pair ? kb.loop(kb.idx(0), split ? kb.div(nChunks, 2) : kb.idx(kChunks / 2), init,
                      [&](Value p, ValueRange in) { return pairStep(p, in); })
-           : kb.loop(kb.idx(0), kb.idx(kChunks), init,
+           : kb.loop(kb.idx(0), nChunks, init,
                      [&](Value kc, ValueRange in) { return step(kc, in); });
   NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
   kb.barrier(tb); // the next item refills the ring
-  g.epilogue(acc, kb.add(m0, kb.mul(wm, bm / wM)), end, wn, j, e, tb);
+  Value rowsAt = kb.add(m0, kb.mul(wm, bm / wM));
+  if (!split) {
+    g.epilogue(acc, rowsAt, end, wn, j, e, tb);
+    return arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
+  }
+  // Split-K: accumulator a = (i * 4 + q) * 4 + r holds row g + 8 (r / 2) +
+  // 16 i of the warp's rows; only rows below `end` are stored and read.
+  const int64_t nAcc = static_cast<int64_t>(acc.size());
+  auto rowValid = [&](int64_t a) {
+    Value pos = kb.add(rowsAt, kb.add(gq, kb.idx(16 * (a / 16) + 8 * ((a % 4) / 2))));
+    return kb.ult(pos, end);
+  };
+  auto partialAt = [&](Value half, int64_t a) {
+    return SmallVector<Value>{split->base, half, kb.idx(a), tb.tid};
+  };
+  Value i1True = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
+  auto ifOn = scf::IfOp::create(b, loc, TypeRange{b.getI1Type()}, split->on, true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifOn.getThenRegion().front());
+    for (int64_t a = 0; a < nAcc; ++a)
+      kb.ifThen(rowValid(a), [&] { kb.store(acc[a], split->partials, partialAt(split->half, a)); });
+    // Release the partials, count this half (thread 0), tell the block.
+    kb.barrier(tb);
+    kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
+      NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+      Value old = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, kb.i32Const(1),
+                                              split->counts, ValueRange{split->base})
+                      .getResult();
+      // Acquire: the other half's partials (released the same way) before
+      // the block's loads.
+      NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+      kb.store(old, split->slot, {kb.idx(split->slotAt)});
+    });
+    kb.barrier(tb);
+    Value finisher = kb.ieq(kb.toIndex(kb.load(split->slot, {kb.idx(split->slotAt)})), kb.idx(1));
+    scf::YieldOp::create(b, loc, ValueRange{finisher});
+    b.setInsertionPointToStart(&ifOn.getElseRegion().front());
+    scf::YieldOp::create(b, loc, ValueRange{i1True});
+  }
+  Value run = ifOn.getResult(0);
+  kb.ifThen(run, [&] {
+    // The finisher of a split item adds the other half's partials (volatile
+    // loads: past L1, which may hold an older launch's lines).
+    Value other = kb.sub(kb.idx(1), split->half);
+    Value fin = kb.andi(split->on, run);
+    SmallVector<Type> types(nAcc, b.getF32Type());
+    auto ifFin = scf::IfOp::create(b, loc, types, fin, true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifFin.getThenRegion().front());
+      kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
+        kb.store(kb.i32Const(0), split->counts, {split->base});
+      });
+      SmallVector<Value> sum;
+      for (int64_t a = 0; a < nAcc; ++a) {
+        auto ld = scf::IfOp::create(b, loc, TypeRange{b.getF32Type()}, rowValid(a), true);
+        {
+          OpBuilder::InsertionGuard g2(b);
+          b.setInsertionPointToStart(&ld.getThenRegion().front());
+          Value ptr = kb.pointerAt(kb.byteAddress(split->partials, partialAt(other, a)), 1);
+          Value v = LLVM::LoadOp::create(b, loc, b.getF32Type(), ptr, /*alignment=*/4,
+                                         /*isVolatile=*/true);
+          scf::YieldOp::create(b, loc, ValueRange{v});
+          b.setInsertionPointToStart(&ld.getElseRegion().front());
+          scf::YieldOp::create(b, loc, ValueRange{kb.f32(0.0)});
+        }
+        sum.push_back(arith::AddFOp::create(b, loc, acc[a], ld.getResult(0)));
+      }
+      scf::YieldOp::create(b, loc, sum);
+      b.setInsertionPointToStart(&ifFin.getElseRegion().front());
+      scf::YieldOp::create(b, loc, acc);
+    }
+    SmallVector<Value> total(ifFin.getResults().begin(), ifFin.getResults().end());
+    g.epilogue(total, rowsAt, end, wn, j, e, tb);
+  });
+  return run;
 }
 
 void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
@@ -1670,7 +1770,7 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid) {
   kb.blocks({kb.idx(grid)}, 32 * g.warps(), [&](ValueRange bid, ThreadBlock &tb) {
     MxfpRing ring = mxfpRing(kb, g, tb);
     kb.loopStep(bid[0], groupItems(kb, g), kb.idx(grid),
-                [&](Value item) { mxfpItem(kb, g, tb, ring, groupItemAt(kb, g, item)); });
+                [&](Value item) { (void)mxfpItem(kb, g, tb, ring, groupItemAt(kb, g, item)); });
   }, g.sharedBytes(), g.name);
 }
 
@@ -1678,7 +1778,23 @@ std::string MxfpGroupedChain::check() const {
   if (first.warps() != second.warps())
     return "the two GEMMs' blocks have " + std::to_string(first.warps()) + " and " +
            std::to_string(second.warps()) + " warps (one launch runs both)";
+  if (splitBelow < 0)
+    return "split-K threshold must be >= 0, got " + std::to_string(splitBelow);
+  if (splitBelow > 0 && (!partials || !counts || splitCapacity < 1))
+    return "split-K needs its partials, counts and capacity";
   return "";
+}
+
+bool MxfpGroupedChain::splitsFit() const {
+  for (const MxfpGroupedMma *g : {&first, &second}) {
+    const int64_t kChunks = g->K / g->kTile;
+    // Each half a whole number of steps (two chunks a step when paired).
+    const bool pair = g->pair && kChunks % 2 == 0 && g->stages >= 4;
+    if (kChunks % (pair ? 4 : 2) || g->warpsM != 1 || 32 * g->warps() != kSplitThreads ||
+        g->bm / 16 * 16 != kSplitAccs)
+      return false;
+  }
+  return true;
 }
 
 /// The work queue: thread 0 claims items by an atomic add on the queue word
@@ -1714,14 +1830,24 @@ void mxfpGroupedMmaChain(KernelBuilder &kb, const MxfpGroupedChain &c, int64_t g
   // KernelBuilder::shared would overlap it).
   const int64_t ringBytes = std::max(up.sharedBytes(), down.sharedBytes());
   const int64_t shared = ringBytes + 16;
+  const bool canSplit = c.splitBelow > 0 && c.splitsFit();
   kb.blocks({kb.idx(grid)}, 32 * up.warps(), [&](ValueRange, ThreadBlock &tb) {
     // Each GEMM's ring over the same shared memory (an item drains its ring).
     MxfpRing upRing = mxfpRing(kb, up, tb), downRing = mxfpRing(kb, down, tb);
-    Value claims = kb.dynamicShared(tb, ringBytes, {2}, i32);
+    // Two claim slots, then the split-K finisher's word.
+    Value claims = kb.dynamicShared(tb, ringBytes, {3}, i32);
     Value first = kb.ieq(tb.tid, kb.idx(0));
     Value queue = kb.idx(up.experts);
     Value U = groupItems(kb, up);
-    Value total = kb.add(U, groupItems(kb, down));
+    Value base = kb.add(U, groupItems(kb, down));
+    // Split-K (MxfpGroupedChain::splitBelow): with fewer base items than
+    // splitBelow a block (and at most splitCapacity), every item is run as
+    // two halves of its k chunks, adjacent in the queue.
+    Value splitOn = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
+    if (canSplit)
+      splitOn = kb.ule(base, kb.idx(std::min(c.splitBelow * grid, c.splitCapacity)));
+    Value factor = kb.select(splitOn, kb.idx(2), kb.idx(1));
+    Value total = kb.mul(base, factor);
     kb.ifThen(first, [&] { kb.store(atomicAdd(c.sync, syncAt(queue), 1), claims, {kb.idx(0)}); });
     kb.barrier(tb);
     Type index = b.getIndexType();
@@ -1737,20 +1863,41 @@ void mxfpGroupedMmaChain(KernelBuilder &kb, const MxfpGroupedChain &c, int64_t g
       par = after->getArgument(1);
       Value other = kb.sub(kb.idx(1), par);
       kb.ifThen(first, [&] { kb.store(atomicAdd(c.sync, syncAt(queue), 1), claims, {other}); });
+      // The base item and which half of it (0 unless split).
+      Value baseItem = kb.select(splitOn, kb.div(item, 2), item);
+      Value half = kb.select(splitOn, kb.rem(item, 2), kb.idx(0));
+      auto splitOf = [&](const MxfpGroupedMma &g) {
+        const int64_t kChunks = g.K / g.kTile;
+        ItemSplit s;
+        s.on = splitOn;
+        s.half = half;
+        s.base = baseItem;
+        s.nChunks = kb.select(splitOn, kb.idx(kChunks / 2), kb.idx(kChunks));
+        s.kc0 = kb.mul(half, kChunks / 2);
+        s.partials = c.partials;
+        s.counts = c.counts;
+        s.slot = claims;
+        s.slotAt = 2;
+        return s;
+      };
       kb.ifThenElse(
-          kb.ult(item, U),
+          kb.ult(baseItem, U),
           [&] {
-            GroupItem it = groupItemAt(kb, up, item);
-            mxfpItem(kb, up, tb, upRing, it);
-            // Release: the block's stores of the item, then the count.
+            GroupItem it = groupItemAt(kb, up, baseItem);
+            ItemSplit s;
+            if (canSplit)
+              s = splitOf(up);
+            Value done = mxfpItem(kb, up, tb, upRing, it, canSplit ? &s : nullptr);
+            // Release: the block's stores of the item, then the count (by
+            // the block that ran the epilogue).
             kb.barrier(tb);
-            kb.ifThen(first, [&] {
+            kb.ifThen(kb.andi(first, done), [&] {
               NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
               atomicAdd(c.sync, syncAt(it.e), 1);
             });
           },
           [&] {
-            GroupItem it = groupItemAt(kb, down, kb.sub(item, U));
+            GroupItem it = groupItemAt(kb, down, kb.sub(baseItem, U));
             auto tileStart = [&](Value e) {
               return groupStart(kb, up.tileStarts, up.tilesIndex, e);
             };
@@ -1776,7 +1923,10 @@ void mxfpGroupedMmaChain(KernelBuilder &kb, const MxfpGroupedChain &c, int64_t g
               scf::YieldOp::create(b, loc, ValueRange{kb.add(sleep->getArgument(0), 1)});
             });
             kb.barrier(tb);
-            mxfpItem(kb, down, tb, downRing, it);
+            ItemSplit s;
+            if (canSplit)
+              s = splitOf(down);
+            (void)mxfpItem(kb, down, tb, downRing, it, canSplit ? &s : nullptr);
           });
       scf::YieldOp::create(b, loc, ValueRange{other});
     }

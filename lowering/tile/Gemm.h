@@ -351,13 +351,31 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid);
 /// GEMM first: the tail of the first GEMM is filled by the second's items of
 /// groups already done, and one launch is saved. Both GEMMs' blocks have the
 /// same warps; their rings alias one shared-memory allocation (the larger).
+///
+/// Split-K (decode, where an expert has one or a few tokens and the items
+/// are too few to keep every block busy to the end): when the launch has at
+/// most `splitBelow` x grid base items (and at most `splitCapacity`), each
+/// item runs as two halves of its k chunks on two blocks; each half stores
+/// its fp32 accumulators' valid rows to `partials` (f32 [splitCapacity, 2,
+/// kSplitAccs, kSplitThreads]) and counts itself in `counts` (i32
+/// [splitCapacity], zero at launch and left zero); the half that finishes
+/// second adds the other's and runs the epilogue. Only where both GEMMs'
+/// blocks are 16-row, 4-warp tiles whose chunk counts halve into whole steps
+/// (splitsFit); else, and with splitBelow 0, items are not split.
 struct MxfpGroupedChain {
   MxfpGroupedMma first, second;
   mlir::Value sync;
   llvm::SmallVector<mlir::Value> syncIndex;
   std::string name;
+  int64_t splitBelow = 0, splitCapacity = 0;
+  mlir::Value partials, counts;
+  /// The split-K partials' layout: a thread's accumulators of a 16-row tile
+  /// of 4 warps.
+  static constexpr int64_t kSplitThreads = 128, kSplitAccs = 16;
   /// Empty when the two GEMMs can share one launch, else why not.
   std::string check() const;
+  /// Whether both GEMMs' items can be split (see above).
+  bool splitsFit() const;
 };
 void mxfpGroupedMmaChain(KernelBuilder &kb, const MxfpGroupedChain &c, int64_t grid);
 /// Grouped MXFP4 GEMM on warpgroup MMA (sm_90a; the routed experts at

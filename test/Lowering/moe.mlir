@@ -59,7 +59,7 @@
 // T128CHAIN-LABEL: func.func @k3_moe_experts_13dd83a6(
 // T128CHAIN: module(@k3_moe_experts_13dd83a6_experts_mxfp4_mma_64_chain)
 // T128CHAIN: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256, {{.*}}) dynamic_shared_memory_size %c107536_i32 module(@k3_moe_experts_13dd83a6_experts_mxfp4_mma_128_chain)
-// T128CHAIN: memref.view {{.*}}[%c107520{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<2xi32, #gpu.address_space<workgroup>>
+// T128CHAIN: memref.view {{.*}}[%c107520{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<3xi32, #gpu.address_space<workgroup>>
 // T128CHAIN: memref<16x2x32x4xi32, #gpu.address_space<workgroup>>
 // T128CHAIN: scf.while
 // CHAIN-LABEL: func.func @k3_moe_experts_13dd83a6(
@@ -67,9 +67,9 @@
 // CHAIN-NOT: module(@k3_moe_experts_13dd83a6_experts_up_mxfp4_mma_16)
 // CHAIN: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c128, {{.*}}) dynamic_shared_memory_size %c26640_i32 module(@k3_moe_experts_13dd83a6_experts_mxfp4_mma_16_chain)
 // CHAIN-NOT: workgroup(
-// CHAIN: %[[SLOTS:.*]] = memref.view {{.*}}[%c26624{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<2xi32, #gpu.address_space<workgroup>>
+// CHAIN: %[[SLOTS:.*]] = memref.view {{.*}}[%c26624{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<3xi32, #gpu.address_space<workgroup>>
 // CHAIN: %[[C:.*]] = memref.atomic_rmw addi %c1_i32, %arg10[%c10, %c16] : (i32, memref<11x17xi32>) -> i32
-// CHAIN: memref.store %[[C]], %[[SLOTS]][%c0{{.*}}] : memref<2xi32, #gpu.address_space<workgroup>>
+// CHAIN: memref.store %[[C]], %[[SLOTS]][%c0{{.*}}] : memref<3xi32, #gpu.address_space<workgroup>>
 // CHAIN: gpu.barrier
 // CHAIN: scf.while
 // CHAIN: scf.condition
@@ -345,6 +345,54 @@ func.func @moe_experts_pair(%a0: tensor<?x512xbf16>, %a1: tensor<?x4xi32>, %a2: 
     %r = k3.kernel "k3_moe_experts_pair" family "moe_experts" (%a0, %a1, %a2, %a3, %a4) {bytes_per_token = 2560 : i64, flops_per_token = 3145728 : i64, weight_bytes = 3342336 : i64} : (tensor<?x512xbf16>, tensor<?x4xi32>, !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x512x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>) -> tensor<?x4x512xbf16> {
     ^bb0(%arg401: tensor<?x512xbf16>, %arg402: tensor<?x4xi32>, %arg403: !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %arg404: !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %arg405: !k3.mxfp4<16x512x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>):
       %116 = k3.expert_mlp %arg401, %arg402 experts(%arg403, %arg404, %arg405) {activation = #k3.activation<situ>, situ_beta = 4.000000e+00 : f64, situ_linear_beta = 2.500000e+01 : f64} : (tensor<?x512xbf16>, tensor<?x4xi32>, !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x128x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x512x128, #k3.mxfp4_layout<n_tile = 8, k_tile = 64>>) -> tensor<?x4x512xbf16>
+      k3.yield %116 : tensor<?x4x512xbf16>
+    }
+  return %r : tensor<?x4x512xbf16>
+}
+
+// Split-K in the chained decode launch (K3C_MOE_SPLITK_BELOW=4; default 0:
+// off, measured no faster on the H200, and the partials scratch one item):
+// where both GEMMs' chunk counts halve into whole steps (latent and width 512
+// at k_tile 128: four chunks each), a launch with at most min(4 x 528 blocks,
+// 2048) base items runs each as two halves of its k chunks, adjacent in the
+// queue; a half stores its valid rows' fp32 accumulators to the partials
+// scratch [2048, 2, 16, 128], fences and counts itself in [2048] i32; the
+// second to finish fences, resets the count, adds the other's partials
+// (volatile loads) and runs the epilogue. k3-tiny's one-chunk GEMMs above do
+// not split (no _splitk kernel).
+// RUN: env K3C_MOE_SPLITK_BELOW=4 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLITOFF
+// RUN: not env K3C_MOE_SPLITK_BELOW=-1 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SPLITBAD
+// SPLITBAD: LLVM ERROR: k3c: K3C_MOE_SPLITK_BELOW must be >= 0, got -1
+// SPLIT-NOT: _splitk
+// SPLIT-LABEL: func.func @k3_moe_experts_split(
+// SPLIT-SAME: %arg12: memref<2048x2x16x128xf32>, %arg13: memref<2048xi32>)
+// SPLIT: module(@k3_moe_experts_split_experts_mxfp4_mma_16_chain_splitk)
+// SPLIT: %[[ON:.*]] = arith.cmpi ule, %{{.*}}, %c2048 : index
+// SPLIT: arith.select %[[ON]], %c2, %c1{{.*}} : index
+// SPLIT: scf.while
+// SPLIT: arith.divui %{{.*}}, %c2
+// SPLIT: arith.remui %{{.*}}, %c2
+// SPLIT: nvvm.mma.sync
+// SPLIT-COUNT-16: memref.store %{{.*}}, %arg12[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : memref<2048x2x16x128xf32>
+// SPLIT: gpu.barrier
+// SPLIT: nvvm.memory.barrier <gpu>
+// SPLIT: memref.atomic_rmw addi %c1_i32, %arg13[%{{.*}}] : (i32, memref<2048xi32>) -> i32
+// SPLIT: nvvm.memory.barrier <gpu>
+// SPLIT: gpu.barrier
+// SPLIT: memref.store %c0_i32, %arg13[%{{.*}}] : memref<2048xi32>
+// SPLIT: llvm.load volatile %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// SPLIT: arith.addf
+// SPLITOFF-LABEL: func.func @k3_moe_experts_split(
+// SPLITOFF-SAME: %arg12: memref<1x2x16x128xf32>, %arg13: memref<1xi32>)
+// SPLITOFF: module(@k3_moe_experts_split_experts_mxfp4_mma_16_chain)
+// SPLITOFF-NOT: %arg12[
+// SPLITOFF-NOT: _splitk
+
+func.func @moe_experts_split(%a0: tensor<?x512xbf16>, %a1: tensor<?x4xi32>, %a2: !k3.mxfp4<16x512x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %a3: !k3.mxfp4<16x512x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %a4: !k3.mxfp4<16x512x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>) -> (tensor<?x4x512xbf16>) {
+    %r = k3.kernel "k3_moe_experts_split" family "moe_experts" (%a0, %a1, %a2, %a3, %a4) {bytes_per_token = 2560 : i64, flops_per_token = 12582912 : i64, weight_bytes = 6488064 : i64} : (tensor<?x512xbf16>, tensor<?x4xi32>, !k3.mxfp4<16x512x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x512x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x512x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>) -> tensor<?x4x512xbf16> {
+    ^bb0(%arg401: tensor<?x512xbf16>, %arg402: tensor<?x4xi32>, %arg403: !k3.mxfp4<16x512x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %arg404: !k3.mxfp4<16x512x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, %arg405: !k3.mxfp4<16x512x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>):
+      %116 = k3.expert_mlp %arg401, %arg402 experts(%arg403, %arg404, %arg405) {activation = #k3.activation<situ>, situ_beta = 4.000000e+00 : f64, situ_linear_beta = 2.500000e+01 : f64} : (tensor<?x512xbf16>, tensor<?x4xi32>, !k3.mxfp4<16x512x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x512x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>, !k3.mxfp4<16x512x512, #k3.mxfp4_layout<n_tile = 8, k_tile = 128>>) -> tensor<?x4x512xbf16>
       k3.yield %116 : tensor<?x4x512xbf16>
     }
   return %r : tensor<?x4x512xbf16>
