@@ -29,6 +29,19 @@ c['moe_intermediate_size'] = 192
 json.dump(c, open('.dev/k3-tiny-wide.json', 'w'), indent=1)
 PY
 $B/k3-mkcheckpoint --config $D/k3-tiny-wide.json -o /tmp/k3c-ckpt-tiny-wide --seed 11 --quiet
+# k3-tiny with K3's expert k tiles (latent 512, width 512: four 128-column
+# chunks each), where the chained decode launch splits its items' k chunks
+# (K3C_MOE_SPLITK_BELOW); compiled from the config (its checkpoint is made on
+# the GPU machine).
+python3 - <<'PY'
+import json
+c = json.load(open('models/configs/k3-tiny.json'))
+c['routed_expert_hidden_size'] = 512
+c['moe_intermediate_size'] = 512
+json.dump(c, open('.dev/k3-tiny-split.json', 'w'), indent=1)
+PY
+tsplit() { $B/k3-compile $D/k3-tiny-split.json --target=sm_90a --max-tokens 512 --max-seqs 16 --max-context 1024 --quiet "$@"; }
+tsplit -o $D/tsplit
 wide() { $B/k3-compile /tmp/k3c-ckpt-tiny-wide --target=sm_90a --max-tokens 1024 --max-seqs 16 --max-context 1024 --quiet "$@"; }
 wide -o $D/wide-bf16
 K3C_MOE_WGMMA=0 wide -o $D/wide-bf16-nowg
@@ -60,10 +73,11 @@ K3C_MOE_WGMMA=0 moe1 -o $D/moe1-nowg
 bundle_variants "${MOE_VARIANTS:-}" moe1 $D/moe1
 bundle_variants "${MOE_VARIANTS:-}" moe896 $D/moe896
 bundle_variants "${MOE_VARIANTS:-}" wide $D/wide-bf16
+bundle_variants "${MOE_VARIANTS:-}" tsplit $D/tsplit
 # TINY_VARIANTS: the same form, k3-tiny bf16 as tiny-bf16-NAME (moe-decode-ab-h200.sh).
 bundle_variants "${TINY_VARIANTS:-}" tiny $D/tiny-bf16
 rm -rf $D/*/ptx
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
-cp bench/ncu-h200.sh bench/moe-chain-h200.sh bench/moe-slice-check-h200.sh bench/moe-pdl-h200.sh bench/moe-prefill-ab-h200.sh bench/moe-decode-ab-h200.sh bench/moe-ab-h200.sh bench/moe-h200.sh bench/moe-wgmma-h200.sh bench/moe-k3-h200.sh bench/moe-skew-h200.sh bench/skew-router.py bench/mxfp4-edge-scales.py bench/moe_check.py bench/moe_peer.py bench/bench_common.py $D/
+cp bench/ncu-h200.sh bench/moe-chain-h200.sh bench/moe-slice-check-h200.sh bench/moe-splitk-h200.sh bench/moe-pdl-h200.sh bench/moe-prefill-ab-h200.sh bench/moe-decode-ab-h200.sh bench/moe-ab-h200.sh bench/moe-h200.sh bench/moe-wgmma-h200.sh bench/moe-k3-h200.sh bench/moe-skew-h200.sh bench/skew-router.py bench/mxfp4-edge-scales.py bench/moe_check.py bench/moe_peer.py bench/bench_common.py $D/
 [ -f bench/moe_peer_triton.py ] && cp bench/moe_peer_triton.py $D/
 du -sh $D
