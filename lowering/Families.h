@@ -45,7 +45,7 @@ struct ScratchNeed {
   bool deviceOnly = false; ///< only GPU kernels touch it (the host gets a stub)
 };
 llvm::SmallVector<ScratchNeed> scratchNeeds(mlir::Operation *op);
-/// A plain bf16 linear's split-K workspace (Dense.cpp): [kSplitK *
+/// A plain bf16 linear's split-K workspace (Dense.cpp): [splitKWays() *
 /// kSplitRows, O] f32, device-only, for linears lowered on their own (not a
 /// GLU's or a projection set's) with K >= 4096 and O <= 16384, whose
 /// batched-decode column tiles may leave SMs idle. Decided from shapes

@@ -256,7 +256,8 @@ SmallVector<ScratchNeed> linearSplitNeed(Operation *op) {
   for (Operation *u : lin.getInput().getUsers())
     if (u != op && isa<LinearOp>(u))
       return {};
-  return {ScratchNeed{{kSplitK * kSplitRows, O}, Float32Type::get(op->getContext()),
+  return {ScratchNeed{{std::max(splitKWays(), kSplitNarrowWays) * kSplitRows, O},
+                      Float32Type::get(op->getContext()),
                       /*deviceOnly=*/true}};
 }
 
@@ -306,13 +307,29 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
         [&](const WgmmaTile &t) {
           // Split-K where the output's column tiles alone leave SMs idle
           // (O = 7168 in 64-column tiles: 112 blocks on 132 SMs) and the
-          // tokens fit one row tile of the workspace (linearSplitNeed).
+          // tokens fit one row tile of the workspace (linearSplitNeed): the
+          // wide split tile (plan.wgmmaSplit, 128 x 256, 4 ways) where it
+          // gives at least 3/4 of the SMs a block, else this tile 2 ways.
+          // The wide tile reads each x tile for 256 output columns instead of
+          // 64 (at 128 tokens x is half the bytes of the weights it meets).
+          // H200, slice (docs/perf.md, session 32): mlp_down's two launches
+          // at 128 / 64 tokens 394 / 372 -> 308 / 287 us, the decode step
+          // 3.01-3.05 / 2.48 -> 2.88-2.92 / 2.38 ms.
           const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
-          if (splitWs && t.name() == plan.wgmmaMedium.name() && t.bm >= kSplitRows &&
-              (O + t.bn - 1) / t.bn <= kb.info().smCount)
+          const int64_t sms = kb.info().smCount;
+          const WgmmaTile &wide = plan.wgmmaSplit;
+          const int64_t wideWays = splitKWays();
+          const bool useWide = wide.bm >= kSplitRows && (O + wide.bn - 1) / wide.bn <= sms &&
+                               4 * ((O + wide.bn - 1) / wide.bn) * wideWays >= 3 * sms;
+          const WgmmaTile &s = useWide ? wide : t;
+          if (splitWs && t.name() == plan.wgmmaMedium.name() && s.bm >= kSplitRows &&
+              (O + s.bn - 1) / s.bn <= sms)
             kb.ifThenElse(
                 kb.ule(T, kb.idx(kSplitRows)),
-                [&] { wgmmaLinear(kb, x, w, yt, T, t, ep, {}, {}, splitWs); },
+                [&] {
+                  wgmmaLinear(kb, x, w, yt, T, s, ep, {}, {}, splitWs,
+                              useWide ? wideWays : kSplitNarrowWays);
+                },
                 [&] { wgmmaLinear(kb, x, w, yt, T, t, ep); });
           else
             wgmmaLinear(kb, x, w, yt, T, t, ep);

@@ -454,6 +454,14 @@ std::string WgmmaTile::check(const TargetInfo &info) const {
   return "";
 }
 
+int64_t splitKWays() {
+  const int64_t w = intFromEnv("K3C_SPLITK_WAYS", 4);
+  if (w < 2 || w > 8)
+    llvm::report_fatal_error("k3c: K3C_SPLITK_WAYS must be in 2..8, got " + llvm::Twine(w),
+                             /*gen_crash_diag=*/false);
+  return w;
+}
+
 LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, int64_t O,
                       int64_t outputsGcd) {
   LinearPlan p;
@@ -517,7 +525,8 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     const bool shallow = K <= 2 * WgmmaTile::bk && O >= 4096 && gcdO % 128 == 0;
     const WgmmaTile prefillTile = shallow ? WgmmaTile{128, 128, 2, 0} : WgmmaTile{128, 256, 4};
     p.wgmma = wgmmaTileFromEnv("K3C_WGMMA_TILE", prefillTile);
-    for (const WgmmaTile *t : {&p.wgmmaMedium, &p.wgmma})
+    p.wgmmaSplit = wgmmaTileFromEnv("K3C_SPLITK_TILE", WgmmaTile{128, 256, 4, 1});
+    for (const WgmmaTile *t : {&p.wgmmaMedium, &p.wgmma, &p.wgmmaSplit})
       if (std::string why = t->check(info); !why.empty())
         llvm::report_fatal_error(llvm::Twine("k3c: bad wgmma tile ") + t->name() + ": " + why,
                                  /*gen_crash_diag=*/false);
@@ -1027,7 +1036,7 @@ Value wgmmaChainRegA(KernelBuilder &kb, Type accType, Value acc,
 
 void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const WgmmaTile &tile,
                  const StoreEpilogue &ep, const GluPair &glu, const MoreProjections &more,
-                 Value splitWs) {
+                 Value splitWs, int64_t splitWays) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
@@ -1044,7 +1053,12 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   Value mTiles = kb.ceilDiv(T, bm);
   const bool split = static_cast<bool>(splitWs);
   assert((!split || (!glu && more.ws.empty())) && "split-K: one plain projection");
-  const int64_t ways = split ? kSplitK : 1, kPer = (kTiles + ways - 1) / ways;
+  const int64_t ways = split ? splitWays : 1;
+  if (split && (ways < 2 || ways * kSplitRows > cast<MemRefType>(splitWs.getType()).getDimSize(0)))
+    llvm::report_fatal_error("k3c: split-K of " + llvm::Twine(ways) +
+                                 " ways does not fit its workspace",
+                             /*gen_crash_diag=*/false);
+  const int64_t kPer = (kTiles + ways - 1) / ways;
   Value tiles = kb.mul(mTiles, kb.idx(nTiles));
 
   kb.blocks({kb.mul(tiles, kb.idx(ways))}, threads, [&](ValueRange bid, ThreadBlock &tb) {
@@ -1150,7 +1164,7 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
                      accAt(4 * j + 2 * h), accAt(4 * j + 2 * h + 1), T, limit, ep);
   }, tile.sharedBytes(),
             (glu ? "linear_glu_" : ep.map ? "linear_" + ep.name + "_" : "linear_") + tile.name() +
-                (split ? "_splitk" + std::to_string(kSplitK) : ""));
+                (split ? "_splitk" + std::to_string(ways) : ""));
   if (!split)
     return;
   // The sum of the slices, in slice order, then the epilogue: a thread per
@@ -1163,7 +1177,7 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     kb.ifThen(kb.ult(pair, kb.idx(pairs)), [&] {
       Value col = kb.mul(pair, 2);
       Value v0 = kb.f32(0.0), v1 = kb.f32(0.0);
-      for (int64_t s = 0; s < kSplitK; ++s) {
+      for (int64_t s = 0; s < ways; ++s) {
         SmallVector<Value> p = kb.loadVec(splitWs, {kb.add(row, kb.idx(s * kSplitRows)), col}, 2);
         v0 = s ? kb.fadd(v0, p[0]) : p[0];
         v1 = s ? kb.fadd(v1, p[1]) : p[1];

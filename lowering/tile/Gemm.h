@@ -145,6 +145,11 @@ struct LinearPlan {
   /// (wgmma) above smallUpTo tokens.
   bool useWgmma = false;
   WgmmaTile wgmmaMedium, wgmma;
+  /// The batched-decode split-K launches' wide tile (wgmmaLinear's splitWs;
+  /// K3C_SPLITK_TILE, default 128 x 256, one group in flight), split
+  /// splitKWays() ways where that gives at least 3/4 of the SMs a block;
+  /// else wgmmaMedium split kSplitNarrowWays ways.
+  WgmmaTile wgmmaSplit;
 };
 /// `outputsGcd`: the gcd of the output widths sharing the plan (one launch
 /// for several projections), O where 0.
@@ -194,14 +199,16 @@ void mmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, m
 /// 128-byte-swizzled shared memory (cp.async, zero-filled edges, a
 /// `stages`-deep ring), shared-memory matrix descriptors, wgmma.mma_async
 /// m64n{bn}k16 bf16 -> f32 accumulating in registers.
-/// With `splitWs` ([kSplitK * kSplitRows, O] f32, T <= kSplitRows, no
-/// GluPair or more projections) the K tiles split kSplitK ways over as many
-/// blocks: each writes its fp32 partial tile to its slice of splitWs, and a
-/// second launch sums the slices in order and stores y (with the residual):
-/// for outputs whose column tiles alone leave SMs idle.
+/// With `splitWs` ([>= splitWays * kSplitRows, O] f32, T <= kSplitRows, no
+/// GluPair or more projections) the K tiles split `splitWays` ways over as
+/// many blocks: each writes its fp32 partial tile
+/// to its slice of splitWs, and a second launch sums the slices in order and
+/// stores y (with the residual): for outputs whose column tiles alone leave
+/// SMs idle.
 void wgmmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
                  const WgmmaTile &tile, const StoreEpilogue &ep = {}, const GluPair &glu = {},
-                 const MoreProjections &more = {}, mlir::Value splitWs = {});
+                 const MoreProjections &more = {}, mlir::Value splitWs = {},
+                 int64_t splitWays = 0);
 /// A block's dynamic shared memory from its first 1024-byte boundary (the
 /// 128-byte swizzle's pattern is anchored to 1024-byte atoms; allocate 1 KB
 /// more than the tiles need): `view` of the bytes from `offset` past the
@@ -239,9 +246,12 @@ mlir::Value wgmmaChain(KernelBuilder &kb, mlir::Type accType, mlir::Value acc,
 mlir::Value wgmmaChainRegA(KernelBuilder &kb, mlir::Type accType, mlir::Value acc,
                            llvm::ArrayRef<std::array<mlir::Value, 4>> aRegs,
                            const WgmmaOperand &b, int64_t n);
-/// Split-K of the batched-decode wgmma tile (wgmmaLinear's splitWs): ways
-/// and the most rows it serves.
-constexpr int64_t kSplitK = 2, kSplitRows = 128;
+/// Split-K of the batched-decode wgmma tile (wgmmaLinear's splitWs): the
+/// most rows it serves; the wide tile's ways (LinearPlan::wgmmaSplit),
+/// K3C_SPLITK_WAYS (2..8, default 4; any other value a fatal error naming
+/// it); the narrow tile's.
+constexpr int64_t kSplitRows = 128, kSplitNarrowWays = 2;
+int64_t splitKWays();
 
 // Fragment-level helpers of the mma.sync strategy for families that chain
 // small products in registers (the KDA chunk recurrence).

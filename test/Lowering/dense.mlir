@@ -290,25 +290,39 @@ func.func @kda_out_normed(%x: tensor<?x256xbf16>, %g: tensor<?x256xbf16>, %w: te
 // -----
 
 // Split-K (bf16, K >= 4096, O <= 16384, lowered on its own): the kernel
-// gets a [2 x 128, O] f32 workspace (device-only) and batched decode of up
-// to 128 tokens, whose 64-column tiles alone would leave SMs idle, splits
-// the K tiles over two blocks per output tile (each writing its fp32
-// partial), then one launch sums the two slices in order and adds the
-// residual; above 128 tokens the same tile without the split.
+// gets a [4 x 128, O] f32 workspace (device-only; K3C_SPLITK_WAYS, default
+// 4, sizes it) and batched decode of up to 128 tokens, whose 64-column tiles
+// alone would leave SMs idle, splits the K tiles over blocks per output tile
+// (each writing its fp32 partial), then one launch sums the slices in order
+// and adds the residual; above 128 tokens the same tile without the split.
+// Where 128 x 256 tiles split 4 ways give at least 3/4 of the SMs a block
+// (O = 7168: 28 x 4 = 112 of 132; SPLITWIDE) they serve, else (O = 512: 8) the
+// 128 x 64 tile split 2 ways.
 // K3C_SPLITK=0: no workspace, no split.
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLITWIDE
+// RUN: not env K3C_SPLITK_WAYS=1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WAYSBAD
+// WAYSBAD: LLVM ERROR: k3c: K3C_SPLITK_WAYS must be in 2..8, got 1
+// SPLITWIDE-LABEL: func.func @k3_split_wide(%arg0: memref<?x4096xbf16>, %arg1: memref<7168x4096xbf16>, %arg2: memref<?x7168xbf16>, %arg3: memref<512x7168xf32>, %arg4: memref<?x7168xbf16>)
+// SPLITWIDE: arith.cmpi ule, %{{.*}}, %c128
+// SPLITWIDE-NEXT: scf.if
+// SPLITWIDE: dynamic_shared_memory_size %c197632_i32 module(@k3_split_wide_linear_wgmma_128x256x64_s4_f1_splitk4)
+// SPLITWIDE: module(@k3_split_wide_linear_splitk_sum)
+// SPLITWIDE-COUNT-4: vector.load %arg3{{.*}} : memref<512x7168xf32>, vector<2xf32>
+// SPLITWIDE: } else {
+// SPLITWIDE: module(@k3_split_wide_linear_wgmma_128x64x64_s4_f1)
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT
 // RUN: env K3C_SPLITK=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOSPLIT
 // K3C_SPLITK_MIN_K moves the depth bound (8192: this K = 4096 is too shallow).
 // RUN: env K3C_SPLITK_MIN_K=8192 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOSPLIT
-// SPLIT-LABEL: func.func @k3_split_test(%arg0: memref<?x4096xbf16>, %arg1: memref<512x4096xbf16>, %arg2: memref<?x512xbf16>, %arg3: memref<256x512xf32>, %arg4: memref<?x512xbf16>)
+// SPLIT-LABEL: func.func @k3_split_test(%arg0: memref<?x4096xbf16>, %arg1: memref<512x4096xbf16>, %arg2: memref<?x512xbf16>, %arg3: memref<512x512xf32>, %arg4: memref<?x512xbf16>)
 // SPLIT: arith.cmpi ule, %{{.*}}, %c128
 // SPLIT-NEXT: scf.if
 // SPLIT: module(@k3_split_test_linear_wgmma_128x64x64_s4_f1_splitk2)
 // SPLIT: nvvm.wgmma.mma_async
-// SPLIT: memref.store {{.*}} : memref<256x512xf32>
+// SPLIT: memref.store {{.*}} : memref<512x512xf32>
 // SPLIT: module(@k3_split_test_linear_splitk_sum)
-// SPLIT: vector.load %arg3{{.*}} : memref<256x512xf32>, vector<2xf32>
-// SPLIT: vector.load %arg3{{.*}} : memref<256x512xf32>, vector<2xf32>
+// SPLIT-COUNT-2: vector.load %arg3{{.*}} : memref<512x512xf32>, vector<2xf32>
+// SPLIT-NOT: vector.load %arg3
 // SPLIT: memref.load %arg2
 // SPLIT: vector.store {{.*}} : memref<?x512xbf16>, vector<2xbf16>
 // SPLIT: } else {
@@ -324,4 +338,16 @@ func.func @split(%a0: tensor<?x4096xbf16>, %a1: tensor<512x4096xbf16>, %a2: tens
       k3.yield %s : tensor<?x512xbf16>
     }
   return %r : tensor<?x512xbf16>
+}
+
+// -----
+
+func.func @split_wide(%a0: tensor<?x4096xbf16>, %a1: tensor<7168x4096xbf16>, %a2: tensor<?x7168xbf16>) -> (tensor<?x7168xbf16>) {
+    %r = k3.kernel "k3_split_wide" family "mlp_down" (%a0, %a1, %a2) : (tensor<?x4096xbf16>, tensor<7168x4096xbf16>, tensor<?x7168xbf16>) -> tensor<?x7168xbf16> {
+    ^bb0(%x: tensor<?x4096xbf16>, %w: tensor<7168x4096xbf16>, %res: tensor<?x7168xbf16>):
+      %l = k3.linear %x, %w : (tensor<?x4096xbf16>, tensor<7168x4096xbf16>) -> tensor<?x7168xbf16>
+      %s = arith.addf %res, %l : tensor<?x7168xbf16>
+      k3.yield %s : tensor<?x7168xbf16>
+    }
+  return %r : tensor<?x7168xbf16>
 }
