@@ -14,7 +14,7 @@ machine
 CTX=${CTX:-8192}; BATCHES=${BATCHES:-1,8}
 # SLICE: the default build (slice-bf16); VDIR: the variants' folder (v).
 SLICE=${SLICE:-slice-bf16}; VDIR=${VDIR:-v}
-k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+[ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 mkdir -p /tmp/b
 if [ -z "${NO_CMP:-}" ]; then
 echo "== decode logits, variants vs default (a 16-token prompt, 6 steps)"
