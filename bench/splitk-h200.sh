@@ -31,7 +31,7 @@ for n in $variants; do
 import numpy as n; a=n.load('/tmp/ref.npy').astype(n.float64); b=n.load('/tmp/x.npy')
 print('slice-$n vs default, 128 sequences x 3 steps: max rel %.2e, greedy tokens equal %.3f' % (abs(a-b).max()/abs(a).max(), (a.argmax(-1)==b.argmax(-1)).mean()))"
 done
-rows='mlp_down|kda_out|mla_out|TOTAL'
+rows=${ROWS:-'mlp_down|kda_out|mla_out|TOTAL'}
 for round in $(seq 1 ${ROUNDS:-2}); do
   kbench base-$round slice /tmp/slice "$rows" --prefill none --decode ${DECODE:-64,96,128}
   for n in $variants; do kbench $n-$round slice-$n /tmp/slice "$rows" --prefill none --decode ${DECODE:-64,96,128}; done
