@@ -11,6 +11,7 @@
 #include "lowering/Families.h"
 
 #include "llvm/ADT/MapVector.h"
+#include <cstdlib>
 #include <numeric>
 
 using namespace mlir;
@@ -443,6 +444,27 @@ static void lowerLinearSet(KernelBuilder &kb, Value x, ArrayRef<Value> ws, Array
     for (auto [w, y] : llvm::zip(ws, ys))
       lowerLinear(kb, x, w, y, {}, /*oneTokenElsewhere=*/true);
     return;
+  }
+  // K3C_WGMMA_SET_TILE192=1 (opt-in, default 0): a set whose outputs make
+  // about two full waves of 128 x 192 tiles (KDA's q/k/v/gate/beta
+  // projections, 49376 outputs: 258 tiles on 132 SMs) takes that tile at
+  // batched decode instead of 128 x 64 (2.92 waves at two blocks an SM): x
+  // is read once per 192 columns instead of per 64. Every narrow output on
+  // 128 x 192 (session 32, docs/perf.md) ran kda_in 269 -> 213 us at 128
+  // tokens eagerly but the graph-replayed step 2.815 -> 2.866 ms in one
+  // round: to A/B with more rounds before it becomes the default. The
+  // plan's own choice stands where it is already wide, or was overridden.
+  if (plan.useWgmma && plan.wgmmaMedium.bn < 192 && !std::getenv("K3C_WGMMA_MEDIUM_TILE") &&
+      intFromEnv("K3C_WGMMA_SET_TILE192", 0)) {
+    int64_t tiles192 = 0;
+    for (Value w : ws)
+      tiles192 += (cast<MemRefType>(w.getType()).getDimSize(0) + 191) / 192;
+    const int64_t sms = kb.info().smCount;
+    if (20 * tiles192 >= 19 * 2 * sms && tiles192 <= 2 * sms) {
+      WgmmaTile t{128, 192, 4, 1};
+      if (t.check(kb.info()).empty())
+        plan.wgmmaMedium = t;
+    }
   }
   MoreProjections more;
   more.ws.assign(ws.begin() + 1, ws.end());

@@ -230,6 +230,36 @@ func.func @mla_in_multi(%x: tensor<?x128xbf16>, %wq: tensor<384x128xbf16>, %wkv:
 
 // -----
 
+// K3C_WGMMA_SET_TILE192=1: a projection set whose outputs make about two
+// full waves of 128 x 192 tiles (KDA's widths: 4 x 12288 + 128 + 96, 258
+// tiles for 132 SMs) takes that tile at batched decode (33..256 tokens)
+// instead of 128 x 64; off by default (SET64).
+// RUN: env K3C_WGMMA_SET_TILE192=1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SET192
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SET64
+// SET192-LABEL: func.func @k3_kda_in_set(
+// SET192: module(@k3_kda_in_set_linear_wgmma_128x192x64_s4_f1)
+// SET192-NOT: module(@k3_kda_in_set_linear_wgmma_128x64x64
+// SET192: return
+// SET64-LABEL: func.func @k3_kda_in_set(
+// SET64: module(@k3_kda_in_set_linear_wgmma_128x64x64_s4_f1)
+// SET64-NOT: 128x192
+// SET64: return
+func.func @kda_in_set(%x: tensor<?x128xbf16>, %wq: tensor<12288x128xbf16>, %wk: tensor<12288x128xbf16>, %wv: tensor<12288x128xbf16>, %wa: tensor<128x128xbf16>, %wb: tensor<96x128xbf16>, %wg: tensor<12288x128xbf16>) -> (tensor<?x12288xbf16>, tensor<?x12288xbf16>, tensor<?x12288xbf16>, tensor<?x128xbf16>, tensor<?x96xbf16>, tensor<?x12288xbf16>) {
+  %r:6 = k3.kernel "k3_kda_in_set" family "kda_in" (%x, %wq, %wk, %wv, %wa, %wb, %wg) : (tensor<?x128xbf16>, tensor<12288x128xbf16>, tensor<12288x128xbf16>, tensor<12288x128xbf16>, tensor<128x128xbf16>, tensor<96x128xbf16>, tensor<12288x128xbf16>) -> (tensor<?x12288xbf16>, tensor<?x12288xbf16>, tensor<?x12288xbf16>, tensor<?x128xbf16>, tensor<?x96xbf16>, tensor<?x12288xbf16>) {
+  ^bb0(%a: tensor<?x128xbf16>, %q: tensor<12288x128xbf16>, %k: tensor<12288x128xbf16>, %v: tensor<12288x128xbf16>, %fa: tensor<128x128xbf16>, %b: tensor<96x128xbf16>, %g: tensor<12288x128xbf16>):
+    %0 = k3.linear %a, %q : (tensor<?x128xbf16>, tensor<12288x128xbf16>) -> tensor<?x12288xbf16>
+    %1 = k3.linear %a, %k : (tensor<?x128xbf16>, tensor<12288x128xbf16>) -> tensor<?x12288xbf16>
+    %2 = k3.linear %a, %v : (tensor<?x128xbf16>, tensor<12288x128xbf16>) -> tensor<?x12288xbf16>
+    %3 = k3.linear %a, %fa : (tensor<?x128xbf16>, tensor<128x128xbf16>) -> tensor<?x128xbf16>
+    %4 = k3.linear %a, %b : (tensor<?x128xbf16>, tensor<96x128xbf16>) -> tensor<?x96xbf16>
+    %5 = k3.linear %a, %g : (tensor<?x128xbf16>, tensor<12288x128xbf16>) -> tensor<?x12288xbf16>
+    k3.yield %0, %1, %2, %3, %4, %5 : tensor<?x12288xbf16>, tensor<?x12288xbf16>, tensor<?x12288xbf16>, tensor<?x128xbf16>, tensor<?x96xbf16>, tensor<?x12288xbf16>
+  }
+  return %r#0, %r#1, %r#2, %r#3, %r#4, %r#5 : tensor<?x12288xbf16>, tensor<?x12288xbf16>, tensor<?x12288xbf16>, tensor<?x128xbf16>, tensor<?x96xbf16>, tensor<?x12288xbf16>
+}
+
+// -----
+
 // Decode at batch 1 with the norm in the GEMV (mla_in: AttnRes + RMSNorm,
 // then two projections of the normed x; kda_out: the gated per-head norm,
 // then o + residual). The row launches run only when T != 1; at T = 1 each
