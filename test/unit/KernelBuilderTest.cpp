@@ -1,0 +1,96 @@
+//===- KernelBuilderTest.cpp - KernelBuilder's shared-memory guard ---------===//
+//
+// A GPU kernel's dynamic shared memory is a one-byte symbol in the PTX that
+// the kernel addresses past its end, over any static workgroup buffer of the
+// same kernel (the chained expert launch's claim slots were overwritten this
+// way, session 31). KernelBuilder refuses the mix, in either order, with a
+// fatal error naming it; a kernel with only one kind builds and verifies.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/KernelBuilder.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir;
+
+namespace {
+
+/// A module with one function `k` and its builder, on `target`.
+struct Kernel {
+  MLIRContext ctx;
+  OwningOpRef<ModuleOp> module;
+  std::unique_ptr<OpBuilder> b;
+  std::unique_ptr<k3c::lowering::KernelBuilder> kb;
+  explicit Kernel(k3c::lowering::Target target) {
+    ctx.loadDialect<func::FuncDialect, gpu::GPUDialect, memref::MemRefDialect, arith::ArithDialect,
+                    scf::SCFDialect>();
+    Location loc = UnknownLoc::get(&ctx);
+    module = ModuleOp::create(loc);
+    b = std::make_unique<OpBuilder>(&ctx);
+    b->setInsertionPointToEnd(module->getBody());
+    auto fn = func::FuncOp::create(*b, loc, "k", b->getFunctionType({}, {}));
+    b->setInsertionPointToStart(fn.addEntryBlock());
+    func::ReturnOp::create(*b, loc);
+    b->setInsertionPointToStart(&fn.getBody().front());
+    kb = std::make_unique<k3c::lowering::KernelBuilder>(*b, loc, target);
+    kb->function = fn;
+  }
+};
+
+using k3c::lowering::Target;
+using k3c::lowering::ThreadBlock;
+
+TEST(KernelBuilderDeath, WorkgroupBufferInAKernelWithDynamicSharedMemory) {
+  EXPECT_DEATH(
+      {
+        Kernel k(Target::Gpu);
+        k.kb->blocks({k.kb->idx(4)}, 128, [&](ValueRange, ThreadBlock &tb) {
+          (void)k.kb->dynamicShared(tb, 0, {64}, k.b->getF32Type());
+          (void)k.kb->shared(tb, {2}, k.b->getI32Type());
+        }, /*dynamicSharedBytes=*/256, "mixed");
+      },
+      "a kernel with dynamic shared memory takes its workgroup buffers from it");
+}
+
+TEST(KernelBuilderDeath, DynamicSharedMemoryInAKernelWithWorkgroupBuffers) {
+  EXPECT_DEATH(
+      {
+        Kernel k(Target::Gpu);
+        k.kb->blocks({k.kb->idx(4)}, 128, [&](ValueRange, ThreadBlock &tb) {
+          (void)k.kb->shared(tb, {2}, k.b->getI32Type());
+          (void)k.kb->dynamicShared(tb, 0, {64}, k.b->getF32Type());
+        }, /*dynamicSharedBytes=*/0, "mixed");
+      },
+      "a kernel with workgroup buffers \\(KernelBuilder::shared\\) takes no dynamic shared memory");
+}
+
+TEST(KernelBuilder, OneKindOfSharedMemoryBuilds) {
+  for (bool dynamic : {false, true}) {
+    Kernel k(Target::Gpu);
+    k.kb->blocks({k.kb->idx(4)}, 128, [&](ValueRange, ThreadBlock &tb) {
+      Value buf = dynamic ? k.kb->dynamicShared(tb, 0, {64}, k.b->getF32Type())
+                          : k.kb->shared(tb, {64}, k.b->getF32Type());
+      Value again = dynamic ? k.kb->dynamicShared(tb, 256, {2}, k.b->getI32Type())
+                            : k.kb->shared(tb, {2}, k.b->getI32Type());
+      k.kb->store(k.kb->f32(1.0), buf, {tb.tid});
+      k.kb->store(k.kb->i32Const(3), again, {k.kb->idx(1)});
+    }, dynamic ? 264 : 0, dynamic ? "dyn" : "static");
+    EXPECT_TRUE(succeeded(verify(*k.module))) << (dynamic ? "dynamic" : "static");
+    int launches = 0;
+    k.module->walk([&](gpu::LaunchOp l) {
+      ++launches;
+      EXPECT_EQ(l.getWorkgroupAttributions().empty(), dynamic);
+      EXPECT_EQ(static_cast<bool>(l.getDynamicSharedMemorySize()), dynamic);
+    });
+    EXPECT_EQ(launches, 1);
+  }
+}
+
+} // namespace
