@@ -318,13 +318,14 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
           // 3.01-3.05 / 2.48 -> 2.88-2.92 / 2.38 ms.
           const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
           const int64_t sms = kb.info().smCount;
-          const WgmmaTile &wide = plan.wgmmaSplit;
+          auto columnTiles = [&](const WgmmaTile &x) { return (O + x.bn - 1) / x.bn; };
           const int64_t wideWays = splitKWays();
-          const bool useWide = wide.bm >= kSplitRows && (O + wide.bn - 1) / wide.bn <= sms &&
-                               4 * ((O + wide.bn - 1) / wide.bn) * wideWays >= 3 * sms;
-          const WgmmaTile &s = useWide ? wide : t;
+          const int64_t wideTiles = columnTiles(plan.wgmmaSplit);
+          const bool useWide = plan.wgmmaSplit.bm >= kSplitRows && wideTiles <= sms &&
+                               4 * wideTiles * wideWays >= 3 * sms;
+          const WgmmaTile &s = useWide ? plan.wgmmaSplit : t;
           if (splitWs && t.name() == plan.wgmmaMedium.name() && s.bm >= kSplitRows &&
-              (O + s.bn - 1) / s.bn <= sms)
+              columnTiles(s) <= sms)
             kb.ifThenElse(
                 kb.ule(T, kb.idx(kSplitRows)),
                 [&] {

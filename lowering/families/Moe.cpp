@@ -485,10 +485,9 @@ static void lowerExpertsMma(ExpertMlpOp experts, KernelBuilder &kb, LowerState &
       MxfpGroupedChain c{up, down, groups, {kb.idx(kSyncRow)},
                          "experts_mxfp4_mma_" + std::to_string(bm) + "_chain"};
       c.splitBelow = moeSplitBelow();
-      c.splitCapacity = moeSplitItems();
-      c.partials = st.scratch[op][3];
+      c.partials = st.scratch[op][3]; // [moeSplitItems(), ...]
       c.counts = st.scratch[op][4];
-      if (c.splitBelow && c.splitsFit())
+      if (c.splits())
         c.name += "_splitk";
       mxfpGroupedMmaChain(kb, c, grid);
     } else {

@@ -1794,12 +1794,14 @@ std::string MxfpGroupedChain::check() const {
            std::to_string(second.warps()) + " warps (one launch runs both)";
   if (splitBelow < 0)
     return "split-K threshold must be >= 0, got " + std::to_string(splitBelow);
-  if (splitBelow > 0 && (!partials || !counts || splitCapacity < 1))
-    return "split-K needs its partials, counts and capacity";
+  if (splitBelow > 0 && (!partials || !counts))
+    return "split-K needs its partials and counts";
   return "";
 }
 
-bool MxfpGroupedChain::splitsFit() const {
+bool MxfpGroupedChain::splits() const {
+  if (splitBelow <= 0)
+    return false;
   for (const MxfpGroupedMma *g : {&first, &second}) {
     const int64_t kChunks = g->K / g->kTile;
     // Each half a whole number of steps (two chunks a step when paired).
@@ -1844,7 +1846,7 @@ void mxfpGroupedMmaChain(KernelBuilder &kb, const MxfpGroupedChain &c, int64_t g
   // KernelBuilder::shared would overlap it).
   const int64_t ringBytes = std::max(up.sharedBytes(), down.sharedBytes());
   const int64_t shared = ringBytes + 16;
-  const bool canSplit = c.splitBelow > 0 && c.splitsFit();
+  const bool canSplit = c.splits();
   kb.blocks({kb.idx(grid)}, 32 * up.warps(), [&](ValueRange, ThreadBlock &tb) {
     // Each GEMM's ring over the same shared memory (an item drains its ring).
     MxfpRing upRing = mxfpRing(kb, up, tb), downRing = mxfpRing(kb, down, tb);
@@ -1855,11 +1857,13 @@ void mxfpGroupedMmaChain(KernelBuilder &kb, const MxfpGroupedChain &c, int64_t g
     Value U = groupItems(kb, up);
     Value base = kb.add(U, groupItems(kb, down));
     // Split-K (MxfpGroupedChain::splitBelow): with fewer base items than
-    // splitBelow a block (and at most splitCapacity), every item is run as
-    // two halves of its k chunks, adjacent in the queue.
+    // splitBelow a block (and at most the partials' capacity), every item is
+    // run as two halves of its k chunks, adjacent in the queue.
     Value splitOn = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
-    if (canSplit)
-      splitOn = kb.ule(base, kb.idx(std::min(c.splitBelow * grid, c.splitCapacity)));
+    if (canSplit) {
+      const int64_t capacity = cast<MemRefType>(c.partials.getType()).getDimSize(0);
+      splitOn = kb.ule(base, kb.idx(std::min(c.splitBelow * grid, capacity)));
+    }
     Value factor = kb.select(splitOn, kb.idx(2), kb.idx(1));
     Value total = kb.mul(base, factor);
     kb.ifThen(first, [&] { kb.store(atomicAdd(c.sync, syncAt(queue), 1), claims, {kb.idx(0)}); });

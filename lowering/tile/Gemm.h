@@ -201,10 +201,9 @@ void mmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, m
 /// m64n{bn}k16 bf16 -> f32 accumulating in registers.
 /// With `splitWs` ([>= splitWays * kSplitRows, O] f32, T <= kSplitRows, no
 /// GluPair or more projections) the K tiles split `splitWays` ways over as
-/// many blocks: each writes its fp32 partial tile
-/// to its slice of splitWs, and a second launch sums the slices in order and
-/// stores y (with the residual): for outputs whose column tiles alone leave
-/// SMs idle.
+/// many blocks: each writes its fp32 partial tile to its slice of splitWs,
+/// and a second launch sums the slices in order and stores y (with the
+/// residual): for outputs whose column tiles alone leave SMs idle.
 void wgmmaLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
                  const WgmmaTile &tile, const StoreEpilogue &ep = {}, const GluPair &glu = {},
                  const MoreProjections &more = {}, mlir::Value splitWs = {},
@@ -246,11 +245,11 @@ mlir::Value wgmmaChain(KernelBuilder &kb, mlir::Type accType, mlir::Value acc,
 mlir::Value wgmmaChainRegA(KernelBuilder &kb, mlir::Type accType, mlir::Value acc,
                            llvm::ArrayRef<std::array<mlir::Value, 4>> aRegs,
                            const WgmmaOperand &b, int64_t n);
-/// Split-K of the batched-decode wgmma tile (wgmmaLinear's splitWs): the
-/// most rows it serves; the wide tile's ways (LinearPlan::wgmmaSplit),
-/// K3C_SPLITK_WAYS (2..8, default 4; any other value a fatal error naming
-/// it); the narrow tile's.
+/// Split-K of the batched-decode wgmma tiles (wgmmaLinear's splitWs): the
+/// most rows it serves, and the ways of the narrow (wgmmaMedium) tile.
 constexpr int64_t kSplitRows = 128, kSplitNarrowWays = 2;
+/// The ways of the wide split tile (LinearPlan::wgmmaSplit):
+/// K3C_SPLITK_WAYS, 2..8, default 4; any other value is a fatal error naming it.
 int64_t splitKWays();
 
 // Fragment-level helpers of the mma.sync strategy for families that chain
@@ -364,28 +363,28 @@ void mxfpGroupedMma(KernelBuilder &kb, const MxfpGroupedMma &g, int64_t grid);
 ///
 /// Split-K (decode, where an expert has one or a few tokens and the items
 /// are too few to keep every block busy to the end): when the launch has at
-/// most `splitBelow` x grid base items (and at most `splitCapacity`), each
-/// item runs as two halves of its k chunks on two blocks; each half stores
-/// its fp32 accumulators' valid rows to `partials` (f32 [splitCapacity, 2,
-/// kSplitAccs, kSplitThreads]) and counts itself in `counts` (i32
-/// [splitCapacity], zero at launch and left zero); the half that finishes
-/// second adds the other's and runs the epilogue. Only where both GEMMs'
-/// blocks are 16-row, 4-warp tiles whose chunk counts halve into whole steps
-/// (splitsFit); else, and with splitBelow 0, items are not split.
+/// most `splitBelow` x grid base items (and at most C, the partials' first
+/// dimension), each item runs as two halves of its k chunks on two blocks;
+/// each half stores its fp32 accumulators' valid rows to `partials` (f32
+/// [C, 2, kSplitAccs, kSplitThreads]) and counts itself in `counts` (i32
+/// [C], zero at launch and left zero); the half that finishes second adds
+/// the other's and runs the epilogue. Only where both GEMMs' blocks are
+/// 16-row, 4-warp tiles whose chunk counts halve into whole steps; else, and
+/// with splitBelow 0, items are not split (splits()).
 struct MxfpGroupedChain {
   MxfpGroupedMma first, second;
   mlir::Value sync;
   llvm::SmallVector<mlir::Value> syncIndex;
   std::string name;
-  int64_t splitBelow = 0, splitCapacity = 0;
+  int64_t splitBelow = 0;
   mlir::Value partials, counts;
   /// The split-K partials' layout: a thread's accumulators of a 16-row tile
   /// of 4 warps.
   static constexpr int64_t kSplitThreads = 128, kSplitAccs = 16;
   /// Empty when the two GEMMs can share one launch, else why not.
   std::string check() const;
-  /// Whether both GEMMs' items can be split (see above).
-  bool splitsFit() const;
+  /// Whether the launch splits items where they are few (see above).
+  bool splits() const;
 };
 void mxfpGroupedMmaChain(KernelBuilder &kb, const MxfpGroupedChain &c, int64_t grid);
 /// Grouped MXFP4 GEMM on warpgroup MMA (sm_90a; the routed experts at
