@@ -446,17 +446,17 @@ static void lowerLinearSet(KernelBuilder &kb, Value x, ArrayRef<Value> ws, Array
       lowerLinear(kb, x, w, y, {}, /*oneTokenElsewhere=*/true);
     return;
   }
-  // K3C_WGMMA_SET_TILE192=1 (opt-in, default 0): a set whose outputs make
-  // about two full waves of 128 x 192 tiles (KDA's q/k/v/gate/beta
-  // projections, 49376 outputs: 258 tiles on 132 SMs) takes that tile at
-  // batched decode instead of 128 x 64 (2.92 waves at two blocks an SM): x
-  // is read once per 192 columns instead of per 64. Every narrow output on
-  // 128 x 192 (session 32, docs/perf.md) ran kda_in 269 -> 213 us at 128
-  // tokens eagerly but the graph-replayed step 2.815 -> 2.866 ms in one
-  // round: to A/B with more rounds before it becomes the default. The
-  // plan's own choice stands where it is already wide, or was overridden.
+  // A set whose outputs make about two full waves of 128 x 192 tiles (KDA's
+  // q/k/v/gate/beta projections, 49376 outputs: 258 tiles on 132 SMs) takes
+  // that tile at batched decode instead of 128 x 64 (2.92 waves at two
+  // blocks an SM): x is read once per 192 columns instead of per 64. On the
+  // H200 (slice, two rounds alternating, session 33): kda_in 270 -> 221 us
+  // at 128 tokens, 257 -> 213 at 64, the graph-replayed step 2.850-2.869 ->
+  // 2.804-2.823 ms at 128 and 2.382-2.401 -> 2.335-2.362 at 64, logits
+  // bit-identical. K3C_WGMMA_SET_TILE192=0 keeps 128 x 64. The plan's own
+  // choice stands where it is already wide, or was overridden.
   if (plan.useWgmma && plan.wgmmaMedium.bn < 192 && !std::getenv("K3C_WGMMA_MEDIUM_TILE") &&
-      intFromEnv("K3C_WGMMA_SET_TILE192", 0)) {
+      intFromEnv("K3C_WGMMA_SET_TILE192", 1)) {
     int64_t tiles192 = 0;
     for (Value w : ws)
       tiles192 += (cast<MemRefType>(w.getType()).getDimSize(0) + 191) / 192;

@@ -230,12 +230,12 @@ func.func @mla_in_multi(%x: tensor<?x128xbf16>, %wq: tensor<384x128xbf16>, %wkv:
 
 // -----
 
-// K3C_WGMMA_SET_TILE192=1: a projection set whose outputs make about two
-// full waves of 128 x 192 tiles (KDA's widths: 4 x 12288 + 128 + 96, 258
-// tiles for 132 SMs) takes that tile at batched decode (33..256 tokens)
-// instead of 128 x 64; off by default (SET64).
-// RUN: env K3C_WGMMA_SET_TILE192=1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SET192
-// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SET64
+// A projection set whose outputs make about two full waves of 128 x 192
+// tiles (KDA's widths: 4 x 12288 + 128 + 96, 258 tiles for 132 SMs) takes
+// that tile at batched decode (33..256 tokens) instead of 128 x 64;
+// K3C_WGMMA_SET_TILE192=0 keeps 128 x 64 (SET64).
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SET192
+// RUN: env K3C_WGMMA_SET_TILE192=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SET64
 // SET192-LABEL: func.func @k3_kda_in_set(
 // SET192: module(@k3_kda_in_set_linear_wgmma_128x192x64_s4_f1)
 // SET192-NOT: module(@k3_kda_in_set_linear_wgmma_128x64x64
