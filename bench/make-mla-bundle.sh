@@ -24,6 +24,18 @@ $B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --
 tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 16 --max-context 1024 --quiet "$@"; }
 tiny -o $D/tiny-dense-bf16
 K3C_MLA_FLASH_FROM=2 K3C_MLA_FLASH_DECODE=1 tiny -o $D/tiny-dense-from2
+# k3-tiny with v 32, nope 32 and latent 64 (the dense config otherwise): its
+# decode takes the row-sliced combine (dv a multiple of 32), bf16 and f32.
+python3 - <<'PY'
+import json
+c = json.load(open('test/Runtime/Inputs/k3-tiny-dense.json'))
+c.update(kv_lora_rank=64, v_head_dim=32, qk_nope_head_dim=32)
+json.dump(c, open('.dev/k3-tiny-dv32.json', 'w'), indent=1)
+PY
+$B/k3-mkcheckpoint --config $D/k3-tiny-dv32.json -o /tmp/k3c-ckpt-dv32 --seed 5 --quiet
+tiny32() { $B/k3-compile /tmp/k3c-ckpt-dv32 --target=sm_90a --max-tokens 512 --max-seqs 16 --max-context 1024 --quiet "$@"; }
+tiny32 -o $D/tiny-dv32-bf16
+tiny32 -o $D/tiny-dv32-f32 --activation-dtype=f32
 python3 bench/slice-config.py .dev slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
 slice() { $B/k3-compile /tmp/slice --max-tokens 65536 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }

@@ -16,6 +16,21 @@ CTX=${CTX:-8192}; BATCHES=${BATCHES:-1,8}
 SLICE=${SLICE:-slice-bf16}; VDIR=${VDIR:-v}
 [ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 mkdir -p /tmp/b
+if [ -d tiny-dv32-bf16 ]; then
+  # k3-tiny with dv 32 (the row-sliced combine) against the reference
+  # executor: one prompt (one-token rounds), 4 and 12 sequences (rounds of 4
+  # and 12 tokens), bf16 and f32 (1e-5).
+  echo "== k3-tiny dv 32 vs the reference (bf16, f32)"
+  k3-mkcheckpoint --config k3-tiny-dv32.json -o /tmp/ck-dv32 --seed 5 --quiet
+  printf '%s\n%s\n%s\n%s\n' $(seq -s, 1 70) $(seq -s, 3 20) 9,8,7 $(seq -s, 100 140) > /tmp/t4.txt
+  for i in $(seq 1 12); do seq -s, $i $((i * 7 + 3)); done > /tmp/t12.txt
+  for m in tiny-dv32-bf16 tiny-dv32-f32; do
+    r() { timeout 120 k3-run $m --checkpoint /tmp/ck-dv32 --device cuda --quiet --check "$@" | grep -E "check:"; }
+    r --prompt-ids $(seq -s, 5 300) --max-new-tokens 4
+    r --batch /tmp/t4.txt --max-new-tokens 4
+    r --batch /tmp/t12.txt --max-new-tokens 3
+  done
+fi
 if [ -z "${NO_CMP:-}" ]; then
 echo "== decode logits, variants vs default (a 16-token prompt, 6 steps)"
 k3-run $SLICE --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/ref.npy > /dev/null

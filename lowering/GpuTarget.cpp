@@ -49,6 +49,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringSet.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -314,7 +315,30 @@ static LogicalResult applyLaunchBounds(ModuleOp m, const llvm::StringMap<int32_t
 /// blocks exit. The artifact's cuda_library then says grid_dependency, and
 /// the runtime may start each kernel before the one ahead has completed
 /// (docs/runtime.md).
-static void chainGrids(ModuleOp m) {
+///
+/// Per kernel (KernelBuilder::gridWait / earlyDependents, read from the
+/// launches before outlining: `chain`): a kernel that placed its own wait
+/// gets none at its start (one that has none after all, e.g. a launch whose
+/// name another took, gets it there as every kernel does); a kernel asking
+/// for early dependents triggers them right after its wait in mode 2 too.
+struct GridChainRequests {
+  llvm::StringSet<> ownWait, early;
+};
+
+static GridChainRequests requestedGridChain(ModuleOp m) {
+  GridChainRequests r;
+  m.walk([&](gpu::LaunchOp launch) {
+    if (!launch.getFunction())
+      return;
+    if (launch->hasAttr(KernelBuilder::kOwnWaitAttr))
+      r.ownWait.insert(*launch.getFunction());
+    if (launch->hasAttr(KernelBuilder::kEarlyDependentsAttr))
+      r.early.insert(*launch.getFunction());
+  });
+  return r;
+}
+
+static void chainGrids(ModuleOp m, const GridChainRequests &req) {
   const int64_t mode = TargetInfo::get(Target::Gpu).gridDependencyMode();
   if (!mode)
     return;
@@ -322,9 +346,19 @@ static void chainGrids(ModuleOp m) {
     if (!fn.isKernel() || fn.getBody().empty())
       return;
     OpBuilder b(fn.getContext());
-    b.setInsertionPointToStart(&fn.getBody().front());
-    NVVM::GriddepcontrolOp::create(b, fn.getLoc(), NVVM::GridDepActionKind::wait);
-    if (mode == 1)
+    NVVM::GriddepcontrolOp ownWait;
+    if (req.ownWait.contains(fn.getName()))
+      fn.walk([&](NVVM::GriddepcontrolOp op) {
+        if (op.getKind() == NVVM::GridDepActionKind::wait)
+          ownWait = op;
+      });
+    if (ownWait) {
+      b.setInsertionPointAfter(ownWait);
+    } else {
+      b.setInsertionPointToStart(&fn.getBody().front());
+      NVVM::GriddepcontrolOp::create(b, fn.getLoc(), NVVM::GridDepActionKind::wait);
+    }
+    if (mode == 1 || req.early.contains(fn.getName()))
       NVVM::GriddepcontrolOp::create(b, fn.getLoc(),
                                      NVVM::GridDepActionKind::launch_dependents);
   });
@@ -334,6 +368,7 @@ LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
   registerGpuPipelinePasses();
   prepareGpuContext(*loops.getContext());
   const llvm::StringMap<int32_t> requested = requestedMinBlocks(loops);
+  const GridChainRequests chain = requestedGridChain(loops);
   const std::string pipelines[] = {outlinePipeline(), nvvmPipeline()};
   for (const std::string &pipeline : pipelines) {
     PassManager pm(loops.getContext());
@@ -347,7 +382,7 @@ LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
     }
     if (&pipeline == &pipelines[0]) {
       mergeIdenticalModules(loops);
-      chainGrids(loops);
+      chainGrids(loops, chain);
       rewriteDeviceMath(loops);
       alignSharedMemory(loops);
       if (failed(applyLaunchBounds(loops, requested, error)))

@@ -296,6 +296,18 @@ Value KernelBuilder::pointerAt(Value addr, unsigned space) {
   return LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext(), space), i64);
 }
 
+void KernelBuilder::gridWait(ThreadBlock &tb) {
+  if (!tb.launch || !info().gridDependencyControl())
+    return;
+  tb.launch->setAttr(kOwnWaitAttr, b.getUnitAttr());
+  NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::wait);
+}
+
+void KernelBuilder::earlyDependents(ThreadBlock &tb) {
+  if (tb.launch && info().gridDependencyControl())
+    tb.launch->setAttr(kEarlyDependentsAttr, b.getUnitAttr());
+}
+
 void KernelBuilder::prefetchL2(Value m, ValueRange indices, int64_t bytes) {
   Value ptr = pointerAt(byteAddress(m, indices), 1);
   Value size = arith::ConstantIntOp::create(b, loc, b.getI32Type(), bytes);
@@ -345,6 +357,38 @@ SmallVector<Value> KernelBuilder::loadVec(Value memref, ValueRange indices, int6
   for (int64_t j = 0; j < width; ++j)
     out.push_back(toF32(vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{j})));
   return out;
+}
+
+Value KernelBuilder::loadVecPinnedRaw(Value memref, ValueRange indices, int64_t width) {
+  Type elt = cast<MemRefType>(memref.getType()).getElementType();
+  auto vt = VectorType::get({width}, elt);
+  if (!gpu()) {
+    SmallVector<Value> at(indices), els;
+    for (int64_t j = 0; j < width; ++j) {
+      at.back() = j ? add(indices.back(), j) : indices.back();
+      els.push_back(load(memref, at));
+    }
+    return vector::FromElementsOp::create(b, loc, vt, els);
+  }
+  int64_t bytes = elt.getIntOrFloatBitWidth() / 8;
+  return LLVM::LoadOp::create(b, loc, vt, pointerAt(byteAddress(memref, indices), 1),
+                              static_cast<unsigned>(std::min<int64_t>(16, width * bytes)),
+                              /*isVolatile=*/true);
+}
+
+SmallVector<Value> KernelBuilder::unpackVec(Value v) {
+  SmallVector<Value> out;
+  int64_t width = cast<VectorType>(v.getType()).getNumElements();
+  for (int64_t j = 0; j < width; ++j)
+    out.push_back(toF32(vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{j})));
+  return out;
+}
+
+SmallVector<Value> KernelBuilder::loadVecPinned(Value memref, ValueRange indices,
+                                                int64_t width) {
+  if (width == 1 || !gpu())
+    return loadVec(memref, indices, width);
+  return unpackVec(loadVecPinnedRaw(memref, indices, width));
 }
 
 void KernelBuilder::copyVec(Value src, ValueRange srcIdx, Value dst, ValueRange dstIdx,

@@ -258,6 +258,19 @@ public:
   /// The gpu.launch attribute minBlocksPerSm sets (read by the GPU target
   /// when it outlines the launch).
   static constexpr llvm::StringLiteral kMinBlocksAttr = "k3.min_blocks_per_sm";
+  /// Programmatic dependent launch per kernel (GPU, where the target's
+  /// gridDependencyMode is not 0; nothing elsewhere). gridWait: the outlined
+  /// kernel waits for the grids ahead here (griddepcontrol.wait) instead of
+  /// at its start; what the block does before it may read only memory that
+  /// no kernel of the step writes (weights), and write nothing. Call it once,
+  /// uniformly. earlyDependents: the next grid may be scheduled as soon as
+  /// every block of this launch has started (griddepcontrol.launch_dependents
+  /// after its wait), so that its blocks can do their part before the wait
+  /// beside this launch's (GpuTarget's chainGrids places both).
+  void gridWait(ThreadBlock &tb);
+  void earlyDependents(ThreadBlock &tb);
+  static constexpr llvm::StringLiteral kOwnWaitAttr = "k3.own_grid_wait";
+  static constexpr llvm::StringLiteral kEarlyDependentsAttr = "k3.early_dependents";
   /// Sum over a warp's lanes (butterfly shuffles; all lanes get it).
   Value warpSum(ThreadBlock &tb, Value v);
   /// Maximum (arith.maximumf: NaN wins) over a warp's lanes, all lanes
@@ -304,6 +317,16 @@ public:
   /// The caller guarantees alignment (row length and start multiples of
   /// `width`, buffers 16-byte aligned).
   llvm::SmallVector<Value> loadVec(Value memref, ValueRange indices, int64_t width);
+  /// loadVec that stays where it is issued (GPU: a volatile load of global
+  /// memory, which no pass sinks toward its uses): the loads a kernel issues
+  /// before its gridWait. Identity-layout memrefs only.
+  llvm::SmallVector<Value> loadVecPinned(Value memref, ValueRange indices, int64_t width);
+  /// The same, the `width` elements as one vector value in the memref's
+  /// element type (host: a vector of them too), converted by unpackVec where
+  /// they are used: packed narrow values hold fewer registers meanwhile.
+  Value loadVecPinnedRaw(Value memref, ValueRange indices, int64_t width);
+  /// A vector value's elements as fp32.
+  llvm::SmallVector<Value> unpackVec(Value v);
   /// Copies `width` consecutive elements (same element type), vectorized on
   /// the GPU.
   void copyVec(Value src, ValueRange srcIdx, Value dst, ValueRange dstIdx, int64_t width);

@@ -160,6 +160,9 @@ struct DecodeMma {
   bool on = false;
   int64_t ht = 3, nw = 4, bn = 64, blocks = 132, H = 0, R = 0, cd = 0, cdPad = 0;
   int64_t chains = 1; ///< independent S accumulator sets (K3C_MLA_DECODE_S_CHAINS)
+  /// The next grid (the row-sliced combine) may start as this one's blocks
+  /// have (KernelBuilder::earlyDependents): its W_UV loads run beside them.
+  bool earlyNext = false;
   int64_t heads() const { return 16 * ht; }
   int64_t warps() const { return nw * ht; }
   int64_t groups() const { return (H + heads() - 1) / heads(); }
@@ -1605,6 +1608,8 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
   const float log2e = 1.4426950408889634f;
   std::string name = "absorbed_split_mma_h" + std::to_string(Gm) + "_n" + std::to_string(bn);
   kb.blocks({Tc, kb.idx(d.groups()), P}, 32 * d.warps(), [&](ValueRange bid, ThreadBlock &tb) {
+    if (d.earlyNext)
+      kb.earlyDependents(tb);
     Value local = bid[0], g = bid[1], split = bid[2], row = kb.add(t0, local);
     SplitRange sr = splitRange(kb, tb, lens, cacheLens, row, split, P, bn);
     const ChunkSlot &cs = sr.cs;
@@ -2242,6 +2247,14 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
   Grouped gr(kb, attn, q, cache, kvb, gate, out, G);
   const int64_t cd = gr.cd, R = gr.R;
   DecodeMma dm = decodeMmaPlan(attn, kb.target), dmSmall = decodeMmaPlan(attn, kb.target, true);
+  // The row-sliced combine of rounds of a few tokens (perTokenRows below).
+  constexpr int64_t kRowLanes = 8, kRowRounds = 8;
+  const int64_t rvw = gr.vwKvb, rowsPerBlock = kMlaThreads / kRowLanes;
+  const int64_t rowVecs = R % (kRowLanes * rvw) == 0 ? R / (kRowLanes * rvw) : 0;
+  const bool rowsForm = kb.target == Target::Gpu && intFromEnv("K3C_MLA_COMBINE_ROWS", 1) &&
+                        rowVecs > 0 && rowVecs * rvw <= 64 && gr.dv % rowsPerBlock == 0 &&
+                        R % 4 == 0;
+  dm.earlyNext = dmSmall.earlyNext = rowsForm && intFromEnv("K3C_MLA_COMBINE_EARLY", 1);
   const bool mma = dm.on && qaBf;
   const DecodeWg dw = decodeWgPlan(attn, kb.target);
   // The warpgroup-MMA core (sm_90a) takes rounds of at least wgFrom tokens
@@ -2647,6 +2660,92 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
                     gr.dv / rowSplit);
       }, 0, "absorbed_combine");
     };
+    // The row-sliced form of perToken for one-token rounds (GPU;
+    // K3C_MLA_COMBINE_ROWS=0 keeps perToken): a block per (head, 32 of its dv
+    // output rows), 8 lanes a W_UV row. Each thread loads its row's R / 8
+    // latent columns (16-byte vectors, a row's lanes on adjacent ones, kept
+    // packed until the products) before it waits for the grids ahead: W_UV
+    // is a weight, and the mma.sync core ahead lets this grid's blocks start
+    // beside its own (earlyNext), so the W_UV bytes stream while the core
+    // runs. After the wait a thread per latent column pair merges the
+    // splits, every split's (M, L) and partial pair loaded together in
+    // rounds of 8 splits (an online rescale across rounds); o_lat crosses
+    // through shared memory once, and the 8 lanes of a row sum their
+    // products by shuffles. perToken (a block per head, 96 at one token) had
+    // a chain of four rounds of global loads, W_UV's after the merge: 16.2
+    // us for 17 MB on the H200 at context 8192 (docs/perf.md, session 33).
+    // Rounds of more tokens keep perToken: this form's merge a token at a
+    // time per block took 47 us at 4 tokens against perToken's ~30.
+    auto oneTokenRows = [&] {
+      kb.blocks({kb.idx(gr.H), kb.idx(gr.dv / rowsPerBlock)}, kMlaThreads,
+                [&](ValueRange bid, ThreadBlock &tb) {
+        // three blocks an SM (80 registers): 384 blocks in one wave at 96
+        // heads (96 registers had two an SM: 19 against 12 us).
+        kb.minBlocksPerSm(tb, 3);
+        Value head = bid[0], row = t0;
+        Value rl = kb.div(tb.tid, kb.idx(kRowLanes)), p = kb.rem(tb.tid, kb.idx(kRowLanes));
+        Value j = kb.add(kb.mul(bid[1], kb.idx(rowsPerBlock)), rl);
+        Value wRow = kb.add(kb.mul(head, gr.nope + gr.dv), kb.add(kb.idx(gr.nope), j));
+        SmallVector<Value> w;
+        for (int64_t v = 0; v < rowVecs; ++v)
+          w.push_back(kb.loadVecPinnedRaw(
+              gr.kvb, {wRow, kb.mul(kb.add(p, kb.idx(kRowLanes * v)), kb.idx(rvw))}, rvw));
+        kb.gridWait(tb);
+        Value olat = kb.shared(tb, {1, R}, gr.f32);
+        Value base = kb.mul(head, R + 2), slot0 = kb.mul(kb.idx(0), P);
+        kb.strided(tb, kb.idx(0), kb.idx(R / 2), [&](Value pr) {
+          Value c = kb.mul(pr, kb.idx(2)), col = kb.add(base, c);
+          // carried: M, L, o0, o1
+          SmallVector<Value> init{gr.negInf, gr.zero, gr.zero, gr.zero};
+          SmallVector<Value> st = kb.loopStep(
+              kb.idx(0), P, kb.idx(kRowRounds), init, [&](Value sp0, ValueRange a) {
+                SmallVector<SmallVector<Value>> ml, o;
+                SmallVector<Value> live;
+                for (int64_t u = 0; u < kRowRounds; ++u) {
+                  Value sp = kb.add(sp0, kb.idx(u));
+                  Value in = kb.ult(sp, P);
+                  Value at = kb.add(slot0, kb.select(in, sp, kb.idx(0)));
+                  ml.push_back(kb.loadVec(part, {at, kb.add(base, kb.idx(R))}, 2));
+                  o.push_back(kb.loadVec(part, {at, col}, 2));
+                  live.push_back(kb.andi(in, kb.fgt(ml.back()[1], gr.zero)));
+                }
+                Value M = a[0];
+                for (int64_t u = 0; u < kRowRounds; ++u)
+                  M = kb.select(live[u], kb.fmax(M, ml[u][0]), M);
+                // rescale what earlier rounds summed (nothing yet: 0)
+                Value r = kb.select(kb.fgt(a[0], gr.negInf), kb.exp(kb.fsub(a[0], M)), gr.zero);
+                Value L = kb.fmul(a[1], r), o0 = kb.fmul(a[2], r), o1 = kb.fmul(a[3], r);
+                for (int64_t u = 0; u < kRowRounds; ++u) {
+                  Value f = kb.select(live[u], kb.exp(kb.fsub(ml[u][0], M)), gr.zero);
+                  L = kb.fadd(L, kb.select(live[u], kb.fmul(ml[u][1], f), gr.zero));
+                  o0 = kb.fadd(o0, kb.select(live[u], kb.fmul(o[u][0], f), gr.zero));
+                  o1 = kb.fadd(o1, kb.select(live[u], kb.fmul(o[u][1], f), gr.zero));
+                }
+                return SmallVector<Value>{M, L, o0, o1};
+              });
+          kb.store(kb.fdiv(st[2], st[1]), olat, {kb.idx(0), c});
+          kb.store(kb.fdiv(st[3], st[1]), olat, {kb.idx(0), kb.add(c, kb.idx(1))});
+        });
+        kb.barrier(tb);
+        Value o = gr.zero;
+        for (int64_t v = 0; v < rowVecs; ++v) {
+          SmallVector<Value> wv = kb.unpackVec(w[v]);
+          Value r0 = kb.mul(kb.add(p, kb.idx(kRowLanes * v)), kb.idx(rvw));
+          for (int64_t e = 0; e < rvw; e += 4) {
+            SmallVector<Value> ov = kb.loadVec(olat, {kb.idx(0), kb.add(r0, kb.idx(e))}, 4);
+            for (int64_t k = 0; k < 4; ++k)
+              o = kb.fadd(o, kb.fmul(wv[e + k], ov[k]));
+          }
+        }
+        for (int64_t off = kRowLanes / 2; off >= 1; off /= 2)
+          o = kb.fadd(o, kb.shuffle(o, kb.idx(off), gpu::ShuffleMode::XOR));
+        Value colOut = kb.add(kb.mul(head, gr.dv), j);
+        kb.ifThen(kb.ieq(p, kb.idx(0)), [&] {
+          kb.storeF32(gatedOutput(kb, o, gr.gate, row, colOut, gr.outType), gr.out,
+                      {row, colOut});
+        });
+      }, 0, "absorbed_combine_rows" + std::to_string(rowsPerBlock));
+    };
     // The multi-token form: thread tt < TT forms token tt's weights into
     // shared memory; then a thread per (token, latent column) merges; then
     // the projection: on tensor cores (16 tokens a block, projectTokensMma)
@@ -2749,10 +2848,16 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
           projectTokens(one, tb, olat, kb.add(t0, local0), valid, head, TT);
       }, 0, std::string("absorbed_combine_") + (tc ? "mma_t" : "t") + std::to_string(TT));
     };
+    auto fewTokens = [&] {
+      if (rowsForm)
+        kb.ifThenElse(kb.ieq(Tc, kb.idx(1)), oneTokenRows, perToken);
+      else
+        perToken();
+    };
     if (from > kSplitChunk)
-      perToken();
+      fewTokens();
     else
-      kb.ifThenElse(kb.ult(Tc, kb.idx(from)), perToken, multiToken);
+      kb.ifThenElse(kb.ult(Tc, kb.idx(from)), fewTokens, multiToken);
 
   });
 }

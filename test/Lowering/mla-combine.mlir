@@ -30,10 +30,14 @@
 // latent columns, 8 tokens), 16 row groups
 // x 8 16-byte column chunks a block, each thread's W_UK rows loaded at once,
 // the row groups' sums added in order through workgroup memory;
-// K3C_MLA_QABS_WIDE=0 keeps the FMA form there. Their combine: warp 0 forms
-// the split weights (f, live, l f: workgroup [3, 32]) with a warp max, a
-// thread per latent column merges, and the projection
-// (K3C_MLA_COMBINE_ROW_SPLIT blocks a head, a divisor of dv / 32 = 2 here).
+// K3C_MLA_QABS_WIDE=0 keeps the FMA form there. The one-token rounds'
+// combine takes a block per (head, 32 output rows), 8 lanes a W_UV row: the
+// row's 16-byte loads (volatile: they stay) before the block's own wait for
+// the grids ahead (the mma.sync core ahead marks its launch
+// k3.early_dependents), then every split's (M, L) and partial pair as
+// 8-byte loads in rounds of 8 (online rescale), o_lat through workgroup
+// [1, 64], the lanes' products summed by shuffles; rounds of 2-7 tokens keep
+// the block a (token, head).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WIDE
 // WIDE: arith.cmpi eq
 // WIDE: threads({{.*}} = %c128{{[_0-9]*}}, {{.*}}) module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1_append) function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1_append) workgroup(%{{.*}} : memref<16x1x64xf32, #gpu.address_space<workgroup>>)
@@ -44,10 +48,40 @@
 // WIDE: gpu.barrier
 // WIDE: } else {
 // WIDE: function(@k3_mla_attn_0000c0de_absorbed_qabs)
-// WIDE: function(@k3_mla_attn_0000c0de_absorbed_combine) workgroup(%{{.*}} : memref<1x64xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<3x32xf32, #gpu.address_space<workgroup>>)
-// WIDE: gpu.shuffle xor
+// WIDE: function(@k3_mla_attn_0000c0de_absorbed_split_mma_h16_n64)
+// WIDE: } {k3.early_dependents}
+// WIDE: arith.cmpi eq, %{{.*}}, %c1{{[_0-9]*}} : index
+// WIDE-NEXT: scf.if
+// WIDE: function(@k3_mla_attn_0000c0de_absorbed_combine_rows32) workgroup(%{{.*}} : memref<1x64xf32, #gpu.address_space<workgroup>>)
+// WIDE: llvm.load volatile {{.*}} : !llvm.ptr<1> -> vector<8xbf16>
+// WIDE-NOT: vector.load
+// WIDE: nvvm.griddepcontrol wait
+// WIDE: scf.for
+// WIDE-COUNT-16: vector.load {{.*}} : memref<256x264xf32>, vector<2xf32>
+// WIDE: math.exp
 // WIDE: gpu.barrier
-// WIDE: vector.load {{.*}} : memref<320x64xbf16>, vector<8xbf16>
+// WIDE: gpu.shuffle xor
+// WIDE: gpu.shuffle xor
+// WIDE: gpu.shuffle xor
+// WIDE-NOT: gpu.shuffle
+// WIDE: memref.store {{.*}} : memref<?x256xbf16>
+// WIDE: } {k3.min_blocks_per_sm = 3 : i32, k3.own_grid_wait}
+// WIDE: } else {
+// WIDE: function(@k3_mla_attn_0000c0de_absorbed_combine) workgroup(%{{.*}} : memref<1x64xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<3x32xf32, #gpu.address_space<workgroup>>)
+// RUN: env K3C_MLA_COMBINE_EARLY=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=LATE
+// LATE-NOT: k3.early_dependents
+// LATE: function(@k3_mla_attn_0000c0de_absorbed_combine_rows32)
+// LATE: } {k3.min_blocks_per_sm = 3 : i32, k3.own_grid_wait}
+// K3C_MLA_COMBINE_ROWS=0 keeps the block a head: warp 0 forms the split
+// weights (f, live, l f: workgroup [3, 32]) with a warp max, a thread per
+// latent column merges, and the projection (K3C_MLA_COMBINE_ROW_SPLIT blocks
+// a head, a divisor of dv / 32 = 2 here).
+// RUN: env K3C_MLA_COMBINE_ROWS=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEADC
+// HEADC-NOT: absorbed_combine_rows
+// HEADC: function(@k3_mla_attn_0000c0de_absorbed_combine) workgroup(%{{.*}} : memref<1x64xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<3x32xf32, #gpu.address_space<workgroup>>)
+// HEADC: gpu.shuffle xor
+// HEADC: gpu.barrier
+// HEADC: vector.load {{.*}} : memref<320x64xbf16>, vector<8xbf16>
 // Decode launches of at most 8 tokens (one round, q_abs in the wide form)
 // append the new tokens' latents in extra blocks of that q_abs launch
 // (blocks past the 4 heads, a warp a token: the RMSNorm's square root inside it);
@@ -74,18 +108,18 @@
 // 17 splits at most ([16, 17 + 1] and [16, 17] above). K3C_MLA_DECODE_SPLITS
 // (splits of a token's positions, 1..128, default 32) sizes the per-token
 // combine's weights ([3, 66]: a lane for splits lane + 32 k).
-// RUN: env K3C_MLA_DECODE_SPLITS=66 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLITS
+// RUN: env K3C_MLA_COMBINE_ROWS=0 K3C_MLA_DECODE_SPLITS=66 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLITS
 // SPLITS: function(@k3_mla_attn_0000c0de_absorbed_combine) workgroup(%{{.*}} : memref<1x64xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<3x66xf32, #gpu.address_space<workgroup>>)
 // RUN: env K3C_MLA_DECODE_SPLITS=129 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SPLITS129
 // SPLITS129: K3C_MLA_DECODE_SPLITS must be 1..128, got 129
-// RUN: env K3C_MLA_COMBINE_ROW_SPLIT=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROWS2
+// RUN: env K3C_MLA_COMBINE_ROWS=0 K3C_MLA_COMBINE_ROW_SPLIT=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROWS2
 // ROWS2: function(@k3_mla_attn_0000c0de_absorbed_combine)
-// RUN: env K3C_MLA_COMBINE_ROW_SPLIT=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ROWS3
+// RUN: env K3C_MLA_COMBINE_ROWS=0 K3C_MLA_COMBINE_ROW_SPLIT=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ROWS3
 // ROWS3: K3C_MLA_COMBINE_ROW_SPLIT must divide 2, got 3
 // RUN: env K3C_MLA_COMBINE_MMA=0 K3C_MLA_QABS_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FMA
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000c0de(
-// CHECK: function(@k3_mla_attn_0000c0de_absorbed_combine)
+// CHECK: function(@k3_mla_attn_0000c0de_absorbed_combine_rows32)
 // CHECK: } else {
 // CHECK: function(@k3_mla_attn_0000c0de_absorbed_combine_mma_t16) workgroup(%{{.*}} : memref<16x72xbf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x72xbf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x18xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x17xf32, #gpu.address_space<workgroup>>)
 // CHECK: gpu.barrier

@@ -5,24 +5,51 @@ Each .entry must execute griddepcontrol.wait before any global memory access
 griddepcontrol.launch_dependents (with --wait-only: none); prints one line
 per kernel that does not, then the counts.
 
-usage: grid_chain.py FILE.ptx [--wait-only]
+Kernels whose name contains an --own-wait substring may issue loads of
+global memory before their wait, pinned ones only (ld.volatile.global: the
+weights a kernel reads before KernelBuilder::gridWait) and no other access;
+kernels whose name contains an --early substring must trigger their
+dependents right after the wait even with --wait-only. Both must occur.
+
+usage: grid_chain.py FILE.ptx [--wait-only] [--own-wait SUB] [--early SUB]
 """
 import re
 import sys
 
+args = sys.argv[2:]
+wait_only = "--wait-only" in args
+own = [args[i + 1] for i, a in enumerate(args) if a == "--own-wait"]
+early = [args[i + 1] for i, a in enumerate(args) if a == "--early"]
 text = open(sys.argv[1]).read()
-wait_only = "--wait-only" in sys.argv[2:]
 entries = re.split(r"\n\.visible \.entry ", text)[1:]
-bad = 0
+bad = seen_own = seen_early = 0
+ACCESS = r"\b(ld\.global|ld\.volatile\.global|st\.global|cp\.async|atom\.|red\.|prefetch)"
 for e in entries:
     name = e.split("(")[0]
     body = e.split("{", 1)[1] if "{" in e else ""
     wait = body.find("griddepcontrol.wait;")
     launch = body.find("griddepcontrol.launch_dependents;")
-    mem = re.search(r"\b(ld\.global|ld\.volatile\.global|st\.global|cp\.async|atom\.|red\.|prefetch)", body)
-    trigger_ok = launch < 0 if wait_only else launch > wait
-    if wait < 0 or not trigger_ok or (mem and mem.start() < wait):
+    is_own = any(s in name for s in own)
+    is_early = any(s in name for s in early)
+    accesses = [m for m in re.finditer(ACCESS, body)]
+    before = [m.group(0) for m in accesses if wait >= 0 and m.start() < wait]
+    if is_own:
+        seen_own += bool(before)
+        ok_before = all(a == "ld.volatile.global" for a in before)
+    else:
+        ok_before = not before
+    if is_early:
+        seen_early += 1
+        trigger_ok = launch > wait and not re.search(ACCESS, body[wait:launch])
+    else:
+        trigger_ok = launch < 0 if wait_only else launch > wait
+    if wait < 0 or not trigger_ok or not ok_before:
         bad += 1
+        first = accesses[0].group(0) if accesses else None
         print("kernel %s: wait at %d, launch_dependents at %d, first global access %s"
-              % (name, wait, launch, mem.group(0) if mem else None))
+              % (name, wait, launch, first))
+if own and not seen_own:
+    print("no kernel named by --own-wait loads before its wait")
+if early and not seen_early:
+    print("no kernel named by --early")
 print("kernels %d, without the chain first %d" % (len(entries), bad))
