@@ -160,6 +160,7 @@ struct DecodeMma {
   bool on = false;
   int64_t ht = 3, nw = 4, bn = 64, blocks = 132, H = 0, R = 0, cd = 0, cdPad = 0;
   int64_t chains = 1; ///< independent S accumulator sets (K3C_MLA_DECODE_S_CHAINS)
+  int64_t unroll = 2; ///< S's k steps an iteration (K3C_MLA_DECODE_S_UNROLL)
   /// The next grid (the row-sliced combine) may start as this one's blocks
   /// have (KernelBuilder::earlyDependents): its W_UV loads run beside them.
   bool earlyNext = false;
@@ -210,10 +211,19 @@ static DecodeMma decodeMmaPlan(MlaAttentionOp attn, Target target, bool small = 
   // as with 4 warps (12 % achieved occupancy, 85 % no eligible warp), so it
   // stays opt-in.
   d.nw = small ? intFromEnv("K3C_MLA_DECODE_WARPS_SMALL", 4) : intFromEnv("K3C_MLA_DECODE_WARPS", 4);
-  d.chains = intFromEnv("K3C_MLA_DECODE_S_CHAINS", 1);
-  if (d.chains != 1 && d.chains != 2)
-    llvm::report_fatal_error("k3c: K3C_MLA_DECODE_S_CHAINS must be 1 or 2, got " +
+  // S in two accumulator sets (two mma.sync chains of half the length) for
+  // the small blocks: mla_attn 39.6 -> 37.2 us at batch 1, context 8192 on
+  // the H200 (docs/perf.md, session 33; 4 sets of 9 k steps: 37.6); the
+  // 48-head blocks of larger rounds lost with it in session 14.
+  d.chains = intFromEnv("K3C_MLA_DECODE_S_CHAINS", small ? 2 : 1);
+  if (d.chains != 1 && d.chains != 2 && d.chains != 4)
+    llvm::report_fatal_error("k3c: K3C_MLA_DECODE_S_CHAINS must be 1, 2 or 4, got " +
                                  llvm::Twine(d.chains),
+                             /*gen_crash_diag=*/false);
+  d.unroll = intFromEnv("K3C_MLA_DECODE_S_UNROLL", 2);
+  if (d.unroll != 2 && d.unroll != 4)
+    llvm::report_fatal_error("k3c: K3C_MLA_DECODE_S_UNROLL must be 2 or 4, got " +
+                                 llvm::Twine(d.unroll),
                              /*gen_crash_diag=*/false);
   while (d.nw > 2 && (d.R % (16 * d.nw) || d.bn % (8 * d.nw))) // small latents (k3-tiny)
     d.nw /= 2;
@@ -1593,7 +1603,10 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   const int64_t bn = d.bn, nw = d.nw, span = bn / nw, qP = d.pitch(), Gm = d.heads(), R = d.R;
   const int64_t sTiles = span / 8, oTiles = R / nw / 8, kSteps = d.cdPad / 16;
-  const int64_t kUnroll = kSteps % 2 == 0 ? 2 : 1;
+  // S's k steps an iteration of its loop: d.unroll (2, or 4 where it
+  // divides them; 8-position warp spans 2), 1 for an odd count.
+  const int64_t kUnroll =
+      sTiles != 1 && kSteps % d.unroll == 0 ? d.unroll : kSteps % 2 == 0 ? 2 : 1;
   // A warp scoring 8 positions (sTiles 1: 8 warps a head tile) loads both
   // unrolled k steps' B fragments with one ldmatrix.x4 (rows: its 8
   // positions; matrices: k 0-7, 8-15, 16-23, 24-31) and keeps the two steps'
