@@ -2260,7 +2260,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
   Grouped gr(kb, attn, q, cache, kvb, gate, out, G);
   const int64_t cd = gr.cd, R = gr.R;
   DecodeMma dm = decodeMmaPlan(attn, kb.target), dmSmall = decodeMmaPlan(attn, kb.target, true);
-  // The row-sliced combine of rounds of a few tokens (perTokenRows below).
+  // The row-sliced combine of one-token rounds (oneTokenRows below).
   constexpr int64_t kRowLanes = 8, kRowRounds = 8;
   const int64_t rvw = gr.vwKvb, rowsPerBlock = kMlaThreads / kRowLanes;
   const int64_t rowVecs = R % (kRowLanes * rvw) == 0 ? R / (kRowLanes * rvw) : 0;
@@ -2688,7 +2688,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
     // a chain of four rounds of global loads, W_UV's after the merge: 16.2
     // us for 17 MB on the H200 at context 8192 (docs/perf.md, session 33).
     // Rounds of more tokens keep perToken: this form's merge a token at a
-    // time per block took 47 us at 4 tokens against perToken's ~30.
+    // time per block took 47 us at 4 tokens against perToken's 20.4.
     auto oneTokenRows = [&] {
       kb.blocks({kb.idx(gr.H), kb.idx(gr.dv / rowsPerBlock)}, kMlaThreads,
                 [&](ValueRange bid, ThreadBlock &tb) {
@@ -2705,7 +2705,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
               gr.kvb, {wRow, kb.mul(kb.add(p, kb.idx(kRowLanes * v)), kb.idx(rvw))}, rvw));
         kb.gridWait(tb);
         Value olat = kb.shared(tb, {1, R}, gr.f32);
-        Value base = kb.mul(head, R + 2), slot0 = kb.mul(kb.idx(0), P);
+        Value base = kb.mul(head, R + 2);
         kb.strided(tb, kb.idx(0), kb.idx(R / 2), [&](Value pr) {
           Value c = kb.mul(pr, kb.idx(2)), col = kb.add(base, c);
           // carried: M, L, o0, o1
@@ -2717,7 +2717,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
                 for (int64_t u = 0; u < kRowRounds; ++u) {
                   Value sp = kb.add(sp0, kb.idx(u));
                   Value in = kb.ult(sp, P);
-                  Value at = kb.add(slot0, kb.select(in, sp, kb.idx(0)));
+                  Value at = kb.select(in, sp, kb.idx(0)); // the token's slots 0..P-1
                   ml.push_back(kb.loadVec(part, {at, kb.add(base, kb.idx(R))}, 2));
                   o.push_back(kb.loadVec(part, {at, col}, 2));
                   live.push_back(kb.andi(in, kb.fgt(ml.back()[1], gr.zero)));

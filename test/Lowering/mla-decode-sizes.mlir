@@ -9,11 +9,15 @@
 // K3C_MLA_DECODE_HEAD_TILES_SMALL=2 (the same size) builds one core.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
 // RUN: env K3C_MLA_DECODE_HEAD_TILES_SMALL=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ONE
-// K3C_MLA_DECODE_S_CHAINS (1 or 2; 2: the unrolled k steps of S = q_abs K^T
-// alternate between two accumulator sets, added after the k loop; cache rows
-// of an odd number of 16-column steps, as here (80), keep one) is checked:
+// K3C_MLA_DECODE_S_CHAINS (1, 2 or 4; default 2 for the 16-head blocks, 1
+// for the larger: the unrolled k steps of S = q_abs K^T alternate between
+// that many accumulator sets, added after the k loop; cache rows of an odd
+// number of 16-column steps, as here (80), keep one) and
+// K3C_MLA_DECODE_S_UNROLL (2 or 4) are checked:
 // RUN: env K3C_MLA_DECODE_S_CHAINS=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CHAINS3
-// CHAINS3: K3C_MLA_DECODE_S_CHAINS must be 1 or 2, got 3
+// CHAINS3: K3C_MLA_DECODE_S_CHAINS must be 1, 2 or 4, got 3
+// RUN: env K3C_MLA_DECODE_S_UNROLL=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=UNROLL3
+// UNROLL3: K3C_MLA_DECODE_S_UNROLL must be 2 or 4, got 3
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000abcd(
 // CHECK-SAME: memref<2048x80xbf16>)
