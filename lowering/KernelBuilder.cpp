@@ -352,11 +352,8 @@ SmallVector<Value> KernelBuilder::loadVec(Value memref, ValueRange indices, int6
   Type elt = cast<MemRefType>(memref.getType()).getElementType();
   int64_t bytes = elt.getIntOrFloatBitWidth() / 8;
   auto vt = VectorType::get({width}, elt);
-  Value v = vector::LoadOp::create(b, loc, vt, memref, indices, /*nontemporal=*/false,
-                                   llvm::MaybeAlign(std::min<int64_t>(16, width * bytes)));
-  for (int64_t j = 0; j < width; ++j)
-    out.push_back(toF32(vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{j})));
-  return out;
+  return unpackVec(vector::LoadOp::create(b, loc, vt, memref, indices, /*nontemporal=*/false,
+                                         llvm::MaybeAlign(std::min<int64_t>(16, width * bytes))));
 }
 
 Value KernelBuilder::loadVecPinnedRaw(Value memref, ValueRange indices, int64_t width) {
@@ -382,13 +379,6 @@ SmallVector<Value> KernelBuilder::unpackVec(Value v) {
   for (int64_t j = 0; j < width; ++j)
     out.push_back(toF32(vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{j})));
   return out;
-}
-
-SmallVector<Value> KernelBuilder::loadVecPinned(Value memref, ValueRange indices,
-                                                int64_t width) {
-  if (width == 1 || !gpu())
-    return loadVec(memref, indices, width);
-  return unpackVec(loadVecPinnedRaw(memref, indices, width));
 }
 
 void KernelBuilder::copyVec(Value src, ValueRange srcIdx, Value dst, ValueRange dstIdx,

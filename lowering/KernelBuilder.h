@@ -317,13 +317,12 @@ public:
   /// The caller guarantees alignment (row length and start multiples of
   /// `width`, buffers 16-byte aligned).
   llvm::SmallVector<Value> loadVec(Value memref, ValueRange indices, int64_t width);
-  /// loadVec that stays where it is issued (GPU: a volatile load of global
-  /// memory, which no pass sinks toward its uses): the loads a kernel issues
-  /// before its gridWait. Identity-layout memrefs only.
-  llvm::SmallVector<Value> loadVecPinned(Value memref, ValueRange indices, int64_t width);
-  /// The same, the `width` elements as one vector value in the memref's
-  /// element type (host: a vector of them too), converted by unpackVec where
-  /// they are used: packed narrow values hold fewer registers meanwhile.
+  /// loadVec's `width` elements as one vector value in the memref's element
+  /// type (host: a vector of them too), issued where it stands (GPU: a
+  /// volatile load of global memory, which no pass sinks toward its uses):
+  /// the loads a kernel issues before its gridWait. unpackVec converts them
+  /// where they are used, so packed narrow values hold fewer registers
+  /// meanwhile.
   Value loadVecPinnedRaw(Value memref, ValueRange indices, int64_t width);
   /// A vector value's elements as fp32.
   llvm::SmallVector<Value> unpackVec(Value v);
