@@ -3,12 +3,13 @@
 # file): unset variables are errors, the bundle folder is the working
 # directory with its tools on PATH, OUT (the device call's result folder;
 # /tmp/out by default) exists, and everything the script prints is also
-# written to $OUT/log.txt. `machine` prints the GPU, its memory and driver.
+# appended to $OUT/log.txt (scripts run one after another in a call keep
+# each other's log). `machine` prints the GPU, its memory and driver.
 set -u
 cd "$(dirname "${BASH_SOURCE[1]}")"
 export PATH=$PWD/bin:$PATH
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-exec > >(tee $OUT/log.txt) 2>&1
+exec > >(tee -a $OUT/log.txt) 2>&1
 machine() {
   echo "== machine"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
