@@ -13,6 +13,10 @@ for o and the final state (FlashKDA's bar: RMS ratio <= 5e-3). Exits 1 when
 a ratio exceeds --rms-tol or NaN/inf positions differ.
 
 usage: kda_check.py DUMP_DIR [--rms-tol 5e-3] [--l2norm]
+
+A dump of a split-norm kernel (k3-compile --kda-split-norms: nine inputs)
+is recognised by its arity: its rows are normalized here and its inverse
+norms are checked too.
 """
 import argparse
 import json
@@ -58,24 +62,41 @@ def main():
     inp = lambda i: np.load("%s/arg%d_in.npy" % (a.dump, i))
     out = lambda i: np.load("%s/arg%d_out.npy" % (a.dump, i))
     # Kernel arguments: inputs q, k, v, g, beta, state, seq_lens; then o.
+    # With split norms (k3-compile --kda-split-norms) q and k are the
+    # convolutions' rows, each followed by its inverse norms [T, H]: nine
+    # inputs; the rows are normalized here in fp64 (as --l2norm) and the
+    # kernel's inverse norms are checked against fp64's too.
     ins = {m["index"]: i for i, m in enumerate(meta) if m["kind"] == "input"}
     o_arg = next(i for i, m in enumerate(meta) if m["kind"] == "output" and m["index"] == 0)
-    q, k, v, g, beta, S0, lens = (inp(ins[j]) for j in range(7))
+    split = len(ins) == 9
+    if split:
+        q, qinv, k, kinv, v, g, beta, S0, lens = (inp(ins[j]) for j in range(9))
+        state_arg = ins[7]
+    else:
+        q, k, v, g, beta, S0, lens = (inp(ins[j]) for j in range(7))
+        state_arg = ins[5]
     lens = [int(x) for x in lens]
     H = S0.shape[1]
     T = sum(lens)
-    if a.l2norm:
+    checks = []
+    if a.l2norm or split:
         dk = S0.shape[3]
-        def l2(x, scale):
+        def inv_norm(x):
             x = x.astype(np.float64).reshape(x.shape[0], H, dk)
-            return (x / np.sqrt((x * x).sum(-1, keepdims=True) + 1e-6) * scale).reshape(x.shape[0], H * dk)
+            return 1.0 / np.sqrt((x * x).sum(-1) + 1e-6)
+        def l2(x, scale):
+            r = inv_norm(x)[:, :, None]
+            return (x.astype(np.float64).reshape(x.shape[0], H, dk) * r * scale).reshape(x.shape[0], H * dk)
+        if split:
+            checks += [("q inv", qinv[:T], inv_norm(q[:T])), ("k inv", kinv[:T], inv_norm(k[:T]))]
         q, k = l2(q, 1.0 / np.sqrt(dk)), l2(k, 1.0)
     o_ref, S_ref = reference(q[:T], k[:T], v[:T], g[:T], beta[:T], S0, lens, H)
-    o_got, S_got = out(o_arg)[:T], out(ins[5])
-    print("kernel %s: %d sequences, %d tokens, %d heads, d_k %d, d_v %d, o dtype %s"
-          % (meta[0]["kernel"], len(lens), T, H, S0.shape[3], S0.shape[2], meta[o_arg]["dtype"]))
+    o_got, S_got = out(o_arg)[:T], out(state_arg)
+    print("kernel %s: %d sequences, %d tokens, %d heads, d_k %d, d_v %d, o dtype %s%s"
+          % (meta[0]["kernel"], len(lens), T, H, S0.shape[3], S0.shape[2], meta[o_arg]["dtype"],
+             ", split norms" if split else ""))
     ok = True
-    for name, got, ref in (("o", o_got, o_ref), ("state", S_got, S_ref)):
+    for name, got, ref in checks + [("o", o_got, o_ref), ("state", S_got, S_ref)]:
         same_nonfinite = bool((~np.isfinite(got) == ~np.isfinite(ref)).all())
         rms, mx = ratios(np.nan_to_num(got), np.nan_to_num(ref))
         good = rms <= a.rms_tol and same_nonfinite

@@ -71,9 +71,9 @@ struct DecomposeKda : OpRewritePattern<KdaOp> {
     Value beta = e.linear(x, op.getBProj());
     // q and k are normalized in fp32 and stay fp32 (fla/FlashKDA normalize
     // inside the kernel).
-    Value q = L2NormOp::create(r, e.loc, e.act(p, r.getF32Type()), act[0], e.i64(d),
+    Value q = L2NormOp::create(r, e.loc, e.act(p, r.getF32Type()), act[0], Value(), e.i64(d),
                                e.f64(1e-6), e.f64(1.0 / std::sqrt(static_cast<double>(d))));
-    Value k = L2NormOp::create(r, e.loc, e.act(p, r.getF32Type()), act[1], e.i64(d),
+    Value k = L2NormOp::create(r, e.loc, e.act(p, r.getF32Type()), act[1], Value(), e.i64(d),
                                e.f64(1e-6), e.f64(1.0));
     auto rule = DeltaRuleOp::create(r, e.loc, act[2].getType(), op.getState().getType(), q, k,
                                     act[2], g, beta, op.getState(), lens, e.i64(h),

@@ -6,8 +6,10 @@
 //               (KDA: q,k,v,f_a,b,g; MLA: q_a|q, kv_a, g; MoE: latent down,
 //               shared gate/up; dense: gate/up; final: last_tokens + lm head)
 //               + the gated activation of a gate/up pair (fuse-glu)
-//   kda_conv_gate  3 x short_conv + 2 x l2norm + f_b linear + kda_gate
-//   kda_chunk   the chunked delta rule (+ the 2 l2norms with kda-norm-in-chunk)
+//   kda_conv_gate  3 x short_conv + 2 x l2norm (or, split, 2 x l2norm_inv) + f_b linear
+//               + kda_gate
+//   kda_chunk   the chunked delta rule (+ the 2 l2norms with kda-norm-in-chunk, or
+//               their scaling halves when split by k3-split-l2norms)
 //   kda_out     gated_rmsnorm + o_proj (+ the residual add)
 //   mla_q_up    q_a RMSNorm + q_b
 //   mla_attn    latent norm + cache append + attention + output gate
@@ -95,7 +97,14 @@ void Fuser::formGroups() {
     add(chunk, rule);
     for (Value v : {rule.getQ(), rule.getK()})
       if (auto l2 = def<L2NormOp>(v)) {
-        add(normInChunk && singleUse(l2.getResult()) ? chunk : conv, l2);
+        // A split norm (k3-split-l2norms): the reduction with the
+        // convolution, the scaling with the rule.
+        if (auto inv = def<L2NormInvOp>(l2.getInvNorm())) {
+          add(chunk, l2);
+          add(conv, inv);
+        } else {
+          add(normInChunk && singleUse(l2.getResult()) ? chunk : conv, l2);
+        }
         add(conv, def<ShortConvOp>(l2.getInput()));
       }
     add(conv, def<ShortConvOp>(rule.getV()));

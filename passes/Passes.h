@@ -22,12 +22,13 @@ namespace mlir::k3 {
 void populateDecomposeLayersPatterns(RewritePatternSet &patterns);
 
 /// The k3c compilation pipeline: decompose, KDA tiling legality, MXFP4
-/// layout, kernel fusion. Registered as --k3-pipeline.
+/// layout, (split L2 norms,) kernel fusion. Registered as --k3-pipeline.
 struct PipelineOptions {
   int64_t chunkSize = 0;
   std::string gammaType = "bf16";
   bool report = false;
   bool kdaNormInChunk = false; ///< k3-fuse-kernels' kda-norm-in-chunk
+  bool splitL2Norms = false;   ///< run k3-split-l2norms before the fusion
 };
 void buildK3Pipeline(OpPassManager &pm, const PipelineOptions &options = {});
 void registerK3Pipelines();

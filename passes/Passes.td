@@ -56,6 +56,21 @@ def K3MXFP4LayoutPass : Pass<"k3-mxfp4-layout", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }
 
+def K3SplitL2NormsPass : Pass<"k3-split-l2norms", "::mlir::ModuleOp"> {
+  let summary = "Split the KDA q/k L2 norms into a reduction and a scaling";
+  let description = [{
+    Rewrites every `k3.l2norm` whose result is read only as a
+    `k3.delta_rule`'s q or k and whose input is narrower than its result
+    (bf16 rows normalized into f32) into `k3.l2norm_inv` (the per-head
+    inverse norms, `[T, H]` f32) and `k3.l2norm %x, inv_norm %r` (the
+    scaling): the same values. `k3-fuse-kernels` then runs the reduction in
+    the convolutions' kernel and the scaling in the delta rule's, so the
+    rows cross between them in the input's dtype with one f32 a (token,
+    head). f32 inputs (the exact build) are left alone.
+  }];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
 def K3FuseKernelsPass : Pass<"k3-fuse-kernels", "::mlir::ModuleOp"> {
   let summary = "Group core ops into k3.kernel regions, one per future kernel launch";
   let description = [{

@@ -18,6 +18,8 @@ void mlir::k3::buildK3Pipeline(OpPassManager &pm, const PipelineOptions &o) {
   tiling.gammaType = o.gammaType;
   pm.addPass(createK3KdaTilingLegalityPass(tiling));
   pm.addPass(createK3MXFP4LayoutPass());
+  if (o.splitL2Norms)
+    pm.addPass(createK3SplitL2NormsPass());
   K3FuseKernelsPassOptions fuse;
   fuse.report = o.report;
   fuse.kdaNormInChunk = o.kdaNormInChunk;
@@ -38,6 +40,10 @@ struct CLPipelineOptions : PassPipelineOptions<CLPipelineOptions> {
       *this, "kda-norm-in-chunk",
       llvm::cl::desc("KDA's q/k L2 norms in the delta rule's kernel (k3-fuse-kernels)"),
       llvm::cl::init(false)};
+  Option<bool> splitL2Norms{
+      *this, "split-l2norms",
+      llvm::cl::desc("Split KDA's widening q/k L2 norms before the fusion (k3-split-l2norms)"),
+      llvm::cl::init(false)};
 };
 } // namespace
 
@@ -51,6 +57,7 @@ void mlir::k3::registerK3Pipelines() {
         opts.gammaType = o.gammaType;
         opts.report = o.report;
         opts.kdaNormInChunk = o.kdaNormInChunk;
+        opts.splitL2Norms = o.splitL2Norms;
         buildK3Pipeline(pm, opts);
       });
 }
@@ -104,7 +111,9 @@ OpCost mlir::k3::estimateCost(Operation *op) {
   else if (auto g = dyn_cast<KdaGateOp>(op))
     c.flopsPerToken = 8 * dim(g.getLogits(), 1);
   else if (auto n = dyn_cast<L2NormOp>(op))
-    c.flopsPerToken = 3 * dim(n.getInput(), 1);
+    c.flopsPerToken = (n.getInvNorm() ? 2 : 3) * dim(n.getInput(), 1);
+  else if (auto n = dyn_cast<L2NormInvOp>(op))
+    c.flopsPerToken = 2 * dim(n.getInput(), 1);
   else if (auto d = dyn_cast<DeltaRuleOp>(op)) // decay, Sᵀk, rank-1 update, Sᵀq
     c.flopsPerToken = 7 * d.getNumHeads() * d.getKeyDim() * d.getValueDim();
   else if (auto n = dyn_cast<GatedRMSNormOp>(op))

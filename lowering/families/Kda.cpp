@@ -81,14 +81,19 @@ static Value headSumSq(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, V
 static std::pair<Value, Value> l2NormConstants(KernelBuilder &kb, L2NormOp l2) {
   return {kb.f32(l2.getEps().convertToDouble()), kb.f32(l2.getScale().convertToDouble())};
 }
-static SmallVector<Value> l2Scaled(KernelBuilder &kb, std::pair<Value, Value> epsScale, Value ss,
-                                   ArrayRef<Value> v) {
-  auto [eps, scale] = epsScale;
-  Value inv = kb.rsqrt(kb.fadd(ss, eps));
+/// The inverse norm 1 / sqrt(ss + eps) (k3.l2norm_inv's value).
+static Value l2Inv(KernelBuilder &kb, Value eps, Value ss) { return kb.rsqrt(kb.fadd(ss, eps)); }
+/// x * inv * scale for a lane's values (k3.l2norm's, given the inverse norm).
+static SmallVector<Value> l2Apply(KernelBuilder &kb, Value inv, Value scale, ArrayRef<Value> v) {
   SmallVector<Value> out;
   for (Value x : v)
     out.push_back(kb.fmul(kb.fmul(x, inv), scale));
   return out;
+}
+static SmallVector<Value> l2Scaled(KernelBuilder &kb, std::pair<Value, Value> epsScale, Value ss,
+                                   ArrayRef<Value> v) {
+  auto [eps, scale] = epsScale;
+  return l2Apply(kb, l2Inv(kb, eps, ss), scale, v);
 }
 
 /// One head of the gated RMSNorm by a warp: x[xRow, base + cols ..] and the
@@ -195,15 +200,19 @@ bool kdaNormedOnLoad(Operation *op) {
 }
 
 /// A delta rule's q or k as its kernels load it: the buffer, and the L2 norm
-/// to apply on load (kdaNormOnLoad) or null.
+/// to apply on load (kdaNormOnLoad) or null; with a split norm
+/// (k3-split-l2norms) also its inverse norms [T, H] f32, so that loading
+/// is scaling: x * inv[t, h] * scale, the values the norm's own kernel (or
+/// the convolution's store) would give, bit for bit.
 struct QKSource {
   Value buf;
   L2NormOp norm;
+  Value inv;
 };
 static QKSource qkSource(Value v, LowerState &st) {
   if (L2NormOp l2 = kdaNormOnLoad(v))
-    return {st.get(l2.getInput()), l2};
-  return {st.get(v), {}};
+    return {st.get(l2.getInput()), l2, l2.getInvNorm() ? st.get(l2.getInvNorm()) : Value()};
+  return {st.get(v), {}, {}};
 }
 
 /// K3C_KDA_SCRATCH_F16=MASK (bf16 build, C = 16, q and k L2-normalized):
@@ -571,13 +580,29 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
       // for q, G for k (the pairwise phase A reads each column of them
       // before it writes its own values there; the factorized path has no
       // other use for them). Phase A then reads them from there.
+      // A split norm's rows are scaled as they load (io.rows below) by
+      // their inverse norms, the chunk's C of each staged in shared memory.
       const L2NormOp norms[2] = {qs.norm, ks.norm};
-      const Value normed[2] = {sm.Qr, sm.G};
-      if (qs.norm || ks.norm) {
+      const Value normed[2] = {sm.Qr, sm.G}, invs[2] = {qs.inv, ks.inv};
+      const bool reduce[2] = {qs.norm && !qs.inv, ks.norm && !ks.inv};
+      Value invS = (qs.inv || ks.inv) ? kb.shared(tb, {2, C}, f32) : Value();
+      if (invS)
+        kb.strided(tb, kb.idx(0), kb.idx(2 * C), [&](Value i) {
+          Value which = kb.div(i, kb.idx(C)), r = kb.rem(i, kb.idx(C));
+          Value row = kb.add(row0, kb.minu(r, last1));
+          Value v = kb.f32(0.0);
+          if (qs.inv && ks.inv)
+            v = kb.select(kb.ieq(which, kb.idx(0)), kb.loadF32(qs.inv, {row, h}),
+                          kb.loadF32(ks.inv, {row, h}));
+          else
+            v = kb.loadF32(qs.inv ? qs.inv : ks.inv, {row, h});
+          kb.store(v, invS, {which, r});
+        });
+      if (reduce[0] || reduce[1] || invS) {
         const int64_t vw = perHeadVw(kb, dk, {q, k});
         SmallVector<Value> cols = laneCols(kb, tb, dk, vw);
         for (int which = 0; which < 2; ++which) {
-          if (!norms[which])
+          if (!reduce[which])
             continue;
           auto epsScale = l2NormConstants(kb, norms[which]);
           kb.loopStep(tb.warp, kb.idx(C), kb.idx(tb.warps), [&](Value r) {
@@ -600,6 +625,13 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
         Value bufs[] = {q, k, g};
         if (which == 3)
           return rowLoads(v, kb.add(vbase, c));
+        if (which < 2 && invs[which]) {
+          Value scale = l2NormConstants(kb, norms[which]).second;
+          SmallVector<Value> rows = rowLoads(bufs[which], kb.add(kbase, c));
+          for (int64_t r = 0; r < C; ++r)
+            rows[r] = l2Apply(kb, kb.load(invS, {kb.idx(which), kb.idx(r)}), scale, {rows[r]})[0];
+          return rows;
+        }
         if (which < 2 && norms[which]) {
           SmallVector<Value> rows;
           for (int64_t r = 0; r < C; ++r)
@@ -1509,16 +1541,20 @@ static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
       }
       // Normalized on load (kdaNormOnLoad): the head's sum of squares over
       // the lanes' (zero-masked) columns.
-      auto normalize = [&](L2NormOp norm, SmallVector<Value> &xs) {
+      auto normalize = [&](L2NormOp norm, Value inv, SmallVector<Value> &xs) {
         if (!norm)
           return;
+        if (inv) { // a split norm: its inverse norm, from the convolution's store
+          xs = l2Apply(kb, kb.loadF32(inv, {row, h}), l2NormConstants(kb, norm).second, xs);
+          return;
+        }
         Value ss = kb.f32(0.0);
         for (Value x : xs)
           ss = kb.fadd(ss, kb.fmul(x, x));
         xs = l2Scaled(kb, l2NormConstants(kb, norm), kb.warpSum(tb, ss), xs);
       };
-      normalize(ks.norm, kv);
-      normalize(qs.norm, qv);
+      normalize(ks.norm, ks.inv, kv);
+      normalize(qs.norm, qs.inv, qv);
       // Every input of the token before any store (the o stores could
       // alias v for the compiler and would serialize its loads).
       Value bt = kb.sigmoid(kb.loadF32(beta, {row, h}));
@@ -1714,6 +1750,23 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     if (norm)
       st.fusedAway.insert(norm);
     Value ny = norm ? st.get(norm.getResult()) : Value();
+    // The same for a split norm's reduction (k3-split-l2norms: a
+    // k3.l2norm_inv of the convolution's rows in this kernel, the scaling in
+    // the delta rule's): y is stored as it is, and one lane of the warp
+    // holding a token's head stores the head's inverse norm from the same
+    // sum of squares (so the rule's x * inv * scale are the fused norm's
+    // bits). K3C_CONV_L2NORM=0 gives the reduction its own launch.
+    L2NormInvOp invOp;
+    if (!norm && kb.gpu() && intFromEnv("K3C_CONV_L2NORM", 1))
+      for (Operation *u : conv.getResult().getUsers())
+        if (auto r = dyn_cast<L2NormInvOp>(u))
+          if (r->getBlock() == conv->getBlock() && r.getHeadDim() == 32 * cw &&
+              channels % (kConvThreads * cw) == 0 && (kConvThreads * cw) % r.getHeadDim() == 0 &&
+              cw == perHeadVw(kb, r.getHeadDim(), {y}))
+            invOp = r;
+    if (invOp)
+      st.fusedAway.insert(invOp);
+    Value invBuf = invOp ? st.get(invOp.getResult()) : Value();
     // One token's cw outputs at (row, c): stored into y, or normalized into
     // the norm's result (every lane of the warp calls it: the sum is a
     // shuffle); `ok`, when given, guards the store.
@@ -1729,6 +1782,18 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
         }
         res = l2Scaled(kb, l2NormConstants(kb, norm), kb.warpSum(tb, ss), res);
         dst = ny;
+      } else if (invOp) {
+        Type yElt = cast<MemRefType>(y.getType()).getElementType();
+        Value ss = kb.f32(0.0);
+        for (Value v : res) {
+          Value r = kb.round(v, yElt); // as y's store and the scaling's load
+          ss = kb.fadd(ss, kb.fmul(r, r));
+        }
+        Value inv = l2Inv(kb, kb.f32(invOp.getEps().convertToDouble()), kb.warpSum(tb, ss));
+        Value lane0 = kb.ieq(tb.lane, kb.idx(0));
+        kb.ifThen(ok ? kb.andi(ok, lane0) : lane0, [&] {
+          kb.storeF32(inv, invBuf, {row, kb.div(c, kb.idx(invOp.getHeadDim()))});
+        });
       }
       if (ok)
         kb.ifThen(ok, [&] { kb.storeVec(res, dst, {row, c}); });
@@ -1950,6 +2015,23 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     lowerKdaGate(gate, kb, st);
     return success();
   }
+  if (auto r = dyn_cast<L2NormInvOp>(op)) {
+    // Done in its convolution's store, else a warp per (token, head).
+    if (st.fusedAway.contains(op))
+      return success();
+    Value x = st.get(r.getInput()), inv = st.get(r.getResult());
+    int64_t d = r.getHeadDim();
+    int64_t width = cast<MemRefType>(x.getType()).getDimSize(1);
+    Value eps = kb.f32(r.getEps().convertToDouble());
+    perHeadRow(kb, kb.dim(x, 0), width / d, d, {x},
+               [&](ThreadBlock &tb, Value row, Value base, ArrayRef<Value> cols, int64_t vw) {
+      SmallVector<SmallVector<Value>> vals;
+      Value v = l2Inv(kb, eps, headSumSq(kb, tb, x, row, base, cols, vw, vals));
+      kb.ifThen(kb.ieq(tb.lane, kb.idx(0)),
+                [&] { kb.storeF32(v, inv, {row, kb.div(base, kb.idx(d))}); });
+    });
+    return success();
+  }
   if (auto l2 = dyn_cast<L2NormOp>(op)) {
     // Done in its convolution's store, or by its delta rule's loads.
     if (st.fusedAway.contains(op) || kdaNormedOnLoad(op))
@@ -1957,6 +2039,18 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     Value x = st.get(l2.getInput()), y = st.get(l2.getResult());
     int64_t d = l2.getHeadDim();
     int64_t width = cast<MemRefType>(x.getType()).getDimSize(1);
+    if (Value invBuf = l2.getInvNorm() ? st.get(l2.getInvNorm()) : Value()) {
+      // The scaling half of a split norm, on its own: x * inv * scale.
+      Value scale = l2NormConstants(kb, l2).second;
+      perHeadRow(kb, kb.dim(x, 0), width / d, d, {x, y},
+                 [&](ThreadBlock &tb, Value row, Value base, ArrayRef<Value> cols, int64_t vw) {
+        Value v = kb.loadF32(invBuf, {row, kb.div(base, kb.idx(d))});
+        for (Value c : cols)
+          kb.storeVec(l2Apply(kb, v, scale, kb.loadVec(x, {row, kb.add(base, c)}, vw)), y,
+                      {row, kb.add(base, c)});
+      });
+      return success();
+    }
     // (Constants made outside the kernel become its arguments, so the norms
     // of q and k, which differ only in scale, share one kernel module.)
     auto epsScale = l2NormConstants(kb, l2);

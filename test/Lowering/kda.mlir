@@ -434,3 +434,88 @@ func.func @kda_chunk_normload(%a0: tensor<?x128xbf16>, %a1: tensor<?x128xbf16>, 
     }
   return %r#0, %r#1 : tensor<?x128xbf16>, tensor<?x4x32x32xf32>
 }
+
+// A split norm's reduction (k3-split-l2norms) in its convolution's store on
+// sm_90a: the bf16 rows stored as they are, the squares of the rounded
+// outputs summed by the warp's shuffles and one lane's f32 inverse norm a
+// (token, head); no per_head launch. K3C_CONV_L2NORM=0 and the host: the
+// reduction's own launch (a warp per head, one store).
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVINV
+// RUN: env K3C_CONV_L2NORM=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVINV0
+// RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=CONVINVHOST
+// CONVINV-LABEL: func.func @k3_kda_conv_inv_test(
+// CONVINV: module(@k3_kda_conv_inv_test_short_conv_decode)
+// CONVINV: gpu.shuffle  xor
+// CONVINV: memref.store %{{.*}} : memref<?x8xf32>
+// CONVINV: vector.store %{{.*}} : memref<?x1024xbf16>, vector<4xbf16>
+// CONVINV: module(@k3_kda_conv_inv_test_short_conv)
+// CONVINV: scf.for {{.*}} step %c4
+// CONVINV: gpu.shuffle  xor
+// CONVINV: math.sqrt
+// CONVINV: memref.store %{{.*}} : memref<?x8xf32>
+// CONVINV: vector.store %{{.*}} : memref<?x1024xbf16>, vector<4xbf16>
+// CONVINV-NOT: per_head
+// CONVINV: return
+// CONVINV0-LABEL: func.func @k3_kda_conv_inv_test(
+// CONVINV0: module(@k3_kda_conv_inv_test_short_conv)
+// CONVINV0-NOT: memref<?x8xf32>
+// CONVINV0: module(@k3_kda_conv_inv_test_per_head)
+// CONVINV0: gpu.shuffle  xor
+// CONVINV0: math.sqrt
+// CONVINV0: memref.store %{{.*}} : memref<?x8xf32>
+// CONVINVHOST-LABEL: func.func @k3_kda_conv_inv_test(
+// CONVINVHOST-NOT: gpu.
+// CONVINVHOST: math.sqrt
+// CONVINVHOST: memref.store %{{.*}} : memref<?x8xf32>
+// CONVINVHOST: return
+func.func @conv_inv(%a0: tensor<?x1024xbf16>, %a1: tensor<1024x1x4xf32>, %a2: tensor<?x3x1024xbf16>, %a3: tensor<?xi32>) -> (tensor<?x1024xbf16>, tensor<?x3x1024xbf16>, tensor<?x8xf32>) {
+  %r:3 = k3.kernel "k3_kda_conv_inv_test" family "kda_conv_gate" (%a0, %a1, %a2, %a3) : (tensor<?x1024xbf16>, tensor<1024x1x4xf32>, tensor<?x3x1024xbf16>, tensor<?xi32>) -> (tensor<?x1024xbf16>, tensor<?x3x1024xbf16>, tensor<?x8xf32>) {
+  ^bb0(%x: tensor<?x1024xbf16>, %w: tensor<1024x1x4xf32>, %s: tensor<?x3x1024xbf16>, %lens: tensor<?xi32>):
+    %y, %ns = k3.short_conv %x, %w, %s, %lens : (tensor<?x1024xbf16>, tensor<1024x1x4xf32>, tensor<?x3x1024xbf16>, tensor<?xi32>) -> (tensor<?x1024xbf16>, tensor<?x3x1024xbf16>)
+    %n = k3.l2norm_inv %y {eps = 9.9999999999999995E-7 : f64, head_dim = 128 : i64} : tensor<?x1024xbf16> -> tensor<?x8xf32>
+    k3.yield %y, %ns, %n : tensor<?x1024xbf16>, tensor<?x3x1024xbf16>, tensor<?x8xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<?x1024xbf16>, tensor<?x3x1024xbf16>, tensor<?x8xf32>
+}
+
+// A split norm's scaling in the delta rule's kernel: no launch and no
+// buffer for the normalized rows; the prep stages the chunk's inverse norms
+// (q's and k's, [T, H] f32) in shared memory and scales the bf16 rows as
+// it loads them, with no reduction (no shuffles, no square root); the token
+// kernels scale each token's lanes by the loaded inverse norm. The host
+// runs the same loads.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLITLOAD
+// RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=SPLITHOST
+// Arguments: the inputs (rows and inverse norms of q and k), o, then the six prep scratch buffers only.
+// SPLITLOAD-LABEL: func.func @k3_kda_chunk_splitload(%arg0: memref<?x128xbf16>, %arg1: memref<?x4xf32>, %arg2: memref<?x128xbf16>, %arg3: memref<?x4xf32>, %arg4: memref<?x128xbf16>, %arg5: memref<?x128xf32>, %arg6: memref<?x4xbf16>, %arg7: memref<?x4x32x32xf32>, %arg8: memref<?xi32>, %arg9: memref<?x128xbf16>, %arg10: memref<?x128xf32>, %arg11: memref<?x128xf32>, %arg12: memref<?x128xf32>, %arg13: memref<?x128xf32>, %arg14: memref<?x64xf32>, %arg15: memref<?x128xf32>) attributes
+// SPLITLOAD-NOT: per_head
+// SPLITLOAD: module(@k3_kda_chunk_splitload_kda_tokens)
+// SPLITLOAD-NOT: math.sqrt
+// SPLITLOAD: memref.load %arg3[%{{.*}}, %{{.*}}] : memref<?x4xf32>
+// SPLITLOAD-NOT: math.sqrt
+// SPLITLOAD: memref.load %arg1[%{{.*}}, %{{.*}}] : memref<?x4xf32>
+// SPLITLOAD: module(@k3_kda_chunk_splitload_kda_tokens_staged)
+// SPLITLOAD: module(@k3_kda_chunk_splitload_kda_prep)
+// SPLITLOAD-NOT: math.sqrt
+// SPLITLOAD: memref.load %arg3[%{{.*}}, %{{.*}}] : memref<?x4xf32>
+// SPLITLOAD: gpu.barrier
+// SPLITLOAD-NOT: math.sqrt
+// SPLITLOAD: memref.load %arg0[%{{.*}}, %{{.*}}] : memref<?x128xbf16>
+// SPLITLOAD-NOT: per_head
+// SPLITLOAD: return
+// SPLITHOST-LABEL: func.func @k3_kda_chunk_splitload(
+// SPLITHOST-NOT: gpu.
+// SPLITHOST-NOT: math.sqrt
+// SPLITHOST: memref.load %arg1[%{{.*}}, %{{.*}}] : memref<?x4xf32>
+// SPLITHOST-NOT: math.sqrt
+// SPLITHOST: return
+func.func @kda_chunk_splitload(%a0: tensor<?x128xbf16>, %i0: tensor<?x4xf32>, %a1: tensor<?x128xbf16>, %i1: tensor<?x4xf32>, %a2: tensor<?x128xbf16>, %a3: tensor<?x128xf32>, %a4: tensor<?x4xbf16>, %a5: tensor<?x4x32x32xf32>, %a6: tensor<?xi32>) -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>) {
+    %r:2 = k3.kernel "k3_kda_chunk_splitload" family "kda_chunk" (%a0, %i0, %a1, %i1, %a2, %a3, %a4, %a5, %a6) {bytes_per_token = 34828 : i64, flops_per_token = 28672 : i64} : (tensor<?x128xbf16>, tensor<?x4xf32>, tensor<?x128xbf16>, tensor<?x4xf32>, tensor<?x128xbf16>, tensor<?x128xf32>, tensor<?x4xbf16>, tensor<?x4x32x32xf32>, tensor<?xi32>) -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>) {
+    ^bb0(%b0: tensor<?x128xbf16>, %bi0: tensor<?x4xf32>, %b1: tensor<?x128xbf16>, %bi1: tensor<?x4xf32>, %b3: tensor<?x128xbf16>, %b4: tensor<?x128xf32>, %b5: tensor<?x4xbf16>, %b6: tensor<?x4x32x32xf32>, %b7: tensor<?xi32>):
+      %q = k3.l2norm %b0, inv_norm %bi0 {eps = 1.0E-6 : f64, head_dim = 32 : i64, scale = 0.17677669529663687 : f64} : tensor<?x128xbf16>, tensor<?x4xf32> -> tensor<?x128xf32>
+      %k = k3.l2norm %b1, inv_norm %bi1 {eps = 1.0E-6 : f64, head_dim = 32 : i64} : tensor<?x128xbf16>, tensor<?x4xf32> -> tensor<?x128xf32>
+      %result, %new_state = k3.delta_rule %q, %k, %b3, %b4, %b5, %b6, %b7 {chunk_size = 16 : i64, gamma_type = bf16, num_heads = 4 : i64, path = #k3.chunk_path<factorized>, tile = 16 : i64, varlen_masked} : (tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x128xbf16>, tensor<?x128xf32>, tensor<?x4xbf16>, tensor<?x4x32x32xf32>, tensor<?xi32>) -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>)
+      k3.yield %result, %new_state : tensor<?x128xbf16>, tensor<?x4x32x32xf32>
+    }
+  return %r#0, %r#1 : tensor<?x128xbf16>, tensor<?x4x32x32xf32>
+}

@@ -95,6 +95,12 @@ static cl::opt<bool> kdaNormInChunk(
              "convolutions' rows, which then cross in the activation dtype (default: the "
              "convolutions store the normalized fp32 rows; K3C_KDA_NORM_IN_CHUNK=1 sets it too)"),
     cl::init(false));
+static cl::opt<bool> kdaSplitNorms(
+    "kda-split-norms",
+    cl::desc("Split KDA's q/k L2 norms (k3-split-l2norms) in bf16 builds: the convolutions' "
+             "kernel computes the per-head inverse norms, the delta rule scales the bf16 rows "
+             "as it loads them (K3C_KDA_SPLIT_NORMS=0|1 overrides)"),
+    cl::init(false));
 static cl::opt<int64_t> maxContext("max-context",
                                    cl::desc("MLA cache capacity per sequence (0: dynamic)"),
                                    cl::init(0));
@@ -446,6 +452,13 @@ int main(int argc, char **argv) {
         return 1;
       }
       o.kdaNormInChunk = kdaNormInChunk || normEnv;
+      const int64_t splitEnv = ::k3c::lowering::intFromEnv("K3C_KDA_SPLIT_NORMS", -1);
+      if (splitEnv != -1 && splitEnv != 0 && splitEnv != 1) {
+        llvm::errs() << "k3-compile: error: K3C_KDA_SPLIT_NORMS must be 0 or 1, got "
+                     << splitEnv << "\n";
+        return 1;
+      }
+      o.splitL2Norms = splitEnv == -1 ? kdaSplitNorms.getValue() : splitEnv == 1;
       mlir::k3::buildK3Pipeline(pm, o);
     }
     if (failed(pm.run(*module))) {

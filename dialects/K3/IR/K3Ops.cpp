@@ -584,7 +584,33 @@ LogicalResult L2NormOp::verify() {
   if (!c.dims(getResult(), "result", {(*s)[0], (*s)[1]},
               {"token count of 'input'", "width of 'input'"}))
     return failure();
+  if (Value inv = getInvNorm()) {
+    int64_t heads = ShapedType::isDynamic((*s)[1]) ? ShapedType::kDynamic
+                                                   : (*s)[1] / getHeadDim();
+    if (!c.dims(inv, "operand 'inv_norm'", {(*s)[0], heads},
+                {"token count of 'input'", "heads: width of 'input' / head_dim"}))
+      return failure();
+  }
   return success();
+}
+
+LogicalResult L2NormInvOp::verify() {
+  Checker c(*this);
+  if (!c.positive(getHeadDim(), "head_dim") || !c.positive(getEps().convertToDouble(), "eps"))
+    return failure();
+  auto s = c.shape(getInput(), "operand 'input'", 2);
+  if (!s)
+    return failure();
+  if (ShapedType::isDynamic((*s)[1]))
+    return c.dims(getResult(), "result", {(*s)[0], ShapedType::kDynamic},
+                  {"token count of 'input'", "heads"})
+               ? success()
+               : failure();
+  if ((*s)[1] % getHeadDim() != 0)
+    return emitOpError() << "operand 'input' width " << (*s)[1]
+                         << " is not divisible by head_dim = " << getHeadDim();
+  return success(c.dims(getResult(), "result", {(*s)[0], (*s)[1] / getHeadDim()},
+                        {"token count of 'input'", "heads: width of 'input' / head_dim"}));
 }
 
 LogicalResult DeltaRuleOp::verify() {

@@ -339,11 +339,33 @@ def K3_L2NormOp : K3_PureOp<"l2norm"> {
     `input` `[T, H*head_dim]`: each run of `head_dim` channels is divided by
     sqrt(sum of squares + eps) and multiplied by `scale`; fp32 math. The
     result (same shape) is usually f32: KDA normalizes q and k inside its
-    kernel and never rounds them back to bf16.
+    kernel and never rounds them back to bf16. With `inv_norm` (`[T, H]`
+    f32, from `k3.l2norm_inv` of the same input) the reduction is not done
+    again: each element is `x * inv_norm[t, h] * scale`.
   }];
-  let arguments = (ins K3_FloatTensor:$input, K3_I64Attr:$head_dim, F64Attr:$eps,
+  let arguments = (ins K3_FloatTensor:$input, Optional<K3_F32Tensor>:$inv_norm,
+                       K3_I64Attr:$head_dim, F64Attr:$eps,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale);
   let results = (outs K3_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`,` `inv_norm` $inv_norm^)? attr-dict `:` type($input) (`,` type($inv_norm)^)?
+    `->` type($result)
+  }];
+}
+
+def K3_L2NormInvOp : K3_PureOp<"l2norm_inv"> {
+  let summary = "per-head inverse L2 norms 1 / sqrt(sum x^2 + eps), fp32";
+  let description = [{
+    The reduction half of `k3.l2norm`: `input` `[T, H*head_dim]`, result
+    `[T, H]` f32 with `1 / sqrt(sum of squares + eps)` of each run of
+    `head_dim` channels, the squares of the input as stored, summed in fp32.
+    `k3.l2norm %x, inv_norm %r` is then `x * r * scale` per element: the same
+    values as `k3.l2norm %x` (`--k3-split-l2norms` makes the pair, so the
+    reduction can run in the producer's kernel and the scaling in the
+    consumer's, with only the input and the inverse norms between them).
+  }];
+  let arguments = (ins K3_FloatTensor:$input, K3_I64Attr:$head_dim, F64Attr:$eps);
+  let results = (outs K3_F32Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 

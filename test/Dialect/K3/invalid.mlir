@@ -538,6 +538,86 @@ func.func @l2norm_indivisible(%x: tensor<?x10xbf16>) {
 
 // -----
 
+func.func @l2norm_bad_inv_heads(%x: tensor<?x8xbf16>, %r: tensor<?x3xf32>) {
+  // expected-error @below {{'k3.l2norm' op operand 'inv_norm' dim 1 is 3, expected 2 (heads: width of 'input' / head_dim)}}
+  %y = k3.l2norm %x, inv_norm %r {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<?x8xbf16>, tensor<?x3xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @l2norm_bad_inv_tokens(%x: tensor<5x8xbf16>, %r: tensor<4x2xf32>) {
+  // expected-error @below {{'k3.l2norm' op operand 'inv_norm' dim 0 is 4, expected 5 (token count of 'input')}}
+  %y = k3.l2norm %x, inv_norm %r {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<5x8xbf16>, tensor<4x2xf32> -> tensor<5x8xf32>
+  return
+}
+
+// -----
+
+func.func @l2norm_bad_inv_rank(%x: tensor<?x8xbf16>, %r: tensor<?xf32>) {
+  // expected-error @below {{'k3.l2norm' op operand 'inv_norm' must have rank 2, got rank 1}}
+  %y = k3.l2norm %x, inv_norm %r {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<?x8xbf16>, tensor<?xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @l2norm_inv_bf16(%x: tensor<?x8xbf16>, %r: tensor<?x2xbf16>) {
+  // expected-error @below {{'k3.l2norm' op operand #1 must be ranked tensor of 32-bit float values}}
+  %y = k3.l2norm %x, inv_norm %r {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<?x8xbf16>, tensor<?x2xbf16> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @l2norm_inv_zero_eps(%x: tensor<?x8xbf16>) {
+  // expected-error @below {{'k3.l2norm_inv' op attribute 'eps' must be positive and finite, got 0.000000e+00}}
+  %r = k3.l2norm_inv %x {head_dim = 4 : i64, eps = 0.0 : f64} : tensor<?x8xbf16> -> tensor<?x2xf32>
+  return
+}
+
+// -----
+
+func.func @l2norm_inv_zero_head_dim(%x: tensor<?x8xbf16>) {
+  // expected-error @below {{'k3.l2norm_inv' op attribute 'head_dim' must be positive, got 0}}
+  %r = k3.l2norm_inv %x {head_dim = 0 : i64, eps = 1.0e-06 : f64} : tensor<?x8xbf16> -> tensor<?x2xf32>
+  return
+}
+
+// -----
+
+func.func @l2norm_inv_rank(%x: tensor<8xbf16>) {
+  // expected-error @below {{'k3.l2norm_inv' op operand 'input' must have rank 2, got rank 1}}
+  %r = k3.l2norm_inv %x {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<8xbf16> -> tensor<?x2xf32>
+  return
+}
+
+// -----
+
+func.func @l2norm_inv_indivisible(%x: tensor<?x10xbf16>) {
+  // expected-error @below {{'k3.l2norm_inv' op operand 'input' width 10 is not divisible by head_dim = 4}}
+  %r = k3.l2norm_inv %x {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<?x10xbf16> -> tensor<?x2xf32>
+  return
+}
+
+// -----
+
+func.func @l2norm_inv_bad_result(%x: tensor<?x8xbf16>) {
+  // expected-error @below {{'k3.l2norm_inv' op result dim 1 is 8, expected 2 (heads: width of 'input' / head_dim)}}
+  %r = k3.l2norm_inv %x {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<?x8xbf16> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @l2norm_inv_bad_result_dynamic(%x: tensor<4x?xbf16>) {
+  // expected-error @below {{'k3.l2norm_inv' op result dim 0 is 3, expected 4 (token count of 'input')}}
+  %r = k3.l2norm_inv %x {head_dim = 4 : i64, eps = 1.0e-06 : f64} : tensor<4x?xbf16> -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
 func.func @delta_rule_tile_without_chunk(%q: tensor<?x8xbf16>, %g: tensor<?x8xf32>, %b: tensor<?x2xbf16>, %s: tensor<?x2x4x4xf32>, %l: tensor<?xi32>) {
   // expected-error @below {{'k3.delta_rule' op attribute 'tile' requires 'chunk_size'}}
   %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {num_heads = 2 : i64, tile = 16 : i64}

@@ -196,13 +196,18 @@ func.func @kda_core(%x: tensor<?x128xbf16>, %lens: tensor<?xi32>, %w: tensor<128
       : (tensor<?x128xbf16>, tensor<4xf32>, tensor<128xf32>) -> tensor<?x128xf32>
   // CHECK: k3.l2norm
   %qn = k3.l2norm %c {head_dim = 32 : i64, eps = 1.0e-06 : f64, scale = 0.17677669529663687 : f64} : tensor<?x128xbf16> -> tensor<?x128xf32>
+  // A split norm (k3-split-l2norms): the inverse norms, then the scaling.
+  // CHECK: %[[INV:.*]] = k3.l2norm_inv %{{.*}} {eps = 9.9999999999999995E-7 : f64, head_dim = 32 : i64} : tensor<?x128xbf16> -> tensor<?x4xf32>
+  %inv = k3.l2norm_inv %c {head_dim = 32 : i64, eps = 1.0e-06 : f64} : tensor<?x128xbf16> -> tensor<?x4xf32>
+  // CHECK: k3.l2norm %{{.*}}, inv_norm %[[INV]] {{{.*}}} : tensor<?x128xbf16>, tensor<?x4xf32> -> tensor<?x128xf32>
+  %kn = k3.l2norm %c, inv_norm %inv {head_dim = 32 : i64, eps = 1.0e-06 : f64} : tensor<?x128xbf16>, tensor<?x4xf32> -> tensor<?x128xf32>
   // CHECK: k3.delta_rule
   // CHECK-SAME: chunk_size = 16 : i64
   // CHECK-SAME: gamma_type = bf16
   // CHECK-SAME: path = #k3.chunk_path<factorized>
   // CHECK-SAME: tile = 16 : i64
   // CHECK-SAME: varlen_masked
-  %o, %s2 = k3.delta_rule %qn, %qn, %c, %g, %b, %state, %lens
+  %o, %s2 = k3.delta_rule %qn, %kn, %c, %g, %b, %state, %lens
       {num_heads = 4 : i64, chunk_size = 16 : i64, tile = 16 : i64, gamma_type = bf16,
        path = #k3.chunk_path<factorized>, varlen_masked}
       : (tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x128xbf16>, tensor<?x128xf32>,
