@@ -24,6 +24,21 @@ echo "== bf16 k3-tiny (dense; softplus gate) vs the reference, mixed batch"
 timeout 120 k3-run tiny-dense-bf16 --checkpoint ckpt-tiny-dense --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "check: (PASSED|FAILED)"
 timeout 120 k3-run sp-bf16 --checkpoint ckpt-sp --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "check: (PASSED|FAILED)"
 stamp
+if [ -d k128-bf16 ]; then
+  # 8 heads of 128 (the staged convolution, the norm in its store): each
+  # build against the reference on prompts of 70, 33, 5, 100, 1 and 40
+  # tokens, then bit for bit against the default build.
+  echo "== k3-tiny, 8 KDA heads of 128: default, register-form convolution, split norms"
+  k3-mkcheckpoint --config k3-tiny-kda128.json -o ckpt-k128 --seed 7 --quiet
+  printf '%s\n%s\n%s\n%s\n%s\n%s\n' $(seq -s, 1 70) $(seq -s, 3 35) 9,8,7,6,5 $(seq -s, 100 199) 42 $(seq -s, 200 239) > /tmp/b6.txt
+  for m in k128-bf16 k128-reg k128-sn; do
+    timeout 120 k3-run $m --checkpoint ckpt-k128 --device cuda --batch /tmp/b6.txt --max-new-tokens 4 --check --quiet | grep -E "check: (PASSED|FAILED)"
+    timeout 60 k3-run $m --checkpoint ckpt-k128 --device cuda --batch /tmp/b6.txt --max-new-tokens 4 --quiet --dump-logits /tmp/$m.npy > /dev/null
+  done
+  source kda-common.sh
+  same /tmp/k128-bf16.npy /tmp/k128-reg.npy "k128-reg logits vs k128-bf16"
+  same /tmp/k128-bf16.npy /tmp/k128-sn.npy "k128-sn logits vs k128-bf16"
+fi
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 stamp
 run() { timeout 120 k3-run "$1" --checkpoint /tmp/slice --device cuda --quiet "${@:2}"; }

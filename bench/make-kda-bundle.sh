@@ -14,7 +14,8 @@
 # Compute)
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
-cp models/configs/k3-tiny.json test/Runtime/Inputs/k3-tiny-dense.json test/Runtime/Inputs/k3-tiny-softplus.json $D/
+cp models/configs/k3-tiny.json test/Runtime/Inputs/k3-tiny-dense.json test/Runtime/Inputs/k3-tiny-softplus.json \
+   test/Runtime/Inputs/k3-tiny-kda128.json $D/
 $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o /tmp/k3c-ckpt-tiny --seed 11 --quiet
 $B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
 $B/k3-mkcheckpoint --config $D/k3-tiny-softplus.json -o /tmp/k3c-ckpt-tiny-sp --seed 5 --quiet
@@ -22,6 +23,15 @@ tiny() { $B/k3-compile "$@" --target=sm_90a --quiet 2> /dev/null; }
 tiny /tmp/k3c-ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --max-tokens 64 --max-seqs 4 --max-context 256
 tiny /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024
 tiny /tmp/k3c-ckpt-tiny-sp -o $D/sp-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024
+# k3-tiny with 8 KDA heads of 128 (1024 channels: the staged prefill
+# convolution and the norm in its store run, which k3-tiny's 128 channels
+# do not): bf16 by default, with the register-form convolution and with
+# split norms (kda-quick-h200.sh: each against the reference, and bit for
+# bit against each other).
+$B/k3-mkcheckpoint --config $D/k3-tiny-kda128.json -o /tmp/k3c-ckpt-kda128 --seed 7 --quiet
+tiny /tmp/k3c-ckpt-kda128 -o $D/k128-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024
+K3C_CONV_STAGE=0 tiny /tmp/k3c-ckpt-kda128 -o $D/k128-reg --max-tokens 512 --max-seqs 16 --max-context 1024
+tiny /tmp/k3c-ckpt-kda128 -o $D/k128-sn --kda-split-norms --max-tokens 512 --max-seqs 16 --max-context 1024
 # ... and for batches of up to 64 sequences (kda-decode-h200.sh: decode
 # launches of 17-64 tokens, the warpgroup tiles and the staged recurrence)
 tiny /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-b64-bf16 --max-tokens 512 --max-seqs 64 --max-context 1024

@@ -1856,11 +1856,54 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
         spanV = kb.mul(kb.ceilDiv(ceilDivV(kb.idx(channels), want), span), span);
         cBlocksV = ceilDivV(kb.idx(channels), spanV);
       }
+      // The prefill kernel on the GPU (bf16 x, whole channel blocks): the
+      // tile's TB input rows of the block's channels go to dynamic shared
+      // memory by cp.async at once (16 16-byte copies a thread, zero-filled
+      // past the sequence), then the window slides over them from there:
+      // the bytes in flight are no longer bounded by the registers a
+      // thread's unrolled loads hold (the register form read at ~45 % of
+      // DRAM bandwidth, 2 blocks an SM). The same values in the same order
+      // (bit-identical): the slice's conv/gate family 1.250 -> 1.105 ms at
+      // 8192 tokens on the H200 (docs/perf.md, session 34).
+      // K3C_CONV_STAGE=0 keeps the register form.
+      Type xElt = cast<MemRefType>(x.getType()).getElementType();
+      const int64_t xBytes = xElt.getIntOrFloatBitWidth() / 8;
+      const bool staged = !spread && kb.gpu() && U > 1 && intFromEnv("K3C_CONV_STAGE", 1) &&
+                          xElt.isBF16() && channels % span == 0 && (span * xBytes) % 16 == 0;
+      const int64_t stageBytes = staged ? TB * span * xBytes : 0;
       kb.blocks({slots, cBlocksV}, kConvThreads, [&](ValueRange bid, ThreadBlock &tb) {
+        if (staged)
+          kb.minBlocksPerSm(tb, 3);
         ChunkSlot cs = findChunk(kb, tb, lens, bid[0], TB);
         kb.ifThen(cs.valid, [&] {
           Value c0 = kb.mul(bid[1], spanV);
           Value cEnd = kb.minu(kb.idx(channels), kb.add(c0, spanV));
+          Value stage;
+          if (staged) {
+            stage = kb.dynamicShared(tb, 0, {TB, span}, xElt);
+            auto tokenType = nvgpu::DeviceAsyncTokenType::get(kb.b.getContext());
+            const int64_t epc = 16 / xBytes, perRow = span / epc, total = TB * perRow;
+            Value rowsIn = kb.minu(kb.idx(TB), kb.sub(cs.len, cs.t0));
+            SmallVector<Value> toks;
+            for (int64_t i = 0; i * kConvThreads < total; ++i) {
+              Value lin = kb.add(tb.tid, kb.idx(i * kConvThreads));
+              Value r = kb.div(lin, kb.idx(perRow)), ch = kb.mul(kb.rem(lin, kb.idx(perRow)), epc);
+              Value ok = kb.ult(r, rowsIn);
+              Value src = kb.select(ok, kb.add(kb.add(cs.start, cs.t0), r), cs.start);
+              toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
+                  kb.b, kb.loc, tokenType, stage, ValueRange{r, ch}, x,
+                  ValueRange{src, kb.add(c0, ch)}, kb.b.getIndexAttr(epc),
+                  kb.select(ok, kb.idx(epc), kb.idx(0)), kb.b.getUnitAttr()));
+            }
+            nvgpu::DeviceAsyncCreateGroupOp::create(kb.b, kb.loc, tokenType, toks);
+          }
+          // The window's inputs: x[row, c] (row = start + position), from
+          // the staged tile where there is one.
+          auto xLoad = [&](Value row, Value c) {
+            if (!stage)
+              return kb.loadVec(x, {row, c}, cw);
+            return kb.loadVec(stage, {kb.sub(row, kb.add(cs.start, cs.t0)), kb.sub(c, c0)}, cw);
+          };
           auto general = [&](Value c) {
             Value sc = kb.add(off, c);
             // Window slot i holds position t0 - (W-1) + i of the sequence:
@@ -1883,6 +1926,10 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
                 wt[e].push_back(kb.loadF32(w, {kb.add(c, kb.idx(e)), kb.idx(0), kb.idx(j)}));
             Value tEnd = kb.minu(cs.len, kb.add(cs.t0, TB));
             Value last = kb.add(cs.start, kb.sub(tEnd, kb.idx(1)));
+            if (stage) { // the tile's rows have landed (this thread's and the others')
+              NVVM::CpAsyncWaitGroupOp::create(kb.b, kb.loc, kb.b.getI32IntegerAttr(0));
+              kb.barrier(tb);
+            }
             SmallVector<Value> fin = kb.loopStep(cs.t0, tEnd, kb.idx(U), win, [&](Value t, ValueRange a) {
               SmallVector<SmallVector<Value>> in;
               SmallVector<Value> rows, ok;
@@ -1890,7 +1937,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
                 Value tu = kb.add(t, kb.idx(u));
                 ok.push_back(kb.ult(tu, tEnd));
                 rows.push_back(kb.minu(kb.add(cs.start, tu), last));
-                in.push_back(kb.loadVec(x, {rows.back(), c}, cw));
+                in.push_back(xLoad(rows.back(), c));
               }
               SmallVector<Value> cur(a.begin(), a.end());
               for (int64_t u = 0; u < U; ++u) {
@@ -1970,7 +2017,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
               general(c);
           });
         });
-      }, 0, name);
+      }, stageBytes, staged ? name + "_staged" : name);
     };
     if (kb.gpu() && U > 1 && intFromEnv("K3C_CONV_DECODE", 1))
       kb.ifThenElse(kb.ule(kb.dim(x, 0), kb.dim(lens, 0)),

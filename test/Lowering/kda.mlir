@@ -355,14 +355,30 @@ func.func @conv_gate(%a0: tensor<?x128xbf16>, %a1: tensor<128x1x4xf32>, %a2: ten
 // outputs rounded to bf16, a shuffle sum of squares, f32 rows stored; the
 // norm's per_head launch is gone. K3C_CONV_L2NORM=0: the norm keeps its
 // launch.
+// The prefill convolution of whole 1024-channel blocks stages its 32-token
+// tile in 64 KB of dynamic shared memory (cp.async, 16 copies a thread, one
+// wait and a barrier) and slides the window over it there;
+// K3C_CONV_STAGE=0 loads each token's inputs from global memory.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVNORM
+// RUN: env K3C_CONV_STAGE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=STAGE0
+// STAGE0-LABEL: func.func @k3_kda_conv_norm_test(
+// STAGE0-NOT: _staged
+// STAGE0: module(@k3_kda_conv_norm_test_short_conv)
+// STAGE0-NOT: nvgpu.device_async_copy
+// STAGE0: scf.for {{.*}} step %c4
+// STAGE0-COUNT-4: vector.load %{{.*}} : memref<?x1024xbf16>, vector<4xbf16>
+// STAGE0: return
 // RUN: env K3C_CONV_L2NORM=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVNORM0
 // CONVNORM-LABEL: func.func @k3_kda_conv_norm_test(
 // CONVNORM: module(@k3_kda_conv_norm_test_short_conv_decode)
 // CONVNORM: gpu.shuffle  xor
 // CONVNORM: vector.store %{{.*}} : memref<?x1024xf32>, vector<4xf32>
-// CONVNORM: module(@k3_kda_conv_norm_test_short_conv)
+// CONVNORM: dynamic_shared_memory_size %c65536_i32 module(@k3_kda_conv_norm_test_short_conv_staged)
+// CONVNORM-COUNT-16: nvgpu.device_async_copy
+// CONVNORM: nvvm.cp.async.wait.group 0
+// CONVNORM-NEXT: gpu.barrier
 // CONVNORM: scf.for {{.*}} step %c4
+// CONVNORM-COUNT-4: vector.load %{{.*}} : memref<32x1024xbf16, #gpu.address_space<workgroup>>, vector<4xbf16>
 // CONVNORM: arith.divf {{.*}} fastmath<afn>
 // CONVNORM: gpu.shuffle  xor
 // CONVNORM-NOT: fastmath
@@ -372,7 +388,7 @@ func.func @conv_gate(%a0: tensor<?x128xbf16>, %a1: tensor<128x1x4xf32>, %a2: ten
 // CONVNORM-NOT: per_head
 // CONVNORM: return
 // CONVNORM0-LABEL: func.func @k3_kda_conv_norm_test(
-// CONVNORM0: module(@k3_kda_conv_norm_test_short_conv)
+// CONVNORM0: module(@k3_kda_conv_norm_test_short_conv_staged)
 // CONVNORM0: vector.store %{{.*}} : memref<?x1024xbf16>, vector<4xbf16>
 // CONVNORM0: module(@k3_kda_conv_norm_test_per_head)
 func.func @conv_norm(%a0: tensor<?x1024xbf16>, %a1: tensor<1024x1x4xf32>, %a2: tensor<?x3x1024xbf16>, %a3: tensor<?xi32>) -> (tensor<?x3x1024xbf16>, tensor<?x1024xf32>) {
@@ -448,7 +464,7 @@ func.func @kda_chunk_normload(%a0: tensor<?x128xbf16>, %a1: tensor<?x128xbf16>, 
 // CONVINV: gpu.shuffle  xor
 // CONVINV: memref.store %{{.*}} : memref<?x8xf32>
 // CONVINV: vector.store %{{.*}} : memref<?x1024xbf16>, vector<4xbf16>
-// CONVINV: module(@k3_kda_conv_inv_test_short_conv)
+// CONVINV: module(@k3_kda_conv_inv_test_short_conv_staged)
 // CONVINV: scf.for {{.*}} step %c4
 // CONVINV: gpu.shuffle  xor
 // CONVINV: math.sqrt
@@ -457,7 +473,7 @@ func.func @kda_chunk_normload(%a0: tensor<?x128xbf16>, %a1: tensor<?x128xbf16>, 
 // CONVINV-NOT: per_head
 // CONVINV: return
 // CONVINV0-LABEL: func.func @k3_kda_conv_inv_test(
-// CONVINV0: module(@k3_kda_conv_inv_test_short_conv)
+// CONVINV0: module(@k3_kda_conv_inv_test_short_conv_staged)
 // CONVINV0-NOT: memref<?x8xf32>
 // CONVINV0: module(@k3_kda_conv_inv_test_per_head)
 // CONVINV0: gpu.shuffle  xor
