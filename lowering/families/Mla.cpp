@@ -1432,6 +1432,87 @@ static void qabsMma(Grouped &gr, ThreadBlock &tb, Value row0, Value valid, Value
   });
 }
 
+/// q_abs of up to kQabsTileTokens tokens (rows row0 + m, m < valid) and
+/// kQabsTileCols latent columns [c0, c0 + kQabsTileCols) of one head on
+/// tensor cores, its operands staged in shared memory (GPU; bf16 q and
+/// W_UK): the tokens' q_nope rows [tokens, nope] and W_UK[head]'s column
+/// slice [nope, cols] by cp.async (rows past `valid` zero-filled), then a
+/// warp per 16 tokens: A fragments by ldmatrix, B fragments by
+/// ldmatrix.trans (W_UK's rows are the k dimension), m16n8k16 MMAs over
+/// nope. Each W_UK byte is read once per tile of tokens (qabsMma's blocks of
+/// 16 tokens read the head's whole W_UK each, with 2-byte loads in eight
+/// dependent rounds). store(m, column, value) gets scale q_abs for two
+/// adjacent columns at once (value pairs); the rope columns (scale q_pe)
+/// follow in the blocks of the first column slice, a thread per (token,
+/// column).
+constexpr int64_t kQabsTileTokens = 64, kQabsTileCols = 64;
+static void qabsMmaStaged(Grouped &gr, ThreadBlock &tb, Value row0, Value valid, Value head,
+                          Value c0, Value qs, Value ws,
+                          const std::function<void(Value, Value, ArrayRef<Value>)> &store) {
+  KernelBuilder &kb = gr.kb;
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(kb.b.getContext());
+  const int64_t TT = kQabsTileTokens, NC = kQabsTileCols, K = gr.nope;
+  SmallVector<Value> toks;
+  auto copies = [&](Value dst, Value src, int64_t nRows, int64_t chunks, Value rows,
+                    const std::function<SmallVector<Value>(Value, Value)> &srcAt) {
+    const int64_t total = nRows * chunks;
+    for (int64_t i = 0; i * tb.threads < total; ++i) {
+      Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
+      auto one = [&] {
+        Value r = kb.div(lin, kb.idx(chunks)), c8 = kb.mul(kb.rem(lin, kb.idx(chunks)), 8);
+        Value ok = rows ? kb.ult(r, rows) : Value();
+        Value sr = ok ? kb.select(ok, r, kb.idx(0)) : r;
+        Value n = ok ? kb.select(ok, kb.idx(8), kb.idx(0)) : Value();
+        toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
+            kb.b, kb.loc, tokenType, dst, ValueRange{r, c8}, src, srcAt(sr, c8),
+            kb.b.getIndexAttr(8), n, kb.b.getUnitAttr()));
+      };
+      if (total % tb.threads == 0)
+        one();
+      else
+        kb.ifThen(kb.ult(lin, kb.idx(total)), one);
+    }
+  };
+  Value qBase = kb.mul(head, gr.qk), wBase = kb.mul(head, gr.nope + gr.dv);
+  copies(qs, gr.q, TT, K / 8, valid,
+         [&](Value r, Value c8) { return SmallVector<Value>{kb.add(row0, r), kb.add(qBase, c8)}; });
+  copies(ws, gr.kvb, K, NC / 8, Value(),
+         [&](Value r, Value c8) { return SmallVector<Value>{kb.add(wBase, r), kb.add(c0, c8)}; });
+  nvgpu::DeviceAsyncCreateGroupOp::create(kb.b, kb.loc, tokenType, toks);
+  NVVM::CpAsyncWaitGroupOp::create(kb.b, kb.loc, kb.b.getI32IntegerAttr(0));
+  kb.barrier(tb);
+  Value lane = tb.lane, wRow = kb.mul(tb.warp, 16);
+  Value aRow = kb.add(wRow, kb.rem(lane, 16)), aCol = kb.mul(kb.div(lane, 16), 8);
+  Value bRow = kb.add(kb.rem(lane, 8), kb.mul(kb.rem(kb.div(lane, 8), 2), 8));
+  Value bCol = kb.mul(kb.div(lane, 16), 8);
+  SmallVector<Value> acc(NC / 8 * 4, gr.zero);
+  for (int64_t k = 0; k < K / 16; ++k) {
+    SmallVector<Value> a =
+        fragmentWords(kb, ldmatrixX4(kb, qs, {aRow, kb.add(aCol, kb.idx(k * 16))}, false), 0, 4);
+    for (int64_t d = 0; d < NC / 16; ++d)
+      mmaX4(kb, a, ldmatrixX4(kb, ws, {kb.add(bRow, kb.idx(k * 16)), kb.add(bCol, kb.idx(d * 16))},
+                              true),
+            acc, 2 * d);
+  }
+  // C fragment: c0, c1 at row g, columns 2q, 2q + 1; c2, c3 at row g + 8.
+  Value g = kb.div(lane, 4), q2 = kb.mul(kb.rem(lane, 4), 2);
+  for (int64_t t = 0; t < NC / 8; ++t)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value m = kb.add(wRow, kb.add(g, kb.idx(8 * h)));
+      Value col = kb.add(c0, kb.add(kb.idx(8 * t), q2));
+      kb.ifThen(kb.ult(m, valid), [&] {
+        store(m, col, {kb.fmul(acc[4 * t + 2 * h], gr.scale), kb.fmul(acc[4 * t + 2 * h + 1], gr.scale)});
+      });
+    }
+  kb.ifThen(kb.ieq(c0, kb.idx(0)), [&] {
+    kb.strided(tb, kb.idx(0), kb.mul(valid, kb.idx(gr.rope)), [&](Value i) {
+      Value m = kb.div(i, gr.rope), c = kb.rem(i, gr.rope);
+      Value v = kb.loadF32(gr.q, {kb.add(row0, m), kb.add(kb.add(qBase, kb.idx(gr.nope)), c)});
+      store(m, kb.add(kb.idx(gr.R), c), {kb.fmul(v, gr.scale)});
+    });
+  });
+}
+
 /// The grouped absorbed kernel for the cached sequences of a prefill launch:
 /// a block per (tpb tokens, group of G heads), tokens of sequences without
 /// cached context (the flash prefill's) skipped.
@@ -2475,7 +2556,33 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
       else
         qabsFma();
     };
-    if (qabsTc)
+    // Rounds of more tokens on tensor cores take staged tiles of 64 tokens
+    // x 64 latent columns where the shapes allow (qabsMmaStaged: W_UK read
+    // once per 64 tokens, not per 16; K3C_MLA_QABS_STAGED=0 keeps qabsMma).
+    const int64_t qPitch = gr.nope + 8, wPitch = kQabsTileCols + 8;
+    const bool qabsStaged = qabsTc && intFromEnv("K3C_MLA_QABS_STAGED", 1) &&
+                            R % kQabsTileCols == 0 && gr.nope % 16 == 0 && gr.qk % 8 == 0 &&
+                            2 * (kQabsTileTokens * qPitch + gr.nope * wPitch) <= kSharedBudget;
+    if (qabsTc && qabsStaged)
+      kb.ifThenElse(kb.ult(Tc, kb.idx(wide ? kQabsWideTokens + 1 : kCombineTokens)), qabsSmall,
+                    [&] {
+        kb.blocks({kb.idx(gr.H), kb.idx(R / kQabsTileCols), kb.ceilDiv(Tc, kQabsTileTokens)},
+                  32 * (kQabsTileTokens / 16), [&](ValueRange bid, ThreadBlock &tb) {
+                    Type bf16 = kb.b.getBF16Type();
+                    Value qs = kb.shared(tb, {kQabsTileTokens, qPitch}, bf16);
+                    Value ws = kb.shared(tb, {gr.nope, wPitch}, bf16);
+                    Value head = bid[0], local0 = kb.mul(bid[2], kQabsTileTokens);
+                    Value valid = kb.minu(kb.idx(kQabsTileTokens), kb.sub(Tc, local0));
+                    qabsMmaStaged(one, tb, kb.add(t0, local0), valid, head,
+                                  kb.mul(bid[1], kQabsTileCols), qs, ws,
+                                  [&](Value m, Value c, ArrayRef<Value> v) {
+                                    Value local = kb.add(local0, m);
+                                    kb.storeVec(v, qaBf, {kb.add(kb.mul(local, gr.H), head), c});
+                                  });
+                  },
+                  0, "absorbed_qabs_mma_t64");
+      });
+    else if (qabsTc)
       kb.ifThenElse(kb.ult(Tc, kb.idx(wide ? kQabsWideTokens + 1 : kCombineTokens)), qabsSmall,
                     [&] {
         kb.blocks({kb.idx(gr.H), kb.ceilDiv(Tc, 16)}, kMlaThreads,
@@ -2812,7 +2919,11 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
         // loads in flight at once: a thread's items were 16 dependent rounds
         // of four loads at batch 8, 31.5 us on the H200 for 25 MB.)
         const int64_t CW = R % 4 == 0 ? 4 : R % 2 == 0 ? 2 : 1, VW = std::min<int64_t>(CW, 2);
-        const int64_t U = std::min<int64_t>(mtSplits, 8);
+        // (A round of one split a token, the short contexts of large
+        // batches, merges with one load set an item instead of U, 7 of them
+        // clamped duplicates: the same operations on the live split.)
+        const int64_t Umax = std::min<int64_t>(mtSplits, 8);
+        auto merge = [&](int64_t U) {
         kb.strided(tb, kb.idx(0), kb.mul(valid, kb.idx(R / CW)), [&](Value i) {
           Value tt = kb.div(i, R / CW), r0 = kb.mul(kb.rem(i, R / CW), CW);
           Value slot0 = kb.mul(kb.add(local0, tt), P), col0 = kb.add(base, r0);
@@ -2854,6 +2965,11 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
             }
           }
         });
+        };
+        if (Umax > 1)
+          kb.ifThenElse(kb.ieq(P, kb.idx(1)), [&] { merge(1); }, [&] { merge(Umax); });
+        else
+          merge(1);
         kb.barrier(tb);
         if (tc)
           projectTokensMma(one, tb, olHi, olLo, kb.add(t0, local0), valid, head);

@@ -6,12 +6,17 @@
 // fragments, W_UV's B fragments as packed bf16 pairs from global memory, two
 // mma.sync a k step. K3C_MLA_COMBINE_MMA=0 (with K3C_MLA_QABS_MMA=0 below)
 // keeps the FMA projection (8 tokens a block, o_lat in fp32).
-// Those rounds take q_abs on tensor cores too: 16 tokens a block, A
-// fragments as pairs of adjacent q columns and B fragments as pairs of
-// adjacent W_UK rows straight from global memory, scale q_abs stored in bf16
-// for the core; K3C_MLA_QABS_MMA=0 keeps the FMA q_abs for every round.
+// Those rounds take q_abs on tensor cores too: a block per (head, 64 latent
+// columns, 64 tokens), the tokens' q_nope rows and W_UK's column slice staged
+// in workgroup memory by cp.async (rows padded by 16 bytes), A fragments by
+// ldmatrix, B fragments by ldmatrix.trans (W_UK's rows are k), scale q_abs
+// stored in bf16 pairs for the core. K3C_MLA_QABS_STAGED=0: 16 tokens a
+// block, A fragments as pairs of adjacent q columns and B fragments as pairs
+// of adjacent W_UK rows straight from global memory; K3C_MLA_QABS_MMA=0
+// keeps the FMA q_abs for every round.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QABS
+// RUN: env K3C_MLA_QABS_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QT16
 // RUN: env K3C_MLA_QABS_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QFMA
 // QFMA: function(@k3_mla_attn_0000c0de_absorbed_qabs)
 // QFMA-NOT: absorbed_qabs_mma
@@ -19,12 +24,22 @@
 // QABS-NEXT: scf.if
 // QABS: function(@k3_mla_attn_0000c0de_absorbed_qabs)
 // QABS: } else {
-// QABS: function(@k3_mla_attn_0000c0de_absorbed_qabs_mma_t16)
-// QABS: vector.load {{.*}} : memref<?x128xbf16>, vector<2xbf16>
-// QABS: memref.load {{.*}} : memref<320x64xbf16>
-// QABS: vector.from_elements {{.*}} : vector<2xbf16>
+// QABS: threads({{.*}} = %c128{{[_0-9]*}}, {{.*}}) module(@k3_mla_attn_0000c0de_absorbed_qabs_mma_t64)
+// QABS: nvgpu.device_async_copy {{.*}} : memref<?x128xbf16> to memref<64x24xbf16, #gpu.address_space<workgroup>>
+// QABS: nvgpu.device_async_copy {{.*}} : memref<320x64xbf16> to memref<16x72xbf16, #gpu.address_space<workgroup>>
+// QABS: nvvm.cp.async.wait.group 0
+// QABS: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<64x24xbf16
+// QABS: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true} : memref<16x72xbf16
 // QABS: nvvm.mma.sync
-// QABS: memref.store {{.*}} : memref<256x80xbf16>
+// QABS: vector.store {{.*}} : memref<256x80xbf16>, vector<2xbf16>
+// QABS-NOT: absorbed_qabs_mma_t16
+// QT16: function(@k3_mla_attn_0000c0de_absorbed_qabs_mma_t16)
+// QT16: vector.load {{.*}} : memref<?x128xbf16>, vector<2xbf16>
+// QT16: memref.load {{.*}} : memref<320x64xbf16>
+// QT16: vector.from_elements {{.*}} : vector<2xbf16>
+// QT16: nvvm.mma.sync
+// QT16: memref.store {{.*}} : memref<256x80xbf16>
+// QT16-NOT: absorbed_qabs_mma_t64
 // Rounds of up to 8 tokens (decode of a few sequences) take q_abs in the
 // wide form (one-token rounds their own kernel): a block per (head, 64
 // latent columns, 8 tokens), 16 row groups
