@@ -36,6 +36,12 @@ $B/k3-mkcheckpoint --config $D/k3-tiny-dv32.json -o /tmp/k3c-ckpt-dv32 --seed 5 
 tiny32() { $B/k3-compile /tmp/k3c-ckpt-dv32 --target=sm_90a --max-tokens 512 --max-seqs 16 --max-context 1024 --quiet "$@"; }
 tiny32 -o $D/tiny-dv32-bf16
 tiny32 -o $D/tiny-dv32-f32 --activation-dtype=f32
+# k3-tiny with v 64, nope 64, latent 128 (test/Runtime/Inputs/k3-tiny-dv64.json):
+# rounds of 9+ tokens take the staged q_abs tiles and the tensor-core
+# combine (dv a multiple of 64), for up to 128 sequences.
+cp test/Runtime/Inputs/k3-tiny-dv64.json $D/
+$B/k3-mkcheckpoint --config $D/k3-tiny-dv64.json -o /tmp/k3c-ckpt-dv64 --seed 5 --quiet
+$B/k3-compile /tmp/k3c-ckpt-dv64 --target=sm_90a --max-tokens 1024 --max-seqs 128 --max-context 512 --quiet -o $D/tiny-dv64-bf16
 python3 bench/slice-config.py .dev slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
 slice() { $B/k3-compile /tmp/slice --max-tokens 65536 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }

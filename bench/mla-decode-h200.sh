@@ -31,6 +31,17 @@ if [ -d tiny-dv32-bf16 ]; then
     r --batch /tmp/t12.txt --max-new-tokens 3
   done
 fi
+if [ -d tiny-dv64-bf16 ]; then
+  # k3-tiny with dv 64 (the staged q_abs of rounds of 9+ tokens, the
+  # tensor-core combine) against the reference: 100 and 12 sequences.
+  echo "== k3-tiny dv 64 vs the reference (bf16; 100 and 12 sequences)"
+  k3-mkcheckpoint --config k3-tiny-dv64.json -o /tmp/ck-dv64 --seed 5 --quiet
+  for i in $(seq 1 100); do seq -s, $i $((i + 2 + i % 9)); done > /tmp/t100.txt
+  for i in $(seq 1 12); do seq -s, $i $((i * 7 + 3)); done > /tmp/t12b.txt
+  for b in t100 t12b; do
+    timeout 150 k3-run tiny-dv64-bf16 --checkpoint /tmp/ck-dv64 --device cuda --batch /tmp/$b.txt --max-new-tokens 4 --check --quiet | grep -E "check:"
+  done
+fi
 if [ -z "${NO_CMP:-}" ]; then
 echo "== decode logits, variants vs default (a 16-token prompt, 6 steps)"
 k3-run $SLICE --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/ref.npy > /dev/null
