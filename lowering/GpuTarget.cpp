@@ -235,6 +235,27 @@ static void mergeIdenticalModules(ModuleOp m) {
 /// The minimum blocks an SM the lowering asked for
 /// (KernelBuilder::minBlocksPerSm), by the name the launch's kernel will
 /// have once outlined.
+/// The name a kernel was requested under: `name` itself, or, where the
+/// outliner had to rename a second launch of the same name (two launches of
+/// one lowering with different bodies, e.g. the q and k convolutions, whose
+/// norms differ in scale: `<name>_0`, `<name>_1`, ...), the name before the
+/// suffix when only that one was requested. The requests (blocks an SM,
+/// early dependents) belong to the lowering that made the launch, so the
+/// renamed kernel keeps them (before: the second convolution ran at 124
+/// registers, two blocks an SM, where the first got its three).
+template <typename Map> static StringRef requestedName(StringRef name, const Map &requested) {
+  if (requested.count(name))
+    return name;
+  size_t us = name.rfind('_');
+  if (us == StringRef::npos || us + 1 == name.size())
+    return name;
+  StringRef digits = name.substr(us + 1);
+  if (!llvm::all_of(digits, [](char c) { return c >= '0' && c <= '9'; }))
+    return name;
+  StringRef base = name.substr(0, us);
+  return requested.count(base) ? base : name;
+}
+
 static llvm::StringMap<int32_t> requestedMinBlocks(ModuleOp m) {
   llvm::StringMap<int32_t> want;
   m.walk([&](gpu::LaunchOp launch) {
@@ -257,7 +278,7 @@ static LogicalResult applyLaunchBounds(ModuleOp m, const llvm::StringMap<int32_t
   Builder b(m.getContext());
   if (!requested.empty())
     m.walk([&](gpu::GPUFuncOp fn) {
-      auto it = requested.find(fn.getName());
+      auto it = requested.find(requestedName(fn.getName(), requested));
       if (fn.isKernel() && it != requested.end())
         fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(), b.getI32IntegerAttr(it->second));
     });
@@ -347,7 +368,7 @@ static void chainGrids(ModuleOp m, const GridChainRequests &req) {
       return;
     OpBuilder b(fn.getContext());
     NVVM::GriddepcontrolOp ownWait;
-    if (req.ownWait.contains(fn.getName()))
+    if (req.ownWait.contains(requestedName(fn.getName(), req.ownWait)))
       fn.walk([&](NVVM::GriddepcontrolOp op) {
         if (op.getKind() == NVVM::GridDepActionKind::wait)
           ownWait = op;
@@ -358,7 +379,7 @@ static void chainGrids(ModuleOp m, const GridChainRequests &req) {
       b.setInsertionPointToStart(&fn.getBody().front());
       NVVM::GriddepcontrolOp::create(b, fn.getLoc(), NVVM::GridDepActionKind::wait);
     }
-    if (mode == 1 || req.early.contains(fn.getName()))
+    if (mode == 1 || req.early.contains(requestedName(fn.getName(), req.early)))
       NVVM::GriddepcontrolOp::create(b, fn.getLoc(),
                                      NVVM::GridDepActionKind::launch_dependents);
   });

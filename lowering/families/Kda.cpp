@@ -1864,7 +1864,10 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
       // thread's unrolled loads hold (the register form read at ~45 % of
       // DRAM bandwidth, 2 blocks an SM). The same values in the same order
       // (bit-identical): the slice's conv/gate family 1.250 -> 1.105 ms at
-      // 8192 tokens on the H200 (docs/perf.md, session 34).
+      // 8192 tokens on the H200 (docs/perf.md, session 34). No bound on
+      // the blocks an SM (119-124 registers, two blocks): held to three (80
+      // registers) the convolutions spill 88-188 bytes and the family took
+      // the same time (1.08-1.11 ms either way).
       // K3C_CONV_STAGE=0 keeps the register form.
       Type xElt = cast<MemRefType>(x.getType()).getElementType();
       const int64_t xBytes = xElt.getIntOrFloatBitWidth() / 8;
@@ -1872,8 +1875,6 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
                           xElt.isBF16() && channels % span == 0 && (span * xBytes) % 16 == 0;
       const int64_t stageBytes = staged ? TB * span * xBytes : 0;
       kb.blocks({slots, cBlocksV}, kConvThreads, [&](ValueRange bid, ThreadBlock &tb) {
-        if (staged)
-          kb.minBlocksPerSm(tb, 3);
         ChunkSlot cs = findChunk(kb, tb, lens, bid[0], TB);
         kb.ifThen(cs.valid, [&] {
           Value c0 = kb.mul(bid[1], spanV);

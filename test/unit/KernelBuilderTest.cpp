@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/KernelBuilder.h"
+#include "lowering/Lowering.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -17,6 +18,8 @@
 #include "mlir/IR/Verifier.h"
 
 #include <gtest/gtest.h>
+
+#include <map>
 
 using namespace mlir;
 
@@ -91,6 +94,35 @@ TEST(KernelBuilder, OneKindOfSharedMemoryBuilds) {
     });
     EXPECT_EQ(launches, 1);
   }
+}
+
+// Two launches of one lowering under one name with different bodies (the q
+// and k convolutions, whose norms differ in scale): the outliner names the
+// second `<name>_0`; both keep the blocks an SM the lowering asked for
+// (before session 34 the renamed one lost its .minnctapersm).
+TEST(KernelBuilder, RenamedLaunchKeepsItsBlocksPerSm) {
+  Kernel k(Target::Gpu);
+  for (double v : {1.0, 2.0})
+    k.kb->blocks({k.kb->idx(4)}, 128, [&](ValueRange, ThreadBlock &tb) {
+      k.kb->minBlocksPerSm(tb, 3);
+      Value buf = k.kb->shared(tb, {128}, k.b->getF32Type());
+      k.kb->store(k.kb->f32(v), buf, {tb.tid});
+    }, 0, "twin");
+  std::string error;
+  ASSERT_TRUE(succeeded(k3c::lowering::lowerLoopsToGpu(*k.module, error))) << error;
+  std::map<std::string, int64_t> minBlocks;
+  k.module->walk([&](Operation *op) {
+    auto name = op->getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName());
+    if (!name || !name.getValue().starts_with("k_twin")) // outlined as <function>_<name>
+      return;
+    if (auto n = op->getAttrOfType<IntegerAttr>("nvvm.minctasm"))
+      minBlocks[name.str()] = n.getInt();
+    else if (!isa<gpu::GPUModuleOp>(op))
+      minBlocks[name.str()] = 0;
+  });
+  ASSERT_EQ(minBlocks.size(), 2u);
+  EXPECT_EQ(minBlocks["k_twin"], 3);
+  EXPECT_EQ(minBlocks["k_twin_0"], 3);
 }
 
 } // namespace
