@@ -15,6 +15,19 @@
 // of adjacent W_UK rows straight from global memory; K3C_MLA_QABS_MMA=0
 // keeps the FMA q_abs for every round.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
+// The multi-token combine's merge: a round of one split a token (P = 1, the
+// short contexts of large batches) takes one load set (CW = 4 columns, two
+// 8-byte loads) an item, other rounds eight splits' sets at once.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=MERGE
+// MERGE: function(@k3_mla_attn_0000c0de_absorbed_combine_mma_t16)
+// MERGE: arith.cmpi eq, %{{.*}}, %c1{{[_0-9]*}} : index
+// MERGE-NEXT: scf.if
+// MERGE: scf.for {{.*}} step %c1{{[_0-9]*}} iter_args
+// MERGE-COUNT-2: vector.load {{.*}} : memref<256x264xf32>, vector<2xf32>
+// MERGE-NOT: vector.load {{.*}} : memref<256x264xf32>
+// MERGE: } else {
+// MERGE: scf.for {{.*}} step %c8{{[_0-9]*}} iter_args
+// MERGE-COUNT-16: vector.load {{.*}} : memref<256x264xf32>, vector<2xf32>
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QABS
 // RUN: env K3C_MLA_QABS_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QT16
 // RUN: env K3C_MLA_QABS_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QFMA
