@@ -1,6 +1,15 @@
 // RUN: k3-opt %s --k3-split-l2norms | FileCheck %s
 // RUN: k3-opt %s --k3-split-l2norms --k3-fuse-kernels | FileCheck %s --check-prefix=FUSED
 // RUN: k3-opt %s --k3-split-l2norms | k3-opt --k3-split-l2norms | FileCheck %s --check-prefix=TWICE
+// In the pipeline (k3-compile --kda-split-norms): before the fusion.
+// RUN: k3-opt %s --k3-pipeline="split-l2norms=true" 2> /dev/null | FileCheck %s --check-prefix=PIPE
+// RUN: k3-opt %s --k3-pipeline 2> /dev/null | FileCheck %s --check-prefix=NOPIPE
+// PIPE-LABEL: func.func @kda_bf16
+// PIPE: family "kda_conv_gate"
+// PIPE-COUNT-2: k3.l2norm_inv
+// PIPE: family "kda_chunk"
+// PIPE-COUNT-2: k3.l2norm %{{.*}}, inv_norm
+// NOPIPE-NOT: l2norm_inv
 
 // bf16 rows normalized into f32 for a delta rule's q and k: each norm
 // becomes its reduction (k3.l2norm_inv, [T, H] f32) and its scaling
