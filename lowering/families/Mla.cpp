@@ -35,6 +35,7 @@
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <array>
 #include <cmath>
@@ -1335,6 +1336,27 @@ static void projectTokens(Grouped &gr, ThreadBlock &tb, Value olat, Value row0, 
 /// m16n8k16 MMAs a k step; the W_UV bf16 values are exact). A warp per dv /
 /// warps columns; W_UV's B fragments straight from global memory (each
 /// 32-byte sector of a row read by one warp), 4 k steps of loads in flight.
+/// K3C_MLA_COMBINE_WIDE_W=1 (opt-in until measured): W_UV's B words come
+/// from one 16-byte load a row and 32 k columns (thread quad q takes columns
+/// 8q .. 8q + 7 of the chunk: words 2s, 2s + 1 are its b0, b1 of the chunk's
+/// k step s), so the reduction runs over a permutation of each 32-column
+/// chunk: the merge stores o_lat's column r at combinePermutedCol(r), where
+/// ldmatrix reads the A fragment of that logical k. A quarter of the load
+/// instructions and whole 32-byte sectors (the pair loads use half of each);
+/// the sums are the same products in another order (not bit-identical).
+static bool combineWideW(int64_t R) {
+  return R % 32 == 0 && intFromEnv("K3C_MLA_COMBINE_WIDE_W", 0) != 0;
+}
+/// Where physical latent column r sits in the permuted o_lat tile: in its
+/// 32-column chunk, c = 8q + 4s + 2h + e -> 16s + 8h + 2q + e.
+static Value combinePermutedCol(KernelBuilder &kb, Value r) {
+  Value base = kb.mul(kb.div(r, kb.idx(32)), kb.idx(32)), c = kb.rem(r, kb.idx(32));
+  Value q = kb.div(c, kb.idx(8)), s = kb.rem(kb.div(c, kb.idx(4)), kb.idx(2));
+  Value h = kb.rem(kb.div(c, kb.idx(2)), kb.idx(2)), e = kb.rem(c, kb.idx(2));
+  return kb.add(base, kb.add(kb.add(kb.mul(s, kb.idx(16)), kb.mul(h, kb.idx(8))),
+                             kb.add(kb.mul(q, kb.idx(2)), e)));
+}
+
 static void projectTokensMma(Grouped &gr, ThreadBlock &tb, Value olHi, Value olLo, Value row0,
                              Value valid, Value head) {
   KernelBuilder &kb = gr.kb;
@@ -1344,17 +1366,35 @@ static void projectTokensMma(Grouped &gr, ThreadBlock &tb, Value olHi, Value olL
   Value n0 = kb.mul(tb.warp, cols);
   Value wRow0 = kb.add(kb.add(kb.mul(head, gr.nope + gr.dv), kb.idx(gr.nope)), kb.add(n0, grp));
   constexpr int64_t U = 4; // k steps a loop iteration
+  const bool wide = combineWideW(gr.R);
   SmallVector<Value> acc = kb.loopStep(
       kb.idx(0), kb.idx(gr.R), kb.idx(16 * U), SmallVector<Value>(tiles * 4, gr.zero),
       [&](Value k0, ValueRange in) {
-        SmallVector<Value> bw; // [u][t][2]
-        for (int64_t u = 0; u < U; ++u)
-          for (int64_t t = 0; t < tiles; ++t) {
-            Value wr = kb.add(wRow0, kb.idx(8 * t));
-            Value kc = kb.add(k0, kb.add(kb.idx(16 * u), kb.mul(quad, 2)));
-            bw.push_back(loadPairWord(kb, gr.kvb, {wr, kc}));
-            bw.push_back(loadPairWord(kb, gr.kvb, {wr, kb.add(kc, kb.idx(8))}));
-          }
+        SmallVector<Value> bw(2 * U * tiles); // [u][t][2]
+        if (wide) {
+          Type i32 = kb.b.getI32Type();
+          for (int64_t ch = 0; ch < U / 2; ++ch) // 32-column chunks: k steps 2 ch, 2 ch + 1
+            for (int64_t t = 0; t < tiles; ++t) {
+              Value wr = kb.add(wRow0, kb.idx(8 * t));
+              Value kc = kb.add(k0, kb.add(kb.idx(32 * ch), kb.mul(quad, 8)));
+              Value v = vector::LoadOp::create(kb.b, kb.loc,
+                                               VectorType::get({8}, kb.b.getBF16Type()), gr.kvb,
+                                               ValueRange{wr, kc}, false, llvm::MaybeAlign(16));
+              Value w = vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({4}, i32), v);
+              for (int64_t s2 = 0; s2 < 2; ++s2)
+                for (int64_t j = 0; j < 2; ++j)
+                  bw[((2 * ch + s2) * tiles + t) * 2 + j] =
+                      vector::ExtractOp::create(kb.b, kb.loc, w, ArrayRef<int64_t>{2 * s2 + j});
+            }
+        } else {
+          for (int64_t u = 0; u < U; ++u)
+            for (int64_t t = 0; t < tiles; ++t) {
+              Value wr = kb.add(wRow0, kb.idx(8 * t));
+              Value kc = kb.add(k0, kb.add(kb.idx(16 * u), kb.mul(quad, 2)));
+              bw[(u * tiles + t) * 2] = loadPairWord(kb, gr.kvb, {wr, kc});
+              bw[(u * tiles + t) * 2 + 1] = loadPairWord(kb, gr.kvb, {wr, kb.add(kc, kb.idx(8))});
+            }
+        }
         SmallVector<Value> c(in.begin(), in.end());
         for (int64_t u = 0; u < U; ++u) {
           Value kc = kb.add(k0, kb.add(kb.idx(16 * u), aCol));
@@ -2958,8 +2998,9 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
             Value o = kb.fdiv(acc[c], L);
             if (tc) {
               Value hi = kb.round(o, bf16);
-              kb.storeF32(hi, olHi, {tt, r});
-              kb.storeF32(kb.fsub(o, hi), olLo, {tt, r});
+              Value at = combineWideW(R) ? combinePermutedCol(kb, r) : r;
+              kb.storeF32(hi, olHi, {tt, at});
+              kb.storeF32(kb.fsub(o, hi), olLo, {tt, at});
             } else {
               kb.store(o, olat, {tt, r});
             }

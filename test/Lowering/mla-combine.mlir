@@ -19,6 +19,17 @@
 // short contexts of large batches) takes one load set (CW = 4 columns, two
 // 8-byte loads) an item, other rounds eight splits' sets at once.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=MERGE
+// K3C_MLA_COMBINE_WIDE_W=1 (opt-in): W_UV's B words from one 16-byte load a
+// row and 32 columns (a permuted reduction order: the merge stores o_lat's
+// columns permuted to match), no 4-byte pair loads in the projection.
+// RUN: env K3C_MLA_COMBINE_WIDE_W=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WIDEW
+// WIDEW: function(@k3_mla_attn_0000c0de_absorbed_combine_mma_t16)
+// WIDEW: gpu.barrier
+// WIDEW-NOT: memref<320x64xbf16>, vector<2xbf16>
+// WIDEW: vector.load {{.*}} {alignment = 16 : i64} : memref<320x64xbf16>, vector<8xbf16>
+// WIDEW-NEXT: vector.bitcast {{.*}} : vector<8xbf16> to vector<4xi32>
+// WIDEW-NOT: memref<320x64xbf16>, vector<2xbf16>
+// WIDEW: nvvm.mma.sync
 // MERGE: function(@k3_mla_attn_0000c0de_absorbed_combine_mma_t16)
 // MERGE: arith.cmpi eq, %{{.*}}, %c1{{[_0-9]*}} : index
 // MERGE-NEXT: scf.if
