@@ -41,13 +41,18 @@ tiny32 -o $D/tiny-dv32-f32 --activation-dtype=f32
 # combine (dv a multiple of 64), for up to 128 sequences.
 cp test/Runtime/Inputs/k3-tiny-dv64.json $D/
 $B/k3-mkcheckpoint --config $D/k3-tiny-dv64.json -o /tmp/k3c-ckpt-dv64 --seed 5 --quiet
-$B/k3-compile /tmp/k3c-ckpt-dv64 --target=sm_90a --max-tokens 1024 --max-seqs 128 --max-context 512 --quiet -o $D/tiny-dv64-bf16
+tiny64() { $B/k3-compile /tmp/k3c-ckpt-dv64 --target=sm_90a --max-tokens 1024 --max-seqs 128 --max-context 512 --quiet "$@"; }
+tiny64 -o $D/tiny-dv64-bf16
 python3 bench/slice-config.py .dev slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
 slice() { $B/k3-compile /tmp/slice --max-tokens 65536 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16
 mkdir -p $D/v
 bundle_variants "${VARIANTS:-}" slice $D/v/slice
+# ... and each variant's k3-tiny-dv64 (its batched MLA decode against the
+# reference in mla-decode-h200.sh), outside v/.
+mkdir -p $D/v64
+bundle_variants "${VARIANTS:-}" tiny64 $D/v64/dv64
 # BASE=COMMIT: the slice compiled by that commit's k3-compile (a worktree in
 # /tmp/k3c-base, only k3-compile built) as v/slice-base, the baseline
 # mla-decode-h200.sh compares every build with bit for bit.
@@ -60,7 +65,7 @@ if [ -n "${BASE:-}" ]; then
   /tmp/k3c-base/build/bin/k3-compile /tmp/slice --max-tokens 65536 --max-seqs 128 --max-context 33024 \
     --target=sm_90a --quiet -o $D/v/slice-base
 fi
-rm -rf $D/*/ptx $D/v/*/ptx $D/*/model.fused.mlir $D/v/*/model.fused.mlir
+rm -rf $D/*/ptx $D/v/*/ptx $D/v64/*/ptx $D/*/model.fused.mlir $D/v/*/model.fused.mlir $D/v64/*/model.fused.mlir
 printf '1,2,3\n7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24\n100\n450,1\n' > $D/batch.txt
 cp bench/mla-h200.sh bench/mla-prefill-h200.sh bench/mla-decode-h200.sh bench/ncu-mla-h200.sh bench/mla_check.py bench/mla_peer.py bench/bench_common.py $D/
 du -sh $D

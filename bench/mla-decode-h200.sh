@@ -38,8 +38,12 @@ if [ -d tiny-dv64-bf16 ]; then
   k3-mkcheckpoint --config k3-tiny-dv64.json -o /tmp/ck-dv64 --seed 5 --quiet
   for i in $(seq 1 100); do seq -s, $i $((i + 2 + i % 9)); done > /tmp/t100.txt
   for i in $(seq 1 12); do seq -s, $i $((i * 7 + 3)); done > /tmp/t12b.txt
-  for b in t100 t12b; do
-    timeout 150 k3-run tiny-dv64-bf16 --checkpoint /tmp/ck-dv64 --device cuda --batch /tmp/$b.txt --max-new-tokens 4 --check --quiet | grep -E "check:"
+  for m in tiny-dv64-bf16 v64/dv64-*; do
+    [ -d "$m" ] || continue
+    echo "-- $m"
+    for b in t100 t12b; do
+      timeout 150 k3-run $m --checkpoint /tmp/ck-dv64 --device cuda --batch /tmp/$b.txt --max-new-tokens 4 --check --quiet | grep -E "check:"
+    done
   done
 fi
 if [ -z "${NO_CMP:-}" ]; then
