@@ -590,12 +590,10 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
         kb.strided(tb, kb.idx(0), kb.idx(2 * C), [&](Value i) {
           Value which = kb.div(i, kb.idx(C)), r = kb.rem(i, kb.idx(C));
           Value row = kb.add(row0, kb.minu(r, last1));
-          Value v = kb.f32(0.0);
-          if (qs.inv && ks.inv)
-            v = kb.select(kb.ieq(which, kb.idx(0)), kb.loadF32(qs.inv, {row, h}),
-                          kb.loadF32(ks.inv, {row, h}));
-          else
-            v = kb.loadF32(qs.inv ? qs.inv : ks.inv, {row, h});
+          Value v = qs.inv && ks.inv ? kb.select(kb.ieq(which, kb.idx(0)),
+                                                  kb.loadF32(qs.inv, {row, h}),
+                                                  kb.loadF32(ks.inv, {row, h}))
+                                     : kb.loadF32(qs.inv ? qs.inv : ks.inv, {row, h});
           kb.store(v, invS, {which, r});
         });
       if (reduce[0] || reduce[1] || invS) {
@@ -1740,12 +1738,19 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // the warp's butterfly), the normalized f32 rows stored; the norm's
     // launch and the bf16 round trip of its input go away (bit-identical;
     // the default, K3C_CONV_L2NORM=0 keeps the norm's launch).
+    // Whether a per-head op of `user` (head_dim d) can run in this kernel's
+    // store: same kernel, a warp's lanes x cw channels are one head of
+    // every block's channel span, and `vecOf` allow cw-wide vectors.
+    const bool storeFusion = kb.gpu() && intFromEnv("K3C_CONV_L2NORM", 1);
+    auto inStore = [&](Operation *user, int64_t d, ArrayRef<Value> vecOf) {
+      return user->getBlock() == conv->getBlock() && d == 32 * cw &&
+             channels % (kConvThreads * cw) == 0 && (kConvThreads * cw) % d == 0 &&
+             cw == perHeadVw(kb, d, vecOf);
+    };
     L2NormOp norm;
-    if (kb.gpu() && intFromEnv("K3C_CONV_L2NORM", 1) && conv.getResult().hasOneUse())
+    if (storeFusion && conv.getResult().hasOneUse())
       if (auto l2 = dyn_cast<L2NormOp>(*conv.getResult().getUsers().begin()))
-        if (l2->getBlock() == conv->getBlock() && l2.getHeadDim() == 32 * cw &&
-            channels % (kConvThreads * cw) == 0 && (kConvThreads * cw) % l2.getHeadDim() == 0 &&
-            cw == perHeadVw(kb, l2.getHeadDim(), {st.get(l2.getInput()), st.get(l2.getResult())}))
+        if (inStore(l2, l2.getHeadDim(), {st.get(l2.getInput()), st.get(l2.getResult())}))
           norm = l2;
     if (norm)
       st.fusedAway.insert(norm);
@@ -1757,12 +1762,10 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // sum of squares (so the rule's x * inv * scale are the fused norm's
     // bits). K3C_CONV_L2NORM=0 gives the reduction its own launch.
     L2NormInvOp invOp;
-    if (!norm && kb.gpu() && intFromEnv("K3C_CONV_L2NORM", 1))
+    if (!norm && storeFusion)
       for (Operation *u : conv.getResult().getUsers())
         if (auto r = dyn_cast<L2NormInvOp>(u))
-          if (r->getBlock() == conv->getBlock() && r.getHeadDim() == 32 * cw &&
-              channels % (kConvThreads * cw) == 0 && (kConvThreads * cw) % r.getHeadDim() == 0 &&
-              cw == perHeadVw(kb, r.getHeadDim(), {y}))
+          if (inStore(r, r.getHeadDim(), {y}))
             invOp = r;
     if (invOp)
       st.fusedAway.insert(invOp);

@@ -2603,28 +2603,30 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
     const bool qabsStaged = qabsTc && intFromEnv("K3C_MLA_QABS_STAGED", 1) &&
                             R % kQabsTileCols == 0 && gr.nope % 16 == 0 && gr.qk % 8 == 0 &&
                             2 * (kQabsTileTokens * qPitch + gr.nope * wPitch) <= kSharedBudget;
-    if (qabsTc && qabsStaged)
+    auto qabsStagedTiles = [&] {
+      kb.blocks({kb.idx(gr.H), kb.idx(R / kQabsTileCols), kb.ceilDiv(Tc, kQabsTileTokens)},
+                32 * (kQabsTileTokens / 16), [&](ValueRange bid, ThreadBlock &tb) {
+                  Type bf16 = kb.b.getBF16Type();
+                  Value qs = kb.shared(tb, {kQabsTileTokens, qPitch}, bf16);
+                  Value ws = kb.shared(tb, {gr.nope, wPitch}, bf16);
+                  Value head = bid[0], local0 = kb.mul(bid[2], kQabsTileTokens);
+                  Value valid = kb.minu(kb.idx(kQabsTileTokens), kb.sub(Tc, local0));
+                  qabsMmaStaged(one, tb, kb.add(t0, local0), valid, head,
+                                kb.mul(bid[1], kQabsTileCols), qs, ws,
+                                [&](Value m, Value c, ArrayRef<Value> v) {
+                                  Value local = kb.add(local0, m);
+                                  kb.storeVec(v, qaBf, {kb.add(kb.mul(local, gr.H), head), c});
+                                });
+                },
+                0, "absorbed_qabs_mma_t64");
+    };
+    if (qabsTc)
       kb.ifThenElse(kb.ult(Tc, kb.idx(wide ? kQabsWideTokens + 1 : kCombineTokens)), qabsSmall,
                     [&] {
-        kb.blocks({kb.idx(gr.H), kb.idx(R / kQabsTileCols), kb.ceilDiv(Tc, kQabsTileTokens)},
-                  32 * (kQabsTileTokens / 16), [&](ValueRange bid, ThreadBlock &tb) {
-                    Type bf16 = kb.b.getBF16Type();
-                    Value qs = kb.shared(tb, {kQabsTileTokens, qPitch}, bf16);
-                    Value ws = kb.shared(tb, {gr.nope, wPitch}, bf16);
-                    Value head = bid[0], local0 = kb.mul(bid[2], kQabsTileTokens);
-                    Value valid = kb.minu(kb.idx(kQabsTileTokens), kb.sub(Tc, local0));
-                    qabsMmaStaged(one, tb, kb.add(t0, local0), valid, head,
-                                  kb.mul(bid[1], kQabsTileCols), qs, ws,
-                                  [&](Value m, Value c, ArrayRef<Value> v) {
-                                    Value local = kb.add(local0, m);
-                                    kb.storeVec(v, qaBf, {kb.add(kb.mul(local, gr.H), head), c});
-                                  });
-                  },
-                  0, "absorbed_qabs_mma_t64");
-      });
-    else if (qabsTc)
-      kb.ifThenElse(kb.ult(Tc, kb.idx(wide ? kQabsWideTokens + 1 : kCombineTokens)), qabsSmall,
-                    [&] {
+        if (qabsStaged) {
+          qabsStagedTiles();
+          return;
+        }
         kb.blocks({kb.idx(gr.H), kb.ceilDiv(Tc, 16)}, kMlaThreads,
                   [&](ValueRange bid, ThreadBlock &tb) {
                     Value head = bid[0], local0 = kb.mul(bid[1], 16);
