@@ -4,7 +4,8 @@
 # H200, on the bundle of bench/make-splitk-bundle.sh:
 #  * dense k3-tiny with split-K on every linear (tdense, and each
 #    tdense-NAME variant) against the reference executor: 128 one-token
-#    prompts (decode rounds of 128 tokens) and a 100-token prompt;
+#    prompts (decode rounds of 128 tokens), a 100-token prompt, and that
+#    prompt among 19 one-token prompts;
 #  * the full-width slice: each variant's logits against the default build's
 #    (128 one-token prompts, 3 new tokens: max rel, greedy tokens equal);
 #  * k3-bench of the slice's decode at 64, 96 and 128 sequences, the default
@@ -17,9 +18,12 @@ machine
 variants=$(ls -d slice-* 2>/dev/null | sed 's#^slice-##')
 k3-mkcheckpoint --config k3-tiny-dense.json -o ckpt-dense --seed 11 --quiet
 seq 1 128 > b128.txt; seq 3 102 | paste -sd, > p100.txt
+# A 100-token prompt among 19 one-token prompts (119 tokens, 20 sequences: a
+# prefill round of mixed lengths, then decode rounds of 20 tokens).
+{ cat p100.txt; seq 200 218; } > mix20.txt
 for a in $([ -n "${NO_TINY:-}" ] || echo tdense $(for n in $variants; do echo tdense-$n; done)); do
-  echo "== $a vs the reference: 128 one-token prompts, a 100-token prompt"
-  for b in b128.txt p100.txt; do
+  echo "== $a vs the reference: 128 one-token prompts, a 100-token prompt, a mixed batch of 20"
+  for b in b128.txt p100.txt mix20.txt; do
     timeout 120 k3-run $a --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
   done
 done
