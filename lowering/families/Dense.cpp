@@ -457,14 +457,17 @@ static void lowerLinearSet(KernelBuilder &kb, Value x, ArrayRef<Value> ws, Array
   // choice stands where it is already wide, or was overridden.
   if (plan.useWgmma && plan.wgmmaMedium.bn < 192 && !std::getenv("K3C_WGMMA_MEDIUM_TILE") &&
       intFromEnv("K3C_WGMMA_SET_TILE192", 1)) {
+    // K3C_WGMMA_SET_TILE: another tile for these sets (its width counted).
+    WgmmaTile t = wgmmaTileFromEnv("K3C_WGMMA_SET_TILE", WgmmaTile{128, 192, 4, 1});
     int64_t tiles192 = 0;
     for (Value w : ws)
-      tiles192 += (cast<MemRefType>(w.getType()).getDimSize(0) + 191) / 192;
+      tiles192 += (cast<MemRefType>(w.getType()).getDimSize(0) + t.bn - 1) / t.bn;
     const int64_t sms = kb.info().smCount;
     if (20 * tiles192 >= 19 * 2 * sms && tiles192 <= 2 * sms) {
-      WgmmaTile t{128, 192, 4, 1};
-      if (t.check(kb.info()).empty())
-        plan.wgmmaMedium = t;
+      if (std::string why = t.check(kb.info()); !why.empty())
+        llvm::report_fatal_error("k3c: bad K3C_WGMMA_SET_TILE: " + llvm::Twine(why),
+                                 /*gen_crash_diag=*/false);
+      plan.wgmmaMedium = t;
     }
   }
   MoreProjections more;

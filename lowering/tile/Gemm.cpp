@@ -422,7 +422,7 @@ static MmaTile tileFromEnv(const char *var, MmaTile dflt) {
   SmallVector<int64_t> f = intsFromEnv(var, {6}, "bm,bn,bk,warpsM,warpsN,stages");
   return f.empty() ? dflt : MmaTile{f[0], f[1], f[2], f[3], f[4], f[5]};
 }
-static WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt) {
+WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt) {
   SmallVector<int64_t> f = intsFromEnv(var, {3, 4}, "bm,bn,stages[,inflight]");
   if (f.empty())
     return dflt;
@@ -498,8 +498,12 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     // mlp_down's 7168 outputs would get 28 blocks and take 662 against 481).
     const int64_t wideFrom = intFromEnv("K3C_WGMMA_MEDIUM_WIDE_FROM", 2 * info.smCount);
     const bool wide = wideFrom > 0 && (O + 255) / 256 >= wideFrom;
+    // K3C_WGMMA_WIDE_TILE / K3C_WGMMA_NARROW_TILE set the wide or the
+    // other outputs' tile alone (K3C_WGMMA_MEDIUM_TILE both).
     p.wgmmaMedium = wgmmaTileFromEnv(
-        "K3C_WGMMA_MEDIUM_TILE", wide ? WgmmaTile{128, 256, 4, 1} : WgmmaTile{128, 64, 4});
+        "K3C_WGMMA_MEDIUM_TILE",
+        wide ? wgmmaTileFromEnv("K3C_WGMMA_WIDE_TILE", WgmmaTile{128, 256, 4, 1})
+             : wgmmaTileFromEnv("K3C_WGMMA_NARROW_TILE", WgmmaTile{128, 64, 4}));
     // The 32-row mma.sync tile reads W once per 32 tokens: from 33 tokens
     // the 128-row warpgroup tile (W once, rows masked) is faster everywhere,
     // and from 17 for the wide outputs, whose 128 x 256 tile streams W

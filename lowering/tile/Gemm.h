@@ -132,6 +132,10 @@ struct WgmmaTile {
   std::string check(const TargetInfo &info) const;
 };
 
+/// `dflt` with the fields of environment variable `var` when set
+/// ("bm,bn,stages[,inflight]"; a malformed value is refused by name).
+WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt);
+
 /// How y[T, O] = x[T, K] W[O, K]^T runs: the FMA tile below `mmaFrom`
 /// tokens, tensor-core tiles from there (`small` up to `smallUpTo` tokens and
 /// `medium` up to `mediumUpTo`, where few row tiles must still fill the SMs;
