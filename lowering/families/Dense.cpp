@@ -249,15 +249,35 @@ SmallVector<ScratchNeed> linearSplitNeed(Operation *op) {
   // exercise the split against the reference executor.
   if (K < intFromEnv("K3C_SPLITK_MIN_K", 4096) || O > 16384 || O % 2)
     return {};
-  // Lowered with others: a GLU's projections, a projection set (another
-  // linear of the same x).
+  // Lowered with others: a GLU's projections.
   for (Operation *u : lin.getResult().getUsers())
     if (isa<GluOp>(u))
       return {};
-  for (Operation *u : lin.getInput().getUsers())
-    if (u != op && isa<LinearOp>(u))
+  // A projection set (other linears of the same x in the block, as
+  // gemvGroups gathers them): its first linear holds the workspace for all
+  // of its columns where their 256-column tiles fit one wave (setSplitWays),
+  // the others none.
+  int64_t cols = O, tiles = (O + 255) / 256;
+  bool others = false;
+  for (Operation *u : lin.getInput().getUsers()) {
+    auto l = dyn_cast<LinearOp>(u);
+    if (!l || u == op || u->getBlock() != op->getBlock())
+      continue;
+    auto w2 = dyn_cast<RankedTensorType>(l.getWeight().getType());
+    if (!w2 || w2.getElementType() != wt.getElementType() || w2.getDimSize(1) != K ||
+        l.getType().getElementType() != lin.getType().getElementType())
+      continue;
+    if (u->isBeforeInBlock(op))
       return {};
-  return {ScratchNeed{{std::max(splitKWays(), kSplitNarrowWays) * kSplitRows, O},
+    others = true;
+    cols += w2.getDimSize(0);
+    tiles += (w2.getDimSize(0) + 255) / 256;
+    if (w2.getDimSize(0) % 2)
+      return {};
+  }
+  if (others && tiles > TargetInfo::get(Target::Gpu).smCount)
+    return {};
+  return {ScratchNeed{{std::max(splitKWays(), kSplitNarrowWays) * kSplitRows, cols},
                       Float32Type::get(op->getContext()),
                       /*deviceOnly=*/true}};
 }
@@ -429,7 +449,8 @@ DenseMap<Operation *, std::pair<Operation *, Operation *>> fuseGluPairs(Block &b
 /// one token): one tile launch for all of them on tensor cores
 /// (MoreProjections), each its own FMA tile below the tensor-core tiles (the
 /// f32 build) or where a projection does not fit the tiles.
-static void lowerLinearSet(KernelBuilder &kb, Value x, ArrayRef<Value> ws, ArrayRef<Value> ys) {
+static void lowerLinearSet(KernelBuilder &kb, Value x, ArrayRef<Value> ws, ArrayRef<Value> ys,
+                           Value splitWs) {
   auto xt = cast<MemRefType>(x.getType());
   const int64_t K = xt.getDimSize(1);
   int64_t outputsGcd = 0;
@@ -485,10 +506,44 @@ static void lowerLinearSet(KernelBuilder &kb, Value x, ArrayRef<Value> ws, Array
       else
         mmaLinear(kb, x, w, y, T, plan.large, {}, {}, m);
     };
+    // Split-K at batched decode (the set's first linear holds a workspace
+    // for all of its columns, linearSplitNeed) where the set's column tiles
+    // on the wide split tile fill less than a wave: ways = SMs / tiles (at
+    // most splitKWays()), used where that gives 3/4 of the SMs a block.
+    // mla_in's 1536 + 576 + 12288 outputs: 57 tiles of 256 split 2 ways,
+    // 114 blocks, x read once per 256 columns instead of per 64.
+    // K3C_SPLITK_SETS=0 keeps the set's tile; 2 splits every set with a
+    // workspace (small models: k3-tiny against the reference executor).
+    int64_t setTiles = 0, cols = 0;
+    for (Value w : ws) {
+      int64_t o = cast<MemRefType>(w.getType()).getDimSize(0);
+      setTiles += (o + plan.wgmmaSplit.bn - 1) / plan.wgmmaSplit.bn;
+      cols += o;
+    }
+    const int64_t sms = kb.info().smCount, setsMode = intFromEnv("K3C_SPLITK_SETS", 1);
+    const int64_t setWays =
+        std::min(splitKWays(), std::max<int64_t>(setsMode == 2 ? 2 : 0,
+                                                 sms / std::max<int64_t>(setTiles, 1)));
+    const bool setSplit = splitWs && plan.useWgmma && setsMode &&
+                          plan.wgmmaSplit.bm >= kSplitRows && setWays >= 2 &&
+                          (setsMode == 2 || 4 * setTiles * setWays >= 3 * sms) &&
+                          cast<MemRefType>(splitWs.getType()).getDimSize(1) >= cols &&
+                          cast<MemRefType>(splitWs.getType()).getDimSize(0) >= setWays * kSplitRows;
     tensorCoreTiles(
         kb, plan, T,
         [&](const MmaTile &t) { mmaLinear(kb, x, ws[0], ys[0], T, t, {}, {}, more); },
-        [&](const WgmmaTile &t) { wgmmaLinear(kb, x, ws[0], ys[0], T, t, {}, {}, more); },
+        [&](const WgmmaTile &t) {
+          if (setSplit && t.name() == plan.wgmmaMedium.name())
+            kb.ifThenElse(
+                kb.ule(T, kb.idx(kSplitRows)),
+                [&] {
+                  wgmmaLinear(kb, x, ws[0], ys[0], T, plan.wgmmaSplit, {}, {}, more, splitWs,
+                              setWays);
+                },
+                [&] { wgmmaLinear(kb, x, ws[0], ys[0], T, t, {}, {}, more); });
+          else
+            wgmmaLinear(kb, x, ws[0], ys[0], T, t, {}, {}, more);
+        },
         [&] {
           kb.ifThenElse(
               kb.ule(T, kb.idx(intFromEnv("K3C_TILE_MULTI_UPTO", 1024))),
@@ -628,7 +683,12 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
       kb.ifThenElse(
           kb.ieq(kb.dim(x, 0), kb.idx(1)),
           [&] { gemvMulti(kb, x, ws, ys, prologueFor(kb, st, lin.getInput())); },
-          [&] { lowerLinearSet(kb, x, ws, ys); });
+          [&] {
+            Value splitWs; // the set's split-K workspace (linearSplitNeed)
+            if (auto sc = st.scratch.find(op); sc != st.scratch.end() && !sc->second.empty())
+              splitWs = sc->second[0];
+            lowerLinearSet(kb, x, ws, ys, splitWs);
+          });
       return success();
     }
     if (st.fusedAway.contains(op))

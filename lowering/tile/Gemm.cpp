@@ -745,10 +745,19 @@ struct ProjectionTiles {
   /// tile's first column in it.
   struct Pick {
     Value w, y, width, n0;
+    Value off; ///< the projection's first column among all the set's columns
   };
+  /// The first column of projection i among all the set's columns.
+  int64_t offset(size_t i) const {
+    int64_t o = 0;
+    for (size_t j = 0; j < i; ++j)
+      o += widths[j];
+    return o;
+  }
+  int64_t columns() const { return offset(widths.size()); }
   Pick pick(KernelBuilder &kb, Value n0, int64_t bn) const {
     if (ws.size() == 1)
-      return {ws[0], ys[0], kb.idx(widths[0]), n0};
+      return {ws[0], ys[0], kb.idx(widths[0]), n0, kb.idx(0)};
     OpBuilder &b = kb.b;
     auto dyn = [&](Value m, bool rowsOnly) {
       auto t = cast<MemRefType>(m.getType());
@@ -758,13 +767,14 @@ struct ProjectionTiles {
       return memref::CastOp::create(b, kb.loc, to, m).getResult();
     };
     Value t = kb.div(n0, bn);
-    Pick p{dyn(ws[0], true), dyn(ys[0], false), kb.idx(widths[0]), kb.idx(0)};
+    Pick p{dyn(ws[0], true), dyn(ys[0], false), kb.idx(widths[0]), kb.idx(0), kb.idx(0)};
     for (size_t i = 1; i < ws.size(); ++i) {
       Value in = kb.ule(kb.idx(starts[i]), t);
       p.w = arith::SelectOp::create(b, kb.loc, in, dyn(ws[i], true), p.w);
       p.y = arith::SelectOp::create(b, kb.loc, in, dyn(ys[i], false), p.y);
       p.width = kb.select(in, kb.idx(widths[i]), p.width);
       p.n0 = kb.select(in, kb.idx(starts[i] * bn), p.n0);
+      p.off = kb.select(in, kb.idx(offset(i)), p.off);
     }
     p.n0 = kb.sub(n0, p.n0);
     return p;
@@ -1056,9 +1066,10 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(accN, f32));
   Value mTiles = kb.ceilDiv(T, bm);
   const bool split = static_cast<bool>(splitWs);
-  assert((!split || (!glu && more.ws.empty())) && "split-K: one plain projection");
+  assert((!split || !glu) && "split-K: plain projections");
   const int64_t ways = split ? splitWays : 1;
-  if (split && (ways < 2 || ways * kSplitRows > cast<MemRefType>(splitWs.getType()).getDimSize(0)))
+  if (split && (ways < 2 || ways * kSplitRows > cast<MemRefType>(splitWs.getType()).getDimSize(0) ||
+                proj.columns() > cast<MemRefType>(splitWs.getType()).getDimSize(1)))
     llvm::report_fatal_error("k3c: split-K of " + llvm::Twine(ways) +
                                  " ways does not fit its workspace",
                              /*gen_crash_diag=*/false);
@@ -1072,7 +1083,7 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     Value k1 = kb.minu(kb.idx(kTiles), kb.add(k0, kb.idx(kPer)));
     auto [m0, n0g] = rasterTile(kb, kb.rem(bid[0], tiles), mTiles, nTiles, bm, bn);
     ProjectionTiles::Pick pk = proj.pick(kb, n0g, bn);
-    Value w = pk.w, y = pk.y, n0 = pk.n0, limit = pk.width;
+    Value w = pk.w, y = pk.y, n0 = pk.n0, limit = pk.width, wsCol = pk.off;
 
     // The ring starts at the first 1024-byte boundary of dynamic shared
     // memory (the swizzle pattern is anchored to 1024-byte atoms).
@@ -1156,8 +1167,8 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
         for (int64_t h = 0; h < 2; ++h) {
           Value row = kb.add(rowBase, 8 * h), col = kb.add(colBase, 8 * j);
           kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, limit)), [&] {
-            storePair(kb, splitWs, {kb.add(sliceRow, row), col}, accAt(4 * j + 2 * h),
-                      accAt(4 * j + 2 * h + 1));
+            storePair(kb, splitWs, {kb.add(sliceRow, row), kb.add(wsCol, col)},
+                      accAt(4 * j + 2 * h), accAt(4 * j + 2 * h + 1));
           });
         }
       return;
@@ -1172,8 +1183,9 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   if (!split)
     return;
   // The sum of the slices, in slice order, then the epilogue: a thread per
-  // column pair (8-byte loads of each slice).
-  const int64_t pairs = O / 2;
+  // column pair (8-byte loads of each slice) of all the set's columns (each
+  // projection's width is even), stored into its projection's output.
+  const int64_t pairs = proj.columns() / 2;
   kb.blocks({kb.mul(T, kb.idx((pairs + 255) / 256))}, 256, [&](ValueRange bid, ThreadBlock &tb) {
     const int64_t perRow = (pairs + 255) / 256;
     Value row = kb.div(bid[0], perRow);
@@ -1186,7 +1198,27 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
         v0 = s ? kb.fadd(v0, p[0]) : p[0];
         v1 = s ? kb.fadd(v1, p[1]) : p[1];
       }
-      storeAccPair(kb, y, row, col, v0, v1, T, kb.idx(O), ep);
+      if (proj.ws.size() == 1) {
+        storeAccPair(kb, y, row, col, v0, v1, T, kb.idx(O), ep);
+        return;
+      }
+      // The projection holding column col: the last whose offset is <= col.
+      auto dynY = [&](Value m) {
+        auto t = cast<MemRefType>(m.getType());
+        return memref::CastOp::create(
+                   b, loc, MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                                           t.getElementType()),
+                   m)
+            .getResult();
+      };
+      Value yi = dynY(proj.ys[0]), off = kb.idx(0), width = kb.idx(proj.widths[0]);
+      for (size_t i = 1; i < proj.ws.size(); ++i) {
+        Value in = kb.ule(kb.idx(proj.offset(i)), col);
+        yi = arith::SelectOp::create(b, loc, in, dynY(proj.ys[i]), yi);
+        off = kb.select(in, kb.idx(proj.offset(i)), off);
+        width = kb.select(in, kb.idx(proj.widths[i]), width);
+      }
+      storeAccPair(kb, yi, row, kb.sub(col, off), v0, v1, T, width, ep);
     });
   }, 0, "linear_splitk_sum");
 }

@@ -381,3 +381,41 @@ func.func @split_wide(%a0: tensor<?x4096xbf16>, %a1: tensor<7168x4096xbf16>, %a2
     }
   return %r : tensor<?x7168xbf16>
 }
+
+// -----
+
+// A projection set (mla_in's shape class: 1536 + 576 + 12288 outputs of one x,
+// K = 7168): its first linear holds a [4 x 128, 14400] f32 workspace for all
+// of the set's columns, and batched decode up to 128 tokens splits the set's
+// 57 tiles of 128 x 256 two ways (114 blocks): each partial goes to its
+// projection's columns of the workspace, one launch sums the slices and
+// stores each column pair into its projection's output. K3C_SPLITK_SETS=0:
+// the set's own tile, no workspace use.
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SETSPLIT
+// RUN: env K3C_SPLITK_SETS=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SETNOSPLIT
+// SETSPLIT-LABEL: func.func @k3_set_split(%arg0: memref<?x7168xbf16>, %arg1: memref<1536x7168xbf16>, %arg2: memref<576x7168xbf16>, %arg3: memref<12288x7168xbf16>, %arg4: memref<?x1536xbf16>, %arg5: memref<512x14400xf32>, %arg6: memref<?x576xbf16>, %arg7: memref<?x12288xbf16>)
+// SETSPLIT: arith.cmpi ule, %{{.*}}, %c128
+// SETSPLIT-NEXT: scf.if
+// SETSPLIT: gpu.launch blocks({{.*}}) in (%{{.*}} = %{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256{{.*}}module(@k3_set_split_linear_wgmma_128x256x64_s4_f1_splitk2)
+// SETSPLIT: nvvm.wgmma.mma_async
+// SETSPLIT: memref.store {{.*}} : memref<512x14400xf32>
+// SETSPLIT: module(@k3_set_split_linear_splitk_sum)
+// SETSPLIT: arith.cmpi ult, %{{.*}}, %c7200 : index
+// SETSPLIT-COUNT-2: vector.load %arg5{{.*}} : memref<512x14400xf32>, vector<2xf32>
+// SETSPLIT: arith.cmpi ule, %c1536{{.*}}, %{{.*}} : index
+// SETSPLIT: arith.cmpi ule, %c2112, %{{.*}} : index
+// SETSPLIT: } else {
+// SETSPLIT: module(@k3_set_split_linear_wgmma_128x64x64_s4_f1)
+// SETNOSPLIT-LABEL: func.func @k3_set_split(
+// SETNOSPLIT-NOT: splitk
+
+func.func @set_split(%a0: tensor<?x7168xbf16>, %a1: tensor<1536x7168xbf16>, %a2: tensor<576x7168xbf16>, %a3: tensor<12288x7168xbf16>) -> (tensor<?x1536xbf16>, tensor<?x576xbf16>, tensor<?x12288xbf16>) {
+    %r:3 = k3.kernel "k3_set_split" family "mla_in" (%a0, %a1, %a2, %a3) : (tensor<?x7168xbf16>, tensor<1536x7168xbf16>, tensor<576x7168xbf16>, tensor<12288x7168xbf16>) -> (tensor<?x1536xbf16>, tensor<?x576xbf16>, tensor<?x12288xbf16>) {
+    ^bb0(%x: tensor<?x7168xbf16>, %w0: tensor<1536x7168xbf16>, %w1: tensor<576x7168xbf16>, %w2: tensor<12288x7168xbf16>):
+      %0 = k3.linear %x, %w0 : (tensor<?x7168xbf16>, tensor<1536x7168xbf16>) -> tensor<?x1536xbf16>
+      %1 = k3.linear %x, %w1 : (tensor<?x7168xbf16>, tensor<576x7168xbf16>) -> tensor<?x576xbf16>
+      %2 = k3.linear %x, %w2 : (tensor<?x7168xbf16>, tensor<12288x7168xbf16>) -> tensor<?x12288xbf16>
+      k3.yield %0, %1, %2 : tensor<?x1536xbf16>, tensor<?x576xbf16>, tensor<?x12288xbf16>
+    }
+  return %r#0, %r#1, %r#2 : tensor<?x1536xbf16>, tensor<?x576xbf16>, tensor<?x12288xbf16>
+}
