@@ -1336,7 +1336,7 @@ static void projectTokens(Grouped &gr, ThreadBlock &tb, Value olat, Value row0, 
 /// m16n8k16 MMAs a k step; the W_UV bf16 values are exact). A warp per dv /
 /// warps columns; W_UV's B fragments straight from global memory (each
 /// 32-byte sector of a row read by one warp), 4 k steps of loads in flight.
-/// K3C_MLA_COMBINE_WIDE_W=1 (opt-in until measured): W_UV's B words come
+/// K3C_MLA_COMBINE_WIDE_W (default 1; 0: the pair loads): W_UV's B words come
 /// from one 16-byte load a row and 32 k columns (thread quad q takes columns
 /// 8q .. 8q + 7 of the chunk: words 2s, 2s + 1 are its b0, b1 of the chunk's
 /// k step s), so the reduction runs over a permutation of each 32-column
@@ -1344,8 +1344,12 @@ static void projectTokens(Grouped &gr, ThreadBlock &tb, Value olat, Value row0, 
 /// ldmatrix reads the A fragment of that logical k. A quarter of the load
 /// instructions and whole 32-byte sectors (the pair loads use half of each);
 /// the sums are the same products in another order (not bit-identical).
+/// H200, slice, context 64 (docs/perf.md, session 35): mla_attn 146.8 ->
+/// 127.3 us at 128 sequences, 72.0 -> 62.4 at 64, 59.2 -> 54.2 at 32; the
+/// k3-tiny dv64 checks at 100 and 12 sequences at the same fraction of
+/// their bound (0.82, 0.64).
 static bool combineWideW(int64_t R) {
-  return R % 32 == 0 && intFromEnv("K3C_MLA_COMBINE_WIDE_W", 0) != 0;
+  return R % 32 == 0 && intFromEnv("K3C_MLA_COMBINE_WIDE_W", 1) != 0;
 }
 /// Where physical latent column r sits in the permuted o_lat tile: in its
 /// 32-column chunk, c = 8q + 4s + 2h + e -> 16s + 8h + 2q + e.

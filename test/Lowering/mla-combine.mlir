@@ -19,10 +19,15 @@
 // short contexts of large batches) takes one load set (CW = 4 columns, two
 // 8-byte loads) an item, other rounds eight splits' sets at once.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=MERGE
-// K3C_MLA_COMBINE_WIDE_W=1 (opt-in): W_UV's B words from one 16-byte load a
-// row and 32 columns (a permuted reduction order: the merge stores o_lat's
-// columns permuted to match), no 4-byte pair loads in the projection.
-// RUN: env K3C_MLA_COMBINE_WIDE_W=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WIDEW
+// W_UV's B words from one 16-byte load a row and 32 columns (a permuted
+// reduction order: the merge stores o_lat's columns permuted to match), no
+// 4-byte pair loads in the projection; K3C_MLA_COMBINE_WIDE_W=0: the pairs.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WIDEW
+// RUN: env K3C_MLA_COMBINE_WIDE_W=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIRW
+// PAIRW: function(@k3_mla_attn_0000c0de_absorbed_combine_mma_t16)
+// PAIRW: gpu.barrier
+// PAIRW: vector.load {{.*}} : memref<320x64xbf16>, vector<2xbf16>
+// PAIRW: nvvm.mma.sync
 // WIDEW: function(@k3_mla_attn_0000c0de_absorbed_combine_mma_t16)
 // WIDEW: gpu.barrier
 // WIDEW-NOT: memref<320x64xbf16>, vector<2xbf16>
@@ -162,7 +167,7 @@
 // CHECK: } else {
 // CHECK: function(@k3_mla_attn_0000c0de_absorbed_combine_mma_t16) workgroup(%{{.*}} : memref<16x72xbf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x72xbf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x18xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x17xf32, #gpu.address_space<workgroup>>)
 // CHECK: gpu.barrier
-// CHECK: vector.load {{.*}} : memref<320x64xbf16>, vector<2xbf16>
+// CHECK: vector.load {{.*}} : memref<320x64xbf16>, vector<8xbf16>
 // CHECK: nvgpu.ldmatrix {{.*}}transpose = false
 // CHECK: nvvm.mma.sync
 // CHECK: nvvm.mma.sync
