@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the bundle bench/splitk-h200.sh runs on the GPU machine, in .dev/:
 # k3-run, k3-bench, k3-mkcheckpoint; dense k3-tiny with split-K on every
-# linear deep enough (K3C_SPLITK_MIN_K=1; capacity 128 sequences) and the
+# linear and projection set deep enough (K3C_SPLITK_MIN_K=1,
+# K3C_SPLITK_SETS=2 unless a variant sets it; capacity 128 sequences) and the
 # full-width 2-layer k3-small slice (bench/slice-config.py), both compiled
 # from their configs as by default and once per variant of
 #   SPLIT_VARIANTS="NAME=VAR=VALUE[;VAR=VALUE...] ..."
@@ -11,7 +12,7 @@ source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 cp test/Runtime/Inputs/k3-tiny-dense.json $D/
 python3 bench/slice-config.py $D slice
-tdense() { K3C_SPLITK_MIN_K=1 $B/k3-compile $D/k3-tiny-dense.json --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet "$@"; }
+tdense() { K3C_SPLITK_MIN_K=1 K3C_SPLITK_SETS=${K3C_SPLITK_SETS:-2} $B/k3-compile $D/k3-tiny-dense.json --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet "$@"; }
 slice() { $B/k3-compile $D/slice.json --target=sm_90a --max-tokens 8192 --max-seqs 128 --max-context 8448 --quiet "$@"; }
 tdense -o $D/tdense
 slice -o $D/slice

@@ -23,11 +23,11 @@ rows = list(csv.reader(l for l in open('/tmp/ncu-step.csv') if l.startswith('"')
 head = rows[0]; data = [r for r in rows[1:] if r and r[0].isdigit()]
 ki, ti = head.index('Kernel Name'), head.index('gpu__time_duration.sum')
 unit = rows[1][ti] if not rows[1][0].isdigit() else 'ns'
-names = [r[ki] for r in data]; times = [float(r[ti]) for r in data]
-# The decode rounds: the launches after the last launch of the first
-# round's lm_head (the prefill round ends with it).
-lm = [i for i, n in enumerate(names) if 'lm_head' in n]
-start = lm[0] + 1 if lm else 0
+names = [r[ki] for r in data]; times = [float(r[ti].replace(',', '')) for r in data]
+# The decode rounds: from the second round's embedding launch (every round
+# starts with it; the prefill round is the first).
+emb = [i for i, n in enumerate(names) if '_embed_' in n]
+start = emb[1] if len(emb) > 1 else 0
 per = collections.OrderedDict()
 for n, t in zip(names[start:], times[start:]):
     per.setdefault(n, []).append(t)

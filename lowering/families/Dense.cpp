@@ -669,6 +669,26 @@ DenseMap<Operation *, Operation *> fuseResidualAdds(Block &body) {
   return out;
 }
 
+/// The RMSNorm that takes `mix`'s rows in the same launch on the GPU, or
+/// null: the norm is its result's only user, in the same body, neither is
+/// a one-token prologue's, and the mixed row fits a block's shared memory
+/// (32 KB). That launch (a block per row) mixes the row into shared memory
+/// in the result's type, then normalizes it from there: the same values as
+/// the two launches, without the second launch or the mixed rows' global
+/// round trip. K3C_FUSE_ATTNRES_NORM=0 keeps two launches.
+static RMSNormOp attnResNorm(AttnResOp mix, KernelBuilder &kb, const LowerState &st) {
+  if (!kb.gpu() || !mix.getResult().hasOneUse() || st.oneTokenOps.contains(mix) ||
+      !intFromEnv("K3C_FUSE_ATTNRES_NORM", 1))
+    return {};
+  auto norm = dyn_cast<RMSNormOp>(*mix.getResult().getUsers().begin());
+  if (!norm || norm->getBlock() != mix->getBlock() || st.oneTokenOps.contains(norm))
+    return {};
+  auto t = cast<RankedTensorType>(mix.getType());
+  if (t.getDimSize(1) * t.getElementTypeBitWidth() / 8 > 32768)
+    return {};
+  return norm;
+}
+
 std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto lin = dyn_cast<LinearOp>(op)) {
     if (auto it = st.gemvGroup.find(op); it != st.gemvGroup.end()) {
@@ -720,6 +740,20 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
     // One block per row: block-wide sum of squares, then the row strided.
     // At one token a GEMV prologue may compute it instead (oneTokenChains).
     Value x = st.get(norm.getInput()), w = st.get(norm.getWeight()), y = st.get(norm.getResult());
+    if (auto mix = norm.getInput().getDefiningOp<AttnResOp>(); mix && attnResNorm(mix, kb, st)) {
+      SmallVector<Value> src;
+      for (Value v : mix.getSources())
+        src.push_back(st.get(v));
+      auto t = cast<RankedTensorType>(mix.getType());
+      kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
+        Value row = kb.shared(tb, {1, t.getDimSize(1)}, t.getElementType());
+        attnResRow(kb, tb, src, bid[0], st.get(mix.getNormWeight()), st.get(mix.getProjWeight()),
+                   row, kb.idx(0), mix.getEps().convertToDouble());
+        kb.barrier(tb);
+        rmsNormRow(kb, tb, row, kb.idx(0), w, y, bid[0], norm.getEps().convertToDouble());
+      }, 0, "attn_res_rmsnorm");
+      return success();
+    }
     unlessOneTokenPrologue(kb, st, op, kb.dim(x, 0), [&] {
       kb.blocks({kb.dim(x, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
         rmsNormRow(kb, tb, x, bid[0], w, y, bid[0], norm.getEps().convertToDouble());
@@ -765,6 +799,8 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
     return success();
   }
   if (auto mix = dyn_cast<AttnResOp>(op)) {
+    if (attnResNorm(mix, kb, st))
+      return success(); // in its norm's launch
     // One block per row (attnResRow); at one token maybe a GEMV prologue.
     SmallVector<Value> src;
     for (Value v : mix.getSources())

@@ -295,6 +295,25 @@ func.func @kda_in_set(%x: tensor<?x128xbf16>, %wq: tensor<12288x128xbf16>, %wk: 
 // NORMED: arith.addf
 // UNNORMED-NOT: _normed)
 // UNNORMED-NOT: arith.cmpi ne
+// By default AttnRes and the RMSNorm that takes its rows (its result's only
+// user) share one launch on the GPU (a block per row mixes the row into a
+// shared row of the result's type, then normalizes it from there; no mixed
+// rows in global memory). K3C_FUSE_ATTNRES_NORM=0 gives each its launch.
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=RESNORM
+// RUN: env K3C_FUSE_ATTNRES_NORM=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=RESNORM2
+// RESNORM-LABEL: func.func @k3_mla_in_normed(
+// RESNORM: module(@k3_mla_in_normed_attn_res_rmsnorm) {{.*}}workgroup(%{{.*}} : memref<1x128xbf16, #gpu.address_space<workgroup>>
+// RESNORM: vector.store {{.*}} : memref<1x128xbf16, #gpu.address_space<workgroup>>
+// RESNORM: gpu.barrier
+// RESNORM: vector.load {{.*}} : memref<1x128xbf16, #gpu.address_space<workgroup>>
+// RESNORM: vector.store {{.*}} : memref<?x128xbf16>
+// RESNORM: gpu.terminator
+// RESNORM-NOT: gpu.launch {{.*}}module(@k3_mla_in_normed_kernel
+// RESNORM: module(@k3_mla_in_normed_linear_gemv1_x2)
+// RESNORM2-LABEL: func.func @k3_mla_in_normed(
+// RESNORM2: gpu.launch {{.*}}workgroup(%{{.*}} : memref<32xf32, #gpu.address_space<workgroup>>)
+// RESNORM2: gpu.launch {{.*}}workgroup(%{{.*}} : memref<8xf32, #gpu.address_space<workgroup>>)
+// RESNORM2: module(@k3_mla_in_normed_linear_gemv1_x2)
 func.func @mla_in_normed(%h: tensor<?x128xbf16>, %r: tensor<?x128xbf16>, %wn: tensor<128xbf16>, %wp: tensor<1x128xbf16>, %w: tensor<128xbf16>, %wq: tensor<384x128xbf16>, %wkv: tensor<64x128xbf16>) -> (tensor<?x384xbf16>, tensor<?x64xbf16>) {
   %o:2 = k3.kernel "k3_mla_in_normed" family "mla_in" (%h, %r, %wn, %wp, %w, %wq, %wkv) : (tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<128xbf16>, tensor<1x128xbf16>, tensor<128xbf16>, tensor<384x128xbf16>, tensor<64x128xbf16>) -> (tensor<?x384xbf16>, tensor<?x64xbf16>) {
   ^bb0(%a: tensor<?x128xbf16>, %b: tensor<?x128xbf16>, %n: tensor<128xbf16>, %p: tensor<1x128xbf16>, %nw: tensor<128xbf16>, %q: tensor<384x128xbf16>, %kv: tensor<64x128xbf16>):
