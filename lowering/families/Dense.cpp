@@ -254,9 +254,9 @@ SmallVector<ScratchNeed> linearSplitNeed(Operation *op) {
     if (isa<GluOp>(u))
       return {};
   // A projection set (other linears of the same x in the block, as
-  // gemvGroups gathers them): its first linear holds the workspace for all
-  // of its columns where their 256-column tiles fit one wave (setSplitWays),
-  // the others none.
+  // gemvGroups gathers them): with K3C_SPLITK_SETS (lowerLinearSet), its
+  // first linear holds the workspace for all of its columns where their
+  // 256-column tiles fit one wave, the others none.
   int64_t cols = O, tiles = (O + 255) / 256;
   bool others = false;
   for (Operation *u : lin.getInput().getUsers()) {
@@ -275,7 +275,7 @@ SmallVector<ScratchNeed> linearSplitNeed(Operation *op) {
     if (w2.getDimSize(0) % 2)
       return {};
   }
-  if (others && tiles > TargetInfo::get(Target::Gpu).smCount)
+  if (others && (!intFromEnv("K3C_SPLITK_SETS", 0) || tiles > TargetInfo::get(Target::Gpu).smCount))
     return {};
   return {ScratchNeed{{std::max(splitKWays(), kSplitNarrowWays) * kSplitRows, cols},
                       Float32Type::get(op->getContext()),
@@ -512,15 +512,18 @@ static void lowerLinearSet(KernelBuilder &kb, Value x, ArrayRef<Value> ws, Array
     // most splitKWays()), used where that gives 3/4 of the SMs a block.
     // mla_in's 1536 + 576 + 12288 outputs: 57 tiles of 256 split 2 ways,
     // 114 blocks, x read once per 256 columns instead of per 64.
-    // K3C_SPLITK_SETS=0 keeps the set's tile; 2 splits every set with a
-    // workspace (small models: k3-tiny against the reference executor).
+    // Opt-in (K3C_SPLITK_SETS=1; 2 splits every set with a workspace, for
+    // small models against the reference executor): on the H200 (slice, 128
+    // tokens, docs/perf.md, session 35) mla_in 92.8 -> 89.9 us, but the
+    // mla_q_up launch after it 37.8 -> 39.6 and the step within its noise;
+    // the 2-way split changes mla_in's sums (not bit-identical).
     int64_t setTiles = 0, cols = 0;
     for (Value w : ws) {
       int64_t o = cast<MemRefType>(w.getType()).getDimSize(0);
       setTiles += (o + plan.wgmmaSplit.bn - 1) / plan.wgmmaSplit.bn;
       cols += o;
     }
-    const int64_t sms = kb.info().smCount, setsMode = intFromEnv("K3C_SPLITK_SETS", 1);
+    const int64_t sms = kb.info().smCount, setsMode = intFromEnv("K3C_SPLITK_SETS", 0);
     const int64_t setWays =
         std::min(splitKWays(), std::max<int64_t>(setsMode == 2 ? 2 : 0,
                                                  sms / std::max<int64_t>(setTiles, 1)));

@@ -1994,78 +1994,31 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
           // the taps together, then y and the new window (old rows 1..W-2,
           // the input). The same products and sums, in the same order, as the
           // general path's one step (bit-identical).
-          //
-          // Several channel groups a thread at once (K3C_CONV_DECODE_UNROLL,
-          // default 2: a thread's sweeps c, c + threads cw, ...): every
-          // group's loads are issued before the first's outputs, so a thread
-          // keeps that many times the bytes in flight (the decode kernel runs
-          // two blocks an SM; one group at a time it read at a fraction of
-          // DRAM bandwidth). Groups past the block's span load the first
-          // group's addresses and store nothing; the span is whole warps'
-          // groups, so a warp's lanes agree (the fused norm's warp sum).
-          auto oneToken = [&](ArrayRef<Value> cgs, ArrayRef<Value> oks) {
-            struct In {
-              SmallVector<SmallVector<Value>> sv;
-              SmallVector<Value> xv;
-              SmallVector<SmallVector<Value>> taps;
-            };
-            SmallVector<In> in(cgs.size());
-            for (size_t g = 0; g < cgs.size(); ++g) {
-              Value c = cgs[g], sc = kb.add(off, c);
-              for (int64_t i = 0; i < W - 1; ++i)
-                in[g].sv.push_back(kb.loadVec(state, {cs.n, kb.idx(i), sc}, cw));
-              in[g].xv = kb.loadVec(x, {cs.start, c}, cw);
-              for (int64_t e = 0; e < cw; ++e) {
-                in[g].taps.emplace_back();
-                for (int64_t j = 0; j < W; ++j)
-                  in[g].taps[e].push_back(
-                      kb.loadF32(w, {kb.add(c, kb.idx(e)), kb.idx(0), kb.idx(j)}));
-              }
+          auto oneToken = [&](Value c) {
+            Value sc = kb.add(off, c);
+            SmallVector<SmallVector<Value>> sv;
+            for (int64_t i = 0; i < W - 1; ++i)
+              sv.push_back(kb.loadVec(state, {cs.n, kb.idx(i), sc}, cw));
+            SmallVector<Value> xv = kb.loadVec(x, {cs.start, c}, cw);
+            SmallVector<Value> out;
+            for (int64_t e = 0; e < cw; ++e) {
+              SmallVector<Value> taps;
+              for (int64_t j = 0; j < W; ++j)
+                taps.push_back(kb.loadF32(w, {kb.add(c, kb.idx(e)), kb.idx(0), kb.idx(j)}));
+              SmallVector<Value> window;
+              for (int64_t j = 0; j < W - 1; ++j)
+                window.push_back(sv[j][e]);
+              out.push_back(convOut(taps, window, xv[e]));
             }
-            for (size_t g = 0; g < cgs.size(); ++g) {
-              Value c = cgs[g], sc = kb.add(off, c);
-              SmallVector<Value> out;
-              for (int64_t e = 0; e < cw; ++e) {
-                SmallVector<Value> window;
-                for (int64_t j = 0; j < W - 1; ++j)
-                  window.push_back(in[g].sv[j][e]);
-                out.push_back(convOut(in[g].taps[e], window, in[g].xv[e]));
-              }
-              emit(tb, out, cs.start, c, oks[g]);
-              auto store = [&] {
-                for (int64_t r = 0; r < W - 1; ++r)
-                  kb.storeVec(r + 1 < W - 1 ? in[g].sv[r + 1] : in[g].xv, state,
-                              {cs.n, kb.idx(r), sc});
-              };
-              if (oks[g])
-                kb.ifThen(oks[g], store);
-              else
-                store();
-            }
+            emit(tb, out, cs.start, c, Value());
+            for (int64_t r = 0; r < W - 1; ++r)
+              kb.storeVec(r + 1 < W - 1 ? sv[r + 1] : xv, state, {cs.n, kb.idx(r), sc});
           };
-          const bool one = spread && U == 1 && intFromEnv("K3C_CONV_DECODE_ONE", 1);
-          const int64_t groups =
-              one ? std::max<int64_t>(1, intFromEnv("K3C_CONV_DECODE_UNROLL", 2)) : 1;
-          const int64_t sweep = tb.threads * cw;
-          kb.loopStep(kb.add(c0, kb.mul(tb.tid, cw)), cEnd, kb.idx(groups * sweep), [&](Value c) {
-            if (!one) {
+          kb.loopStep(kb.add(c0, kb.mul(tb.tid, cw)), cEnd, kb.idx(tb.threads * cw), [&](Value c) {
+            if (spread && U == 1 && intFromEnv("K3C_CONV_DECODE_ONE", 1))
+              kb.ifThenElse(kb.ieq(cs.len, kb.idx(1)), [&] { oneToken(c); }, [&] { general(c); });
+            else
               general(c);
-              return;
-            }
-            SmallVector<Value> cgs{c}, oks{Value()};
-            for (int64_t g = 1; g < groups; ++g) {
-              Value cg = kb.add(c, kb.idx(g * sweep));
-              Value ok = kb.ult(cg, cEnd);
-              cgs.push_back(kb.select(ok, cg, c));
-              oks.push_back(ok);
-            }
-            kb.ifThenElse(
-                kb.ieq(cs.len, kb.idx(1)), [&] { oneToken(cgs, oks); },
-                [&] {
-                  general(c);
-                  for (int64_t g = 1; g < groups; ++g)
-                    kb.ifThen(oks[g], [&] { general(cgs[g]); });
-                });
           });
         });
       }, stageBytes, staged ? name + "_staged" : name);

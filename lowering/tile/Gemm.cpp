@@ -498,11 +498,17 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     // mlp_down's 7168 outputs would get 28 blocks and take 662 against 481).
     const int64_t wideFrom = intFromEnv("K3C_WGMMA_MEDIUM_WIDE_FROM", 2 * info.smCount);
     const bool wide = wideFrom > 0 && (O + 255) / 256 >= wideFrom;
+    // The wide tile keeps no group in flight: its four stages then hold
+    // three tiles of W in flight instead of two (these launches stream
+    // weights; the MMAs of a stage take about half of its copy time). H200,
+    // slice, 128 tokens, two rounds (docs/perf.md, session 35): lm_head
+    // 708 -> 699 us, mlp_in 616 -> 602, the step graph 2.730 -> 2.705 ms,
+    // logits bit-identical.
     // K3C_WGMMA_WIDE_TILE / K3C_WGMMA_NARROW_TILE set the wide or the
     // other outputs' tile alone (K3C_WGMMA_MEDIUM_TILE both).
     p.wgmmaMedium = wgmmaTileFromEnv(
         "K3C_WGMMA_MEDIUM_TILE",
-        wide ? wgmmaTileFromEnv("K3C_WGMMA_WIDE_TILE", WgmmaTile{128, 256, 4, 1})
+        wide ? wgmmaTileFromEnv("K3C_WGMMA_WIDE_TILE", WgmmaTile{128, 256, 4, 0})
              : wgmmaTileFromEnv("K3C_WGMMA_NARROW_TILE", WgmmaTile{128, 64, 4}));
     // The 32-row mma.sync tile reads W once per 32 tokens: from 33 tokens
     // the 128-row warpgroup tile (W once, rows masked) is faster everywhere,
@@ -529,7 +535,9 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     const bool shallow = K <= 2 * WgmmaTile::bk && O >= 4096 && gcdO % 128 == 0;
     const WgmmaTile prefillTile = shallow ? WgmmaTile{128, 128, 2, 0} : WgmmaTile{128, 256, 4};
     p.wgmma = wgmmaTileFromEnv("K3C_WGMMA_TILE", prefillTile);
-    p.wgmmaSplit = wgmmaTileFromEnv("K3C_SPLITK_TILE", WgmmaTile{128, 256, 4, 1});
+    // The split tile too (mlp_down 307 -> 300 us, mla_out 74.3 -> 73.0 at
+    // 128 tokens, same call; bit-identical).
+    p.wgmmaSplit = wgmmaTileFromEnv("K3C_SPLITK_TILE", WgmmaTile{128, 256, 4, 0});
     for (const WgmmaTile *t : {&p.wgmmaMedium, &p.wgmma, &p.wgmmaSplit})
       if (std::string why = t->check(info); !why.empty())
         llvm::report_fatal_error(llvm::Twine("k3c: bad wgmma tile ") + t->name() + ": " + why,

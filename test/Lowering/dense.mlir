@@ -12,16 +12,22 @@
 // Batched decode (65..256 tokens) takes the 128 x 256 tile too where the
 // output has 256-column tiles for 2 blocks an SM (K3C_WGMMA_MEDIUM_WIDE_FROM,
 // default 2 x 132: lm_head, mlp_in on K3's shapes); this 128-wide output has
-// one, so only a threshold of 1 makes it wide. Medium and large tile are then
-// the same: one branch above 16 tokens (wide outputs leave the 32-row
-// mma.sync tile from 17 tokens), one kernel.
+// one, so only a threshold of 1 makes it wide. Wide outputs leave the 32-row
+// mma.sync tile from 17 tokens; up to 256 tokens their 128 x 256 tile keeps
+// no wgmma group in flight (three of its four stages' copies in flight:
+// these launches stream weights), above it the prefill tile keeps one.
 // WIDE: arith.cmpi ule, %{{.*}}, %c16
 // WIDE-NEXT: scf.if
 // WIDE: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_mma_32x64x64_s6)
 // WIDE: } else {
-// WIDE-NOT: arith.cmpi ule, %{{.*}}, %c256
 // WIDE-NOT: wgmma_128x64x64
+// WIDE: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4)
+// WIDE: nvvm.cp.async.wait.group 2
+// WIDE: nvvm.wgmma.wait.group.sync.aligned 0
+// WIDE: } else {
 // WIDE: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1)
+// WIDE: nvvm.cp.async.wait.group 1
+// WIDE: nvvm.wgmma.wait.group.sync.aligned 1
 // WIDE-NOT: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma
 // WIDE: return
 // FIT0: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) module(@k3_mlp_down_{{[0-9a-f]+}}_linear_gemv1) {{.*}} workgroup(%{{.*}} : memref<8x4xf32, #gpu.address_space<workgroup>>)
@@ -354,7 +360,7 @@ func.func @kda_out_normed(%x: tensor<?x256xbf16>, %g: tensor<?x256xbf16>, %w: te
 // SPLITWIDE-LABEL: func.func @k3_split_wide(%arg0: memref<?x4096xbf16>, %arg1: memref<7168x4096xbf16>, %arg2: memref<?x7168xbf16>, %arg3: memref<512x7168xf32>, %arg4: memref<?x7168xbf16>)
 // SPLITWIDE: arith.cmpi ule, %{{.*}}, %c128
 // SPLITWIDE-NEXT: scf.if
-// SPLITWIDE: dynamic_shared_memory_size %c197632_i32 module(@k3_split_wide_linear_wgmma_128x256x64_s4_f1_splitk4)
+// SPLITWIDE: dynamic_shared_memory_size %c197632_i32 module(@k3_split_wide_linear_wgmma_128x256x64_s4_splitk4)
 // SPLITWIDE: module(@k3_split_wide_linear_splitk_sum)
 // SPLITWIDE-COUNT-4: vector.load %arg3{{.*}} : memref<512x7168xf32>, vector<2xf32>
 // SPLITWIDE: } else {
@@ -408,14 +414,14 @@ func.func @split_wide(%a0: tensor<?x4096xbf16>, %a1: tensor<7168x4096xbf16>, %a2
 // of the set's columns, and batched decode up to 128 tokens splits the set's
 // 57 tiles of 128 x 256 two ways (114 blocks): each partial goes to its
 // projection's columns of the workspace, one launch sums the slices and
-// stores each column pair into its projection's output. K3C_SPLITK_SETS=0:
-// the set's own tile, no workspace use.
-// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SETSPLIT
-// RUN: env K3C_SPLITK_SETS=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SETNOSPLIT
+// stores each column pair into its projection's output. Opt-in
+// (K3C_SPLITK_SETS=1); by default the set's own tile and no workspace.
+// RUN: env K3C_SPLITK_SETS=1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SETSPLIT
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SETNOSPLIT
 // SETSPLIT-LABEL: func.func @k3_set_split(%arg0: memref<?x7168xbf16>, %arg1: memref<1536x7168xbf16>, %arg2: memref<576x7168xbf16>, %arg3: memref<12288x7168xbf16>, %arg4: memref<?x1536xbf16>, %arg5: memref<512x14400xf32>, %arg6: memref<?x576xbf16>, %arg7: memref<?x12288xbf16>)
 // SETSPLIT: arith.cmpi ule, %{{.*}}, %c128
 // SETSPLIT-NEXT: scf.if
-// SETSPLIT: gpu.launch blocks({{.*}}) in (%{{.*}} = %{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256{{.*}}module(@k3_set_split_linear_wgmma_128x256x64_s4_f1_splitk2)
+// SETSPLIT: gpu.launch blocks({{.*}}) in (%{{.*}} = %{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256{{.*}}module(@k3_set_split_linear_wgmma_128x256x64_s4_splitk2)
 // SETSPLIT: nvvm.wgmma.mma_async
 // SETSPLIT: memref.store {{.*}} : memref<512x14400xf32>
 // SETSPLIT: module(@k3_set_split_linear_splitk_sum)
@@ -426,6 +432,7 @@ func.func @split_wide(%a0: tensor<?x4096xbf16>, %a1: tensor<7168x4096xbf16>, %a2
 // SETSPLIT: } else {
 // SETSPLIT: module(@k3_set_split_linear_wgmma_128x64x64_s4_f1)
 // SETNOSPLIT-LABEL: func.func @k3_set_split(
+// SETNOSPLIT-NOT: 14400
 // SETNOSPLIT-NOT: splitk
 
 func.func @set_split(%a0: tensor<?x7168xbf16>, %a1: tensor<1536x7168xbf16>, %a2: tensor<576x7168xbf16>, %a3: tensor<12288x7168xbf16>) -> (tensor<?x1536xbf16>, tensor<?x576xbf16>, tensor<?x12288xbf16>) {

@@ -314,34 +314,6 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // CONV: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
 // CONV: vector.load %{{.*}} : memref<128xf32>, vector<4xf32>
 // CONV: vector.store %{{.*}} : memref<?x128xf32>, vector<4xf32>
-// The decode convolution's one-token path takes two channel groups a thread
-// at once (K3C_CONV_DECODE_UNROLL, default 2): both groups' window rows and
-// inputs are loaded before the first group's output is stored; the second
-// group's stores are guarded (past the block's span it loads the first's
-// addresses). K3C_CONV_DECODE_UNROLL=1: one group at a time.
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVU
-// RUN: env K3C_CONV_DECODE_UNROLL=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVU1
-// CONVU: module(@k3_kda_conv_gate_test_short_conv_decode)
-// CONVU: scf.for {{.*}} step %c2048
-// CONVU: arith.cmpi eq
-// CONVU-NEXT: scf.if
-// CONVU-COUNT-3: vector.load %{{.*}} : memref<?x3x384xbf16>, vector<4xbf16>
-// CONVU: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
-// CONVU-COUNT-3: vector.load %{{.*}} : memref<?x3x384xbf16>, vector<4xbf16>
-// CONVU: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
-// CONVU-NOT: vector.load
-// CONVU: vector.store %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
-// CONVU-COUNT-3: vector.store %{{.*}} : memref<?x3x384xbf16>, vector<4xbf16>
-// CONVU: scf.if
-// CONVU: vector.store %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
-// CONVU1: module(@k3_kda_conv_gate_test_short_conv_decode)
-// CONVU1: scf.for {{.*}} step %c1024
-// CONVU1: arith.cmpi eq
-// CONVU1-NEXT: scf.if
-// CONVU1-COUNT-3: vector.load %{{.*}} : memref<?x3x384xbf16>, vector<4xbf16>
-// CONVU1: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
-// CONVU1-NOT: vector.load %{{.*}} : memref<?x3x384xbf16>
-// CONVU1: vector.store %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
 // K3C_FUSE_GATE=1 (off by default: measured slower): the gate's logits come
 // from a linear used by nothing else, so from the tensor-core token counts
 // the linear's tiles compute the gate in their store (the accumulators
