@@ -2036,28 +2036,38 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // A block per (sequence, 256 channels); the sequence's first row summed
     // by the warps' lanes. Sequences of one tile (at most kConvTokens
     // tokens) wrote their window in launch 1.
+    // On the GPU the launch is skipped where the launch has at most
+    // kConvTokens tokens (no sequence is longer than a tile: decode of up
+    // to 32 sequences), so the step graph holds no launch of blocks that
+    // would all return at once.
     const int64_t winBlocks = kb.gpu() ? (channels + kConvThreads - 1) / kConvThreads : 1;
-    kb.blocks({kb.dim(lens, 0), kb.idx(winBlocks)}, kConvThreads, [&](ValueRange bid,
-                                                                     ThreadBlock &tb) {
-      Value n = bid[0];
-      Value len = kb.seqLen(lens, n);
-      kb.ifThen(kb.ult(kb.idx(TB), len), [&] {
-        Value start = kb.seqOffset(tb, lens, n);
-        const int64_t span = kb.gpu() ? kConvThreads : channels;
-        Value c0 = kb.mul(bid[1], span);
-        kb.strided(tb, c0, kb.minu(kb.idx(channels), kb.add(c0, span)), [&](Value c) {
-          Value sc = kb.add(off, c);
-          kb.loop(kb.idx(0), Wm1, [&](Value r) {
-            Value ci = kb.add(len, r);
-            Value fromOld = kb.ult(ci, Wm1);
-            Value v = kb.ifElse(
-                fromOld, [&] { return kb.loadF32(state, {n, ci, sc}); },
-                [&] { return kb.loadF32(x, {kb.add(start, kb.sub(ci, Wm1)), c}); });
-            kb.storeF32(v, state, {n, r, sc});
+    auto windowLaunch = [&] {
+      kb.blocks({kb.dim(lens, 0), kb.idx(winBlocks)}, kConvThreads, [&](ValueRange bid,
+                                                                       ThreadBlock &tb) {
+        Value n = bid[0];
+        Value len = kb.seqLen(lens, n);
+        kb.ifThen(kb.ult(kb.idx(TB), len), [&] {
+          Value start = kb.seqOffset(tb, lens, n);
+          const int64_t span = kb.gpu() ? kConvThreads : channels;
+          Value c0 = kb.mul(bid[1], span);
+          kb.strided(tb, c0, kb.minu(kb.idx(channels), kb.add(c0, span)), [&](Value c) {
+            Value sc = kb.add(off, c);
+            kb.loop(kb.idx(0), Wm1, [&](Value r) {
+              Value ci = kb.add(len, r);
+              Value fromOld = kb.ult(ci, Wm1);
+              Value v = kb.ifElse(
+                  fromOld, [&] { return kb.loadF32(state, {n, ci, sc}); },
+                  [&] { return kb.loadF32(x, {kb.add(start, kb.sub(ci, Wm1)), c}); });
+              kb.storeF32(v, state, {n, r, sc});
+            });
           });
         });
-      });
-    }, 0, "short_conv_window");
+      }, 0, "short_conv_window");
+    };
+    if (kb.gpu())
+      kb.ifThen(kb.ult(kb.idx(TB), kb.dim(x, 0)), windowLaunch);
+    else
+      windowLaunch();
     return success();
   }
   if (auto gate = dyn_cast<KdaGateOp>(op)) {

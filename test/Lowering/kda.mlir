@@ -314,6 +314,18 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // CONV: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
 // CONV: vector.load %{{.*}} : memref<128xf32>, vector<4xf32>
 // CONV: vector.store %{{.*}} : memref<?x128xf32>, vector<4xf32>
+// The window launch (sequences longer than a 32-token tile) runs only where
+// the launch has more than 32 tokens: on the GPU a host-side branch on T
+// skips it for decode of up to 32 sequences; the host keeps its loop.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WIN
+// RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=WINHOST
+// WIN-LABEL: func.func @k3_kda_conv_gate_test(
+// WIN: arith.cmpi ult, %c32{{.*}}, %{{.*}} : index
+// WIN-NEXT: scf.if
+// WIN-NOT: gpu.launch
+// WIN: gpu.launch {{.*}}module(@k3_kda_conv_gate_test_short_conv_window)
+// WINHOST-LABEL: func.func @k3_kda_conv_gate_test(
+// WINHOST-NOT: arith.cmpi ult, %c32{{.*}}, %dim
 // K3C_FUSE_GATE=1 (off by default: measured slower): the gate's logits come
 // from a linear used by nothing else, so from the tensor-core token counts
 // the linear's tiles compute the gate in their store (the accumulators
