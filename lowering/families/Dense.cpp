@@ -524,6 +524,10 @@ static void lowerLinearSet(KernelBuilder &kb, Value x, ArrayRef<Value> ws, Array
       cols += o;
     }
     const int64_t sms = kb.info().smCount, setsMode = intFromEnv("K3C_SPLITK_SETS", 0);
+    if (setsMode < 0 || setsMode > 2)
+      llvm::report_fatal_error("k3c: K3C_SPLITK_SETS must be 0, 1 or 2, got " +
+                                   llvm::Twine(setsMode),
+                               /*gen_crash_diag=*/false);
     const int64_t setWays =
         std::min(splitKWays(), std::max<int64_t>(setsMode == 2 ? 2 : 0,
                                                  sms / std::max<int64_t>(setTiles, 1)));

@@ -431,6 +431,8 @@ func.func @split_wide(%a0: tensor<?x4096xbf16>, %a1: tensor<7168x4096xbf16>, %a2
 // SETSPLIT: arith.cmpi ule, %c2112, %{{.*}} : index
 // SETSPLIT: } else {
 // SETSPLIT: module(@k3_set_split_linear_wgmma_128x64x64_s4_f1)
+// RUN: not env K3C_SPLITK_SETS=3 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SETSBAD
+// SETSBAD: LLVM ERROR: k3c: K3C_SPLITK_SETS must be 0, 1 or 2, got 3
 // SETNOSPLIT-LABEL: func.func @k3_set_split(
 // SETNOSPLIT-NOT: 14400
 // SETNOSPLIT-NOT: splitk
