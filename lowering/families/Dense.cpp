@@ -237,6 +237,17 @@ static void tensorCoreTiles(KernelBuilder &kb, const LinearPlan &plan, Value T,
       });
 }
 
+/// Whether `other` joins `first`'s projection set (gemvGroups: linears of
+/// one x lowered together): the same weight element type and depth and the
+/// same output element type.
+static bool sameProjectionSet(LinearOp first, LinearOp other) {
+  auto wt = dyn_cast<RankedTensorType>(first.getWeight().getType());
+  auto w = dyn_cast<RankedTensorType>(other.getWeight().getType());
+  return wt && w && w.getElementType() == wt.getElementType() &&
+         w.getDimSize(1) == wt.getDimSize(1) &&
+         other.getType().getElementType() == first.getType().getElementType();
+}
+
 SmallVector<ScratchNeed> linearSplitNeed(Operation *op) {
   auto lin = cast<LinearOp>(op);
   auto xt = cast<RankedTensorType>(lin.getInput().getType());
@@ -256,24 +267,22 @@ SmallVector<ScratchNeed> linearSplitNeed(Operation *op) {
   // A projection set (other linears of the same x in the block, as
   // gemvGroups gathers them): with K3C_SPLITK_SETS (lowerLinearSet), its
   // first linear holds the workspace for all of its columns where their
-  // 256-column tiles fit one wave, the others none.
-  int64_t cols = O, tiles = (O + 255) / 256;
+  // split tiles fit one wave, the others none.
+  const int64_t bn = splitKTile().bn;
+  int64_t cols = O, tiles = (O + bn - 1) / bn;
   bool others = false;
   for (Operation *u : lin.getInput().getUsers()) {
     auto l = dyn_cast<LinearOp>(u);
-    if (!l || u == op || u->getBlock() != op->getBlock())
-      continue;
-    auto w2 = dyn_cast<RankedTensorType>(l.getWeight().getType());
-    if (!w2 || w2.getElementType() != wt.getElementType() || w2.getDimSize(1) != K ||
-        l.getType().getElementType() != lin.getType().getElementType())
+    if (!l || u == op || u->getBlock() != op->getBlock() || !sameProjectionSet(lin, l))
       continue;
     if (u->isBeforeInBlock(op))
       return {};
-    others = true;
-    cols += w2.getDimSize(0);
-    tiles += (w2.getDimSize(0) + 255) / 256;
-    if (w2.getDimSize(0) % 2)
+    const int64_t o = cast<RankedTensorType>(l.getWeight().getType()).getDimSize(0);
+    if (o % 2)
       return {};
+    others = true;
+    cols += o;
+    tiles += (o + bn - 1) / bn;
   }
   if (others && (!intFromEnv("K3C_SPLITK_SETS", 0) || tiles > TargetInfo::get(Target::Gpu).smCount))
     return {};
@@ -638,16 +647,9 @@ DenseMap<Operation *, SmallVector<Operation *>> gemvGroups(Block &body, const Lo
   for (auto &[x, lins] : byInput) {
     SmallVector<Operation *> same;
     auto first = cast<LinearOp>(lins.front());
-    auto wt = cast<RankedTensorType>(first.getWeight().getType());
-    auto yt = cast<RankedTensorType>(first.getType());
-    for (Operation *op : lins) {
-      auto lin = cast<LinearOp>(op);
-      auto w = cast<RankedTensorType>(lin.getWeight().getType());
-      auto y = cast<RankedTensorType>(lin.getType());
-      if (w.getElementType() == wt.getElementType() && w.getDimSize(1) == wt.getDimSize(1) &&
-          y.getElementType() == yt.getElementType())
+    for (Operation *op : lins)
+      if (sameProjectionSet(first, cast<LinearOp>(op)))
         same.push_back(op);
-    }
     if (same.size() >= 2)
       out[same.front()] = same;
   }

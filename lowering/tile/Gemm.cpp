@@ -454,6 +454,8 @@ std::string WgmmaTile::check(const TargetInfo &info) const {
   return "";
 }
 
+WgmmaTile splitKTile() { return wgmmaTileFromEnv("K3C_SPLITK_TILE", WgmmaTile{128, 256, 4, 0}); }
+
 int64_t splitKWays() {
   const int64_t w = intFromEnv("K3C_SPLITK_WAYS", 4);
   if (w < 2 || w > 8)
@@ -537,7 +539,7 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     p.wgmma = wgmmaTileFromEnv("K3C_WGMMA_TILE", prefillTile);
     // The split tile too (mlp_down 307 -> 300 us, mla_out 74.3 -> 73.0 at
     // 128 tokens, same call; bit-identical).
-    p.wgmmaSplit = wgmmaTileFromEnv("K3C_SPLITK_TILE", WgmmaTile{128, 256, 4, 0});
+    p.wgmmaSplit = splitKTile();
     for (const WgmmaTile *t : {&p.wgmmaMedium, &p.wgmma, &p.wgmmaSplit})
       if (std::string why = t->check(info); !why.empty())
         llvm::report_fatal_error(llvm::Twine("k3c: bad wgmma tile ") + t->name() + ": " + why,
@@ -763,17 +765,34 @@ struct ProjectionTiles {
     return o;
   }
   int64_t columns() const { return offset(widths.size()); }
+  /// `m` cast to dynamic rows (and columns unless rowsOnly), so that the
+  /// set's projections can be selected between.
+  static Value dyn(KernelBuilder &kb, Value m, bool rowsOnly) {
+    auto t = cast<MemRefType>(m.getType());
+    auto to = MemRefType::get(
+        {ShapedType::kDynamic, rowsOnly ? t.getDimSize(1) : ShapedType::kDynamic},
+        t.getElementType());
+    return memref::CastOp::create(kb.b, kb.loc, to, m).getResult();
+  }
+  /// The projection holding column `col` of all the set's columns (the
+  /// split-K sum's): its output (dynamic), width, the column in it (n0) and
+  /// its offset; w is not set.
+  Pick pickColumn(KernelBuilder &kb, Value col) const {
+    Pick p{Value(), dyn(kb, ys[0], false), kb.idx(widths[0]), Value(), kb.idx(0)};
+    for (size_t i = 1; i < ys.size(); ++i) {
+      Value in = kb.ule(kb.idx(offset(i)), col);
+      p.y = arith::SelectOp::create(kb.b, kb.loc, in, dyn(kb, ys[i], false), p.y);
+      p.off = kb.select(in, kb.idx(offset(i)), p.off);
+      p.width = kb.select(in, kb.idx(widths[i]), p.width);
+    }
+    p.n0 = kb.sub(col, p.off);
+    return p;
+  }
   Pick pick(KernelBuilder &kb, Value n0, int64_t bn) const {
     if (ws.size() == 1)
       return {ws[0], ys[0], kb.idx(widths[0]), n0, kb.idx(0)};
     OpBuilder &b = kb.b;
-    auto dyn = [&](Value m, bool rowsOnly) {
-      auto t = cast<MemRefType>(m.getType());
-      auto to = MemRefType::get({ShapedType::kDynamic, rowsOnly ? t.getDimSize(1)
-                                                                 : ShapedType::kDynamic},
-                                t.getElementType());
-      return memref::CastOp::create(b, kb.loc, to, m).getResult();
-    };
+    auto dyn = [&](Value m, bool rowsOnly) { return ProjectionTiles::dyn(kb, m, rowsOnly); };
     Value t = kb.div(n0, bn);
     Pick p{dyn(ws[0], true), dyn(ys[0], false), kb.idx(widths[0]), kb.idx(0), kb.idx(0)};
     for (size_t i = 1; i < ws.size(); ++i) {
@@ -1210,23 +1229,8 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
         storeAccPair(kb, y, row, col, v0, v1, T, kb.idx(O), ep);
         return;
       }
-      // The projection holding column col: the last whose offset is <= col.
-      auto dynY = [&](Value m) {
-        auto t = cast<MemRefType>(m.getType());
-        return memref::CastOp::create(
-                   b, loc, MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                                           t.getElementType()),
-                   m)
-            .getResult();
-      };
-      Value yi = dynY(proj.ys[0]), off = kb.idx(0), width = kb.idx(proj.widths[0]);
-      for (size_t i = 1; i < proj.ws.size(); ++i) {
-        Value in = kb.ule(kb.idx(proj.offset(i)), col);
-        yi = arith::SelectOp::create(b, loc, in, dynY(proj.ys[i]), yi);
-        off = kb.select(in, kb.idx(proj.offset(i)), off);
-        width = kb.select(in, kb.idx(proj.widths[i]), width);
-      }
-      storeAccPair(kb, yi, row, kb.sub(col, off), v0, v1, T, width, ep);
+      ProjectionTiles::Pick pc = proj.pickColumn(kb, col);
+      storeAccPair(kb, pc.y, row, pc.n0, v0, v1, T, pc.width, ep);
     });
   }, 0, "linear_splitk_sum");
 }

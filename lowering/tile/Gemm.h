@@ -135,6 +135,9 @@ struct WgmmaTile {
 /// `dflt` with the fields of environment variable `var` when set
 /// ("bm,bn,stages[,inflight]"; a malformed value is refused by name).
 WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt);
+/// The batched-decode split-K launches' tile (LinearPlan::wgmmaSplit):
+/// K3C_SPLITK_TILE, default 128 x 256 with no wgmma group in flight.
+WgmmaTile splitKTile();
 
 /// How y[T, O] = x[T, K] W[O, K]^T runs: the FMA tile below `mmaFrom`
 /// tokens, tensor-core tiles from there (`small` up to `smallUpTo` tokens and
@@ -150,7 +153,7 @@ struct LinearPlan {
   bool useWgmma = false;
   WgmmaTile wgmmaMedium, wgmma;
   /// The batched-decode split-K launches' wide tile (wgmmaLinear's splitWs;
-  /// K3C_SPLITK_TILE, default 128 x 256, one group in flight), split
+  /// splitKTile(): K3C_SPLITK_TILE, default 128 x 256, no group in flight), split
   /// splitKWays() ways where that gives at least 3/4 of the SMs a block;
   /// else wgmmaMedium split kSplitNarrowWays ways.
   WgmmaTile wgmmaSplit;
