@@ -86,6 +86,13 @@ struct Driver {
   CUresult (*cuGraphExecDestroy)(void *);
   CUresult (*cuGraphDestroy)(void *);
   CUresult (*cuFuncGetName)(const char **, CUfunction) = nullptr; // optional (CUDA >= 12.3)
+  /// TMA tensor maps (CUDA >= 12.0; optional: only kernels built with
+  /// K3C_WGMMA_TMA ask for them).
+  CUresult (*cuTensorMapEncodeTiled)(void *, int, unsigned, void *, const uint64_t *,
+                                     const uint64_t *, const uint32_t *, const uint32_t *, int,
+                                     int, int, int) = nullptr;
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream) = nullptr;
+  CUstream mapStream = nullptr; ///< tensor-map uploads (non-blocking: legal while capturing)
   CUresult (*cuMemHostRegister)(void *, size_t, unsigned) = nullptr; // optional
   CUresult (*cuMemHostUnregister)(void *) = nullptr;
   bool capturing = false;
@@ -160,6 +167,9 @@ bool initialize(std::string &why) {
     d.cuStreamWaitEvent = nullptr;
   if (!bind(d.cuEventDestroy, "cuEventDestroy_v2"))
     d.cuEventDestroy = nullptr;
+  if (!(bind(d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled") &&
+        bind(d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")))
+    d.cuTensorMapEncodeTiled = nullptr;
   if (!(bind(d.cuMemHostRegister, "cuMemHostRegister_v2") &&
         bind(d.cuMemHostUnregister, "cuMemHostUnregister")))
     d.cuMemHostRegister = nullptr;
@@ -368,6 +378,103 @@ double Timer::seconds() const {
   return ms / 1e3;
 }
 
+std::string TensorMapRequest::key() const {
+  std::string k;
+  auto put = [&](uint64_t v) { k.append(reinterpret_cast<const char *>(&v), sizeof(v)); };
+  for (int v : {rank, dataType, interleave, swizzle, l2Promotion, oobFill})
+    put(static_cast<uint64_t>(v));
+  put(reinterpret_cast<uintptr_t>(address));
+  for (int i = 0; i < 5; ++i)
+    put(dims[i]), put(box[i]);
+  for (uint64_t v : strides)
+    put(v);
+  return k;
+}
+
+std::string tensorMapRequest(int64_t rank, const void *descriptor, int64_t dataType,
+                             int64_t interleave, int64_t swizzle, int64_t l2Promotion,
+                             int64_t oobFill, const int64_t *box, TensorMapRequest &out) {
+  // Element bytes of CUtensorMapDataType 0..12 (uint8 .. tfloat32_ftz).
+  static constexpr int64_t kBytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+  if (rank < 1 || rank > 5)
+    return "rank " + std::to_string(rank) + " (a tensor map has 1 to 5 dimensions)";
+  if (dataType < 0 || dataType > 12)
+    return "unknown tensor-map data type " + std::to_string(dataType);
+  if (interleave < 0 || interleave > 2 || swizzle < 0 || swizzle > 3 || l2Promotion < 0 ||
+      l2Promotion > 3 || oobFill < 0 || oobFill > 1)
+    return "an interleave, swizzle, L2-promotion or fill mode out of range";
+  if (!descriptor || !box)
+    return "no memref descriptor or box";
+  const int64_t elt = kBytes[dataType];
+  // {allocated, aligned, offset, sizes[rank], strides[rank]}
+  struct Head {
+    char *allocated, *aligned;
+    int64_t offset;
+  };
+  const auto *head = static_cast<const Head *>(descriptor);
+  const auto *sizes = reinterpret_cast<const int64_t *>(head + 1);
+  const int64_t *strides = sizes + rank;
+  out = TensorMapRequest{};
+  out.rank = static_cast<int>(rank);
+  out.dataType = static_cast<int>(dataType);
+  out.interleave = static_cast<int>(interleave);
+  out.swizzle = static_cast<int>(swizzle);
+  out.l2Promotion = static_cast<int>(l2Promotion);
+  out.oobFill = static_cast<int>(oobFill);
+  out.address = head->aligned + head->offset * elt;
+  if (reinterpret_cast<uintptr_t>(out.address) % 16)
+    return "the tensor's start is not 16-byte aligned";
+  if (strides[rank - 1] != 1)
+    return "the innermost dimension is not contiguous (stride " +
+           std::to_string(strides[rank - 1]) + ")";
+  for (int64_t i = 0; i < rank; ++i) {
+    const int64_t size = sizes[rank - 1 - i];
+    if (size < 0 || size > (int64_t(1) << 32))
+      return "dimension " + std::to_string(rank - 1 - i) + " of size " + std::to_string(size);
+    out.dims[i] = size ? static_cast<uint64_t>(size) : 1;
+    const int64_t b = box[rank - 1 - i];
+    if (b < 1 || b > 256)
+      return "a box of " + std::to_string(b) + " elements in dimension " +
+             std::to_string(rank - 1 - i) + " (1 to 256)";
+    out.box[i] = static_cast<uint32_t>(b);
+  }
+  for (int64_t i = 0; i + 1 < rank; ++i) {
+    const int64_t bytes = strides[rank - 2 - i] * elt;
+    if (bytes <= 0 || bytes % 16 || bytes >= (int64_t(1) << 40))
+      return "a stride of " + std::to_string(bytes) + " bytes in dimension " +
+             std::to_string(rank - 2 - i) + " (a multiple of 16 below 2^40)";
+    out.strides[i] = static_cast<uint64_t>(bytes);
+  }
+  const int64_t innerBytes = out.box[0] * elt;
+  if (innerBytes % 16)
+    return "the box's inner extent of " + std::to_string(innerBytes) +
+           " bytes is not a multiple of 16";
+  static constexpr int64_t kSpan[] = {0, 32, 64, 128};
+  if (swizzle && innerBytes > kSpan[swizzle])
+    return "the box's inner extent of " + std::to_string(innerBytes) +
+           " bytes exceeds the swizzle's " + std::to_string(kSpan[swizzle]);
+  return "";
+}
+
+namespace {
+/// Encoded tensor maps by request, in device memory (128 bytes each, in
+/// 64 KB blocks); never freed while the driver is up: CUDA graphs captured
+/// with a map keep its address.
+struct TensorMaps {
+  std::mutex m;
+  std::map<std::string, CUdeviceptr> byKey;
+  CUdeviceptr block = 0;
+  size_t used = 0;
+  static constexpr size_t kMapBytes = 128, kBlockBytes = 65536;
+};
+TensorMaps tensorMaps;
+} // namespace
+
+size_t tensorMapCount() {
+  std::lock_guard<std::mutex> g(tensorMaps.m);
+  return tensorMaps.byKey.size();
+}
+
 } // namespace k3c::rt::cuda
 
 //===----------------------------------------------------------------------===//
@@ -382,6 +489,11 @@ static void record(const char *call, int r) {
   std::lock_guard<std::mutex> g(launchMutex);
   if (launchError.empty())
     launchError = std::string(call) + " failed: " + errorText(r);
+}
+static void recordText(const std::string &what) {
+  std::lock_guard<std::mutex> g(launchMutex);
+  if (launchError.empty())
+    launchError = what;
 }
 
 /// K3C_PROFILE_LAUNCHES=1: every eager launch is timed by device events and
@@ -450,6 +562,8 @@ mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t
     return;
   if (gx == 0 || gy == 0 || gz == 0)
     return; // an empty grid (no tokens for this launch)
+  if (!launchError.empty())
+    return; // an earlier failure in this kernel entry (e.g. a refused tensor map)
   if (smem > 48 * 1024) {
     // Dynamic shared memory past the static 48 KB needs the kernel's opt-in
     // limit raised once (tensor-core GEMM tiles: up to 227 KB on sm_90).
@@ -505,6 +619,71 @@ mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t
     ++row.launches;
     row.ms += ms;
   }
+}
+
+/// The device address of the tensor map the launch code asks for (the
+/// upstream wrapper's ABI), encoded once per distinct request and kept: a
+/// launch asks for its maps every time (a cache hit), a CUDA graph captures
+/// the address. Uploads run on a stream of their own (non-blocking: legal
+/// while the runtime's stream is being captured). A failure is recorded
+/// (naming what TMA refused) and returns null; the launches of that kernel
+/// entry are then skipped.
+__attribute__((visibility("default"))) void *
+mgpuTensorMapEncodeTiledMemref(int64_t rank, void *descriptor, int64_t dataType, int64_t interleave,
+                               int64_t swizzle, int64_t l2Promotion, int64_t oobFill,
+                               int64_t *box) {
+  TensorMapRequest req;
+  if (std::string why = tensorMapRequest(rank, descriptor, dataType, interleave, swizzle,
+                                         l2Promotion, oobFill, box, req);
+      !why.empty()) {
+    recordText("TMA tensor map refused: " + why);
+    return nullptr;
+  }
+  if (!d.ready || !d.cuTensorMapEncodeTiled) {
+    recordText("TMA tensor map: this CUDA driver has no cuTensorMapEncodeTiled (CUDA 12 or "
+               "newer is needed for kernels built with K3C_WGMMA_TMA)");
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> g(tensorMaps.m);
+  const std::string key = req.key();
+  if (auto it = tensorMaps.byKey.find(key); it != tensorMaps.byKey.end())
+    return reinterpret_cast<void *>(it->second);
+  alignas(64) unsigned char map[TensorMaps::kMapBytes] = {};
+  const uint32_t elementStrides[5] = {1, 1, 1, 1, 1};
+  if (int r = d.cuTensorMapEncodeTiled(map, req.dataType, static_cast<unsigned>(req.rank),
+                                       req.address, req.dims, req.strides, req.box,
+                                       elementStrides, req.interleave, req.swizzle,
+                                       req.l2Promotion, req.oobFill)) {
+    record("cuTensorMapEncodeTiled", r);
+    return nullptr;
+  }
+  if (!tensorMaps.block || tensorMaps.used + TensorMaps::kMapBytes > TensorMaps::kBlockBytes) {
+    CUdeviceptr p = 0;
+    if (int r = d.cuMemAlloc(&p, TensorMaps::kBlockBytes)) {
+      record("cuMemAlloc (tensor maps)", r);
+      return nullptr;
+    }
+    tensorMaps.block = p;
+    tensorMaps.used = 0;
+  }
+  if (!d.mapStream) {
+    if (int r = d.cuStreamCreate(&d.mapStream, /*CU_STREAM_NON_BLOCKING*/ 1)) {
+      record("cuStreamCreate (tensor maps)", r);
+      return nullptr;
+    }
+  }
+  const CUdeviceptr at = tensorMaps.block + tensorMaps.used;
+  if (int r = d.cuMemcpyHtoDAsync(at, map, sizeof(map), d.mapStream)) {
+    record("cuMemcpyHtoDAsync (tensor map)", r);
+    return nullptr;
+  }
+  if (int r = d.cuStreamSynchronize(d.mapStream)) {
+    record("cuStreamSynchronize (tensor map)", r);
+    return nullptr;
+  }
+  tensorMaps.used += TensorMaps::kMapBytes;
+  tensorMaps.byKey.emplace(key, at);
+  return reinterpret_cast<void *>(at);
 }
 
 __attribute__((visibility("default"))) void *mgpuStreamCreate() { return d.stream; }

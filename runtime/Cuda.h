@@ -66,6 +66,35 @@ bool streamDone(const char *where);
 void allowGridDependency(bool on);
 bool gridDependencyAllowed();
 
+/// A TMA tensor map as the generated launch code asks for it
+/// (mgpuTensorMapEncodeTiledMemref: a ranked memref descriptor, a
+/// CUtensorMapDataType, interleave / swizzle / L2 promotion / out-of-bounds
+/// fill enums and the box in the memref's dimension order), in
+/// cuTensorMapEncodeTiled's terms: innermost dimension first, byte strides
+/// of the outer ones. Parsed and checked without a driver.
+struct TensorMapRequest {
+  int rank = 0, dataType = 0, interleave = 0, swizzle = 0, l2Promotion = 0, oobFill = 0;
+  void *address = nullptr; ///< the memref's aligned pointer plus its offset
+  uint64_t dims[5] = {1, 1, 1, 1, 1}, strides[4] = {0, 0, 0, 0};
+  uint32_t box[5] = {1, 1, 1, 1, 1};
+  /// Every field, for the cache of encoded maps.
+  std::string key() const;
+};
+/// Reads `descriptor` (a ranked memref descriptor of `rank` dimensions:
+/// allocated and aligned pointers, offset, sizes, strides) into `out` and
+/// checks TMA's constraints: rank 1..5, a known data type, a contiguous
+/// innermost dimension, a 16-byte aligned start, outer strides multiples of
+/// 16 bytes below 2^40, boxes of 1..256 elements a dimension whose inner
+/// extent is a multiple of 16 bytes (at most the swizzle's span). A
+/// dimension of size 0 (an empty launch, whose grid never runs) is encoded
+/// as 1. Returns "" or why the map cannot be made.
+std::string tensorMapRequest(int64_t rank, const void *descriptor, int64_t dataType,
+                             int64_t interleave, int64_t swizzle, int64_t l2Promotion,
+                             int64_t oobFill, const int64_t *box, TensorMapRequest &out);
+/// Tensor maps encoded so far (each once, in device memory; the generated
+/// launch code asks for one per launch).
+size_t tensorMapCount();
+
 /// Launch errors recorded by the mgpu* ABI (which cannot throw through
 /// generated code); checked after every kernel entry point.
 void checkLaunchError(const std::string &kernel);

@@ -3,11 +3,13 @@
 // The rendezvous on loopback with ranks as threads and as processes, its
 // error paths (world-size mismatch, a rank twice, timeouts naming the
 // address and the missing ranks, a peer that closes early, a port held by
-// something else, bad ports, unresolvable hosts), and the launcher variable
-// families with their precedence.
+// something else, bad ports, unresolvable hosts), the launcher variable
+// families with their precedence, and the TMA tensor-map requests of the
+// launch ABI.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Cuda.h"
 #include "runtime/Launcher.h"
 #include "runtime/Rendezvous.h"
 #include "support/Common.h"
@@ -28,6 +30,10 @@
 using namespace k3c;
 using namespace k3c::rt;
 using namespace std::chrono_literals;
+
+// The mgpu* ABI entry the generated launch code calls (runtime/Cuda.cpp).
+extern "C" void *mgpuTensorMapEncodeTiledMemref(int64_t, void *, int64_t, int64_t, int64_t,
+                                                int64_t, int64_t, int64_t *);
 
 namespace {
 
@@ -412,4 +418,107 @@ TEST(Launcher, LocalRankPicksTheGpu) {
   EXPECT_EQ(deviceForLocalRank(1, "6"), "") << "srun --gpus-per-task gave it one GPU already";
   EXPECT_EQ(errorOf([&] { deviceForLocalRank(2, "0,1"); }),
             "local rank 2 has no GPU: CUDA_VISIBLE_DEVICES='0,1' lists 2");
+}
+
+// TMA tensor maps (runtime/Cuda.h): the generated launch code's request read
+// from a ranked memref descriptor and checked against TMA's rules, without a
+// driver; the device-side encode is exercised on the GPU (bench/).
+namespace {
+/// A rank-2 memref descriptor as the generated code passes it.
+struct Memref2 {
+  void *allocated, *aligned;
+  int64_t offset, sizes[2], strides[2];
+};
+constexpr int64_t kBf16 = 9, kSwizzle128 = 3, kL2Promo256 = 3;
+} // namespace
+
+TEST(TensorMap, ReadsABf16OperandInnermostFirst) {
+  alignas(64) static char storage[1024];
+  Memref2 m{storage, storage, 8, {128, 7168}, {7168, 1}};
+  const int64_t box[2] = {256, 64};
+  cuda::TensorMapRequest r;
+  ASSERT_EQ(cuda::tensorMapRequest(2, &m, kBf16, 0, kSwizzle128, kL2Promo256, 0, box, r), "");
+  EXPECT_EQ(r.rank, 2);
+  EXPECT_EQ(r.address, storage + 16) << "the aligned pointer plus the offset in bytes";
+  EXPECT_EQ(r.dims[0], 7168u);
+  EXPECT_EQ(r.dims[1], 128u);
+  EXPECT_EQ(r.strides[0], 7168u * 2);
+  EXPECT_EQ(r.box[0], 64u);
+  EXPECT_EQ(r.box[1], 256u);
+  EXPECT_EQ(r.swizzle, 3);
+  EXPECT_EQ(r.l2Promotion, 3);
+
+  // An empty launch's operand (T = 0) still encodes: its grid never runs.
+  Memref2 empty{storage, storage, 0, {0, 7168}, {7168, 1}};
+  cuda::TensorMapRequest e;
+  ASSERT_EQ(cuda::tensorMapRequest(2, &empty, kBf16, 0, kSwizzle128, 0, 0, box, e), "");
+  EXPECT_EQ(e.dims[1], 1u);
+
+  // The cache key tells maps apart by every field.
+  cuda::TensorMapRequest other = r;
+  other.dims[1] = 64;
+  EXPECT_NE(r.key(), other.key());
+  other = r;
+  other.box[1] = 128;
+  EXPECT_NE(r.key(), other.key());
+  EXPECT_EQ(r.key(), cuda::TensorMapRequest(r).key());
+}
+
+TEST(TensorMap, RefusesWhatTmaCannotCopy) {
+  alignas(64) static char storage[1024];
+  const int64_t box[2] = {128, 64};
+  auto why = [&](Memref2 m, int64_t rank = 2, int64_t type = kBf16, int64_t swizzle = kSwizzle128,
+                 const int64_t *b = nullptr) {
+    cuda::TensorMapRequest r;
+    return cuda::tensorMapRequest(rank, &m, type, 0, swizzle, 0, 0, b ? b : box, r);
+  };
+  const Memref2 ok{storage, storage, 0, {100, 512}, {512, 1}};
+  EXPECT_EQ(why(ok), "");
+  Memref2 m = ok;
+  m.offset = 3;
+  EXPECT_EQ(why(m), "the tensor's start is not 16-byte aligned");
+  m = ok;
+  m.sizes[1] = 500;
+  m.strides[0] = 500 * 1 + 4; // 1008 bytes: a multiple of 16
+  EXPECT_EQ(why(m), "");
+  m.strides[0] = 501; // 1002 bytes
+  EXPECT_EQ(why(m), "a stride of 1002 bytes in dimension 0 (a multiple of 16 below 2^40)");
+  m = ok;
+  m.strides[1] = 2;
+  EXPECT_EQ(why(m), "the innermost dimension is not contiguous (stride 2)");
+  const int64_t big[2] = {512, 64};
+  EXPECT_EQ(why(ok, 2, kBf16, kSwizzle128, big),
+            "a box of 512 elements in dimension 0 (1 to 256)");
+  const int64_t wide[2] = {64, 128};
+  EXPECT_EQ(why(ok, 2, kBf16, kSwizzle128, wide),
+            "the box's inner extent of 256 bytes exceeds the swizzle's 128");
+  EXPECT_EQ(why(ok, 2, kBf16, 0, wide), "") << "no swizzle: any multiple of 16 bytes";
+  const int64_t odd[2] = {64, 4};
+  EXPECT_EQ(why(ok, 2, kBf16, 0, odd), "the box's inner extent of 8 bytes is not a multiple of 16");
+  EXPECT_EQ(why(ok, 6), "rank 6 (a tensor map has 1 to 5 dimensions)");
+  EXPECT_EQ(why(ok, 0), "rank 0 (a tensor map has 1 to 5 dimensions)");
+  EXPECT_EQ(why(ok, 2, 13), "unknown tensor-map data type 13");
+  EXPECT_EQ(why(ok, 2, kBf16, 4), "an interleave, swizzle, L2-promotion or fill mode out of range");
+}
+
+TEST(TensorMap, WithoutADriverTheLaunchCodeGetsAnError) {
+  // No GPU here (or not initialized): the ABI entry records why and returns
+  // null, and the error surfaces at the kernel entry's check.
+  if (cuda::available())
+    GTEST_SKIP() << "a GPU is initialized in this process";
+  alignas(64) static char storage[1024];
+  Memref2 m{storage, storage, 0, {100, 512}, {512, 1}};
+  const int64_t box[2] = {128, 64};
+  EXPECT_EQ(mgpuTensorMapEncodeTiledMemref(2, &m, kBf16, 0, kSwizzle128, 0, 0,
+                                           const_cast<int64_t *>(box)),
+            nullptr);
+  EXPECT_EQ(errorOf([] { cuda::checkLaunchError("k3_test"); }),
+            "kernel k3_test: TMA tensor map: this CUDA driver has no cuTensorMapEncodeTiled (CUDA "
+            "12 or newer is needed for kernels built with K3C_WGMMA_TMA)");
+  m.offset = 1;
+  EXPECT_EQ(mgpuTensorMapEncodeTiledMemref(2, &m, kBf16, 0, kSwizzle128, 0, 0,
+                                           const_cast<int64_t *>(box)),
+            nullptr);
+  EXPECT_EQ(errorOf([] { cuda::checkLaunchError("k3_test"); }),
+            "kernel k3_test: TMA tensor map refused: the tensor's start is not 16-byte aligned");
 }
