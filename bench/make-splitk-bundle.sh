@@ -7,7 +7,9 @@
 # from their configs as by default and once per variant of
 #   SPLIT_VARIANTS="NAME=VAR=VALUE[;VAR=VALUE...] ..."
 # (e.g. W4=K3C_SPLITK_WAYS=4;K3C_SPLITK_TILE=128,256,4,1) as tdense-NAME and
-# slice-NAME. Carry .dev; run: bash .dev/splitk-h200.sh
+# slice-NAME. Carry .dev; run: bash .dev/splitk-h200.sh (or, for the TMA
+# A/B with SPLIT_VARIANTS="T1=K3C_WGMMA_TMA=1 T2=K3C_WGMMA_TMA=2",
+# bash .dev/tma-h200.sh).
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 cp test/Runtime/Inputs/k3-tiny-dense.json $D/
@@ -19,5 +21,5 @@ slice -o $D/slice
 bundle_variants "${SPLIT_VARIANTS:-}" tdense $D/tdense
 bundle_variants "${SPLIT_VARIANTS:-}" slice $D/slice
 rm -rf $D/*/ptx $D/*/model.fused.mlir
-cp bench/splitk-h200.sh bench/bench_common.py $D/
+cp bench/splitk-h200.sh bench/tma-h200.sh bench/bench_common.py $D/
 du -sh $D

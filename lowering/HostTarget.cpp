@@ -59,6 +59,9 @@ LogicalResult lowerLoopsToLLVMDialect(ModuleOp loops, const std::vector<KernelIn
     bin.compilationTarget = "isa"; // PTX; the driver JITs it for the device
     pm.addPass(createGpuModuleToBinaryPass(bin));
     pm.addNestedPass<func::FuncOp>(createLowerAffinePass());
+    // TMA tensor maps made before a launch (nvgpu.tma.create.descriptor):
+    // calls of the runtime's mgpuTensorMapEncodeTiledMemref.
+    pm.addPass(createConvertNVGPUToNVVMPass());
   }
   // bf16 <-> f32 as integer ops (round to nearest even): no libgcc/compiler-rt
   // helper (__truncsfbf2) is needed at load time.

@@ -756,6 +756,7 @@ struct ProjectionTiles {
   struct Pick {
     Value w, y, width, n0;
     Value off; ///< the projection's first column among all the set's columns
+    Value map; ///< its weight's tensor map (pick's `maps`, one a projection)
   };
   /// The first column of projection i among all the set's columns.
   int64_t offset(size_t i) const {
@@ -788,15 +789,18 @@ struct ProjectionTiles {
     p.n0 = kb.sub(col, p.off);
     return p;
   }
-  Pick pick(KernelBuilder &kb, Value n0, int64_t bn) const {
+  Pick pick(KernelBuilder &kb, Value n0, int64_t bn, ArrayRef<Value> maps = {}) const {
     if (ws.size() == 1)
-      return {ws[0], ys[0], kb.idx(widths[0]), n0, kb.idx(0)};
+      return {ws[0], ys[0], kb.idx(widths[0]), n0, kb.idx(0), maps.empty() ? Value() : maps[0]};
     OpBuilder &b = kb.b;
     auto dyn = [&](Value m, bool rowsOnly) { return ProjectionTiles::dyn(kb, m, rowsOnly); };
     Value t = kb.div(n0, bn);
-    Pick p{dyn(ws[0], true), dyn(ys[0], false), kb.idx(widths[0]), kb.idx(0), kb.idx(0)};
+    Pick p{dyn(ws[0], true), dyn(ys[0], false), kb.idx(widths[0]), kb.idx(0), kb.idx(0),
+           maps.empty() ? Value() : maps[0]};
     for (size_t i = 1; i < ws.size(); ++i) {
       Value in = kb.ule(kb.idx(starts[i]), t);
+      if (!maps.empty())
+        p.map = arith::SelectOp::create(b, kb.loc, in, maps[i], p.map);
       p.w = arith::SelectOp::create(b, kb.loc, in, dyn(ws[i], true), p.w);
       p.y = arith::SelectOp::create(b, kb.loc, in, dyn(ys[i], false), p.y);
       p.width = kb.select(in, kb.idx(widths[i]), p.width);
@@ -1075,6 +1079,70 @@ Value wgmmaChainRegA(KernelBuilder &kb, Type accType, Value acc,
   return acc;
 }
 
+int64_t wgmmaTmaMode() {
+  const int64_t m = intFromEnv("K3C_WGMMA_TMA", 0);
+  if (m < 0 || m > 2)
+    llvm::report_fatal_error("k3c: K3C_WGMMA_TMA must be 0, 1 or 2, got " + llvm::Twine(m),
+                             /*gen_crash_diag=*/false);
+  return m;
+}
+
+/// Whether TMA can copy tiles of `m` (a bf16 [rows, K] operand): an identity
+/// layout (rows K elements apart, so the tensor map's row stride is K * 2
+/// bytes, a multiple of 16 for K % 8 == 0).
+static bool tmaOperand(Value m) {
+  auto t = dyn_cast<MemRefType>(m.getType());
+  return t && t.getRank() == 2 && t.getLayout().isIdentity() && t.getElementType().isBF16() &&
+         !t.isDynamicDim(1) && t.getDimSize(1) % 8 == 0 && !t.getMemorySpace();
+}
+
+/// Host side of a launch: the tensor map of bf16 operand `m` ([rows, K])
+/// for boxes of `boxRows` rows x 64 columns (one 128-byte swizzled row
+/// each), zero-filled past m's edges, as the generic pointer the kernel
+/// takes (nvgpu.tma.create.descriptor; the runtime's
+/// mgpuTensorMapEncodeTiledMemref returns the encoded map's device address).
+static Value tensorMapOf(KernelBuilder &kb, Value m, int64_t boxRows) {
+  OpBuilder &b = kb.b;
+  MLIRContext *ctx = b.getContext();
+  auto t = cast<MemRefType>(m.getType());
+  Value unranked = memref::CastOp::create(
+      b, kb.loc, UnrankedMemRefType::get(t.getElementType(), t.getMemorySpace()), m);
+  auto box = MemRefType::get({boxRows, WgmmaTile::bk}, t.getElementType(),
+                             MemRefLayoutAttrInterface{},
+                             gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  auto type = nvgpu::TensorMapDescriptorType::get(
+      ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B, nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
+      nvgpu::TensorMapOOBKind::OOB_ZERO, nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+  Value map = nvgpu::TmaCreateDescriptorOp::create(b, kb.loc, type, unranked,
+                                                   ValueRange{kb.idx(boxRows), kb.idx(WgmmaTile::bk)});
+  return UnrealizedConversionCastOp::create(b, kb.loc, LLVM::LLVMPointerType::get(ctx), map)
+      .getResult(0);
+}
+
+/// A shared-memory address (index) as the pointer the mbarrier and TMA
+/// operations take.
+static Value sharedPtr(KernelBuilder &kb, Value addr) {
+  OpBuilder &b = kb.b;
+  Value i = arith::IndexCastUIOp::create(b, kb.loc, b.getI64Type(), addr);
+  return LLVM::IntToPtrOp::create(b, kb.loc, LLVM::LLVMPointerType::get(b.getContext(), 3), i);
+}
+static Value indexI32(KernelBuilder &kb, Value index) {
+  return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), index);
+}
+
+/// One TMA tile copy: box (k column c0, row r0) of `map` into shared
+/// address `dst`, completing on mbarrier `bar`.
+static void tmaCopy(KernelBuilder &kb, Value dst, Value map, Value c0, Value r0, Value bar) {
+  // The copy's destination is a shared::cluster address (address space 7;
+  // the launch is its own cluster of one).
+  Value cluster = LLVM::AddrSpaceCastOp::create(
+      kb.b, kb.loc, LLVM::LLVMPointerType::get(kb.b.getContext(), 7), sharedPtr(kb, dst));
+  NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+      kb.b, kb.loc, cluster, map, ValueRange{indexI32(kb, c0), indexI32(kb, r0)}, bar,
+      ValueRange{}, Value(), Value(), NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false,
+      NVVM::CTAGroupKindAttr(), Value());
+}
+
 void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const WgmmaTile &tile,
                  const StoreEpilogue &ep, const GluPair &glu, const MoreProjections &more,
                  Value splitWs, int64_t splitWays) {
@@ -1103,13 +1171,40 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   const int64_t kPer = (kTiles + ways - 1) / ways;
   Value tiles = kb.mul(mTiles, kb.idx(nTiles));
 
-  kb.blocks({kb.mul(tiles, kb.idx(ways))}, threads, [&](ValueRange bid, ThreadBlock &tb) {
+  // TMA (K3C_WGMMA_TMA=1): the tensor maps, made on the host before the
+  // launch. A GluPair's tile then holds bn / 2 gate rows, then the same
+  // bn / 2 rows of up (two boxes), instead of alternating 8-row groups.
+  const int64_t tmaMode = wgmmaTmaMode();
+  bool tma = tmaMode >= 1 && kb.gpu() && tmaOperand(x) && (!glu || tmaOperand(glu.up));
+  for (Value m : proj.ws)
+    tma &= tmaOperand(m);
+  // K3C_WGMMA_TMA=2: warp-specialized. A producer warp after the consumer
+  // warpgroups issues every stage's copies as soon as its slot is released
+  // (an `empty` mbarrier a slot, one arrival a consumer warp after its
+  // wgmma group completed); the consumers wait only on the `full` barriers:
+  // no block barrier a stage, all `stages` slots in flight.
+  const bool specialized = tma && tmaMode == 2;
+  const int64_t blockThreads = threads + (specialized ? 32 : 0);
+  const int64_t consumerWarps = threads / 32;
+  const int64_t wBoxRows = glu ? bn / 2 : bn;
+  Value xMap, upMap;
+  SmallVector<Value> wMaps;
+  if (tma) {
+    xMap = tensorMapOf(kb, x, bm);
+    for (Value m : proj.ws)
+      wMaps.push_back(tensorMapOf(kb, m, wBoxRows));
+    if (glu)
+      upMap = tensorMapOf(kb, glu.up, wBoxRows);
+  }
+  const int64_t ringBytes = stages * (bm + bn) * rowBytes;
+
+  kb.blocks({kb.mul(tiles, kb.idx(ways))}, blockThreads, [&](ValueRange bid, ThreadBlock &tb) {
     // Split-K: block b takes K tiles [k0, k1) of output tile b mod tiles.
     Value part = kb.div(bid[0], tiles);
     Value k0 = kb.mul(part, kb.idx(kPer));
     Value k1 = kb.minu(kb.idx(kTiles), kb.add(k0, kb.idx(kPer)));
     auto [m0, n0g] = rasterTile(kb, kb.rem(bid[0], tiles), mTiles, nTiles, bm, bn);
-    ProjectionTiles::Pick pk = proj.pick(kb, n0g, bn);
+    ProjectionTiles::Pick pk = proj.pick(kb, n0g, bn, wMaps);
     Value w = pk.w, y = pk.y, n0 = pk.n0, limit = pk.width, wsCol = pk.off;
 
     // The ring starts at the first 1024-byte boundary of dynamic shared
@@ -1119,10 +1214,60 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     Value as = sm.view(kb, kb.idx(0), {stages, bm, bk}, bf16),
           bs = sm.view(kb, bOffset, {stages, bn, bk}, bf16);
     Value aBase = sm.address(kb, kb.idx(0)), bBase = sm.address(kb, bOffset);
+    // Prefetch distance: with a wgmma group left in flight at the end of
+    // step kt - 1, the slot step kt may refill is the one step kt - 2 read.
+    const int64_t ahead = stages - 1 - tile.inflight;
+
+    // TMA: a ring slot's mbarrier (8 bytes after the ring) completes when
+    // its stage's bytes have landed; thread 0 arms it (one arrival, the
+    // stage's bytes expected: out-of-bounds parts of a box count too, as
+    // zeros) and issues the copies, for K tiles [k0, k1) only.
+    Value isFirst = kb.ieq(tb.tid, kb.idx(0));
+    auto barrierAt = [&](Value slot) {
+      return sharedPtr(kb, sm.address(kb, kb.add(kb.idx(ringBytes), kb.mul(slot, 8))));
+    };
+    auto emptyAt = [&](Value slot) {
+      return sharedPtr(kb,
+                       sm.address(kb, kb.add(kb.idx(ringBytes + 8 * stages), kb.mul(slot, 8))));
+    };
+    auto issueTma = [&](Value kt, Value slot) {
+      kb.ifThen(kb.andi(isFirst, kb.ult(kt, k1)), [&] {
+        Value bar = barrierAt(slot);
+        NVVM::MBarrierArriveExpectTxOp::create(b, loc, Type(), bar,
+                                               kb.i32Const((bm + bn) * rowBytes),
+                                               NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
+        Value col = kb.mul(kt, bk);
+        Value bSlot = kb.add(bBase, kb.mul(slot, bn * rowBytes));
+        tmaCopy(kb, kb.add(aBase, kb.mul(slot, bm * rowBytes)), xMap, col, m0, bar);
+        if (glu) {
+          Value h0 = kb.div(n0, 2);
+          tmaCopy(kb, bSlot, pk.map, col, h0, bar);
+          tmaCopy(kb, kb.add(bSlot, kb.idx(wBoxRows * rowBytes)), upMap, col, h0, bar);
+        } else {
+          tmaCopy(kb, bSlot, pk.map, col, n0, bar);
+        }
+      });
+    };
+    if (tma) {
+      kb.ifThen(isFirst, [&] {
+        for (int64_t s = 0; s < stages; ++s) {
+          NVVM::MBarrierInitOp::create(b, loc, barrierAt(kb.idx(s)), kb.i32Const(1), Value());
+          if (specialized)
+            NVVM::MBarrierInitOp::create(b, loc, emptyAt(kb.idx(s)),
+                                         kb.i32Const(consumerWarps), Value());
+        }
+        NVVM::FenceMbarrierInitOp::create(b, loc);
+      });
+      kb.barrier(tb);
+    }
 
     // Stage: tile row r's 16-byte chunk c goes to chunk c ^ (r % 8) of its
     // 128-byte row (the 128-byte swizzle); edges zero-filled.
     auto issue = [&](Value kt, Value slot) {
+      if (tma) {
+        issueTma(kt, slot);
+        return;
+      }
       // K tiles past the block's range read nothing (zero-filled, never
       // consumed).
       kt = kb.select(kb.ult(kt, k1), kt, kb.idx(kTiles));
@@ -1134,12 +1279,32 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
                    glu ? &glu : nullptr);
       NVVM::CpAsyncCommitGroupOp::create(b, loc);
     };
-    // Prefetch distance: with a wgmma group left in flight at the end of
-    // step kt - 1, the slot step kt may refill is the one step kt - 2 read.
-    const int64_t ahead = stages - 1 - tile.inflight;
-    for (int64_t s = 0; s < ahead; ++s)
-      issue(kb.add(k0, kb.idx(s)), kb.idx(s));
+    if (!specialized)
+      for (int64_t s = 0; s < ahead; ++s)
+        issue(kb.add(k0, kb.idx(s)), kb.idx(s));
 
+    // The specialized producer: lane 0 of the last warp, stage by stage,
+    // each slot's reuse u >= 1 after the consumers released use u - 1.
+    auto produce = [&] {
+      Value me = kb.ieq(tb.tid, kb.idx(threads));
+      Value isFirstSaved = isFirst;
+      isFirst = me;
+      kb.ifThen(me, [&] {
+        kb.loop(kb.idx(0), kb.sub(k1, k0), ValueRange{}, [&](Value kt, ValueRange) {
+          Value slot = kb.rem(kt, stages);
+          kb.ifThen(kb.ule(kb.idx(stages), kt), [&] {
+            NVVM::MBarrierTryWaitParityOp::create(
+                b, loc, emptyAt(slot), indexI32(kb, kb.rem(kb.add(kb.div(kt, stages), 1), 2)),
+                kb.i32Const(10000000));
+          });
+          issueTma(kb.add(k0, kt), slot);
+          return SmallVector<Value>{};
+        });
+      });
+      isFirst = isFirstSaved;
+    };
+
+    auto consume = [&] {
     Value wg = kb.div(tb.tid, 128);
     Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
     auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
@@ -1148,24 +1313,42 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       // Stage kt landed; generic-proxy writes made visible to the async
       // proxy (wgmma reads shared memory through it); every warpgroup is
       // done with stage kt - 1 - inflight (its wgmma waited below), whose
-      // slot is refilled next.
-      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(ahead - 1));
-      NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
-                                 NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-      kb.barrier(tb);
-      Value next = kb.add(kt, ahead);
-      issue(kb.add(k0, next), kb.rem(next, stages));
+      // slot is refilled next. TMA writes through the async proxy: its
+      // stage is waited for on the slot's mbarrier (phase kt / stages).
+      if (tma) {
+        Value slot = kb.rem(kt, stages);
+        NVVM::MBarrierTryWaitParityOp::create(b, loc, barrierAt(slot),
+                                              indexI32(kb, kb.rem(kb.div(kt, stages), 2)),
+                                              kb.i32Const(10000000));
+      } else {
+        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(ahead - 1));
+        NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
+                                   NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+      }
+      if (!specialized) {
+        kb.barrier(tb);
+        Value next = kb.add(kt, ahead);
+        issue(kb.add(k0, next), kb.rem(next, stages));
+      }
       Value slot = kb.rem(kt, stages);
       Value aAddr = toI64(kb.add(aWg, kb.mul(slot, bm * rowBytes)));
       Value bAddr = toI64(kb.add(bBase, kb.mul(slot, bn * rowBytes)));
       static_assert(WgmmaTile::bk == 64, "wgmmaK64 multiplies 64-column stages");
       Value d = wgmmaK64(kb, accType, in[0], aAddr, bAddr, bn);
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(tile.inflight));
+      if (specialized) {
+        // This warp is done with stage kt - inflight: release its slot.
+        Value done = kb.sub(kt, kb.idx(tile.inflight));
+        kb.ifThen(kb.andi(kb.ule(kb.idx(tile.inflight), kt), kb.ieq(tb.lane, kb.idx(0))), [&] {
+          NVVM::MBarrierArriveOp::create(b, loc, Type(), emptyAt(kb.rem(done, stages)), Value());
+        });
+      }
       return SmallVector<Value>{d};
     })[0];
     if (tile.inflight)
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
-    NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+    if (!tma)
+      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
 
     // Epilogue: accumulator 4j + e of a thread holds row 16 (warp % 4) +
     // lane / 4 (+ 8 for e >= 2) and column 8j + 2 (lane % 4) + (e % 2) of its
@@ -1177,6 +1360,17 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     auto accAt = [&](int64_t i) {
       return LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}).getResult();
     };
+    if (glu && tma) {
+      // n8 tiles j (gate) and j + bn / 16 (up) hold hidden columns n0 / 2 + 8 j.
+      Value hBase = kb.add(kb.div(n0, 2), kb.mul(kb.rem(lane, 4), 2));
+      const int64_t up = bn / 16;
+      for (int64_t j = 0; j < bn / 16; ++j)
+        for (int64_t h = 0; h < 2; ++h)
+          storeGluPair(kb, y, kb.add(rowBase, 8 * h), kb.add(hBase, 8 * j), accAt(4 * j + 2 * h),
+                       accAt(4 * j + 2 * h + 1), accAt(4 * (j + up) + 2 * h),
+                       accAt(4 * (j + up) + 2 * h + 1), T, O, glu);
+      return;
+    }
     if (glu) {
       // n8 tiles j (gate) and j + 1 (up) hold hidden columns n0 / 2 + 4 j.
       Value hBase = kb.add(kb.div(n0, 2), kb.mul(kb.rem(lane, 4), 2));
@@ -1204,8 +1398,15 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       for (int64_t h = 0; h < 2; ++h)
         storeAccPair(kb, y, kb.add(rowBase, 8 * h), kb.add(colBase, 8 * j),
                      accAt(4 * j + 2 * h), accAt(4 * j + 2 * h + 1), T, limit, ep);
-  }, tile.sharedBytes(),
+    };
+    if (!specialized) {
+      consume();
+      return;
+    }
+    kb.ifThenElse(kb.ult(tb.tid, kb.idx(threads)), consume, produce);
+  }, tile.sharedBytes() + (tma ? (specialized ? 16 : 8) * stages : 0),
             (glu ? "linear_glu_" : ep.map ? "linear_" + ep.name + "_" : "linear_") + tile.name() +
+                (tma ? (specialized ? "_tmaws" : "_tma") : "") +
                 (split ? "_splitk" + std::to_string(ways) : ""));
   if (!split)
     return;

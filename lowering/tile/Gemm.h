@@ -132,6 +132,19 @@ struct WgmmaTile {
   std::string check(const TargetInfo &info) const;
 };
 
+/// How the warpgroup tiles (wgmmaLinear) fill their shared-memory ring
+/// (K3C_WGMMA_TMA): 0 (the default) cp.async, every thread 16 bytes a copy;
+/// 1 the TMA unit: one thread a stage issues a 2-D tensor copy of the x tile
+/// and of the W tile (a GluPair's gate and up halves: two), 128-byte
+/// swizzled by the copy itself, zero-filled past the operands' edges, which
+/// completes on the slot's mbarrier (arrive.expect_tx of the stage's bytes;
+/// the warpgroups wait on its phase parity). The tensor maps are made by the
+/// host side of the launch (nvgpu.tma.create.descriptor; the runtime's
+/// mgpuTensorMapEncodeTiledMemref encodes and caches them in device memory).
+/// Operands without an identity layout keep cp.async. Any other value is a
+/// fatal error naming it.
+int64_t wgmmaTmaMode();
+
 /// `dflt` with the fields of environment variable `var` when set
 /// ("bm,bn,stages[,inflight]"; a malformed value is refused by name).
 WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt);

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The warpgroup tiles' TMA loads (K3C_WGMMA_TMA=1: one thread issues tensor
+# copies completing on a slot's mbarrier; 2: a warp-specialized producer)
+# against cp.async on one H200, on the bundle of bench/make-splitk-bundle.sh
+# built with SPLIT_VARIANTS="T1=K3C_WGMMA_TMA=1 T2=K3C_WGMMA_TMA=2":
+#  * smoke: each variant on dense k3-tiny, one prompt, a short timeout (a
+#    hang or a launch error drops the variant from the rest of the run);
+#  * dense k3-tiny (split-K on every linear and set) against the reference
+#    executor: 128 one-token prompts, a 100-token prompt, a mixed batch of 20;
+#  * the full-width slice: each variant's logits against the default build's
+#    (128 one-token prompts and one 700-token prompt, 3 new tokens; the same
+#    sums in the same order: bit-identical expected);
+#  * k3-bench of the slice, the default and each variant alternating ROUNDS
+#    (2) times: decode at DECODE (1,64,128) sequences in the step graph and
+#    prefill at PREFILL (8192) tokens, the linear launches and the totals,
+#    into $OUT/kbench.csv.
+source "$(dirname "$0")/device-common.sh"
+machine
+variants=$(ls -d slice-* 2>/dev/null | sed 's#^slice-##')
+k3-mkcheckpoint --config k3-tiny-dense.json -o ckpt-dense --seed 11 --quiet
+seq 1 128 > b128.txt; seq 3 102 | paste -sd, > p100.txt
+{ cat p100.txt; seq 200 218; } > mix20.txt
+seq -s, 5 704 > p700.txt
+ok=""
+for n in $variants; do
+  echo "== smoke: tdense-$n, a 100-token prompt"
+  if timeout 40 k3-run tdense-$n --checkpoint ckpt-dense --device cuda --batch p100.txt --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"; then
+    ok="$ok $n"
+  else
+    echo "   tdense-$n failed or hung: dropped"
+  fi
+done
+echo "== variants that ran: ${ok:-none}"
+for a in tdense $(for n in $ok; do echo tdense-$n; done); do
+  echo "== $a vs the reference: 128 one-token prompts, a 100-token prompt, a mixed batch of 20"
+  for b in b128.txt p100.txt mix20.txt; do
+    timeout 120 k3-run $a --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
+  done
+done
+k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+echo "== slice checkpoint (${SECONDS}s)"
+for b in b128.txt p700.txt; do
+  timeout 150 k3-run slice --checkpoint /tmp/slice --device cuda --batch $b --max-new-tokens 3 --quiet --dump-logits /tmp/ref.npy > /dev/null
+  for n in $ok; do
+    timeout 150 k3-run slice-$n --checkpoint /tmp/slice --device cuda --batch $b --max-new-tokens 3 --quiet --dump-logits /tmp/x.npy > /dev/null
+    python3 -c "
+import numpy as n; a=n.load('/tmp/ref.npy').astype(n.float64); b=n.load('/tmp/x.npy')
+print('slice-$n vs default, $b x 3 steps: max rel %.2e, bit-identical %s, greedy tokens equal %.3f' % (abs(a-b).max()/abs(a).max(), bool((a==b).all()), (a.argmax(-1)==b.argmax(-1)).mean()))"
+  done
+done
+rows=${ROWS:-'lm_head|mlp_in|mlp_down|kda_in|kda_out|mla_in|mla_out|TOTAL'}
+for round in $(seq 1 ${ROUNDS:-2}); do
+  kbench base-$round slice /tmp/slice "$rows" --prefill ${PREFILL:-8192} --decode ${DECODE:-1,64,128}
+  for n in $ok; do kbench $n-$round slice-$n /tmp/slice "$rows" --prefill ${PREFILL:-8192} --decode ${DECODE:-1,64,128}; done
+done
+echo "== done (${SECONDS}s)"
