@@ -160,6 +160,13 @@ void lowerLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y,
 /// 1.65-1.68 ms); docs/perf.md.
 llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Operation *>>
 oneTokenChains(mlir::Block &body);
+/// K3C_GEMV_EARLY=1 (Gemm.h's gemvEarly): a row op (norm) whose result the
+/// next op of its body, a linear, reads as its input (and only linears
+/// read) executes griddepcontrol.launch_dependents in every block when it
+/// has one row (`rowsOf`'s dim 0), so the one-token GEMV after it is placed
+/// at once and loads its first weights while the norm runs. Nothing
+/// otherwise.
+void earlyForGemv(KernelBuilder &kb, ThreadBlock &tb, mlir::Operation *op, mlir::Value rowsOf);
 /// Emits `emit` (op's row launch over `rows` rows) unless `op` is in a
 /// one-token chain, then only for rows != 1.
 void unlessOneTokenPrologue(KernelBuilder &kb, const LowerState &st, mlir::Operation *op,

@@ -308,6 +308,14 @@ void KernelBuilder::earlyDependents(ThreadBlock &tb) {
     tb.launch->setAttr(kEarlyDependentsAttr, b.getUnitAttr());
 }
 
+void KernelBuilder::launchDependentsIf(ThreadBlock &tb, Value cond) {
+  if (!tb.launch || !info().gridDependencyControl())
+    return;
+  ifThen(cond, [&] {
+    NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::launch_dependents);
+  });
+}
+
 void KernelBuilder::prefetchL2(Value m, ValueRange indices, int64_t bytes) {
   Value ptr = pointerAt(byteAddress(m, indices), 1);
   Value size = arith::ConstantIntOp::create(b, loc, b.getI32Type(), bytes);

@@ -269,6 +269,11 @@ public:
   /// beside this launch's (GpuTarget's chainGrids places both).
   void gridWait(ThreadBlock &tb);
   void earlyDependents(ThreadBlock &tb);
+  /// griddepcontrol.launch_dependents where `cond` holds (GPU with grid
+  /// dependency control; nothing elsewhere): the next grid may be scheduled
+  /// once every block of this launch has executed it or exited (its own
+  /// griddepcontrol.wait still waits for this grid to complete).
+  void launchDependentsIf(ThreadBlock &tb, Value cond);
   static constexpr llvm::StringLiteral kOwnWaitAttr = "k3.own_grid_wait";
   static constexpr llvm::StringLiteral kEarlyDependentsAttr = "k3.early_dependents";
   /// Sum over a warp's lanes (butterfly shuffles; all lanes get it).

@@ -583,6 +583,20 @@ static void lowerLinearSet(KernelBuilder &kb, Value x, ArrayRef<Value> ws, Array
       onTensorCores);
 }
 
+void earlyForGemv(KernelBuilder &kb, ThreadBlock &tb, Operation *op, Value rowsOf) {
+  if (!gemvEarly(kb))
+    return;
+  Value v = op->getResult(0);
+  Operation *next = op->getNextNode();
+  auto lin = dyn_cast_or_null<LinearOp>(next);
+  if (!lin || lin.getInput() != v || v.use_empty())
+    return;
+  for (OpOperand &u : v.getUses())
+    if (!isa<LinearOp>(u.getOwner()) || u.getOperandNumber() != 0)
+      return;
+  kb.launchDependentsIf(tb, kb.ieq(kb.dim(rowsOf, 0), kb.idx(1)));
+}
+
 void unlessOneTokenPrologue(KernelBuilder &kb, const LowerState &st, Operation *op, Value rows,
                             const std::function<void()> &emit) {
   if (!st.oneTokenOps.contains(op)) {
@@ -755,6 +769,7 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
         src.push_back(st.get(v));
       auto t = cast<RankedTensorType>(mix.getType());
       kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
+        earlyForGemv(kb, tb, op, y);
         Value row = kb.shared(tb, {1, t.getDimSize(1)}, t.getElementType());
         attnResRow(kb, tb, src, bid[0], st.get(mix.getNormWeight()), st.get(mix.getProjWeight()),
                    row, kb.idx(0), mix.getEps().convertToDouble());
@@ -765,6 +780,7 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
     }
     unlessOneTokenPrologue(kb, st, op, kb.dim(x, 0), [&] {
       kb.blocks({kb.dim(x, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
+        earlyForGemv(kb, tb, op, x);
         rmsNormRow(kb, tb, x, bid[0], w, y, bid[0], norm.getEps().convertToDouble());
       });
     });

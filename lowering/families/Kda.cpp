@@ -2139,6 +2139,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     unlessOneTokenPrologue(kb, st, op, kb.dim(x, 0), [&] {
       perHeadRow(kb, kb.dim(x, 0), width / d, d, {x, gate, w, y},
                  [&](ThreadBlock &tb, Value row, Value base, ArrayRef<Value> cols, int64_t vw) {
+                   earlyForGemv(kb, tb, op, x);
                    gatedNormHead(kb, tb, x, gate, w, y, row, row, base, cols, vw, eps);
                  });
     });

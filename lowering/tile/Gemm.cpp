@@ -191,6 +191,76 @@ static int64_t gemvThreads(KernelBuilder &kb, int64_t K, int64_t vw, const XProl
   return std::min<int64_t>(kGemvThreads, (chunks + 31) / 32 * 32);
 }
 
+bool gemvEarly(KernelBuilder &kb) {
+  const int64_t m = intFromEnv("K3C_GEMV_EARLY", 0);
+  if (m < 0 || m > 1)
+    llvm::report_fatal_error("k3c: K3C_GEMV_EARLY must be 0 or 1, got " + llvm::Twine(m),
+                             /*gen_crash_diag=*/false);
+  return m && kb.gpu() && kb.info().gridDependencyControl();
+}
+
+/// A GEMV block's K loop over its rows (wLoad(r, k): row r's `vw` weights
+/// at column k as fp32; xLoad(t, k): token t's): thread `tid` takes columns
+/// tid * vw, + threads * vw, ... and returns acc[r * tok + t]. With
+/// gemvEarly, the first step's weights are loaded before the kernel's grid
+/// wait (volatile loads of `pinned(r, k)`, the same values): they stream
+/// while the kernels ahead finish (the norm feeding the GEMV lets it start
+/// early, earlyDependentsAtOneToken); the sums are the same, in the same
+/// order.
+static SmallVector<Value> gemvLoop(KernelBuilder &kb, ThreadBlock &tb, bool early, int64_t K,
+                                   int64_t vw, int64_t threads, int64_t R, int64_t tok,
+                                   bool xFirst,
+                                   const std::function<SmallVector<Value>(int64_t, Value)> &wLoad,
+                                   const std::function<Value(int64_t, Value)> &pinned,
+                                   const std::function<SmallVector<Value>(int64_t, Value)> &xLoad) {
+  // One K step: the weights of row r from wAt(r); x loaded before the
+  // weights (xFirst: then each row's weights just before its products) or
+  // after them, as the GEMVs always did.
+  auto step = [&](const std::function<SmallVector<Value>(int64_t)> &wAt, Value k, ValueRange in) {
+    SmallVector<SmallVector<Value>> xv, wv;
+    SmallVector<Value> out(in);
+    if (xFirst) {
+      for (int64_t t = 0; t < tok; ++t)
+        xv.push_back(xLoad(t, k));
+      for (int64_t r = 0; r < R; ++r) {
+        SmallVector<Value> w = wAt(r);
+        for (int64_t t = 0; t < tok; ++t)
+          for (int64_t j = 0; j < vw; ++j)
+            out[r * tok + t] = kb.fadd(out[r * tok + t], kb.fmul(w[j], xv[t][j]));
+      }
+      return out;
+    }
+    for (int64_t r = 0; r < R; ++r)
+      wv.push_back(wAt(r));
+    for (int64_t t = 0; t < tok; ++t)
+      xv.push_back(xLoad(t, k));
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t t = 0; t < tok; ++t)
+        for (int64_t j = 0; j < vw; ++j)
+          out[r * tok + t] = kb.fadd(out[r * tok + t], kb.fmul(wv[r][j], xv[t][j]));
+    return out;
+  };
+  auto loop = [&](Value from, ValueRange init) {
+    return kb.loopStep(from, kb.idx(K), kb.idx(threads * vw), init, [&](Value k, ValueRange in) {
+      return step([&](int64_t r) { return wLoad(r, k); }, k, in);
+    });
+  };
+  SmallVector<Value> zeros(R * tok, kb.f32(0.0));
+  Value k0 = kb.mul(tb.tid, vw);
+  if (!early)
+    return loop(k0, zeros);
+  Value first = kb.ult(k0, kb.idx(K));
+  Value kc = kb.select(first, k0, kb.idx(0));
+  SmallVector<Value> raw;
+  for (int64_t r = 0; r < R; ++r)
+    raw.push_back(pinned(r, kc));
+  kb.gridWait(tb);
+  SmallVector<Value> acc = step([&](int64_t r) { return kb.unpackVec(raw[r]); }, kc, zeros);
+  for (Value &a : acc)
+    a = kb.select(first, a, kb.f32(0.0));
+  return loop(kb.add(k0, kb.idx(threads * vw)), acc);
+}
+
 /// The GEMV grid: `groups` blocks of rows, one a block, or with a prologue
 /// persistent blocks (SMs x K3C_GEMV_PROLOGUE_BLOCKS, 4 by default) that
 /// first ask the L2 for their first group's weight rows (sm_90;
@@ -257,21 +327,11 @@ void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t t
     SmallVector<Value> rows = rowsOf(g), toks;
     for (int64_t t = 0; t < tok; ++t)
       toks.push_back(kb.minu(kb.idx(t), kb.sub(T, kb.idx(1)))); // past T: row T-1, not stored
-    SmallVector<Value> zeros(R * tok, kb.f32(0.0));
-    SmallVector<Value> acc = kb.loopStep(
-        kb.mul(tb.tid, vw), kb.idx(K), kb.idx(threads * vw), zeros, [&](Value k, ValueRange in) {
-          SmallVector<SmallVector<Value>> wv, xv;
-          for (int64_t r = 0; r < R; ++r)
-            wv.push_back(kb.loadVec(weightOf(r), {rows[r], k}, vw));
-          for (int64_t t = 0; t < tok; ++t)
-            xv.push_back(kb.loadVec(xs, {toks[t], k}, vw));
-          SmallVector<Value> out(in);
-          for (int64_t r = 0; r < R; ++r)
-            for (int64_t t = 0; t < tok; ++t)
-              for (int64_t j = 0; j < vw; ++j)
-                out[r * tok + t] = kb.fadd(out[r * tok + t], kb.fmul(wv[r][j], xv[t][j]));
-          return out;
-        });
+    SmallVector<Value> acc = gemvLoop(
+        kb, tb, gemvEarly(kb) && !prologue, K, vw, threads, R, tok, /*xFirst=*/false,
+        [&](int64_t r, Value k) { return kb.loadVec(weightOf(r), {rows[r], k}, vw); },
+        [&](int64_t r, Value k) { return kb.loadVecPinnedRaw(weightOf(r), {rows[r], k}, vw); },
+        [&](int64_t t, Value k) { return kb.loadVec(xs, {toks[t], k}, vw); });
     // Warp sums, then the warps' partials through shared memory.
     Value red = kb.shared(tb, {tb.warps, R * tok}, kb.b.getF32Type());
     for (int64_t i = 0; i < R * tok; ++i) {
@@ -355,17 +415,11 @@ void gemvMulti(KernelBuilder &kb, Value x, ArrayRef<Value> ws, ArrayRef<Value> y
   };
   auto group = [&](Value g, Value xs, ThreadBlock &tb) {
     Pick p = pick(g);
-    SmallVector<Value> zeros(R, kb.f32(0.0));
-    SmallVector<Value> acc = kb.loopStep(
-        kb.mul(tb.tid, vw), kb.idx(K), kb.idx(threads * vw), zeros, [&](Value k, ValueRange in) {
-          SmallVector<Value> xv = kb.loadVec(xs, {kb.idx(0), k}, vw), out(in);
-          for (int64_t r = 0; r < R; ++r) {
-            SmallVector<Value> wv = kb.loadVec(p.w, {p.rows[r], k}, vw);
-            for (int64_t j = 0; j < vw; ++j)
-              out[r] = kb.fadd(out[r], kb.fmul(wv[j], xv[j]));
-          }
-          return out;
-        });
+    SmallVector<Value> acc = gemvLoop(
+        kb, tb, gemvEarly(kb) && !prologue, K, vw, threads, R, 1, /*xFirst=*/true,
+        [&](int64_t r, Value k) { return kb.loadVec(p.w, {p.rows[r], k}, vw); },
+        [&](int64_t r, Value k) { return kb.loadVecPinnedRaw(p.w, {p.rows[r], k}, vw); },
+        [&](int64_t, Value k) { return kb.loadVec(xs, {kb.idx(0), k}, vw); });
     Value red = kb.shared(tb, {tb.warps, R}, kb.b.getF32Type());
     for (int64_t i = 0; i < R; ++i) {
       Value v = kb.warpSum(tb, acc[i]);

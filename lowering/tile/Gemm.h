@@ -186,6 +186,12 @@ LinearPlan linearPlan(const TargetInfo &info, mlir::Type xElt, mlir::Type wElt, 
 /// so a kernel's q/k/v/gate/... projections stream as one grid, with no
 /// launch gaps and no small-grid tails. ws share K and element type; ys
 /// their element type.
+/// K3C_GEMV_EARLY=1 (0, the default: off; other values are a fatal error
+/// naming it), on a GPU with grid dependency control: the decode GEMVs
+/// (gemvLinear, gemvMulti; not with a prologue) load their first K step's
+/// weights before their own grid wait, and the norms feeding them let them
+/// start early at one token (earlyForGemv, Families.h). Same sums.
+bool gemvEarly(KernelBuilder &kb);
 void gemvMulti(KernelBuilder &kb, mlir::Value x, llvm::ArrayRef<mlir::Value> ws,
                llvm::ArrayRef<mlir::Value> ys, const XPrologue &prologue = {});
 /// What a tensor-core linear's store does besides rounding to y's type:

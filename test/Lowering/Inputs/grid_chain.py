@@ -10,8 +10,11 @@ global memory before their wait, pinned ones only (ld.volatile.global: the
 weights a kernel reads before KernelBuilder::gridWait) and no other access;
 kernels whose name contains an --early substring must trigger their
 dependents right after the wait even with --wait-only. Both must occur.
+Kernels whose name contains a --trigger substring may trigger their
+dependents anywhere after the wait (a conditional trigger: the norms ahead
+of a one-token GEMV with K3C_GEMV_EARLY=1); one of them must.
 
-usage: grid_chain.py FILE.ptx [--wait-only] [--own-wait SUB] [--early SUB]
+usage: grid_chain.py FILE.ptx [--wait-only] [--own-wait SUB] [--early SUB] [--trigger SUB]
 """
 import re
 import sys
@@ -20,9 +23,10 @@ args = sys.argv[2:]
 wait_only = "--wait-only" in args
 own = [args[i + 1] for i, a in enumerate(args) if a == "--own-wait"]
 early = [args[i + 1] for i, a in enumerate(args) if a == "--early"]
+trigger = [args[i + 1] for i, a in enumerate(args) if a == "--trigger"]
 text = open(sys.argv[1]).read()
 entries = re.split(r"\n\.visible \.entry ", text)[1:]
-bad = seen_own = seen_early = 0
+bad = seen_own = seen_early = seen_trigger = 0
 ACCESS = r"\b(ld\.global|ld\.volatile\.global|st\.global|cp\.async|atom\.|red\.|prefetch)"
 for e in entries:
     name = e.split("(")[0]
@@ -41,6 +45,9 @@ for e in entries:
     if is_early:
         seen_early += 1
         trigger_ok = launch > wait and not re.search(ACCESS, body[wait:launch])
+    elif any(s in name for s in trigger) and launch >= 0:
+        seen_trigger += 1
+        trigger_ok = launch > wait
     else:
         trigger_ok = launch < 0 if wait_only else launch > wait
     if wait < 0 or not trigger_ok or not ok_before:
@@ -52,4 +59,6 @@ if own and not seen_own:
     print("no kernel named by --own-wait loads before its wait")
 if early and not seen_early:
     print("no kernel named by --early")
+if trigger and not seen_trigger:
+    print("no kernel named by --trigger triggers its dependents")
 print("kernels %d, without the chain first %d" % (len(entries), bad))
