@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/TypeUtilities.h"
 
+#include <limits>
 #include <set>
 
 using namespace mlir;
@@ -260,6 +261,100 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
 
 } // namespace
 
+/// k3_argmax_f32_<V>: ids[n] (i32) = argmax of logits[n, :V] (f32) as
+/// std::max_element chooses: a block a row; each thread scans its strided
+/// columns keeping (value, column) and takes a column when its value is
+/// greater, or equal with a lower column (NaN compares neither way: never
+/// taken); warps, then the block's warps (shared memory) combine the same
+/// way; a NaN in column 0 gives 0 (std::max_element never leaves column 0
+/// then), as does a row with no other value.
+static KernelInfo buildArgmaxKernel(ModuleOp out, Location loc, Target target, int64_t V) {
+  KernelInfo info;
+  info.name = "k3_argmax_f32_" + std::to_string(V);
+  info.family = "argmax";
+  KernelArg logits, ids;
+  logits.kind = KernelArg::Kind::Input;
+  logits.index = 0;
+  logits.dtype = "f32";
+  logits.shape = {-1, V};
+  logits.dynamicFrom = {{0, 0}};
+  ids.kind = KernelArg::Kind::Output;
+  ids.index = 0;
+  ids.dtype = "i32";
+  ids.shape = {-1};
+  ids.dynamicFrom = {{0, 0}};
+  info.args = {logits, ids};
+  info.resultAliases = {-1};
+  info.bytesPerToken = V * 4 + 4;
+  OpBuilder b = OpBuilder::atBlockEnd(out.getBody());
+  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  auto fn = func::FuncOp::create(
+      b, loc, info.name,
+      b.getFunctionType({MemRefType::get({ShapedType::kDynamic, V}, f32),
+                         MemRefType::get({ShapedType::kDynamic}, i32)},
+                        {}));
+  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  KernelBuilder kb(b, loc, target);
+  kb.function = fn;
+  Value x = entry->getArgument(0), y = entry->getArgument(1);
+  const int64_t threads = 256;
+  kb.blocks({kb.dim(x, 0)}, threads, [&](ValueRange bid, ThreadBlock &tb) {
+    Value row = bid[0];
+    // (value, column) pairs; the column as i32 (shuffles move 32 bits).
+    auto better = [&](Value v, Value c, Value bv, Value bc) {
+      Value greater = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, bv, v);
+      Value tie = kb.andi(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, v, bv),
+                          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, c, bc));
+      return arith::OrIOp::create(b, loc, greater, tie).getResult();
+    };
+    auto merge = [&](Value &bv, Value &bc, Value v, Value c) {
+      Value take = better(v, c, bv, bc);
+      bv = arith::SelectOp::create(b, loc, take, v, bv);
+      bc = arith::SelectOp::create(b, loc, take, c, bc);
+    };
+    Value none = arith::ConstantIntOp::create(b, loc, i32, V);
+    Value ninf = kb.f32(-std::numeric_limits<double>::infinity());
+    SmallVector<Value> st = kb.loopStep(
+        tb.tid, kb.idx(V), kb.idx(tb.threads), ValueRange{ninf, none},
+        [&](Value i, ValueRange in) {
+          Value bv = in[0], bc = in[1];
+          merge(bv, bc, kb.loadF32(x, {row, i}), arith::IndexCastOp::create(b, loc, i32, i));
+          return SmallVector<Value>{bv, bc};
+        });
+    Value bv = st[0], bc = st[1];
+    if (tb.launch) {
+      for (int64_t off = 16; off >= 1; off /= 2) {
+        Value ov = kb.shuffle(bv, kb.idx(off), gpu::ShuffleMode::XOR);
+        Value oc = kb.shuffle(bc, kb.idx(off), gpu::ShuffleMode::XOR);
+        merge(bv, bc, ov, oc);
+      }
+      Value vs = kb.shared(tb, {tb.warps}, f32), cs = kb.shared(tb, {tb.warps}, i32);
+      kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
+        kb.store(bv, vs, {tb.warp});
+        kb.store(bc, cs, {tb.warp});
+      });
+      kb.barrier(tb);
+      bv = kb.load(vs, {kb.idx(0)});
+      bc = kb.load(cs, {kb.idx(0)});
+      for (int64_t w = 1; w < tb.warps; ++w)
+        merge(bv, bc, kb.load(vs, {kb.idx(w)}), kb.load(cs, {kb.idx(w)}));
+    }
+    kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
+      Value first = kb.loadF32(x, {row, kb.idx(0)});
+      Value nan0 = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, first, first);
+      Value noneFound = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, bc, none);
+      Value zero = arith::ConstantIntOp::create(b, loc, i32, 0);
+      Value id = arith::SelectOp::create(
+          b, loc, arith::OrIOp::create(b, loc, nan0, noneFound).getResult(), zero, bc);
+      kb.store(id, y, {row});
+    });
+  }, 0, "argmax");
+  func::ReturnOp::create(b, loc);
+  return info;
+}
+
 FailureOr<OwningOpRef<ModuleOp>> lowerKernelsToLoops(ModuleOp fused,
                                                       std::vector<KernelInfo> &kernels,
                                                       Target target) {
@@ -335,6 +430,21 @@ FailureOr<OwningOpRef<ModuleOp>> lowerKernelsToLoops(ModuleOp fused,
     func::ReturnOp::create(b, loc);
     kernels.push_back(std::move(info));
   }
+  // Greedy sampling where the logits are: for the fp32 logits of the
+  // lm_head kernels, ids[n] = the index std::max_element picks in row n
+  // (the first maximum; NaNs never win, except one in column 0, which
+  // std::max_element keeps), so the runtime copies N ids back instead of
+  // N x vocab floats (docs/runtime.md).
+  std::set<int64_t> vocabs;
+  fused.walk([&](KernelOp k) {
+    if (k.getFamily() != "lm_head" || k.getNumResults() != 1)
+      return;
+    auto t = dyn_cast<RankedTensorType>(k.getResult(0).getType());
+    if (t && t.getRank() == 2 && t.getElementType().isF32() && !t.isDynamicDim(1))
+      vocabs.insert(t.getDimSize(1));
+  });
+  for (int64_t V : vocabs)
+    kernels.push_back(buildArgmaxKernel(*out, fused.getLoc(), target, V));
   return out;
 }
 

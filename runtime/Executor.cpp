@@ -85,6 +85,9 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
     lens[n] += seqLens[n];
   if (N == 0) // a step without sequences (idle): the last logits stay
     return logitsHost;
+  lastEntry = &e;
+  if (!keepLogits) // a greedy step: greedyIds() reads them where they are
+    return logitsHost;
   Buffer *logits = e.values[e.returns[0]].buf;
   if (logits->device && !logitsPinTried) {
     // Room for every step's rows up front: the pinned pages never move.
@@ -99,6 +102,35 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
   logitsHost.resize(N * vocab);
   logits->read(logitsHost.data(), logitsHost.size() * sizeof(float));
   return logitsHost;
+}
+
+const std::vector<int64_t> &HostModel::greedyIds() {
+  greedyHost.assign(batch, 0);
+  if (batch == 0 || !lastEntry)
+    return greedyHost;
+  const Value &out = lastEntry->values[lastEntry->returns[0]];
+  auto it = kernels.find("k3_argmax_f32_" + std::to_string(vocab));
+  if (it == kernels.end() || out.dtype != "f32") {
+    // An artifact without the kernel: the logits come back, the host picks.
+    std::vector<float> host(static_cast<size_t>(batch * vocab));
+    out.buf->read(host.data(), host.size() * sizeof(float));
+    for (int64_t n = 0; n < batch; ++n)
+      greedyHost[n] = std::max_element(host.begin() + n * vocab, host.begin() + (n + 1) * vocab) -
+                      (host.begin() + n * vocab);
+    return greedyHost;
+  }
+  if (!greedyBuf)
+    greedyBuf = newBuffer("i32", {plan.maxSeqs}, "greedy token ids");
+  launchOne(it->second, {out.buf, greedyBuf}, batch);
+  std::vector<int32_t> ids(batch);
+  greedyBuf->read(ids.data(), ids.size() * sizeof(int32_t));
+  for (int64_t n = 0; n < batch; ++n) {
+    if (ids[n] < 0 || ids[n] >= vocab)
+      throw Error("the argmax kernel returned token " + std::to_string(ids[n]) +
+                  " outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    greedyHost[n] = ids[n];
+  }
+  return greedyHost;
 }
 
 void HostModel::runProfiledGraph(Entry &e, int64_t T, int64_t N) {

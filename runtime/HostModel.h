@@ -412,7 +412,28 @@ public:
     return run(entries["decode"], tokens, std::vector<int64_t>(batch, 1), /*graph=*/true);
   }
 
+  const std::vector<int64_t> &prefillGreedy(const std::vector<std::vector<int64_t>> &prompts,
+                                            int64_t totalRounds) override {
+    LogitsKept off{keepLogits};
+    prefill(prompts, totalRounds);
+    return greedyIds();
+  }
+  const std::vector<int64_t> &decodeGreedy(const std::vector<int64_t> &tokens) override {
+    LogitsKept off{keepLogits};
+    decode(tokens);
+    return greedyIds();
+  }
+
 private:
+  /// run() leaves the logits on the device while a greedy step runs.
+  struct LogitsKept {
+    bool &keep;
+    explicit LogitsKept(bool &k) : keep(k) { keep = false; }
+    ~LogitsKept() { keep = true; }
+  };
+  /// The last step's greedy ids (greedyHost) by the artifact's argmax
+  /// kernel on its logits (Executor.cpp).
+  const std::vector<int64_t> &greedyIds();
   void load();
   /// Executes the manifest's weight-binding table: every weight, built
   /// from its checkpoint tensors, shapes and dtypes checked.
@@ -470,6 +491,10 @@ private:
     }
     return rt::expertSlots(E, opts.ep->size(), opts.ep->rank());
   }
+  bool keepLogits = true;      ///< run() copies the logits to logitsHost
+  Entry *lastEntry = nullptr;  ///< the entry the last step ran
+  Buffer *greedyBuf = nullptr; ///< the argmax kernel's ids [max_seqs] i32
+  std::vector<int64_t> greedyHost;
   Buffer *newBuffer(const std::string &dtype, std::vector<int64_t> cap,
                     const std::string &what = "a buffer") {
     owned.push_back(std::make_unique<Buffer>());

@@ -114,6 +114,16 @@ public:
   /// Decode: one token per sequence; returns logits [n, vocab] (valid until
   /// the next step).
   virtual const std::vector<float> &decode(const std::vector<int64_t> &tokens) = 0;
+  /// Greedy decoding without the logits' copy to the host: prefill or one
+  /// decode step as above, then each sequence's next token as a greedy
+  /// Sampler picks it (std::max_element: the first maximum; NaNs lose but in
+  /// column 0), computed where the logits are by the artifact's argmax
+  /// kernel, so N ids come back instead of N x vocab floats (84 MB a step at
+  /// 128 sequences of K3's vocabulary). An artifact without that kernel
+  /// (an older k3c) copies the logits and picks on the host: the same ids.
+  virtual const std::vector<int64_t> &prefillGreedy(const std::vector<std::vector<int64_t>> &prompts,
+                                                    int64_t rounds = 0) = 0;
+  virtual const std::vector<int64_t> &decodeGreedy(const std::vector<int64_t> &tokens) = 0;
   /// Tokens each sequence holds so far.
   virtual const std::vector<int64_t> &lengths() const = 0;
 

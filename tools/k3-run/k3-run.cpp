@@ -52,7 +52,10 @@ options:
                          is present, else the CPU), cpu or cuda
   --checkpoint DIR       weights from DIR instead of the path recorded at compile time (the
                          config and index must match the artifact's SHA-256)
-  --temperature T        0 (default) = greedy; > 0 samples
+  --temperature T        0 (default) = greedy; > 0 samples. Greedy runs without --check or
+                         --dump-logits pick the next tokens where the logits are (the
+                         artifact's argmax kernel: N ids come back a step, not N x vocab
+                         floats; K3C_HOST_GREEDY=1 copies the logits and picks on the host)
   --top-p P              nucleus sampling mass (default 1.0)
   --seed S               sampling seed (default 0)
   --dump-logits FILE     float32 .npy [steps, batch, vocab], one row per generated position
@@ -471,8 +474,21 @@ int main(int argc, char **argv) {
     model->reset(B);
     std::vector<std::vector<int64_t>> generated(B);
     std::vector<float> dump;
+    // Greedy decoding that keeps no logits (no --check, --dump-logits or
+    // sampling) picks each next token where the logits are (the artifact's
+    // argmax kernel): N ids come back a step instead of N x vocab floats.
+    // K3C_HOST_GREEDY=1 copies the logits and picks on the host instead.
+    const char *hostGreedy = std::getenv("K3C_HOST_GREEDY");
+    const bool deviceGreedy = temperature <= 0 && !args.has("check") &&
+                              !args.has("dump-logits") &&
+                              !(hostGreedy && std::string(hostGreedy) == "1");
     auto tp = std::chrono::steady_clock::now();
-    std::vector<float> logits = model->prefill(prompts);
+    std::vector<float> logits;
+    std::vector<int64_t> greedy;
+    if (deviceGreedy)
+      greedy = model->prefillGreedy(prompts);
+    else
+      logits = model->prefill(prompts);
     double ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
     std::map<std::string, std::vector<float>> prefillTrace = model->trace();
     model->enableTracing(false);
@@ -498,10 +514,11 @@ int main(int argc, char **argv) {
     if (streamIds)
       std::printf("sequence 0: prompt %zu tokens -> generated", prompts[0].size());
     for (int64_t s = 0; s < steps; ++s) {
-      stepLogits.push_back(logits);
+      if (!deviceGreedy)
+        stepLogits.push_back(logits);
       std::vector<int64_t> next(B);
       for (int64_t b = 0; b < B; ++b) {
-        next[b] = sampler.sample(&logits[b * V], V);
+        next[b] = deviceGreedy ? greedy[b] : sampler.sample(&logits[b * V], V);
         generated[b].push_back(next[b]);
       }
       if (streamIds) {
@@ -527,7 +544,10 @@ int main(int argc, char **argv) {
         }
       }
       if (s + 1 < steps) {
-        logits = model->decode(next);
+        if (deviceGreedy)
+          greedy = model->decodeGreedy(next);
+        else
+          logits = model->decode(next);
         if (routingHints)
           stepRouting.push_back(model->takeRouting());
       }
