@@ -22,4 +22,5 @@ bundle_variants "${SPLIT_VARIANTS:-}" tdense $D/tdense
 bundle_variants "${SPLIT_VARIANTS:-}" slice $D/slice
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/splitk-h200.sh bench/tma-h200.sh bench/bench_common.py $D/
+cp test/Runtime/Inputs/lm-head-rows.py test/Runtime/Inputs/safetensors_shard.py $D/
 du -sh $D

@@ -10,6 +10,10 @@
 #  * the full-width slice: each variant's logits against the default build's
 #    (128 one-token prompts and one 700-token prompt, 3 new tokens; the same
 #    sums in the same order: bit-identical expected);
+#  * greedy decoding with the argmax kernel on the GPU against the host's
+#    pick (K3C_HOST_GREEDY=1): dense k3-tiny at 128 sequences and on lm_head
+#    weights edited to tie and to hold NaNs (test/Runtime/Inputs), the slice
+#    at 128 sequences: the same tokens;
 #  * k3-bench of the slice, the default and each variant alternating ROUNDS
 #    (2) times: decode at DECODE (1,64,128) sequences in the step graph and
 #    prefill at PREFILL (8192) tokens, the linear launches and the totals,
@@ -37,8 +41,20 @@ for a in tdense $(for n in $ok; do echo tdense-$n; done); do
     timeout 120 k3-run $a --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
   done
 done
+greedy_same() { # NAME ARTIFACT CHECKPOINT BATCH [k3-run args]
+  local n=$1 a=$2 c=$3 b=$4; shift 4
+  timeout 150 k3-run $a --checkpoint $c --device cuda --batch $b --max-new-tokens 4 --quiet "$@" | grep '^sequence' > /tmp/gd.txt
+  K3C_HOST_GREEDY=1 timeout 150 k3-run $a --checkpoint $c --device cuda --batch $b --max-new-tokens 4 --quiet "$@" | grep '^sequence' > /tmp/gh.txt
+  if [ -s /tmp/gd.txt ] && cmp -s /tmp/gd.txt /tmp/gh.txt; then echo "greedy $n: device = host ($(wc -l < /tmp/gd.txt) sequences)"; else echo "greedy $n: DIFFERENT"; diff /tmp/gd.txt /tmp/gh.txt | head -4; fi
+}
+greedy_same tdense tdense ckpt-dense b128.txt
+for m in tie2 nan0 nanmid; do
+  rm -rf ck-$m && cp -r ckpt-dense ck-$m && python3 lm-head-rows.py ck-$m $m
+  greedy_same tdense-$m tdense ck-$m b128.txt --allow-nonfinite
+done
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 echo "== slice checkpoint (${SECONDS}s)"
+greedy_same slice slice /tmp/slice b128.txt
 for b in b128.txt p700.txt; do
   timeout 150 k3-run slice --checkpoint /tmp/slice --device cuda --batch $b --max-new-tokens 3 --quiet --dump-logits /tmp/ref.npy > /dev/null
   for n in $ok; do
