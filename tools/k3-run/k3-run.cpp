@@ -191,6 +191,16 @@ int launchRanks(int64_t R, char **argv) {
   return 0;
 }
 
+/// Greedy decoding that keeps no logits (no --check, --dump-logits or
+/// sampling) picks each next token where the logits are (the artifact's
+/// argmax kernel): N ids come back a step instead of N x vocab floats.
+/// K3C_HOST_GREEDY=1 copies the logits and picks on the host instead.
+static bool greedyWhereLogitsAre(const k3c::Args &args, double temperature) {
+  const char *host = std::getenv("K3C_HOST_GREEDY");
+  return temperature <= 0 && !args.has("check") && !args.has("dump-logits") &&
+         !(host && std::string(host) == "1");
+}
+
 int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64_t>> &prompts,
                       int64_t steps, double temperature, double topP, k3c::rt::LoadOptions lo,
                       char **argv) {
@@ -233,6 +243,7 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
   std::unique_ptr<k3c::rt::InProcessHub> hub;
   if (!nccl)
     hub = std::make_unique<k3c::rt::InProcessHub>(R);
+  const bool deviceGreedy = greedyWhereLogitsAre(args, temperature);
   struct RankResult {
     std::vector<std::vector<float>> stepLogits;
     std::vector<std::vector<int64_t>> generated;
@@ -295,17 +306,28 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
         return;
       }
       model->reset(out.count);
-      std::vector<float> logits = model->prefill(mine, rounds);
+      // Greedy without --dump-logits: the ids from the argmax kernel (as below).
+      std::vector<float> logits;
+      std::vector<int64_t> greedy;
+      if (deviceGreedy)
+        greedy = model->prefillGreedy(mine, rounds);
+      else
+        logits = model->prefill(mine, rounds);
       out.generated.resize(out.count);
       for (int64_t s = 0; s < steps; ++s) {
-        out.stepLogits.push_back(logits);
+        if (!deviceGreedy)
+          out.stepLogits.push_back(logits);
         std::vector<int64_t> next(out.count);
         for (int64_t b = 0; b < out.count; ++b) {
-          next[b] = sampler.sample(&logits[b * out.vocab], out.vocab);
+          next[b] = deviceGreedy ? greedy[b] : sampler.sample(&logits[b * out.vocab], out.vocab);
           out.generated[b].push_back(next[b]);
         }
-        if (s + 1 < steps)
-          logits = model->decode(next);
+        if (s + 1 < steps) {
+          if (deviceGreedy)
+            greedy = model->decodeGreedy(next);
+          else
+            logits = model->decode(next);
+        }
       }
       out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       out.stats = model->epStats();
@@ -474,14 +496,7 @@ int main(int argc, char **argv) {
     model->reset(B);
     std::vector<std::vector<int64_t>> generated(B);
     std::vector<float> dump;
-    // Greedy decoding that keeps no logits (no --check, --dump-logits or
-    // sampling) picks each next token where the logits are (the artifact's
-    // argmax kernel): N ids come back a step instead of N x vocab floats.
-    // K3C_HOST_GREEDY=1 copies the logits and picks on the host instead.
-    const char *hostGreedy = std::getenv("K3C_HOST_GREEDY");
-    const bool deviceGreedy = temperature <= 0 && !args.has("check") &&
-                              !args.has("dump-logits") &&
-                              !(hostGreedy && std::string(hostGreedy) == "1");
+    const bool deviceGreedy = greedyWhereLogitsAre(args, temperature);
     auto tp = std::chrono::steady_clock::now();
     std::vector<float> logits;
     std::vector<int64_t> greedy;
