@@ -403,6 +403,8 @@ std::string tensorMapRequest(int64_t rank, const void *descriptor, int64_t dataT
   if (interleave < 0 || interleave > 2 || swizzle < 0 || swizzle > 3 || l2Promotion < 0 ||
       l2Promotion > 3 || oobFill < 0 || oobFill > 1)
     return "an interleave, swizzle, L2-promotion or fill mode out of range";
+  if (interleave)
+    return "an interleaved layout (k3c's kernels ask for none; its rules are not checked here)";
   if (!descriptor || !box)
     return "no memref descriptor or box";
   const int64_t elt = kBytes[dataType];

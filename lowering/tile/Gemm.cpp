@@ -205,7 +205,7 @@ bool gemvEarly(KernelBuilder &kb) {
 /// gemvEarly, the first step's weights are loaded before the kernel's grid
 /// wait (volatile loads of `pinned(r, k)`, the same values): they stream
 /// while the kernels ahead finish (the norm feeding the GEMV lets it start
-/// early, earlyDependentsAtOneToken); the sums are the same, in the same
+/// early, earlyForGemv in Families.h); the sums are the same, in the same
 /// order.
 static SmallVector<Value> gemvLoop(KernelBuilder &kb, ThreadBlock &tb, bool early, int64_t K,
                                    int64_t vw, int64_t threads, int64_t R, int64_t tok,

@@ -499,6 +499,9 @@ TEST(TensorMap, RefusesWhatTmaCannotCopy) {
   EXPECT_EQ(why(ok, 0), "rank 0 (a tensor map has 1 to 5 dimensions)");
   EXPECT_EQ(why(ok, 2, 13), "unknown tensor-map data type 13");
   EXPECT_EQ(why(ok, 2, kBf16, 4), "an interleave, swizzle, L2-promotion or fill mode out of range");
+  cuda::TensorMapRequest r;
+  EXPECT_EQ(cuda::tensorMapRequest(2, &ok, kBf16, /*interleave=*/1, 0, 0, 0, box, r),
+            "an interleaved layout (k3c's kernels ask for none; its rules are not checked here)");
 }
 
 TEST(TensorMap, WithoutADriverTheLaunchCodeGetsAnError) {
