@@ -14,6 +14,9 @@
 #    pick (K3C_HOST_GREEDY=1): dense k3-tiny at 128 sequences and on lm_head
 #    weights edited to tie and to hold NaNs (test/Runtime/Inputs), the slice
 #    at 128 sequences: the same tokens;
+#  * the default build with K3C_ASYNC_LAUNCHES=1 (no stream wait after each
+#    eager launch): the slice's logits bit for bit, TTFT at 16 / 512 /
+#    PREFILL tokens against the synchronized launches;
 #  * k3-bench of the slice, the default and each variant alternating ROUNDS
 #    (2) times: decode at DECODE (1,64,128) sequences in the step graph and
 #    prefill at PREFILL (8192) tokens, the linear launches and the totals,
@@ -64,9 +67,18 @@ import numpy as n; a=n.load('/tmp/ref.npy').astype(n.float64); b=n.load('/tmp/x.
 print('slice-$n vs default, $b x 3 steps: max rel %.2e, bit-identical %s, greedy tokens equal %.3f' % (abs(a-b).max()/abs(a).max(), bool((a==b).all()), (a.argmax(-1)==b.argmax(-1)).mean()))"
   done
 done
+# Launches without the launch code's per-launch stream waits (a run-time
+# switch of the default build): logits bit-identical, then TTFT.
+timeout 150 k3-run slice --checkpoint /tmp/slice --device cuda --batch p700.txt --max-new-tokens 3 --quiet --dump-logits /tmp/ref.npy > /dev/null
+K3C_ASYNC_LAUNCHES=1 timeout 150 k3-run slice --checkpoint /tmp/slice --device cuda --batch p700.txt --max-new-tokens 3 --quiet --dump-logits /tmp/x.npy > /dev/null
+python3 -c "
+import numpy as n; a=n.load('/tmp/ref.npy'); b=n.load('/tmp/x.npy')
+print('slice with K3C_ASYNC_LAUNCHES=1 vs default, p700.txt x 3 steps: bit-identical %s' % bool((a==b).all()))"
 rows=${ROWS:-'lm_head|mlp_in|mlp_down|kda_in|kda_out|mla_in|mla_out|TOTAL'}
 for round in $(seq 1 ${ROUNDS:-2}); do
   kbench base-$round slice /tmp/slice "$rows" --prefill ${PREFILL:-8192} --decode ${DECODE:-1,64,128}
   for n in $ok; do kbench $n-$round slice-$n /tmp/slice "$rows" --prefill ${PREFILL:-8192} --decode ${DECODE:-1,64,128}; done
+  K3C_ASYNC_LAUNCHES=1 kbench async-$round slice /tmp/slice 'TOTAL' --prefill 16,512,${PREFILL:-8192} --decode none
+  kbench sync-$round slice /tmp/slice 'TOTAL' --prefill 16,512,${PREFILL:-8192} --decode none
 done
 echo "== done (${SECONDS}s)"
