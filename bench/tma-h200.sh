@@ -21,6 +21,8 @@
 #    (2) times: decode at DECODE (1,64,128) sequences in the step graph and
 #    prefill at PREFILL (8192) tokens, the linear launches and the totals,
 #    into $OUT/kbench.csv.
+# PART=checks runs the smoke and the checks, PART=bench the smoke and the
+# timings (each fits one device call; the whole script takes ~16 min).
 source "$(dirname "$0")/device-common.sh"
 machine
 variants=$(ls -d slice-* 2>/dev/null | sed 's#^slice-##')
@@ -38,6 +40,8 @@ for n in $variants; do
   fi
 done
 echo "== variants that ran: ${ok:-none}"
+part=${PART:-all}
+if [ "$part" != bench ]; then
 for a in tdense $(for n in $ok; do echo tdense-$n; done); do
   echo "== $a vs the reference: 128 one-token prompts, a 100-token prompt, a mixed batch of 20"
   for b in b128.txt p100.txt mix20.txt; do
@@ -55,8 +59,10 @@ for m in tie2 nan0 nanmid; do
   rm -rf ck-$m && cp -r ckpt-dense ck-$m && python3 lm-head-rows.py ck-$m $m
   greedy_same tdense-$m tdense ck-$m b128.txt --allow-nonfinite
 done
+fi
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 echo "== slice checkpoint (${SECONDS}s)"
+if [ "$part" != bench ]; then
 greedy_same slice slice /tmp/slice b128.txt
 for b in b128.txt p700.txt; do
   timeout 150 k3-run slice --checkpoint /tmp/slice --device cuda --batch $b --max-new-tokens 3 --quiet --dump-logits /tmp/ref.npy > /dev/null
@@ -74,6 +80,8 @@ K3C_ASYNC_LAUNCHES=1 timeout 150 k3-run slice --checkpoint /tmp/slice --device c
 python3 -c "
 import numpy as n; a=n.load('/tmp/ref.npy'); b=n.load('/tmp/x.npy')
 print('slice with K3C_ASYNC_LAUNCHES=1 vs default, p700.txt x 3 steps: bit-identical %s' % bool((a==b).all()))"
+fi
+[ "$part" = checks ] && { echo "== done (${SECONDS}s)"; exit 0; }
 rows=${ROWS:-'lm_head|mlp_in|mlp_down|kda_in|kda_out|mla_in|mla_out|TOTAL'}
 for round in $(seq 1 ${ROUNDS:-2}); do
   kbench base-$round slice /tmp/slice "$rows" --prefill ${PREFILL:-8192} --decode ${DECODE:-1,64,128}
