@@ -87,6 +87,9 @@ public:
   /// the insertion point when unset, which fails inside a loop body that is
   /// still being built).
   mlir::func::FuncOp function;
+  /// The k3.kernel's family while its body is lowered ("" for the
+  /// artifact's utility kernels).
+  std::string family;
   bool gpu() const { return target == Target::Gpu; }
   /// Float adds and multiplies may fuse on the GPU (see fadd).
   bool contract;

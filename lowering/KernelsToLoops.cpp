@@ -226,6 +226,7 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
   }
   KernelBuilder kb(b, loc, target);
   kb.function = fn;
+  kb.family = ki.family;
   if (kb.gpu()) {
     st.linearGate = fuseGateLinears(body);
     for (auto [lin, gate] : st.linearGate)

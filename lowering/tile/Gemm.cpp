@@ -199,6 +199,14 @@ bool gemvEarly(KernelBuilder &kb) {
   return m && kb.gpu() && kb.info().gridDependencyControl();
 }
 
+bool mlaQabsEarly(KernelBuilder &kb) {
+  const int64_t m = intFromEnv("K3C_MLA_QABS_EARLY", 0);
+  if (m < 0 || m > 1)
+    llvm::report_fatal_error("k3c: K3C_MLA_QABS_EARLY must be 0 or 1, got " + llvm::Twine(m),
+                             /*gen_crash_diag=*/false);
+  return m && kb.gpu() && kb.info().gridDependencyControl();
+}
+
 /// A GEMV block's K loop over its rows (wLoad(r, k): row r's `vw` weights
 /// at column k as fp32; xLoad(t, k): token t's): thread `tid` takes columns
 /// tid * vw, + threads * vw, ... and returns acc[r * tok + t]. With
@@ -286,6 +294,8 @@ static void gemvGrid(KernelBuilder &kb, int64_t groups, int64_t K, int64_t threa
   };
   if (!prologue) {
     kb.blocks({kb.idx(groups)}, threads, [&](ValueRange bid, ThreadBlock &tb) {
+      if (kb.family == "mla_q_up" && mlaQabsEarly(kb))
+        kb.earlyDependents(tb); // the MLA decode's q_abs comes next
       group(bid[0], x, tb);
     }, 0, name);
     return;

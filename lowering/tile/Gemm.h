@@ -192,6 +192,13 @@ LinearPlan linearPlan(const TargetInfo &info, mlir::Type xElt, mlir::Type wElt, 
 /// weights before their own grid wait, and the norms feeding them let them
 /// start early at one token (earlyForGemv, Families.h). Same sums.
 bool gemvEarly(KernelBuilder &kb);
+/// K3C_MLA_QABS_EARLY=1 (0, the default: off; other values are a fatal
+/// error naming it), on a GPU with grid dependency control: MLA's
+/// one-token decode q_abs (Mla.cpp, the wide form) loads its W_UK slice
+/// before its own grid wait, and the one-token GEMV of the mla_q_up kernel
+/// ahead of it triggers its dependents at its start, so q_abs's blocks are
+/// placed as the GEMV's last wave runs. Same sums.
+bool mlaQabsEarly(KernelBuilder &kb);
 void gemvMulti(KernelBuilder &kb, mlir::Value x, llvm::ArrayRef<mlir::Value> ws,
                llvm::ArrayRef<mlir::Value> ys, const XPrologue &prologue = {});
 /// What a tensor-core linear's store does besides rounding to y's type:
