@@ -17,6 +17,8 @@ python3 bench/slice-config.py $D slice
 tdense() { K3C_SPLITK_MIN_K=1 K3C_SPLITK_SETS=${K3C_SPLITK_SETS:-2} $B/k3-compile $D/k3-tiny-dense.json --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet "$@"; }
 slice() { $B/k3-compile $D/slice.json --target=sm_90a --max-tokens 8192 --max-seqs 128 --max-context 8448 --quiet "$@"; }
 tdense -o $D/tdense
+# The f32 build of the same model (the exact path: 1e-5 against the reference).
+tdense -o $D/tdense-f32 --activation-dtype=f32
 slice -o $D/slice
 bundle_variants "${SPLIT_VARIANTS:-}" tdense $D/tdense
 bundle_variants "${SPLIT_VARIANTS:-}" slice $D/slice

@@ -7,6 +7,7 @@
 #    hang or a launch error drops the variant from the rest of the run);
 #  * dense k3-tiny (split-K on every linear and set) against the reference
 #    executor: 128 one-token prompts, a 100-token prompt, a mixed batch of 20;
+#    its f32 build (tdense-f32) at 1e-5;
 #  * the full-width slice: each variant's logits against the default build's
 #    (128 one-token prompts and one 700-token prompt, 3 new tokens; the same
 #    sums in the same order: bit-identical expected);
@@ -48,6 +49,12 @@ for a in tdense $(for n in $ok; do echo tdense-$n; done); do
     timeout 120 k3-run $a --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
   done
 done
+if [ -d tdense-f32 ]; then
+  echo "== tdense-f32 (the exact path, 1e-5) vs the reference: a 100-token prompt, a mixed batch of 20"
+  for b in p100.txt mix20.txt; do
+    timeout 120 k3-run tdense-f32 --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
+  done
+fi
 greedy_same() { # NAME ARTIFACT CHECKPOINT BATCH [k3-run args]
   local n=$1 a=$2 c=$3 b=$4; shift 4
   timeout 150 k3-run $a --checkpoint $c --device cuda --batch $b --max-new-tokens 4 --quiet "$@" | grep '^sequence' > /tmp/gd.txt
