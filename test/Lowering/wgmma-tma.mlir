@@ -143,3 +143,30 @@ func.func @mla_in_multi(%x: tensor<?x128xbf16>, %wq: tensor<384x128xbf16>, %wkv:
   }
   return %r#0, %r#1, %r#2 : tensor<?x384xbf16>, tensor<?x64xbf16>, tensor<?x8xbf16>
 }
+
+// -----
+
+// Split-K (batched decode of a deep, narrow output): the wide split tile's
+// K range per block, by TMA with a producer warp (K3C_WGMMA_TMA=2), its
+// partial tile into the workspace as before; the prefill tile too.
+// WS-LABEL: func.func @k3_split_tma(
+// WS: arith.cmpi ule, %{{.*}}, %c128
+// WS-NEXT: scf.if
+// WS: nvgpu.tma.create.descriptor {{.*}} -> <tensor = memref<128x64xbf16
+// WS: nvgpu.tma.create.descriptor {{.*}} -> <tensor = memref<256x64xbf16
+// WS: threads({{.*}}) in ({{.*}} = %c288{{.*}}) dynamic_shared_memory_size %c197696_i32 module(@k3_split_tma_linear_wgmma_128x256x64_s4_tmaws_splitk4)
+// The consumers' partial tile into the workspace, then the producer.
+// WS: memref.store {{.*}} : memref<512x7168xf32>
+// WS: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c49152_i32
+// WS: module(@k3_split_tma_linear_splitk_sum)
+// WS: } else {
+// WS: module(@k3_split_tma_linear_wgmma_128x64x64_s4_f1_tmaws)
+func.func @split_wide(%a0: tensor<?x4096xbf16>, %a1: tensor<7168x4096xbf16>, %a2: tensor<?x7168xbf16>) -> (tensor<?x7168xbf16>) {
+    %r = k3.kernel "k3_split_tma" family "mlp_down" (%a0, %a1, %a2) : (tensor<?x4096xbf16>, tensor<7168x4096xbf16>, tensor<?x7168xbf16>) -> tensor<?x7168xbf16> {
+    ^bb0(%x: tensor<?x4096xbf16>, %w: tensor<7168x4096xbf16>, %res: tensor<?x7168xbf16>):
+      %l = k3.linear %x, %w : (tensor<?x4096xbf16>, tensor<7168x4096xbf16>) -> tensor<?x7168xbf16>
+      %s = arith.addf %res, %l : tensor<?x7168xbf16>
+      k3.yield %s : tensor<?x7168xbf16>
+    }
+  return %r : tensor<?x7168xbf16>
+}
