@@ -2512,18 +2512,19 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
         // K3C_MLA_QABS_EARLY: the thread's W_UK vectors before the grid
         // wait (append blocks load a head's too, unused), the same values.
         const bool early = mlaQabsEarly(kb);
+        // The indices of the thread's jj-th W_UK vector of `head`: row group
+        // rg's rows, 16 bytes cc of the block's wCols columns.
+        auto wukAt = [&](Value head, int64_t jj) -> SmallVector<Value> {
+          Value rg = kb.div(tb.tid, kb.idx(wCT)), cc = kb.mul(kb.rem(tb.tid, kb.idx(wCT)), wvw);
+          return {kb.add(kb.mul(head, gr.nope + gr.dv),
+                         kb.add(kb.mul(rg, kb.idx(rowsPer)), kb.idx(jj))),
+                  kb.add(kb.mul(bid[1], kb.idx(wCols)), cc)};
+        };
         SmallVector<Value> wEarly;
         if (early) {
           Value headW = kb.minu(bid[0], kb.idx(gr.H - 1));
-          Value rg = kb.div(tb.tid, kb.idx(wCT)), cc = kb.mul(kb.rem(tb.tid, kb.idx(wCT)), wvw);
-          Value col = kb.add(kb.mul(bid[1], kb.idx(wCols)), cc);
-          for (int64_t jj = 0; jj < gr.nope / kRowGroups; ++jj)
-            wEarly.push_back(kb.loadVecPinnedRaw(
-                kvb,
-                {kb.add(kb.mul(headW, gr.nope + gr.dv),
-                        kb.add(kb.mul(rg, kb.idx(gr.nope / kRowGroups)), kb.idx(jj))),
-                 col},
-                wvw));
+          for (int64_t jj = 0; jj < rowsPer; ++jj)
+            wEarly.push_back(kb.loadVecPinnedRaw(kvb, wukAt(headW, jj), wvw));
           kb.gridWait(tb);
         }
         auto qabs = [&] {
@@ -2536,12 +2537,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
           rows.push_back(kb.add(t0, kb.minu(kb.add(tt0, kb.idx(tt)), kb.sub(Tc, kb.idx(1)))));
         SmallVector<SmallVector<Value>> w, qv(TOK);
         for (int64_t jj = 0; jj < rowsPer; ++jj)
-          w.push_back(early ? kb.unpackVec(wEarly[jj])
-                            : kb.loadVec(kvb,
-                                         {kb.add(kb.mul(head, gr.nope + gr.dv),
-                                                 kb.add(j0, kb.idx(jj))),
-                                          kb.add(c0, cc)},
-                                         wvw));
+          w.push_back(early ? kb.unpackVec(wEarly[jj]) : kb.loadVec(kvb, wukAt(head, jj), wvw));
         for (int64_t tt = 0; tt < TOK; ++tt)
           for (int64_t jj = 0; jj < rowsPer; jj += qvw) {
             SmallVector<Value> v = kb.loadVec(

@@ -1183,13 +1183,6 @@ static Value tensorMapOf(KernelBuilder &kb, Value m, int64_t boxRows) {
       .getResult(0);
 }
 
-/// A shared-memory address (index) as the pointer the mbarrier and TMA
-/// operations take.
-static Value sharedPtr(KernelBuilder &kb, Value addr) {
-  OpBuilder &b = kb.b;
-  Value i = arith::IndexCastUIOp::create(b, kb.loc, b.getI64Type(), addr);
-  return LLVM::IntToPtrOp::create(b, kb.loc, LLVM::LLVMPointerType::get(b.getContext(), 3), i);
-}
 static Value indexI32(KernelBuilder &kb, Value index) {
   return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), index);
 }
@@ -1200,7 +1193,7 @@ static void tmaCopy(KernelBuilder &kb, Value dst, Value map, Value c0, Value r0,
   // The copy's destination is a shared::cluster address (address space 7;
   // the launch is its own cluster of one).
   Value cluster = LLVM::AddrSpaceCastOp::create(
-      kb.b, kb.loc, LLVM::LLVMPointerType::get(kb.b.getContext(), 7), sharedPtr(kb, dst));
+      kb.b, kb.loc, LLVM::LLVMPointerType::get(kb.b.getContext(), 7), kb.pointerAt(dst, 3));
   NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
       kb.b, kb.loc, cluster, map, ValueRange{indexI32(kb, c0), indexI32(kb, r0)}, bar,
       ValueRange{}, Value(), Value(), NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false,
@@ -1286,16 +1279,16 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     // its stage's bytes have landed; thread 0 arms it (one arrival, the
     // stage's bytes expected: out-of-bounds parts of a box count too, as
     // zeros) and issues the copies, for K tiles [k0, k1) only.
-    Value isFirst = kb.ieq(tb.tid, kb.idx(0));
+    const Value isFirst = kb.ieq(tb.tid, kb.idx(0));
     auto barrierAt = [&](Value slot) {
-      return sharedPtr(kb, sm.address(kb, kb.add(kb.idx(ringBytes), kb.mul(slot, 8))));
+      return kb.pointerAt(sm.address(kb, kb.add(kb.idx(ringBytes), kb.mul(slot, 8))), 3);
     };
     auto emptyAt = [&](Value slot) {
-      return sharedPtr(kb,
-                       sm.address(kb, kb.add(kb.idx(ringBytes + 8 * stages), kb.mul(slot, 8))));
+      return kb.pointerAt(
+          sm.address(kb, kb.add(kb.idx(ringBytes + 8 * stages), kb.mul(slot, 8))), 3);
     };
-    auto issueTma = [&](Value kt, Value slot) {
-      kb.ifThen(kb.andi(isFirst, kb.ult(kt, k1)), [&] {
+    auto issueTma = [&](Value issuer, Value kt, Value slot) {
+      kb.ifThen(kb.andi(issuer, kb.ult(kt, k1)), [&] {
         Value bar = barrierAt(slot);
         NVVM::MBarrierArriveExpectTxOp::create(b, loc, Type(), bar,
                                                kb.i32Const((bm + bn) * rowBytes),
@@ -1329,7 +1322,7 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     // 128-byte row (the 128-byte swizzle); edges zero-filled.
     auto issue = [&](Value kt, Value slot) {
       if (tma) {
-        issueTma(kt, slot);
+        issueTma(isFirst, kt, slot);
         return;
       }
       // K tiles past the block's range read nothing (zero-filled, never
@@ -1351,8 +1344,6 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     // each slot's reuse u >= 1 after the consumers released use u - 1.
     auto produce = [&] {
       Value me = kb.ieq(tb.tid, kb.idx(threads));
-      Value isFirstSaved = isFirst;
-      isFirst = me;
       kb.ifThen(me, [&] {
         kb.loop(kb.idx(0), kb.sub(k1, k0), ValueRange{}, [&](Value kt, ValueRange) {
           Value slot = kb.rem(kt, stages);
@@ -1361,11 +1352,10 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
                 b, loc, emptyAt(slot), indexI32(kb, kb.rem(kb.add(kb.div(kt, stages), 1), 2)),
                 kb.i32Const(10000000));
           });
-          issueTma(kb.add(k0, kt), slot);
+          issueTma(me, kb.add(k0, kt), slot);
           return SmallVector<Value>{};
         });
       });
-      isFirst = isFirstSaved;
     };
 
     auto consume = [&] {
