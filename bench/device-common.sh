@@ -25,6 +25,26 @@ kbench() {
   { echo "# $name"; cat /tmp/kbench-$name.csv; } >> $OUT/kbench.csv
   echo "-- $name"; grep -E "$rows" /tmp/kbench-$name.csv
 }
+# dense_inputs: the split-K / TMA bundles' dense k3-tiny checkpoint
+# (ckpt-dense) and batches: 128 one-token prompts (b128.txt), a 100-token
+# prompt (p100.txt) and it among 19 one-token prompts (mix20.txt: 119 tokens,
+# 20 sequences: a prefill round of mixed lengths, then decode rounds of 20).
+dense_inputs() {
+  k3-mkcheckpoint --config k3-tiny-dense.json -o ckpt-dense --seed 11 --quiet
+  seq 1 128 > b128.txt; seq 3 102 | paste -sd, > p100.txt
+  { cat p100.txt; seq 200 218; } > mix20.txt
+}
+# dense_checks ARTIFACTS...: each against the reference executor on those
+# three batches (3 new tokens).
+dense_checks() {
+  local a b
+  for a in "$@"; do
+    echo "== $a vs the reference: 128 one-token prompts, a 100-token prompt, a mixed batch of 20"
+    for b in b128.txt p100.txt mix20.txt; do
+      timeout 120 k3-run $a --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
+    done
+  done
+}
 # tiny_moe_checks VARIANTS: k3-tiny's checkpoint (ckpt-tiny) and a mixed batch
 # (mix.txt: prompts of 300, 40, 3 and 131 tokens); then tiny-bf16 and each
 # tiny-bf16-NAME of VARIANTS that the bundle has against the reference

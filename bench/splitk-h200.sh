@@ -16,18 +16,9 @@
 source "$(dirname "$0")/device-common.sh"
 machine
 variants=$(ls -d slice-* 2>/dev/null | sed 's#^slice-##')
-k3-mkcheckpoint --config k3-tiny-dense.json -o ckpt-dense --seed 11 --quiet
-seq 1 128 > b128.txt; seq 3 102 | paste -sd, > p100.txt
-# A 100-token prompt among 19 one-token prompts (119 tokens, 20 sequences: a
-# prefill round of mixed lengths, then decode rounds of 20 tokens).
-{ cat p100.txt; seq 200 218; } > mix20.txt
+dense_inputs
 # TINY: the variants whose k3-tiny builds are checked (all by default).
-for a in $([ -n "${NO_TINY:-}" ] || echo tdense $(for n in ${TINY:-$variants}; do echo tdense-$n; done)); do
-  echo "== $a vs the reference: 128 one-token prompts, a 100-token prompt, a mixed batch of 20"
-  for b in b128.txt p100.txt mix20.txt; do
-    timeout 120 k3-run $a --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
-  done
-done
+[ -n "${NO_TINY:-}" ] || dense_checks tdense $(for n in ${TINY:-$variants}; do echo tdense-$n; done)
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 echo "== slice checkpoint (${SECONDS}s)"
 timeout 150 k3-run slice --checkpoint /tmp/slice --device cuda --batch b128.txt --max-new-tokens 3 --quiet --dump-logits /tmp/ref.npy > /dev/null

@@ -27,9 +27,7 @@
 source "$(dirname "$0")/device-common.sh"
 machine
 variants=$(ls -d slice-* 2>/dev/null | sed 's#^slice-##')
-k3-mkcheckpoint --config k3-tiny-dense.json -o ckpt-dense --seed 11 --quiet
-seq 1 128 > b128.txt; seq 3 102 | paste -sd, > p100.txt
-{ cat p100.txt; seq 200 218; } > mix20.txt
+dense_inputs
 seq -s, 5 704 > p700.txt
 ok=""
 for n in $variants; do
@@ -43,12 +41,7 @@ done
 echo "== variants that ran: ${ok:-none}"
 part=${PART:-all}
 if [ "$part" != bench ]; then
-for a in tdense $(for n in $ok; do echo tdense-$n; done); do
-  echo "== $a vs the reference: 128 one-token prompts, a 100-token prompt, a mixed batch of 20"
-  for b in b128.txt p100.txt mix20.txt; do
-    timeout 120 k3-run $a --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
-  done
-done
+dense_checks tdense $(for n in $ok; do echo tdense-$n; done)
 if [ -d tdense-f32 ]; then
   echo "== tdense-f32 (the exact path, 1e-5) vs the reference: a 100-token prompt, a mixed batch of 20"
   for b in p100.txt mix20.txt; do
