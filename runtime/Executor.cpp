@@ -111,12 +111,13 @@ const std::vector<int64_t> &HostModel::greedyIds() {
   const Value &out = lastEntry->values[lastEntry->returns[0]];
   auto it = kernels.find("k3_argmax_f32_" + std::to_string(vocab));
   if (it == kernels.end() || out.dtype != "f32") {
-    // An artifact without the kernel: the logits come back, the host picks.
+    // An artifact without the kernel: the logits come back and the greedy
+    // sampler picks, as it does for k3-run's host path.
     std::vector<float> host(static_cast<size_t>(batch * vocab));
     out.buf->read(host.data(), host.size() * sizeof(float));
+    Sampler greedy(/*temperature=*/0, /*topP=*/1, /*seed=*/0);
     for (int64_t n = 0; n < batch; ++n)
-      greedyHost[n] = std::max_element(host.begin() + n * vocab, host.begin() + (n + 1) * vocab) -
-                      (host.begin() + n * vocab);
+      greedyHost[n] = greedy.sample(host.data() + n * vocab, vocab);
     return greedyHost;
   }
   if (!greedyBuf)

@@ -1,5 +1,5 @@
 """Copies an artifact and applies one named hostile edit to its manifest.json
-(test/Runtime/manifest.test).
+(test/Runtime/manifest.test; greedy-argmax.test's no-argmax is a valid one).
 usage: edit_manifest.py SRC_ARTIFACT DST_DIR EDIT
 """
 import hashlib
@@ -72,6 +72,8 @@ elif edit == "binding-missing":
 elif edit == "binding-expert":
     b = next(b for b in m["weights"] if b["transform"] == "mxfp4_stack")
     b["sources"][0]["tensor"] = b["sources"][0]["tensor"].replace("{expert}", "0")
+elif edit == "no-argmax":  # an artifact of a k3c before the argmax kernel (valid)
+    m["kernels"] = [k for k in m["kernels"] if k["family"] != "argmax"]
 else:
     sys.exit("unknown edit " + edit)
 json.dump(m, open(path, "w"))
