@@ -37,8 +37,9 @@ namespace k3c::lowering {
 
 
 /// A value's type: dtype, shape (-1 dynamic) and, for entry arguments, the
-/// symbolic dims: tokens (T), sequences (N), context (S).
-static void describeType(Type t, artifact::Value &v, bool withDims) {
+/// symbolic dims: tokens (T), sequences (N), context (S), and for a paged MLA
+/// cache (`paged`: the entry takes a block table) its pool's pages.
+static void describeType(Type t, artifact::Value &v, bool withDims, bool paged = false) {
   if (auto m = dyn_cast<mlir::k3::MXFP4Type>(t)) {
     v.dtype = "mxfp4";
     v.shape.assign(m.getShape().begin(), m.getShape().end());
@@ -54,11 +55,15 @@ static void describeType(Type t, artifact::Value &v, bool withDims) {
       continue;
     if (!ShapedType::isDynamic(d))
       // The MLA cache's rows are the planned context (capacity.max_context).
-      v.dims.push_back(v.kind == "state" && StringRef(v.name).ends_with("mla_cache") && i == 1
+      v.dims.push_back(!paged && v.kind == "state" && StringRef(v.name).ends_with("mla_cache") &&
+                               i == 1
                            ? "context"
                            : "");
     else if (i == 0)
-      v.dims.push_back(v.name == "token_ids" ? "tokens" : "seqs");
+      v.dims.push_back(v.name == "token_ids"                                    ? "tokens"
+                       : paged && v.kind == "state" &&
+                               StringRef(v.name).ends_with("mla_cache") ? "pages"
+                                                                        : "seqs");
     else
       v.dims.push_back("context");
   }
@@ -70,6 +75,10 @@ static void scheduleOf(func::FuncOp fn, artifact::Entry &entry) {
     id[v] = desc.id = static_cast<int64_t>(entry.values.size());
     entry.values.push_back(std::move(desc));
   };
+  bool paged = false;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (auto name = fn.getArgAttrOfType<StringAttr>(i, "k3.input"))
+      paged |= name.getValue() == "block_table";
   for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
     artifact::Value d;
     for (StringRef key : {"k3.input", "k3.state", "k3.weight"})
@@ -77,7 +86,7 @@ static void scheduleOf(func::FuncOp fn, artifact::Entry &entry) {
         d.kind = key.drop_front(3).str();
         d.name = name.getValue().str();
       }
-    describeType(arg.getType(), d, /*withDims=*/true);
+    describeType(arg.getType(), d, /*withDims=*/true, paged);
     addValue(arg, std::move(d));
   }
   for (Operation &op : fn.getBody().front()) {
@@ -216,6 +225,17 @@ LogicalResult writeArtifact(ModuleOp fused, const std::vector<KernelInfo> &kerne
     }
     if (failed(bindWeights(m, o.config, error)))
       return failure();
+    // A paged MLA cache: the page size is the pools' dim 1; the default pool
+    // holds every sequence's whole context (--cache-tokens sizes it) plus the
+    // runtime's zero page.
+    for (const artifact::Value &v : m.prefill.values)
+      if (v.kind == "state" && !v.dims.empty() && v.dims[0] == "pages")
+        m.capacity.cachePage = v.shape[1];
+    if (m.capacity.cachePage) {
+      const int64_t P = m.capacity.cachePage, perSeq = (o.maxContext + P - 1) / P;
+      m.capacity.cachePages =
+          (o.cacheTokens > 0 ? (o.cacheTokens + P - 1) / P : o.maxSeqs * perSeq) + 1;
+    }
     // The runtime's checks, here: k3-compile never writes a manifest that
     // its runtime refuses.
     m.validate(o.dir);

@@ -21,6 +21,9 @@ struct ArtifactOptions {
   std::string cudaLibrary;   ///< path of kernels_cuda.so inside `dir` ("" if none)
   ModelConfig config;
   int64_t maxTokens = 512, maxSeqs = 16, maxContext = 4096;
+  /// A paged MLA cache's default pool in tokens (0: every sequence's whole
+  /// context); the runtime may choose another (k3-run --cache-tokens).
+  int64_t cacheTokens = 0;
   std::string activationDtype = "bf16";
 };
 

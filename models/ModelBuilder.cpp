@@ -2,6 +2,7 @@
 
 #include "models/ModelBuilder.h"
 #include "models/Weights.h"
+#include "support/Common.h"
 
 #include "dialects/K3/IR/K3Ops.h"
 
@@ -70,6 +71,12 @@ private:
     idsArg = arg(tensor({kDyn}, i32), "k3.input", "token_ids");
     lensArg = arg(tensor({kDyn}, i32), "k3.input", "seq_lens");
     cacheLensArg = arg(tensor({kDyn}, i32), "k3.input", "cache_lens");
+    const bool paged = opts.mlaPage > 0 && c.count(AttnKind::MLA) > 0;
+    blockTableArg = -1;
+    if (paged)
+      blockTableArg = static_cast<int64_t>(arg(
+          tensor({kDyn, (opts.maxContext + opts.mlaPage - 1) / opts.mlaPage}, i32), "k3.input",
+          "block_table"));
     stateArgs.clear();
     for (int64_t li = 0; li < c.numLayers; ++li) {
       std::string p = "layers." + std::to_string(li) + ".";
@@ -79,7 +86,7 @@ private:
         stateArgs.push_back(arg(tensor({kDyn, c.convKernel - 1, 3 * c.kdaProjDim()}, act),
                                 "k3.state", p + "conv_state"));
       } else {
-        int64_t cap = opts.maxContext > 0 ? opts.maxContext : kDyn;
+        int64_t cap = paged ? opts.mlaPage : opts.maxContext > 0 ? opts.maxContext : kDyn;
         stateArgs.push_back(
             arg(tensor({kDyn, cap, c.mlaCacheDim()}, act), "k3.state", p + "mla_cache"));
       }
@@ -203,6 +210,7 @@ private:
         auto L = [&](const char *r) { return LW(li, std::string("self_attn.") + r); };
         auto op = GatedMlaOp::create(
             b, nameLoc(lp + "self_attn", loc), actT, cache.getType(), xn, lens, cache, cacheLens,
+            blockTableArg >= 0 ? entry->getArgument(blockTableArg) : Value(),
             L("q_a_proj.weight"), L("q_a_layernorm.weight"), L("q_b_proj.weight"),
             L("q_proj.weight"), L("kv_a_proj_with_mqa.weight"), L("kv_a_layernorm.weight"),
             L("kv_b_proj.weight"), L("g_proj.weight"), L("o_proj.weight"), i64(c.mlaHeads),
@@ -269,6 +277,7 @@ private:
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
   size_t idsArg = 0, lensArg = 0, cacheLensArg = 0;
+  int64_t blockTableArg = -1; ///< the paged MLA cache's block table, or -1
   SmallVector<size_t> stateArgs;
   std::map<std::string, size_t> weightArg;
 };
@@ -278,6 +287,10 @@ private:
 OwningOpRef<ModuleOp> buildModel(MLIRContext &ctx, const ModelConfig &config,
                                  const BuildOptions &options) {
   loadBuilderDialects(ctx);
+  if (options.mlaPage < 0 || (options.mlaPage > 0 && options.maxContext <= 0))
+    throw Error("a paged MLA cache needs a page size >= 1 and a static max context (got page " +
+                std::to_string(options.mlaPage) + ", context " +
+                std::to_string(options.maxContext) + ")");
   OwningOpRef<ModuleOp> module = Builder(ctx, config, options).build();
   if (failed(verify(*module)))
     return nullptr;

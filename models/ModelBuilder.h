@@ -22,6 +22,11 @@ namespace k3c {
 struct BuildOptions {
   /// MLA cache capacity in tokens per sequence; 0 leaves it dynamic.
   int64_t maxContext = 0;
+  /// Paged MLA cache: tokens a page (0: one contiguous `[N, maxContext]`
+  /// cache a sequence). The caches become pools `[pages, P, R + rope]` and
+  /// the entries take a `block_table` input `[N, ceil(maxContext / P)]`
+  /// (needs maxContext > 0).
+  int64_t mlaPage = 0;
   /// Activation (and conv window / MLA cache) dtype: bf16 (the model's
   /// contract) or f32 (for checking kernels against the fp32 reference at 1e-5).
   bool f32Activations = false;

@@ -59,6 +59,12 @@ LogicalResult mlir::k3::measureModel(ModuleOp module, ModelMemory &m, std::strin
   if (auto n = module->getAttrOfType<IntegerAttr>("k3.num_layers"))
     m.layers = n.getInt();
   llvm::DenseSet<StringRef> moeLayers;
+  // A paged MLA cache's pools are [pages, page size, width]: dim 1 is no
+  // context then.
+  bool paged = false;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (auto in = fn.getArgAttrOfType<StringAttr>(i, "k3.input"))
+      paged |= in.getValue() == "block_table";
   for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
     Type t = fn.getArgument(i).getType();
     if (auto w = fn.getArgAttrOfType<StringAttr>(i, "k3.weight")) {
@@ -97,7 +103,7 @@ LogicalResult mlir::k3::measureModel(ModuleOp module, ModelMemory &m, std::strin
         m.convStatePerSeq += bytesFrom(rt, 1);
       } else if (name.ends_with("mla_cache")) {
         m.mlaCachePerToken += bytesFrom(rt, 2);
-        if (!ShapedType::isDynamic(rt.getDimSize(1)))
+        if (!paged && !ShapedType::isDynamic(rt.getDimSize(1)))
           m.staticContext = rt.getDimSize(1);
       } else {
         err = "unknown state argument '" + name.str() + "'";

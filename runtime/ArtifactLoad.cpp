@@ -54,6 +54,19 @@ void HostModel::load() {
   plan.maxSeqs = opts.maxSeqs > 0 ? std::min<int64_t>(opts.maxSeqs, m.capacity.maxSeqs)
                                   : m.capacity.maxSeqs;
   plan.maxContext = m.capacity.maxContext;
+  if (m.capacity.cachePage) {
+    // The paged MLA cache's pool: --cache-tokens, else the artifact's default
+    // (cut to every sequence's whole context when fewer sequences are asked
+    // for); page 0 is the zero page.
+    const int64_t P = m.capacity.cachePage, perSeq = (plan.maxContext + P - 1) / P;
+    plan.cachePage = P;
+    plan.cachePages = opts.cacheTokens > 0 ? (opts.cacheTokens + P - 1) / P + 1
+                      : opts.maxSeqs > 0 ? std::min(m.capacity.cachePages, plan.maxSeqs * perSeq + 1)
+                                         : m.capacity.cachePages;
+    if (plan.cachePages > (int64_t(1) << 24))
+      throw Error("--cache-tokens " + std::to_string(opts.cacheTokens) +
+                  " asks for more than 2^24 pages of " + std::to_string(P) + " tokens");
+  }
   ckptPath = opts.checkpoint.empty() ? m.checkpoint.path : opts.checkpoint;
   // Hashes: the kernel library and the checkpoint's config/index.
   const artifact::FileEntry &libj = gpu ? *m.cudaLibrary : *m.hostLibrary;
@@ -153,7 +166,10 @@ void HostModel::load() {
     for (size_t i = 0; i < cap.size(); ++i)
       if (cap[i] < 0) {
         std::string d = i < val.dims.size() ? val.dims[i] : "";
-        cap[i] = d == "seqs" ? plan.maxSeqs : d == "context" ? plan.maxContext : plan.maxTokens;
+        cap[i] = d == "seqs"      ? plan.maxSeqs
+                 : d == "context" ? plan.maxContext
+                 : d == "pages"   ? plan.cachePages
+                                  : plan.maxTokens;
       }
     return cap;
   };
@@ -170,7 +186,12 @@ void HostModel::load() {
         if (!b) {
           b = newBuffer(v.dtype, capOf(v), "state " + v.name);
           plan.stateBytes += b->bytes;
-          plan.stateBytesPerSeq += b->bytes / plan.maxSeqs;
+          if (v.paged()) {
+            plan.cachePageBytes += b->bytes / plan.cachePages;
+            pools.push_back(b);
+          } else {
+            plan.stateBytesPerSeq += b->bytes / plan.maxSeqs;
+          }
         }
         v.buf = b;
       }

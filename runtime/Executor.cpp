@@ -4,6 +4,40 @@
 
 namespace k3c::rt::detail {
 
+void HostModel::reservePages(const std::vector<int64_t> &seqLens) {
+  const int64_t P = plan.cachePage;
+  for (int64_t n = 0; n < batch; ++n) {
+    const int64_t need = (lens[n] + seqLens[n] + P - 1) / P;
+    while (static_cast<int64_t>(seqPages[n].size()) < need) {
+      if (freePages.empty())
+        throw Error("the paged MLA cache is full: sequence " + std::to_string(n) + " needs page " +
+                    std::to_string(seqPages[n].size() + 1) + " for " +
+                    std::to_string(lens[n] + seqLens[n]) + " tokens, and all " +
+                    std::to_string(plan.cachePages - 1) + " pages of " + std::to_string(P) +
+                    " tokens are held (" + std::to_string(plan.pagesInUse * P) +
+                    " tokens over " + std::to_string(batch) +
+                    " sequences); give a larger pool (k3-run --cache-tokens, or compile with "
+                    "--cache-tokens)");
+      const int32_t page = freePages.back();
+      freePages.pop_back();
+      for (Buffer *b : pools) {
+        const size_t bytes = static_cast<size_t>(b->bytes / plan.cachePages);
+        b->clearAt(static_cast<size_t>(page) * bytes, bytes);
+      }
+      seqPages[n].push_back(page);
+      plan.pagesPeak = std::max(plan.pagesPeak, ++plan.pagesInUse);
+    }
+  }
+}
+
+std::vector<int32_t> HostModel::blockTable() const {
+  const int64_t per = (plan.maxContext + plan.cachePage - 1) / plan.cachePage;
+  std::vector<int32_t> table(static_cast<size_t>(batch * per), 0);
+  for (int64_t n = 0; n < batch; ++n)
+    std::copy(seqPages[n].begin(), seqPages[n].end(), table.begin() + n * per);
+  return table;
+}
+
 const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &ids,
                                   const std::vector<int64_t> &seqLens, bool graph) {
   const int64_t T = static_cast<int64_t>(ids.size()), N = batch;
@@ -21,9 +55,15 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
     if (ids[t] < 0 || ids[t] >= vocab)
       throw Error("token id " + std::to_string(ids[t]) + " is outside the vocabulary [0, " +
                   std::to_string(vocab) + ")");
+  if (plan.cachePage)
+    reservePages(seqLens);
   // Inputs.
   for (Value &v : e.values) {
-    if (v.kind == "input") {
+    if (v.kind == "input" && v.name == "block_table") {
+      std::vector<int32_t> table = blockTable();
+      v.buf->write(table.data(), table.size() * sizeof(int32_t));
+      v.buf->dims = {N, v.buf->capacity[1]};
+    } else if (v.kind == "input") {
       std::vector<int32_t> host;
       if (v.name == "token_ids") {
         for (int64_t t = 0; t < T; ++t)
@@ -36,7 +76,8 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
       v.buf->dims = {static_cast<int64_t>(host.size())};
     } else if (v.kind == "state") {
       v.buf->dims = v.buf->capacity;
-      v.buf->dims[0] = N;
+      if (!v.paged())
+        v.buf->dims[0] = N;
     } else if (v.kind == "weight") {
       v.buf->dims = v.buf->capacity;
       if (v.scales)

@@ -130,6 +130,8 @@ struct KernelSpec : artifact::Kernel {
 /// A value of an entry: its manifest description plus its storage.
 struct Value : artifact::Value {
   bool mxfp4() const { return dtype == "mxfp4"; }
+  /// A paged MLA cache's pool (shared by all sequences, not sized by them).
+  bool paged() const { return kind == "state" && !dims.empty() && dims[0] == "pages"; }
   // Storage: activations own one; weights/states/inputs are shared by name.
   Buffer *buf = nullptr, *scales = nullptr;
 };
@@ -289,7 +291,16 @@ public:
     batch = n;
     lens.assign(n, 0);
     for (auto &[name, b] : states)
-      b->clear();
+      if (std::find(pools.begin(), pools.end(), b) == pools.end())
+        b->clear();
+    // The paged MLA cache: every page back on the free list (page 0, the
+    // zero page, is never handed out; a page is zeroed when handed out, so a
+    // reset touches no pool memory).
+    freePages.clear();
+    for (int64_t p = plan.cachePages - 1; p >= 1; --p)
+      freePages.push_back(static_cast<int32_t>(p));
+    seqPages.assign(n, {});
+    plan.pagesInUse = plan.pagesPeak = 0;
   }
 
   int64_t prefillRounds(const std::vector<std::vector<int64_t>> &prompts) const override {
@@ -518,6 +529,18 @@ private:
   std::map<std::string, Buffer *> weights, weightScales, states, inputs;
   int64_t batch = 0;
   std::vector<int64_t> lens;
+  // The paged MLA cache (plan.cachePage > 0): the layers' pools, the free
+  // page ids (handed out from the back) and each sequence's pages in order.
+  std::vector<Buffer *> pools;
+  std::vector<int32_t> freePages;
+  std::vector<std::vector<int32_t>> seqPages;
+  /// Hands each sequence the pages its positions up to lens[n] + seqLens[n]
+  /// need (each zeroed in every pool); throws naming the pool when it is
+  /// out of pages.
+  void reservePages(const std::vector<int64_t> &seqLens);
+  /// The block table [batch, ceil(maxContext / P)]: page ids, 0 (the zero
+  /// page) past a sequence's pages.
+  std::vector<int32_t> blockTable() const;
   bool profiling = false, tracing = false;
   bool routingOn = false;
   std::vector<RoutingRecord> routing;

@@ -28,6 +28,9 @@ struct LoadOptions {
   std::string device = "auto"; ///< auto, cpu, cuda
   bool progress = false;
   int64_t maxSeqs = 0;         ///< 0: the artifact's capacity
+  /// A paged MLA cache's pool in tokens (0: the artifact's default,
+  /// capacity.cache_pages); ignored by artifacts with contiguous caches.
+  int64_t cacheTokens = 0;
   /// Weights from this checkpoint instead of the compile-time path (an
   /// artifact moved to another machine); its config and index must still
   /// match the hashes in the manifest.
@@ -67,6 +70,12 @@ struct MemoryPlan {
   int64_t weightBytes = 0, activationBytes = 0, stateBytes = 0, scratchBytes = 0;
   int64_t stateBytesPerSeq = 0;
   int64_t maxTokens = 0, maxSeqs = 0, maxContext = 0;
+  /// A paged MLA cache (cachePage > 0): tokens a page, the pool's pages
+  /// (page 0 the zero page no sequence gets), the bytes of one page over all
+  /// MLA layers (counted in stateBytes, not in stateBytesPerSeq).
+  int64_t cachePage = 0, cachePages = 0, cachePageBytes = 0;
+  /// Pages the sequences hold now, and at most since the last reset.
+  int64_t pagesInUse = 0, pagesPeak = 0;
 };
 
 /// The expert ids one router launch chose ([tokens, topK], in token order).

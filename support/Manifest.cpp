@@ -269,8 +269,16 @@ void Checker::entry(const Manifest &m, const Entry &e, const std::string &ef,
       fail(vf + ".dims", "must name each of the " + std::to_string(v.shape.size()) + " dimensions");
     for (size_t i = 0; i < v.dims.size(); ++i) {
       const std::string &d = v.dims[i];
-      if (d != "" && d != "tokens" && d != "seqs" && d != "context")
+      if (d != "" && d != "tokens" && d != "seqs" && d != "context" && d != "pages")
         fail(vf + ".dims[" + std::to_string(i) + "]", "unknown dimension '" + d + "'");
+      if (d == "pages") {
+        if (!cap.cachePage)
+          fail(vf + ".dims[" + std::to_string(i) + "]",
+               "a paged cache needs capacity.cache_page");
+        if (v.kind != "state" || i != 0 || v.shape.size() != 3 || v.shape[1] != cap.cachePage)
+          fail(vf + ".shape", "a paged cache is a state [pages, capacity.cache_page = " +
+                                  std::to_string(cap.cachePage) + ", width]");
+      }
       if (d == "context" && v.shape[i] >= 0 && v.shape[i] != cap.maxContext)
         fail(vf + ".shape[" + std::to_string(i) + "]",
              "the compiled context of " + std::to_string(v.shape[i]) +
@@ -281,8 +289,18 @@ void Checker::entry(const Manifest &m, const Entry &e, const std::string &ef,
     for (size_t i = 0; i < sized.size(); ++i)
       if (sized[i] < 0) {
         const std::string d = i < v.dims.size() ? v.dims[i] : "";
-        sized[i] = d == "seqs" ? cap.maxSeqs : d == "context" ? cap.maxContext : cap.maxTokens;
+        sized[i] = d == "seqs"      ? cap.maxSeqs
+                   : d == "context" ? cap.maxContext
+                   : d == "pages"   ? cap.cachePages
+                                    : cap.maxTokens;
       }
+    if (v.kind == "input" && v.name == "block_table") {
+      const int64_t per = cap.cachePage ? (cap.maxContext + cap.cachePage - 1) / cap.cachePage : 0;
+      if (!cap.cachePage || v.shape.size() != 2 || v.shape[1] != per || v.dtype != "i32")
+        fail(vf, "the block table is an i32 input [seqs, ceil(max_context / cache_page)]" +
+                     (cap.cachePage ? " = [seqs, " + std::to_string(per) + "]"
+                                    : std::string(" and needs capacity.cache_page")));
+    }
     bytesOf(sized, mx ? 1 : dtypeSizeOrZero(v.dtype), vf + ".shape",
             "a buffer of this shape at the artifact's capacity");
   }
@@ -460,6 +478,11 @@ void Checker::manifest(const Manifest &m) const {
   if (m.capacity.maxSeqs > m.capacity.maxTokens)
     fail("capacity", "max_seqs " + std::to_string(m.capacity.maxSeqs) + " > max_tokens " +
                          std::to_string(m.capacity.maxTokens));
+  range(m.capacity.cachePage, "capacity.cache_page", 0, kMaxContext);
+  if (m.capacity.cachePage)
+    range(m.capacity.cachePages, "capacity.cache_pages", 2, kMaxContext);
+  else if (m.capacity.cachePages)
+    fail("capacity.cache_pages", "given without capacity.cache_page");
 
   // Checkpoint: the path is the user's; the hashed files lie inside it.
   for (const auto &[file, hash] : m.checkpoint.sha256) {
@@ -764,6 +787,10 @@ ojson Manifest::toJson() const {
   m["capacity"] = {{"max_tokens", capacity.maxTokens},
                    {"max_seqs", capacity.maxSeqs},
                    {"max_context", capacity.maxContext}};
+  if (capacity.cachePage) {
+    m["capacity"]["cache_page"] = capacity.cachePage;
+    m["capacity"]["cache_pages"] = capacity.cachePages;
+  }
   ojson ck;
   ck["path"] = checkpoint.path;
   if (checkpoint.hasSha256) {
@@ -856,6 +883,10 @@ Manifest Manifest::fromJson(const json &j, const std::string &dir) {
   m.capacity.maxSeqs = c.integer(c.get(cap, "max_seqs", "capacity"), "capacity.max_seqs");
   m.capacity.maxContext =
       c.integer(c.get(cap, "max_context", "capacity"), "capacity.max_context");
+  if (const json *v = c.opt(cap, "cache_page"))
+    m.capacity.cachePage = c.integer(*v, "capacity.cache_page");
+  if (const json *v = c.opt(cap, "cache_pages"))
+    m.capacity.cachePages = c.integer(*v, "capacity.cache_pages");
 
   const json &ck = c.object(c.get(j, "checkpoint", "(top level)"), "checkpoint");
   if (const json *p = c.opt(ck, "path"))

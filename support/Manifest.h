@@ -22,7 +22,9 @@
 //    outputs as the kernel takes, every index in range, each activation
 //    written once and only read after the launch that writes it; non-empty
 //    returns of written values; a dimension marked "context" equal to
-//    capacity.max_context;
+//    capacity.max_context; a "pages" dimension (a paged MLA cache's pool)
+//    only with capacity.cache_page, the pool's dim 1 equal to it and the
+//    block table's pages per sequence ceil(max_context / cache_page);
 //  * weights: the binding table, one entry per weight value (same dtype,
 //    shape and MXFP4 layout as the value), a known transform with the
 //    sources it takes, each source's accepted checkpoint shapes consistent
@@ -85,6 +87,9 @@ struct ModelInfo {
 
 struct Capacity {
   int64_t maxTokens = 0, maxSeqs = 0, maxContext = 0;
+  /// A paged MLA cache (0 for contiguous caches): tokens a page, and the
+  /// pool's pages by default (the runtime's zero page included).
+  int64_t cachePage = 0, cachePages = 0;
 };
 
 /// Where the weights come from, and the hashes that pin them.

@@ -48,6 +48,33 @@ namespace k3c::lowering {
 static int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 namespace {
+/// The latent cache as the kernels address it (k3.mla_attention's `cache`
+/// and optional `block_table`): contiguous `[N, S_max, cd]`, where position
+/// `pos` of sequence `n` is row (n, pos); or paged, a pool `[pages, P, cd]`
+/// where it is row pos % P of page table[n][pos / P]. Every read and append
+/// goes through row(), so the two layouts share each kernel; a tile of
+/// positions may straddle pages (the copies map each row on its own).
+struct CacheRef {
+  Value mem, table;
+  int64_t page = 0;
+  /// The two leading indices of (n, pos) in `mem`.
+  SmallVector<Value> row(KernelBuilder &kb, Value n, Value pos) const {
+    if (!table)
+      return {n, pos};
+    Value pg = kb.toIndex(kb.load(table, {n, kb.div(pos, page)}));
+    return {pg, kb.rem(pos, page)};
+  }
+  /// The indices of column `c` of (n, pos).
+  SmallVector<Value> at(KernelBuilder &kb, Value n, Value pos, Value c) const {
+    SmallVector<Value> i = row(kb, n, pos);
+    i.push_back(c);
+    return i;
+  }
+  int64_t width() const { return cast<MemRefType>(mem.getType()).getDimSize(2); }
+};
+} // namespace
+
+namespace {
 /// The flash prefill's shape: a block of `warps` warps takes bm = 16 * warps
 /// query rows of one head; key / value tiles of bn positions. Head dims are
 /// padded to the mma k (16) with zero columns in shared memory.
@@ -814,16 +841,15 @@ static void flashPrefillWgmma(KernelBuilder &kb, const FlashPlan &p, Value q, Va
 /// The absorbed form, a block per (tokens, head): each block takes `tpb`
 /// consecutive tokens; with `skipFresh` it leaves tokens of sequences
 /// without cached context to the flash prefill.
-static void absorbedAttention(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
+static void absorbedAttention(KernelBuilder &kb, MlaAttentionOp attn, Value q, const CacheRef &cache,
                               Value cacheLens, Value lens, Value kvb, Value gate, Value out,
                               int64_t tpb, bool skipFresh) {
-  auto cacheType = cast<MemRefType>(cache.getType());
   Type outType = cast<MemRefType>(out.getType()).getElementType();
   int64_t H = attn.getNumHeads(), nope = attn.getQkNopeHeadDim(), dv = attn.getVHeadDim();
   int64_t R = cast<MemRefType>(kvb.getType()).getDimSize(1);
-  int64_t cd = cacheType.getDimSize(2), rope = cd - R, qk = nope + rope;
+  int64_t cd = cache.width(), rope = cd - R, qk = nope + rope;
   Value scale = kb.f32(attn.getSoftmaxScale().convertToDouble());
-  int64_t vwCache = kb.vecWidth(cache, cd), vwKvb = kb.vecWidth(kvb, R);
+  int64_t vwCache = kb.vecWidth(cache.mem, cd), vwKvb = kb.vecWidth(kvb, R);
   if (R % vwCache)
     vwCache = 1;
   Value T = kb.dim(q, 0);
@@ -877,16 +903,18 @@ static void absorbedAttention(KernelBuilder &kb, MlaAttentionOp attn, Value q, V
     auto mlState = kb.loopStep(
         tb.warp, visible, kb.idx(tb.warps), ValueRange{kb.f32(-INFINITY), kb.f32(0.0)},
         [&](Value s, ValueRange a) {
+          SmallVector<Value> rs = cache.row(kb, n, s);
           Value score = kb.fmul(
               kb.warpDot(
-                  tb, cd, vwCache, [&](Value c) { return kb.loadVec(cache, {n, s, c}, vwCache); },
+                  tb, cd, vwCache,
+                  [&](Value c) { return kb.loadVec(cache.mem, {rs[0], rs[1], c}, vwCache); },
                   [&](Value c) { return kb.loadVec(qa, {c}, vwCache); }),
               scale);
           Value m = kb.fmax(a[0], score);
           Value alpha = kb.exp(kb.fsub(a[0], m)), p = kb.exp(kb.fsub(score, m));
           kb.loopStep(kb.mul(tb.lane, vwCache), kb.idx(R), kb.idx(tb.lanes * vwCache),
                       [&](Value r) {
-                        SmallVector<Value> cv = kb.loadVec(cache, {n, s, r}, vwCache);
+                        SmallVector<Value> cv = kb.loadVec(cache.mem, {rs[0], rs[1], r}, vwCache);
                         for (int64_t j = 0; j < vwCache; ++j) {
                           Value rj = j ? kb.add(r, j) : r;
                           Value o = kb.load(acc, {tb.warp, rj});
@@ -958,23 +986,25 @@ static bool groupedFits(MlaAttentionOp attn) {
 struct Grouped {
   KernelBuilder &kb;
   MlaAttentionOp attn;
-  Value q, cache, kvb, gate, out;
+  Value q;
+  CacheRef cache;
+  Value kvb, gate, out;
   int64_t G, H, nope, dv, R, cd, rope, qk, nr, vwC, vwR, vwKvb, vwQ, vwK, uq, ua, uo;
   Type outType, f32;
   Value scale, negInf, zero;
 
-  Grouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache, Value kvb, Value gate,
+  Grouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, const CacheRef &cache, Value kvb, Value gate,
           Value out, int64_t G)
       : kb(kb), attn(attn), q(q), cache(cache), kvb(kvb), gate(gate), out(out), G(G) {
     H = attn.getNumHeads();
     nope = attn.getQkNopeHeadDim();
     dv = attn.getVHeadDim();
     R = cast<MemRefType>(kvb.getType()).getDimSize(1);
-    cd = cast<MemRefType>(cache.getType()).getDimSize(2);
+    cd = cache.width();
     rope = cd - R;
     qk = nope + rope;
     nr = R / 32; // latent columns a lane owns in (b)
-    vwC = kb.vecWidth(cache, cd);
+    vwC = kb.vecWidth(cache.mem, cd);
     vwR = std::min(vwC, nr);
     vwKvb = kb.vecWidth(kvb, R);
     while (nr % vwR)
@@ -1091,13 +1121,15 @@ struct Grouped {
         kb.add(lo, kb.mul(tb.warp, 32)), hi, kb.idx(W * 32), init, [&](Value p0, ValueRange in) {
               Value pos = kb.add(p0, tb.lane), valid = kb.ult(pos, hi);
               Value posC = kb.minu(pos, kb.sub(hi, kb.idx(1)));
+              SmallVector<Value> rowC = cache.row(kb, n, posC);
               // (a) This lane's position, all heads.
               SmallVector<Value> sc = kb.loopStep(
                   kb.idx(0), kb.idx(cd), kb.idx(vwC * ua), SmallVector<Value>(G, zero),
                   [&](Value c0, ValueRange a) {
                     SmallVector<SmallVector<Value>> cv;
                     for (int64_t u = 0; u < ua; ++u) // the row's loads first
-                      cv.push_back(kb.loadVec(cache, {n, posC, kb.add(c0, kb.idx(u * vwC))}, vwC));
+                      cv.push_back(kb.loadVec(
+                          cache.mem, {rowC[0], rowC[1], kb.add(c0, kb.idx(u * vwC))}, vwC));
                     SmallVector<Value> o(a);
                     for (int64_t u = 0; u < ua; ++u)
                       for (int64_t h = 0; h < G; ++h)
@@ -1138,10 +1170,13 @@ struct Grouped {
                       for (int64_t h = 0; h < G; ++h)
                         ph[k][h] = kb.shuffle(pr[h], k ? j1 : j, gpu::ShuffleMode::IDX);
                     SmallVector<SmallVector<Value>> cv;
-                    for (int64_t k = 0; k < 2; ++k)
+                    for (int64_t k = 0; k < 2; ++k) {
+                      SmallVector<Value> rk = cache.row(kb, n, pj[k]);
                       for (int64_t i = 0; i < nr / vwR; ++i)
                         cv.push_back(kb.loadVec(
-                            cache, {n, pj[k], kb.mul(kb.add(kb.idx(i * 32), tb.lane), vwR)}, vwR));
+                            cache.mem,
+                            {rk[0], rk[1], kb.mul(kb.add(kb.idx(i * 32), tb.lane), vwR)}, vwR));
+                    }
                     SmallVector<Value> o(a);
                     for (int64_t k = 0; k < 2; ++k)
                       for (int64_t i = 0; i < nr / vwR; ++i)
@@ -1560,7 +1595,7 @@ static void qabsMmaStaged(Grouped &gr, ThreadBlock &tb, Value row0, Value valid,
 /// The grouped absorbed kernel for the cached sequences of a prefill launch:
 /// a block per (tpb tokens, group of G heads), tokens of sequences without
 /// cached context (the flash prefill's) skipped.
-static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
+static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, const CacheRef &cache,
                             Value cacheLens, Value lens, Value kvb, Value gate, Value out,
                             int64_t G, int64_t tpb) {
   Grouped gr(kb, attn, q, cache, kvb, gate, out, G);
@@ -1657,14 +1692,16 @@ static SplitRange splitRange(KernelBuilder &kb, ThreadBlock &tb, Value lens, Val
 /// segments a copy (a div/rem per copy took ~15-30 instructions: half of the
 /// warpgroup core's tile loop). Row r reads position srcRow0 + r, zero-filled
 /// from `valid` rows on; rows past bn in a last partial pass copy nothing.
-/// `copy(r, m, srcPos, bytes)` issues one 16-byte copy of block m and returns
+/// Positions are sequence `seq`'s in `cache`, each row's mapped once (a page
+/// lookup when paged). `copy(r, m, src, bytes)` (src: the row's leading
+/// cache indices) issues one 16-byte copy of block m and returns
 /// its token, collected into `toks` (when given) except under the last
 /// pass's condition (those join the thread's group without their tokens: a
 /// commit takes every earlier copy of the thread).
 static bool tileCopiesFit(int64_t cd, int64_t threads) { return cd % 64 == 0 && threads % 8 == 0; }
 static void copyTileRows(KernelBuilder &kb, ThreadBlock &tb, int64_t bn, int64_t cd,
-                         Value srcRow0, Value valid,
-                         const std::function<Value(Value, int64_t, Value, Value)> &copy,
+                         Value srcRow0, Value valid, const CacheRef &cache, Value seq,
+                         const std::function<Value(Value, int64_t, ArrayRef<Value>, Value)> &copy,
                          SmallVector<Value> *toks = nullptr) {
   const int64_t rp = tb.threads / 8;
   Value rt = kb.div(tb.tid, 8);
@@ -1674,8 +1711,9 @@ static void copyTileRows(KernelBuilder &kb, ThreadBlock &tb, int64_t bn, int64_t
       Value ok = kb.ult(r, valid);
       Value srcPos = kb.select(ok, kb.add(srcRow0, r), kb.idx(0));
       Value bytes = kb.select(ok, kb.idx(8), kb.idx(0));
+      SmallVector<Value> src = cache.row(kb, seq, srcPos);
       for (int64_t m = 0; m < cd / 64; ++m) {
-        Value t = copy(r, m, srcPos, bytes);
+        Value t = copy(r, m, src, bytes);
         if (keep && toks)
           toks->push_back(t);
       }
@@ -1720,7 +1758,7 @@ static void storeSplitRow(KernelBuilder &kb, Value part, Value slot, Value head,
 /// `local` of the round from t0, head group, split of P), writing the
 /// partials (o_lat unnormalized, M, L) as the FMA core does. q_abs (softmax
 /// scale folded in) comes from qaBf [kSplitChunk H, cd] in bf16.
-static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Value cache,
+static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, const CacheRef &cache,
                           Value cacheLens, Value lens, Value part, Value t0, Value Tc, Value P) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
@@ -1813,10 +1851,13 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
             });
           }
           // cp.async of nRows rows x cd/8 16-byte chunks: tile row r is
-          // src[prefix..., row0 + r, :] (zero-filled from `valid` rows on).
+          // src[prefix..., row0 + r, :] (zero-filled from `valid` rows on),
+          // or with `cref` (src the cache, prefix its sequence) the cache's
+          // row of position row0 + r.
           const int64_t chunks = d.cd / 8;
           auto copy = [&](SmallVector<Value> &toks, Value src, ArrayRef<Value> prefix, Value row0,
-                          Value valid, int64_t nRows, Value dst, Value slot) {
+                          Value valid, int64_t nRows, Value dst, Value slot,
+                          const CacheRef *cref = nullptr) {
             int64_t total = nRows * chunks;
             for (int64_t i = 0; i * tb.threads < total; ++i) {
               Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
@@ -1824,8 +1865,14 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
                 lin = kb.minu(lin, kb.idx(total - 1));
               Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
               Value ok = kb.ult(r, valid);
-              SmallVector<Value> si(prefix.begin(), prefix.end());
-              si.append({kb.select(ok, kb.add(row0, r), kb.idx(0)), c8});
+              Value pos = kb.select(ok, kb.add(row0, r), kb.idx(0));
+              SmallVector<Value> si;
+              if (cref) {
+                si = cref->at(kb, prefix[0], pos, c8);
+              } else {
+                si.assign(prefix.begin(), prefix.end());
+                si.append({pos, c8});
+              }
               SmallVector<Value> di;
               if (slot)
                 di.push_back(slot);
@@ -1838,17 +1885,17 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, Val
           auto issueTile = [&](SmallVector<Value> &toks, Value j) {
             Value p0 = kb.add(lo, kb.mul(j, bn));
             if (!tileCopiesFit(d.cd, tb.threads)) {
-              copy(toks, cache, {cs.n}, p0, kb.sub(hi, p0), bn, ks, kb.rem(j, 2));
+              copy(toks, cache.mem, {cs.n}, p0, kb.sub(hi, p0), bn, ks, kb.rem(j, 2), &cache);
               return;
             }
             Value c0 = kb.mul(kb.rem(tb.tid, 8), 8), slot = kb.rem(j, 2);
             copyTileRows(
-                kb, tb, bn, d.cd, p0, kb.sub(hi, p0),
-                [&](Value r, int64_t m, Value srcPos, Value bytes) -> Value {
+                kb, tb, bn, d.cd, p0, kb.sub(hi, p0), cache, cs.n,
+                [&](Value r, int64_t m, ArrayRef<Value> src, Value bytes) -> Value {
                   Value c8 = kb.add(c0, kb.idx(64 * m));
                   return nvgpu::DeviceAsyncCopyOp::create(
-                      b, loc, tokenType, ks, ValueRange{slot, r, c8}, cache,
-                      ValueRange{cs.n, srcPos, c8}, b.getIndexAttr(8), bytes, b.getUnitAttr());
+                      b, loc, tokenType, ks, ValueRange{slot, r, c8}, cache.mem,
+                      ValueRange{src[0], src[1], c8}, b.getIndexAttr(8), bytes, b.getUnitAttr());
                 },
                 &toks);
           };
@@ -2058,7 +2105,7 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
   return d;
 }
 
-static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Value cache,
+static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, const CacheRef &cache,
                             Value cacheLens, Value lens, Value part, Value t0, Value Tc, Value P) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
@@ -2274,15 +2321,15 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
               // (the swizzled chunk (t % 8) ^ (r % 8): a constant too, the
               // passes' rows 8-aligned apart)
               Value ct = kb.rem(tb.tid, 8);
-              copyTileRows(kb, tb, bn, d.cd, src0, valid,
-                           [&](Value r, int64_t m, Value srcPos, Value bytes) -> Value {
+              copyTileRows(kb, tb, bn, d.cd, src0, valid, cache, cs.n,
+                           [&](Value r, int64_t m, ArrayRef<Value> src, Value bytes) -> Value {
                              Value phys8 = kb.mul(
                                  arith::XOrIOp::create(b, loc, ct, kb.rem(r, 8)).getResult(),
                                  kb.idx(8));
                              return nvgpu::DeviceAsyncCopyOp::create(
                                  b, loc, tokenType, ks, ValueRange{slot, kb.idx(m), r, phys8},
-                                 cache,
-                                 ValueRange{cs.n, srcPos,
+                                 cache.mem,
+                                 ValueRange{src[0], src[1],
                                             kb.add(kb.mul(ct, kb.idx(8)), kb.idx(64 * m))},
                                  b.getIndexAttr(8), bytes, b.getUnitAttr());
                            });
@@ -2294,7 +2341,8 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, Va
               Value ok = kb.ult(r, valid);
               Value srcPos = kb.select(ok, kb.add(src0, r), kb.idx(0));
               nvgpu::DeviceAsyncCopyOp::create(
-                  b, loc, tokenType, ks, swzAt(slot)(r, c8), cache, ValueRange{cs.n, srcPos, c8},
+                  b, loc, tokenType, ks, swzAt(slot)(r, c8), cache.mem,
+                  cache.at(kb, cs.n, srcPos, c8),
                   b.getIndexAttr(8), kb.select(ok, kb.idx(8), kb.idx(0)), b.getUnitAttr());
             });
             NVVM::CpAsyncCommitGroupOp::create(b, loc);
@@ -2378,7 +2426,7 @@ struct AppendHook {
 /// positions, so short contexts leave later splits empty), writing partial
 /// (o_lat, M, L) per (token, split, head); then a block per (token, group)
 /// merges the splits and projects out = W_UV o_lat times the gate.
-static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
+static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const CacheRef &cache,
                           Value cacheLens, Value lens, Value kvb, Value gate, Value out,
                           Value qaBuf, Value part, Value qaBf, int64_t G,
                           const AppendHook *append) {
@@ -3057,7 +3105,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value
 /// the cached sequences' tokens): on the GPU the head-grouped kernels (split
 /// positions for whole launches, 16 tokens a block for a prefill's cached
 /// sequences); the host's loop nest, a block per (token, head).
-static void absorbedAll(KernelBuilder &kb, MlaAttentionOp attn, Value q, Value cache,
+static void absorbedAll(KernelBuilder &kb, MlaAttentionOp attn, Value q, const CacheRef &cache,
                         Value cacheLens, Value lens, Value kvb, Value gate, Value out,
                         ArrayRef<Value> split, bool skipFresh, const AppendHook *append) {
   if (append && (!kb.gpu() || split.empty() || skipFresh))
@@ -3082,10 +3130,16 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
   if (!attn)
     return std::nullopt;
   Value q = st.get(attn.getQ()), kv = st.get(attn.getKv()), kvNorm = st.get(attn.getKvNorm()),
-        cache = st.get(attn.getCache()), cacheLens = st.get(attn.getCacheLens()),
+        cacheLens = st.get(attn.getCacheLens()),
         lens = st.get(attn.getSeqLens()), kvb = st.get(attn.getKvBProj()),
         out = st.get(attn.getResult());
   Value gate = attn.getGate() ? st.get(attn.getGate()) : Value();
+  CacheRef cache;
+  cache.mem = st.get(attn.getCache());
+  if (attn.getBlockTable()) {
+    cache.table = st.get(attn.getBlockTable());
+    cache.page = cast<MemRefType>(cache.mem.getType()).getDimSize(1);
+  }
   auto kvType = cast<MemRefType>(kv.getType());
   Type act = kvType.getElementType();
   int64_t R = cast<MemRefType>(kvb.getType()).getDimSize(1);
@@ -3118,6 +3172,7 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
     kb.ifThen(cs.valid, [&] {
       Value row = kb.add(cs.start, cs.t0);
       Value pos = kb.add(kb.toIndex(kb.load(cacheLens, {cs.n})), cs.t0);
+      SmallVector<Value> crow = cache.row(kb, cs.n, pos);
       if (kb.gpu()) {
         // Every load of the row in flight at once (a lane's columns lane +
         // 32 i, unrolled; the loop form waited for each load in turn: 10 us
@@ -3154,7 +3209,7 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
                 kb.ifThen(isC, [&] { kb.storeF32(cv, cn, {row, c}); });
               v = (i + 1) * 32 <= R ? cv : kb.select(isC, cv, v);
             }
-            kb.storeF32(v, cache, {cs.n, pos, c});
+            kb.storeF32(v, cache.mem, {crow[0], crow[1], c});
           };
           if ((i + 1) * 32 <= cd)
             store();
@@ -3181,7 +3236,7 @@ std::optional<LogicalResult> lowerMlaFamily(Operation *op, KernelBuilder &kb, Lo
               return cv;
             },
             [&] { return kb.loadF32(kv, {row, c}); });
-        kb.storeF32(v, cache, {cs.n, pos, c});
+        kb.storeF32(v, cache.mem, {crow[0], crow[1], c});
       });
     });
   };

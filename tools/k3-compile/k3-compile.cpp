@@ -104,6 +104,18 @@ static cl::opt<bool> kdaSplitNorms(
 static cl::opt<int64_t> maxContext("max-context",
                                    cl::desc("MLA cache capacity per sequence (0: dynamic)"),
                                    cl::init(0));
+static cl::opt<int64_t> mlaPage(
+    "mla-page",
+    cl::desc("Paged MLA cache: P tokens a page (0: one contiguous cache of --max-context tokens "
+             "a sequence). The caches become page pools shared by all sequences and k3-run "
+             "hands out pages as sequences grow, so memory follows the tokens held; 64 (the "
+             "GPU decode tile) is the natural size"),
+    cl::init(0));
+static cl::opt<int64_t> cacheTokens(
+    "cache-tokens",
+    cl::desc("Paged MLA cache: the default pool in tokens (0: every sequence's whole context, "
+             "--max-seqs x --max-context); k3-run --cache-tokens overrides it"),
+    cl::init(0));
 static cl::opt<std::string> activationDtype(
     "activation-dtype",
     cl::desc("Activation, conv-window and MLA-cache dtype: bf16 (the model's contract) or f32 "
@@ -243,7 +255,8 @@ int main(int argc, char **argv) {
   // --help shows k3-compile's own options, not every LLVM backend's.
   static cl::OptionCategory k3cCategory("k3-compile options");
   for (const char *name : {"o", "emit", "target", "max-tokens", "max-seqs", "report",
-                           "kda-chunk-size", "kda-gamma-type", "max-context", "activation-dtype",
+                           "kda-chunk-size", "kda-gamma-type", "max-context", "mla-page",
+                           "cache-tokens", "activation-dtype",
                            "dump-kernels-to", "quiet", "plan", "ep", "plan-ranks", "gpu-memory"}) {
     auto &opts = cl::getRegisteredOptions();
     if (auto it = opts.find(name); it != opts.end())
@@ -275,7 +288,9 @@ int main(int argc, char **argv) {
        {std::tuple<const char *, int64_t, int64_t, int64_t>{"max-tokens", maxTokens, 1,
                                                             int64_t(1) << 24},
         {"max-seqs", maxSeqs, 1, int64_t(1) << 20},
-        {"max-context", maxContext, 0, int64_t(1) << 24}}) // 0: dynamic
+        {"max-context", maxContext, 0, int64_t(1) << 24}, // 0: dynamic
+        {"mla-page", mlaPage, 0, int64_t(1) << 16},
+        {"cache-tokens", cacheTokens, 0, int64_t(1) << 32}})
     if (v < lo || v > hi) {
       llvm::errs() << "k3-compile: error: --" << name << " must be in [" << lo << ", " << hi
                    << "], got " << v
@@ -373,6 +388,10 @@ int main(int argc, char **argv) {
       opts.maxContext = maxContext > 0 ? maxContext
                         : emit == Emit::Artifact ? std::min<int64_t>(c.maxPositions > 0 ? c.maxPositions : 4096, 4096)
                                                  : 0;
+      opts.mlaPage = mlaPage;
+      if (mlaPage > 0 && opts.maxContext <= 0)
+        throw ::k3c::Error("--mla-page needs a static context: give --max-context (artifacts "
+                           "have one by default)");
       module = ::k3c::buildModel(ctx, c, opts);
       if (!module) {
         llvm::errs() << "k3-compile: error: the built module failed to verify\n";
@@ -644,6 +663,7 @@ int main(int argc, char **argv) {
     ao.maxSeqs = maxSeqs;
     ao.maxContext = maxContext > 0 ? maxContext
                                    : std::min<int64_t>(config.maxPositions > 0 ? config.maxPositions : 4096, 4096);
+    ao.cacheTokens = cacheTokens;
     if (failed(::k3c::lowering::writeArtifact(*module, kernels, ao, err)) ||
         !staged.commit(err)) {
       llvm::errs() << "k3-compile: error: " << err << "\n";

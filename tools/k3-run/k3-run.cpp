@@ -94,6 +94,11 @@ options:
                          GPU: the break-even of the expert's bytes over the link against its
                          pairs' math (213 pairs for MXFP4 experts, so decode steps keep
                          experts home), on the CPU 1
+  --cache-tokens N       artifacts with a paged MLA cache (k3-compile --mla-page): the page pool
+                         in tokens shared by all sequences (default: the artifact's, every
+                         sequence's whole context unless compiled with --cache-tokens); pages
+                         are handed out as sequences grow, and a step that finds the pool
+                         full stops with an error naming it
   --allow-nonfinite      load weights that hold NaN/Inf (by default loading stops at the first,
                          naming the tensor and the element)
   --quiet                no progress lines
@@ -419,7 +424,7 @@ int main(int argc, char **argv) {
                    {"prompt-ids", "batch", "max-new-tokens", "device", "temperature", "top-p",
                     "seed", "dump-logits", "checkpoint", "ep", "ep-replica-min-pairs", "prompt",
                     "prompt-file", "system",
-                    "tokenizer", "check-factor", "check-floor"},
+                    "tokenizer", "check-factor", "check-floor", "cache-tokens"},
                    {"help", "check", "profile", "quiet", "ep-no-balance", "chat",
                     "allow-nonfinite"});
     if (args.has("help")) {
@@ -453,6 +458,10 @@ int main(int argc, char **argv) {
     lo.progress = !args.has("quiet");
     lo.checkpoint = args.get("checkpoint");
     lo.allowNonFinite = args.has("allow-nonfinite");
+    lo.cacheTokens = args.getInt("cache-tokens", 0);
+    if (args.has("cache-tokens") && (lo.cacheTokens < 1 || lo.cacheTokens > (int64_t(1) << 32)))
+      throw k3c::Error("--cache-tokens must be in [1, 2^32], got " +
+                       std::to_string(lo.cacheTokens));
     if (args.has("ep")) {
       if (text) {
         if (!args.has("tokenizer") && !args.has("checkpoint"))
@@ -484,6 +493,12 @@ int main(int argc, char **argv) {
                 plan.stateBytesPerSeq / 1e6, static_cast<long long>(plan.maxContext),
                 plan.scratchBytes / 1e6, static_cast<long long>(plan.maxTokens),
                 static_cast<long long>(plan.maxSeqs));
+    if (plan.cachePage)
+      std::printf("paged MLA cache: %lld pages of %lld tokens (%.3f MB a page over the MLA "
+                  "layers; %lld tokens for the sequences), pages handed out as they grow\n",
+                  static_cast<long long>(plan.cachePages), static_cast<long long>(plan.cachePage),
+                  plan.cachePageBytes / 1e6,
+                  static_cast<long long>((plan.cachePages - 1) * plan.cachePage));
     std::printf("loaded in %.2f s\n", loadS);
     model->enableProfiling(args.has("profile"));
     model->enableTracing(args.has("check"));
@@ -587,6 +602,12 @@ int main(int argc, char **argv) {
                 "sequences)\n",
                 ttft * 1e3, steps > 1 ? (steps - 1) * B / decodeS : 0.0,
                 static_cast<long long>(steps - 1), static_cast<long long>(B));
+    if (plan.cachePage)
+      std::printf("paged MLA cache: %lld of %lld pages held (%.2f MB), at most %lld\n",
+                  static_cast<long long>(plan.pagesInUse),
+                  static_cast<long long>(plan.cachePages - 1),
+                  plan.pagesInUse * plan.cachePageBytes / 1e6,
+                  static_cast<long long>(plan.pagesPeak));
     if (args.has("dump-logits")) {
       dump.resize(steps * B * V);
       for (int64_t s = 0; s < steps; ++s)

@@ -102,6 +102,29 @@ public:
     return false;
   }
 
+  /// The MLA latent cache: `[N, S_max, cd]`, or with a block table (`[N,
+  /// max_pages]` i32) a pool `[pages, P, cd]` of static page size P.
+  bool mlaCache(Value cache, Value table, int64_t n, int64_t cd, const std::string &ns,
+                const std::string &cw) {
+    if (!table)
+      return dims(cache, "operand 'cache'", {n, ShapedType::kDynamic, cd},
+                  {ns, "cache capacity", cw});
+    auto s = shape(cache, "operand 'cache'", 3);
+    if (!s)
+      return false;
+    if (ShapedType::isDynamic((*s)[1]) || (*s)[1] < 1) {
+      op->emitOpError() << "paged operand 'cache' needs a static page size (dim 1), got "
+                        << (ShapedType::isDynamic((*s)[1]) ? std::string("?")
+                                                           : std::to_string((*s)[1]));
+      return false;
+    }
+    return dims(cache, "operand 'cache'", {ShapedType::kDynamic, (*s)[1], cd},
+                {"pages", "page size", cw}) &&
+           dims(table, "operand 'block_table'", {n, ShapedType::kDynamic},
+                {ns, "pages a sequence"}) &&
+           elementType(table, "operand 'block_table'", IntegerType::get(op->getContext(), 32));
+  }
+
   Operation *op;
 };
 
@@ -338,8 +361,7 @@ LogicalResult GatedMlaOp::verify() {
       (getGProj() &&
        !c.dims(getGProj(), "operand 'g_proj'", {h * v, hid}, {ow, hs})) ||
       !c.dims(getOProj(), "operand 'o_proj'", {hid, h * v}, {hs, ow}) ||
-      !c.dims(getCache(), "operand 'cache'", {n, dimOf(getCache(), 1), r + rope},
-              {ns, "cache capacity", cw}) ||
+      !c.mlaCache(getCache(), getBlockTable(), n, r + rope, ns, cw) ||
       !c.dims(getCacheLens(), "operand 'cache_lens'", {n}, {ns}) ||
       !c.dims(getResult(), "result", {t, hid}, {"token count of 'input'", hs}) ||
       !c.elementType(getResult(), "result",
@@ -707,8 +729,7 @@ LogicalResult MlaAttentionOp::verify() {
                "latent rank"}) ||
       !c.dims(getKv(), "operand 'kv'", {t, r + rope}, {"token count of 'q'", cw}) ||
       !c.dims(getKvNorm(), "operand 'kv_norm'", {r}, {"latent rank of 'kv_b_proj'"}) ||
-      !c.dims(getCache(), "operand 'cache'", {n, dimOf(getCache(), 1), r + rope},
-              {ns, "cache capacity", cw}) ||
+      !c.mlaCache(getCache(), getBlockTable(), n, r + rope, ns, cw) ||
       !c.dims(getCacheLens(), "operand 'cache_lens'", {n}, {ns}) ||
       (getGate() &&
        !c.dims(getGate(), "operand 'gate'", {t, h * v}, {"token count of 'q'", ow})) ||

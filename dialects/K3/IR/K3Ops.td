@@ -142,10 +142,16 @@ def K3_GatedMlaOp : K3_PureOp<"gated_mla", [AttrSizedOperandSegments]> {
     qk_rope_head_dim]` (normalized c followed by k_pe), `cache_lens` holds the
     number of valid cached tokens per sequence; the new tokens are written at
     `cache_lens[n] ...` in `new_cache`.
+
+    Paged: with `pages(block_table)` (`[N, max_pages]` i32 page ids) `cache`
+    is a pool `[pages, P, kv_lora_rank + qk_rope_head_dim]` of P-token pages
+    shared by all sequences: sequence n's position s is row `s mod P` of page
+    `block_table[n][s / P]`.
   }];
   let arguments = (ins
     K3_FloatTensor:$input, K3_IndexTensor:$seq_lens,
     K3_FloatTensor:$cache, K3_IndexTensor:$cache_lens,
+    Optional<K3_IndexTensor>:$block_table,
     Optional<K3_FloatTensor>:$q_a_proj, Optional<K3_FloatTensor>:$q_a_norm,
     Optional<K3_FloatTensor>:$q_b_proj, Optional<K3_FloatTensor>:$q_proj,
     K3_FloatTensor:$kv_a_proj, K3_FloatTensor:$kv_a_norm,
@@ -157,6 +163,7 @@ def K3_GatedMlaOp : K3_PureOp<"gated_mla", [AttrSizedOperandSegments]> {
   let results = (outs K3_FloatTensor:$result, K3_FloatTensor:$new_cache);
   let assemblyFormat = [{
     $input `,` $seq_lens `,` $cache `,` $cache_lens
+    (`pages` `(` $block_table^ `)`)?
     (`q_lora` `(` $q_a_proj^ `,` $q_a_norm `,` $q_b_proj `)`)?
     (`q` `(` $q_proj^ `)`)?
     `kv` `(` $kv_a_proj `,` $kv_a_norm `,` $kv_b_proj `)`
@@ -420,7 +427,7 @@ def K3_GatedRMSNormOp : K3_PureOp<"gated_rmsnorm"> {
   let assemblyFormat = "$input `,` $gate `,` $weight attr-dict `:` functional-type(operands, results)";
 }
 
-def K3_MlaAttentionOp : K3_PureOp<"mla_attention"> {
+def K3_MlaAttentionOp : K3_PureOp<"mla_attention", [AttrSizedOperandSegments]> {
   let summary = "MLA attention core over the latent cache (absorbed form), optional output gate";
   let description = [{
     `q` `[T, H*(nope + rope)]` (head-major), `kv` `[T, R + rope]` the raw
@@ -431,17 +438,21 @@ def K3_MlaAttentionOp : K3_PureOp<"mla_attention"> {
     `softmax_scale`: per head `score = q_nope W_UK c + q_pe k_pe`, output
     `W_UV (sum p c)`. With `gate` `[T, H*v]` the output is multiplied by
     sigmoid(gate). Results: `[T, H*v]` and the cache with the new rows.
+    With `pages` `(block_table)` `[N, max_pages]` the cache is a pool
+    `[pages, P, R + rope]` (see `k3.gated_mla`): position s of sequence n is
+    row `s mod P` of page `block_table[n][s / P]`.
   }];
   let arguments = (ins K3_FloatTensor:$q, K3_FloatTensor:$kv, K3_FloatTensor:$kv_norm,
                        K3_FloatTensor:$cache, K3_IndexTensor:$cache_lens,
                        K3_IndexTensor:$seq_lens, K3_FloatTensor:$kv_b_proj,
                        Optional<K3_FloatTensor>:$gate,
+                       Optional<K3_IndexTensor>:$block_table,
                        K3_I64Attr:$num_heads, K3_I64Attr:$qk_nope_head_dim,
                        K3_I64Attr:$v_head_dim, F64Attr:$softmax_scale, F64Attr:$norm_eps);
   let results = (outs K3_FloatTensor:$result, K3_FloatTensor:$new_cache);
   let assemblyFormat = [{
     $q `,` $kv `,` $kv_norm `,` $cache `,` $cache_lens `,` $seq_lens `,` $kv_b_proj
-    (`gate` `(` $gate^ `)`)? attr-dict `:` functional-type(operands, results)
+    (`gate` `(` $gate^ `)`)? (`pages` `(` $block_table^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
 }
 

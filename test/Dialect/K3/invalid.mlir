@@ -300,7 +300,7 @@ func.func @mla_partial_lora(%x: tensor<?x16xbf16>, %lens: tensor<?xi32>, %cache:
     %qa: tensor<6x16xbf16>, %kva: tensor<10x16xbf16>, %kvan: tensor<8xbf16>, %kvb: tensor<16x8xbf16>, %o: tensor<16x8xbf16>) {
   // expected-error @below {{'k3.gated_mla' op q-LoRA path needs all of 'q_a_proj', 'q_a_norm' and 'q_b_proj'}}
   %y:2 = "k3.gated_mla"(%x, %lens, %cache, %cl, %qa, %kva, %kvan, %kvb, %o)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 1>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 0, 0, 0, 1, 1, 1, 0, 1>,
         num_heads = 2 : i64, qk_nope_head_dim = 4 : i64, qk_rope_head_dim = 2 : i64, v_head_dim = 4 : i64,
         kv_lora_rank = 8 : i64, softmax_scale = 0.408 : f64, norm_eps = 1.0e-06 : f64}>
       : (tensor<?x16xbf16>, tensor<?xi32>, tensor<?x32x10xbf16>, tensor<?xi32>, tensor<6x16xbf16>,
@@ -711,6 +711,50 @@ func.func @mla_core_bad_kv(%q: tensor<?x12xbf16>, %kv: tensor<?x9xbf16>, %kvn: t
   %o, %nc = k3.mla_attention %q, %kv, %kvn, %c, %l, %l, %kvb {num_heads = 2 : i64, qk_nope_head_dim = 4 : i64, v_head_dim = 4 : i64, softmax_scale = 0.4 : f64, norm_eps = 1.0e-06 : f64}
       : (tensor<?x12xbf16>, tensor<?x9xbf16>, tensor<8xbf16>, tensor<?x32x10xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<16x8xbf16>)
       -> (tensor<?x8xbf16>, tensor<?x32x10xbf16>)
+  return
+}
+
+// -----
+
+func.func @mla_core_paged_dynamic_page(%q: tensor<?x12xbf16>, %kv: tensor<?x10xbf16>, %kvn: tensor<8xbf16>, %c: tensor<?x?x10xbf16>, %l: tensor<?xi32>, %kvb: tensor<16x8xbf16>, %bt: tensor<?x4xi32>) {
+  // expected-error @below {{'k3.mla_attention' op paged operand 'cache' needs a static page size (dim 1), got ?}}
+  %o, %nc = k3.mla_attention %q, %kv, %kvn, %c, %l, %l, %kvb pages(%bt) {num_heads = 2 : i64, qk_nope_head_dim = 4 : i64, v_head_dim = 4 : i64, softmax_scale = 0.4 : f64, norm_eps = 1.0e-06 : f64}
+      : (tensor<?x12xbf16>, tensor<?x10xbf16>, tensor<8xbf16>, tensor<?x?x10xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<16x8xbf16>, tensor<?x4xi32>)
+      -> (tensor<?x8xbf16>, tensor<?x?x10xbf16>)
+  return
+}
+
+// -----
+
+func.func @mla_core_paged_table_seqs(%q: tensor<?x12xbf16>, %kv: tensor<?x10xbf16>, %kvn: tensor<8xbf16>, %c: tensor<9x16x10xbf16>, %l: tensor<3xi32>, %kvb: tensor<16x8xbf16>, %bt: tensor<2x4xi32>) {
+  // expected-error @below {{'k3.mla_attention' op operand 'block_table' dim 0 is 2, expected 3 (sequence count of 'seq_lens' = 3)}}
+  %o, %nc = k3.mla_attention %q, %kv, %kvn, %c, %l, %l, %kvb pages(%bt) {num_heads = 2 : i64, qk_nope_head_dim = 4 : i64, v_head_dim = 4 : i64, softmax_scale = 0.4 : f64, norm_eps = 1.0e-06 : f64}
+      : (tensor<?x12xbf16>, tensor<?x10xbf16>, tensor<8xbf16>, tensor<9x16x10xbf16>, tensor<3xi32>, tensor<3xi32>, tensor<16x8xbf16>, tensor<2x4xi32>)
+      -> (tensor<?x8xbf16>, tensor<9x16x10xbf16>)
+  return
+}
+
+// -----
+
+func.func @mla_core_paged_table_i64(%q: tensor<?x12xbf16>, %kv: tensor<?x10xbf16>, %kvn: tensor<8xbf16>, %c: tensor<?x16x10xbf16>, %l: tensor<?xi32>, %kvb: tensor<16x8xbf16>, %bt: tensor<?x4xi64>) {
+  // expected-error @below {{'k3.mla_attention' op operand 'block_table' must have element type 'i32', got 'i64'}}
+  %o, %nc = k3.mla_attention %q, %kv, %kvn, %c, %l, %l, %kvb pages(%bt) {num_heads = 2 : i64, qk_nope_head_dim = 4 : i64, v_head_dim = 4 : i64, softmax_scale = 0.4 : f64, norm_eps = 1.0e-06 : f64}
+      : (tensor<?x12xbf16>, tensor<?x10xbf16>, tensor<8xbf16>, tensor<?x16x10xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<16x8xbf16>, tensor<?x4xi64>)
+      -> (tensor<?x8xbf16>, tensor<?x16x10xbf16>)
+  return
+}
+
+// -----
+
+func.func @gated_mla_paged_rank(%x: tensor<?x16xbf16>, %lens: tensor<?xi32>, %cache: tensor<?x10xbf16>, %cl: tensor<?xi32>, %bt: tensor<?x4xi32>,
+    %qa: tensor<6x16xbf16>, %qan: tensor<6xbf16>, %qb: tensor<12x6xbf16>, %kva: tensor<10x16xbf16>, %kvan: tensor<8xbf16>, %kvb: tensor<16x8xbf16>, %o: tensor<16x8xbf16>) {
+  // expected-error @below {{'k3.gated_mla' op operand 'cache' must have rank 3, got rank 2}}
+  %y, %c = k3.gated_mla %x, %lens, %cache, %cl pages(%bt) q_lora(%qa, %qan, %qb) kv(%kva, %kvan, %kvb) out(%o)
+      {num_heads = 2 : i64, qk_nope_head_dim = 4 : i64, qk_rope_head_dim = 2 : i64, v_head_dim = 4 : i64,
+       kv_lora_rank = 8 : i64, softmax_scale = 0.408 : f64, norm_eps = 1.0e-06 : f64}
+      : (tensor<?x16xbf16>, tensor<?xi32>, tensor<?x10xbf16>, tensor<?xi32>, tensor<?x4xi32>, tensor<6x16xbf16>,
+         tensor<6xbf16>, tensor<12x6xbf16>, tensor<10x16xbf16>, tensor<8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>)
+      -> (tensor<?x16xbf16>, tensor<?x10xbf16>)
   return
 }
 

@@ -93,6 +93,24 @@ func.func @gated_mla(%x: tensor<?x128xbf16>, %lens: tensor<?xi32>,
   return %y, %c : tensor<?x128xbf16>, tensor<?x4096x40xbf16>
 }
 
+// Paged latent cache: a pool of 64-token pages and a block table.
+// CHECK-LABEL: func.func @gated_mla_paged
+func.func @gated_mla_paged(%x: tensor<?x128xbf16>, %lens: tensor<?xi32>,
+    %pool: tensor<?x64x40xbf16>, %clens: tensor<?xi32>, %table: tensor<?x64xi32>,
+    %q: tensor<96x128xbf16>, %kva: tensor<40x128xbf16>, %kvan: tensor<32xbf16>,
+    %kvb: tensor<128x32xbf16>, %o: tensor<128x64xbf16>) -> tensor<?x64x40xbf16> {
+  // CHECK: k3.gated_mla %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} pages(%{{.*}}) q(
+  %y, %c = k3.gated_mla %x, %lens, %pool, %clens pages(%table) q(%q) kv(%kva, %kvan, %kvb) out(%o)
+      {num_heads = 4 : i64, qk_nope_head_dim = 16 : i64, qk_rope_head_dim = 8 : i64,
+       v_head_dim = 16 : i64, kv_lora_rank = 32 : i64, softmax_scale = 0.2041241452319315 : f64,
+       norm_eps = 1.0e-06 : f64}
+      : (tensor<?x128xbf16>, tensor<?xi32>, tensor<?x64x40xbf16>, tensor<?xi32>, tensor<?x64xi32>,
+         tensor<96x128xbf16>, tensor<40x128xbf16>, tensor<32xbf16>, tensor<128x32xbf16>,
+         tensor<128x64xbf16>)
+      -> (tensor<?x128xbf16>, tensor<?x64x40xbf16>)
+  return %c : tensor<?x64x40xbf16>
+}
+
 // Kimi Linear form: direct q projection, no output gate.
 // CHECK-LABEL: func.func @mla_no_lora
 func.func @mla_no_lora(%x: tensor<?x128xbf16>, %lens: tensor<?xi32>,
@@ -217,6 +235,21 @@ func.func @kda_core(%x: tensor<?x128xbf16>, %lens: tensor<?xi32>, %w: tensor<128
   %y = k3.gated_rmsnorm %o, %p, %onorm {eps = 1.0e-05 : f64}
       : (tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<32xf32>) -> tensor<?x128xbf16>
   return %y : tensor<?x128xbf16>
+}
+
+// CHECK-LABEL: func.func @mla_core_paged
+func.func @mla_core_paged(%q: tensor<?x96xbf16>, %kv: tensor<?x40xbf16>, %kvn: tensor<32xbf16>,
+    %pool: tensor<?x16x40xbf16>, %clens: tensor<?xi32>, %lens: tensor<?xi32>,
+    %kvb: tensor<128x32xbf16>, %table: tensor<?x8xi32>) -> tensor<?x16x40xbf16> {
+  // CHECK: k3.mla_attention {{.*}} pages(%{{.*}}) {
+  // CHECK-NOT: operandSegmentSizes
+  %o, %c = k3.mla_attention %q, %kv, %kvn, %pool, %clens, %lens, %kvb pages(%table)
+      {num_heads = 4 : i64, qk_nope_head_dim = 16 : i64, v_head_dim = 16 : i64,
+       softmax_scale = 0.2041241452319315 : f64, norm_eps = 1.0e-06 : f64}
+      : (tensor<?x96xbf16>, tensor<?x40xbf16>, tensor<32xbf16>, tensor<?x16x40xbf16>, tensor<?xi32>,
+         tensor<?xi32>, tensor<128x32xbf16>, tensor<?x8xi32>)
+      -> (tensor<?x64xbf16>, tensor<?x16x40xbf16>)
+  return %c : tensor<?x16x40xbf16>
 }
 
 // CHECK-LABEL: func.func @mla_core

@@ -74,6 +74,17 @@ elif edit == "binding-expert":
     b["sources"][0]["tensor"] = b["sources"][0]["tensor"].replace("{expert}", "0")
 elif edit == "no-argmax":  # an artifact of a k3c before the argmax kernel (valid)
     m["kernels"] = [k for k in m["kernels"] if k["family"] != "argmax"]
+elif edit == "pages-no-page":  # a paged artifact without its page size
+    del m["capacity"]["cache_page"]
+    del m["capacity"]["cache_pages"]
+elif edit == "pages-table-width":  # a block table narrower than the context
+    t = next(v for v in pre["values"] if v.get("name") == "block_table")
+    t["shape"][1] -= 1
+elif edit == "pages-pool-page":  # a pool whose pages differ from cache_page
+    v = next(v for v in pre["values"] if v.get("dims", [""])[0] == "pages")
+    v["shape"][1] *= 2
+elif edit == "pages-huge":
+    m["capacity"]["cache_pages"] = 2 ** 40
 else:
     sys.exit("unknown edit " + edit)
 json.dump(m, open(path, "w"))
