@@ -16,6 +16,16 @@ bundle_start() {
 # LIST (space-separated), runs FN -o PREFIX-NAME with those settings in its
 # environment (FN: a shell function of the bundle script whose last
 # arguments are k3-compile's).
+# bundle_flag_variants LIST FN PREFIX: for each NAME=FLAG[;FLAG...] in LIST,
+# runs FN -o PREFIX-NAME FLAG... (k3-compile options, e.g.
+# P64=--mla-page=64: the paged MLA cache).
+bundle_flag_variants() {
+  local list=$1 fn=$2 prefix=$3 v name flags
+  for v in $list; do
+    name=${v%%=*}; flags=${v#*=}
+    $fn -o $prefix-$name ${flags//;/ }
+  done
+}
 bundle_variants() {
   local list=$1 fn=$2 prefix=$3 v name settings
   for v in $list; do

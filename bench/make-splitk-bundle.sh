@@ -7,7 +7,9 @@
 # from their configs as by default and once per variant of
 #   SPLIT_VARIANTS="NAME=VAR=VALUE[;VAR=VALUE...] ..."
 # (e.g. W4=K3C_SPLITK_WAYS=4;K3C_SPLITK_TILE=128,256,4,1) as tdense-NAME and
-# slice-NAME. Carry .dev; run: bash .dev/splitk-h200.sh (or, for the TMA
+# slice-NAME; and once per FLAG_VARIANTS="NAME=FLAG[;FLAG...] ..." with
+# those k3-compile options (P64=--mla-page=64: the paged MLA cache, whose
+# logits must equal the default build's bit for bit). Carry .dev; run: bash .dev/splitk-h200.sh (or, for the TMA
 # A/B with SPLIT_VARIANTS="T1=K3C_WGMMA_TMA=1 T2=K3C_WGMMA_TMA=2",
 # bash .dev/tma-h200.sh).
 source "$(dirname "$0")/bundle-common.sh"
@@ -22,6 +24,8 @@ tdense -o $D/tdense-f32 --activation-dtype=f32
 slice -o $D/slice
 bundle_variants "${SPLIT_VARIANTS:-}" tdense $D/tdense
 bundle_variants "${SPLIT_VARIANTS:-}" slice $D/slice
+bundle_flag_variants "${FLAG_VARIANTS:-}" tdense $D/tdense
+bundle_flag_variants "${FLAG_VARIANTS:-}" slice $D/slice
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/splitk-h200.sh bench/tma-h200.sh bench/bench_common.py $D/
 cp test/Runtime/Inputs/lm-head-rows.py test/Runtime/Inputs/safetensors_shard.py $D/

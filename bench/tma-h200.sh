@@ -10,7 +10,10 @@
 #    its f32 build (tdense-f32) at 1e-5;
 #  * the full-width slice: each variant's logits against the default build's
 #    (128 one-token prompts and one 700-token prompt, 3 new tokens; the same
-#    sums in the same order: bit-identical expected);
+#    sums in the same order: bit-identical expected). A bundle built with
+#    FLAG_VARIANTS="P64=--mla-page=64" adds the paged MLA cache as variant
+#    P64 (tdense-P64 against the reference, slice-P64 bit for bit against
+#    the contiguous cache: its GPU cores' block-table reads);
 #  * greedy decoding with the argmax kernel on the GPU against the host's
 #    pick (K3C_HOST_GREEDY=1): dense k3-tiny at 128 sequences and on lm_head
 #    weights edited to tie and to hold NaNs (test/Runtime/Inputs), the slice
