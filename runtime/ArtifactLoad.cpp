@@ -184,7 +184,11 @@ void HostModel::load() {
       } else if (v.kind == "state") {
         auto &b = states[v.name];
         if (!b) {
-          b = newBuffer(v.dtype, capOf(v), "state " + v.name);
+          // A paged cache's pool grows with the pages handed out (page 0,
+          // the zero page, mapped at once).
+          std::vector<int64_t> cap = capOf(v);
+          int64_t page = v.paged() ? dtypeBytes(v.dtype) * cap[1] * cap[2] : -1;
+          b = newBuffer(v.dtype, std::move(cap), "state " + v.name, page);
           plan.stateBytes += b->bytes;
           if (v.paged()) {
             plan.cachePageBytes += b->bytes / plan.cachePages;

@@ -43,6 +43,30 @@ struct LaunchConfig {
 };
 constexpr int kLaunchAttributeProgrammaticStreamSerialization = 6;
 
+/// CUmemLocation, CUmemAllocationProp and CUmemAccessDesc of cuda.h (virtual
+/// memory management, CUDA >= 10.2).
+struct MemLocation {
+  int type; ///< CU_MEM_LOCATION_TYPE_DEVICE = 1
+  int id;
+};
+struct MemAllocationProp {
+  int type;                 ///< CU_MEM_ALLOCATION_TYPE_PINNED = 1
+  int requestedHandleTypes; ///< 0: none
+  MemLocation location;
+  void *win32HandleMetaData;
+  struct {
+    unsigned char compressionType, gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+};
+static_assert(sizeof(MemAllocationProp) == 32, "CUmemAllocationProp is 32 bytes");
+struct MemAccessDesc {
+  MemLocation location;
+  int flags; ///< CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
+};
+static_assert(sizeof(MemAccessDesc) == 12, "CUmemAccessDesc is 12 bytes");
+
 struct Driver {
   void *lib = nullptr;
   CUresult (*cuInit)(unsigned);
@@ -94,6 +118,19 @@ struct Driver {
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream) = nullptr;
   CUstream mapStream = nullptr; ///< tensor-map uploads (non-blocking: legal while capturing)
   CUresult (*cuMemHostRegister)(void *, size_t, unsigned) = nullptr; // optional
+  /// Virtual memory management (optional): growable buffers.
+  CUresult (*cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+                                  unsigned long long) = nullptr;
+  CUresult (*cuMemAddressFree)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*cuMemCreate)(unsigned long long *, size_t, const MemAllocationProp *,
+                          unsigned long long) = nullptr;
+  CUresult (*cuMemRelease)(unsigned long long) = nullptr;
+  CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, unsigned long long,
+                       unsigned long long) = nullptr;
+  CUresult (*cuMemUnmap)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const MemAccessDesc *, size_t) = nullptr;
+  CUresult (*cuMemGetAllocationGranularity)(size_t *, const MemAllocationProp *, int) = nullptr;
+  CUdevice dev = 0;
   CUresult (*cuMemHostUnregister)(void *) = nullptr;
   bool capturing = false;
   CUcontext ctx = nullptr;
@@ -170,6 +207,12 @@ bool initialize(std::string &why) {
   if (!(bind(d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled") &&
         bind(d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")))
     d.cuTensorMapEncodeTiled = nullptr;
+  if (!(bind(d.cuMemAddressReserve, "cuMemAddressReserve") &&
+        bind(d.cuMemAddressFree, "cuMemAddressFree") && bind(d.cuMemCreate, "cuMemCreate") &&
+        bind(d.cuMemRelease, "cuMemRelease") && bind(d.cuMemMap, "cuMemMap") &&
+        bind(d.cuMemUnmap, "cuMemUnmap") && bind(d.cuMemSetAccess, "cuMemSetAccess") &&
+        bind(d.cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity")))
+    d.cuMemAddressReserve = nullptr; // growable buffers are allocated whole
   if (!(bind(d.cuMemHostRegister, "cuMemHostRegister_v2") &&
         bind(d.cuMemHostUnregister, "cuMemHostUnregister")))
     d.cuMemHostRegister = nullptr;
@@ -196,6 +239,7 @@ bool initialize(std::string &why) {
   }
   CUdevice dev;
   check(d.cuDeviceGet(&dev, 0), "cuDeviceGet");
+  d.dev = dev;
   char name[256] = {};
   check(d.cuDeviceGetName(name, sizeof(name), dev), "cuDeviceGetName");
   d.name = name;
@@ -225,6 +269,78 @@ CUdeviceptr alloc(size_t bytes, const std::string &what) {
                 " bytes free): " + errorText(r));
   }
   return p;
+}
+
+namespace {
+MemAllocationProp deviceProp() {
+  MemAllocationProp prop{};
+  prop.type = 1;
+  prop.location = {1, d.dev};
+  return prop;
+}
+} // namespace
+
+GrowableMemory::~GrowableMemory() {
+  if (!base || !d.ready)
+    return;
+  size_t off = 0;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    d.cuMemUnmap(base + off, sizes[i]);
+    d.cuMemRelease(handles[i]);
+    off += sizes[i];
+  }
+  d.cuMemAddressFree(base, reserved);
+}
+
+bool GrowableMemory::reserve(size_t bytes) {
+  const char *env = std::getenv("K3C_GROWABLE_POOLS");
+  if (!d.cuMemAddressReserve || (env && std::string(env) == "0"))
+    return false;
+  MemAllocationProp prop = deviceProp();
+  size_t g = 0;
+  if (d.cuMemGetAllocationGranularity(&g, &prop, /*MINIMUM*/ 0) != 0 || g == 0)
+    return false;
+  const size_t size = (std::max<size_t>(bytes, 1) + g - 1) / g * g;
+  CUdeviceptr p = 0;
+  if (d.cuMemAddressReserve(&p, size, g, 0, 0) != 0)
+    return false;
+  base = p;
+  reserved = size;
+  granularity = g;
+  return true;
+}
+
+void GrowableMemory::ensure(size_t bytes, const std::string &what) {
+  if (bytes <= mapped)
+    return;
+  if (bytes > reserved)
+    throw Error("growing " + what + " to " + std::to_string(bytes) + " bytes: only " +
+                std::to_string(reserved) + " are reserved");
+  const size_t upTo = std::min(reserved, (bytes + granularity - 1) / granularity * granularity);
+  const size_t grow = upTo - mapped;
+  MemAllocationProp prop = deviceProp();
+  unsigned long long h = 0;
+  if (CUresult r = d.cuMemCreate(&h, grow, &prop, 0)) {
+    size_t free = 0, total = 0;
+    d.cuMemGetInfo(&free, &total);
+    throw Error("out of device memory growing " + what + " by " + std::to_string(grow) +
+                " bytes to " + std::to_string(upTo) + " (" + std::to_string(free) + " of " +
+                std::to_string(total) + " bytes free): " + errorText(r));
+  }
+  if (CUresult r = d.cuMemMap(base + mapped, grow, 0, h, 0)) {
+    d.cuMemRelease(h);
+    throw Error("cuMemMap failed growing " + what + ": " + errorText(r));
+  }
+  MemAccessDesc access{{1, d.dev}, 3};
+  if (CUresult r = d.cuMemSetAccess(base + mapped, grow, &access, 1)) {
+    d.cuMemUnmap(base + mapped, grow);
+    d.cuMemRelease(h);
+    throw Error("cuMemSetAccess failed growing " + what + ": " + errorText(r));
+  }
+  handles.push_back(h);
+  sizes.push_back(grow);
+  check(d.cuMemsetD8(base + mapped, 0, grow), "cuMemsetD8", what);
+  mapped = upTo;
 }
 
 void release(CUdeviceptr p) {

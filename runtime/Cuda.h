@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace k3c::rt::cuda {
 
@@ -28,6 +29,27 @@ void memInfo(size_t &free, size_t &total);
 
 CUdeviceptr alloc(size_t bytes, const std::string &what);
 void release(CUdeviceptr p);
+/// Device memory that grows in place (the paged MLA cache's pools): address
+/// space for the whole buffer is reserved at once and physical memory mapped
+/// onto it as it is needed, in the driver's granularity (2 MB on the H200),
+/// so the address never changes (captured graphs stay valid) and memory
+/// follows what is used. Each newly mapped range is zeroed.
+struct GrowableMemory {
+  CUdeviceptr base = 0;
+  size_t reserved = 0, mapped = 0, granularity = 0;
+  std::vector<unsigned long long> handles; ///< one a growth, mapped in order
+  std::vector<size_t> sizes;
+  GrowableMemory() = default;
+  GrowableMemory(const GrowableMemory &) = delete;
+  GrowableMemory &operator=(const GrowableMemory &) = delete;
+  ~GrowableMemory();
+  /// Reserves `bytes` of address space; false where the driver lacks
+  /// virtual memory management or K3C_GROWABLE_POOLS=0 (allocate whole).
+  bool reserve(size_t bytes);
+  /// Maps memory so that [base, base + bytes) is usable; throws naming
+  /// `what` when the device is out of memory.
+  void ensure(size_t bytes, const std::string &what);
+};
 void upload(CUdeviceptr dst, const void *src, size_t bytes);
 void download(void *dst, CUdeviceptr src, size_t bytes);
 /// Page-locks host memory [p, p + bytes) for the device's copies (copies

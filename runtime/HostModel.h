@@ -62,11 +62,24 @@ struct Buffer {
   void *data = nullptr;
   int64_t bytes = 0;
   bool device = false;
-  void allocate(bool onDevice, const std::string &what) {
+  /// Growable (device only; the paged MLA cache's pools): address space for
+  /// the whole buffer, memory mapped as clearAt reaches it (the first
+  /// `initial` bytes at once).
+  std::unique_ptr<cuda::GrowableMemory> grow;
+  void allocate(bool onDevice, const std::string &what, int64_t initial = -1) {
     device = onDevice;
     bytes = dtypeBytes(dtype);
     for (int64_t d : capacity)
       bytes *= d;
+    if (device && initial >= 0) {
+      grow = std::make_unique<cuda::GrowableMemory>();
+      if (grow->reserve(static_cast<size_t>(bytes))) {
+        grow->ensure(static_cast<size_t>(std::max<int64_t>(initial, 1)), what);
+        data = reinterpret_cast<void *>(grow->base);
+        return;
+      }
+      grow.reset(); // no virtual memory management: allocated whole below
+    }
     if (device) {
       cuda::CUdeviceptr p = cuda::alloc(bytes, what);
       cuda::zero(p, bytes);
@@ -87,12 +100,18 @@ struct Buffer {
       std::memcpy(data, src, n);
   }
   void clearAt(size_t off, size_t n) {
+    if (grow)
+      grow->ensure(off + n, "the paged MLA cache's pool");
     if (device)
       cuda::zero(reinterpret_cast<cuda::CUdeviceptr>(data) + off, n);
     else
       std::memset(static_cast<uint8_t *>(data) + off, 0, n);
   }
   void read(void *dst, size_t n) const {
+    if (grow && n > grow->mapped) { // unmapped memory reads as zeros
+      std::memset(static_cast<uint8_t *>(dst) + grow->mapped, 0, n - grow->mapped);
+      n = grow->mapped;
+    }
     if (n == 0)
       return;
     if (device)
@@ -102,14 +121,15 @@ struct Buffer {
   }
   void clear() {
     if (device)
-      cuda::zero(reinterpret_cast<cuda::CUdeviceptr>(data), bytes);
+      cuda::zero(reinterpret_cast<cuda::CUdeviceptr>(data),
+                 grow ? grow->mapped : static_cast<size_t>(bytes));
     else
       std::memset(data, 0, bytes);
   }
   bool owns = true; ///< false for a view of another buffer's storage
   ~Buffer() {
-    if (!owns)
-      return;
+    if (!owns || grow)
+      return; // a growable buffer's memory goes with `grow`
     if (device)
       cuda::release(reinterpret_cast<cuda::CUdeviceptr>(data));
     else
@@ -506,13 +526,15 @@ private:
   Entry *lastEntry = nullptr;  ///< the entry the last step ran
   Buffer *greedyBuf = nullptr; ///< the argmax kernel's ids [max_seqs] i32
   std::vector<int64_t> greedyHost;
+  /// `growable` >= 0: a growable device buffer with that many bytes mapped
+  /// at once (Buffer::grow; the host's calloc grows by itself).
   Buffer *newBuffer(const std::string &dtype, std::vector<int64_t> cap,
-                    const std::string &what = "a buffer") {
+                    const std::string &what = "a buffer", int64_t growable = -1) {
     owned.push_back(std::make_unique<Buffer>());
     Buffer *b = owned.back().get();
     b->dtype = dtype;
     b->capacity = std::move(cap);
-    b->allocate(gpu, what);
+    b->allocate(gpu, what, growable);
     return b;
   }
 
