@@ -38,6 +38,128 @@ std::vector<int32_t> HostModel::blockTable() const {
   return table;
 }
 
+void HostModel::prefillPrefix(const std::vector<int64_t> &prefix) {
+  if (prefix.empty())
+    return;
+  if (opts.ep)
+    throw Error("a shared prompt prefix is not supported under expert parallelism");
+  for (int64_t n = 0; n < batch; ++n)
+    if (lens[n] != 0)
+      throw Error("prefillPrefix: the batch's sequences already hold tokens (call reset first)");
+  const int64_t L = static_cast<int64_t>(prefix.size());
+  // Sequence 0 alone (the other sequences' slots untouched), its logits not
+  // copied: they are the prefix's, which nobody samples from.
+  {
+    const int64_t saved = batch;
+    struct Restore {
+      int64_t &batch, saved;
+      ~Restore() { batch = saved; }
+    } restore{batch, saved};
+    batch = 1;
+    LogitsKept off{keepLogits};
+    const size_t routingFrom = routing.size();
+    prefill(std::vector<std::vector<int64_t>>{prefix}, 0);
+    shared.routingFrom = routingFrom;
+    shared.routingCount = routing.size() - routingFrom;
+  }
+  shared.length = L;
+  if (tracing)
+    shared.trace = traces;
+  forkPrefix(L);
+}
+
+void HostModel::forkPrefix(int64_t L) {
+  const int64_t N = batch;
+  // States: sequence 0's slot to every other slot; of a contiguous MLA cache
+  // only the prefix's rows.
+  for (const Value &v : entries.at("prefill").values) {
+    if (v.kind != "state" || v.paged())
+      continue;
+    Buffer *b = states.at(v.name);
+    const size_t slot = static_cast<size_t>(b->bytes / b->capacity[0]);
+    size_t bytes = slot;
+    if (v.dims.size() > 1 && v.dims[1] == "context")
+      bytes = slot / static_cast<size_t>(b->capacity[1]) * static_cast<size_t>(L);
+    for (int64_t n = 1; n < N; ++n)
+      b->copyWithin(static_cast<size_t>(n) * slot, 0, bytes);
+  }
+  // A paged MLA cache: the prefix's full pages are shared (no sequence
+  // writes a position below its length), its last partial page copied.
+  if (plan.cachePage) {
+    const int64_t P = plan.cachePage, full = L / P;
+    for (int64_t n = 1; n < N; ++n) {
+      seqPages[n].assign(seqPages[0].begin(), seqPages[0].begin() + full);
+      if (L % P == 0)
+        continue;
+      if (freePages.empty())
+        throw Error("the paged MLA cache is full: sequence " + std::to_string(n) +
+                    " needs a copy of the shared prefix's last page, and all " +
+                    std::to_string(plan.cachePages - 1) + " pages of " + std::to_string(P) +
+                    " tokens are held; give a larger pool (k3-run --cache-tokens, or compile "
+                    "with --cache-tokens)");
+      const int32_t page = freePages.back();
+      freePages.pop_back();
+      for (Buffer *b : pools) {
+        const size_t bytes = static_cast<size_t>(b->bytes / plan.cachePages);
+        b->copyWithin(static_cast<size_t>(page) * bytes,
+                      static_cast<size_t>(seqPages[0][full]) * bytes, bytes);
+      }
+      seqPages[n].push_back(page);
+      plan.pagesPeak = std::max(plan.pagesPeak, ++plan.pagesInUse);
+    }
+  }
+  lens.assign(N, L);
+}
+
+void HostModel::mergeSharedPrefix(const std::vector<std::vector<int64_t>> &prompts) {
+  if (!shared.length)
+    return;
+  SharedPrefix s = std::move(shared);
+  shared = {};
+  const int64_t L = s.length, B = static_cast<int64_t>(prompts.size());
+  // Per layer: each sequence's rows, the prefix's first.
+  if (tracing)
+    for (auto &[name, rest] : traces) {
+      auto it = s.trace.find(name);
+      if (it == s.trace.end() || it->second.empty())
+        continue;
+      const std::vector<float> &pre = it->second;
+      const size_t D = pre.size() / static_cast<size_t>(L);
+      std::vector<float> merged;
+      merged.reserve(pre.size() * B + rest.size());
+      size_t off = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        const size_t rows = prompts[b].size();
+        merged.insert(merged.end(), pre.begin(), pre.end());
+        merged.insert(merged.end(), rest.begin() + off * D, rest.begin() + (off + rows) * D);
+        off += rows;
+      }
+      rest = std::move(merged);
+    }
+  // Routing: record c of the prefix step and record c of the rest (one
+  // round each: as many records) as one record of the whole prompts.
+  const size_t restFrom = s.routingFrom + s.routingCount;
+  if (routingOn && s.routingCount && routing.size() - restFrom == s.routingCount) {
+    std::vector<RoutingRecord> merged;
+    for (size_t c = 0; c < s.routingCount; ++c) {
+      const RoutingRecord &pre = routing[s.routingFrom + c], &rest = routing[restFrom + c];
+      RoutingRecord r;
+      r.topK = pre.topK;
+      r.tokens = pre.tokens * B + rest.tokens;
+      size_t off = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        const size_t rows = prompts[b].size() * static_cast<size_t>(r.topK);
+        r.ids.insert(r.ids.end(), pre.ids.begin(), pre.ids.end());
+        r.ids.insert(r.ids.end(), rest.ids.begin() + off, rest.ids.begin() + off + rows);
+        off += rows;
+      }
+      merged.push_back(std::move(r));
+    }
+    routing.resize(s.routingFrom);
+    routing.insert(routing.end(), merged.begin(), merged.end());
+  }
+}
+
 const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &ids,
                                   const std::vector<int64_t> &seqLens, bool graph) {
   const int64_t T = static_cast<int64_t>(ids.size()), N = batch;

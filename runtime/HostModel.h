@@ -99,6 +99,19 @@ struct Buffer {
     else
       std::memcpy(data, src, n);
   }
+  /// Copies [src, src + n) to [dst, dst + n) within the buffer (on the
+  /// runtime's stream on the GPU, ordered with the launches).
+  void copyWithin(size_t dst, size_t src, size_t n) {
+    if (n == 0)
+      return;
+    if (grow)
+      grow->ensure(std::max(dst, src) + n, "the paged MLA cache's pool");
+    if (device)
+      cuda::copyAsync(reinterpret_cast<cuda::CUdeviceptr>(data) + dst,
+                      reinterpret_cast<cuda::CUdeviceptr>(data) + src, n);
+    else
+      std::memmove(static_cast<uint8_t *>(data) + dst, static_cast<uint8_t *>(data) + src, n);
+  }
   void clearAt(size_t off, size_t n) {
     if (grow)
       grow->ensure(off + n, "the paged MLA cache's pool");
@@ -321,6 +334,7 @@ public:
       freePages.push_back(static_cast<int32_t>(p));
     seqPages.assign(n, {});
     plan.pagesInUse = plan.pagesPeak = 0;
+    shared = {};
   }
 
   int64_t prefillRounds(const std::vector<std::vector<int64_t>> &prompts) const override {
@@ -428,8 +442,11 @@ public:
         whole = std::move(merged);
       }
     }
+    mergeSharedPrefix(prompts);
     return *logits;
   }
+
+  void prefillPrefix(const std::vector<int64_t> &prefix) override;
 
   const std::vector<float> &decode(const std::vector<int64_t> &tokens) override {
     if (static_cast<int64_t>(tokens.size()) != batch)
@@ -459,8 +476,9 @@ private:
   /// run() leaves the logits on the device while a greedy step runs.
   struct LogitsKept {
     bool &keep;
-    explicit LogitsKept(bool &k) : keep(k) { keep = false; }
-    ~LogitsKept() { keep = true; }
+    bool was;
+    explicit LogitsKept(bool &k) : keep(k), was(k) { keep = false; }
+    ~LogitsKept() { keep = was; }
   };
   /// The last step's greedy ids (greedyHost) by the artifact's argmax
   /// kernel on its logits (Executor.cpp).
@@ -563,6 +581,19 @@ private:
   /// The block table [batch, ceil(maxContext / P)]: page ids, 0 (the zero
   /// page) past a sequence's pages.
   std::vector<int32_t> blockTable() const;
+  /// prefillPrefix's step, for the prefill that follows it: the prefix's
+  /// length, its per-layer trace and the routing records it added.
+  struct SharedPrefix {
+    int64_t length = 0;
+    std::map<std::string, std::vector<float>> trace;
+    size_t routingFrom = 0, routingCount = 0;
+  } shared;
+  /// Copies sequence 0's states (the first `length` positions of its MLA
+  /// cache) to every other sequence of the batch.
+  void forkPrefix(int64_t length);
+  /// After prefill(prompts) continued a shared prefix: the trace and the
+  /// routing records as one prefill of prefix + prompt would have made them.
+  void mergeSharedPrefix(const std::vector<std::vector<int64_t>> &prompts);
   bool profiling = false, tracing = false;
   bool routingOn = false;
   std::vector<RoutingRecord> routing;

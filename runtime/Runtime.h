@@ -113,6 +113,15 @@ public:
   /// expert parallelism every rank must run the same number of steps).
   virtual const std::vector<float> &prefill(const std::vector<std::vector<int64_t>> &prompts,
                                             int64_t rounds = 0) = 0;
+  /// A prompt prefix shared by every sequence of the batch (a system
+  /// prompt): right after reset, runs `prefix` once, on sequence 0 alone,
+  /// then starts every sequence from a copy of its states (KDA state, conv
+  /// window, the prefix's MLA cache rows; a paged MLA cache shares the
+  /// prefix's full pages and copies only its last, partial one). prefill()
+  /// then takes the rest of each prompt; its per-layer trace and routing
+  /// records cover the whole prompts, as without the prefix step. Not under
+  /// expert parallelism (ranks would run different steps).
+  virtual void prefillPrefix(const std::vector<int64_t> &prefix) = 0;
   /// The prefill steps `prompts` need (0 for none); throws when they cannot
   /// be cut into steps of the artifact's capacity.
   virtual int64_t prefillRounds(const std::vector<std::vector<int64_t>> &prompts) const = 0;

@@ -99,6 +99,10 @@ options:
                          sequence's whole context unless compiled with --cache-tokens); pages
                          are handed out as sequences grow, and a step that finds the pool
                          full stops with an error naming it
+  --no-shared-prefix     prefill every prompt whole: by default a prefix of at least 16 tokens
+                         that all prompts of a batch share (a system prompt) is prefilled once
+                         and every sequence continues from a copy of its states (a paged MLA
+                         cache shares the prefix's pages); not under --ep
   --allow-nonfinite      load weights that hold NaN/Inf (by default loading stops at the first,
                          naming the tensor and the element)
   --quiet                no progress lines
@@ -426,7 +430,7 @@ int main(int argc, char **argv) {
                     "prompt-file", "system",
                     "tokenizer", "check-factor", "check-floor", "cache-tokens"},
                    {"help", "check", "profile", "quiet", "ep-no-balance", "chat",
-                    "allow-nonfinite"});
+                    "allow-nonfinite", "no-shared-prefix"});
     if (args.has("help")) {
       std::fputs(kHelp, stdout);
       return 0;
@@ -515,14 +519,40 @@ int main(int argc, char **argv) {
     std::vector<std::vector<int64_t>> generated(B);
     std::vector<float> dump;
     const bool deviceGreedy = greedyWhereLogitsAre(args, temperature);
+    // A prefix every prompt of the batch shares (a system prompt, a few-shot
+    // preamble) of at least 16 tokens is prefilled once and forked
+    // (Model::prefillPrefix); every prompt keeps at least one token of its own.
+    int64_t shared = 0;
+    if (B >= 2 && !args.has("no-shared-prefix")) {
+      size_t L = prompts[0].size() - 1;
+      for (const auto &p : prompts) {
+        L = std::min(L, p.size() - 1);
+        size_t i = 0;
+        while (i < L && p[i] == prompts[0][i])
+          ++i;
+        L = i;
+      }
+      if (L >= 16)
+        shared = static_cast<int64_t>(L);
+    }
+    std::vector<std::vector<int64_t>> rests = prompts;
     auto tp = std::chrono::steady_clock::now();
+    if (shared) {
+      model->prefillPrefix(std::vector<int64_t>(prompts[0].begin(), prompts[0].begin() + shared));
+      for (auto &r : rests)
+        r.erase(r.begin(), r.begin() + shared);
+    }
     std::vector<float> logits;
     std::vector<int64_t> greedy;
     if (deviceGreedy)
-      greedy = model->prefillGreedy(prompts);
+      greedy = model->prefillGreedy(rests);
     else
-      logits = model->prefill(prompts);
+      logits = model->prefill(rests);
+    rests.clear();
     double ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
+    if (shared)
+      std::printf("shared prefix: %lld tokens, prefilled once for %lld sequences\n",
+                  static_cast<long long>(shared), static_cast<long long>(B));
     std::map<std::string, std::vector<float>> prefillTrace = model->trace();
     model->enableTracing(false);
     // The router launches of the prefill, then of each decode step.
