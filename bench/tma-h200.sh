@@ -14,6 +14,8 @@
 #    FLAG_VARIANTS="P64=--mla-page=64" adds the paged MLA cache as variant
 #    P64 (tdense-P64 against the reference, slice-P64 bit for bit against
 #    the contiguous cache: its GPU cores' block-table reads);
+#  * a batch sharing a 40-token prompt prefix (prefilled once, states
+#    forked by device copies) against the reference, on tdense and tdense-P64;
 #  * greedy decoding with the argmax kernel on the GPU against the host's
 #    pick (K3C_HOST_GREEDY=1): dense k3-tiny at 128 sequences and on lm_head
 #    weights edited to tie and to hold NaNs (test/Runtime/Inputs), the slice
@@ -57,6 +59,14 @@ greedy_same() { # NAME ARTIFACT CHECKPOINT BATCH [k3-run args]
   K3C_HOST_GREEDY=1 timeout 150 k3-run $a --checkpoint $c --device cuda --batch $b --max-new-tokens 4 --quiet "$@" | grep '^sequence' > /tmp/gh.txt
   if [ -s /tmp/gd.txt ] && cmp -s /tmp/gd.txt /tmp/gh.txt; then echo "greedy $n: device = host ($(wc -l < /tmp/gd.txt) sequences)"; else echo "greedy $n: DIFFERENT"; diff /tmp/gd.txt /tmp/gh.txt | head -4; fi
 }
+# A prompt prefix shared by the batch (prefilled once, states forked with
+# device copies; the paged build shares its pages) against the reference.
+python3 -c "p=','.join(str(i) for i in range(101, 141)); print('\n'.join(p + ',' + s for s in ['1,2,3', '7,8,9,10,11', '100', '450,1,5']))" > shared.txt
+for a in tdense tdense-P64; do
+  [ -d $a ] || continue
+  echo "== $a: 4 prompts sharing 40 tokens vs the reference"
+  timeout 120 k3-run $a --checkpoint ckpt-dense --device cuda --batch shared.txt --max-new-tokens 3 --check --quiet | grep -E "shared prefix|pages held|check: (PASS|FAIL)|error"
+done
 greedy_same tdense tdense ckpt-dense b128.txt
 for m in tie2 nan0 nanmid; do
   rm -rf ck-$m && cp -r ckpt-dense ck-$m && python3 lm-head-rows.py ck-$m $m
