@@ -116,7 +116,7 @@ LogicalResult mlir::k3::measureModel(ModuleOp module, ModelMemory &m, std::strin
 }
 
 RankMemory mlir::k3::planRank(const ModelMemory &m, int64_t ranks, int64_t rank, int64_t seqs,
-                              int64_t context) {
+                              int64_t context, int64_t cacheTokens) {
   RankMemory r;
   r.rank = rank;
   if (m.experts) {
@@ -133,7 +133,7 @@ RankMemory mlir::k3::planRank(const ModelMemory &m, int64_t ranks, int64_t rank,
   r.other = m.other;
   r.kdaState = seqs * m.kdaStatePerSeq;
   r.convState = seqs * m.convStatePerSeq;
-  r.mlaCache = seqs * context * m.mlaCachePerToken;
+  r.mlaCache = (cacheTokens > 0 ? cacheTokens : seqs * context) * m.mlaCachePerToken;
   return r;
 }
 
@@ -155,15 +155,17 @@ LogicalResult mlir::k3::printDeploymentPlan(ModuleOp module, const PlanOptions &
   if (m.experts)
     os << " (" << m.moeLayers << " MoE layers x " << m.experts << " routed experts, "
        << m.expertDtype << ", " << m.expertBytes << " bytes per expert over the MoE layers)";
-  os << "\nper rank: " << o.seqs << " sequences x " << o.context
-     << " tokens of context; GPU capacity " << llvm::format("%.0f", o.capacity) << " bytes ("
+  os << "\nper rank: " << o.seqs << " sequences x " << o.context << " tokens of context";
+  if (o.cacheTokens > 0)
+    os << " (a paged MLA cache of " << o.cacheTokens << " tokens)";
+  os << "; GPU capacity " << llvm::format("%.0f", o.capacity) << " bytes ("
      << gb(o.capacity) << " GB; 1 GB = 1e9 bytes). Not counted: activations and scratch (they grow with "
         "--max-tokens; k3-run prints its memory plan), NCCL's buffers\n";
 
   auto ranksOf = [&](int64_t R) {
     std::vector<RankMemory> all;
     for (int64_t r = 0; r < R; ++r)
-      all.push_back(planRank(m, R, r, o.seqs, o.context));
+      all.push_back(planRank(m, R, r, o.seqs, o.context, o.cacheTokens));
     return all;
   };
   auto largest = [](const std::vector<RankMemory> &all) {

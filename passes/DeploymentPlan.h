@@ -59,13 +59,16 @@ struct RankMemory {
   int64_t total() const { return weights() + states(); }
 };
 
+/// `cacheTokens` > 0: a paged MLA cache's pool of that many tokens instead
+/// of seqs × context.
 RankMemory planRank(const ModelMemory &m, int64_t ranks, int64_t rank, int64_t seqs,
-                    int64_t context);
+                    int64_t context, int64_t cacheTokens = 0);
 
 struct PlanOptions {
   int64_t ranks = 0;                 ///< per-rank detail for this R (0: none)
   std::vector<int64_t> table;        ///< summary rows for these R
   int64_t seqs = 16, context = 4096; ///< per rank
+  int64_t cacheTokens = 0;           ///< a paged MLA cache's pool per rank (0: seqs x context)
   double capacity = 141e9;           ///< bytes per GPU
 };
 

@@ -478,7 +478,7 @@ void Checker::manifest(const Manifest &m) const {
   if (m.capacity.maxSeqs > m.capacity.maxTokens)
     fail("capacity", "max_seqs " + std::to_string(m.capacity.maxSeqs) + " > max_tokens " +
                          std::to_string(m.capacity.maxTokens));
-  range(m.capacity.cachePage, "capacity.cache_page", 0, kMaxContext);
+  range(m.capacity.cachePage, "capacity.cache_page", 0, m.capacity.maxContext);
   if (m.capacity.cachePage)
     range(m.capacity.cachePages, "capacity.cache_pages", 2, kMaxContext);
   else if (m.capacity.cachePages)

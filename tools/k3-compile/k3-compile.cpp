@@ -385,13 +385,17 @@ int main(int argc, char **argv) {
       if (activationDtype != "bf16" && activationDtype != "f32")
         throw ::k3c::Error("--activation-dtype must be bf16 or f32, got '" + activationDtype + "'");
       opts.f32Activations = activationDtype == "f32";
+      // Artifacts and paged caches need a static context: the config's, at
+      // most 4096, unless --max-context gives one.
       opts.maxContext = maxContext > 0 ? maxContext
-                        : emit == Emit::Artifact ? std::min<int64_t>(c.maxPositions > 0 ? c.maxPositions : 4096, 4096)
-                                                 : 0;
+                        : emit == Emit::Artifact || mlaPage > 0
+                            ? std::min<int64_t>(c.maxPositions > 0 ? c.maxPositions : 4096, 4096)
+                            : 0;
       opts.mlaPage = mlaPage;
-      if (mlaPage > 0 && opts.maxContext <= 0)
-        throw ::k3c::Error("--mla-page needs a static context: give --max-context (artifacts "
-                           "have one by default)");
+      if (mlaPage > opts.maxContext && opts.maxContext > 0)
+        throw ::k3c::Error("--mla-page " + std::to_string(mlaPage) +
+                           " exceeds the context of " + std::to_string(opts.maxContext) +
+                           " tokens a sequence (--max-context)");
       module = ::k3c::buildModel(ctx, c, opts);
       if (!module) {
         llvm::errs() << "k3-compile: error: the built module failed to verify\n";
@@ -426,6 +430,8 @@ int main(int argc, char **argv) {
                  : config.maxPositions > 0 ? std::min<int64_t>(config.maxPositions, 4096)
                                            : 4096;
     po.capacity = gpuMemory;
+    if (mlaPage > 0 && cacheTokens > 0)
+      po.cacheTokens = cacheTokens;
     if (failed(::mlir::k3::printDeploymentPlan(*module, po, os, err))) {
       llvm::errs() << "k3-compile: error: deployment plan: " << err << "\n";
       return false;
