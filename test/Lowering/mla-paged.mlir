@@ -50,6 +50,16 @@
 // GPU: %[[MROW:.*]] = arith.remui
 // GPU: nvgpu.device_async_copy %{{.*}}[%[[MPGI]], %[[MROW]], %{{.*}}], {{.*}} : memref<?x64x192xbf16> to
 
+// A narrow cache row (latent 32 + rope 8 = 40 columns, k3-tiny's: not whole
+// 64-column blocks) takes the split core's generic copy: each 16-byte chunk's
+// row looked up.
+// GPU-LABEL: func.func @k3_mla_attn_0000cafe(
+// GPU: module(@k3_mla_attn_0000cafe_absorbed_split_mma_h16_n64)
+// GPU: %[[NPG:.*]] = memref.load %{{.*}} : memref<?x4xi32>
+// GPU: %[[NPGI:.*]] = arith.index_cast %[[NPG]] : i32 to index
+// GPU: %[[NROW:.*]] = arith.remui
+// GPU: nvgpu.device_async_copy %{{.*}}[%[[NPGI]], %[[NROW]], %{{.*}}], {{.*}} : memref<?x64x40xbf16> to memref<2x64x56xbf16
+
 // MMA-NOT: absorbed_split_wg
 // MMA: module(@k3_mla_attn_0000beef_absorbed_split_mma_h16_n64)
 // MMA: %[[PG:.*]] = memref.load %{{.*}} : memref<?x64xi32>
@@ -64,4 +74,12 @@ func.func @mla_attn(%a0: tensor<?x640xbf16>, %a1: tensor<?x192xbf16>, %a2: tenso
       k3.yield %result, %new_cache : tensor<?x128xbf16>, tensor<?x64x192xbf16>
     }
     return %r#0, %r#1 : tensor<?x128xbf16>, tensor<?x64x192xbf16>
+}
+func.func @mla_attn_narrow(%a0: tensor<?x96xbf16>, %a1: tensor<?x40xbf16>, %a2: tensor<32xbf16>, %a3: tensor<?x64x40xbf16>, %a4: tensor<?xi32>, %a5: tensor<?xi32>, %a6: tensor<128x32xbf16>, %a7: tensor<?x64xbf16>, %a8: tensor<?x4xi32>) -> (tensor<?x64xbf16>, tensor<?x64x40xbf16>) {
+    %r:2 = k3.kernel "k3_mla_attn_0000cafe" family "mla_attn" (%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7, %a8) {bytes_per_token = 696 : i64, flops_per_token = 8192 : i64, weight_bytes = 8192 : i64} : (tensor<?x96xbf16>, tensor<?x40xbf16>, tensor<32xbf16>, tensor<?x64x40xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<128x32xbf16>, tensor<?x64xbf16>, tensor<?x4xi32>) -> (tensor<?x64xbf16>, tensor<?x64x40xbf16>) {
+    ^bb0(%arg401: tensor<?x96xbf16>, %arg402: tensor<?x40xbf16>, %arg403: tensor<32xbf16>, %arg404: tensor<?x64x40xbf16>, %arg405: tensor<?xi32>, %arg406: tensor<?xi32>, %arg407: tensor<128x32xbf16>, %arg408: tensor<?x64xbf16>, %arg409: tensor<?x4xi32>):
+      %result, %new_cache = k3.mla_attention %arg401, %arg402, %arg403, %arg404, %arg405, %arg406, %arg407 gate(%arg408) pages(%arg409) {norm_eps = 9.9999999999999995E-7 : f64, num_heads = 4 : i64, qk_nope_head_dim = 16 : i64, softmax_scale = 0.2 : f64, v_head_dim = 16 : i64} : (tensor<?x96xbf16>, tensor<?x40xbf16>, tensor<32xbf16>, tensor<?x64x40xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<128x32xbf16>, tensor<?x64xbf16>, tensor<?x4xi32>) -> (tensor<?x64xbf16>, tensor<?x64x40xbf16>)
+      k3.yield %result, %new_cache : tensor<?x64xbf16>, tensor<?x64x40xbf16>
+    }
+    return %r#0, %r#1 : tensor<?x64xbf16>, tensor<?x64x40xbf16>
 }
