@@ -182,8 +182,13 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
   // Inputs.
   for (Value &v : e.values) {
     if (v.kind == "input" && v.name == "block_table") {
+      // Uploaded when it changed (a sequence crossed into a new page: once
+      // every P steps in decode), not every step.
       std::vector<int32_t> table = blockTable();
-      v.buf->write(table.data(), table.size() * sizeof(int32_t));
+      if (table != tableUploaded) {
+        v.buf->write(table.data(), table.size() * sizeof(int32_t));
+        tableUploaded = std::move(table);
+      }
       v.buf->dims = {N, v.buf->capacity[1]};
     } else if (v.kind == "input") {
       std::vector<int32_t> host;

@@ -574,6 +574,7 @@ private:
   std::vector<Buffer *> pools;
   std::vector<int32_t> freePages;
   std::vector<std::vector<int32_t>> seqPages;
+  std::vector<int32_t> tableUploaded; ///< the block table as last uploaded
   /// Hands each sequence the pages its positions up to lens[n] + seqLens[n]
   /// need (each zeroed in every pool); throws naming the pool when it is
   /// out of pages.
