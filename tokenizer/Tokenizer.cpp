@@ -590,6 +590,16 @@ std::string Tokenizer::decode(const std::vector<int64_t> &ids) const {
 }
 
 std::vector<int64_t> Tokenizer::encodeChat(const std::vector<Message> &messages) const {
+  return encodeChatTurns(messages, /*defaultSystem=*/true);
+}
+
+std::vector<int64_t>
+Tokenizer::encodeChatContinuation(const std::vector<Message> &messages) const {
+  return encodeChatTurns(messages, /*defaultSystem=*/false);
+}
+
+std::vector<int64_t> Tokenizer::encodeChatTurns(const std::vector<Message> &messages,
+                                                bool defaultSystem) const {
   auto special = [&](const std::string &content) {
     int64_t id = specialId(content);
     if (id < 0)
@@ -607,7 +617,7 @@ std::vector<int64_t> Tokenizer::encodeChat(const std::vector<Message> &messages)
     out.push_back(special("<|im_end|>"));
   };
   bool hasSystem = !messages.empty() && messages.front().role == "system";
-  if (!hasSystem)
+  if (!hasSystem && defaultSystem)
     turn("system", "You are Kimi, an AI assistant created by Moonshot AI.");
   for (const Message &m : messages) {
     if (m.role != "system" && m.role != "user" && m.role != "assistant")

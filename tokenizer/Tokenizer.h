@@ -90,6 +90,10 @@ public:
   /// Kimi's chat format: per message `<|im_{role}|>{role}<|im_middle|>`
   /// content `<|im_end|>`, then `<|im_assistant|>assistant<|im_middle|>`.
   std::vector<int64_t> encodeChat(const std::vector<Message> &messages) const;
+  /// The same turns and assistant header without the default system turn:
+  /// what a conversation adds after an assistant turn closed by <|im_end|>
+  /// (k3-run --interactive).
+  std::vector<int64_t> encodeChatContinuation(const std::vector<Message> &messages) const;
 
   /// The id of special token `content`, or -1.
   int64_t specialId(const std::string &content) const;
@@ -107,6 +111,8 @@ private:
   Tokenizer() = default;
   void bytePairEncode(std::string_view piece, std::vector<int64_t> &out) const;
   void encodeOrdinary(std::string_view text, std::vector<int64_t> &out) const;
+  std::vector<int64_t> encodeChatTurns(const std::vector<Message> &messages,
+                                       bool defaultSystem) const;
 
   /// Open-addressing table bytes -> rank (linear probing, power-of-two
   /// size, keys viewing `tokens`): the BPE's hot lookup.

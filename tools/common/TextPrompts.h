@@ -34,15 +34,18 @@ inline bool batchIsJsonl(const Args &args) {
 /// Whether the prompts are text (and checks the text options' combinations).
 inline bool textPrompts(const Args &args) {
   bool jsonl = batchIsJsonl(args);
-  bool text = args.has("prompt") || args.has("prompt-file") || jsonl;
+  if (args.has("interactive") && (args.has("batch") || args.has("prompt-ids")))
+    throw Error("--interactive reads its turns from stdin (the first may come from --prompt or "
+                "--prompt-file): not with --batch or --prompt-ids");
+  bool text = args.has("prompt") || args.has("prompt-file") || jsonl || args.has("interactive");
   int sources = args.has("prompt") + args.has("prompt-file") + args.has("batch") +
                 args.has("prompt-ids");
   if (text && sources > 1)
     throw Error("give one of --prompt, --prompt-file, --batch or --prompt-ids");
   if (!text && (args.has("chat") || args.has("system") || args.has("tokenizer")))
     throw Error("--chat, --system and --tokenizer need --prompt, --prompt-file or a JSONL --batch");
-  if (args.has("system") && !args.has("chat"))
-    throw Error("--system needs --chat");
+  if (args.has("system") && !args.has("chat") && !args.has("interactive"))
+    throw Error("--system needs --chat (or --interactive)");
   return text;
 }
 

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -41,6 +42,11 @@ options:
   --chat                 wrap the prompt in the model's chat format (system turn, user turn,
                          then the assistant's turn is generated)
   --system TEXT          the system message of --chat (default: Kimi's)
+  --interactive          a multi-turn chat on one sequence: each stdin line is a user turn (the
+                         first may come from --prompt / --prompt-file), prefilled onto the
+                         conversation the model holds (nothing is prefilled twice), the answer
+                         streamed (at most --max-new-tokens, up to <|im_end|>); an empty line
+                         or EOF ends it and prints the conversation's ids. Implies --chat
   --tokenizer DIR        tokenizer files from DIR (default: --checkpoint, else the artifact's
                          checkpoint)
   --prompt-ids IDS       comma-separated prompt token ids
@@ -134,6 +140,112 @@ Err compare(const float *a, const float *ref, int64_t n) {
     e.meanAbs += d / n;
   }
   return e;
+}
+
+/// --interactive: a multi-turn chat on one sequence. Each user turn (the
+/// first from --prompt / --prompt-file when given, then one stdin line each
+/// until an empty line or EOF) is encoded in the chat format and prefilled
+/// onto the conversation the model already holds (its states and MLA cache
+/// carry over: nothing is prefilled twice); the previous answer's turn is
+/// closed by its last sampled token and <|im_end|>. The answer streams as
+/// text; a line per turn gives the tokens prefilled, reused and generated.
+int runInteractive(const k3c::Args &args, k3c::rt::Model &model, const k3c::tok::Tokenizer &tok,
+                   int64_t steps, double temperature, double topP) {
+  const int64_t V = model.vocabSize(), context = model.memoryPlan().maxContext;
+  k3c::rt::Sampler sampler(temperature, topP, static_cast<uint64_t>(args.getInt("seed", 0)));
+  const std::vector<int64_t> stops = tok.stopIds();
+  const int64_t imEnd = tok.specialId("<|im_end|>");
+  if (imEnd < 0)
+    throw k3c::Error("--interactive needs the chat format's <|im_end|>, which the tokenizer lacks");
+  std::string first;
+  if (args.has("prompt-file")) {
+    std::ifstream in(args.get("prompt-file"), std::ios::binary);
+    if (!in)
+      throw k3c::Error("cannot open --prompt-file '" + args.get("prompt-file") + "'");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    first = ss.str();
+  } else {
+    first = args.get("prompt");
+  }
+  const bool tty = isatty(STDIN_FILENO);
+  model.reset(1);
+  std::vector<int64_t> convo;  // every token the model holds
+  int64_t pending = -1;        // the last sampled token, not fed yet
+  for (int64_t turn = 0;; ++turn) {
+    std::string line;
+    if (turn == 0 && !first.empty()) {
+      line = first;
+    } else {
+      if (tty)
+        std::fputs("> ", stderr);
+      if (!std::getline(std::cin, line) || line.empty())
+        break;
+    }
+    std::vector<k3c::tok::Message> msgs;
+    if (turn == 0 && args.has("system"))
+      msgs.push_back({"system", args.get("system")});
+    msgs.push_back({"user", line});
+    std::vector<int64_t> ids = turn == 0 ? tok.encodeChat(msgs) : tok.encodeChatContinuation(msgs);
+    if (turn > 0) { // close the answer's turn
+      std::vector<int64_t> close;
+      if (pending >= 0)
+        close.push_back(pending);
+      if (pending != imEnd)
+        close.push_back(imEnd);
+      ids.insert(ids.begin(), close.begin(), close.end());
+    }
+    const int64_t held = static_cast<int64_t>(convo.size());
+    if (held + static_cast<int64_t>(ids.size()) + steps - 1 > context)
+      throw k3c::Error("turn " + std::to_string(turn + 1) + ": the conversation would hold " +
+                       std::to_string(held + static_cast<int64_t>(ids.size()) + steps - 1) +
+                       " tokens, more than the artifact's context of " + std::to_string(context) +
+                       " (compile with --max-context, or lower --max-new-tokens)");
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> logits = model.prefill({ids}, 0);
+    const double ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    convo.insert(convo.end(), ids.begin(), ids.end());
+    const int64_t promptEnd = static_cast<int64_t>(convo.size());
+    k3c::tok::Utf8Stream stream;
+    std::vector<int64_t> generated;
+    pending = -1;
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t next = sampler.sample(logits.data(), V);
+      generated.push_back(next);
+      if (std::find(stops.begin(), stops.end(), next) != stops.end()) {
+        pending = next;
+        break;
+      }
+      std::string bytes;
+      try {
+        bytes = tok.tokenBytes(next);
+      } catch (const k3c::Error &) {
+        bytes = "\xEF\xBF\xBD"; // an id the vocabulary lacks (a random model)
+      }
+      std::fputs(stream.push(bytes).c_str(), stdout);
+      std::fflush(stdout);
+      if (s + 1 == steps) {
+        pending = next;
+        break;
+      }
+      logits = model.decode({next});
+      convo.push_back(next);
+    }
+    std::fputs((stream.finish() + "\n").c_str(), stdout);
+    std::printf("turn %lld: %zu tokens prefilled onto %lld held (context %lld), time to first "
+                "token %.2f ms; generated",
+                static_cast<long long>(turn + 1), ids.size(), static_cast<long long>(held),
+                static_cast<long long>(promptEnd), ttft * 1e3);
+    for (int64_t id : generated)
+      std::printf(" %lld", static_cast<long long>(id));
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  std::printf("conversation: %zu tokens held:", convo.size());
+  for (int64_t id : convo)
+    std::printf(" %lld", static_cast<long long>(id));
+  std::printf("\n");
+  return 0;
 }
 
 /// --ep R: R ranks as threads, one model each, connected in-process.
@@ -430,7 +542,7 @@ int main(int argc, char **argv) {
                     "prompt-file", "system",
                     "tokenizer", "check-factor", "check-floor", "cache-tokens"},
                    {"help", "check", "profile", "quiet", "ep-no-balance", "chat",
-                    "allow-nonfinite", "no-shared-prefix"});
+                    "allow-nonfinite", "no-shared-prefix", "interactive"});
     if (args.has("help")) {
       std::fputs(kHelp, stdout);
       return 0;
@@ -474,8 +586,17 @@ int main(int argc, char **argv) {
       }
       return runExpertParallel(args, prompts, steps, temperature, topP, lo, argv);
     }
+    if (args.has("interactive") &&
+        (args.has("check") || args.has("dump-logits") || args.has("profile")))
+      throw k3c::Error("--interactive does not take --check, --dump-logits or --profile");
     auto t0 = std::chrono::steady_clock::now();
     auto model = k3c::rt::Model::load(args.positional[0], lo);
+    if (args.has("interactive")) {
+      tokenizer = k3c::tok::Tokenizer::load(args.get("tokenizer", model->checkpointPath()));
+      std::printf("device: %s\n", model->deviceName().c_str());
+      std::fflush(stdout);
+      return runInteractive(args, *model, *tokenizer, steps, temperature, topP);
+    }
     if (text)
       encodePrompt(args.get("tokenizer", model->checkpointPath()));
     // Every sequence must fit the cache before any work is done (the last
