@@ -453,6 +453,7 @@ public:
       throw Error("decode got " + std::to_string(tokens.size()) + " tokens for a batch of " +
                   std::to_string(batch));
     decoding = true;
+    shared = {}; // a prefix step not followed by prefill: nothing to merge
     struct Reset {
       bool &flag;
       ~Reset() { flag = false; }
