@@ -106,8 +106,8 @@ struct DecomposeMla : OpRewritePattern<GatedMlaOp> {
     auto attn = MlaAttentionOp::create(
         r, e.loc, e.act(hv, inType.getElementType()), op.getCache().getType(), q, kv,
         op.getKvANorm(), op.getCache(), op.getCacheLens(), op.getSeqLens(), op.getKvBProj(),
-        gate, op.getBlockTable(), op.getNumHeadsAttr(), op.getQkNopeHeadDimAttr(), op.getVHeadDimAttr(),
-        op.getSoftmaxScaleAttr(), op.getNormEpsAttr());
+        gate, op.getBlockTable(), op.getNumHeadsAttr(), op.getQkNopeHeadDimAttr(),
+        op.getVHeadDimAttr(), op.getSoftmaxScaleAttr(), op.getNormEpsAttr());
     Value y = e.linear(attn.getResult(), op.getOProj());
     r.replaceOp(op, {y, attn.getNewCache()});
     return success();

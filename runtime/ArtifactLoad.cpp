@@ -61,7 +61,8 @@ void HostModel::load() {
     const int64_t P = m.capacity.cachePage, perSeq = (plan.maxContext + P - 1) / P;
     plan.cachePage = P;
     plan.cachePages = opts.cacheTokens > 0 ? (opts.cacheTokens + P - 1) / P + 1
-                      : opts.maxSeqs > 0 ? std::min(m.capacity.cachePages, plan.maxSeqs * perSeq + 1)
+                      : opts.maxSeqs > 0
+                          ? std::min(m.capacity.cachePages, plan.maxSeqs * perSeq + 1)
                                          : m.capacity.cachePages;
     if (plan.cachePages > (int64_t(1) << 24))
       throw Error("--cache-tokens " + std::to_string(opts.cacheTokens) +

@@ -841,7 +841,8 @@ static void flashPrefillWgmma(KernelBuilder &kb, const FlashPlan &p, Value q, Va
 /// The absorbed form, a block per (tokens, head): each block takes `tpb`
 /// consecutive tokens; with `skipFresh` it leaves tokens of sequences
 /// without cached context to the flash prefill.
-static void absorbedAttention(KernelBuilder &kb, MlaAttentionOp attn, Value q, const CacheRef &cache,
+static void absorbedAttention(KernelBuilder &kb, MlaAttentionOp attn, Value q,
+                              const CacheRef &cache,
                               Value cacheLens, Value lens, Value kvb, Value gate, Value out,
                               int64_t tpb, bool skipFresh) {
   Type outType = cast<MemRefType>(out.getType()).getElementType();
@@ -993,7 +994,8 @@ struct Grouped {
   Type outType, f32;
   Value scale, negInf, zero;
 
-  Grouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, const CacheRef &cache, Value kvb, Value gate,
+  Grouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, const CacheRef &cache, Value kvb,
+          Value gate,
           Value out, int64_t G)
       : kb(kb), attn(attn), q(q), cache(cache), kvb(kvb), gate(gate), out(out), G(G) {
     H = attn.getNumHeads();

@@ -203,7 +203,8 @@ int runInteractive(const k3c::Args &args, k3c::rt::Model &model, const k3c::tok:
                        " (compile with --max-context, or lower --max-new-tokens)");
     auto t0 = std::chrono::steady_clock::now();
     std::vector<float> logits = model.prefill({ids}, 0);
-    const double ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double ttft =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     convo.insert(convo.end(), ids.begin(), ids.end());
     const int64_t promptEnd = static_cast<int64_t>(convo.size());
     k3c::tok::Utf8Stream stream;
