@@ -108,6 +108,30 @@ func.func @mla(%x: tensor<?x128xbf16>, %lens: tensor<?xi32>,
 
 // -----
 
+// A paged cache: the pool and the block table go to the attention core.
+// CHECK-LABEL: func.func @mla_paged
+// CHECK-SAME: %[[POOL:[^:]*]]: tensor<?x16x40xbf16>
+// CHECK-SAME: %[[TABLE:[^:]*]]: tensor<?x256xi32>
+// CHECK: k3.mla_attention %{{.*}}, %{{.*}}, %{{.*}}, %[[POOL]], %{{.*}}, %{{.*}}, %{{.*}} pages(%[[TABLE]])
+// CHECK-SAME: -> (tensor<?x64xbf16>, tensor<?x16x40xbf16>)
+func.func @mla_paged(%x: tensor<?x128xbf16>, %lens: tensor<?xi32>,
+    %pool: tensor<?x16x40xbf16>, %clens: tensor<?xi32>, %table: tensor<?x256xi32>,
+    %q: tensor<96x128xbf16>, %kva: tensor<40x128xbf16>, %kvan: tensor<32xbf16>,
+    %kvb: tensor<128x32xbf16>, %o: tensor<128x64xbf16>)
+    -> (tensor<?x128xbf16>, tensor<?x16x40xbf16>) {
+  %y, %c = k3.gated_mla %x, %lens, %pool, %clens pages(%table) q(%q) kv(%kva, %kvan, %kvb) out(%o)
+      {num_heads = 4 : i64, qk_nope_head_dim = 16 : i64, qk_rope_head_dim = 8 : i64,
+       v_head_dim = 16 : i64, kv_lora_rank = 32 : i64, softmax_scale = 0.2041241452319315 : f64,
+       norm_eps = 1.0e-06 : f64}
+      : (tensor<?x128xbf16>, tensor<?xi32>, tensor<?x16x40xbf16>, tensor<?xi32>, tensor<?x256xi32>,
+         tensor<96x128xbf16>, tensor<40x128xbf16>, tensor<32xbf16>, tensor<128x32xbf16>,
+         tensor<128x64xbf16>)
+      -> (tensor<?x128xbf16>, tensor<?x16x40xbf16>)
+  return %y, %c : tensor<?x128xbf16>, tensor<?x16x40xbf16>
+}
+
+// -----
+
 // Stable LatentMoE: router, latent down, experts, combine, latent norm + up,
 // shared experts added.
 // CHECK-LABEL: func.func @latent_moe
