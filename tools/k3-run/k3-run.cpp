@@ -52,7 +52,9 @@ options:
   --prompt-ids IDS       comma-separated prompt token ids
   --batch FILE           several prompts, decoded together: one comma-separated id line each,
                          or JSONL (one {"prompt": "..."} or {"messages": [{"role": ...,
-                         "content": ...}]} object a line; the texts print at the end)
+                         "content": ...}]} object a line; the texts print at the end). More
+                         prompts than the artifact's sequences (--max-seqs) run in waves of at
+                         most that many (not with --check, --dump-logits, --profile)
   --max-new-tokens N     tokens to generate per sequence (default 8)
   --device D             auto (default: the GPU when the artifact has sm_90a kernels and a GPU
                          is present, else the CPU), cpu or cuda
@@ -321,6 +323,109 @@ static bool greedyWhereLogitsAre(const k3c::Args &args, double temperature) {
   const char *host = std::getenv("K3C_HOST_GREEDY");
   return temperature <= 0 && !args.has("check") && !args.has("dump-logits") &&
          !(host && std::string(host) == "1");
+}
+
+/// The longest prefix of at least 16 tokens that every prompt shares (each
+/// keeping one token of its own), 0 for none or with --no-shared-prefix.
+int64_t sharedPrefixLength(const k3c::Args &args,
+                           const std::vector<std::vector<int64_t>> &prompts) {
+  if (prompts.size() < 2 || args.has("no-shared-prefix"))
+    return 0;
+  size_t L = prompts[0].size() - 1;
+  for (const auto &p : prompts) {
+    L = std::min(L, p.size() - 1);
+    size_t i = 0;
+    while (i < L && p[i] == prompts[0][i])
+      ++i;
+    L = i;
+  }
+  return L >= 16 ? static_cast<int64_t>(L) : 0;
+}
+
+/// A batch of more prompts than the artifact's sequences (max_seqs) runs in
+/// waves of at most max_seqs prompts, one after another (a prefix shared by
+/// a wave's prompts prefilled once); each sequence's generation is what it
+/// would be in a batch of its own wave. Not with --check, --dump-logits or
+/// --profile (those need one batch).
+int runWaves(const k3c::Args &args, k3c::rt::Model &model,
+             const std::vector<std::vector<int64_t>> &prompts, const k3c::tok::Tokenizer *tok,
+             int64_t steps, double temperature, double topP) {
+  const int64_t B = static_cast<int64_t>(prompts.size()), cap = model.memoryPlan().maxSeqs,
+                V = model.vocabSize();
+  k3c::rt::Sampler sampler(temperature, topP, static_cast<uint64_t>(args.getInt("seed", 0)));
+  const bool deviceGreedy = greedyWhereLogitsAre(args, temperature);
+  const std::vector<int64_t> stops = tok ? tok->stopIds() : std::vector<int64_t>{};
+  std::vector<std::vector<int64_t>> generated(B);
+  double prefillS = 0, decodeS = 0;
+  int64_t decoded = 0;
+  for (int64_t first = 0, wave = 1; first < B; first += cap, ++wave) {
+    const int64_t n = std::min(cap, B - first);
+    std::vector<std::vector<int64_t>> rests(prompts.begin() + first,
+                                            prompts.begin() + first + n);
+    model.reset(n);
+    const int64_t shared = sharedPrefixLength(args, rests);
+    auto tp = std::chrono::steady_clock::now();
+    if (shared) {
+      model.prefillPrefix(std::vector<int64_t>(rests[0].begin(), rests[0].begin() + shared));
+      for (auto &r : rests)
+        r.erase(r.begin(), r.begin() + shared);
+    }
+    std::vector<float> logits;
+    std::vector<int64_t> greedy;
+    if (deviceGreedy)
+      greedy = model.prefillGreedy(rests, 0);
+    else
+      logits = model.prefill(rests, 0);
+    const double ttft =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
+    prefillS += ttft;
+    auto td = std::chrono::steady_clock::now();
+    std::vector<bool> finished(n, false);
+    int64_t s = 0;
+    for (; s < steps; ++s) {
+      std::vector<int64_t> next(n);
+      for (int64_t b = 0; b < n; ++b) {
+        next[b] = deviceGreedy ? greedy[b] : sampler.sample(&logits[b * V], V);
+        generated[first + b].push_back(next[b]);
+        finished[b] = finished[b] ||
+                      std::find(stops.begin(), stops.end(), next[b]) != stops.end();
+      }
+      if (tok && std::all_of(finished.begin(), finished.end(), [](bool f) { return f; }))
+        break;
+      if (s + 1 < steps) {
+        if (deviceGreedy)
+          greedy = model.decodeGreedy(next);
+        else
+          logits = model.decode(next);
+        decoded += n;
+      }
+    }
+    decodeS += std::chrono::duration<double>(std::chrono::steady_clock::now() - td).count();
+    std::printf("wave %lld: sequences %lld-%lld%s, time to first token %.2f ms\n",
+                static_cast<long long>(wave), static_cast<long long>(first),
+                static_cast<long long>(first + n - 1),
+                shared ? (", shared prefix of " + std::to_string(shared) + " tokens").c_str()
+                       : "",
+                ttft * 1e3);
+    std::fflush(stdout);
+  }
+  if (tok)
+    for (int64_t b = 0; b < B; ++b)
+      std::printf("text %lld: %s\n", static_cast<long long>(b),
+                  k3c::generatedText(*tok, generated[b]).c_str());
+  for (int64_t b = 0; b < B; ++b) {
+    std::printf("sequence %lld: prompt %zu tokens -> generated", static_cast<long long>(b),
+                prompts[b].size());
+    for (int64_t id : generated[b])
+      std::printf(" %lld", static_cast<long long>(id));
+    std::printf("\n");
+  }
+  std::printf("%lld sequences in %lld waves of at most %lld (the artifact's max_seqs): prefill "
+              "%.2f ms, decode %.1f tokens/s\n",
+              static_cast<long long>(B), static_cast<long long>((B + cap - 1) / cap),
+              static_cast<long long>(cap), prefillS * 1e3,
+              decodeS > 0 ? decoded / decodeS : 0.0);
+  return 0;
 }
 
 int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64_t>> &prompts,
@@ -636,6 +741,14 @@ int main(int argc, char **argv) {
     model->recordRouting(routingHints);
 
     const int64_t B = static_cast<int64_t>(prompts.size()), V = model->vocabSize();
+    if (B > plan.maxSeqs) {
+      if (args.has("check") || args.has("dump-logits") || args.has("profile"))
+        throw k3c::Error(std::to_string(B) + " prompts exceed the artifact's " +
+                         std::to_string(plan.maxSeqs) +
+                         " sequences: they would run in waves, and --check, --dump-logits and "
+                         "--profile need one batch (compile with --max-seqs)");
+      return runWaves(args, *model, prompts, tokenizer.get(), steps, temperature, topP);
+    }
     k3c::rt::Sampler sampler(temperature, topP, static_cast<uint64_t>(args.getInt("seed", 0)));
     model->reset(B);
     std::vector<std::vector<int64_t>> generated(B);
@@ -644,19 +757,7 @@ int main(int argc, char **argv) {
     // A prefix every prompt of the batch shares (a system prompt, a few-shot
     // preamble) of at least 16 tokens is prefilled once and forked
     // (Model::prefillPrefix); every prompt keeps at least one token of its own.
-    int64_t shared = 0;
-    if (B >= 2 && !args.has("no-shared-prefix")) {
-      size_t L = prompts[0].size() - 1;
-      for (const auto &p : prompts) {
-        L = std::min(L, p.size() - 1);
-        size_t i = 0;
-        while (i < L && p[i] == prompts[0][i])
-          ++i;
-        L = i;
-      }
-      if (L >= 16)
-        shared = static_cast<int64_t>(L);
-    }
+    const int64_t shared = sharedPrefixLength(args, prompts);
     std::vector<std::vector<int64_t>> rests = prompts;
     auto tp = std::chrono::steady_clock::now();
     if (shared) {
