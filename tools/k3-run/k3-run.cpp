@@ -684,6 +684,9 @@ int main(int argc, char **argv) {
     if (args.has("cache-tokens") && (lo.cacheTokens < 1 || lo.cacheTokens > (int64_t(1) << 32)))
       throw k3c::Error("--cache-tokens must be in [1, 2^32], got " +
                        std::to_string(lo.cacheTokens));
+    if (args.has("interactive") && (args.has("check") || args.has("dump-logits") ||
+                                    args.has("profile") || args.has("ep")))
+      throw k3c::Error("--interactive does not take --check, --dump-logits, --profile or --ep");
     if (args.has("ep")) {
       if (text) {
         if (!args.has("tokenizer") && !args.has("checkpoint"))
@@ -692,9 +695,6 @@ int main(int argc, char **argv) {
       }
       return runExpertParallel(args, prompts, steps, temperature, topP, lo, argv);
     }
-    if (args.has("interactive") &&
-        (args.has("check") || args.has("dump-logits") || args.has("profile")))
-      throw k3c::Error("--interactive does not take --check, --dump-logits or --profile");
     auto t0 = std::chrono::steady_clock::now();
     auto model = k3c::rt::Model::load(args.positional[0], lo);
     if (args.has("interactive")) {
