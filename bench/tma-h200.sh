@@ -23,6 +23,8 @@
 #  * the default build with K3C_ASYNC_LAUNCHES=1 (no stream wait after each
 #    eager launch): the slice's logits bit for bit, TTFT at 16 / 512 /
 #    PREFILL tokens against the synchronized launches;
+#  * TTFT of 16 prompts sharing a 4096-token prefix, prefilled whole and
+#    with the prefix once (slice, slice-P64);
 #  * k3-bench of the slice, the default and each variant alternating ROUNDS
 #    (2) times: decode at DECODE (1,64,128) sequences in the step graph and
 #    prefill at PREFILL (8192) tokens, the linear launches and the totals,
@@ -95,6 +97,16 @@ import numpy as n; a=n.load('/tmp/ref.npy'); b=n.load('/tmp/x.npy')
 print('slice with K3C_ASYNC_LAUNCHES=1 vs default, p700.txt x 3 steps: bit-identical %s' % bool((a==b).all()))"
 fi
 [ "$part" = checks ] && { echo "== done (${SECONDS}s)"; exit 0; }
+# A shared prompt prefix: 16 prompts of a 4096-token prefix + 16 tokens
+# each, TTFT prefilled whole (9 rounds of 8192) and with the prefix once.
+python3 -c "p=','.join(str(5 + i % 1000) for i in range(4096)); print('\n'.join(p + ',' + ','.join(str(7 + 16 * j + k) for k in range(16)) for j in range(16)))" > shared4k.txt
+for a in slice slice-P64; do
+  [ -d $a ] || continue
+  for flag in --no-shared-prefix ""; do
+    echo "== $a, 16 prompts sharing 4096 tokens ${flag:-(shared)}"
+    timeout 150 k3-run $a --checkpoint /tmp/slice --device cuda --batch shared4k.txt --max-new-tokens 2 --quiet $flag | grep -E "shared prefix|time to first token|pages held|error"
+  done
+done
 rows=${ROWS:-'lm_head|mlp_in|mlp_down|kda_in|kda_out|mla_in|mla_out|TOTAL'}
 for round in $(seq 1 ${ROUNDS:-2}); do
   kbench base-$round slice /tmp/slice "$rows" --prefill ${PREFILL:-8192} --decode ${DECODE:-1,64,128}
