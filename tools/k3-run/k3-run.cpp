@@ -144,6 +144,16 @@ Err compare(const float *a, const float *ref, int64_t n) {
   return e;
 }
 
+/// Greedy decoding that keeps no logits (no --check, --dump-logits or
+/// sampling) picks each next token where the logits are (the artifact's
+/// argmax kernel): N ids come back a step instead of N x vocab floats.
+/// K3C_HOST_GREEDY=1 copies the logits and picks on the host instead.
+static bool greedyWhereLogitsAre(const k3c::Args &args, double temperature) {
+  const char *host = std::getenv("K3C_HOST_GREEDY");
+  return temperature <= 0 && !args.has("check") && !args.has("dump-logits") &&
+         !(host && std::string(host) == "1");
+}
+
 /// --interactive: a multi-turn chat on one sequence. Each user turn (the
 /// first from --prompt / --prompt-file when given, then one stdin line each
 /// until an empty line or EOF) is encoded in the chat format and prefilled
@@ -171,6 +181,7 @@ int runInteractive(const k3c::Args &args, k3c::rt::Model &model, const k3c::tok:
     first = args.get("prompt");
   }
   const bool tty = isatty(STDIN_FILENO);
+  const bool deviceGreedy = greedyWhereLogitsAre(args, temperature);
   model.reset(1);
   std::vector<int64_t> convo;  // every token the model holds
   int64_t pending = -1;        // the last sampled token, not fed yet
@@ -204,7 +215,14 @@ int runInteractive(const k3c::Args &args, k3c::rt::Model &model, const k3c::tok:
                        " tokens, more than the artifact's context of " + std::to_string(context) +
                        " (compile with --max-context, or lower --max-new-tokens)");
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<float> logits = model.prefill({ids}, 0);
+    // Greedy turns pick where the logits are (the argmax kernel), as k3-run
+    // does without --interactive.
+    std::vector<float> logits;
+    std::vector<int64_t> greedy;
+    if (deviceGreedy)
+      greedy = model.prefillGreedy({ids}, 0);
+    else
+      logits = model.prefill({ids}, 0);
     const double ttft =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     convo.insert(convo.end(), ids.begin(), ids.end());
@@ -213,7 +231,7 @@ int runInteractive(const k3c::Args &args, k3c::rt::Model &model, const k3c::tok:
     std::vector<int64_t> generated;
     pending = -1;
     for (int64_t s = 0; s < steps; ++s) {
-      const int64_t next = sampler.sample(logits.data(), V);
+      const int64_t next = deviceGreedy ? greedy[0] : sampler.sample(logits.data(), V);
       generated.push_back(next);
       if (std::find(stops.begin(), stops.end(), next) != stops.end()) {
         pending = next;
@@ -231,7 +249,10 @@ int runInteractive(const k3c::Args &args, k3c::rt::Model &model, const k3c::tok:
         pending = next;
         break;
       }
-      logits = model.decode({next});
+      if (deviceGreedy)
+        greedy = model.decodeGreedy({next});
+      else
+        logits = model.decode({next});
       convo.push_back(next);
     }
     std::fputs((stream.finish() + "\n").c_str(), stdout);
@@ -315,15 +336,6 @@ int launchRanks(int64_t R, char **argv) {
   return 0;
 }
 
-/// Greedy decoding that keeps no logits (no --check, --dump-logits or
-/// sampling) picks each next token where the logits are (the artifact's
-/// argmax kernel): N ids come back a step instead of N x vocab floats.
-/// K3C_HOST_GREEDY=1 copies the logits and picks on the host instead.
-static bool greedyWhereLogitsAre(const k3c::Args &args, double temperature) {
-  const char *host = std::getenv("K3C_HOST_GREEDY");
-  return temperature <= 0 && !args.has("check") && !args.has("dump-logits") &&
-         !(host && std::string(host) == "1");
-}
 
 /// The longest prefix of at least 16 tokens that every prompt shares (each
 /// keeping one token of its own), 0 for none or with --no-shared-prefix.
