@@ -65,6 +65,8 @@ options:
                          artifact's argmax kernel: N ids come back a step, not N x vocab
                          floats; K3C_HOST_GREEDY=1 copies the logits and picks on the host)
   --top-p P              nucleus sampling mass (default 1.0)
+  --samples N            N completions of the one prompt, sampled independently (the prompt is
+                         prefilled once and forked; at temperature 0 they are all the same)
   --seed S               sampling seed (default 0)
   --dump-logits FILE     float32 .npy [steps, batch, vocab], one row per generated position
   --check                also run the reference executor on the same inputs and print the
@@ -658,7 +660,7 @@ int main(int argc, char **argv) {
                    {"prompt-ids", "batch", "max-new-tokens", "device", "temperature", "top-p",
                     "seed", "dump-logits", "checkpoint", "ep", "ep-replica-min-pairs", "prompt",
                     "prompt-file", "system",
-                    "tokenizer", "check-factor", "check-floor", "cache-tokens"},
+                    "tokenizer", "check-factor", "check-floor", "cache-tokens", "samples"},
                    {"help", "check", "profile", "quiet", "ep-no-balance", "chat",
                     "allow-nonfinite", "no-shared-prefix", "interactive"});
     if (args.has("help")) {
@@ -672,12 +674,29 @@ int main(int argc, char **argv) {
     const bool text = k3c::textPrompts(args);
     std::unique_ptr<k3c::tok::Tokenizer> tokenizer;
     std::vector<std::vector<int64_t>> prompts;
+    // --samples N: N sequences of the one prompt (a shared prefix: prefilled
+    // once), sampled independently.
+    const int64_t samples = args.getInt("samples", 1);
+    if (samples < 1 || samples > 65536)
+      throw k3c::Error("--samples must be in [1, 65536], got " + std::to_string(samples));
+    if (samples > 1 && args.has("interactive"))
+      throw k3c::Error("--samples does not go with --interactive");
+    auto replicate = [&] {
+      if (samples == 1)
+        return;
+      if (prompts.size() != 1)
+        throw k3c::Error("--samples needs one prompt, got " + std::to_string(prompts.size()));
+      prompts.assign(static_cast<size_t>(samples), prompts[0]);
+    };
     auto encodePrompt = [&](const std::string &dir) {
       tokenizer = k3c::tok::Tokenizer::load(dir);
       prompts = k3c::encodeTextPrompts(args, *tokenizer);
+      replicate();
     };
-    if (!text)
+    if (!text) {
       prompts = k3c::readPrompts(args);
+      replicate();
+    }
     int64_t steps = args.getInt("max-new-tokens", 8);
     if (steps < 1)
       throw k3c::Error("--max-new-tokens must be >= 1, got " + std::to_string(steps));
