@@ -4,6 +4,37 @@
 
 namespace k3c::rt::detail {
 
+int32_t HostModel::takePage() {
+  const int32_t page = freePages.back();
+  freePages.pop_back();
+  pageRefs[page] = 1;
+  plan.pagesPeak = std::max(plan.pagesPeak, ++plan.pagesInUse);
+  return page;
+}
+
+void HostModel::restartSequence(int64_t n) {
+  if (n < 0 || n >= batch)
+    throw Error("restartSequence: sequence " + std::to_string(n) + " is not in the batch of " +
+                std::to_string(batch));
+  shared = {};
+  for (const Value &v : entries.at("prefill").values) {
+    if (v.kind != "state" || v.paged())
+      continue;
+    Buffer *b = states.at(v.name);
+    const size_t slot = static_cast<size_t>(b->bytes / b->capacity[0]);
+    b->clearAt(static_cast<size_t>(n) * slot, slot);
+  }
+  if (plan.cachePage) {
+    for (int32_t page : seqPages[n])
+      if (--pageRefs[page] == 0) {
+        freePages.push_back(page);
+        --plan.pagesInUse;
+      }
+    seqPages[n].clear();
+  }
+  lens[n] = 0;
+}
+
 void HostModel::reservePages(const std::vector<int64_t> &seqLens) {
   const int64_t P = plan.cachePage;
   for (int64_t n = 0; n < batch; ++n) {
@@ -18,14 +49,12 @@ void HostModel::reservePages(const std::vector<int64_t> &seqLens) {
                     " tokens over " + std::to_string(batch) +
                     " sequences); give a larger pool (k3-run --cache-tokens, or compile with "
                     "--cache-tokens)");
-      const int32_t page = freePages.back();
-      freePages.pop_back();
+      const int32_t page = takePage();
       for (Buffer *b : pools) {
         const size_t bytes = static_cast<size_t>(b->bytes / plan.cachePages);
         b->clearAt(static_cast<size_t>(page) * bytes, bytes);
       }
       seqPages[n].push_back(page);
-      plan.pagesPeak = std::max(plan.pagesPeak, ++plan.pagesInUse);
     }
   }
 }
@@ -97,16 +126,17 @@ void HostModel::forkPrefix(int64_t L) {
                     std::to_string(plan.cachePages - 1) + " pages of " + std::to_string(P) +
                     " tokens are held; give a larger pool (k3-run --cache-tokens, or compile "
                     "with --cache-tokens)");
-      const int32_t page = freePages.back();
-      freePages.pop_back();
+      const int32_t page = takePage();
       for (Buffer *b : pools) {
         const size_t bytes = static_cast<size_t>(b->bytes / plan.cachePages);
         b->copyWithin(static_cast<size_t>(page) * bytes,
                       static_cast<size_t>(seqPages[0][full]) * bytes, bytes);
       }
       seqPages[n].push_back(page);
-      plan.pagesPeak = std::max(plan.pagesPeak, ++plan.pagesInUse);
     }
+    for (int64_t n = 1; n < N; ++n)
+      for (int64_t i = 0; i < full; ++i)
+        ++pageRefs[seqPages[0][i]];
   }
   lens.assign(N, L);
 }

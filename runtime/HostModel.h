@@ -332,6 +332,7 @@ public:
     freePages.clear();
     for (int64_t p = plan.cachePages - 1; p >= 1; --p)
       freePages.push_back(static_cast<int32_t>(p));
+    pageRefs.assign(static_cast<size_t>(plan.cachePages), 0);
     seqPages.assign(n, {});
     plan.pagesInUse = plan.pagesPeak = 0;
     shared = {};
@@ -447,6 +448,7 @@ public:
   }
 
   void prefillPrefix(const std::vector<int64_t> &prefix) override;
+  void restartSequence(int64_t n) override;
 
   const std::vector<float> &decode(const std::vector<int64_t> &tokens) override {
     if (static_cast<int64_t>(tokens.size()) != batch)
@@ -574,6 +576,9 @@ private:
   // page ids (handed out from the back) and each sequence's pages in order.
   std::vector<Buffer *> pools;
   std::vector<int32_t> freePages;
+  std::vector<int32_t> pageRefs; ///< sequences holding each page (shared prefixes: several)
+  /// A page off the (non-empty) free list, referenced once.
+  int32_t takePage();
   std::vector<std::vector<int32_t>> seqPages;
   std::vector<int32_t> tableUploaded; ///< the block table as last uploaded
   /// Hands each sequence the pages its positions up to lens[n] + seqLens[n]

@@ -122,6 +122,11 @@ public:
   /// records cover the whole prompts, as without the prefix step. Not under
   /// expert parallelism (ranks would run different steps).
   virtual void prefillPrefix(const std::vector<int64_t> &prefix) = 0;
+  /// Sequence `n` of the batch starts over, empty (its states zeroed, its
+  /// MLA cache pages returned); the others keep theirs. The next prefill or
+  /// decode step takes its first tokens (continuous batching: a finished
+  /// sequence's slot takes the next prompt).
+  virtual void restartSequence(int64_t n) = 0;
   /// The prefill steps `prompts` need (0 for none); throws when they cannot
   /// be cut into steps of the artifact's capacity.
   virtual int64_t prefillRounds(const std::vector<std::vector<int64_t>> &prompts) const = 0;

@@ -53,8 +53,9 @@ options:
   --batch FILE           several prompts, decoded together: one comma-separated id line each,
                          or JSONL (one {"prompt": "..."} or {"messages": [{"role": ...,
                          "content": ...}]} object a line; the texts print at the end). More
-                         prompts than the artifact's sequences (--max-seqs) run in waves of at
-                         most that many (not with --check, --dump-logits, --profile)
+                         prompts than the artifact's sequences (--max-seqs) are batched
+                         continuously: a finished sequence's slot takes the next prompt while
+                         the others decode (not with --check, --dump-logits, --profile)
   --max-new-tokens N     tokens to generate per sequence (default 8)
   --device D             auto (default: the GPU when the artifact has sm_90a kernels and a GPU
                          is present, else the CPU), cpu or cuda
@@ -356,73 +357,114 @@ int64_t sharedPrefixLength(const k3c::Args &args,
   return L >= 16 ? static_cast<int64_t>(L) : 0;
 }
 
-/// A batch of more prompts than the artifact's sequences (max_seqs) runs in
-/// waves of at most max_seqs prompts, one after another (a prefix shared by
-/// a wave's prompts prefilled once); each sequence's generation is what it
-/// would be in a batch of its own wave. Not with --check, --dump-logits or
-/// --profile (those need one batch).
-int runWaves(const k3c::Args &args, k3c::rt::Model &model,
-             const std::vector<std::vector<int64_t>> &prompts, const k3c::tok::Tokenizer *tok,
-             int64_t steps, double temperature, double topP) {
-  const int64_t B = static_cast<int64_t>(prompts.size()), cap = model.memoryPlan().maxSeqs,
+/// A batch of more prompts than the artifact's sequences (max_seqs):
+/// continuous batching over max_seqs slots. A slot whose sequence finishes
+/// (--max-new-tokens, or a stop token in text mode) restarts empty
+/// (Model::restartSequence) and takes the next prompt in the next step,
+/// while the other slots decode: a step gives every decoding slot its next
+/// token and the slots still reading a prompt the rest of the step's
+/// capacity (max_tokens; a prompt longer than that runs over several steps,
+/// its logits unused until it is read). Steps where every slot has one token
+/// run the decode entry (a CUDA graph on the GPU). Slots left without a
+/// prompt decode a placeholder until the last sequence ends. Not with
+/// --check, --dump-logits or --profile (those need one batch).
+int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
+                  const std::vector<std::vector<int64_t>> &prompts,
+                  const k3c::tok::Tokenizer *tok, int64_t steps, double temperature,
+                  double topP) {
+  const auto &plan = model.memoryPlan();
+  const int64_t B = static_cast<int64_t>(prompts.size()), N = std::min(plan.maxSeqs, B),
                 V = model.vocabSize();
   k3c::rt::Sampler sampler(temperature, topP, static_cast<uint64_t>(args.getInt("seed", 0)));
   const bool deviceGreedy = greedyWhereLogitsAre(args, temperature);
   const std::vector<int64_t> stops = tok ? tok->stopIds() : std::vector<int64_t>{};
+  struct Slot {
+    int64_t prompt = -1; // -1: idle
+    size_t fed = 0;      // prompt tokens read so far
+    int64_t pending = -1; // the last sampled token, fed next step
+  };
+  std::vector<Slot> slots(N);
   std::vector<std::vector<int64_t>> generated(B);
-  double prefillS = 0, decodeS = 0;
-  int64_t decoded = 0;
-  for (int64_t first = 0, wave = 1; first < B; first += cap, ++wave) {
-    const int64_t n = std::min(cap, B - first);
-    std::vector<std::vector<int64_t>> rests(prompts.begin() + first,
-                                            prompts.begin() + first + n);
-    model.reset(n);
-    const int64_t shared = sharedPrefixLength(args, rests);
-    auto tp = std::chrono::steady_clock::now();
-    if (shared) {
-      model.prefillPrefix(std::vector<int64_t>(rests[0].begin(), rests[0].begin() + shared));
-      for (auto &r : rests)
-        r.erase(r.begin(), r.begin() + shared);
-    }
-    std::vector<float> logits;
-    std::vector<int64_t> greedy;
-    if (deviceGreedy)
-      greedy = model.prefillGreedy(rests, 0);
-    else
-      logits = model.prefill(rests, 0);
-    const double ttft =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
-    prefillS += ttft;
-    auto td = std::chrono::steady_clock::now();
-    std::vector<bool> finished(n, false);
-    int64_t s = 0;
-    for (; s < steps; ++s) {
-      std::vector<int64_t> next(n);
-      for (int64_t b = 0; b < n; ++b) {
-        next[b] = deviceGreedy ? greedy[b] : sampler.sample(&logits[b * V], V);
-        generated[first + b].push_back(next[b]);
-        finished[b] = finished[b] ||
-                      std::find(stops.begin(), stops.end(), next[b]) != stops.end();
+  int64_t nextPrompt = 0, stepsRun = 0, tokensRun = 0;
+  model.reset(N);
+  for (Slot &s : slots)
+    s.prompt = nextPrompt++;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> logits;
+  std::vector<int64_t> greedy;
+  while (true) {
+    // Every slot one token; the capacity left goes to the prompts being read.
+    int64_t extra = plan.maxTokens - N;
+    std::vector<std::vector<int64_t>> step(N);
+    bool ones = true;
+    for (int64_t n = 0; n < N; ++n) {
+      Slot &s = slots[n];
+      if (s.prompt < 0) {
+        step[n] = {0};
+      } else if (s.fed < prompts[s.prompt].size()) {
+        const auto &p = prompts[s.prompt];
+        const int64_t take =
+            1 + std::min<int64_t>(static_cast<int64_t>(p.size() - s.fed) - 1, extra);
+        extra -= take - 1;
+        step[n].assign(p.begin() + s.fed, p.begin() + s.fed + take);
+      } else {
+        step[n] = {s.pending};
       }
-      if (tok && std::all_of(finished.begin(), finished.end(), [](bool f) { return f; }))
-        break;
-      if (s + 1 < steps) {
-        if (deviceGreedy)
-          greedy = model.decodeGreedy(next);
-        else
-          logits = model.decode(next);
-        decoded += n;
+      ones &= step[n].size() == 1;
+      tokensRun += static_cast<int64_t>(step[n].size());
+    }
+    if (ones) {
+      std::vector<int64_t> t(N);
+      for (int64_t n = 0; n < N; ++n)
+        t[n] = step[n][0];
+      if (deviceGreedy)
+        greedy = model.decodeGreedy(t);
+      else
+        logits = model.decode(t);
+    } else if (deviceGreedy) {
+      greedy = model.prefillGreedy(step, 0);
+    } else {
+      logits = model.prefill(step, 0);
+    }
+    ++stepsRun;
+    bool active = false;
+    for (int64_t n = 0; n < N; ++n) {
+      Slot &s = slots[n];
+      if (s.prompt < 0) {
+        // A placeholder slot restarts before its context fills up.
+        if (model.lengths()[n] + 2 >= plan.maxContext)
+          model.restartSequence(n);
+        continue;
+      }
+      const auto &p = prompts[s.prompt];
+      if (s.fed < p.size()) {
+        s.fed += step[n].size();
+        if (s.fed < p.size()) {
+          active = true;
+          continue; // still reading its prompt
+        }
+      }
+      const int64_t id = deviceGreedy ? greedy[n] : sampler.sample(&logits[n * V], V);
+      auto &out = generated[s.prompt];
+      out.push_back(id);
+      const bool done = static_cast<int64_t>(out.size()) == steps ||
+                        std::find(stops.begin(), stops.end(), id) != stops.end();
+      if (!done) {
+        s.pending = id;
+        active = true;
+        continue;
+      }
+      model.restartSequence(n);
+      s = Slot{};
+      if (nextPrompt < B) {
+        s.prompt = nextPrompt++;
+        active = true;
       }
     }
-    decodeS += std::chrono::duration<double>(std::chrono::steady_clock::now() - td).count();
-    std::printf("wave %lld: sequences %lld-%lld%s, time to first token %.2f ms\n",
-                static_cast<long long>(wave), static_cast<long long>(first),
-                static_cast<long long>(first + n - 1),
-                shared ? (", shared prefix of " + std::to_string(shared) + " tokens").c_str()
-                       : "",
-                ttft * 1e3);
-    std::fflush(stdout);
+    if (!active)
+      break;
   }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (tok)
     for (int64_t b = 0; b < B; ++b)
       std::printf("text %lld: %s\n", static_cast<long long>(b),
@@ -434,11 +476,10 @@ int runWaves(const k3c::Args &args, k3c::rt::Model &model,
       std::printf(" %lld", static_cast<long long>(id));
     std::printf("\n");
   }
-  std::printf("%lld sequences in %lld waves of at most %lld (the artifact's max_seqs): prefill "
-              "%.2f ms, decode %.1f tokens/s\n",
-              static_cast<long long>(B), static_cast<long long>((B + cap - 1) / cap),
-              static_cast<long long>(cap), prefillS * 1e3,
-              decodeS > 0 ? decoded / decodeS : 0.0);
+  std::printf("%lld sequences over %lld slots (the artifact's max_seqs; continuous batching): "
+              "%lld steps, %lld tokens run, %.2f s\n",
+              static_cast<long long>(B), static_cast<long long>(N),
+              static_cast<long long>(stepsRun), static_cast<long long>(tokensRun), secs);
   return 0;
 }
 
@@ -776,9 +817,9 @@ int main(int argc, char **argv) {
       if (args.has("check") || args.has("dump-logits") || args.has("profile"))
         throw k3c::Error(std::to_string(B) + " prompts exceed the artifact's " +
                          std::to_string(plan.maxSeqs) +
-                         " sequences: they would run in waves, and --check, --dump-logits and "
-                         "--profile need one batch (compile with --max-seqs)");
-      return runWaves(args, *model, prompts, tokenizer.get(), steps, temperature, topP);
+                         " sequences: they would run by continuous batching, and --check, "
+                         "--dump-logits and --profile need one batch (compile with --max-seqs)");
+      return runContinuous(args, *model, prompts, tokenizer.get(), steps, temperature, topP);
     }
     k3c::rt::Sampler sampler(temperature, topP, static_cast<uint64_t>(args.getInt("seed", 0)));
     model->reset(B);
