@@ -16,6 +16,7 @@
 #    the contiguous cache: its GPU cores' block-table reads);
 #  * a batch sharing a 40-token prompt prefix (prefilled once, states
 #    forked by device copies) against the reference, on tdense and tdense-P64;
+#  * continuous batching (160 prompts over 128 slots) against two batches;
 #  * greedy decoding with the argmax kernel on the GPU against the host's
 #    pick (K3C_HOST_GREEDY=1): dense k3-tiny at 128 sequences and on lm_head
 #    weights edited to tie and to hold NaNs (test/Runtime/Inputs), the slice
@@ -70,6 +71,18 @@ for a in tdense tdense-P64; do
   timeout 120 k3-run $a --checkpoint ckpt-dense --device cuda --batch shared.txt --max-new-tokens 3 --check --quiet | grep -E "shared prefix|pages held|check: (PASS|FAIL)|error"
 done
 greedy_same tdense tdense ckpt-dense b128.txt
+# Continuous batching: 160 prompts over 128 slots against the same prompts
+# as two batches (128 + 32), the f32 build (its kernels' sums do not depend
+# on the batch): the same tokens expected.
+if [ -d tdense-f32 ]; then
+  python3 -c "import random; r=random.Random(5); print('\n'.join(','.join(str(r.randrange(1, 500)) for _ in range(r.randrange(1, 40))) for _ in range(160)))" > p160.txt
+  timeout 150 k3-run tdense-f32 --checkpoint ckpt-dense --device cuda --batch p160.txt --max-new-tokens 6 --quiet | grep -E '^sequence|slots|error' > /tmp/cb.txt
+  head -128 p160.txt > /tmp/p1.txt; tail -32 p160.txt > /tmp/p2.txt
+  (timeout 150 k3-run tdense-f32 --checkpoint ckpt-dense --device cuda --batch /tmp/p1.txt --max-new-tokens 6 --quiet | grep '^sequence'
+   timeout 150 k3-run tdense-f32 --checkpoint ckpt-dense --device cuda --batch /tmp/p2.txt --max-new-tokens 6 --quiet | grep '^sequence') | sed 's/^sequence [0-9]*://' > /tmp/two.txt
+  grep slots /tmp/cb.txt
+  grep '^sequence' /tmp/cb.txt | sed 's/^sequence [0-9]*://' | cmp -s - /tmp/two.txt && echo "continuous batching: 160 sequences as two batches" || { echo "continuous batching: DIFFERENT"; grep '^sequence' /tmp/cb.txt | sed 's/^sequence [0-9]*://' | diff - /tmp/two.txt | head -4; }
+fi
 for m in tie2 nan0 nanmid; do
   rm -rf ck-$m && cp -r ckpt-dense ck-$m && python3 lm-head-rows.py ck-$m $m
   greedy_same tdense-$m tdense ck-$m b128.txt --allow-nonfinite
