@@ -35,6 +35,40 @@ void HostModel::restartSequence(int64_t n) {
   lens[n] = 0;
 }
 
+void HostModel::retireSequence(int64_t n) {
+  if (n < 0 || n >= batch)
+    throw Error("retireSequence: sequence " + std::to_string(n) + " is not in the batch of " +
+                std::to_string(batch));
+  shared = {};
+  const int64_t last = batch - 1;
+  if (plan.cachePage)
+    for (int32_t page : seqPages[n])
+      if (--pageRefs[page] == 0) {
+        freePages.push_back(page);
+        --plan.pagesInUse;
+      }
+  if (n != last) {
+    // The last sequence's slot into n's: a contiguous MLA cache only up to
+    // its length.
+    for (const Value &v : entries.at("prefill").values) {
+      if (v.kind != "state" || v.paged())
+        continue;
+      Buffer *b = states.at(v.name);
+      const size_t slot = static_cast<size_t>(b->bytes / b->capacity[0]);
+      size_t bytes = slot;
+      if (v.dims.size() > 1 && v.dims[1] == "context")
+        bytes = slot / static_cast<size_t>(b->capacity[1]) * static_cast<size_t>(lens[last]);
+      b->copyWithin(static_cast<size_t>(n) * slot, static_cast<size_t>(last) * slot, bytes);
+    }
+    if (plan.cachePage)
+      seqPages[n] = std::move(seqPages[last]);
+    lens[n] = lens[last];
+  }
+  seqPages.resize(static_cast<size_t>(last));
+  lens.pop_back();
+  --batch;
+}
+
 void HostModel::reservePages(const std::vector<int64_t> &seqLens) {
   const int64_t P = plan.cachePage;
   for (int64_t n = 0; n < batch; ++n) {

@@ -449,6 +449,7 @@ public:
 
   void prefillPrefix(const std::vector<int64_t> &prefix) override;
   void restartSequence(int64_t n) override;
+  void retireSequence(int64_t n) override;
 
   const std::vector<float> &decode(const std::vector<int64_t> &tokens) override {
     if (static_cast<int64_t>(tokens.size()) != batch)

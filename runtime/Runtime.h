@@ -127,6 +127,10 @@ public:
   /// decode step takes its first tokens (continuous batching: a finished
   /// sequence's slot takes the next prompt).
   virtual void restartSequence(int64_t n) = 0;
+  /// Sequence `n` leaves the batch: its pages are returned and the batch's
+  /// last sequence moves into its place (states copied, pages and length
+  /// taken over), so the batch is one smaller and keeps its order otherwise.
+  virtual void retireSequence(int64_t n) = 0;
   /// The prefill steps `prompts` need (0 for none); throws when they cannot
   /// be cut into steps of the artifact's capacity.
   virtual int64_t prefillRounds(const std::vector<std::vector<int64_t>> &prompts) const = 0;

@@ -365,8 +365,8 @@ int64_t sharedPrefixLength(const k3c::Args &args,
 /// token and the slots still reading a prompt the rest of the step's
 /// capacity (max_tokens; a prompt longer than that runs over several steps,
 /// its logits unused until it is read). Steps where every slot has one token
-/// run the decode entry (a CUDA graph on the GPU). Slots left without a
-/// prompt decode a placeholder until the last sequence ends. Not with
+/// run the decode entry (a CUDA graph on the GPU). Once no prompt is left,
+/// finished slots leave the batch (Model::retireSequence). Not with
 /// --check, --dump-logits or --profile (those need one batch).
 int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
                   const std::vector<std::vector<int64_t>> &prompts,
@@ -379,8 +379,8 @@ int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
   const bool deviceGreedy = greedyWhereLogitsAre(args, temperature);
   const std::vector<int64_t> stops = tok ? tok->stopIds() : std::vector<int64_t>{};
   struct Slot {
-    int64_t prompt = -1; // -1: idle
-    size_t fed = 0;      // prompt tokens read so far
+    int64_t prompt = -1;
+    size_t fed = 0;       // prompt tokens read so far
     int64_t pending = -1; // the last sampled token, fed next step
   };
   std::vector<Slot> slots(N);
@@ -394,14 +394,13 @@ int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
   std::vector<int64_t> greedy;
   while (true) {
     // Every slot one token; the capacity left goes to the prompts being read.
-    int64_t extra = plan.maxTokens - N;
-    std::vector<std::vector<int64_t>> step(N);
+    const int64_t live = static_cast<int64_t>(slots.size());
+    int64_t extra = plan.maxTokens - live;
+    std::vector<std::vector<int64_t>> step(live);
     bool ones = true;
-    for (int64_t n = 0; n < N; ++n) {
+    for (int64_t n = 0; n < live; ++n) {
       Slot &s = slots[n];
-      if (s.prompt < 0) {
-        step[n] = {0};
-      } else if (s.fed < prompts[s.prompt].size()) {
+      if (s.fed < prompts[s.prompt].size()) {
         const auto &p = prompts[s.prompt];
         const int64_t take =
             1 + std::min<int64_t>(static_cast<int64_t>(p.size() - s.fed) - 1, extra);
@@ -414,8 +413,8 @@ int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
       tokensRun += static_cast<int64_t>(step[n].size());
     }
     if (ones) {
-      std::vector<int64_t> t(N);
-      for (int64_t n = 0; n < N; ++n)
+      std::vector<int64_t> t(live);
+      for (int64_t n = 0; n < live; ++n)
         t[n] = step[n][0];
       if (deviceGreedy)
         greedy = model.decodeGreedy(t);
@@ -427,22 +426,17 @@ int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
       logits = model.prefill(step, 0);
     }
     ++stepsRun;
-    bool active = false;
-    for (int64_t n = 0; n < N; ++n) {
+    // Sample where a slot has read its whole prompt; then the finished
+    // slots take the next prompts, and without any left leave the batch
+    // (the last slot moves into their place: retired from the back).
+    std::vector<int64_t> retire;
+    for (int64_t n = 0; n < static_cast<int64_t>(slots.size()); ++n) {
       Slot &s = slots[n];
-      if (s.prompt < 0) {
-        // A placeholder slot restarts before its context fills up.
-        if (model.lengths()[n] + 2 >= plan.maxContext)
-          model.restartSequence(n);
-        continue;
-      }
       const auto &p = prompts[s.prompt];
       if (s.fed < p.size()) {
         s.fed += step[n].size();
-        if (s.fed < p.size()) {
-          active = true;
+        if (s.fed < p.size())
           continue; // still reading its prompt
-        }
       }
       const int64_t id = deviceGreedy ? greedy[n] : sampler.sample(&logits[n * V], V);
       auto &out = generated[s.prompt];
@@ -451,17 +445,19 @@ int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
                         std::find(stops.begin(), stops.end(), id) != stops.end();
       if (!done) {
         s.pending = id;
-        active = true;
-        continue;
-      }
-      model.restartSequence(n);
-      s = Slot{};
-      if (nextPrompt < B) {
-        s.prompt = nextPrompt++;
-        active = true;
+      } else if (nextPrompt < B) {
+        model.restartSequence(n);
+        s = Slot{nextPrompt++, 0, -1};
+      } else {
+        retire.push_back(n);
       }
     }
-    if (!active)
+    for (auto it = retire.rbegin(); it != retire.rend(); ++it) {
+      model.retireSequence(*it);
+      slots[*it] = slots.back();
+      slots.pop_back();
+    }
+    if (slots.empty())
       break;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
