@@ -4,6 +4,28 @@
 
 namespace k3c::rt::detail {
 
+void HostModel::copySlot(int64_t from, int64_t to, int64_t positions) {
+  for (const Value &v : entries.at("prefill").values) {
+    if (v.kind != "state" || v.paged())
+      continue;
+    Buffer *b = states.at(v.name);
+    const size_t slot = static_cast<size_t>(b->bytes / b->capacity[0]);
+    size_t bytes = slot;
+    if (v.dims.size() > 1 && v.dims[1] == "context")
+      bytes = slot / static_cast<size_t>(b->capacity[1]) * static_cast<size_t>(positions);
+    b->copyWithin(static_cast<size_t>(to) * slot, static_cast<size_t>(from) * slot, bytes);
+  }
+}
+
+void HostModel::releasePages(int64_t n) {
+  for (int32_t page : seqPages[n])
+    if (--pageRefs[page] == 0) {
+      freePages.push_back(page);
+      --plan.pagesInUse;
+    }
+  seqPages[n].clear();
+}
+
 int32_t HostModel::takePage() {
   const int32_t page = freePages.back();
   freePages.pop_back();
@@ -24,14 +46,8 @@ void HostModel::restartSequence(int64_t n) {
     const size_t slot = static_cast<size_t>(b->bytes / b->capacity[0]);
     b->clearAt(static_cast<size_t>(n) * slot, slot);
   }
-  if (plan.cachePage) {
-    for (int32_t page : seqPages[n])
-      if (--pageRefs[page] == 0) {
-        freePages.push_back(page);
-        --plan.pagesInUse;
-      }
-    seqPages[n].clear();
-  }
+  if (plan.cachePage)
+    releasePages(n);
   lens[n] = 0;
 }
 
@@ -42,24 +58,9 @@ void HostModel::retireSequence(int64_t n) {
   shared = {};
   const int64_t last = batch - 1;
   if (plan.cachePage)
-    for (int32_t page : seqPages[n])
-      if (--pageRefs[page] == 0) {
-        freePages.push_back(page);
-        --plan.pagesInUse;
-      }
+    releasePages(n);
   if (n != last) {
-    // The last sequence's slot into n's: a contiguous MLA cache only up to
-    // its length.
-    for (const Value &v : entries.at("prefill").values) {
-      if (v.kind != "state" || v.paged())
-        continue;
-      Buffer *b = states.at(v.name);
-      const size_t slot = static_cast<size_t>(b->bytes / b->capacity[0]);
-      size_t bytes = slot;
-      if (v.dims.size() > 1 && v.dims[1] == "context")
-        bytes = slot / static_cast<size_t>(b->capacity[1]) * static_cast<size_t>(lens[last]);
-      b->copyWithin(static_cast<size_t>(n) * slot, static_cast<size_t>(last) * slot, bytes);
-    }
+    copySlot(last, n, lens[last]);
     if (plan.cachePage)
       seqPages[n] = std::move(seqPages[last]);
     lens[n] = lens[last];
@@ -135,17 +136,8 @@ void HostModel::forkPrefix(int64_t L) {
   const int64_t N = batch;
   // States: sequence 0's slot to every other slot; of a contiguous MLA cache
   // only the prefix's rows.
-  for (const Value &v : entries.at("prefill").values) {
-    if (v.kind != "state" || v.paged())
-      continue;
-    Buffer *b = states.at(v.name);
-    const size_t slot = static_cast<size_t>(b->bytes / b->capacity[0]);
-    size_t bytes = slot;
-    if (v.dims.size() > 1 && v.dims[1] == "context")
-      bytes = slot / static_cast<size_t>(b->capacity[1]) * static_cast<size_t>(L);
-    for (int64_t n = 1; n < N; ++n)
-      b->copyWithin(static_cast<size_t>(n) * slot, 0, bytes);
-  }
+  for (int64_t n = 1; n < N; ++n)
+    copySlot(0, n, L);
   // A paged MLA cache: the prefix's full pages are shared (no sequence
   // writes a position below its length), its last partial page copied.
   if (plan.cachePage) {

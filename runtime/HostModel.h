@@ -599,6 +599,12 @@ private:
   /// Copies sequence 0's states (the first `length` positions of its MLA
   /// cache) to every other sequence of the batch.
   void forkPrefix(int64_t length);
+  /// Copies sequence `from`'s slot of every non-paged state to `to`'s (of a
+  /// contiguous MLA cache only the first `positions` rows).
+  void copySlot(int64_t from, int64_t to, int64_t positions);
+  /// Drops sequence n's hold on its pages (a page returns to the free list
+  /// with its last holder).
+  void releasePages(int64_t n);
   /// After prefill(prompts) continued a shared prefix: the trace and the
   /// routing records as one prefill of prefix + prompt would have made them.
   void mergeSharedPrefix(const std::vector<std::vector<int64_t>> &prompts);
