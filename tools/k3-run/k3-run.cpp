@@ -340,6 +340,18 @@ int launchRanks(int64_t R, char **argv) {
 }
 
 
+/// The "sequence b: prompt N tokens -> generated ..." lines of sequences
+/// [from, prompts.size()).
+void printSequences(const std::vector<std::vector<int64_t>> &prompts,
+                    const std::vector<std::vector<int64_t>> &generated, size_t from = 0) {
+  for (size_t b = from; b < prompts.size(); ++b) {
+    std::printf("sequence %zu: prompt %zu tokens -> generated", b, prompts[b].size());
+    for (int64_t id : generated[b])
+      std::printf(" %lld", static_cast<long long>(id));
+    std::printf("\n");
+  }
+}
+
 /// The longest prefix of at least 16 tokens that every prompt shares (each
 /// keeping one token of its own), 0 for none or with --no-shared-prefix.
 int64_t sharedPrefixLength(const k3c::Args &args,
@@ -465,13 +477,7 @@ int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
     for (int64_t b = 0; b < B; ++b)
       std::printf("text %lld: %s\n", static_cast<long long>(b),
                   k3c::generatedText(*tok, generated[b]).c_str());
-  for (int64_t b = 0; b < B; ++b) {
-    std::printf("sequence %lld: prompt %zu tokens -> generated", static_cast<long long>(b),
-                prompts[b].size());
-    for (int64_t id : generated[b])
-      std::printf(" %lld", static_cast<long long>(id));
-    std::printf("\n");
-  }
+  printSequences(prompts, generated);
   std::printf("%lld sequences over %lld slots (the artifact's max_seqs; continuous batching): "
               "%lld steps, %lld tokens run, %.2f s\n",
               static_cast<long long>(B), static_cast<long long>(N),
@@ -915,13 +921,7 @@ int main(int argc, char **argv) {
     double decodeS = std::chrono::duration<double>(std::chrono::steady_clock::now() - td).count();
     if (streamIds)
       std::printf("\n");
-    for (int64_t b = streamIds ? 1 : 0; b < B; ++b) {
-      std::printf("sequence %lld: prompt %zu tokens -> generated", static_cast<long long>(b),
-                  prompts[b].size());
-      for (int64_t id : generated[b])
-        std::printf(" %lld", static_cast<long long>(id));
-      std::printf("\n");
-    }
+    printSequences(prompts, generated, streamIds ? 1 : 0);
     std::printf("time to first token: %.2f ms; decode: %.1f tokens/s (%lld steps x %lld "
                 "sequences)\n",
                 ttft * 1e3, steps > 1 ? (steps - 1) * B / decodeS : 0.0,
