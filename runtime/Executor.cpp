@@ -135,36 +135,66 @@ void HostModel::prefillPrefix(const std::vector<int64_t> &prefix) {
 void HostModel::forkPrefix(int64_t L) {
   const int64_t N = batch;
   // States: sequence 0's slot to every other slot; of a contiguous MLA cache
-  // only the prefix's rows.
-  for (int64_t n = 1; n < N; ++n)
+  // only the prefix's rows. A paged MLA cache: the prefix's full pages are
+  // shared (no sequence writes a position below its length), its last
+  // partial page copied.
+  for (int64_t n = 1; n < N; ++n) {
     copySlot(0, n, L);
-  // A paged MLA cache: the prefix's full pages are shared (no sequence
-  // writes a position below its length), its last partial page copied.
-  if (plan.cachePage) {
-    const int64_t P = plan.cachePage, full = L / P;
-    for (int64_t n = 1; n < N; ++n) {
-      seqPages[n].assign(seqPages[0].begin(), seqPages[0].begin() + full);
-      if (L % P == 0)
-        continue;
-      if (freePages.empty())
-        throw Error("the paged MLA cache is full: sequence " + std::to_string(n) +
-                    " needs a copy of the shared prefix's last page, and all " +
-                    std::to_string(plan.cachePages - 1) + " pages of " + std::to_string(P) +
-                    " tokens are held; give a larger pool (k3-run --cache-tokens, or compile "
-                    "with --cache-tokens)");
-      const int32_t page = takePage();
-      for (Buffer *b : pools) {
-        const size_t bytes = static_cast<size_t>(b->bytes / plan.cachePages);
-        b->copyWithin(static_cast<size_t>(page) * bytes,
-                      static_cast<size_t>(seqPages[0][full]) * bytes, bytes);
-      }
-      seqPages[n].push_back(page);
-    }
-    for (int64_t n = 1; n < N; ++n)
-      for (int64_t i = 0; i < full; ++i)
-        ++pageRefs[seqPages[0][i]];
+    if (plan.cachePage)
+      seqPages[n] = prefixPages(seqPages[0], L, "sequence " + std::to_string(n));
   }
   lens.assign(N, L);
+}
+
+std::vector<int32_t> HostModel::prefixPages(const std::vector<int32_t> &from, int64_t L,
+                                            const std::string &who) {
+  const int64_t P = plan.cachePage, full = L / P;
+  std::vector<int32_t> pages(from.begin(), from.begin() + full);
+  if (L % P != 0) {
+    if (freePages.empty())
+      throw Error("the paged MLA cache is full: " + who +
+                  " needs a copy of the shared prefix's last page, and all " +
+                  std::to_string(plan.cachePages - 1) + " pages of " + std::to_string(P) +
+                  " tokens are held; give a larger pool (k3-run --cache-tokens, or compile "
+                  "with --cache-tokens)");
+    const int32_t page = takePage();
+    for (Buffer *b : pools) {
+      const size_t bytes = static_cast<size_t>(b->bytes / plan.cachePages);
+      b->copyWithin(static_cast<size_t>(page) * bytes, static_cast<size_t>(from[full]) * bytes,
+                    bytes);
+    }
+    pages.push_back(page);
+  }
+  for (int64_t i = 0; i < full; ++i)
+    ++pageRefs[pages[i]];
+  return pages;
+}
+
+void HostModel::keepPrefix() {
+  const int64_t L = shared.length;
+  if (!L)
+    throw Error("keepPrefix: no shared prefix was just prefilled (call prefillPrefix first)");
+  const int64_t slot = plan.maxSeqs - 1;
+  if (batch > slot)
+    throw Error("keepPrefix: the batch of " + std::to_string(batch) +
+                " sequences leaves no free slot of the artifact's " +
+                std::to_string(plan.maxSeqs) + " for the prefix (at most " +
+                std::to_string(slot) + ")");
+  copySlot(0, slot, L);
+  if (plan.cachePage)
+    kept.pages = prefixPages(seqPages[0], L, "the kept prefix");
+  kept.length = L;
+  kept.slot = slot;
+}
+
+void HostModel::restartFromPrefix(int64_t n) {
+  if (!kept.length)
+    throw Error("restartFromPrefix: no prefix is kept (call keepPrefix first)");
+  restartSequence(n);
+  copySlot(kept.slot, n, kept.length);
+  if (plan.cachePage)
+    seqPages[n] = prefixPages(kept.pages, kept.length, "sequence " + std::to_string(n));
+  lens[n] = kept.length;
 }
 
 void HostModel::mergeSharedPrefix(const std::vector<std::vector<int64_t>> &prompts) {

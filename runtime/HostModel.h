@@ -336,6 +336,7 @@ public:
     seqPages.assign(n, {});
     plan.pagesInUse = plan.pagesPeak = 0;
     shared = {};
+    kept = {};
   }
 
   int64_t prefillRounds(const std::vector<std::vector<int64_t>> &prompts) const override {
@@ -450,6 +451,8 @@ public:
   void prefillPrefix(const std::vector<int64_t> &prefix) override;
   void restartSequence(int64_t n) override;
   void retireSequence(int64_t n) override;
+  void keepPrefix() override;
+  void restartFromPrefix(int64_t n) override;
 
   const std::vector<float> &decode(const std::vector<int64_t> &tokens) override {
     if (static_cast<int64_t>(tokens.size()) != batch)
@@ -596,9 +599,21 @@ private:
     std::map<std::string, std::vector<float>> trace;
     size_t routingFrom = 0, routingCount = 0;
   } shared;
+  /// keepPrefix's copy of a shared prefix: its length, the slot holding its
+  /// states (max_seqs - 1) and the pages it holds (length 0: none kept).
+  struct KeptPrefix {
+    int64_t length = 0, slot = -1;
+    std::vector<int32_t> pages;
+  } kept;
   /// Copies sequence 0's states (the first `length` positions of its MLA
   /// cache) to every other sequence of the batch.
   void forkPrefix(int64_t length);
+  /// The pages of a sequence continuing `from`'s first `length` positions:
+  /// from's full pages shared (one more reference each), its last partial
+  /// page copied to a new page; `who` names the holder in the pool-full
+  /// error.
+  std::vector<int32_t> prefixPages(const std::vector<int32_t> &from, int64_t length,
+                                   const std::string &who);
   /// Copies sequence `from`'s slot of every non-paged state to `to`'s (of a
   /// contiguous MLA cache only the first `positions` rows).
   void copySlot(int64_t from, int64_t to, int64_t positions);

@@ -127,6 +127,14 @@ public:
   /// decode step takes its first tokens (continuous batching: a finished
   /// sequence's slot takes the next prompt).
   virtual void restartSequence(int64_t n) = 0;
+  /// Continuous batching over prompts sharing a prefix: right after
+  /// prefillPrefix, keeps a copy of the prefix's states in the artifact's
+  /// last sequence slot (the batch must leave it free: at most max_seqs - 1
+  /// sequences) and, of a paged MLA cache, a hold on the prefix's pages;
+  /// restartFromPrefix(n) then starts sequence n from that copy, holding
+  /// the prefix's length, instead of empty. reset drops the copy.
+  virtual void keepPrefix() = 0;
+  virtual void restartFromPrefix(int64_t n) = 0;
   /// Sequence `n` leaves the batch: its pages are returned and the batch's
   /// last sequence moves into its place (states copied, pages and length
   /// taken over), so the batch is one smaller and keeps its order otherwise.

@@ -113,7 +113,9 @@ options:
   --no-shared-prefix     prefill every prompt whole: by default a prefix of at least 16 tokens
                          that all prompts of a batch share (a system prompt) is prefilled once
                          and every sequence continues from a copy of its states (a paged MLA
-                         cache shares the prefix's pages); not under --ep
+                         cache shares the prefix's pages); batched continuously (4+ slots),
+                         the prefix is kept in the last slot for every next prompt; not
+                         under --ep
   --allow-nonfinite      load weights that hold NaN/Inf (by default loading stops at the first,
                          naming the tensor and the element)
   --quiet                no progress lines
@@ -378,15 +380,20 @@ int64_t sharedPrefixLength(const k3c::Args &args,
 /// capacity (max_tokens; a prompt longer than that runs over several steps,
 /// its logits unused until it is read). Steps where every slot has one token
 /// run the decode entry (a CUDA graph on the GPU). Once no prompt is left,
-/// finished slots leave the batch (Model::retireSequence). Not with
-/// --check, --dump-logits or --profile (those need one batch).
+/// finished slots leave the batch (Model::retireSequence). Prompts sharing
+/// a prefix of 16+ tokens (sharedPrefixLength) with 4+ slots: the prefix is
+/// prefilled once and kept in the last slot (Model::keepPrefix), every
+/// prompt starts from its copy (Model::restartFromPrefix), one slot fewer
+/// decodes. Not with --check, --dump-logits or --profile (those need one
+/// batch).
 int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
                   const std::vector<std::vector<int64_t>> &prompts,
                   const k3c::tok::Tokenizer *tok, int64_t steps, double temperature,
                   double topP) {
   const auto &plan = model.memoryPlan();
-  const int64_t B = static_cast<int64_t>(prompts.size()), N = std::min(plan.maxSeqs, B),
-                V = model.vocabSize();
+  const int64_t shared = plan.maxSeqs >= 4 ? sharedPrefixLength(args, prompts) : 0;
+  const int64_t B = static_cast<int64_t>(prompts.size()),
+                N = std::min(plan.maxSeqs - (shared ? 1 : 0), B), V = model.vocabSize();
   k3c::rt::Sampler sampler(temperature, topP, static_cast<uint64_t>(args.getInt("seed", 0)));
   const bool deviceGreedy = greedyWhereLogitsAre(args, temperature);
   const std::vector<int64_t> stops = tok ? tok->stopIds() : std::vector<int64_t>{};
@@ -398,10 +405,15 @@ int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
   std::vector<Slot> slots(N);
   std::vector<std::vector<int64_t>> generated(B);
   int64_t nextPrompt = 0, stepsRun = 0, tokensRun = 0;
-  model.reset(N);
-  for (Slot &s : slots)
-    s.prompt = nextPrompt++;
   auto t0 = std::chrono::steady_clock::now();
+  model.reset(N);
+  if (shared) {
+    model.prefillPrefix(std::vector<int64_t>(prompts[0].begin(), prompts[0].begin() + shared));
+    model.keepPrefix();
+    tokensRun += shared;
+  }
+  for (Slot &s : slots)
+    s = Slot{nextPrompt++, static_cast<size_t>(shared), -1};
   std::vector<float> logits;
   std::vector<int64_t> greedy;
   while (true) {
@@ -458,8 +470,11 @@ int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
       if (!done) {
         s.pending = id;
       } else if (nextPrompt < B) {
-        model.restartSequence(n);
-        s = Slot{nextPrompt++, 0, -1};
+        if (shared)
+          model.restartFromPrefix(n);
+        else
+          model.restartSequence(n);
+        s = Slot{nextPrompt++, static_cast<size_t>(shared), -1};
       } else {
         retire.push_back(n);
       }
@@ -478,10 +493,21 @@ int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
       std::printf("text %lld: %s\n", static_cast<long long>(b),
                   k3c::generatedText(*tok, generated[b]).c_str());
   printSequences(prompts, generated);
-  std::printf("%lld sequences over %lld slots (the artifact's max_seqs; continuous batching): "
-              "%lld steps, %lld tokens run, %.2f s\n",
+  std::printf("%lld sequences over %lld slots (continuous batching; the artifact holds %lld "
+              "sequences): %lld steps, %lld tokens run, %.2f s\n",
               static_cast<long long>(B), static_cast<long long>(N),
+              static_cast<long long>(plan.maxSeqs),
               static_cast<long long>(stepsRun), static_cast<long long>(tokensRun), secs);
+  if (shared)
+    std::printf("shared prefix: %lld tokens, prefilled once and kept in slot %lld for %lld "
+                "sequences\n",
+                static_cast<long long>(shared), static_cast<long long>(plan.maxSeqs - 1),
+                static_cast<long long>(B));
+  if (plan.cachePage)
+    std::printf("paged MLA cache: %lld of %lld pages held at the end, at most %lld\n",
+                static_cast<long long>(plan.pagesInUse),
+                static_cast<long long>(plan.cachePages - 1),
+                static_cast<long long>(plan.pagesPeak));
   return 0;
 }
 
