@@ -1143,8 +1143,12 @@ Value wgmmaChainRegA(KernelBuilder &kb, Type accType, Value acc,
   return acc;
 }
 
+/// The default fill of the warpgroup tiles' ring (measured on the H200,
+/// docs/perf.md: both TMA forms beat cp.async at prefill and batched decode).
+static constexpr int64_t kDefaultWgmmaTma = 1;
+
 int64_t wgmmaTmaMode() {
-  const int64_t m = intFromEnv("K3C_WGMMA_TMA", 0);
+  const int64_t m = intFromEnv("K3C_WGMMA_TMA", kDefaultWgmmaTma);
   if (m < 0 || m > 2)
     llvm::report_fatal_error("k3c: K3C_WGMMA_TMA must be 0, 1 or 2, got " + llvm::Twine(m),
                              /*gen_crash_diag=*/false);

@@ -2,13 +2,13 @@
 // residual add of k3-tiny). bf16 on sm_90a: the GEMM tile layer branches on
 // the token count T between the GEMV (T = 1), two mma.sync tiles and the
 // wgmma tile, each an outlined kernel named after its strategy and tile.
-// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
+// RUN: env K3C_WGMMA_TMA=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=F32
 // RUN: env K3C_FUSE_RESIDUAL=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=UNFUSED
-// RUN: env K3C_WGMMA_TILE=128,256,4,0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SERIAL
+// RUN: env K3C_WGMMA_TMA=0 K3C_WGMMA_TILE=128,256,4,0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SERIAL
 // RUN: env K3C_GEMV_FIT_THREADS=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FIT0
-// RUN: env K3C_WGMMA_MEDIUM_WIDE_FROM=1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WIDE
+// RUN: env K3C_WGMMA_TMA=0 K3C_WGMMA_MEDIUM_WIDE_FROM=1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WIDE
 // Batched decode (65..256 tokens) takes the 128 x 256 tile too where the
 // output has 256-column tiles for 2 blocks an SM (K3C_WGMMA_MEDIUM_WIDE_FROM,
 // default 2 x 132: lm_head, mlp_in on K3's shapes); this 128-wide output has
@@ -73,7 +73,7 @@
 // GPU: return
 
 // UNFUSED-LABEL: func.func @k3_mlp_down_{{[0-9a-f]+}}(%arg0: memref<?x576xbf16>, %arg1: memref<?x576xbf16>, %arg2: memref<128x576xbf16>, %arg3: memref<?x128xbf16>, %arg4: memref<?x576xbf16>, %arg5: memref<?x128xbf16>, %arg6: memref<?x128xbf16>)
-// UNFUSED: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1)
+// UNFUSED: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1_tma)
 // UNFUSED: scf.parallel
 // UNFUSED: arith.addf
 // UNFUSED: return
@@ -136,7 +136,9 @@ func.func @mlp_down_f32(%a0: tensor<?x576xf32>, %a1: tensor<?x576xf32>, %a2: ten
 // launches, with no elementwise launch after them. The projections' buffers
 // (%arg3, %arg4) stay for the paths that run them separately (the host, and
 // K3C_GLU_PAIR=0: two linears, then the activation).
-// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIR
+// The wgmma tiles here are cp.async's (K3C_WGMMA_TMA=0; the TMA form loads the gate and
+// up halves as two boxes: test/Lowering/wgmma-tma.mlir).
+// RUN: env K3C_WGMMA_TMA=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIR
 // RUN: env K3C_GLU_PAIR=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOPAIR
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=PAIRHOST
 // PAIR-LABEL: func.func @k3_mlp_in_pair(%arg0: memref<?x128xbf16>, %arg1: memref<576x128xbf16>, %arg2: memref<576x128xbf16>, %arg3: memref<?x576xbf16>, %arg4: memref<?x576xbf16>, %arg5: memref<?x576xbf16>)
@@ -164,7 +166,7 @@ func.func @mlp_down_f32(%a0: tensor<?x576xf32>, %a1: tensor<?x576xf32>, %a2: ten
 // PAIR: vector.store {{.*}} : memref<?x576xbf16>, vector<2xbf16>
 // PAIR-NOT: scf.parallel
 // PAIR: return
-// NOPAIR-COUNT-2: module(@k3_mlp_in_pair_linear_wgmma_128x256x64_s4_f1)
+// NOPAIR-COUNT-2: module(@k3_mlp_in_pair_linear_wgmma_128x256x64_s4_f1_tma)
 // NOPAIR: scf.parallel
 // NOPAIR: math.exp
 // NOPAIR-NOT: linear_glu
@@ -212,13 +214,13 @@ func.func @mlp_in_pair(%x: tensor<?x128xbf16>, %wg: tensor<576x128xbf16>, %wu: t
 // MULTI: nvvm.mma.sync
 // MULTI: vector.store {{.*}} : memref<?x?xbf16>, vector<2xbf16>
 // MULTI-NOT: module(@k3_mla_in_multi_linear_mma_32x64x64_s6)
-// MULTI: module(@k3_mla_in_multi_linear_wgmma_128x64x64_s4_f1)
-// MULTI-NOT: module(@k3_mla_in_multi_linear_wgmma_128x64x64_s4_f1)
+// MULTI: module(@k3_mla_in_multi_linear_wgmma_128x64x64_s4_f1_tma)
+// MULTI-NOT: module(@k3_mla_in_multi_linear_wgmma_128x64x64_s4_f1_tma)
 // MULTI: arith.cmpi ule, %{{.*}}, %c1024 : index
-// MULTI: module(@k3_mla_in_multi_linear_wgmma_128x256x64_s4_f1)
+// MULTI: module(@k3_mla_in_multi_linear_wgmma_128x256x64_s4_f1_tma)
 // MULTI: arith.select {{.*}} : memref<?x128xbf16>
 // MULTI: } else {
-// MULTI-COUNT-3: module(@k3_mla_in_multi_linear_wgmma_128x256x64_s4_f1)
+// MULTI-COUNT-3: module(@k3_mla_in_multi_linear_wgmma_128x256x64_s4_f1_tma)
 // MULTI-NOT: module(@
 // MULTI: return
 // SINGLE-COUNT-3: module(@k3_mla_in_multi_linear_gemv1)
@@ -243,11 +245,11 @@ func.func @mla_in_multi(%x: tensor<?x128xbf16>, %wq: tensor<384x128xbf16>, %wkv:
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SET192
 // RUN: env K3C_WGMMA_SET_TILE192=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SET64
 // SET192-LABEL: func.func @k3_kda_in_set(
-// SET192: module(@k3_kda_in_set_linear_wgmma_128x192x64_s4_f1)
+// SET192: module(@k3_kda_in_set_linear_wgmma_128x192x64_s4_f1_tma)
 // SET192-NOT: module(@k3_kda_in_set_linear_wgmma_128x64x64
 // SET192: return
 // SET64-LABEL: func.func @k3_kda_in_set(
-// SET64: module(@k3_kda_in_set_linear_wgmma_128x64x64_s4_f1)
+// SET64: module(@k3_kda_in_set_linear_wgmma_128x64x64_s4_f1_tma)
 // SET64-NOT: 128x192
 // SET64: return
 func.func @kda_in_set(%x: tensor<?x128xbf16>, %wq: tensor<12288x128xbf16>, %wk: tensor<12288x128xbf16>, %wv: tensor<12288x128xbf16>, %wa: tensor<128x128xbf16>, %wb: tensor<96x128xbf16>, %wg: tensor<12288x128xbf16>) -> (tensor<?x12288xbf16>, tensor<?x12288xbf16>, tensor<?x12288xbf16>, tensor<?x128xbf16>, tensor<?x96xbf16>, tensor<?x12288xbf16>) {
@@ -360,11 +362,11 @@ func.func @kda_out_normed(%x: tensor<?x256xbf16>, %g: tensor<?x256xbf16>, %w: te
 // SPLITWIDE-LABEL: func.func @k3_split_wide(%arg0: memref<?x4096xbf16>, %arg1: memref<7168x4096xbf16>, %arg2: memref<?x7168xbf16>, %arg3: memref<512x7168xf32>, %arg4: memref<?x7168xbf16>)
 // SPLITWIDE: arith.cmpi ule, %{{.*}}, %c128
 // SPLITWIDE-NEXT: scf.if
-// SPLITWIDE: dynamic_shared_memory_size %c197632_i32 module(@k3_split_wide_linear_wgmma_128x256x64_s4_splitk4)
+// SPLITWIDE: dynamic_shared_memory_size %c197664_i32 module(@k3_split_wide_linear_wgmma_128x256x64_s4_tma_splitk4)
 // SPLITWIDE: module(@k3_split_wide_linear_splitk_sum)
 // SPLITWIDE-COUNT-4: vector.load %arg3{{.*}} : memref<512x7168xf32>, vector<2xf32>
 // SPLITWIDE: } else {
-// SPLITWIDE: module(@k3_split_wide_linear_wgmma_128x64x64_s4_f1)
+// SPLITWIDE: module(@k3_split_wide_linear_wgmma_128x64x64_s4_f1_tma)
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT
 // RUN: env K3C_SPLITK=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOSPLIT
 // K3C_SPLITK_MIN_K moves the depth bound (8192: this K = 4096 is too shallow).
@@ -372,7 +374,7 @@ func.func @kda_out_normed(%x: tensor<?x256xbf16>, %g: tensor<?x256xbf16>, %w: te
 // SPLIT-LABEL: func.func @k3_split_test(%arg0: memref<?x4096xbf16>, %arg1: memref<512x4096xbf16>, %arg2: memref<?x512xbf16>, %arg3: memref<512x512xf32>, %arg4: memref<?x512xbf16>)
 // SPLIT: arith.cmpi ule, %{{.*}}, %c128
 // SPLIT-NEXT: scf.if
-// SPLIT: module(@k3_split_test_linear_wgmma_128x64x64_s4_f1_splitk2)
+// SPLIT: module(@k3_split_test_linear_wgmma_128x64x64_s4_f1_tma_splitk2)
 // SPLIT: nvvm.wgmma.mma_async
 // SPLIT: memref.store {{.*}} : memref<512x512xf32>
 // SPLIT: module(@k3_split_test_linear_splitk_sum)
@@ -381,7 +383,7 @@ func.func @kda_out_normed(%x: tensor<?x256xbf16>, %g: tensor<?x256xbf16>, %w: te
 // SPLIT: memref.load %arg2
 // SPLIT: vector.store {{.*}} : memref<?x512xbf16>, vector<2xbf16>
 // SPLIT: } else {
-// SPLIT: module(@k3_split_test_linear_wgmma_128x64x64_s4_f1)
+// SPLIT: module(@k3_split_test_linear_wgmma_128x64x64_s4_f1_tma)
 // NOSPLIT-LABEL: func.func @k3_split_test(%arg0: memref<?x4096xbf16>, %arg1: memref<512x4096xbf16>, %arg2: memref<?x512xbf16>, %arg3: memref<?x512xbf16>)
 // NOSPLIT-NOT: splitk
 
@@ -421,7 +423,7 @@ func.func @split_wide(%a0: tensor<?x4096xbf16>, %a1: tensor<7168x4096xbf16>, %a2
 // SETSPLIT-LABEL: func.func @k3_set_split(%arg0: memref<?x7168xbf16>, %arg1: memref<1536x7168xbf16>, %arg2: memref<576x7168xbf16>, %arg3: memref<12288x7168xbf16>, %arg4: memref<?x1536xbf16>, %arg5: memref<512x14400xf32>, %arg6: memref<?x576xbf16>, %arg7: memref<?x12288xbf16>)
 // SETSPLIT: arith.cmpi ule, %{{.*}}, %c128
 // SETSPLIT-NEXT: scf.if
-// SETSPLIT: gpu.launch blocks({{.*}}) in (%{{.*}} = %{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256{{.*}}module(@k3_set_split_linear_wgmma_128x256x64_s4_splitk2)
+// SETSPLIT: gpu.launch blocks({{.*}}) in (%{{.*}} = %{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256{{.*}}module(@k3_set_split_linear_wgmma_128x256x64_s4_tma_splitk2)
 // SETSPLIT: nvvm.wgmma.mma_async
 // SETSPLIT: memref.store {{.*}} : memref<512x14400xf32>
 // SETSPLIT: module(@k3_set_split_linear_splitk_sum)
@@ -430,7 +432,7 @@ func.func @split_wide(%a0: tensor<?x4096xbf16>, %a1: tensor<7168x4096xbf16>, %a2
 // SETSPLIT: arith.cmpi ule, %c1536{{.*}}, %{{.*}} : index
 // SETSPLIT: arith.cmpi ule, %c2112, %{{.*}} : index
 // SETSPLIT: } else {
-// SETSPLIT: module(@k3_set_split_linear_wgmma_128x64x64_s4_f1)
+// SETSPLIT: module(@k3_set_split_linear_wgmma_128x64x64_s4_f1_tma)
 // RUN: not env K3C_SPLITK_SETS=3 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SETSBAD
 // SETSBAD: LLVM ERROR: k3c: K3C_SPLITK_SETS must be 0, 1 or 2, got 3
 // SETNOSPLIT-LABEL: func.func @k3_set_split(

@@ -342,13 +342,13 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // GATE: arith.truncf %{{.*}} : f32 to bf16
 // GATE: math.exp
 // GATE: vector.store %{{.*}} : memref<?x128xf32>, vector<2xf32>
-// GATE: module(@k3_kda_conv_gate_test_linear_gate_wgmma_128x256x64_s4_f1)
+// GATE: module(@k3_kda_conv_gate_test_linear_gate_wgmma_128x256x64_s4_f1_tma)
 // GATE: vector.store %{{.*}} : memref<?x128xf32>, vector<2xf32>
 // GATE-NOT: kda_gate
 // GATE: return
 // NOGATE-LABEL: func.func @k3_kda_conv_gate_test(
 // NOGATE-NOT: linear_gate
-// NOGATE: module(@k3_kda_conv_gate_test_linear_wgmma_128x256x64_s4_f1)
+// NOGATE: module(@k3_kda_conv_gate_test_linear_wgmma_128x256x64_s4_f1_tma)
 // NOGATE: module(@k3_kda_conv_gate_test_kda_gate)
 // NOGATE: return
 func.func @conv_gate(%a0: tensor<?x128xbf16>, %a1: tensor<128x1x4xf32>, %a2: tensor<?x3x384xbf16>, %a3: tensor<?xi32>, %a9: tensor<?x32xbf16>, %a10: tensor<128x32xbf16>, %a11: tensor<128xf32>, %a12: tensor<128xf32>) -> (tensor<?x128xbf16>, tensor<?x3x384xbf16>, tensor<?x128xf32>) {
