@@ -2036,10 +2036,13 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // A block per (sequence, 256 channels); the sequence's first row summed
     // by the warps' lanes. Sequences of one tile (at most kConvTokens
     // tokens) wrote their window in launch 1.
-    // On the GPU the launch is skipped where the launch has at most
-    // kConvTokens tokens (no sequence is longer than a tile: decode of up
-    // to 32 sequences), so the step graph holds no launch of blocks that
-    // would all return at once.
+    // On the GPU the launch is skipped where no sequence can be longer than
+    // a tile: every sequence of a step has at least one token (the runtime
+    // hands none an empty step, and the decode branch above relies on it
+    // too), so the longest has at most T - N + 1; skipped for T - N + 1 <=
+    // kConvTokens (decode of any batch, and prefill rounds of short
+    // prompts), so the step graph holds no launch of blocks that would all
+    // return at once (three a KDA layer: 207 a decode step of full K3).
     const int64_t winBlocks = kb.gpu() ? (channels + kConvThreads - 1) / kConvThreads : 1;
     auto windowLaunch = [&] {
       kb.blocks({kb.dim(lens, 0), kb.idx(winBlocks)}, kConvThreads, [&](ValueRange bid,
@@ -2065,7 +2068,8 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
       }, 0, "short_conv_window");
     };
     if (kb.gpu())
-      kb.ifThen(kb.ult(kb.idx(TB), kb.dim(x, 0)), windowLaunch);
+      kb.ifThen(kb.ult(kb.add(kb.idx(TB), kb.dim(lens, 0)), kb.add(kb.dim(x, 0), kb.idx(1))),
+                windowLaunch);
     else
       windowLaunch();
     return success();

@@ -315,17 +315,22 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // CONV: vector.load %{{.*}} : memref<128xf32>, vector<4xf32>
 // CONV: vector.store %{{.*}} : memref<?x128xf32>, vector<4xf32>
 // The window launch (sequences longer than a 32-token tile) runs only where
-// the launch has more than 32 tokens: on the GPU a host-side branch on T
-// skips it for decode of up to 32 sequences; the host keeps its loop.
+// a sequence can be longer than 32 tokens: every sequence has at least one
+// token, so the longest has at most T - N + 1; on the GPU a host-side branch
+// (32 + N < T + 1) skips it for decode of any batch size and for prefill
+// rounds of short prompts; the host keeps its loop.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WIN
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=WINHOST
 // WIN-LABEL: func.func @k3_kda_conv_gate_test(
-// WIN: arith.cmpi ult, %c32{{.*}}, %{{.*}} : index
+// WIN: %[[T1:.*]] = arith.addi %dim{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}} : index
+// WIN: %[[N:.*]] = memref.dim %arg3, %c0{{.*}} : memref<?xi32>
+// WIN: %[[TN:.*]] = arith.addi %c32{{.*}}, %[[N]] : index
+// WIN-NEXT: arith.cmpi ult, %[[TN]], %[[T1]] : index
 // WIN-NEXT: scf.if
 // WIN-NOT: gpu.launch
 // WIN: gpu.launch {{.*}}module(@k3_kda_conv_gate_test_short_conv_window)
 // WINHOST-LABEL: func.func @k3_kda_conv_gate_test(
-// WINHOST-NOT: arith.cmpi ult, %c32{{.*}}, %dim
+// WINHOST-NOT: arith.addi %c32{{.*}}, %dim
 // K3C_FUSE_GATE=1 (off by default: measured slower): the gate's logits come
 // from a linear used by nothing else, so from the tensor-core token counts
 // the linear's tiles compute the gate in their store (the accumulators
