@@ -253,6 +253,12 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
     throw Error(std::to_string(T) + " tokens in one step exceed the artifact's capacity of " +
                 std::to_string(plan.maxTokens) + " (compile with --max-tokens)");
   for (int64_t n = 0; n < N; ++n) {
+    // Every sequence of a step has at least one token: the kernels rely on
+    // it (one token each when T == N: the decode convolution; a longest
+    // sequence of at most T - N + 1 tokens: the window launch's skip).
+    if (seqLens[n] < 1)
+      throw Error("sequence " + std::to_string(n) + " has no token in this step (every sequence "
+                  "of a step needs at least one)");
     int64_t total = lens[n] + seqLens[n];
     if (total > plan.maxContext || (maxPositions > 0 && total > maxPositions))
       throw Error("sequence " + std::to_string(n) + " would hold " + std::to_string(total) +
