@@ -325,6 +325,12 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
     cuda::launchGraph(it->second);
     graphTimer.end(); // read by lastGraphSeconds(): no wait here
     graphTimed = true;
+  } else if (useGraph && lastDecodeN != N) {
+    // A batch size's first step runs eagerly: its graph is captured on the
+    // second step in a row at that size, so sizes that last one step (a
+    // continuous batch shrinking as its last sequences finish) cost launches
+    // instead of a capture and an instantiation each.
+    launchAll(e, T);
   } else if (useGraph && cuda::beginCapture()) {
     launchAll(e, T);
     void *exec = cuda::endCapture();
@@ -341,6 +347,8 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
   } else {
     launchAll(e, T);
   }
+  if (graph)
+    lastDecodeN = N;
   for (int64_t n = 0; n < N; ++n)
     lens[n] += seqLens[n];
   if (N == 0) // a step without sequences (idle): the last logits stay

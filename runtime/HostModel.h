@@ -627,6 +627,7 @@ private:
   bool routingOn = false;
   std::vector<RoutingRecord> routing;
   std::map<int64_t, void *> decodeGraphs; // batch size -> executable graph
+  int64_t lastDecodeN = -1; ///< the last decode step's batch size (a graph is captured on the second in a row)
   /// A decode graph with an event node before every kernel and after the
   /// last (profiling): the launches' kernels, token counts and buffers for
   /// the accounting after each replay.
