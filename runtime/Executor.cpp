@@ -34,18 +34,24 @@ int32_t HostModel::takePage() {
   return page;
 }
 
-void HostModel::restartSequence(int64_t n) {
-  if (n < 0 || n >= batch)
-    throw Error("restartSequence: sequence " + std::to_string(n) + " is not in the batch of " +
-                std::to_string(batch));
-  shared = {};
+void HostModel::clearSlot(int64_t n, bool contextOnly) {
   for (const Value &v : entries.at("prefill").values) {
     if (v.kind != "state" || v.paged())
+      continue;
+    if (contextOnly && !(v.dims.size() > 1 && v.dims[1] == "context"))
       continue;
     Buffer *b = states.at(v.name);
     const size_t slot = static_cast<size_t>(b->bytes / b->capacity[0]);
     b->clearAt(static_cast<size_t>(n) * slot, slot);
   }
+}
+
+void HostModel::restartSequence(int64_t n) {
+  if (n < 0 || n >= batch)
+    throw Error("restartSequence: sequence " + std::to_string(n) + " is not in the batch of " +
+                std::to_string(batch));
+  shared = {};
+  clearSlot(n, /*contextOnly=*/false);
   if (plan.cachePage)
     releasePages(n);
   lens[n] = 0;
@@ -190,7 +196,15 @@ void HostModel::keepPrefix() {
 void HostModel::restartFromPrefix(int64_t n) {
   if (!kept.length)
     throw Error("restartFromPrefix: no prefix is kept (call keepPrefix first)");
-  restartSequence(n);
+  if (n < 0 || n >= batch)
+    throw Error("restartFromPrefix: sequence " + std::to_string(n) +
+                " is not in the batch of " + std::to_string(batch));
+  shared = {};
+  // The kept slot's copy overwrites every state whole except a contiguous
+  // MLA cache (its prefix rows only): only that one is cleared first.
+  clearSlot(n, /*contextOnly=*/true);
+  if (plan.cachePage)
+    releasePages(n);
   copySlot(kept.slot, n, kept.length);
   if (plan.cachePage)
     seqPages[n] = prefixPages(kept.pages, kept.length, "sequence " + std::to_string(n));

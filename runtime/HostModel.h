@@ -620,6 +620,9 @@ private:
   /// Drops sequence n's hold on its pages (a page returns to the free list
   /// with its last holder).
   void releasePages(int64_t n);
+  /// Zeroes sequence n's slot of every non-paged state (contextOnly: of the
+  /// contiguous MLA cache only).
+  void clearSlot(int64_t n, bool contextOnly);
   /// After prefill(prompts) continued a shared prefix: the trace and the
   /// routing records as one prefill of prefix + prompt would have made them.
   void mergeSharedPrefix(const std::vector<std::vector<int64_t>> &prompts);
@@ -627,7 +630,9 @@ private:
   bool routingOn = false;
   std::vector<RoutingRecord> routing;
   std::map<int64_t, void *> decodeGraphs; // batch size -> executable graph
-  int64_t lastDecodeN = -1; ///< the last decode step's batch size (a graph is captured on the second in a row)
+  /// The last decode step's batch size (a graph is captured on the second
+  /// step in a row at a size).
+  int64_t lastDecodeN = -1;
   /// A decode graph with an event node before every kernel and after the
   /// last (profiling): the launches' kernels, token counts and buffers for
   /// the accounting after each replay.
