@@ -2073,12 +2073,24 @@ struct DecodeWg {
   /// issued before this tile's P V is waited on: S of tile j + 1 runs on
   /// the tensor cores during the wait, the barrier and the next copies.
   bool prefetchS = false;
+  /// (K3C_MLA_DECODE_TMA=1, opt-in; the seesaw without prefetchS) the
+  /// cache tiles filled by the TMA unit: one thread a tile issues QB tensor
+  /// copies of 64 positions x 64 columns (128-byte swizzled by the copy)
+  /// that complete on the ring slot's mbarrier, instead of every thread's
+  /// 16-byte cp.async copies; rows past the split's end are zeroed in
+  /// shared memory after the copy lands, as cp.async zero-fills them (the
+  /// same sums). Cache layouts TMA cannot box (a non-identity memref, pages
+  /// not a multiple of 64 positions) keep cp.async.
+  bool tma = false;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64;
   int64_t groups() const { return (H + 63) / 64; }
   int64_t tileBytes() const { return QB * 64 * 128; } // Q or one ring slot
   /// Q, two ring slots, the alignment slack; seesaw: the P tile (64 x 64
   /// bf16) and the row-maximum exchange (2 x 64 f32).
-  int64_t sharedBytes() const { return 3 * tileBytes() + 1024 + (seesaw ? 64 * 128 + 512 : 0); }
+  /// TMA: the two ring slots' mbarriers after them.
+  int64_t sharedBytes() const {
+    return 3 * tileBytes() + 1024 + (seesaw ? 64 * 128 + 512 : 0) + (tma ? 16 : 0);
+  }
 };
 
 static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
@@ -2099,6 +2111,12 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
   d.QB = (d.cd + 63) / 64;
   d.seesaw = mode >= 2;
   d.prefetchS = mode == 3;
+  const int64_t tmaMode = intFromEnv("K3C_MLA_DECODE_TMA", 0);
+  if (tmaMode < 0 || tmaMode > 1)
+    llvm::report_fatal_error("k3c: K3C_MLA_DECODE_TMA must be 0 or 1, got " +
+                                 llvm::Twine(tmaMode),
+                             /*gen_crash_diag=*/false);
+  d.tma = tmaMode == 1 && mode == 2;
   // Each warpgroup's half of the latent columns: whole 64-column blocks, at
   // most 256 (one wgmma.m64n256).
   if (d.cd % 8 || d.R % 128 || d.R / 2 > 256 || d.sharedBytes() > info.maxSharedPerBlock)
@@ -2117,6 +2135,12 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, co
   const float log2e = 1.4426950408889634f;
   auto sAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(bn / 2, f32));
   auto oAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(half / 2, f32));
+  // TMA (DecodeWg::tma): the cache's tensor map, made on the host before the
+  // launch; a box is one sequence's (one page's) 64 positions x 64 columns.
+  const bool tma = d.tma && d.seesaw && !d.prefetchS && tmaOperand(cache.mem) &&
+                   cast<MemRefType>(cache.mem.getType()).getRank() == 3 &&
+                   (!cache.table || cache.page % bn == 0);
+  Value cacheMap = tma ? tmaTensorMap(kb, cache.mem, {1, bn, WgmmaTile::bk}) : Value();
   kb.blocks({Tc, kb.idx(d.groups()), P}, 256, [&](ValueRange bid, ThreadBlock &tb) {
     Value local = bid[0], g = bid[1], split = bid[2], row = kb.add(t0, local);
     SplitRange sr = splitRange(kb, tb, lens, cacheLens, row, split, P, bn);
@@ -2134,6 +2158,11 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, co
     Value aligned = sm.address(kb, kb.idx(0));
     auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
     auto swzAt = [&](Value slot) { return swizzledAt(kb, slot); };
+    // TMA: ring slot s's mbarrier, after the P tile and the maxima.
+    const int64_t barOff = 3 * d.tileBytes() + 64 * 128 + 512;
+    auto barAt = [&](Value slot) {
+      return kb.pointerAt(sm.address(kb, kb.add(kb.idx(barOff), kb.mul(slot, 8))), 3);
+    };
     // Stores this thread's rows' partials (O of its warpgroup's columns; M
     // in natural-log units and L by warpgroup 0).
     auto storePartials = [&](Value o, Value m2[2], Value l2[2]) {
@@ -2153,7 +2182,8 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, co
     const int64_t pOff = 3 * d.tileBytes(), xOff = pOff + 64 * 128;
     auto seesawLoop = [&](ArrayRef<Value> init, Value qAddr,
                           const std::function<Value(Value)> &kAddr, Value *qi,
-                          const std::function<void(Value)> &issue) {
+                          const std::function<void(Value)> &issue,
+                          const std::function<void(Value)> &landed) {
       const int64_t hn = bn / 2; // a warpgroup's positions a tile
       auto sHalfType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(hn / 2, f32));
       Value ps = sm.view(kb, kb.idx(pOff), {1, 64, 64}, bf16);
@@ -2187,7 +2217,7 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, co
         if (pre) {
           sAcc = in[5];
         } else {
-          asyncLanded(kb, tb, 1);
+          landed(j);
           sAcc = sChain(j);
           NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
         }
@@ -2306,8 +2336,21 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, co
         kb.ult(kb.idx(0), nT),
         [&] {
           flashZeroPad(kb, tb, qs, 64, d.cd, 64 * QB, swzAt(Value()));
-          for (int64_t sl = 0; sl < 2; ++sl)
-            flashZeroPad(kb, tb, ks, bn, d.cd, 64 * QB, swzAt(kb.idx(sl)));
+          if (tma) {
+            // (the boxes' columns past the cache's width arrive as zeros)
+            kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
+              for (int64_t sl = 0; sl < 2; ++sl)
+                NVVM::MBarrierInitOp::create(b, loc, barAt(kb.idx(sl)), kb.i32Const(1), Value());
+              NVVM::FenceMbarrierInitOp::create(b, loc);
+            });
+            kb.barrier(tb);
+          } else {
+            for (int64_t sl = 0; sl < 2; ++sl)
+              flashZeroPad(kb, tb, ks, bn, d.cd, 64 * QB, swzAt(kb.idx(sl)));
+          }
+          auto kAddr = [&](Value j) {
+            return kb.add(aligned, kb.add(kb.idx(d.tileBytes()), kb.mul(kb.rem(j, 2), d.tileBytes())));
+          };
           // Tile j into ring slot j % 2 (past the last tile: nothing read,
           // the group stays so that the wait counts hold).
           // (A loop over the thread's chunks, not unrolled: unrolled, their
@@ -2315,6 +2358,24 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, co
           // spill next to O's 128 accumulators.)
           auto tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
           auto issue = [&](Value j) {
+            if (tma) {
+              // Thread 0 arms slot j % 2's mbarrier with the tile's bytes (a box
+              // past the cache's end counts too, as zeros) and issues its QB
+              // tensor copies; past the last tile nothing.
+              kb.ifThen(kb.andi(kb.ieq(tb.tid, kb.idx(0)), kb.ult(j, nT)), [&] {
+                Value bar = barAt(kb.rem(j, 2));
+                NVVM::MBarrierArriveExpectTxOp::create(b, loc, Type(), bar,
+                                                       kb.i32Const(QB * bn * 128),
+                                                       NVVM::MemScopeKind::CTA,
+                                                       /*relaxed=*/false, Value());
+                SmallVector<Value> at = cache.row(kb, cs.n, kb.add(lo, kb.mul(j, bn)));
+                Value dst = kAddr(j);
+                for (int64_t m = 0; m < QB; ++m)
+                  tmaCopyTile(kb, kb.add(dst, kb.idx(m * bn * 128)), cacheMap,
+                              {kb.idx(WgmmaTile::bk * m), at[1], at[0]}, bar);
+              });
+              return;
+            }
             Value p0 = kb.add(lo, kb.mul(j, bn));
             Value valid = kb.select(kb.ult(j, nT), kb.sub(hi, kb.minu(p0, hi)), kb.idx(0));
             Value src0 = kb.minu(p0, hi), slot = kb.rem(j, 2);
@@ -2352,18 +2413,49 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, co
           flashCopy(kb, tb, qaBf, kb.add(kb.mul(local, H), h0), kb.idx(0),
                     kb.minu(kb.idx(64), kb.sub(kb.idx(H), h0)), 64, d.cd / 8, qs, 0,
                     swzAt(Value()));
+          if (tma)
+            NVVM::CpAsyncCommitGroupOp::create(b, loc); // q_abs's copies, a group
           issue(kb.idx(0));
           issue(kb.idx(1));
           Value qAddr = toI64(aligned);
-          auto kAddr = [&](Value j) {
-            return kb.add(aligned, kb.add(kb.idx(d.tileBytes()), kb.mul(kb.rem(j, 2), d.tileBytes())));
+          // Tile j landed, visible to every warp and the async proxy. TMA:
+          // q_abs's group, then the slot's mbarrier phase (j / 2) % 2; the
+          // rows past the split's end (a partial last tile) zeroed, as
+          // cp.async's zero fill leaves them (they hold later positions or
+          // other data, and a non-finite value times P = 0 would be NaN).
+          auto landed = [&](Value j) {
+            if (!tma) {
+              asyncLanded(kb, tb, 1);
+              return;
+            }
+            NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+            Value slot = kb.rem(j, 2);
+            Value parity = arith::IndexCastOp::create(b, loc, b.getI32Type(),
+                                                      kb.rem(kb.div(j, 2), 2));
+            NVVM::MBarrierTryWaitParityOp::create(b, loc, barAt(slot), parity,
+                                                  kb.i32Const(10000000));
+            Value valid = kb.sub(hi, kb.minu(kb.add(lo, kb.mul(j, bn)), hi));
+            kb.ifThen(kb.ult(valid, kb.idx(bn)), [&] {
+              const int64_t perRow = QB * 8; // 16-byte chunks a row
+              Value rows = kb.sub(kb.idx(bn), valid);
+              kb.strided(tb, kb.idx(0), kb.mul(rows, kb.idx(perRow)), [&](Value lin) {
+                Value r = kb.add(valid, kb.div(lin, perRow)), q = kb.rem(lin, perRow);
+                // (a whole 128-byte row: the swizzle only permutes its chunks)
+                kb.storeVec(SmallVector<Value>(8, zero), ks,
+                            {slot, kb.div(q, 8), r, kb.mul(kb.rem(q, 8), 8)});
+              });
+            });
+            NVVM::FenceProxyOp::create(
+                b, loc, NVVM::ProxyKind::async_shared,
+                NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+            kb.barrier(tb);
           };
           Value qi[2] = {kb.sub(hi, kb.idx(1)), kb.sub(hi, kb.idx(1))};
           // Carried: O, m[2], l[2].
           SmallVector<Value> init{LLVM::ZeroOp::create(b, loc, oAccType).getResult(), negInf,
                                   negInf, zero, zero};
           if (d.seesaw) {
-            seesawLoop(init, qAddr, kAddr, qi, issue);
+            seesawLoop(init, qAddr, kAddr, qi, issue, landed);
             return;
           }
           SmallVector<Value> fin = kb.loop(kb.idx(0), nT, init, [&](Value j, ValueRange in) {
@@ -2407,7 +2499,7 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, co
         });
   }, d.sharedBytes(),
                 std::string(d.seesaw ? "absorbed_split_wgss" : "absorbed_split_wg") + "_h64_n" +
-                    std::to_string(bn));
+                    std::to_string(bn) + (tma ? "_tma" : ""));
 }
 
 /// The new tokens' cache append (lowerMlaFamily's phase 1) for the absorbed

@@ -1155,34 +1155,34 @@ int64_t wgmmaTmaMode() {
   return m;
 }
 
-/// Whether TMA can copy tiles of `m` (a bf16 [rows, K] operand): an identity
-/// layout (rows K elements apart, so the tensor map's row stride is K * 2
-/// bytes, a multiple of 16 for K % 8 == 0).
-static bool tmaOperand(Value m) {
+/// Whether TMA can copy boxes of `m` (a bf16 memref): an identity layout
+/// (the tensor map's strides are the row sizes), the innermost dimension
+/// static with rows a multiple of 16 bytes.
+bool tmaOperand(Value m) {
   auto t = dyn_cast<MemRefType>(m.getType());
-  return t && t.getRank() == 2 && t.getLayout().isIdentity() && t.getElementType().isBF16() &&
-         !t.isDynamicDim(1) && t.getDimSize(1) % 8 == 0 && !t.getMemorySpace();
+  return t && t.getRank() >= 2 && t.getRank() <= 5 && t.getLayout().isIdentity() &&
+         t.getElementType().isBF16() && !t.isDynamicDim(t.getRank() - 1) &&
+         t.getDimSize(t.getRank() - 1) % 8 == 0 && !t.getMemorySpace();
 }
 
-/// Host side of a launch: the tensor map of bf16 operand `m` ([rows, K])
-/// for boxes of `boxRows` rows x 64 columns (one 128-byte swizzled row
-/// each), zero-filled past m's edges, as the generic pointer the kernel
-/// takes (nvgpu.tma.create.descriptor; the runtime's
-/// mgpuTensorMapEncodeTiledMemref returns the encoded map's device address).
-static Value tensorMapOf(KernelBuilder &kb, Value m, int64_t boxRows) {
+Value tmaTensorMap(KernelBuilder &kb, Value m, ArrayRef<int64_t> box) {
   OpBuilder &b = kb.b;
   MLIRContext *ctx = b.getContext();
   auto t = cast<MemRefType>(m.getType());
+  assert(static_cast<int64_t>(box.size()) == t.getRank() && box.back() == WgmmaTile::bk &&
+         "a box of the operand's rank, 64-element rows");
   Value unranked = memref::CastOp::create(
       b, kb.loc, UnrankedMemRefType::get(t.getElementType(), t.getMemorySpace()), m);
-  auto box = MemRefType::get({boxRows, WgmmaTile::bk}, t.getElementType(),
-                             MemRefLayoutAttrInterface{},
-                             gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  auto boxType = MemRefType::get(box, t.getElementType(), MemRefLayoutAttrInterface{},
+                                 gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
   auto type = nvgpu::TensorMapDescriptorType::get(
-      ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B, nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
-      nvgpu::TensorMapOOBKind::OOB_ZERO, nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
-  Value map = nvgpu::TmaCreateDescriptorOp::create(b, kb.loc, type, unranked,
-                                                   ValueRange{kb.idx(boxRows), kb.idx(WgmmaTile::bk)});
+      ctx, boxType, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+      nvgpu::TensorMapL2PromoKind::L2PROMO_256B, nvgpu::TensorMapOOBKind::OOB_ZERO,
+      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+  SmallVector<Value> sizes;
+  for (int64_t v : box)
+    sizes.push_back(kb.idx(v));
+  Value map = nvgpu::TmaCreateDescriptorOp::create(b, kb.loc, type, unranked, sizes);
   return UnrealizedConversionCastOp::create(b, kb.loc, LLVM::LLVMPointerType::get(ctx), map)
       .getResult(0);
 }
@@ -1191,17 +1191,25 @@ static Value indexI32(KernelBuilder &kb, Value index) {
   return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), index);
 }
 
-/// One TMA tile copy: box (k column c0, row r0) of `map` into shared
-/// address `dst`, completing on mbarrier `bar`.
-static void tmaCopy(KernelBuilder &kb, Value dst, Value map, Value c0, Value r0, Value bar) {
+void tmaCopyTile(KernelBuilder &kb, Value dst, Value map, ArrayRef<Value> coords, Value bar) {
   // The copy's destination is a shared::cluster address (address space 7;
   // the launch is its own cluster of one).
   Value cluster = LLVM::AddrSpaceCastOp::create(
       kb.b, kb.loc, LLVM::LLVMPointerType::get(kb.b.getContext(), 7), kb.pointerAt(dst, 3));
+  SmallVector<Value> c32;
+  for (Value c : coords)
+    c32.push_back(indexI32(kb, c));
   NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
-      kb.b, kb.loc, cluster, map, ValueRange{indexI32(kb, c0), indexI32(kb, r0)}, bar,
-      ValueRange{}, Value(), Value(), NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false,
-      NVVM::CTAGroupKindAttr(), Value());
+      kb.b, kb.loc, cluster, map, c32, bar, ValueRange{}, Value(), Value(),
+      NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false, NVVM::CTAGroupKindAttr(), Value());
+}
+
+/// The warpgroup tiles' 2-D operands: boxes of `boxRows` rows x 64 columns.
+static Value tensorMapOf(KernelBuilder &kb, Value m, int64_t boxRows) {
+  return tmaTensorMap(kb, m, {boxRows, WgmmaTile::bk});
+}
+static void tmaCopy(KernelBuilder &kb, Value dst, Value map, Value c0, Value r0, Value bar) {
+  tmaCopyTile(kb, dst, map, {c0, r0}, bar);
 }
 
 void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const WgmmaTile &tile,
@@ -1236,9 +1244,12 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   // launch. A GluPair's tile then holds bn / 2 gate rows, then the same
   // bn / 2 rows of up (two boxes), instead of alternating 8-row groups.
   const int64_t tmaMode = wgmmaTmaMode();
-  bool tma = tmaMode >= 1 && kb.gpu() && tmaOperand(x) && (!glu || tmaOperand(glu.up));
+  auto tma2 = [](Value m) {
+    return tmaOperand(m) && cast<MemRefType>(m.getType()).getRank() == 2;
+  };
+  bool tma = tmaMode >= 1 && kb.gpu() && tma2(x) && (!glu || tma2(glu.up));
   for (Value m : proj.ws)
-    tma &= tmaOperand(m);
+    tma &= tma2(m);
   // K3C_WGMMA_TMA=2: warp-specialized. A producer warp after the consumer
   // warpgroups issues every stage's copies as soon as its slot is released
   // (an `empty` mbarrier a slot, one arrival a consumer warp after its

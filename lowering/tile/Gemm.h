@@ -145,6 +145,21 @@ struct WgmmaTile {
 /// fatal error naming it.
 int64_t wgmmaTmaMode();
 
+/// Host side of a launch: the TMA tensor map of bf16 memref `m` (identity
+/// layout, rank <= 5, rows 16-byte multiples) for boxes of `box` elements
+/// (outermost dimension first; the innermost WgmmaTile::bk = 64 elements:
+/// one 128-byte swizzled shared-memory row a box row), zero-filled past m's
+/// edges, as the generic pointer a kernel takes (nvgpu.tma.create.descriptor;
+/// the runtime's mgpuTensorMapEncodeTiledMemref encodes it). `tmaOperand`
+/// says whether `m` qualifies.
+bool tmaOperand(mlir::Value m);
+mlir::Value tmaTensorMap(KernelBuilder &kb, mlir::Value m, llvm::ArrayRef<int64_t> box);
+/// One TMA tensor copy: the box of `map` at element coordinates `coords`
+/// (innermost first) into shared address `dst` (1024-byte aligned for the
+/// swizzle), completing on mbarrier `bar` (which must expect its bytes).
+void tmaCopyTile(KernelBuilder &kb, mlir::Value dst, mlir::Value map,
+                 llvm::ArrayRef<mlir::Value> coords, mlir::Value bar);
+
 /// `dflt` with the fields of environment variable `var` when set
 /// ("bm,bn,stages[,inflight]"; a malformed value is refused by name).
 WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt);

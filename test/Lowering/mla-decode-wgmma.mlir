@@ -30,6 +30,18 @@
 // j + 1 < nT): wait for one group (P V), the barrier, tile j + 2's copies,
 // then wait for S; the next tile's copies waited for before the P barrier.
 // RUN: env K3C_MLA_DECODE_WGMMA=3 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PRE
+//
+// K3C_MLA_DECODE_TMA=1 (opt-in): the seesaw's cache tiles filled by the TMA
+// unit: the cache's tensor map made on the host (boxes of 1 x 64 positions
+// x 64 columns), two mbarriers after the P tile and the maxima (16 bytes
+// more: 83472), thread 0 arming a slot with the tile's 3 x 8 KB and
+// issuing its three tensor copies (tiles 0 and 1 before the loop, j + 2 at
+// its end); per tile q_abs's cp.async group, the slot's parity wait, the
+// rows past the split's end zeroed, the async-proxy fence and the barrier.
+// No cp.async of the cache remains (q_abs's six copies a thread do).
+// RUN: env K3C_MLA_DECODE_TMA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TMA
+// RUN: env K3C_MLA_DECODE_TMA=1 K3C_MLA_DECODE_WGMMA=3 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PRE
+// RUN: env K3C_MLA_DECODE_TMA=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TMA2
 // RUN: env K3C_MLA_DECODE_WGMMA=4 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=MODE4
 // RUN: env K3C_MLA_DECODE_WG_FROM=0 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FROM0
 
@@ -118,6 +130,42 @@
 // PRE: llvm.mlir.undef
 // PRE: vector.store {{.*}} : memref<256x1040xf32>, vector<2xf32>
 
+// TMA-LABEL: func.func @k3_mla_attn_0000beef(
+// TMA: nvgpu.tma.create.descriptor %{{.*}} box[%c1{{[_0-9]*}}, %c64{{[_0-9]*}}, %c64{{[_0-9]*}}] : memref<*xbf16> -> <tensor = memref<1x64x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+// TMA: dynamic_shared_memory_size %c83472_i32 module(@k3_mla_attn_0000beef_absorbed_split_wgss_h64_n64_tma)
+// TMA-COUNT-2: nvvm.mbarrier.init
+// TMA-NEXT: nvvm.fence.mbarrier.init
+// TMA: gpu.barrier
+// TMA-COUNT-6: nvgpu.device_async_copy {{.*}} : memref<512x192xbf16> to memref<3x64x64xbf16
+// TMA-NOT: nvgpu.device_async_copy
+// TMA: nvvm.cp.async.commit.group
+// TMA: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c24576_i32
+// TMA-COUNT-3: nvvm.cp.async.bulk.tensor.shared.cluster.global {{.*}} box[{{.*}}, {{.*}}, {{.*}}]
+// TMA: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c24576_i32
+// TMA-COUNT-3: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// TMA: scf.for
+// TMA: nvvm.cp.async.wait.group 0
+// TMA: nvvm.mbarrier.try_wait.parity
+// TMA: scf.if
+// TMA: vector.store {{.*}} : memref<2x3x64x64xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// TMA: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// TMA-NEXT: gpu.barrier
+// TMA-COUNT-12: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 32, k = 16>
+// TMA: nvvm.wgmma.wait.group.sync.aligned 0
+// TMA: llvm.inline_asm has_side_effects {{.*}}wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// TMA: nvvm.wgmma.commit.group.sync.aligned
+// TMA-NEXT: gpu.barrier
+// TMA-COUNT-2: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 64, k = 16>
+// TMA: nvvm.wgmma.wait.group.sync.aligned 0
+// TMA-NEXT: gpu.barrier
+// TMA: nvvm.mbarrier.arrive.expect_tx
+// TMA-COUNT-3: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// TMA-NOT: nvgpu.device_async_copy
+// TMA: vector.store {{.*}} : memref<256x1040xf32>, vector<2xf32>
+// TMA: } else {
+// TMA: module(@k3_mla_attn_0000beef_absorbed_split_mma_h16_n64)
+
+// TMA2: K3C_MLA_DECODE_TMA must be 0 or 1, got 2
 // MODE4: K3C_MLA_DECODE_WGMMA must be 0, 1, 2 or 3, got 4
 // FROM0: K3C_MLA_DECODE_WG_FROM must be >= 1, got 0
 

@@ -9,6 +9,9 @@
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
 // RUN: env K3C_MLA_DECODE_WGMMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=MMA
+// The warpgroup core's TMA tiles (K3C_MLA_DECODE_TMA=1): a box of 64 positions
+// at row s % 64 of page table[n][s / 64] (tiles start on page boundaries).
+// RUN: env K3C_MLA_DECODE_TMA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TMA
 
 // HOST-LABEL: func.func @k3_mla_attn_0000beef(
 // HOST-SAME: %[[POOL:[a-z0-9]+]]: memref<?x64x192xbf16>
@@ -59,6 +62,17 @@
 // GPU: %[[NPGI:.*]] = arith.index_cast %[[NPG]] : i32 to index
 // GPU: %[[NROW:.*]] = arith.remui
 // GPU: nvgpu.device_async_copy %{{.*}}[%[[NPGI]], %[[NROW]], %{{.*}}], {{.*}} : memref<?x64x40xbf16> to memref<2x64x56xbf16
+
+// TMA-LABEL: func.func @k3_mla_attn_0000beef(
+// TMA: nvgpu.tma.create.descriptor %{{.*}} box[%c1{{[_0-9]*}}, %c64{{[_0-9]*}}, %c64{{[_0-9]*}}]
+// TMA: module(@k3_mla_attn_0000beef_absorbed_split_wgss_h64_n64_tma)
+// TMA: nvvm.mbarrier.arrive.expect_tx
+// TMA: %[[TPG:.*]] = memref.load %{{.*}} : memref<?x64xi32>
+// TMA: %[[TPGI:.*]] = arith.index_cast %[[TPG]] : i32 to index
+// TMA: %[[TROW:.*]] = arith.remui
+// TMA: %[[TROW32:.*]] = arith.index_cast %[[TROW]] : index to i32
+// TMA: %[[TPG32:.*]] = arith.index_cast %[[TPGI]] : index to i32
+// TMA: nvvm.cp.async.bulk.tensor.shared.cluster.global {{.*}} box[%{{.*}}, %[[TROW32]], %[[TPG32]]]
 
 // MMA-NOT: absorbed_split_wg
 // MMA: module(@k3_mla_attn_0000beef_absorbed_split_mma_h16_n64)
