@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 B=build/bin
-D=.dev
+D=${BUNDLE_DIR:-.dev} # another folder: make-splitk-bundle.sh and make-mla-bundle.sh honour it
 bundle_start() {
   find $D -mindepth 1 -maxdepth 1 ! -name peers -exec rm -rf {} + 2>/dev/null || true
   mkdir -p $D/bin
@@ -18,12 +18,18 @@ bundle_start() {
 # arguments are k3-compile's).
 # bundle_flag_variants LIST FN PREFIX: for each NAME=FLAG[;FLAG...] in LIST,
 # runs FN -o PREFIX-NAME FLAG... (k3-compile options, e.g.
-# P64=--mla-page=64: the paged MLA cache).
+# P64=--mla-page=64: the paged MLA cache); a K3C_VAR=VALUE among the flags
+# is set in FN's environment instead (TP64=--mla-page=64;K3C_MLA_DECODE_TMA=1).
 bundle_flag_variants() {
-  local list=$1 fn=$2 prefix=$3 v name flags
+  local list=$1 fn=$2 prefix=$3 v name f
   for v in $list; do
-    name=${v%%=*}; flags=${v#*=}
-    $fn -o $prefix-$name ${flags//;/ }
+    name=${v%%=*}
+    local flags=() env=()
+    IFS=';' read -r -a parts <<< "${v#*=}"
+    for f in "${parts[@]}"; do
+      if [[ $f == K3C_*=* ]]; then env+=("$f"); else flags+=("$f"); fi
+    done
+    (for e in "${env[@]}"; do export "$e"; done; $fn -o $prefix-$name "${flags[@]}")
   done
 }
 bundle_variants() {

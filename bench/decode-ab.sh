@@ -9,7 +9,7 @@
 # variant names to run; ROUNDS: the default and the variants alternating
 # that many times, 1 by default).
 source "$(dirname "$0")/device-common.sh"
-k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+[ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/ref.npy > /dev/null
 builds=$(for a in slice-bf16 v/slice-*; do [ -d "$a" ] && { [ $a = slice-bf16 ] || [[ ${a#v/slice-} =~ ^(${ONLY:-.*})$ ]]; } && echo $a; done)
 for a in $builds; do

@@ -13,6 +13,7 @@
 #   VARIANTS="FMA=K3C_MLA_DECODE_MMA=0 HT2=K3C_MLA_DECODE_HEAD_TILES=2" \
 #     bash bench/make-mla-bundle.sh
 # (settings separated by ';'; mla-h200.sh times each variant's decode);
+# FLAG_VARIANTS likewise with k3-compile options (see below);
 # BASE=COMMIT adds that commit's build of the slice as v/slice-base.
 # Carry .dev; run: bash .dev/mla-h200.sh
 source "$(dirname "$0")/bundle-common.sh"
@@ -26,11 +27,11 @@ tiny -o $D/tiny-dense-bf16
 K3C_MLA_FLASH_FROM=2 K3C_MLA_FLASH_DECODE=1 tiny -o $D/tiny-dense-from2
 # k3-tiny with v 32, nope 32 and latent 64 (the dense config otherwise): its
 # decode takes the row-sliced combine (dv a multiple of 32), bf16 and f32.
-python3 - <<'PY'
-import json
+python3 - $D <<'PY'
+import json, sys
 c = json.load(open('test/Runtime/Inputs/k3-tiny-dense.json'))
 c.update(kv_lora_rank=64, v_head_dim=32, qk_nope_head_dim=32)
-json.dump(c, open('.dev/k3-tiny-dv32.json', 'w'), indent=1)
+json.dump(c, open(sys.argv[1] + '/k3-tiny-dv32.json', 'w'), indent=1)
 PY
 $B/k3-mkcheckpoint --config $D/k3-tiny-dv32.json -o /tmp/k3c-ckpt-dv32 --seed 5 --quiet
 tiny32() { $B/k3-compile /tmp/k3c-ckpt-dv32 --target=sm_90a --max-tokens 512 --max-seqs 16 --max-context 1024 --quiet "$@"; }
@@ -43,12 +44,16 @@ cp test/Runtime/Inputs/k3-tiny-dv64.json $D/
 $B/k3-mkcheckpoint --config $D/k3-tiny-dv64.json -o /tmp/k3c-ckpt-dv64 --seed 5 --quiet
 tiny64() { $B/k3-compile /tmp/k3c-ckpt-dv64 --target=sm_90a --max-tokens 1024 --max-seqs 128 --max-context 512 --quiet "$@"; }
 tiny64 -o $D/tiny-dv64-bf16
-python3 bench/slice-config.py .dev slice
+python3 bench/slice-config.py $D slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
 slice() { $B/k3-compile /tmp/slice --max-tokens 65536 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16
 mkdir -p $D/v
 bundle_variants "${VARIANTS:-}" slice $D/v/slice
+# FLAG_VARIANTS="NAME=FLAG[;FLAG|;K3C_VAR=VALUE...] ...": slice builds with
+# those k3-compile options (e.g. TP64=--mla-page=64;K3C_MLA_DECODE_TMA=1: the
+# paged cache under the TMA core), also in v/.
+bundle_flag_variants "${FLAG_VARIANTS:-}" slice $D/v/slice
 # ... and each variant's k3-tiny-dv64 (its batched MLA decode against the
 # reference in mla-decode-h200.sh), outside v/.
 mkdir -p $D/v64

@@ -6,7 +6,8 @@
 # MLA decode launch (append, q_abs, core, combine) of one graph-replayed
 # step. Bundle: VARIANTS="..." bash bench/make-mla-bundle.sh; carry .dev;
 # run: bash .dev/mla-decode-h200.sh (CTX=8192 BATCHES=1,8 by default;
-# NO_CMP=1 skips the logits comparison, NO_NCU=1 the Nsight Compute part;
+# NO_CMP=1 skips the logits comparison, NO_NCU=1 the Nsight Compute part,
+# NO_TINY=1 the k3-tiny checks;
 # DUMP_CHECK=1 adds every build's decode kernel against fp64 attention).
 # The next A/B: VARIANTS="WG=K3C_MLA_DECODE_WGMMA=1 SC2=K3C_MLA_DECODE_S_CHAINS=2".
 source "$(dirname "$0")/device-common.sh"
@@ -16,7 +17,7 @@ CTX=${CTX:-8192}; BATCHES=${BATCHES:-1,8}
 SLICE=${SLICE:-slice-bf16}; VDIR=${VDIR:-v}
 [ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 mkdir -p /tmp/b
-if [ -d tiny-dv32-bf16 ]; then
+if [ -d tiny-dv32-bf16 ] && [ -z "${NO_TINY:-}" ]; then
   # k3-tiny with dv 32 (the row-sliced combine) against the reference
   # executor: one prompt (one-token rounds), 4 and 12 sequences (rounds of 4
   # and 12 tokens), bf16 and f32 (1e-5).
@@ -31,7 +32,7 @@ if [ -d tiny-dv32-bf16 ]; then
     r --batch /tmp/t12.txt --max-new-tokens 3
   done
 fi
-if [ -d tiny-dv64-bf16 ]; then
+if [ -d tiny-dv64-bf16 ] && [ -z "${NO_TINY:-}" ]; then
   # k3-tiny with dv 64 (the staged q_abs of rounds of 9+ tokens, the
   # tensor-core combine) against the reference: 100 and 12 sequences.
   echo "== k3-tiny dv 64 vs the reference (bf16; 100 and 12 sequences)"
@@ -55,15 +56,16 @@ for a in $VDIR/*; do
   [ -d "$a" ] || continue
   k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/x-$(basename $a).npy > /dev/null
 done
-if [ -d $VDIR/slice-base ]; then
-  # ... and a batch of 8 prompts of 40-1200 tokens (decode rounds of 8 tokens:
-  # the warpgroup core and the batched combine)
-  for i in 1 2 3 4 5 6 7 8; do seq -s, $i $((i + 150 * i + 30)); done > /tmp/b8.txt
-  for a in $SLICE $VDIR/*; do
-    k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 5000) --max-new-tokens 4 --quiet --dump-logits /tmp/L-$(basename $a).npy > /dev/null
-    k3-run $a --checkpoint /tmp/slice --device cuda --batch /tmp/b8.txt --max-new-tokens 4 --quiet --dump-logits /tmp/B-$(basename $a).npy > /dev/null
-  done
-fi
+# ... and a batch of 8 prompts of 40-1200 tokens (decode rounds of 8 tokens:
+# the warpgroup core and the batched combine), against slice-base where the
+# bundle has one, else against the default build.
+for i in 1 2 3 4 5 6 7 8; do seq -s, $i $((i + 150 * i + 30)); done > /tmp/b8.txt
+for a in $SLICE $VDIR/*; do
+  [ -d "$a" ] || continue
+  k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 5000) --max-new-tokens 4 --quiet --dump-logits /tmp/L-$(basename $a).npy > /dev/null
+  k3-run $a --checkpoint /tmp/slice --device cuda --batch /tmp/b8.txt --max-new-tokens 4 --quiet --dump-logits /tmp/B-$(basename $a).npy > /dev/null
+done
+[ -d $VDIR/slice-base ] || { cp /tmp/L-$(basename $SLICE).npy /tmp/L-slice-base.npy; cp /tmp/B-$(basename $SLICE).npy /tmp/B-slice-base.npy; }
 python3 - <<'PY'
 import numpy as n, glob, os
 def cmp(x, y, tag):

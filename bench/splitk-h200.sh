@@ -19,7 +19,7 @@ variants=$(ls -d slice-* 2>/dev/null | sed 's#^slice-##')
 dense_inputs
 # TINY: the variants whose k3-tiny builds are checked (all by default).
 [ -n "${NO_TINY:-}" ] || dense_checks tdense $(for n in ${TINY:-$variants}; do echo tdense-$n; done)
-k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+[ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 echo "== slice checkpoint (${SECONDS}s)"
 timeout 150 k3-run slice --checkpoint /tmp/slice --device cuda --batch b128.txt --max-new-tokens 3 --quiet --dump-logits /tmp/ref.npy > /dev/null
 for n in $variants; do

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Session 39's prepared device calls (no GPU was lent in session 39): the MLA
+# warpgroup core's cache tiles by TMA (K3C_MLA_DECODE_TMA=1) checked and
+# timed against the cp.async default, contiguous and paged (#15); then every
+# launch of a batched decode step under Nsight Compute with the TMA GEMM
+# default (#13's ratio, prepared in session 38).
+# Bundle (here): VARIANTS="TMA=K3C_MLA_DECODE_TMA=1" FLAG_VARIANTS="P64=--mla-page=64
+#   TP64=--mla-page=64;K3C_MLA_DECODE_TMA=1" bash bench/make-mla-bundle.sh
+#   cp bench/s39-h200.sh bench/ncu-step-h200.sh bench/decode-ab.sh .dev/
+#   mv .dev .devm (plus v/slice-TMA1: the same with K3C_MLA_DECODE_WG_FROM=1,
+#   one-token rounds on the warpgroup core too)
+# and BUNDLE_DIR=.devg SPLIT_VARIANTS="N0=K3C_WGMMA_NARROW_TILE=128,64,4,0
+#   N30=K3C_WGMMA_NARROW_TILE=128,64,3,0" bash bench/make-splitk-bundle.sh
+# Carry .devm and .devg; run: PART=1 bash .devm/s39-h200.sh, then PART=2,
+# then PART=3 (each < 600 s).
+#  PART=1: k3-tiny dv32 / dv64 against the reference (dv64 with each
+#          variant: its rounds of 4+ tokens take the warpgroup core), every
+#          build's decode logits against the default's (a 16-token prompt,
+#          a 5000-token prompt, 8 prompts of 40-1200 tokens: TMA and TP64
+#          must be bit-identical to the default and P64), each build's decode
+#          kernel against fp64 attention (context 5000; 4 sequences), and
+#          `mla_attn` in the step graph at context 8192, batch 1 and 8.
+#  PART=2: `mla_attn` at context 32768 (batch 1, 2), the decode step and
+#          `mla_attn` at 8 / 64 / 128 sequences of 64 tokens, two rounds
+#          alternating (decode-ab.sh), then ncu-step-h200.sh on the default.
+#  PART=3: #13's narrow batched-decode tile (mla_in, mla_q_up from 33 tokens:
+#          128 x 64, four stages, a wgmma group in flight, so two stages of
+#          8 KB of weights ahead a block, two blocks an SM: ~32 KB in
+#          flight an SM, which at ~1.5 us of latency is ~21 GB/s an SM, the
+#          2.4 TB/s `mla_in` streams at 128 tokens; and mla_q_up's 288 tiles
+#          take 1.09 waves of 264 slots) against N0 (no group in flight:
+#          three stages ahead) and N30 (three stages, none in flight: two
+#          ahead, three blocks an SM, 396 slots): dense k3-tiny N0 / N30
+#          against the reference, the slice's logits against the default
+#          (bit-identical expected), the step and the two kernels at 33 / 64
+#          / 128 sequences, two rounds; then Nsight Compute's full page of
+#          `lm_head` at 128 tokens (the wide tile at 84 % of copy).
+# What decides: TMA's `mla_attn` at batch 8, context 8192 against the
+# default's (90 us in session 35; #15's bound ~22 us) with bit-identical
+# logits; if it wins, K3C_MLA_DECODE_TMA's default becomes 1.
+source "$(dirname "$0")/device-common.sh"
+machine
+PART=${PART:-1}
+if [ "$PART" = 1 ]; then
+  DUMP_CHECK=1 NO_NCU=1 CTX=8192 BATCHES=1,8 bash mla-decode-h200.sh
+fi
+if [ "$PART" = 2 ]; then
+  NO_TINY=1 NO_CMP=1 NO_NCU=1 CTX=32768 BATCHES=1,2 bash mla-decode-h200.sh
+  DECODE=8,64,128 ROWS='mla_attn' ROUNDS=2 bash decode-ab.sh
+  [ $SECONDS -lt 330 ] && bash ncu-step-h200.sh 2>&1 | head -45
+fi
+if [ "$PART" = 3 ]; then
+  TINY="N0 N30" ROUNDS=2 DECODE=33,64,128 ROWS='mla_in|mla_q_up|TOTAL,graph' bash ../.devg/splitk-h200.sh
+  if [ $SECONDS -lt 380 ] && which ncu > /dev/null; then
+    echo "== ncu --set full: lm_head at 128 tokens (the wide tile)"
+    cd ../.devg
+    timeout 180 ncu --clock-control none --set full -k regex:lm_head --launch-skip 1 --launch-count 1 -f -o /tmp/lmfull \
+      k3-bench slice --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 128 --steps 1 > /tmp/lmfull.txt 2>&1
+    ncu -i /tmp/lmfull.ncu-rep --page details --print-details all > $OUT/ncu-lmhead.txt 2>&1
+    grep -E "^    (Duration|Registers Per Thread|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|No Eligible)" $OUT/ncu-lmhead.txt | head -12
+  fi
+fi
+echo "== s39 part $PART done (${SECONDS}s)"
