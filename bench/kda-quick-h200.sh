@@ -31,15 +31,21 @@ if [ -d k128-bf16 ]; then
   echo "== k3-tiny, 8 KDA heads of 128: default, register-form convolution, split norms"
   k3-mkcheckpoint --config k3-tiny-kda128.json -o ckpt-k128 --seed 7 --quiet
   printf '%s\n%s\n%s\n%s\n%s\n%s\n' $(seq -s, 1 70) $(seq -s, 3 35) 9,8,7,6,5 $(seq -s, 100 199) 42 $(seq -s, 200 239) > /tmp/b6.txt
-  for m in k128-bf16 k128-reg k128-sn; do
+  # (and each variant's build there, v/k128-NAME, against the reference and
+  # the default build)
+  for m in k128-bf16 k128-reg k128-sn $(ls -d v/k128-* 2> /dev/null); do
+    echo "-- $m"
     timeout 120 k3-run $m --checkpoint ckpt-k128 --device cuda --batch /tmp/b6.txt --max-new-tokens 4 --check --quiet | grep -E "check: (PASSED|FAILED)"
-    timeout 60 k3-run $m --checkpoint ckpt-k128 --device cuda --batch /tmp/b6.txt --max-new-tokens 4 --quiet --dump-logits /tmp/$m.npy > /dev/null
+    timeout 60 k3-run $m --checkpoint ckpt-k128 --device cuda --batch /tmp/b6.txt --max-new-tokens 4 --quiet --dump-logits /tmp/${m//\//_}.npy > /dev/null
   done
   source kda-common.sh
   same /tmp/k128-bf16.npy /tmp/k128-reg.npy "k128-reg logits vs k128-bf16"
   same /tmp/k128-bf16.npy /tmp/k128-sn.npy "k128-sn logits vs k128-bf16"
+  for m in $(ls -d v/k128-* 2> /dev/null); do
+    same /tmp/k128-bf16.npy /tmp/${m//\//_}.npy "$m logits vs k128-bf16"
+  done
 fi
-k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+[ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 stamp
 run() { timeout 120 k3-run "$1" --checkpoint /tmp/slice --device cuda --quiet "${@:2}"; }
 fp64() { K3C_DUMP_KERNEL=kda_chunk@2048:/tmp/dv run $1 --prompt-ids $(seq -s, 1 2048) --max-new-tokens 1 > /dev/null; python3 kda_check.py /tmp/dv ${2:-}; rm -rf /tmp/dv; }

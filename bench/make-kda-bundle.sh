@@ -36,12 +36,12 @@ tiny /tmp/k3c-ckpt-kda128 -o $D/k128-sn --kda-split-norms --max-tokens 512 --max
 # launches of 17-64 tokens, the warpgroup tiles and the staged recurrence)
 tiny /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-b64-bf16 --max-tokens 512 --max-seqs 64 --max-context 1024
 tiny /tmp/k3c-ckpt-tiny-sp -o $D/sp-f32 --activation-dtype=f32 --max-tokens 512 --max-seqs 16 --max-context 1024
-python3 bench/slice-config.py .dev slice
+python3 bench/slice-config.py $D slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
 slice() { $B/k3-compile /tmp/slice --max-tokens 32768 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16
 # The Kimi Linear slice (32 KDA heads, softplus gate: the pairwise path).
-python3 bench/slice-config.py .dev slice-kl
+python3 bench/slice-config.py $D slice-kl
 [ -d /tmp/slice-kl ] || $B/k3-mkcheckpoint --config $D/slice-kl.json -o /tmp/slice-kl --seed 3 --quiet
 $B/k3-compile /tmp/slice-kl --max-tokens 32768 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet -o $D/slice-kl-bf16 2> /dev/null
 # Variants: VARIANTS="NAME=VAR=VALUE[;VAR=VALUE...] ..." (kda-h200.sh times
@@ -72,6 +72,15 @@ tinyspf32() { tiny /tmp/k3c-ckpt-tiny-sp --activation-dtype=f32 --max-tokens 512
 bundle_variants "$f32List" tinyspf32 $D/v/sp-f32
 slicekl() { $B/k3-compile /tmp/slice-kl --max-tokens 32768 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@" 2> /dev/null; }
 bundle_variants "$klList" slicekl $D/v/kl
+# ... and the 8-heads-of-128 k3-tiny builds (v/k128-NAME) of those named in
+# K128 (default none; for variants k3-tiny's 32-wide heads cannot take, e.g.
+# K3C_KDA_BV=64).
+k128List=""
+for v in ${VARIANTS:-}; do
+  [[ " ${K128:-} " == *" ${v%%=*} "* ]] && k128List="$k128List $v"
+done
+tiny128() { tiny /tmp/k3c-ckpt-kda128 --max-tokens 512 --max-seqs 16 --max-context 1024 "$@"; }
+bundle_variants "$k128List" tiny128 $D/v/k128
 bundle_variants "$tinyList" tinyd $D/v/tiny-dense
 bundle_variants "$tinyList" tinysp $D/v/sp
 rm -rf $D/*/ptx $D/v/*/ptx

@@ -11,8 +11,10 @@
 #   one-token rounds on the warpgroup core too)
 # and BUNDLE_DIR=.devg SPLIT_VARIANTS="N0=K3C_WGMMA_NARROW_TILE=128,64,4,0
 #   N30=K3C_WGMMA_NARROW_TILE=128,64,3,0" bash bench/make-splitk-bundle.sh
-# Carry .devm and .devg; run: PART=1 bash .devm/s39-h200.sh, then PART=2,
-# then PART=3 (each < 600 s).
+# and BUNDLE_DIR=.devk2 VARIANTS="BV64=K3C_KDA_BV=64 BV128=K3C_KDA_BV=128"
+#   TINY="" KL="BV64 BV128" K128="BV64 BV128" bash bench/make-kda-bundle.sh
+# Carry .devm and .devg (PARTs 1-3), .devk2 (PART 4); run: PART=1 bash
+# .devm/s39-h200.sh, then PART=2, PART=3, PART=4 (each < 600 s).
 #  PART=1: k3-tiny dv32 / dv64 against the reference (dv64 with each
 #          variant: its rounds of 4+ tokens take the warpgroup core), every
 #          build's decode logits against the default's (a 16-token prompt,
@@ -35,6 +37,16 @@
 #          (bit-identical expected), the step and the two kernels at 33 / 64
 #          / 128 sequences, two rounds; then Nsight Compute's full page of
 #          `lm_head` at 128 tokens (the wide tile at 84 % of copy).
+#  PART=4: #14's KDA recurrence with 64 or 128 value rows a block
+#          (K3C_KDA_BV, 32 by default): a chunk's W^, Qd and Kr (24 KB of
+#          fp32) are read by every block of a head, so 384 blocks re-read
+#          ~10 MB from L2 a chunk step at 8192 tokens (3.5 us a step); BV64
+#          halves that (192 blocks of 8 warps, 128 registers, the same sums:
+#          bit-identical expected), BV128 quarters it (96 blocks, no key
+#          split: other sums, checked against fp64). kda-quick-h200.sh: the
+#          k3-tiny checks (8 heads of 128 with each variant too), the slice
+#          against the reference and fp64, k3-bench prefill 2048 / 8192 and
+#          decode, the Kimi Linear slice with each variant.
 # What decides: TMA's `mla_attn` at batch 8, context 8192 against the
 # default's (90 us in session 35; #15's bound ~22 us) with bit-identical
 # logits; if it wins, K3C_MLA_DECODE_TMA's default becomes 1.
@@ -59,5 +71,8 @@ if [ "$PART" = 3 ]; then
     ncu -i /tmp/lmfull.ncu-rep --page details --print-details all > $OUT/ncu-lmhead.txt 2>&1
     grep -E "^    (Duration|Registers Per Thread|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|No Eligible)" $OUT/ncu-lmhead.txt | head -12
   fi
+fi
+if [ "$PART" = 4 ]; then
+  VAR_FP64="BV64 BV128" bash ../.devk2/kda-quick-h200.sh
 fi
 echo "== s39 part $PART done (${SECONDS}s)"

@@ -780,10 +780,10 @@ static KdaMmaShape kdaShapeFor(DeltaRuleOp rule, int64_t bv, int64_t ksDefault) 
 static KdaMmaShape kdaMmaShape(DeltaRuleOp rule) {
   const int64_t dk = rule.getKeyDim(), dv = rule.getValueDim();
   const int64_t BV = intFromEnv("K3C_KDA_BV", dv % 32 == 0 ? 32 : 16);
-  if ((BV != 16 && BV != 32) || dv % BV)
-    badRecurrence("K3C_KDA_BV must be 16 or 32 and divide d_v = " + llvm::Twine(dv) + ", got " +
-                  llvm::Twine(BV));
-  return kdaShapeFor(rule, BV, dk % 16 == 0 ? 2 : 1);
+  if ((BV != 16 && BV != 32 && BV != 64 && BV != 128) || dv % BV)
+    badRecurrence("K3C_KDA_BV must be 16, 32, 64 or 128 and divide d_v = " + llvm::Twine(dv) +
+                  ", got " + llvm::Twine(BV));
+  return kdaShapeFor(rule, BV, BV <= 64 && dk % 16 == 0 ? 2 : 1);
 }
 
 /// The fused form's shape: each block runs the chunk's prep for its own

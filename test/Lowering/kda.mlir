@@ -68,7 +68,7 @@
 // RUN: env K3C_KDA_BV=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=BV16
 // RUN: not env K3C_KDA_BV=48 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADBV
 // BV16: gpu.launch {{.*}} = %c64{{.*}} module(@k3_kda_chunk_605990ac_kda_chunk_tf32_bv16_ks2_do)
-// BADBV: LLVM ERROR: k3c: bad KDA chunk recurrence: K3C_KDA_BV must be 16 or 32 and divide d_v = 32, got 48
+// BADBV: LLVM ERROR: k3c: bad KDA chunk recurrence: K3C_KDA_BV must be 16, 32, 64 or 128 and divide d_v = 32, got 48
 // BADKS: LLVM ERROR: k3c: bad KDA chunk recurrence: K3C_KDA_KEY_SPLIT must be 1 or 2, got 4
 // K3C_KDA_TF32_RNA=1: the hi halves rounded to nearest (cvt.rna.tf32).
 // RUN: env K3C_KDA_TF32_RNA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=RNA
