@@ -11,7 +11,8 @@
 # K3C_KDA_NORM_IN_CHUNK=1: kda_check.py --l2norm), the
 # same k3-bench, and its k3-tiny builds (dense, softplus gate) against the
 # reference, and its Kimi Linear slice build where there is one (v/kl-NAME;
-# NO_KL=1 skips the Kimi Linear slice).
+# NO_KL=1 skips the Kimi Linear slice; ONLY: a regex of the variant names
+# to run).
 # Results under $OUT.
 set -u
 cd "$(dirname "$0")"
@@ -33,7 +34,8 @@ if [ -d k128-bf16 ]; then
   printf '%s\n%s\n%s\n%s\n%s\n%s\n' $(seq -s, 1 70) $(seq -s, 3 35) 9,8,7,6,5 $(seq -s, 100 199) 42 $(seq -s, 200 239) > /tmp/b6.txt
   # (and each variant's build there, v/k128-NAME, against the reference and
   # the default build)
-  for m in k128-bf16 k128-reg k128-sn $(ls -d v/k128-* 2> /dev/null); do
+  k128v=$(for m in v/k128-*; do [ -d "$m" ] && [[ ${m#v/k128-} =~ ^(${ONLY:-.*})$ ]] && echo $m; done)
+  for m in k128-bf16 k128-reg k128-sn $k128v; do
     echo "-- $m"
     timeout 120 k3-run $m --checkpoint ckpt-k128 --device cuda --batch /tmp/b6.txt --max-new-tokens 4 --check --quiet | grep -E "check: (PASSED|FAILED)"
     timeout 60 k3-run $m --checkpoint ckpt-k128 --device cuda --batch /tmp/b6.txt --max-new-tokens 4 --quiet --dump-logits /tmp/${m//\//_}.npy > /dev/null
@@ -41,7 +43,7 @@ if [ -d k128-bf16 ]; then
   source kda-common.sh
   same /tmp/k128-bf16.npy /tmp/k128-reg.npy "k128-reg logits vs k128-bf16"
   same /tmp/k128-bf16.npy /tmp/k128-sn.npy "k128-sn logits vs k128-bf16"
-  for m in $(ls -d v/k128-* 2> /dev/null); do
+  for m in $k128v; do
     same /tmp/k128-bf16.npy /tmp/${m//\//_}.npy "$m logits vs k128-bf16"
   done
 fi
@@ -60,6 +62,7 @@ kimi_linear
 for v in v/slice-*; do
   [ -d "$v" ] || continue
   name=${v#v/slice-}
+  [[ $name =~ ^(${ONLY:-.*})$ ]] || continue
   echo "== variant $name"
   variant_tiny_checks $name batch.txt
   run $v --prompt-ids $(seq -s, 3 18) --max-new-tokens 4 --dump-logits /tmp/x.npy > /dev/null

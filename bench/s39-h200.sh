@@ -7,24 +7,31 @@
 # Bundle (here): VARIANTS="TMA=K3C_MLA_DECODE_TMA=1" FLAG_VARIANTS="P64=--mla-page=64
 #   TP64=--mla-page=64;K3C_MLA_DECODE_TMA=1" bash bench/make-mla-bundle.sh
 #   cp bench/s39-h200.sh bench/ncu-step-h200.sh bench/decode-ab.sh .dev/
-#   mv .dev .devm (plus v/slice-TMA1: the same with K3C_MLA_DECODE_WG_FROM=1,
-#   one-token rounds on the warpgroup core too)
+#   mv .dev .devm; mkdir .devm/vp; mv .devm/v/slice-*P64 .devm/vp/ (the paged
+#   builds, checked in PART=2); plus .devm/v/slice-TMA1: the slice with
+#   K3C_MLA_DECODE_TMA=1 K3C_MLA_DECODE_WG_FROM=1 (one-token rounds on the
+#   warpgroup core too)
 # and BUNDLE_DIR=.devg SPLIT_VARIANTS="N0=K3C_WGMMA_NARROW_TILE=128,64,4,0
 #   N30=K3C_WGMMA_NARROW_TILE=128,64,3,0" bash bench/make-splitk-bundle.sh
-# and BUNDLE_DIR=.devk2 VARIANTS="BV64=K3C_KDA_BV=64 BV128=K3C_KDA_BV=128"
-#   TINY="" KL="BV64 BV128" K128="BV64 BV128" bash bench/make-kda-bundle.sh
-# Carry .devm and .devg (PARTs 1-3), .devk2 (PART 4); run: PART=1 bash
-# .devm/s39-h200.sh, then PART=2, PART=3, PART=4 (each < 600 s).
-#  PART=1: k3-tiny dv32 / dv64 against the reference (dv64 with each
-#          variant: its rounds of 4+ tokens take the warpgroup core), every
-#          build's decode logits against the default's (a 16-token prompt,
-#          a 5000-token prompt, 8 prompts of 40-1200 tokens: TMA and TP64
-#          must be bit-identical to the default and P64), each build's decode
-#          kernel against fp64 attention (context 5000; 4 sequences), and
-#          `mla_attn` in the step graph at context 8192, batch 1 and 8.
-#  PART=2: `mla_attn` at context 32768 (batch 1, 2), the decode step and
-#          `mla_attn` at 8 / 64 / 128 sequences of 64 tokens, two rounds
-#          alternating (decode-ab.sh), then ncu-step-h200.sh on the default.
+# and BUNDLE_DIR=.devk2 VARIANTS="BV64=K3C_KDA_BV=64 BV128=K3C_KDA_BV=128
+#   BX=K3C_KDA_BF16X3=1 BX64=K3C_KDA_BF16X3=1;K3C_KDA_BV=64" TINY=""
+#   KL="BV64 BV128 BX BX64" K128="BV64 BV128 BX BX64" bash bench/make-kda-bundle.sh;
+#   cp bench/s39-h200.sh .devk2/
+# Carry .devm (PARTs 1, 2, 5), .devm and .devg (PART 3), .devk2 alone (PARTs
+# 4 and 6: 52 MB; run them as bash .devk2/s39-h200.sh); run: PART=1 bash
+# .devm/s39-h200.sh, then the others (each < 600 s).
+#  PART=1: k3-tiny dv32 / dv64 against the reference (dv64 with TMA too: its
+#          rounds of 4+ tokens take the warpgroup core), TMA's and TMA1's
+#          decode logits against the default's (a 16-token prompt, a
+#          5000-token prompt, 8 prompts of 40-1200 tokens: TMA must be
+#          bit-identical), each build's decode kernel against fp64 attention
+#          (context 5000; 4 sequences), and `mla_attn` in the step graph at
+#          context 8192, batch 1 and 8.
+#  PART=2: the same for the paged builds P64 and TP64 (batch 8; both must be
+#          bit-identical to the default), `mla_attn` at context 32768 (batch
+#          1, 2), the decode step and `mla_attn` at 8 / 64 / 128 sequences of
+#          64 tokens, two rounds alternating (decode-ab.sh).
+#  PART=5: ncu-step-h200.sh (every launch of a decode step at 128 sequences).
 #  PART=3: #13's narrow batched-decode tile (mla_in, mla_q_up from 33 tokens:
 #          128 x 64, four stages, a wgmma group in flight, so two stages of
 #          8 KB of weights ahead a block, two blocks an SM: ~32 KB in
@@ -47,6 +54,10 @@
 #          k3-tiny checks (8 heads of 128 with each variant too), the slice
 #          against the reference and fp64, k3-bench prefill 2048 / 8192 and
 #          decode, the Kimi Linear slice with each variant.
+#  PART=6: the same for BX (K3C_KDA_BF16X3=1: the recurrence's products as
+#          bf16 hi/lo MMAs, half the MMAs of 3xTF32: 2.79 against 2.96 ms
+#          in session 16, o against fp64 2.0e-3 on the slice, 4.8e-3 on Kimi
+#          Linear) and BX64 (with 64 value rows a block).
 # What decides: TMA's `mla_attn` at batch 8, context 8192 against the
 # default's (90 us in session 35; #15's bound ~22 us) with bit-identical
 # logits; if it wins, K3C_MLA_DECODE_TMA's default becomes 1.
@@ -54,12 +65,15 @@ source "$(dirname "$0")/device-common.sh"
 machine
 PART=${PART:-1}
 if [ "$PART" = 1 ]; then
-  DUMP_CHECK=1 NO_NCU=1 CTX=8192 BATCHES=1,8 bash mla-decode-h200.sh
+  DUMP_CHECK=1 NO_NCU=1 CTX=8192 BATCHES=1,8 VDIR=v bash mla-decode-h200.sh
 fi
 if [ "$PART" = 2 ]; then
-  NO_TINY=1 NO_CMP=1 NO_NCU=1 CTX=32768 BATCHES=1,2 bash mla-decode-h200.sh
+  NO_TINY=1 DUMP_CHECK=1 NO_NCU=1 CTX=8192 BATCHES=8 VDIR=vp bash mla-decode-h200.sh
+  NO_TINY=1 NO_CMP=1 NO_NCU=1 CTX=32768 BATCHES=1,2 VDIR=v bash mla-decode-h200.sh
   DECODE=8,64,128 ROWS='mla_attn' ROUNDS=2 bash decode-ab.sh
-  [ $SECONDS -lt 330 ] && bash ncu-step-h200.sh 2>&1 | head -45
+fi
+if [ "$PART" = 5 ]; then
+  bash ncu-step-h200.sh 2>&1 | head -45
 fi
 if [ "$PART" = 3 ]; then
   TINY="N0 N30" ROUNDS=2 DECODE=33,64,128 ROWS='mla_in|mla_q_up|TOTAL,graph' bash ../.devg/splitk-h200.sh
@@ -73,6 +87,9 @@ if [ "$PART" = 3 ]; then
   fi
 fi
 if [ "$PART" = 4 ]; then
-  VAR_FP64="BV64 BV128" bash ../.devk2/kda-quick-h200.sh
+  ONLY="BV64|BV128" VAR_FP64="BV64 BV128" bash ../.devk2/kda-quick-h200.sh
+fi
+if [ "$PART" = 6 ]; then
+  ONLY="BX|BX64" VAR_FP64="BX BX64" bash ../.devk2/kda-quick-h200.sh
 fi
 echo "== s39 part $PART done (${SECONDS}s)"
