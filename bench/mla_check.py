@@ -4,8 +4,9 @@
 Reads a kernel dump (K3C_DUMP_KERNEL=mla_attn@MIN_TOKENS:DIR, see
 docs/runtime.md) of the k3.mla_attention kernel: inputs q [T, H (nope + rope)],
 kv [T, R + rope] (raw latent c, then k_pe), kv_norm [R], the cache
-[N, S_max, R + rope] before and after, cache_lens, seq_lens, kv_b_proj
-[H (nope + v), R] and the optional gate [T, H v]; the output [T, H v].
+[N, S_max, R + rope] before and after (paged: a pool [pages, P, R + rope]
+and the block table [N, S_max / P] after the gate), cache_lens, seq_lens,
+kv_b_proj [H (nope + v), R] and the optional gate [T, H v]; the output [T, H v].
 
 Checks, per the spec (§4.5, up-projected form, in float64):
   * the cache rows the kernel appended: RMSNorm(c) (rounded to the cache
@@ -45,8 +46,21 @@ def main():
     o_arg = next(i for i, m in enumerate(meta) if m["kind"] == "output" and m["index"] == 0)
     q, kv, kv_norm, cache0 = (inp(ins[j]) for j in range(4))
     cache_lens, lens, kvb = inp(ins[4]), inp(ins[5]), inp(ins[6])
-    gate = inp(ins[7]) if 7 in ins else None
+    # After kv_b_proj: the optional gate, then, for a paged cache
+    # (k3-compile --mla-page), the block table [N, pages] (i32).
+    extra = [j for j in (7, 8) if j in ins]
+    table = next((inp(ins[j]).astype(np.int64) for j in extra if meta[ins[j]]["dtype"] == "i32"),
+                 None)  # (dumps hold every value as a float)
+    gate = next((inp(ins[j]) for j in extra if meta[ins[j]]["dtype"] != "i32"), None)
     cache = out(ins[3])
+    # Rows [a, b) of sequence n: cache[n, a:b], or through the block table
+    # (position p in row p % P of page table[n, p // P]).
+    def seq_rows(n, a, b):
+        if table is None:
+            return cache[n, a:b]
+        pos = np.arange(a, b)
+        P = cache.shape[1]
+        return cache[table[n, pos // P], pos % P]
     lens = [int(x) for x in lens]
     past = [int(x) for x in cache_lens]
     T = sum(lens)
@@ -78,7 +92,7 @@ def main():
     cn_ref = rounded(c * inv) * f(kv_norm)[None, :]
     got_rows, start = [], 0
     for n, L in enumerate(lens):
-        got_rows.append(cache[n, past[n]:past[n] + L])
+        got_rows.append(seq_rows(n, past[n], past[n] + L))
         start += L
     got_rows = f(np.concatenate(got_rows)) if got_rows else np.zeros((0, cd))
     ref_rows = np.concatenate([cn_ref, f(kv[:T, R:])], axis=1)
@@ -94,7 +108,7 @@ def main():
     start = 0
     for n, L in enumerate(lens):
         S = past[n] + L
-        C = f(cache[n, :S])
+        C = f(seq_rows(n, 0, S))
         vis = past[n] + np.arange(L)[:, None] >= np.arange(S)[None, :]
         for h in heads:
             K = np.concatenate([C[:, :R] @ W_uk[h].T, C[:, R:]], axis=1)

@@ -104,12 +104,14 @@ static cl::opt<bool> kdaSplitNorms(
 static cl::opt<int64_t> maxContext("max-context",
                                    cl::desc("MLA cache capacity per sequence (0: dynamic)"),
                                    cl::init(0));
+/// The MLA cache's page when --mla-page is not given: the GPU decode tile.
+constexpr int64_t kDefaultMlaPage = 64;
 static cl::opt<int64_t> mlaPage(
     "mla-page",
     cl::desc("Paged MLA cache: P tokens a page (0: one contiguous cache of --max-context tokens "
-             "a sequence). The caches become page pools shared by all sequences and k3-run "
-             "hands out pages as sequences grow, so memory follows the tokens held; 64 (the "
-             "GPU decode tile) is the natural size"),
+             "a sequence). The caches are page pools shared by all sequences and k3-run "
+             "hands out pages as sequences grow, so memory follows the tokens held. Default: "
+             "64 (the GPU decode tile) for artifacts whose context holds a page, else 0"),
     cl::init(0));
 static cl::opt<int64_t> cacheTokens(
     "cache-tokens",
@@ -391,6 +393,9 @@ int main(int argc, char **argv) {
                         : emit == Emit::Artifact || mlaPage > 0
                             ? std::min<int64_t>(c.maxPositions > 0 ? c.maxPositions : 4096, 4096)
                             : 0;
+      if (mlaPage.getNumOccurrences() == 0 && emit == Emit::Artifact &&
+          opts.maxContext >= kDefaultMlaPage)
+        mlaPage = kDefaultMlaPage;
       opts.mlaPage = mlaPage;
       if (mlaPage > opts.maxContext && opts.maxContext > 0)
         throw ::k3c::Error("--mla-page " + std::to_string(mlaPage) +
