@@ -32,6 +32,9 @@
 #          1, 2), the decode step and `mla_attn` at 8 / 64 / 128 sequences of
 #          64 tokens, two rounds alternating (decode-ab.sh).
 #  PART=5: ncu-step-h200.sh (every launch of a decode step at 128 sequences).
+#  PART=7 (.devm and .devg): #13's batch-1 GEMVs behind norms with the norm in
+#          the GEMV's blocks (.devg/p/slice-PRO, K3C_GEMV_PROLOGUE=1, built with
+#          --mla-page 0 like the bundle's slice) against the default, two rounds.
 #  PART=3: #13's narrow batched-decode tile (mla_in, mla_q_up from 33 tokens:
 #          128 x 64, four stages, a wgmma group in flight, so two stages of
 #          8 KB of weights ahead a block, two blocks an SM: ~32 KB in
@@ -71,6 +74,21 @@ if [ "$PART" = 2 ]; then
   NO_TINY=1 DUMP_CHECK=1 NO_NCU=1 CTX=8192 BATCHES=8 VDIR=vp bash mla-decode-h200.sh
   NO_TINY=1 NO_CMP=1 NO_NCU=1 CTX=32768 BATCHES=1,2 VDIR=v bash mla-decode-h200.sh
   DECODE=8,64,128 ROWS='mla_attn' ROUNDS=2 bash decode-ab.sh
+fi
+if [ "$PART" = 7 ]; then
+  # #13 at batch 1: the norm computed in the GEMV's blocks (K3C_GEMV_PROLOGUE=1,
+  # measured slower in session 7, before programmatic dependent launch)
+  # against the norm's own launch: the one-token GEMVs behind norms, graph-timed.
+  [ -d /tmp/slice ] || k3-mkcheckpoint --config ../.devg/slice.json -o /tmp/slice --seed 3 --quiet
+  k3-run ../.devg/slice --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/ref.npy > /dev/null
+  k3-run ../.devg/p/slice-PRO --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/x.npy > /dev/null
+  python3 -c "
+import numpy as n; a, b = n.load('/tmp/ref.npy'), n.load('/tmp/x.npy')
+print('PRO logits vs the default: bit-identical %s' % bool((a.view(n.uint32) == b.view(n.uint32)).all()))"
+  for round in 1 2; do
+    kbench def-$round ../.devg/slice /tmp/slice 'mla_in|kda_out|mla_q_up|mla_out|TOTAL' --prefill none --decode 1,8
+    kbench pro-$round ../.devg/p/slice-PRO /tmp/slice 'mla_in|kda_out|mla_q_up|mla_out|TOTAL' --prefill none --decode 1,8
+  done
 fi
 if [ "$PART" = 5 ]; then
   bash ncu-step-h200.sh 2>&1 | head -45
