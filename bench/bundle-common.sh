@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 B=build/bin
-D=${BUNDLE_DIR:-.dev} # another folder: make-splitk-, make-mla- and make-kda-bundle.sh honour it
+D=${BUNDLE_DIR:-.dev} # BUNDLE_DIR: another folder, e.g. to carry several bundles
 bundle_start() {
   find $D -mindepth 1 -maxdepth 1 ! -name peers -exec rm -rf {} + 2>/dev/null || true
   mkdir -p $D/bin

@@ -12,8 +12,10 @@ bundle_start k3-run k3-ref k3-mkcheckpoint k3-ep-bench
 $B/k3-mkcheckpoint --config models/configs/k3-tiny.json -o $D/ckpt-tiny --seed 11 --quiet
 $B/k3-compile $D/ckpt-tiny -o $D/tiny-f32 --activation-dtype=f32 --max-tokens 64 --max-seqs 4 --max-context 256 --target=sm_90a --quiet
 $B/k3-compile $D/ckpt-tiny -o $D/tiny-bf16 --max-tokens 512 --max-seqs 16 --max-context 1024 --target=sm_90a --quiet
-$B/k3-compile $D/ckpt-tiny -o $D/tiny-oom --max-tokens 100000 --max-seqs 65536 --max-context 16384 --target=sm_90a --quiet
-python3 bench/slice-config.py .dev
+# (a contiguous MLA cache: allocated whole at load, so the load itself runs out of
+# device memory; a paged pool reserves address space and grows with the tokens)
+$B/k3-compile $D/ckpt-tiny -o $D/tiny-oom --max-tokens 100000 --max-seqs 65536 --max-context 16384 --mla-page 0 --target=sm_90a --quiet
+python3 bench/slice-config.py $D
 $B/k3-compile $D/slice-moe.json -o $D/slice-moe --max-tokens 1024 --max-seqs 16 --max-context 128 --target=sm_90a --quiet
 $B/k3-compile $D/slice.json -o $D/slice-bf16 --max-tokens 256 --max-seqs 8 --max-context 512 --target=sm_90a --quiet
 rm -rf $D/*/ptx $D/*/model.fused.mlir

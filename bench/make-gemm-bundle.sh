@@ -24,7 +24,7 @@ $B/k3-compile /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-bf16 --max-tokens 512 --
 # Split-K on every linear deep enough for it (K3C_SPLITK_MIN_K=1), checked at
 # 65-128 tokens against the reference.
 K3C_SPLITK_MIN_K=1 $B/k3-compile /tmp/k3c-ckpt-tiny-dense -o $D/tiny-dense-split --max-tokens 512 --max-seqs 128 --max-context 1024 --target=sm_90a --quiet
-python3 bench/slice-config.py .dev slice
+python3 bench/slice-config.py $D slice
 [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
 slice() { $B/k3-compile /tmp/slice --max-tokens 8192 --max-seqs 128 --max-context 8448 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16

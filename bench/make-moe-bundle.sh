@@ -21,32 +21,32 @@ tiny -o $D/tiny-bf16
 K3C_MOE_TILE16_UPTO=0 tiny -o $D/tiny-bf16-t64
 K3C_MOE_TILE16_UPTO=0 K3C_MOE_TILE128_FROM=1 tiny -o $D/tiny-bf16-t128
 tiny -o $D/tiny-f32 --activation-dtype=f32
-python3 - <<'PY'
-import json
+python3 - $D <<'PY'
+import json, sys
 c = json.load(open('models/configs/k3-tiny.json'))
 c['routed_expert_hidden_size'] = 128
 c['moe_intermediate_size'] = 192
-json.dump(c, open('.dev/k3-tiny-wide.json', 'w'), indent=1)
+json.dump(c, open(sys.argv[1] + '/k3-tiny-wide.json', 'w'), indent=1)
 PY
 $B/k3-mkcheckpoint --config $D/k3-tiny-wide.json -o /tmp/k3c-ckpt-tiny-wide --seed 11 --quiet
 # k3-tiny with K3's expert k tiles (latent 512, width 512: four 128-column
 # chunks each), where the chained decode launch splits its items' k chunks
 # (K3C_MOE_SPLITK_BELOW); compiled from the config (its checkpoint is made on
 # the GPU machine).
-python3 - <<'PY'
-import json
+python3 - $D <<'PY'
+import json, sys
 c = json.load(open('models/configs/k3-tiny.json'))
 c['routed_expert_hidden_size'] = 512
 c['moe_intermediate_size'] = 512
-json.dump(c, open('.dev/k3-tiny-split.json', 'w'), indent=1)
+json.dump(c, open(sys.argv[1] + '/k3-tiny-split.json', 'w'), indent=1)
 PY
 tsplit() { $B/k3-compile $D/k3-tiny-split.json --target=sm_90a --max-tokens 512 --max-seqs 16 --max-context 1024 --quiet "$@"; }
 tsplit -o $D/tsplit
 wide() { $B/k3-compile /tmp/k3c-ckpt-tiny-wide --target=sm_90a --max-tokens 1024 --max-seqs 16 --max-context 1024 --quiet "$@"; }
 wide -o $D/wide-bf16
 K3C_MOE_WGMMA=0 wide -o $D/wide-bf16-nowg
-python3 - <<'PY'
-import json
+python3 - $D <<'PY'
+import json, sys
 k = json.load(open('models/configs/k3-small.json'))
 t = k['text_config']
 t['num_hidden_layers'] = 1
@@ -54,15 +54,15 @@ t['linear_attn_config']['kda_layers'] = [1]
 t['linear_attn_config']['full_attn_layers'] = []
 t['attn_res_block_size'] = 1
 t['first_k_dense_replace'] = 0
-json.dump(k, open('.dev/moe1.json', 'w'), indent=1)
+json.dump(k, open(sys.argv[1] + '/moe1.json', 'w'), indent=1)
 # K3's full expert count (896, top 16) in the same one-layer slice, for
 # bench/moe-k3-h200.sh (its checkpoint is 15.7 GB).
 t['num_experts'] = 896
-json.dump(k, open('.dev/moe896.json', 'w'), indent=1)
+json.dump(k, open(sys.argv[1] + '/moe896.json', 'w'), indent=1)
 PY
-moe896() { $B/k3-compile .dev/moe896.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet "$@"; }
+moe896() { $B/k3-compile $D/moe896.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet "$@"; }
 moe896 -o $D/moe896
-moe1() { $B/k3-compile .dev/moe1.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet "$@"; }
+moe1() { $B/k3-compile $D/moe1.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 8320 --quiet "$@"; }
 moe1 -o $D/moe1
 [ -n "${NO_FMA:-}" ] || K3C_MOE_MMA=0 moe1 -o $D/moe1-fma
 K3C_MOE_WGMMA=0 moe1 -o $D/moe1-nowg
