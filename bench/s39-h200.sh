@@ -10,7 +10,9 @@
 #   mv .dev .devm; mkdir .devm/vp; mv .devm/v/slice-*P64 .devm/vp/ (the paged
 #   builds, checked in PART=2); plus .devm/v/slice-TMA1: the slice with
 #   K3C_MLA_DECODE_TMA=1 K3C_MLA_DECODE_WG_FROM=1 (one-token rounds on the
-#   warpgroup core too)
+#   warpgroup core too: two 64-head groups x 66 splits at batch 1) and
+#   .devm/v/slice-TMA1S32, the same with K3C_MLA_DECODE_SPLITS=32 (half the
+#   blocks, half the partials), both with --mla-page 0 like the bundle's
 # and BUNDLE_DIR=.devg SPLIT_VARIANTS="N0=K3C_WGMMA_NARROW_TILE=128,64,4,0
 #   N30=K3C_WGMMA_NARROW_TILE=128,64,3,0" bash bench/make-splitk-bundle.sh
 # and BUNDLE_DIR=.devk2 VARIANTS="BV64=K3C_KDA_BV=64 BV128=K3C_KDA_BV=128
