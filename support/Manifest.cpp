@@ -324,20 +324,6 @@ void Checker::entry(const Manifest &m, const Entry &e, const std::string &ef,
       fail(lf, "passes " + std::to_string(l.inputs.size()) + " inputs and " +
                    std::to_string(l.outputs.size()) + " outputs to " + k->name + ", which takes " +
                    std::to_string(k->numInputs()) + " and " + std::to_string(k->numResults()));
-    // Each argument's value has the argument's rank and static sizes.
-    for (const KernelArg &a : k->args) {
-      if (a.kind == "scratch" || a.component >= 0)
-        continue;
-      int64_t vid = a.kind == "input" ? l.inputs[a.index] : l.outputs[a.index];
-      const std::vector<int64_t> &vs = e.values[vid].shape;
-      bool ok = vs.size() == a.shape.size();
-      for (size_t d = 0; ok && d < a.shape.size(); ++d)
-        ok = a.shape[d] < 0 || vs[d] < 0 || vs[d] == a.shape[d];
-      if (!ok)
-        fail(lf, "value " + std::to_string(vid) + " of shape " + json(vs).dump() + " passed as " +
-                     a.kind + " " + std::to_string(a.index) + " of " + k->name + ", which takes " +
-                     json(a.shape).dump());
-    }
     for (int64_t i : l.inputs)
       if (!written[i])
         fail(lf + ".inputs", "reads value " + std::to_string(i) +
@@ -349,6 +335,22 @@ void Checker::entry(const Manifest &m, const Entry &e, const std::string &ef,
       if (kind == "activation" && written[o])
         fail(lf + ".outputs", "writes value " + std::to_string(o) + " a second time");
       written[o] = 1;
+    }
+    // Each argument's value has the argument's shape exactly: its rank, its
+    // static sizes, and a dynamic dimension (-1) where the argument has one
+    // (the value's buffer is sized by the capacity there, while the kernel
+    // writes and reads as many rows as the step has: a static 0 or 1 in the
+    // value would be overrun), and no dynamic one where the argument is
+    // static (the kernel's static rows could exceed the capacity).
+    for (const KernelArg &a : k->args) {
+      if (a.kind == "scratch" || a.component >= 0)
+        continue;
+      int64_t vid = a.kind == "input" ? l.inputs[a.index] : l.outputs[a.index];
+      const std::vector<int64_t> &vs = e.values[vid].shape;
+      if (vs != a.shape)
+        fail(lf, "value " + std::to_string(vid) + " of shape " + json(vs).dump() + " passed as " +
+                     a.kind + " " + std::to_string(a.index) + " of " + k->name + ", which takes " +
+                     json(a.shape).dump() + " (-1: a dynamic dimension)");
     }
   }
   ints(e.returns, ef + ".returns", 0, last);

@@ -83,6 +83,9 @@ elif edit == "pages-table-width":  # a block table narrower than the context
 elif edit == "pages-pool-page":  # a pool whose pages differ from cache_page
     v = next(v for v in pre["values"] if v.get("dims", [""])[0] == "pages")
     v["shape"][1] *= 2
+elif edit == "static-rows":  # an activation's token dimension made a static 0
+    v = next(v for v in pre["values"] if v["kind"] == "activation" and v["shape"][0] == -1)
+    v["shape"][0] = 0
 elif edit == "pages-huge":
     m["capacity"]["cache_pages"] = 2 ** 40
 else:

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Seeded mutations of an artifact's manifest.json through k3-run: a crash
+oracle for the runtime's manifest checks and everything behind them.
+
+Each mutant copies the artifact, sets 1-2 leaves of manifest.json (at any
+depth) to an edge value (0, ±1, sizes around powers of two, 2^31, 2^32, 2^40,
+2^62, a fraction, null, a boolean, strings, empty lists / objects) or moves
+an integer by a small step, rewrites manifest.sha256 to match (as a hostile
+editor could), and runs `k3-run ARTIFACT --checkpoint CKPT --prompt-ids 1,2,3
+--max-new-tokens 2` on the CPU. A run or an error with exit 1 is expected;
+a signal, another exit status or LLVM's crash text fails (the manifest is
+left in $TMPDIR/k3c-artifact-mutant.crash.json). Prints the counts.
+
+usage: artifact_mutate.py K3RUN ARTIFACT CHECKPOINT N SEED
+"""
+import copy
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+
+EDGE = [0, 1, 2, 3, -1, 7, 16, 17, 63, 64, 65, 127, 128, 129, 255, 4096, 65536, 2**31 - 1,
+        2**31, 2**32, 2**40, 2**62, -2**31, 1.5, None, True, "", "x", "f32", "bf16", "i32", [], {}]
+
+
+def leaves(o, p=()):
+    if isinstance(o, dict):
+        for k, v in o.items():
+            yield from leaves(v, p + (k,))
+    elif isinstance(o, list):
+        for i, v in enumerate(o):
+            yield from leaves(v, p + (i,))
+    else:
+        yield p
+
+
+def main():
+    tool, art, ckpt, n, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    rng = random.Random(seed)
+    base = json.load(open(os.path.join(art, "manifest.json")))
+    where = list(leaves(base))
+    work = tempfile.mkdtemp(prefix="k3c-artifact-mutants-")
+    dst = os.path.join(work, "art")
+    ran = refused = 0
+    for _ in range(n):
+        m = copy.deepcopy(base)
+        for _ in range(rng.randint(1, 2)):
+            p = rng.choice(where)
+            o = m
+            for k in p[:-1]:
+                o = o[k]
+            v = o[p[-1]]
+            if isinstance(v, int) and not isinstance(v, bool) and rng.random() < 0.5:
+                o[p[-1]] = v + rng.choice([-1, 1, -2, 2, 64, -64])
+            else:
+                o[p[-1]] = rng.choice(EDGE)
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(art, dst)
+        path = os.path.join(dst, "manifest.json")
+        json.dump(m, open(path, "w"))
+        digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+        open(os.path.join(dst, "manifest.sha256"), "w").write(digest + "  manifest.json\n")
+        r = subprocess.run([tool, dst, "--checkpoint", ckpt, "--prompt-ids", "1,2,3",
+                            "--max-new-tokens", "2", "--quiet"], capture_output=True, timeout=300)
+        err = r.stderr.decode(errors="replace")
+        if r.returncode not in (0, 1) or any(s in err for s in ("Stack dump", "PLEASE submit",
+                                                               "Assertion")):
+            out = os.path.join(tempfile.gettempdir(), "k3c-artifact-mutant.crash.json")
+            json.dump(m, open(out, "w"), indent=1)
+            print("CRASH (exit %d): %s; manifest in %s" % (r.returncode, err.strip()[-400:], out))
+            sys.exit(1)
+        if r.returncode == 0:
+            ran += 1
+        else:
+            refused += 1
+    shutil.rmtree(work, ignore_errors=True)
+    print("%d mutants, no crash: %d ran, %d refused with an error" % (n, ran, refused))
+
+
+if __name__ == "__main__":
+    main()
