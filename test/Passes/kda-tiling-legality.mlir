@@ -92,3 +92,36 @@ func.func @opaque_gate(%g: tensor<?x128xf32>, %q: tensor<?x128xbf16>, %b: tensor
       -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>)
   return %o : tensor<?x128xbf16>
 }
+
+// -----
+
+// Fused IR (k3-compile's .mlir input): the gate and the delta rule in
+// different k3.kernel regions. The gate is found through the kernels'
+// operands and yields, so the bounded gate keeps the factorized C = 16 (it
+// read as an opaque, unbounded gate before: the pipeline on its own fused
+// output switched KDA to the pairwise path).
+// CHECK-LABEL: func.func @across_kernels
+// CHECK: k3.delta_rule {{.*}} {chunk_size = 16 : i64, gamma_type = bf16, num_heads = 4 : i64, path = #k3.chunk_path<factorized>, tile = 16 : i64, varlen_masked}
+func.func @across_kernels(%z: tensor<?x128xbf16>, %alog: tensor<4xf32>, %dt: tensor<128xf32>,
+    %q: tensor<?x128xbf16>, %b: tensor<?x4xbf16>, %s: tensor<?x4x32x32xf32>, %l: tensor<?xi32>)
+    -> tensor<?x128xbf16> {
+  %g = k3.kernel "k3_gate_0" family "kda_conv_gate" (%z, %alog, %dt)
+      : (tensor<?x128xbf16>, tensor<4xf32>, tensor<128xf32>) -> tensor<?x128xf32> {
+  ^bb0(%z1: tensor<?x128xbf16>, %a1: tensor<4xf32>, %d1: tensor<128xf32>):
+    %g1 = k3.kda_gate %z1, %a1, %d1 {num_heads = 4 : i64, gate_form = #k3.gate_form<bounded_sigmoid>, lower_bound = -5.0 : f64}
+        : (tensor<?x128xbf16>, tensor<4xf32>, tensor<128xf32>) -> tensor<?x128xf32>
+    k3.yield %g1 : tensor<?x128xf32>
+  }
+  %o = k3.kernel "k3_chunk_0" family "kda_chunk" (%q, %g, %b, %s, %l)
+      : (tensor<?x128xbf16>, tensor<?x128xf32>, tensor<?x4xbf16>, tensor<?x4x32x32xf32>, tensor<?xi32>)
+      -> tensor<?x128xbf16> {
+  ^bb0(%q2: tensor<?x128xbf16>, %g2: tensor<?x128xf32>, %b2: tensor<?x4xbf16>,
+       %s2: tensor<?x4x32x32xf32>, %l2: tensor<?xi32>):
+    %o2, %ns2 = k3.delta_rule %q2, %q2, %q2, %g2, %b2, %s2, %l2 {num_heads = 4 : i64}
+        : (tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?x128xf32>,
+           tensor<?x4xbf16>, tensor<?x4x32x32xf32>, tensor<?xi32>)
+        -> (tensor<?x128xbf16>, tensor<?x4x32x32xf32>)
+    k3.yield %o2 : tensor<?x128xbf16>
+  }
+  return %o : tensor<?x128xbf16>
+}
