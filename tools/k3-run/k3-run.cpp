@@ -516,8 +516,13 @@ int runExpertParallel(const k3c::Args &args, const std::vector<std::vector<int64
                       char **argv) {
   int64_t R = args.getInt("ep", 1);
   const int64_t B = static_cast<int64_t>(prompts.size());
-  if (R < 1)
-    throw k3c::Error("--ep must be >= 1, got " + std::to_string(R));
+  // (A bound on the group: each rank is a thread on the CPU, a process with
+  // its GPU on the device, and holds the replicated weights; --ep 999999
+  // would otherwise start that many before any other check.)
+  constexpr int64_t kMaxRanks = 1024;
+  if (R < 1 || R > kMaxRanks)
+    throw k3c::Error("--ep must be in [1, " + std::to_string(kMaxRanks) +
+                     "] (the ranks of one expert-parallel group), got " + std::to_string(R));
   if (args.has("check") || args.has("profile"))
     throw k3c::Error("--ep runs do not support --check or --profile (compare --dump-logits "
                      "with a run without --ep)");
