@@ -99,8 +99,10 @@ private:
   std::map<std::string, std::string> opts;
 };
 
-/// Parses "1,2,3" into ids; names the offending entry on error.
-inline std::vector<int64_t> parseIdList(const std::string &s, const std::string &what) {
+/// Parses "1,2,3" into integers (`noun`: what each is, for the error, which
+/// names the offending entry).
+inline std::vector<int64_t> parseIdList(const std::string &s, const std::string &what,
+                                        const std::string &noun = "token id") {
   std::vector<int64_t> out;
   size_t start = 0;
   while (start <= s.size()) {
@@ -114,7 +116,7 @@ inline std::vector<int64_t> parseIdList(const std::string &s, const std::string 
       pos = std::string::npos;
     }
     if (item.empty() || pos != item.size())
-      throw Error(what + ": '" + item + "' is not an integer token id");
+      throw Error(what + ": '" + item + "' is not an integer " + noun);
     out.push_back(v);
     if (comma == std::string::npos)
       break;

@@ -77,7 +77,7 @@ static std::vector<int64_t> list(const k3c::Args &args, const std::string &name,
                                  const std::string &dflt) {
   if (args.get(name, dflt) == "none")
     return {};
-  std::vector<int64_t> v = k3c::parseIdList(args.get(name, dflt), "--" + name);
+  std::vector<int64_t> v = k3c::parseIdList(args.get(name, dflt), "--" + name, "size");
   for (int64_t x : v)
     if (x < 1)
       throw k3c::Error("--" + name + " entries must be >= 1, got " + std::to_string(x));
