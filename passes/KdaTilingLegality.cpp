@@ -45,28 +45,8 @@ double exponentBound(FloatType t) {
   return std::min(maxLog, minLog) - kMarginLog;
 }
 
-/// `v` with k3.kernel boundaries looked through: a kernel region's argument
-/// is the kernel's operand, a kernel's result the value its body yields (so
-/// fused IR, where the gate and the delta rule sit in different kernels, is
-/// decided as before its fusion).
-Value throughKernels(Value v) {
-  for (;;) {
-    if (auto arg = dyn_cast<BlockArgument>(v)) {
-      auto kernel = dyn_cast_or_null<KernelOp>(arg.getOwner()->getParentOp());
-      if (!kernel || arg.getArgNumber() >= kernel.getInputs().size())
-        return v;
-      v = kernel.getInputs()[arg.getArgNumber()];
-      continue;
-    }
-    auto res = cast<OpResult>(v);
-    auto kernel = dyn_cast<KernelOp>(res.getOwner());
-    if (!kernel)
-      return v;
-    v = kernel.getBody().front().getTerminator()->getOperand(res.getResultNumber());
-  }
-}
-
-/// The gate's lower bound if `g` comes from a bounded k3.kda_gate.
+/// The gate's lower bound if `g` comes from a bounded k3.kda_gate (looked for
+/// through kernel boundaries: fused IR is decided as before its fusion).
 std::optional<double> gateLowerBound(Value g) {
   auto gate = throughKernels(g).getDefiningOp<KdaGateOp>();
   if (!gate || gate.getGateForm() != GateForm::bounded_sigmoid || !gate.getLowerBound())

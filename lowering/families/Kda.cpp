@@ -167,18 +167,7 @@ static int64_t kdaChunk(DeltaRuleOp rule) {
 /// Whether `v` (a delta rule's q or k) holds L2-normalized rows: made by an
 /// L2 norm in the same kernel, or by one in the kernel whose result feeds
 /// this kernel's argument.
-static bool fromL2Norm(Value v) {
-  if (auto arg = dyn_cast<BlockArgument>(v)) {
-    auto kernel = dyn_cast_or_null<KernelOp>(arg.getOwner()->getParentOp());
-    if (!kernel || arg.getArgNumber() >= kernel.getInputs().size())
-      return false;
-    v = kernel.getInputs()[arg.getArgNumber()];
-  }
-  if (auto res = dyn_cast<OpResult>(v))
-    if (auto kernel = dyn_cast<KernelOp>(res.getOwner()))
-      v = kernel.getBody().front().getTerminator()->getOperand(res.getResultNumber());
-  return v.getDefiningOp<L2NormOp>() != nullptr;
-}
+static bool fromL2Norm(Value v) { return throughKernels(v).getDefiningOp<L2NormOp>() != nullptr; }
 
 /// The L2 norm that makes a delta rule's q or k inside the rule's own kernel
 /// (k3-fuse-kernels' kda-norm-in-chunk), else null: the rule then loads the

@@ -907,5 +907,22 @@ LogicalResult KernelOp::verify() {
   return success();
 }
 
+Value mlir::k3::throughKernels(Value v) {
+  for (;;) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      auto kernel = dyn_cast_or_null<KernelOp>(arg.getOwner()->getParentOp());
+      if (!kernel || arg.getArgNumber() >= kernel.getInputs().size())
+        return v;
+      v = kernel.getInputs()[arg.getArgNumber()];
+      continue;
+    }
+    auto kernel = dyn_cast<KernelOp>(cast<OpResult>(v).getOwner());
+    if (!kernel)
+      return v;
+    v = kernel.getBody().front().getTerminator()->getOperand(
+        cast<OpResult>(v).getResultNumber());
+  }
+}
+
 #define GET_OP_CLASSES
 #include "dialects/K3/IR/K3Ops.cpp.inc"
