@@ -18,9 +18,10 @@ mutant is written to $TMPDIR/k3c-ir-mutant.crash.mlir)
 import os
 import random
 import re
-import subprocess
 import sys
 import tempfile
+
+from mutate_common import run
 
 EDGE = ["0", "1", "-1", "2", "3", "7", "16", "17", "64", "65", "128", "4096", "-5",
         "1000000", "2147483648", "9223372036854775807", "0.0", "-0.0", "1.0e308"]
@@ -90,18 +91,14 @@ def main():
     for _ in range(n):
         mutant = mutate(rng, rng.choice(pool))
         pipe = rng.choice(PIPES)
-        p = subprocess.run([k3opt, "-", "-o", os.devnull] + pipe, input=mutant.encode(),
-                           capture_output=True, timeout=300)
-        err = p.stderr.decode(errors="replace")
-        crashed = (p.returncode not in (0, 1) or "Stack dump" in err or "PLEASE submit" in err
-                   or "Assertion" in err)
+        status, err, crashed = run([k3opt, "-", "-o", os.devnull] + pipe, input=mutant.encode())
         if crashed:
             path = os.path.join(tempfile.gettempdir(), "k3c-ir-mutant.crash.mlir")
             open(path, "w").write("// k3-opt - %s\n%s\n" % (" ".join(pipe), mutant))
             print("CRASH (exit %d) with %s: %s; mutant in %s"
-                  % (p.returncode, " ".join(pipe) or "no pass", err.strip()[:400], path))
+                  % (status, " ".join(pipe) or "no pass", err.strip()[:400], path))
             sys.exit(1)
-        if p.returncode == 0:
+        if status == 0:
             counts["accepted"] += 1
         elif re.search(r"error: (expected|unexpected|custom op|invalid|use of undeclared|"
                        r"undefined|operation being parsed|integer constant out of range)", err):
