@@ -69,8 +69,30 @@ static void describeType(Type t, artifact::Value &v, bool withDims, bool paged =
   }
 }
 
+/// The rows of a value with a dynamic leading dimension: "seqs" where they
+/// are one a sequence (k3.last_tokens, and the row-wise ops that follow it:
+/// the final norm and lm_head, a linear), else "tokens". Inside a kernel, a block
+/// argument takes the class of the kernel input it stands for (`outer`).
+/// Only these ops keep a sequence's rows; anything else is "tokens", the
+/// larger of the two, so an activation is never sized below its rows (the
+/// runtime checks that too, at every launch).
+static StringRef rowClass(Value v, const llvm::DenseMap<Value, StringRef> &outer) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    if (auto k = dyn_cast<mlir::k3::KernelOp>(arg.getOwner()->getParentOp()))
+      return outer.lookup(k.getInputs()[arg.getArgNumber()]) == "seqs" ? "seqs" : "tokens";
+    return outer.lookup(v) == "seqs" ? "seqs" : "tokens";
+  }
+  Operation *def = v.getDefiningOp();
+  if (isa<mlir::k3::LastTokensOp>(def))
+    return "seqs";
+  if (isa<mlir::k3::RMSNormOp, mlir::k3::LmHeadOp, mlir::k3::LinearOp>(def))
+    return rowClass(def->getOperand(0), outer);
+  return "tokens";
+}
+
 static void scheduleOf(func::FuncOp fn, artifact::Entry &entry) {
   llvm::DenseMap<Value, int64_t> id;
+  llvm::DenseMap<Value, StringRef> rows; // dynamic leading dims: "seqs" / "tokens"
   auto addValue = [&](Value v, artifact::Value desc) {
     id[v] = desc.id = static_cast<int64_t>(entry.values.size());
     entry.values.push_back(std::move(desc));
@@ -87,6 +109,8 @@ static void scheduleOf(func::FuncOp fn, artifact::Entry &entry) {
         d.name = name.getValue().str();
       }
     describeType(arg.getType(), d, /*withDims=*/true, paged);
+    if (!d.dims.empty() && (d.dims[0] == "seqs" || d.dims[0] == "tokens"))
+      rows[arg] = d.dims[0] == "seqs" ? "seqs" : "tokens";
     addValue(arg, std::move(d));
   }
   for (Operation &op : fn.getBody().front()) {
@@ -106,6 +130,17 @@ static void scheduleOf(func::FuncOp fn, artifact::Entry &entry) {
               d.trace = n.rsplit('.').first.str(); // "layers.N"
           }
         describeType(r.getType(), d, /*withDims=*/false);
+        // A per-sequence leading dimension is named, so the buffer is sized
+        // by capacity.max_seqs (the logits: [seqs, vocab] f32, not
+        // [max_tokens, vocab]); others keep the token capacity.
+        if (!d.shape.empty() && d.shape[0] < 0) {
+          StringRef cls = rowClass(yield.getValues()[ri], rows);
+          rows[r] = cls;
+          if (cls == "seqs") {
+            d.dims.assign(d.shape.size(), "");
+            d.dims[0] = "seqs";
+          }
+        }
         addValue(r, std::move(d));
         l.outputs.push_back(id[r]);
       }

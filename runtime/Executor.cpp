@@ -305,6 +305,11 @@ const std::vector<float> &HostModel::run(Entry &e, const std::vector<int64_t> &i
         for (int64_t n = 0; n < N; ++n)
           host.push_back(static_cast<int32_t>(v.name == "seq_lens" ? seqLens[n] : lens[n]));
       }
+      if (static_cast<int64_t>(host.size() * sizeof(int32_t)) > v.buf->bytes)
+        throw Error("input " + v.name + ": " + std::to_string(host.size()) +
+                    " values this step, its buffer holds " +
+                    std::to_string(v.buf->bytes / sizeof(int32_t)) +
+                    " (the artifact's buffer plan is inconsistent)");
       v.buf->write(host.data(), host.size() * sizeof(int32_t));
       v.buf->dims = {static_cast<int64_t>(host.size())};
     } else if (v.kind == "state") {
@@ -635,8 +640,19 @@ void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, in
                          ? b->dims[d]
                          : dims[src][sd];
       }
-    if (a.kind != "input")
+    if (a.kind != "input") {
+      // What the kernel writes must fit the buffer the plan gave the value
+      // (a manifest that sizes an activation below its rows is refused here,
+      // not written past).
+      int64_t need = a.dtype == "mxfp4" ? 1 : dtypeBytes(a.dtype);
+      for (int64_t d : dims[i])
+        need = d < 0 || (d > 0 && need > INT64_MAX / d) ? INT64_MAX : need * d;
+      if (need > b->bytes && !(a.deviceOnly && !gpu)) // (a host stub stands in for device-only scratch)
+        throw Error("kernel " + k.name + ": argument " + std::to_string(i) + " (" + a.kind +
+                    ") needs " + std::to_string(need) + " bytes at this step's sizes, its buffer holds " +
+                    std::to_string(b->bytes) + " (the artifact's buffer plan is inconsistent)");
       b->dims = dims[i];
+    }
     desc[i].set(b->data, dims[i]);
     argv[i] = desc[i].words.data();
   }

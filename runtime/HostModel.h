@@ -94,6 +94,9 @@ struct Buffer {
   void write(const void *src, size_t n) {
     if (n == 0) // a step without sequences uploads nothing
       return;
+    if (n > static_cast<size_t>(bytes))
+      throw Error("an upload of " + std::to_string(n) + " bytes into a buffer of " +
+                  std::to_string(bytes) + " (the artifact's buffer plan is inconsistent)");
     if (device)
       cuda::upload(reinterpret_cast<cuda::CUdeviceptr>(data), src, n);
     else

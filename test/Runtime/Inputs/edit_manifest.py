@@ -86,6 +86,14 @@ elif edit == "pages-pool-page":  # a pool whose pages differ from cache_page
 elif edit == "static-rows":  # an activation's token dimension made a static 0
     v = next(v for v in pre["values"] if v["kind"] == "activation" and v["shape"][0] == -1)
     v["shape"][0] = 0
+elif edit == "ids-seqs":  # the token ids sized by sequences, not tokens
+    for e in m["entries"].values():
+        next(v for v in e["values"] if v.get("name") == "token_ids")["dims"] = ["seqs"]
+elif edit == "rows-seqs":  # every activation's rows sized by sequences
+    for e in m["entries"].values():
+        for v in e["values"]:
+            if v["kind"] == "activation" and v["shape"] and v["shape"][0] == -1:
+                v["dims"] = ["seqs"] + [""] * (len(v["shape"]) - 1)
 elif edit == "pages-huge":
     m["capacity"]["cache_pages"] = 2 ** 40
 else:
