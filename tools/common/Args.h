@@ -125,6 +125,18 @@ inline std::vector<int64_t> parseIdList(const std::string &s, const std::string 
   return out;
 }
 
+/// --max-seqs N (k3-run, k3-bench): the sequence slots to load the artifact
+/// with, 0 (all of them) when absent; the runtime takes at most the
+/// artifact's capacity.
+inline int64_t maxSeqsOption(const Args &args) {
+  if (!args.has("max-seqs"))
+    return 0;
+  const int64_t n = args.getInt("max-seqs", 0);
+  if (n < 1 || n > (int64_t(1) << 24))
+    throw Error("--max-seqs must be in [1, 2^24], got " + std::to_string(n));
+  return n;
+}
+
 /// The prompts of --prompt-ids and/or --batch FILE (one comma-separated
 /// line per prompt; blank lines skipped). Errors name the file and line.
 inline std::vector<std::vector<int64_t>> readPrompts(const Args &args) {

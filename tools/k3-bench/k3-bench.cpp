@@ -34,6 +34,8 @@ options:
   --reps N            timed prefills per length (default 3; the median is reported)
   --device D          auto (default), cpu or cuda
   --checkpoint DIR    weights from DIR instead of the path recorded at compile time
+  --max-seqs N        use N of the artifact's sequence slots (states, logits and the paged
+                      cache's pool sized for N: an artifact built for a larger GPU)
   --csv FILE          also write phase,size,kernel,family,launches,ms,tflops,gbs rows
   --quiet             no progress lines
   --help              this text
@@ -87,7 +89,8 @@ static std::vector<int64_t> list(const k3c::Args &args, const std::string &name,
 int main(int argc, char **argv) {
   try {
     k3c::Args args(argc, argv,
-                   {"prefill", "decode", "context", "steps", "reps", "device", "checkpoint", "csv"},
+                   {"prefill", "decode", "context", "steps", "reps", "device", "checkpoint", "csv",
+                    "max-seqs"},
                    {"quiet", "help"});
     if (args.has("help")) {
       std::fputs(kHelp, stdout);
@@ -105,6 +108,7 @@ int main(int argc, char **argv) {
     lo.device = args.get("device", "auto");
     lo.progress = !args.has("quiet");
     lo.checkpoint = args.get("checkpoint");
+    lo.maxSeqs = k3c::maxSeqsOption(args);
     auto model = k3c::rt::Model::load(args.positional[0], lo);
     const auto &plan = model->memoryPlan();
     std::printf("device: %s\n", model->deviceName().c_str());

@@ -105,6 +105,9 @@ options:
                          GPU: the break-even of the expert's bytes over the link against its
                          pairs' math (213 pairs for MXFP4 experts, so decode steps keep
                          experts home), on the CPU 1
+  --max-seqs N           use N of the artifact's sequence slots (states, logits and the paged
+                         cache's pool sized for N: an artifact built for a larger GPU); more
+                         prompts than N are batched continuously
   --cache-tokens N       artifacts with a paged MLA cache (k3-compile --mla-page): the page pool
                          in tokens shared by all sequences (default: the artifact's, every
                          sequence's whole context unless compiled with --cache-tokens); pages
@@ -734,7 +737,8 @@ int main(int argc, char **argv) {
                    {"prompt-ids", "batch", "max-new-tokens", "device", "temperature", "top-p",
                     "seed", "dump-logits", "checkpoint", "ep", "ep-replica-min-pairs", "prompt",
                     "prompt-file", "system",
-                    "tokenizer", "check-factor", "check-floor", "cache-tokens", "samples"},
+                    "tokenizer", "check-factor", "check-floor", "cache-tokens", "samples",
+                    "max-seqs"},
                    {"help", "check", "profile", "quiet", "ep-no-balance", "chat",
                     "allow-nonfinite", "no-shared-prefix", "interactive"});
     if (args.has("help")) {
@@ -785,6 +789,7 @@ int main(int argc, char **argv) {
     lo.progress = !args.has("quiet");
     lo.checkpoint = args.get("checkpoint");
     lo.allowNonFinite = args.has("allow-nonfinite");
+    lo.maxSeqs = k3c::maxSeqsOption(args);
     lo.cacheTokens = args.getInt("cache-tokens", 0);
     if (args.has("cache-tokens") && (lo.cacheTokens < 1 || lo.cacheTokens > (int64_t(1) << 32)))
       throw k3c::Error("--cache-tokens must be in [1, 2^32], got " +
