@@ -115,6 +115,7 @@ constexpr int64_t kConvTokens = 32;     ///< short conv: tokens a block slides o
 constexpr int64_t kConvUnroll = 4;      ///< short conv: tokens whose loads go together
 constexpr int64_t kConvChannels = 4;    ///< short conv: channels a thread (at most)
 constexpr int64_t kSharedBudget = 48 * 1024; ///< static shared memory a block
+constexpr int64_t kMaxSharedBytes = 227 * 1024; ///< with the dynamic opt-in (sm_90)
 
 /// 1 / sqrt(mean(x[row, :d]^2) + eps) by a block-wide reduction (`red`:
 /// shared f32 [warps]).

@@ -1,19 +1,28 @@
 //===- KdaTilingLegality.cpp - KDA chunk size under the decay bound -------===//
 //
 // --k3-kda-tiling-legality. The factorized chunk form (spec §4.4) scales keys
-// by Γ = exp(G) and Γ⁻¹ = exp(-G) with G the within-chunk cumulative gate, so
-// over a chunk of C tokens with g >= g_min the exponents reach ±C·|g_min|.
-// Both must stay finite and normal in the dtype holding them, with a margin
-// of 2^4 for the products they enter:
+// by Γ = exp(G) and Γ⁻¹ = exp(-G) with G the cumulative gate from a
+// reference row, so over T tokens with g >= g_min the exponents reach
+// ±T·|g_min|. Both must stay finite and normal in the dtype holding them,
+// with a margin of 2^4 for the products they enter:
 //
-//     C·|g_min| <= min(ln(max finite), -ln(min normal)) - ln(16)
+//     T·|g_min| <= min(ln(max finite), -ln(min normal)) - ln(16)
 //
-// bf16/f32: min(88.72, 87.34) - 2.77 = 84.57, so C = 16 is legal at g_min = -5
-// (80) and C = 32 is not (160); f16: min(11.09, 9.70) - 2.77 = 6.93, so no
-// multiple of 16 is legal at g_min = -5. C must be a multiple of the tensor
-// core M tile (16). An unbounded gate (Kimi Linear's softplus form) takes the
-// pairwise path: exp(G_i - G_j) with i >= j inside 16-token tiles is always
-// <= 1, so no Γ⁻¹ is formed.
+// bf16/f32: min(88.72, 87.34) - 2.77 = 84.57; f16: min(11.09, 9.70) - 2.77 =
+// 6.93. The kernels form Γ⁻¹ over one 16-token tile at most (the tensor-core
+// M tile): a chunk of C = 16 is one tile; a longer chunk (C = 32 or 64,
+// chunk-size) forms its intra-chunk products per 16-token sub-block, each
+// referenced to its row tile's first token (q_i k_j exp(G_i - G_j) =
+// (q_i exp(G_i - G_b)) (k_j exp(G_b - G_j)), b the first row of i's tile:
+// the second factor is at most exp(16·|g_min|) for j in that tile and at
+// most 1 before it). So the bound applies to T = 16 whatever C: legal at
+// g_min = -5 in bf16/f32 (80), not in f16. An unbounded gate (Kimi Linear's
+// softplus form) takes the pairwise path: exp(G_i - G_j) with i >= j is
+// always <= 1, so no Γ⁻¹ is formed.
+//
+// C is 16 unless chunk-size forces 32 or 64: the tensor-core recurrence
+// takes 16-token chunks; longer ones run the chunk's prep at that size
+// (fewer, larger sequential steps) and the exact FMA recurrence.
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,54 +84,37 @@ struct K3KdaTilingLegalityPass
     }
     const double bound = exponentBound(gamma);
     const int64_t forced = chunkSize;
-    if (forced < 0 || (forced > 0 && forced % kMmaTile != 0)) {
+    if (forced != 0 && forced != kMmaTile && forced != 2 * kMmaTile && forced != 4 * kMmaTile) {
       getOperation().emitError() << "--k3-kda-tiling-legality: chunk-size " << forced
-                                 << " is not a positive multiple of the tensor-core tile "
-                                 << kMmaTile;
+                                 << " is not 16, 32 or 64 (multiples of the tensor-core tile "
+                                 << kMmaTile << " whose chunk prep fits shared memory)";
       return signalPassFailure();
     }
+    const int64_t chunk = forced ? forced : kMmaTile;
     bool failedAny = false;
     getOperation().walk([&](DeltaRuleOp op) {
       Builder b(ctx);
       std::optional<double> gmin = gateLowerBound(op.getG());
-      int64_t chunk;
       ChunkPath path;
       if (!gmin) {
-        // Unbounded gate: the pairwise path is safe for any C; tiles of 16.
+        // Unbounded gate: the pairwise path is safe for any C.
         path = ChunkPath::pairwise;
-        chunk = forced ? forced : 64;
         op.emitRemark() << "KDA gate has no lower bound (softplus form): chunk size " << chunk
-                        << " uses the pairwise path (exp(G_i - G_j) inside " << kMmaTile
-                        << "-token tiles, no Γ⁻¹), since exp(C·|g|) is unbounded";
+                        << " uses the pairwise path (exp(G_i - G_j), no Γ⁻¹), since "
+                           "exp(C·|g|) is unbounded";
       } else {
-        double a = std::fabs(*gmin);
         path = ChunkPath::factorized;
-        if (forced) {
-          chunk = forced;
-          if (chunk * a > bound) {
-            op.emitError() << "chunk size " << chunk << " is illegal for gate lower bound "
-                           << *gmin << " with Γ held in " << gamma << ": C·|g_min| = "
-                           << chunk * a << " exceeds the bound " << bound
-                           << " (exp(C·|g_min|) must stay finite and normal in " << gamma
-                           << " with a 2^4 margin)";
-            failedAny = true;
-            return;
-          }
-        } else {
-          chunk = 0;
-          for (int64_t c : {64, 32, 16})
-            if (c * a <= bound) {
-              chunk = c;
-              break;
-            }
-          if (!chunk) {
-            op.emitError() << "no legal chunk size for gate lower bound " << *gmin
-                           << " with Γ held in " << gamma << ": even C = " << kMmaTile
-                           << " gives C·|g_min| = " << kMmaTile * a << " above the bound "
-                           << bound << "; hold Γ in a wider type (gamma-type=f32)";
-            failedAny = true;
-            return;
-          }
+        // Γ⁻¹ spans one 16-token tile whatever the chunk (sub-blocks past it).
+        const double a = std::fabs(*gmin);
+        if (kMmaTile * a > bound) {
+          op.emitError() << "no legal chunk tiling for gate lower bound " << *gmin
+                         << " with Γ held in " << gamma << ": a " << kMmaTile
+                         << "-token tile gives T·|g_min| = " << kMmaTile * a
+                         << " above the bound " << bound
+                         << " (exp(T·|g_min|) must stay finite and normal in " << gamma
+                         << " with a 2^4 margin); hold Γ in a wider type (gamma-type=f32)";
+          failedAny = true;
+          return;
         }
       }
       op.setChunkSizeAttr(b.getI64IntegerAttr(chunk));

@@ -25,19 +25,19 @@ def K3KdaTilingLegalityPass : Pass<"k3-kda-tiling-legality", "::mlir::ModuleOp">
   let summary = "Choose and verify the KDA chunk tiling under the gate's decay bound";
   let description = [{
     For every `k3.delta_rule`, finds the gate's lower bound g_min (from the
-    `k3.kda_gate` producing `g`) and picks the chunk size C: the largest of
-    64, 32, 16 for which the factorized chunk form keeps Γ⁻¹ = exp(C|g_min|)
-    and Γ = exp(-C|g_min|) finite and normal in `gamma-type` with a 2^4
-    margin, i.e. C|g_min| <= min(ln(max), -ln(min normal)) - ln 16. C must be
-    a multiple of the tensor-core M tile (16). An unbounded gate gets the
-    pairwise path (exp(G_i - G_j) inside 16-token tiles, no Γ⁻¹) with a
-    remark. A forced `chunk-size` that is illegal is an error printing C,
-    g_min, the dtype and the bound. Records chunk_size, tile, gamma_type,
-    path and varlen_masked on the op.
+    `k3.kda_gate` producing `g`) and checks that the factorized chunk form's
+    Γ⁻¹ = exp(16|g_min|) over one 16-token tile (the tensor-core M tile) and
+    Γ = exp(-16|g_min|) stay finite and normal in `gamma-type` with a 2^4
+    margin: 16|g_min| <= min(ln(max), -ln(min normal)) - ln 16. Chunks are 16
+    tokens unless `chunk-size` forces 32 or 64 (their intra-chunk products
+    per 16-token sub-block). An unbounded gate gets the pairwise path
+    (exp(G_i - G_j), no Γ⁻¹) with a remark. An illegal tiling or chunk size
+    is an error printing g_min, the dtype and the bound. Records chunk_size,
+    tile, gamma_type, path and varlen_masked on the op.
   }];
   let options = [
     Option<"chunkSize", "chunk-size", "int64_t", /*default=*/"0",
-           "Force this chunk size (0: choose the largest legal one)">,
+           "Chunk size: 16, 32 or 64 (0: 16)">,
     Option<"gammaType", "gamma-type", "std::string", /*default=*/"\"bf16\"",
            "Dtype holding Γ and Γ⁻¹: bf16, f16 or f32">
   ];

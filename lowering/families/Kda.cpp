@@ -151,17 +151,62 @@ void gatedNormRow(KernelBuilder &kb, ThreadBlock &tb, Value x, Value gate, Value
 /// Scratch of the chunked form, per token row (KdaScratch order).
 enum KdaScratch { kWHat, kQd, kKr, kUHat, kMRow, kGLast, kKdaScratchCount };
 
-/// The chunk length the kernels use: the tiling pass's chunk size, or its
-/// 16-token tile when the chunk's prep buffers exceed shared memory (the
-/// chunk form is exact for any chunk length); 0 for the token recurrence.
+/// Shared-memory bytes of a buffer (rounded to 16 bytes: the allocation
+/// plans below place buffers back to back in dynamic shared memory).
+static int64_t smemBytes(ArrayRef<int64_t> shape, int64_t eltBytes = 4) {
+  int64_t n = eltBytes;
+  for (int64_t d : shape)
+    n *= d;
+  return (n + 15) / 16 * 16;
+}
+
+/// The prep's shared buffers for chunks of C (prepSmem's, in its order).
+static SmallVector<SmallVector<int64_t>> prepSmemShapes(int64_t C, int64_t dk) {
+  return {{C, dk + 1}, {C, dk + 1}, {C, dk + 1}, {C, dk + 1}, {C, dk + 1}, {C, C}, {C}};
+}
+static int64_t prepSmemTotal(int64_t C, int64_t dk, bool invS) {
+  int64_t n = invS ? smemBytes({2, C}) : 0;
+  for (auto &shape : prepSmemShapes(C, dk))
+    n += smemBytes(shape);
+  return n;
+}
+/// The FMA recurrence's staged chunk (kdaRecurrenceFma's buffers).
+static SmallVector<SmallVector<int64_t>> fmaSmemShapes(int64_t C, int64_t dk, int64_t dv) {
+  return {{C, dk}, {C, dk}, {C, dk}, {C, dv}, {C, C}, {dk}};
+}
+static int64_t fmaSmemTotal(int64_t C, int64_t dk, int64_t dv) {
+  int64_t n = 0;
+  for (auto &shape : fmaSmemShapes(C, dk, dv))
+    n += smemBytes(shape);
+  return n;
+}
+
+/// The chunk length the kernels use: the tiling pass's chunk size (16 by
+/// default; 32 or 64 when forced), or its 16-token tile when the chunk's
+/// prep or FMA recurrence buffers exceed the shared memory a block can
+/// have (kMaxSharedBytes, past 48 KB as dynamic shared memory on the GPU;
+/// the same rule on every target: the scratch's shapes, part of the
+/// kernels' calling convention, follow C); 0 for the token recurrence.
 static int64_t kdaChunk(DeltaRuleOp rule) {
   if (!rule.getChunkSize())
     return 0;
-  int64_t C = *rule.getChunkSize(), dk = rule.getKeyDim();
-  auto prepBytes = [&](int64_t c) { return 4 * (5 * c * (dk + 1) + 2 * c * c + c); };
-  if (prepBytes(C) > kSharedBudget && rule.getTile())
+  int64_t C = *rule.getChunkSize(), dk = rule.getKeyDim(), dv = rule.getValueDim();
+  auto fits = [&](int64_t c) {
+    return prepSmemTotal(c, dk, /*invS=*/true) <= kMaxSharedBytes &&
+           fmaSmemTotal(c, dk, dv) <= kMaxSharedBytes;
+  };
+  if (!fits(C) && rule.getTile())
     C = *rule.getTile();
-  return prepBytes(C) <= kSharedBudget ? C : 0;
+  return fits(C) ? C : 0;
+}
+
+/// Whether the chunk's intra-chunk products are formed pair by pair with
+/// exp(G_i - G_j) (the pairwise path, and chunks longer than the 16-token
+/// tile on the factorized path: Γ⁻¹ must not span more than a tile, see
+/// k3-kda-tiling-legality) rather than as (k e^G)(k e^-G) products.
+static bool kdaExactPairs(DeltaRuleOp rule, int64_t C) {
+  const bool pairwise = rule.getPath() && *rule.getPath() == ChunkPath::pairwise;
+  return pairwise || C > rule.getTile().value_or(16);
 }
 
 /// Whether `v` (a delta rule's q or k) holds L2-normalized rows: made by an
@@ -361,7 +406,9 @@ static PrepSmem prepSmem(KernelBuilder &kb, int64_t C, int64_t dk,
 static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, int64_t C,
                           const PrepSmem &sm, const PrepIO &io) {
   const int64_t dk = rule.getKeyDim();
-  const bool pairwise = rule.getPath() && *rule.getPath() == ChunkPath::pairwise;
+  // Exact pairs (pairwise path; chunks past the 16-token tile): phase B
+  // forms exp(G_i - G_j) per term from the raw q, k and G.
+  const bool exact = kdaExactPairs(rule, C);
   // beta first where a thread takes one row (GPU): its load is then in
   // flight during phase A instead of after it (the store waits at the end).
   Value betaEarly;
@@ -382,12 +429,12 @@ static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, 
     for (int64_t r = 0; r < C; ++r) {
       Value ri = kb.idx(r), e = kb.exp(cum[r]);
       Value qd = kb.fmul(qv[r], e);
-      if (pairwise) // only the pairwise phase B reads G
+      if (exact) // only the exact-pair phase B reads G
         kb.store(cum[r], sm.G, {ri, c});
       kb.store(kb.fmul(kv[r], e), sm.Kd, {ri, c});
       kb.store(qd, sm.Qd, {ri, c});
-      kb.store(pairwise ? kv[r] : kb.fmul(kv[r], kb.exp(kb.fneg(cum[r]))), sm.Ke, {ri, c});
-      if (pairwise)
+      kb.store(exact ? kv[r] : kb.fmul(kv[r], kb.exp(kb.fneg(cum[r]))), sm.Ke, {ri, c});
+      if (exact)
         kb.store(qv[r], sm.Qr, {ri, c});
       io.qd(ri, c, qd);
       io.kr(ri, c, kb.fmul(kv[r], kb.exp(kb.fsub(last, cum[r]))));
@@ -405,7 +452,7 @@ static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, 
   // accumulator sets), instead of a d_k-long dependent loop a pair (blocks
   // of at least 4 warps).
   if (io.mmaB && tb.warps >= 4) {
-    assert(!pairwise && C == 16 && dk % 8 == 0 && "phase B's MMA form");
+    assert(!exact && C == 16 && dk % 8 == 0 && "phase B's MMA form");
     auto split = [&](Value v) { return tf32Words(kb, v); };
     Value g = kb.div(tb.lane, 4), q = kb.rem(tb.lane, 4);
     kb.ifThen(kb.ult(tb.warp, kb.idx(4)), [&] {
@@ -455,7 +502,7 @@ static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, 
                 kb.idx(0), kb.idx(dk), ValueRange{kb.f32(0.0), kb.f32(0.0)},
                 [&](Value c, ValueRange a) {
                   Value kj = kb.load(sm.Ke, {j, c}), ki, qi;
-                  if (pairwise) {
+                  if (exact) {
                     Value d = kb.exp(kb.fsub(kb.load(sm.G, {i, c}), kb.load(sm.G, {j, c})));
                     kj = kb.fmul(kj, d);
                     ki = kb.load(sm.Ke, {i, c});
@@ -539,13 +586,23 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
         beta = st.get(rule.getBeta()), lens = st.get(rule.getSeqLens());
   Type f32 = kb.b.getF32Type();
   Value slots = kb.add(kb.ceilDiv(kb.dim(q, 0), C), kb.dim(lens, 0));
+  // Shared memory past the static 48 KB (chunks of 32 or 64): dynamic, the
+  // buffers back to back in prepSmem's order, then the inverse norms.
+  const int64_t smem = prepSmemTotal(C, dk, qs.inv || ks.inv);
+  const bool dyn = kb.gpu() && smem > kSharedBudget;
   kb.blocks({slots, kb.idx(H)}, kKdaPrepThreads, [&](ValueRange bid, ThreadBlock &tb) {
     if (mmaB)
       kb.minBlocksPerSm(tb, kKdaPrepMinBlocks);
     Value h = bid[1];
-    PrepSmem sm = prepSmem(kb, C, dk, [&](ArrayRef<int64_t> shape) {
-      return kb.shared(tb, shape, f32);
-    });
+    int64_t offset = 0;
+    auto alloc = [&](ArrayRef<int64_t> shape) -> Value {
+      if (!dyn)
+        return kb.shared(tb, shape, f32);
+      Value view = kb.dynamicShared(tb, offset, shape, f32);
+      offset += smemBytes(shape);
+      return view;
+    };
+    PrepSmem sm = prepSmem(kb, C, dk, alloc);
     ChunkSlot cs = findChunk(kb, tb, lens, bid[0], C);
     kb.ifThen(cs.valid, [&] {
       Value row0 = kb.add(cs.start, cs.t0), nc = kb.minu(kb.idx(C), kb.sub(cs.len, cs.t0));
@@ -574,7 +631,7 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
       const L2NormOp norms[2] = {qs.norm, ks.norm};
       const Value normed[2] = {sm.Qr, sm.G}, invs[2] = {qs.inv, ks.inv};
       const bool reduce[2] = {qs.norm && !qs.inv, ks.norm && !ks.inv};
-      Value invS = (qs.inv || ks.inv) ? kb.shared(tb, {2, C}, f32) : Value();
+      Value invS = (qs.inv || ks.inv) ? alloc({2, C}) : Value();
       if (invS)
         kb.strided(tb, kb.idx(0), kb.idx(2 * C), [&](Value i) {
           Value which = kb.div(i, kb.idx(C)), r = kb.rem(i, kb.idx(C));
@@ -651,7 +708,7 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
       };
       kdaPrepPhases(rule, kb, tb, C, sm, io);
     });
-  }, 0, "kda_prep");
+  }, dyn ? smem : 0, "kda_prep");
 }
 
 /// Launch 2, fp32 FMA (host, the exact f32 build): a block per (sequence,
@@ -663,11 +720,22 @@ static void kdaRecurrenceFma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
   Value S = st.get(rule.getState()), lens = st.get(rule.getSeqLens()),
         o = st.get(rule.getResult());
   Type f32 = kb.b.getF32Type();
+  // Chunks of 32 or 64 stage past the static 48 KB: dynamic shared memory.
+  const int64_t smem = fmaSmemTotal(C, dk, dv);
+  const bool dyn = kb.gpu() && smem > kSharedBudget;
   kb.blocks({kb.dim(lens, 0), kb.idx(H)}, kKdaThreads, [&](ValueRange bid, ThreadBlock &tb) {
     Value n = bid[0], h = bid[1];
-    Value Ws = kb.shared(tb, {C, dk}, f32), Qs = kb.shared(tb, {C, dk}, f32),
-          Ks = kb.shared(tb, {C, dk}, f32), Us = kb.shared(tb, {C, dv}, f32),
-          Ms = kb.shared(tb, {C, C}, f32), Gs = kb.shared(tb, {dk}, f32);
+    SmallVector<Value> bufs;
+    int64_t offset = 0;
+    for (auto &shape : fmaSmemShapes(C, dk, dv)) {
+      if (dyn) {
+        bufs.push_back(kb.dynamicShared(tb, offset, shape, f32));
+        offset += smemBytes(shape);
+      } else {
+        bufs.push_back(kb.shared(tb, shape, f32));
+      }
+    }
+    Value Ws = bufs[0], Qs = bufs[1], Ks = bufs[2], Us = bufs[3], Ms = bufs[4], Gs = bufs[5];
     Value start = kb.seqOffset(tb, lens, n), len = kb.seqLen(lens, n);
     Value kbase = kb.mul(h, dk), vbase = kb.mul(h, dv), mbase = kb.mul(h, C);
     kb.loop(kb.idx(0), kb.ceilDiv(len, C), [&](Value ci) {
@@ -722,7 +790,7 @@ static void kdaRecurrenceFma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       });
       kb.barrier(tb); // the next chunk overwrites the staged inputs
     });
-  }, 0, "kda_chunk_fma");
+  }, dyn ? smem : 0, "kda_chunk_fma");
 }
 
 /// The tensor-core recurrence's block shape: value rows a block (bv, a

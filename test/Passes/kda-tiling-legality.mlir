@@ -1,17 +1,23 @@
 // RUN: k3-opt %s -split-input-file -verify-diagnostics --k3-kda-tiling-legality | FileCheck %s
 // RUN: k3-opt %s -split-input-file --k3-kda-tiling-legality="gamma-type=f32" 2>/dev/null | FileCheck %s --check-prefix=F32
-// RUN: not k3-opt %s -split-input-file --k3-kda-tiling-legality="chunk-size=32" 2>&1 | FileCheck %s --check-prefix=FORCED
+// RUN: k3-opt %s -split-input-file --k3-kda-tiling-legality="chunk-size=64" 2>/dev/null | FileCheck %s --check-prefix=FORCED
 // RUN: not k3-opt %s -split-input-file --k3-kda-tiling-legality="gamma-type=f16" 2>&1 | FileCheck %s --check-prefix=F16
 // RUN: not k3-opt %s --k3-kda-tiling-legality="chunk-size=24" 2>&1 | FileCheck %s --check-prefix=NOT16
+// RUN: not k3-opt %s --k3-kda-tiling-legality="chunk-size=128" 2>&1 | FileCheck %s --check-prefix=BIG
 
-// K3's bound g >= -5 with Γ in bf16: C·5 <= 84.57 allows C = 16, not 32.
+// K3's bound g >= -5 with Γ in bf16: a 16-token tile gives 16·5 = 80 <=
+// 84.57. Chunks are 16 tokens by default (the tensor-core recurrence's);
+// chunk-size forces 32 or 64, legal too: Γ⁻¹ never spans more than one tile
+// (the intra-chunk products per 16-token sub-block).
 // CHECK-LABEL: func.func @k3_bound
 // CHECK: k3.delta_rule {{.*}} {chunk_size = 16 : i64, gamma_type = bf16, num_heads = 4 : i64, path = #k3.chunk_path<factorized>, tile = 16 : i64, varlen_masked}
 // F32-LABEL: func.func @k3_bound
 // F32: chunk_size = 16 : i64, gamma_type = f32
-// FORCED: error: chunk size 32 is illegal for gate lower bound -5.000000e+00 with Γ held in 'bf16': C·|g_min| = 1.600000e+02 exceeds the bound 8.456396e+01
-// F16: error: no legal chunk size for gate lower bound -5.000000e+00 with Γ held in 'f16': even C = 16 gives C·|g_min| = 8.000000e+01 above the bound 6.931{{[0-9]+}}e+00; hold Γ in a wider type (gamma-type=f32)
-// NOT16: error: --k3-kda-tiling-legality: chunk-size 24 is not a positive multiple of the tensor-core tile 16
+// FORCED-LABEL: func.func @k3_bound
+// FORCED: k3.delta_rule {{.*}} {chunk_size = 64 : i64, gamma_type = bf16, num_heads = 4 : i64, path = #k3.chunk_path<factorized>, tile = 16 : i64, varlen_masked}
+// F16: error: no legal chunk tiling for gate lower bound -5.000000e+00 with Γ held in 'f16': a 16-token tile gives T·|g_min| = 8.000000e+01 above the bound 6.931{{[0-9]+}}e+00 (exp(T·|g_min|) must stay finite and normal in 'f16' with a 2^4 margin); hold Γ in a wider type (gamma-type=f32)
+// NOT16: error: --k3-kda-tiling-legality: chunk-size 24 is not 16, 32 or 64 (multiples of the tensor-core tile 16 whose chunk prep fits shared memory)
+// BIG: error: --k3-kda-tiling-legality: chunk-size 128 is not 16, 32 or 64
 func.func @k3_bound(%z: tensor<?x128xbf16>, %alog: tensor<4xf32>, %dt: tensor<128xf32>,
     %q: tensor<?x128xbf16>, %b: tensor<?x4xbf16>, %s: tensor<?x4x32x32xf32>, %l: tensor<?xi32>)
     -> tensor<?x128xbf16> {
@@ -26,10 +32,12 @@ func.func @k3_bound(%z: tensor<?x128xbf16>, %alog: tensor<4xf32>, %dt: tensor<12
 
 // -----
 
-// A milder bound allows longer chunks: |g_min| = 2.5 -> C = 32; 1.0 -> 64.
+// A milder bound: the same 16-token chunks by default, the forced size when
+// forced.
 // CHECK-LABEL: func.func @bound_2_5
-// CHECK: chunk_size = 32 : i64
-// FORCED: k3.delta_rule {{.*}}chunk_size = 32 : i64
+// CHECK: chunk_size = 16 : i64
+// FORCED-LABEL: func.func @bound_2_5
+// FORCED: k3.delta_rule {{.*}}chunk_size = 64 : i64
 func.func @bound_2_5(%z: tensor<?x128xbf16>, %alog: tensor<4xf32>, %dt: tensor<128xf32>,
     %q: tensor<?x128xbf16>, %b: tensor<?x4xbf16>, %s: tensor<?x4x32x32xf32>, %l: tensor<?xi32>)
     -> tensor<?x128xbf16> {
@@ -45,8 +53,8 @@ func.func @bound_2_5(%z: tensor<?x128xbf16>, %alog: tensor<4xf32>, %dt: tensor<1
 // -----
 
 // CHECK-LABEL: func.func @bound_1
-// CHECK: chunk_size = 64 : i64
-// F16: error: no legal chunk size for gate lower bound -1.000000e+00 with Γ held in 'f16'
+// CHECK: chunk_size = 16 : i64
+// F16: error: no legal chunk tiling for gate lower bound -1.000000e+00 with Γ held in 'f16'
 func.func @bound_1(%z: tensor<?x128xbf16>, %alog: tensor<4xf32>, %dt: tensor<128xf32>,
     %q: tensor<?x128xbf16>, %b: tensor<?x4xbf16>, %s: tensor<?x4x32x32xf32>, %l: tensor<?xi32>)
     -> tensor<?x128xbf16> {
@@ -63,13 +71,15 @@ func.func @bound_1(%z: tensor<?x128xbf16>, %alog: tensor<4xf32>, %dt: tensor<128
 
 // Kimi Linear's unbounded softplus gate takes the pairwise path, with a remark.
 // CHECK-LABEL: func.func @softplus
-// CHECK: chunk_size = 64 : i64, gamma_type = bf16, num_heads = 4 : i64, path = #k3.chunk_path<pairwise>, tile = 16 : i64, varlen_masked
+// CHECK: chunk_size = 16 : i64, gamma_type = bf16, num_heads = 4 : i64, path = #k3.chunk_path<pairwise>, tile = 16 : i64, varlen_masked
+// FORCED-LABEL: func.func @softplus
+// FORCED: chunk_size = 64 : i64, gamma_type = bf16, num_heads = 4 : i64, path = #k3.chunk_path<pairwise>
 func.func @softplus(%z: tensor<?x128xbf16>, %alog: tensor<4xf32>, %dt: tensor<128xf32>,
     %q: tensor<?x128xbf16>, %b: tensor<?x4xbf16>, %s: tensor<?x4x32x32xf32>, %l: tensor<?xi32>)
     -> tensor<?x128xbf16> {
   %g = k3.kda_gate %z, %alog, %dt {num_heads = 4 : i64, gate_form = #k3.gate_form<softplus>}
       : (tensor<?x128xbf16>, tensor<4xf32>, tensor<128xf32>) -> tensor<?x128xf32>
-  // expected-remark @below {{KDA gate has no lower bound (softplus form): chunk size 64 uses the pairwise path (exp(G_i - G_j) inside 16-token tiles, no Γ⁻¹), since exp(C·|g|) is unbounded}}
+  // expected-remark @below {{KDA gate has no lower bound (softplus form): chunk size 16 uses the pairwise path (exp(G_i - G_j), no Γ⁻¹), since exp(C·|g|) is unbounded}}
   %o, %ns = k3.delta_rule %q, %q, %q, %g, %b, %s, %l {num_heads = 4 : i64}
       : (tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?x128xf32>,
          tensor<?x4xbf16>, tensor<?x4x32x32xf32>, tensor<?xi32>)

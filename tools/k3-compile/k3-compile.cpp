@@ -83,7 +83,7 @@ static cl::opt<bool> report("report",
                                      "estimated FLOPs and bytes); implies fusion"),
                             cl::init(false));
 static cl::opt<int64_t> kdaChunk("kda-chunk-size",
-                                 cl::desc("Force the KDA chunk size (0: largest legal)"),
+                                 cl::desc("KDA chunk size: 16, 32 or 64 (0: 16, the tensor-core recurrence's; 32 and 64 run the exact FMA recurrence)"),
                                  cl::init(0));
 static cl::opt<std::string> gammaType("kda-gamma-type",
                                       cl::desc("Dtype holding the KDA decay factors Γ: "
