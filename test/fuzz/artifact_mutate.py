@@ -25,7 +25,8 @@ import tempfile
 from mutate_common import leaves, run, set_leaf
 
 EDGE = [0, 1, 2, 3, -1, 7, 16, 17, 63, 64, 65, 127, 128, 129, 255, 4096, 65536, 2**31 - 1,
-        2**31, 2**32, 2**40, 2**62, -2**31, 1.5, None, True, "", "x", "f32", "bf16", "i32", [], {}]
+        2**31, 2**32, 2**40, 2**62, -2**31, 1.5, None, True, "", "x", "f32", "bf16", "i32",
+        "seqs", "tokens", "context", "pages", [], {}]
 
 
 def main():
