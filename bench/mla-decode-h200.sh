@@ -7,7 +7,7 @@
 # step. Bundle: VARIANTS="..." bash bench/make-mla-bundle.sh; carry .dev;
 # run: bash .dev/mla-decode-h200.sh (CTX=8192 BATCHES=1,8 by default;
 # NO_CMP=1 skips the logits comparison, NO_NCU=1 the Nsight Compute part,
-# NO_TINY=1 the k3-tiny checks;
+# NO_TINY=1 the k3-tiny checks, NO_BENCH=1 the k3-bench timing;
 # DUMP_CHECK=1 adds every build's decode kernel against fp64 attention).
 # The next A/B: VARIANTS="WG=K3C_MLA_DECODE_WGMMA=1 SC2=K3C_MLA_DECODE_S_CHAINS=2".
 source "$(dirname "$0")/device-common.sh"
@@ -97,6 +97,7 @@ if [ -n "${DUMP_CHECK:-}" ]; then
     python3 mla_check.py /tmp/d4; rm -rf /tmp/d4
   done
 fi
+if [ -z "${NO_BENCH:-}" ]; then
 echo "== k3-bench decode at context $CTX (graph-timed, us per kernel)"
 for a in $SLICE $VDIR/*; do
   [ -d "$a" ] || continue
@@ -105,6 +106,7 @@ for a in $SLICE $VDIR/*; do
   timeout 200 k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode $BATCHES --context $CTX --steps 16 --csv /tmp/b/$t.csv > /tmp/b/$t.txt
   grep -E "^decode|mla_attn" /tmp/b/$t.txt
 done
+fi
 if [ -z "${NO_NCU:-}" ] && which ncu > /dev/null; then
   for b in ${BATCHES//,/ }; do
     echo "== ncu: MLA decode launches, batch $b, context $CTX"

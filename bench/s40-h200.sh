@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 40's device checks, run from a bundle folder after session 39's
 # (bench/s39-h200.sh, whose PARTs stay as they were):
+#  PART=mla (default) — s39's PART=1 timing first, then the logits, then c64;
 #  PART=c64 — KDA chunks of 64 tokens on the GPU (k3-compile --kda-chunk-size=64:
 #    the prep in dynamic shared memory, pairs with exp(G_i - G_j), the exact FMA
 #    recurrence): k3-tiny bf16 and f32 and the softplus k3-tiny against the
@@ -8,10 +9,19 @@
 #    (each gate at its bound, g = -5) the f32 build's delta rule against fp64
 #    (kda_check.py, 1e-6) and its logits at 1e-5.
 # Bundle (here): bash bench/make-c64-bundle.sh (adds c64/ to .devm); carry .devm;
-# run: PART=c64 bash .devm/s40-h200.sh.
+# run: bash .devm/s40-h200.sh (PART=mla, then c64) or PART=c64 alone.
 source "$(dirname "$0")/device-common.sh"
 machine
-PART=${PART:-c64}
+PART=${PART:-mla}
+if [ "$PART" = mla ]; then
+  # Session 39's PART=1 reordered for one short call: the timing first
+  # (`mla_attn` at context 8192, batch 1 and 8, each build of v/ against
+  # the default), then the logits of each build against the default's, then
+  # the 64-token KDA chunks (below).
+  NO_TINY=1 NO_CMP=1 NO_NCU=1 CTX=8192 BATCHES=1,8 VDIR=v bash mla-decode-h200.sh
+  NO_TINY=1 NO_BENCH=1 NO_NCU=1 VDIR=v bash mla-decode-h200.sh
+  PART=c64
+fi
 if [ "$PART" = c64 ]; then
   cd c64
   printf '%s\n%s\n%s\n' $(seq -s, 1 150) $(seq -s, 7 77) 9,8,7 > /tmp/b224.txt
