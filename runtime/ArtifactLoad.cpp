@@ -6,6 +6,14 @@
 
 namespace k3c::rt::detail {
 
+/// "[a, b, c]" of a buffer's capacity, for errors.
+static std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string t = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    t += (i ? ", " : "") + std::to_string(shape[i]);
+  return t + "]";
+}
+
 void HostModel::load() {
   fs::path mpath = fs::path(dir) / "manifest.json";
   std::ifstream in(mpath);
@@ -180,7 +188,7 @@ void HostModel::load() {
       if (v.kind == "input") {
         auto &b = inputs[v.name];
         if (!b)
-          b = newBuffer(v.dtype, capOf(v));
+          b = newBuffer(v.dtype, capOf(v), "input " + v.name);
         v.buf = b;
       } else if (v.kind == "state") {
         auto &b = states[v.name];
@@ -189,7 +197,9 @@ void HostModel::load() {
           // the zero page, mapped at once).
           std::vector<int64_t> cap = capOf(v);
           int64_t page = v.paged() ? dtypeBytes(v.dtype) * cap[1] * cap[2] : -1;
-          b = newBuffer(v.dtype, std::move(cap), "state " + v.name, page);
+          b = newBuffer(v.dtype, std::move(cap),
+                        "state " + v.name + " (k3-run --max-seqs loads fewer sequence slots)",
+                        page);
           plan.stateBytes += b->bytes;
           if (v.paged()) {
             plan.cachePageBytes += b->bytes / plan.cachePages;
@@ -235,7 +245,11 @@ void HostModel::load() {
           best->dtype = v.dtype;
           best->capacity = cap;
         } else {
-          best = newBuffer(v.dtype, cap);
+          best = newBuffer(v.dtype, cap,
+                           "output " + std::to_string(p) + " of " + l.kernel->name + " (" + name +
+                               ", an activation of capacity " + shapeText(cap) +
+                               "; k3-run --max-seqs or a smaller k3-compile --max-tokens "
+                               "shrinks it)");
           plan.activationBytes += best->bytes;
         }
         v.buf = best;
