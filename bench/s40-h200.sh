@@ -16,11 +16,11 @@ PART=${PART:-mla}
 if [ "$PART" = mla ]; then
   # Session 39's PART=1 reordered for one short call: the timing first
   # (`mla_attn` at context 8192, batch 1 and 8, each build of v/ against
-  # the default), then the logits of each build against the default's, then
-  # the 64-token KDA chunks (below).
+  # the default), then the 64-token KDA chunks (below), then the logits of
+  # each build of v/ against the default's.
   NO_TINY=1 NO_CMP=1 NO_NCU=1 CTX=8192 BATCHES=1,8 VDIR=v bash mla-decode-h200.sh
+  PART=c64 bash s40-h200.sh
   NO_TINY=1 NO_BENCH=1 NO_NCU=1 VDIR=v bash mla-decode-h200.sh
-  PART=c64
 fi
 if [ "$PART" = c64 ]; then
   cd c64
