@@ -326,9 +326,15 @@ public:
                   std::to_string(plan.maxSeqs) + " (compile with --max-seqs)");
     batch = n;
     lens.assign(n, 0);
+    // The batch's slots, 0..n-1, zeroed (one range a state); the others are
+    // zeroed when a sequence takes them (reset, restartSequence) and never
+    // read before (a kept prefix's slot is only a source of copies: of its
+    // first L cache rows and whole KDA / conv states, all written first).
+    // Clearing all max_seqs slots cost a contiguous MLA cache's whole
+    // capacity (4.9 GB a layer for the bench slice) at every new batch.
     for (auto &[name, b] : states)
       if (std::find(pools.begin(), pools.end(), b) == pools.end())
-        b->clear();
+        b->clearAt(0, static_cast<size_t>(b->bytes / b->capacity[0]) * static_cast<size_t>(n));
     // The paged MLA cache: every page back on the free list (page 0, the
     // zero page, is never handed out; a page is zeroed when handed out, so a
     // reset touches no pool memory).
