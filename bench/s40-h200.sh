@@ -13,6 +13,12 @@
 source "$(dirname "$0")/device-common.sh"
 machine
 PART=${PART:-mla}
+if [ "$PART" = quick ]; then
+  # For a call with little device time left: the 64-token KDA chunks, then
+  # the MLA timing alone.
+  PART=c64 bash s40-h200.sh
+  NO_TINY=1 NO_CMP=1 NO_NCU=1 CTX=8192 BATCHES=1,8 VDIR=v bash mla-decode-h200.sh
+fi
 if [ "$PART" = mla ]; then
   # Session 39's PART=1 reordered for one short call: the timing first
   # (`mla_attn` at context 8192, batch 1 and 8, each build of v/ against
