@@ -127,7 +127,17 @@ void HostModel::load() {
                   "' was built for other arguments than manifest.json describes (edited or "
                   "swapped kernel entry); recompile the artifact");
     // Scratch buffers, capacity-sized, reused by every launch of the kernel.
+    // Floating-point scratch is a kernel's workspace within one execution
+    // (written before it is read, nothing carried to the next), and the
+    // kernels of an entry run one after another (griddepcontrol.wait: no
+    // launch touches memory before the grids ahead have completed), so
+    // those buffers are views into one arena the size of the largest
+    // kernel's (below, after every kernel is known). Integer scratch (the
+    // grouped GEMM's split counters, which reset themselves and rely on
+    // starting at zero; group offsets) and the routed experts' (sized by EP,
+    // read back for the profile) keep their own buffers.
     spec.scratch.resize(spec.args.size());
+    int64_t arenaNeed = 0;
     for (size_t i = 0; i < spec.args.size(); ++i)
       if (spec.args[i].kind == "scratch") {
         std::vector<int64_t> cap = spec.args[i].shape;
@@ -146,10 +156,33 @@ void HostModel::load() {
         spec.scratch[i] = std::make_unique<Buffer>();
         spec.scratch[i]->dtype = spec.args[i].dtype;
         spec.scratch[i]->capacity = cap;
+        const std::string &t = spec.args[i].dtype;
+        if ((t == "f32" || t == "bf16" || t == "f16") && spec.family != "moe_experts") {
+          int64_t bytes = dtypeBytes(t);
+          for (int64_t d : cap)
+            bytes *= d;
+          spec.scratch[i]->bytes = bytes;
+          spec.scratch[i]->owns = false;
+          spec.scratch[i]->device = gpu;
+          // Its offset in the arena for now; the address once it exists.
+          spec.scratch[i]->data = reinterpret_cast<void *>(static_cast<uintptr_t>(arenaNeed));
+          arenaNeed += (std::max<int64_t>(bytes, 1) + 255) / 256 * 256;
+          arenaViews.push_back(spec.scratch[i].get());
+          continue;
+        }
         spec.scratch[i]->allocate(gpu, "scratch of kernel " + spec.name);
         plan.scratchBytes += spec.scratch[i]->bytes;
       }
+    arenaBytes = std::max(arenaBytes, arenaNeed);
     kernels[spec.name] = std::move(spec);
+  }
+  if (arenaBytes > 0) {
+    Buffer *arena = newBuffer("i8", {arenaBytes},
+                              "the kernels' scratch arena (the largest kernel's workspace; a "
+                              "smaller k3-compile --max-tokens shrinks it)");
+    plan.scratchBytes += arena->bytes;
+    for (Buffer *v : arenaViews)
+      v->data = static_cast<uint8_t *>(arena->data) + reinterpret_cast<uintptr_t>(v->data);
   }
   for (auto [name, ej] : {std::pair<const char *, const artifact::Entry *>{"prefill", &m.prefill},
                           {"decode", &m.decode}}) {
