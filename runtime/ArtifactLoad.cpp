@@ -109,6 +109,10 @@ void HostModel::load() {
     cuda::checkLaunchError("(loading the kernel modules)");
   if (!lib)
     throw Error("cannot load " + libPath.string() + ": " + dlerror());
+  const char *arenaEnv = std::getenv("K3C_SCRATCH_ARENA");
+  if (arenaEnv && std::string(arenaEnv) != "0" && std::string(arenaEnv) != "1")
+    throw Error("K3C_SCRATCH_ARENA must be 0 or 1, got '" + std::string(arenaEnv) + "'");
+  const bool arenaOn = arenaEnv ? std::string(arenaEnv) == "1" : !gpu;
   for (const artifact::Kernel &k : m.kernels) {
     KernelSpec spec;
     static_cast<artifact::Kernel &>(spec) = k;
@@ -136,6 +140,8 @@ void HostModel::load() {
     // grouped GEMM's split counters, which reset themselves and rely on
     // starting at zero; group offsets) and the routed experts' (sized by EP,
     // read back for the profile) keep their own buffers.
+    // (K3C_SCRATCH_ARENA: 1 by default on the CPU; on the GPU 0 until a
+    // device call has run the checks with it, 1 there opts in.)
     spec.scratch.resize(spec.args.size());
     int64_t arenaNeed = 0;
     for (size_t i = 0; i < spec.args.size(); ++i)
@@ -157,7 +163,7 @@ void HostModel::load() {
         spec.scratch[i]->dtype = spec.args[i].dtype;
         spec.scratch[i]->capacity = cap;
         const std::string &t = spec.args[i].dtype;
-        if ((t == "f32" || t == "bf16" || t == "f16") && spec.family != "moe_experts") {
+        if (arenaOn && (t == "f32" || t == "bf16" || t == "f16") && spec.family != "moe_experts") {
           int64_t bytes = dtypeBytes(t);
           for (int64_t d : cap)
             bytes *= d;
