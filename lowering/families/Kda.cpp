@@ -623,9 +623,10 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
       // Normalized on load (kdaNormOnLoad): first the chunk's q / k rows,
       // a warp per row (vector loads, the lanes' squares, the butterfly;
       // the norm kernel's arithmetic), normalized into shared memory: Qr
-      // for q, G for k (the pairwise phase A reads each column of them
-      // before it writes its own values there; the factorized path has no
-      // other use for them). Phase A then reads them from there.
+      // for q, G for k (an exact-pair phase A, kdaExactPairs, reads each
+      // column of them before it writes its own values there; the
+      // factorized 16-token path has no other use for them). Phase A then
+      // reads them from there.
       // A split norm's rows are scaled as they load (io.rows below) by
       // their inverse norms, the chunk's C of each staged in shared memory.
       const L2NormOp norms[2] = {qs.norm, ks.norm};
