@@ -389,16 +389,10 @@ struct PrepSmem {
 
 static PrepSmem prepSmem(KernelBuilder &kb, int64_t C, int64_t dk,
                          const std::function<Value(ArrayRef<int64_t>)> &alloc) {
-  const int64_t pitch = dk + 1;
-  PrepSmem s;
-  s.G = alloc({C, pitch});
-  s.Kd = alloc({C, pitch});
-  s.Qd = alloc({C, pitch});
-  s.Ke = alloc({C, pitch});
-  s.Qr = alloc({C, pitch});
-  s.L = alloc({C, C});
-  s.B = alloc({C});
-  return s;
+  SmallVector<Value> v;
+  for (auto &shape : prepSmemShapes(C, dk))
+    v.push_back(alloc(shape));
+  return {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
 }
 
 /// The chunked form's per-chunk algebra for one head (phases A, B, C, with
@@ -927,10 +921,7 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
     plan.push_back({SmallVector<int64_t>(shape), t});
   };
   auto bytesOf = [](ArrayRef<int64_t> shape, Type t) {
-    int64_t n = t.getIntOrFloatBitWidth() / 8;
-    for (int64_t d : shape)
-      n *= d;
-    return (n + 15) / 16 * 16;
+    return smemBytes(shape, t.getIntOrFloatBitWidth() / 8);
   };
   planned({stages, C, pk}, wT); // W^
   planned({stages, C, pk}, qT); // Qd
@@ -946,10 +937,8 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
     planned({2, C, dk}, eltOf(kIn));
     planned({2, C, dk}, eltOf(gIn));
     planned({2, C, BV}, eltOf(vIn));
-    for (int i = 0; i < 5; ++i)
-      planned({C, dk + 1}, f32); // G, Kd, Qd, Ke, Qr (prepSmem)
-    planned({C, C}, f32);        // L
-    planned({C}, f32);           // beta
+    for (auto &shape : prepSmemShapes(C, dk)) // G, Kd, Qd, Ke, Qr, L, beta
+      planned(shape, f32);
   }
   int64_t dynBytes = 0;
   if (fused)
