@@ -170,10 +170,8 @@ void HostModel::load() {
           spec.scratch[i]->bytes = bytes;
           spec.scratch[i]->owns = false;
           spec.scratch[i]->device = gpu;
-          // Its offset in the arena for now; the address once it exists.
-          spec.scratch[i]->data = reinterpret_cast<void *>(static_cast<uintptr_t>(arenaNeed));
+          arenaViews.push_back({spec.scratch[i].get(), arenaNeed}); // addressed below
           arenaNeed += (std::max<int64_t>(bytes, 1) + 255) / 256 * 256;
-          arenaViews.push_back(spec.scratch[i].get());
           continue;
         }
         spec.scratch[i]->allocate(gpu, "scratch of kernel " + spec.name);
@@ -187,8 +185,8 @@ void HostModel::load() {
                               "the kernels' scratch arena (the largest kernel's workspace; a "
                               "smaller k3-compile --max-tokens shrinks it)");
     plan.scratchBytes += arena->bytes;
-    for (Buffer *v : arenaViews)
-      v->data = static_cast<uint8_t *>(arena->data) + reinterpret_cast<uintptr_t>(v->data);
+    for (auto [view, offset] : arenaViews)
+      view->data = static_cast<uint8_t *>(arena->data) + offset;
   }
   for (auto [name, ej] : {std::pair<const char *, const artifact::Entry *>{"prefill", &m.prefill},
                           {"decode", &m.decode}}) {
