@@ -113,6 +113,10 @@ void HostModel::load() {
   if (arenaEnv && std::string(arenaEnv) != "0" && std::string(arenaEnv) != "1")
     throw Error("K3C_SCRATCH_ARENA must be 0 or 1, got '" + std::string(arenaEnv) + "'");
   const bool arenaOn = arenaEnv ? std::string(arenaEnv) == "1" : !gpu;
+  // The floating-point scratch of every kernel: views into one arena of the
+  // largest kernel's bytes, with their offsets there.
+  std::vector<std::pair<Buffer *, int64_t>> arenaViews;
+  int64_t arenaBytes = 0;
   for (const artifact::Kernel &k : m.kernels) {
     KernelSpec spec;
     static_cast<artifact::Kernel &>(spec) = k;

@@ -559,10 +559,6 @@ private:
   bool keepLogits = true;      ///< run() copies the logits to logitsHost
   Entry *lastEntry = nullptr;  ///< the entry the last step ran
   Buffer *greedyBuf = nullptr; ///< the argmax kernel's ids [max_seqs] i32
-  /// The floating-point scratch of every kernel: views into one arena of
-  /// the largest kernel's bytes, with their offsets there (HostModel::load).
-  std::vector<std::pair<Buffer *, int64_t>> arenaViews;
-  int64_t arenaBytes = 0;
   std::vector<int64_t> greedyHost;
   /// `growable` >= 0: a growable device buffer with that many bytes mapped
   /// at once (Buffer::grow; the host's calloc grows by itself).
