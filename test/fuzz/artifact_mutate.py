@@ -22,7 +22,7 @@ import shutil
 import sys
 import tempfile
 
-from mutate_common import leaves, run, set_leaf
+from mutate_common import leaves, run_k3, set_leaf
 
 EDGE = [0, 1, 2, 3, -1, 7, 16, 17, 63, 64, 65, 127, 128, 129, 255, 4096, 65536, 2**31 - 1,
         2**31, 2**32, 2**40, 2**62, -2**31, 1.5, None, True, "", "x", "f32", "bf16", "i32",
@@ -36,7 +36,7 @@ def main():
     where = list(leaves(base))
     work = tempfile.mkdtemp(prefix="k3c-artifact-mutants-")
     dst = os.path.join(work, "art")
-    ran = refused = 0
+    counts = [0, 0]  # ran, refused
     for _ in range(n):
         m = copy.deepcopy(base)
         for _ in range(rng.randint(1, 2)):
@@ -52,19 +52,14 @@ def main():
         json.dump(m, open(path, "w"))
         digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
         open(os.path.join(dst, "manifest.sha256"), "w").write(digest + "  manifest.json\n")
-        status, err, crashed = run([tool, dst, "--checkpoint", ckpt, "--prompt-ids", "1,2,3",
-                                    "--max-new-tokens", "2", "--quiet"])
-        if crashed:
+        def keep():
             out = os.path.join(tempfile.gettempdir(), "k3c-artifact-mutant.crash.json")
             json.dump(m, open(out, "w"), indent=1)
-            print("CRASH (exit %d): %s; manifest in %s" % (status, err.strip()[-400:], out))
-            sys.exit(1)
-        if status == 0:
-            ran += 1
-        else:
-            refused += 1
+            return "manifest in " + out
+
+        run_k3(tool, dst, ckpt, counts, keep)
     shutil.rmtree(work, ignore_errors=True)
-    print("%d mutants, no crash: %d ran, %d refused with an error" % (n, ran, refused))
+    print("%d mutants, no crash: %d ran, %d refused with an error" % (n, counts[0], counts[1]))
 
 
 if __name__ == "__main__":
