@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The scratch arena on the GPU (K3C_SCRATCH_ARENA=1, opt-in there since
-# session 40): k3-tiny builds of a bundle (tiny-f32, tiny-dense-bf16, the
+# The scratch arena on the GPU (K3C_SCRATCH_ARENA=1: opt-in in session 40,
+# the default since session 41's run of this script on an H100 passed): k3-tiny builds of a bundle (tiny-f32, tiny-dense-bf16, the
 # 64-token KDA chunk builds in c64/) against the reference with it, then the
 # slice's decode logits with and without it (bit-identical expected: the
 # same kernels on the same values, only the scratch addresses differ).

@@ -112,7 +112,7 @@ void HostModel::load() {
   const char *arenaEnv = std::getenv("K3C_SCRATCH_ARENA");
   if (arenaEnv && std::string(arenaEnv) != "0" && std::string(arenaEnv) != "1")
     throw Error("K3C_SCRATCH_ARENA must be 0 or 1, got '" + std::string(arenaEnv) + "'");
-  const bool arenaOn = arenaEnv ? std::string(arenaEnv) == "1" : !gpu;
+  const bool arenaOn = arenaEnv ? std::string(arenaEnv) == "1" : true;
   // The floating-point scratch of every kernel: views into one arena of the
   // largest kernel's bytes, with their offsets there.
   std::vector<std::pair<Buffer *, int64_t>> arenaViews;
@@ -144,8 +144,8 @@ void HostModel::load() {
     // grouped GEMM's split counters, which reset themselves and rely on
     // starting at zero; group offsets) and the routed experts' (sized by EP,
     // read back for the profile) keep their own buffers.
-    // (K3C_SCRATCH_ARENA: 1 by default on the CPU; on the GPU 0 until a
-    // device call has run the checks with it, 1 there opts in.)
+    // (K3C_SCRATCH_ARENA: 1 by default, on the GPU since session 41's
+    // device call ran the model checks with it; 0 gives each its own buffer.)
     spec.scratch.resize(spec.args.size());
     int64_t arenaNeed = 0;
     for (size_t i = 0; i < spec.args.size(); ++i)
