@@ -262,13 +262,21 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
 
 } // namespace
 
+/// 16-byte loads a thread issues before comparing (GPU).
+static constexpr int64_t kArgmaxUnroll = 4;
+
 /// k3_argmax_f32_<V>: ids[n] (i32) = argmax of logits[n, :V] (f32) as
-/// std::max_element chooses: a block a row; each thread scans its strided
-/// columns keeping (value, column) and takes a column when its value is
-/// greater, or equal with a lower column (NaN compares neither way: never
-/// taken); warps, then the block's warps (shared memory) combine the same
-/// way; a NaN in column 0 gives 0 (std::max_element never leaves column 0
-/// then), as does a row with no other value.
+/// std::max_element chooses: a block a row; each thread scans its columns
+/// keeping (value, column) and takes a column when its value is greater, or
+/// equal with a lower column (NaN compares neither way: never taken); warps,
+/// then the block's warps (shared memory) combine the same way; a NaN in
+/// column 0 gives 0 (std::max_element never leaves column 0 then), as does a
+/// row with no other value. The choice does not depend on the order the
+/// columns are visited in, so on the GPU each thread issues kUnroll 16-byte
+/// loads (4 columns each) before it compares any: a row of 163840 logits is
+/// 655 KB read by one block, which one 4-byte load in flight a thread left
+/// at ~250 us (a launch alone at 128 rows on an H100, session 41); the
+/// columns past the last whole round of loads are read one at a time.
 static KernelInfo buildArgmaxKernel(ModuleOp out, Location loc, Target target, int64_t V) {
   KernelInfo info;
   info.name = "k3_argmax_f32_" + std::to_string(V);
@@ -300,7 +308,9 @@ static KernelInfo buildArgmaxKernel(ModuleOp out, Location loc, Target target, i
   KernelBuilder kb(b, loc, target);
   kb.function = fn;
   Value x = entry->getArgument(0), y = entry->getArgument(1);
-  const int64_t threads = 256;
+  // 1024 threads for an LM head's vocabulary (a full round of vector loads
+  // covers 16384 columns), 256 for small ones.
+  const int64_t threads = V >= 16 * 1024 ? 1024 : 256;
   kb.blocks({kb.dim(x, 0)}, threads, [&](ValueRange bid, ThreadBlock &tb) {
     Value row = bid[0];
     // (value, column) pairs; the column as i32 (shuffles move 32 bits).
@@ -317,11 +327,31 @@ static KernelInfo buildArgmaxKernel(ModuleOp out, Location loc, Target target, i
     };
     Value none = arith::ConstantIntOp::create(b, loc, i32, V);
     Value ninf = kb.f32(-std::numeric_limits<double>::infinity());
-    SmallVector<Value> st = kb.loopStep(
-        tb.tid, kb.idx(V), kb.idx(tb.threads), ValueRange{ninf, none},
+    auto column = [&](Value i) { return arith::IndexCastOp::create(b, loc, i32, i).getResult(); };
+    // Whole rounds of threads x width x kUnroll columns by vector loads (GPU,
+    // rows of a multiple of 4 floats), then the rest a column at a time.
+    const int64_t width = tb.launch ? kb.vecWidth(x, V) : 1;
+    const int64_t round = tb.threads * width * kArgmaxUnroll;
+    const int64_t vecEnd = width > 1 ? V / round * round : 0;
+    SmallVector<Value> st{ninf, none};
+    if (vecEnd > 0)
+      st = kb.loopStep(
+          kb.mul(tb.tid, kb.idx(width)), kb.idx(vecEnd), kb.idx(round), st,
+          [&](Value i, ValueRange in) {
+            SmallVector<SmallVector<Value>> vals;
+            for (int64_t u = 0; u < kArgmaxUnroll; ++u)
+              vals.push_back(kb.loadVec(x, {row, kb.add(i, kb.idx(u * tb.threads * width))}, width));
+            Value bv = in[0], bc = in[1];
+            for (int64_t u = 0; u < kArgmaxUnroll; ++u)
+              for (int64_t e = 0; e < width; ++e)
+                merge(bv, bc, vals[u][e], column(kb.add(i, kb.idx(u * tb.threads * width + e))));
+            return SmallVector<Value>{bv, bc};
+          });
+    st = kb.loopStep(
+        kb.add(kb.idx(vecEnd), tb.tid), kb.idx(V), kb.idx(tb.threads), st,
         [&](Value i, ValueRange in) {
           Value bv = in[0], bc = in[1];
-          merge(bv, bc, kb.loadF32(x, {row, i}), arith::IndexCastOp::create(b, loc, i32, i));
+          merge(bv, bc, kb.loadF32(x, {row, i}), column(i));
           return SmallVector<Value>{bv, bc};
         });
     Value bv = st[0], bc = st[1];
