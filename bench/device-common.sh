@@ -61,3 +61,12 @@ tiny_moe_checks() {
     echo "$v decode round vs fp64:"; python3 moe_check.py /tmp/w5 --experts 16 | tail -1
   done
 }
+# greedy_same NAME ARTIFACT CHECKPOINT BATCH [k3-run args]: the tokens of 4
+# greedy steps picked on the device (the artifact's argmax kernel) against
+# the host's pick (K3C_HOST_GREEDY=1: std::max_element on the copied logits).
+greedy_same() {
+  local n=$1 a=$2 c=$3 b=$4; shift 4
+  timeout 150 k3-run $a --checkpoint $c --device cuda --batch $b --max-new-tokens 4 --quiet "$@" | grep '^sequence' > /tmp/gd.txt
+  K3C_HOST_GREEDY=1 timeout 150 k3-run $a --checkpoint $c --device cuda --batch $b --max-new-tokens 4 --quiet "$@" | grep '^sequence' > /tmp/gh.txt
+  if [ -s /tmp/gd.txt ] && cmp -s /tmp/gd.txt /tmp/gh.txt; then echo "greedy $n: device = host ($(wc -l < /tmp/gd.txt) sequences)"; else echo "greedy $n: DIFFERENT"; diff /tmp/gd.txt /tmp/gh.txt | head -4; fi
+}

@@ -56,12 +56,6 @@ if [ -d tdense-f32 ]; then
     timeout 120 k3-run tdense-f32 --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
   done
 fi
-greedy_same() { # NAME ARTIFACT CHECKPOINT BATCH [k3-run args]
-  local n=$1 a=$2 c=$3 b=$4; shift 4
-  timeout 150 k3-run $a --checkpoint $c --device cuda --batch $b --max-new-tokens 4 --quiet "$@" | grep '^sequence' > /tmp/gd.txt
-  K3C_HOST_GREEDY=1 timeout 150 k3-run $a --checkpoint $c --device cuda --batch $b --max-new-tokens 4 --quiet "$@" | grep '^sequence' > /tmp/gh.txt
-  if [ -s /tmp/gd.txt ] && cmp -s /tmp/gd.txt /tmp/gh.txt; then echo "greedy $n: device = host ($(wc -l < /tmp/gd.txt) sequences)"; else echo "greedy $n: DIFFERENT"; diff /tmp/gd.txt /tmp/gh.txt | head -4; fi
-}
 # A prompt prefix shared by the batch (prefilled once, states forked with
 # device copies; the paged build shares its pages) against the reference.
 python3 -c "p=','.join(str(i) for i in range(101, 141)); print('\n'.join(p + ',' + s for s in ['1,2,3', '7,8,9,10,11', '100', '450,1,5']))" > shared.txt

@@ -3,6 +3,9 @@ so that the logits tie or hold NaNs (greedy-argmax.test):
   tie     every row equals row 0: all logits of a position equal;
   tie2    every row equals row 0, rows 3 and 7 twice it: the maximum is a
           tie of 3 and 7 (x . w0 > 0) or of all the others (< 0);
+  tiefar  as tie2 with the doubled rows far apart (rows // 2 + 1,
+          rows - 7000 and rows - 1, for the GPU kernel's vector loads
+          and the columns it reads one at a time past them);
   nan0    row 0 NaN: logit 0 is NaN everywhere;
   nanmid  rows 5 and 9 NaN, the others as they are.
 usage: lm-head-rows.py DIR MODE
@@ -38,12 +41,15 @@ with f:
         return bytes(out)
 
     nan = (struct.pack("<f", float("nan"))[2:] if size == 2 else struct.pack("<f", float("nan")))
-    if mode in ("tie", "tie2"):
+    if mode in ("tie", "tie2", "tiefar"):
         r0 = bytes(row(0))
         for r in range(rows):
             put(r, r0)
         if mode == "tie2":
             for r in (3, 7):
+                put(r, scaled(r0, 2.0))
+        if mode == "tiefar":
+            for r in (rows // 2 + 1, rows - 7000, rows - 1):
                 put(r, scaled(r0, 2.0))
     elif mode == "nan0":
         put(0, nan * cols)
