@@ -13,6 +13,13 @@ recurrence:
   chunk_gate_norm   the same with the gate and the q/k L2 norm done by fla
                     (use_gate_in_kernel with A_log=0, dt_bias=0, lower_bound=-5,
                     which is exactly -5*sigmoid(z); use_qk_l2norm_in_kernel).
+  short_conv        fla's Triton causal_conv1d_fwd (fla.modules.conv.triton) on
+                    the q, k, v channels of the same shape, [1, T, 3*H*K] bf16,
+                    kernel 4, SiLU: the short convolutions k3c's conv/gate
+                    family also runs (chunk_gate_norm has no convolution), its
+                    output checked against torch's conv1d in fp32 (max rel in
+                    the note); GB/s counts x read and y written. --no-conv
+                    skips it.
   recurrent_seq     fused_recurrent_kda over a whole sequence (check cases only:
                     fla's token-sequential kernel, an accuracy floor).
   decode            fused_recurrent_kda, one token per sequence, batch B, fp32
@@ -183,6 +190,26 @@ def import_fla_kda(fla_dir):
     return kda, shimmed
 
 
+def import_fla_conv():
+    """fla's Triton short convolution (fla.modules.conv.triton.ops, after
+    import_fla_kda): causal_conv1d_fwd(x, weight, bias, residual, ...,
+    activation). fla.modules.conv's __init__ (long convolutions, layers) is
+    not run; einops, imported there but used only for inputs whose last
+    dimension is not the weight's, is stubbed when missing."""
+    root = os.path.dirname(sys.modules['fla.modules'].__path__[0])
+    try:
+        import einops  # noqa: F401
+    except ImportError:
+        e = types.ModuleType('einops')
+
+        def rearrange(*a, **k):
+            raise NotImplementedError('einops stub (kda_peer.py)')
+        e.rearrange = rearrange
+        sys.modules['einops'] = e
+    _stub_package('fla.modules.conv', os.path.join(root, 'modules', 'conv'))
+    return importlib.import_module('fla.modules.conv.triton.ops').causal_conv1d_fwd
+
+
 def fla_commit(fla_dir):
     try:
         return open(os.path.join(fla_dir, 'COMMIT')).read().strip()
@@ -301,6 +328,12 @@ def graph_ms(fn, calls=1):
 class Bench:
     def __init__(self, kda, args):
         self.kda = kda
+        self.conv = None
+        if not args.no_conv:
+            try:
+                self.conv = import_fla_conv()
+            except Exception as e:  # the peer's module layout may differ
+                print(f'# short_conv skipped: {type(e).__name__}: {e}')
         self.args = args
         self.svf = args.state_v_first
         self.rows = []
@@ -466,11 +499,39 @@ class Bench:
             except (TypeError, ValueError, AssertionError, NotImplementedError) as e:
                 self.add('chunk_gate_norm', T, H, None, note=f'skipped: {type(e).__name__}: {e}')
 
+        if self.conv is not None:
+            self.short_conv(T, H)
+
         if check:  # fla's token-sequential kernel on the same sequence
             ms = median_ms(lambda: self.recurrent(x))
             self.add('recurrent_seq', T, H, ms, rms=self.errors(self.recurrent(x), ref))
         del x
         torch.cuda.empty_cache()
+
+    def short_conv(self, T, H):
+        """fla's causal_conv1d_fwd on [1, T, 3 H K] (q | k | v), kernel 4, SiLU."""
+        D = 3 * H * self.args.head_dim
+        gen = torch.Generator(device='cuda').manual_seed(self.args.seed + 5 * T + H)
+        x = torch.randn(1, T, D, generator=gen, device='cuda').bfloat16()
+        w = (torch.randn(D, 4, generator=gen, device='cuda') * 0.5).bfloat16()
+
+        def run():
+            return self.conv(x, w, None, None, activation='silu')[0]
+        try:
+            y = run().float()
+        except Exception as e:
+            self.add('short_conv', T, H, None, note=f'skipped: {type(e).__name__}: {e}')
+            return
+        ref = torch.nn.functional.conv1d(x.float().transpose(1, 2), w.float().unsqueeze(1),
+                                         padding=3, groups=D)[..., :T].transpose(1, 2)
+        ref = torch.nn.functional.silu(ref)
+        err = ((y - ref).abs().max() / ref.abs().max()).item()
+        ms = median_ms(run)
+        nbytes = 2 * T * D * 2
+        note = f'{D} channels, silu, max rel vs torch fp32 {err:.1e}'
+        self.add('short_conv', T, H, ms, gbs=nbytes / (ms * 1e-3) / 1e9, note=note)
+        self.graph_row('short_conv_graph', T, H, run, nbytes=nbytes, note=note)
+        del x, w, y, ref
 
     def decode(self, B, H):
         K = V = self.args.head_dim
@@ -612,6 +673,7 @@ def main():
     ap.add_argument('--rotate-mb', type=float, default=256,
                     help='decode: rotate state sets until they span this many MiB (default: %(default)s)')
     ap.add_argument('--no-graph', action='store_true', help='skip the CUDA-graph rows')
+    ap.add_argument('--no-conv', action='store_true', help="skip fla's short convolution rows")
     ap.add_argument('--warmup', type=int, default=WARMUP)
     ap.add_argument('--reps', type=int, default=REPS)
     ap.add_argument('--seed', type=int, default=0)
