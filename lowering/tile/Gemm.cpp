@@ -570,12 +570,17 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     // slice, 128 tokens, two rounds (docs/perf.md, session 35): lm_head
     // 708 -> 699 us, mlp_in 616 -> 602, the step graph 2.730 -> 2.705 ms,
     // logits bit-identical.
+    // The narrow 128 x 64 tile (mla_in, mla_q_up) likewise: four stages,
+    // three in flight. H100, slice, 128 tokens, two rounds (docs/perf.md,
+    // session 41): mla_in 100.1 / 99.5 -> 93.5 / 93.5 us, mla_q_up 41.1 /
+    // 40.7 -> 39.6 / 39.7, logits bit-identical, dense k3-tiny's checks as
+    // before.
     // K3C_WGMMA_WIDE_TILE / K3C_WGMMA_NARROW_TILE set the wide or the
     // other outputs' tile alone (K3C_WGMMA_MEDIUM_TILE both).
     p.wgmmaMedium = wgmmaTileFromEnv(
         "K3C_WGMMA_MEDIUM_TILE",
         wide ? wgmmaTileFromEnv("K3C_WGMMA_WIDE_TILE", WgmmaTile{128, 256, 4, 0})
-             : wgmmaTileFromEnv("K3C_WGMMA_NARROW_TILE", WgmmaTile{128, 64, 4}));
+             : wgmmaTileFromEnv("K3C_WGMMA_NARROW_TILE", WgmmaTile{128, 64, 4, 0}));
     // The 32-row mma.sync tile reads W once per 32 tokens: from 33 tokens
     // the 128-row warpgroup tile (W once, rows masked) is faster everywhere,
     // and from 17 for the wide outputs, whose 128 x 256 tile streams W

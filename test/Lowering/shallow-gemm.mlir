@@ -8,7 +8,7 @@
 // RUN: env K3C_WGMMA_TILE=128,256,4,1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=OVERRIDE
 
 // CHECK-LABEL: func.func @k3_shallow_wide(
-// CHECK: module(@k3_shallow_wide_linear_wgmma_128x64x64_s4_f1_tma)
+// CHECK: module(@k3_shallow_wide_linear_wgmma_128x64x64_s4_tma)
 // CHECK: module(@k3_shallow_wide_linear_wgmma_128x128x64_s2_tma)
 // CHECK: nvvm.wgmma.mma_async
 // CHECK-NOT: nvvm.wgmma.wait.group.sync.aligned 1

@@ -36,7 +36,7 @@
 // The maps of x (128-row boxes) and W (64-row boxes of the 128 x 64 tile).
 // TMA: nvgpu.tma.create.descriptor %{{.*}} box[%{{.*}}, %c64] : memref<*xbf16> -> <tensor = memref<128x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>
 // TMA: nvgpu.tma.create.descriptor %{{.*}} box[%{{.*}}, %{{.*}}] : memref<*xbf16> -> <tensor = memref<64x64xbf16, #gpu.address_space<workgroup>>
-// TMA: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) dynamic_shared_memory_size %c99360_i32 module(@k3_mlp_down_tma_linear_wgmma_128x64x64_s4_f1_tma)
+// TMA: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) dynamic_shared_memory_size %c99360_i32 module(@k3_mlp_down_tma_linear_wgmma_128x64x64_s4_tma)
 // TMA-COUNT-4: nvvm.mbarrier.init %{{.*}}, %c1_i32{{.*}} : !llvm.ptr<3>, i32
 // TMA: nvvm.fence.mbarrier.init
 // TMA: gpu.barrier
@@ -55,7 +55,7 @@
 // TMA: module(@k3_mlp_down_tma_linear_wgmma_128x256x64_s4_f1_tma)
 // TMA: return
 // WS-LABEL: func.func @k3_mlp_down_tma(
-// WS: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c288{{.*}}) dynamic_shared_memory_size %c99392_i32 module(@k3_mlp_down_tma_linear_wgmma_128x64x64_s4_f1_tmaws)
+// WS: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c288{{.*}}) dynamic_shared_memory_size %c99392_i32 module(@k3_mlp_down_tma_linear_wgmma_128x64x64_s4_tmaws)
 // WS: nvvm.mbarrier.init %{{.*}}, %c1_i32
 // WS: nvvm.mbarrier.init %{{.*}}, %c8_i32
 // WS: nvvm.fence.mbarrier.init
@@ -78,7 +78,7 @@
 // WS-COUNT-2: nvvm.cp.async.bulk.tensor.shared.cluster.global
 // CPASYNC-LABEL: func.func @k3_mlp_down_tma(
 // CPASYNC-NOT: nvgpu.tma.create.descriptor
-// CPASYNC: module(@k3_mlp_down_tma_linear_wgmma_128x64x64_s4_f1)
+// CPASYNC: module(@k3_mlp_down_tma_linear_wgmma_128x64x64_s4)
 // CPASYNC-NOT: mbarrier
 // CPASYNC: nvgpu.device_async_copy
 // CPASYNC: return
@@ -104,7 +104,7 @@ func.func @mlp_down(%a0: tensor<?x576xbf16>, %a2: tensor<128x576xbf16>, %a3: ten
 // TMA: nvgpu.tma.create.descriptor {{.*}} -> <tensor = memref<128x64xbf16
 // TMA: nvgpu.tma.create.descriptor {{.*}} -> <tensor = memref<32x64xbf16
 // TMA: nvgpu.tma.create.descriptor {{.*}} -> <tensor = memref<32x64xbf16
-// TMA: module(@k3_mlp_in_tma_linear_glu_wgmma_128x64x64_s4_f1_tma)
+// TMA: module(@k3_mlp_in_tma_linear_glu_wgmma_128x64x64_s4_tma)
 // TMA: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c24576_i32
 // TMA-COUNT-3: nvvm.cp.async.bulk.tensor.shared.cluster.global
 // TMA: nvgpu.tma.create.descriptor {{.*}} -> <tensor = memref<128x64xbf16
@@ -132,7 +132,7 @@ func.func @mlp_in_pair(%x: tensor<?x128xbf16>, %wg: tensor<576x128xbf16>, %wu: t
 // its column tile like the weight itself.
 // TMA-LABEL: func.func @k3_mla_in_tma(
 // TMA-COUNT-4: nvgpu.tma.create.descriptor
-// TMA: module(@k3_mla_in_tma_linear_wgmma_128x64x64_s4_f1_tma)
+// TMA: module(@k3_mla_in_tma_linear_wgmma_128x64x64_s4_tma)
 // TMA: arith.select %{{.*}}, %{{.*}}, %{{.*}} : !llvm.ptr
 // TMA: arith.select %{{.*}}, %{{.*}}, %{{.*}} : !llvm.ptr
 func.func @mla_in_multi(%x: tensor<?x128xbf16>, %wq: tensor<384x128xbf16>, %wkv: tensor<64x128xbf16>, %wg: tensor<8x128xbf16>) -> (tensor<?x384xbf16>, tensor<?x64xbf16>, tensor<?x8xbf16>) {
@@ -162,7 +162,7 @@ func.func @mla_in_multi(%x: tensor<?x128xbf16>, %wq: tensor<384x128xbf16>, %wkv:
 // WS: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c49152_i32
 // WS: module(@k3_split_tma_linear_splitk_sum)
 // WS: } else {
-// WS: module(@k3_split_tma_linear_wgmma_128x64x64_s4_f1_tmaws)
+// WS: module(@k3_split_tma_linear_wgmma_128x64x64_s4_tmaws)
 func.func @split_wide(%a0: tensor<?x4096xbf16>, %a1: tensor<7168x4096xbf16>, %a2: tensor<?x7168xbf16>) -> (tensor<?x7168xbf16>) {
     %r = k3.kernel "k3_split_tma" family "mlp_down" (%a0, %a1, %a2) : (tensor<?x4096xbf16>, tensor<7168x4096xbf16>, tensor<?x7168xbf16>) -> tensor<?x7168xbf16> {
     ^bb0(%x: tensor<?x4096xbf16>, %w: tensor<7168x4096xbf16>, %res: tensor<?x7168xbf16>):
