@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The bundle for one H200 call measuring session 41's defaults against the
+# open bounds with the peers beside them (bench/s42-h200.sh): k3-run,
+# k3-bench, k3-mkcheckpoint; the full-width k3-small slice (its
+# model.fused.mlir kept for gemm_peer.py); dense k3-tiny bf16 and f32 (the
+# checks); dense k3-tiny with a 40000-token vocabulary (the argmax's vector
+# loads); gemm_peer.py, kda_peer.py and fla (from .dev/peers/fla, else
+# PEER_FLA=DIR: a checkout of fla-org/flash-linear-attention holding `fla`,
+# git-ignored, never committed). Carry .dev (~25 MB); run: bash .dev/s42-h200.sh
+source "$(dirname "$0")/bundle-common.sh"
+bundle_start k3-run k3-bench k3-mkcheckpoint
+cp test/Runtime/Inputs/k3-tiny-dense.json $D/
+python3 bench/slice-config.py $D slice
+tdense() { $B/k3-compile $D/k3-tiny-dense.json --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet "$@"; }
+tdense -o $D/tdense
+tdense -o $D/tdense-f32 --activation-dtype=f32
+python3 -c "
+import json; c = json.load(open('$D/k3-tiny-dense.json')); c['vocab_size'] = 40000
+json.dump(c, open('$D/tiny-v40k.json', 'w'), indent=1)"
+$B/k3-compile $D/tiny-v40k.json --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet -o $D/tiny-v40k
+$B/k3-compile $D/slice.json --target=sm_90a --max-tokens 8192 --max-seqs 128 --max-context 8448 --quiet -o $D/slice
+rm -rf $D/*/ptx $D/tdense*/model.fused.mlir $D/tiny-v40k/model.fused.mlir
+cp bench/s42-h200.sh bench/gemm_peer.py bench/kda_peer.py bench/bench_common.py $D/
+cp test/Runtime/Inputs/lm-head-rows.py test/Runtime/Inputs/safetensors_shard.py $D/
+fla=${PEER_FLA:-}
+[ -z "$fla" ] && [ -d $D/peers/fla/fla ] && fla=$D/peers/fla
+if [ -n "$fla" ] && [ "$fla" != "$D/peers/fla" ]; then
+  mkdir -p $D/peers && rm -rf $D/peers/fla && cp -r "$fla" $D/peers/fla
+fi
+[ -d $D/peers/fla/fla ] || echo "note: no fla in $D/peers/fla (PEER_FLA=DIR): the KDA peer rows will be skipped"
+du -sh $D
