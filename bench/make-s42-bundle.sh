@@ -6,7 +6,7 @@
 # checks); dense k3-tiny with a 40000-token vocabulary (the argmax's vector
 # loads); gemm_peer.py, kda_peer.py and fla (from .dev/peers/fla, else
 # PEER_FLA=DIR: a checkout of fla-org/flash-linear-attention holding `fla`,
-# git-ignored, never committed). Carry .dev (~25 MB); run: bash .dev/s42-h200.sh
+# git-ignored, never committed); slice-W128 (below). Carry .dev (~25 MB); run: bash .dev/s42-h200.sh
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 cp test/Runtime/Inputs/k3-tiny-dense.json $D/
@@ -19,7 +19,13 @@ import json; c = json.load(open('$D/k3-tiny-dense.json')); c['vocab_size'] = 400
 json.dump(c, open('$D/tiny-v40k.json', 'w'), indent=1)"
 $B/k3-compile $D/tiny-v40k.json --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet -o $D/tiny-v40k
 $B/k3-compile $D/slice.json --target=sm_90a --max-tokens 8192 --max-seqs 128 --max-context 8448 --quiet -o $D/slice
-rm -rf $D/*/ptx $D/tdense*/model.fused.mlir $D/tiny-v40k/model.fused.mlir
+# W128: batched decode's wide outputs (lm_head, mlp_in) on 128 x 128 tiles of
+# three stages without a wgmma group in flight: 97 KB of shared memory and
+# 90 registers (ptxas), so two blocks an SM, where the 128 x 256 tile (193 KB,
+# 154 registers) runs one: one block's MMAs and stores then overlap the
+# other's copies (#13's step at 128 sequences; prefill keeps its tiles).
+K3C_WGMMA_WIDE_TILE=128,128,3,0 $B/k3-compile $D/slice.json --target=sm_90a --max-tokens 8192 --max-seqs 128 --max-context 8448 --quiet -o $D/slice-W128
+rm -rf $D/*/ptx $D/tdense*/model.fused.mlir $D/tiny-v40k/model.fused.mlir $D/slice-W128/model.fused.mlir
 cp bench/s42-h200.sh bench/gemm_peer.py bench/kda_peer.py bench/bench_common.py $D/
 cp test/Runtime/Inputs/lm-head-rows.py test/Runtime/Inputs/safetensors_shard.py $D/
 fla=${PEER_FLA:-}

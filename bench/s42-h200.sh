@@ -8,6 +8,8 @@
 #     sequences (graph-timed, two rounds), and torch/cuBLAS on the same linear
 #     shapes (gemm_peer.py): the batch-128 / batch-1 step ratio (bound 1.5),
 #     each linear at batch 1 against copy (bound 85 %);
+#     and slice-W128 (the wide decode outputs on 128 x 128 tiles, two blocks
+#     an SM) against the default at 64 / 128 sequences, its logits first;
 #  3. #15: mla_attn at context 8192, batch 1 and 8;
 #  4. #14: fla's chunk_kda (with and without gate and norm) and its Triton
 #     short convolution on the q/k/v channels at T = 8192, H = 96
@@ -27,9 +29,17 @@ greedy_same v40k-tiefar tiny-v40k ck40-t b128.txt
 [ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 greedy_same slice slice /tmp/slice b128.txt
 echo "== checks done (${SECONDS}s)"
+if [ -d slice-W128 ]; then
+  timeout 150 k3-run slice --checkpoint /tmp/slice --device cuda --batch b128.txt --max-new-tokens 3 --quiet --dump-logits /tmp/ref.npy > /dev/null
+  timeout 150 k3-run slice-W128 --checkpoint /tmp/slice --device cuda --batch b128.txt --max-new-tokens 3 --quiet --dump-logits /tmp/x.npy > /dev/null
+  python3 -c "
+import numpy as n; a, b = n.load('/tmp/ref.npy'), n.load('/tmp/x.npy')
+print('slice-W128 vs default, 128 sequences x 3 steps: bit-identical %s' % bool((a.view(n.uint32) == b.view(n.uint32)).all()))"
+fi
 for round in 1 2; do
   kbench s42-$round slice /tmp/slice 'TOTAL|lm_head|mlp_in|mlp_down|kda_in|kda_out|mla_in|mla_out|mla_q_up|kda_chunk|kda_conv_gate' \
     --prefill 8192 --decode 1,64,128
+  [ -d slice-W128 ] && kbench W128-$round slice-W128 /tmp/slice 'TOTAL|lm_head|mlp_in' --prefill none --decode 64,128
 done
 kbench ctx8k slice /tmp/slice 'mla_attn|TOTAL,graph' --prefill none --decode 1,8 --context 8192
 echo "== torch/cuBLAS on the same linear shapes (${SECONDS}s)"
