@@ -272,11 +272,12 @@ static constexpr int64_t kArgmaxUnroll = 4;
 /// then the block's warps (shared memory) combine the same way; a NaN in
 /// column 0 gives 0 (std::max_element never leaves column 0 then), as does a
 /// row with no other value. The choice does not depend on the order the
-/// columns are visited in, so on the GPU each thread issues kArgmaxUnroll 16-byte
-/// loads (4 columns each) before it compares any: a row of 163840 logits is
-/// 655 KB read by one block, which one 4-byte load in flight a thread left
-/// at ~250 us (a launch alone at 128 rows on an H100, session 41); the
-/// columns past the last whole round of loads are read one at a time.
+/// columns are visited in, so on the GPU each thread issues kArgmaxUnroll
+/// 16-byte loads (4 columns each) before it compares any: a row of 163840
+/// logits is 655 KB read by one block, which one 4-byte load in flight a
+/// thread left at ~250 us (a launch alone at 128 rows on an H100, session
+/// 41); the columns past the last whole round of loads are read one at a
+/// time.
 static KernelInfo buildArgmaxKernel(ModuleOp out, Location loc, Target target, int64_t V) {
   KernelInfo info;
   info.name = "k3_argmax_f32_" + std::to_string(V);
