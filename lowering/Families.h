@@ -56,6 +56,11 @@ llvm::SmallVector<ScratchNeed> kdaScratchNeeds(mlir::Operation *op);
 /// Whether `op` is an L2 norm its delta rule applies as it loads the norm's
 /// input (k3-fuse-kernels' kda-norm-in-chunk): no launch, no result buffer.
 bool kdaNormedOnLoad(mlir::Operation *op);
+/// Whether `op` is a gated output norm its delta rule lowers (k3-fuse-kernels'
+/// kda-out-norm-in-chunk): its scratch is a per-(sequence, head) counter of
+/// the token recurrence's finished blocks, [T, heads] i32, zero between
+/// launches (the last block resets it).
+bool kdaOutNormFused(mlir::Operation *op);
 /// The MLA kernel's GPU scratch (Mla.cpp): the flash prefill's
 /// up-projection and the split decode's partials, device-only.
 llvm::SmallVector<ScratchNeed> mlaScratchNeeds(mlir::Operation *op);

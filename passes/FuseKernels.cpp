@@ -10,7 +10,8 @@
 //               + kda_gate
 //   kda_chunk   the chunked delta rule (+ the 2 l2norms with kda-norm-in-chunk, or
 //               their scaling halves when split by k3-split-l2norms)
-//   kda_out     gated_rmsnorm + o_proj (+ the residual add)
+//   kda_out     gated_rmsnorm + o_proj (+ the residual add); the norm in
+//               kda_chunk with kda-out-norm-in-chunk
 //   mla_q_up    q_a RMSNorm + q_b
 //   mla_attn    latent norm + cache append + attention + output gate
 //   mla_out     o_proj (+ the residual add)
@@ -53,8 +54,9 @@ struct Group {
 
 class Fuser {
 public:
-  Fuser(Block &block, bool fuseGlu, bool normInChunk)
-      : block(block), fuseGlu(fuseGlu), normInChunk(normInChunk) {}
+  Fuser(Block &block, bool fuseGlu, bool normInChunk, bool outNormInChunk)
+      : block(block), fuseGlu(fuseGlu), normInChunk(normInChunk),
+        outNormInChunk(outNormInChunk) {}
 
   LogicalResult run(bool report);
 
@@ -85,6 +87,7 @@ private:
   Block &block;
   bool fuseGlu;
   bool normInChunk; ///< kda-norm-in-chunk: the q/k L2 norms in kda_chunk
+  bool outNormInChunk; ///< kda-out-norm-in-chunk: the gated output norm in kda_chunk
   std::vector<std::unique_ptr<Group>> groups;
   llvm::DenseMap<Operation *, Group *> owner;
 };
@@ -119,7 +122,9 @@ void Fuser::formGroups() {
     for (Operation *user : rule.getResult().getUsers())
       if (auto norm = dyn_cast<GatedRMSNormOp>(user)) {
         Group *out = newGroup("kda_out");
-        add(out, norm);
+        // kda-out-norm-in-chunk: the norm of the rule's only result use
+        // with the rule (the lowering fuses it into the token recurrence).
+        add(outNormInChunk && singleUse(rule.getResult()) ? chunk : out, norm);
         for (Operation *u : norm.getResult().getUsers())
           if (isa<LinearOp>(u))
             add(out, u);
@@ -369,7 +374,7 @@ struct K3FuseKernelsPass : mlir::k3::impl::K3FuseKernelsPassBase<K3FuseKernelsPa
     getOperation().walk([&](func::FuncOp fn) {
       if (fn.isExternal())
         return;
-      if (failed(Fuser(fn.getBody().front(), fuseGlu, kdaNormInChunk).run(report)))
+      if (failed(Fuser(fn.getBody().front(), fuseGlu, kdaNormInChunk, kdaOutNormInChunk).run(report)))
         ok = false;
     });
     if (!ok)

@@ -90,7 +90,11 @@ def K3FuseKernelsPass : Pass<"k3-fuse-kernels", "::mlir::ModuleOp"> {
     Option<"kdaNormInChunk", "kda-norm-in-chunk", "bool", /*default=*/"false",
            "Put the KDA q/k L2 norms in the kda_chunk kernel instead of the "
            "convolutions' (the delta rule then normalizes the convolutions' "
-           "rows as it loads them: they cross in the activation dtype)">
+           "rows as it loads them: they cross in the activation dtype)">,
+    Option<"kdaOutNormInChunk", "kda-out-norm-in-chunk", "bool", /*default=*/"false",
+           "Put KDA's gated output norm in the kda_chunk kernel instead of "
+           "kda_out's (decode: the token recurrence's last block of a head "
+           "normalizes it, one launch fewer a layer; prefill: its own launch)">
   ];
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }

@@ -23,6 +23,7 @@ void mlir::k3::buildK3Pipeline(OpPassManager &pm, const PipelineOptions &o) {
   K3FuseKernelsPassOptions fuse;
   fuse.report = o.report;
   fuse.kdaNormInChunk = o.kdaNormInChunk;
+  fuse.kdaOutNormInChunk = o.kdaOutNormInChunk;
   pm.addPass(createK3FuseKernelsPass(fuse));
 }
 
@@ -39,6 +40,10 @@ struct CLPipelineOptions : PassPipelineOptions<CLPipelineOptions> {
   Option<bool> kdaNormInChunk{
       *this, "kda-norm-in-chunk",
       llvm::cl::desc("KDA's q/k L2 norms in the delta rule's kernel (k3-fuse-kernels)"),
+      llvm::cl::init(false)};
+  Option<bool> kdaOutNormInChunk{
+      *this, "kda-out-norm-in-chunk",
+      llvm::cl::desc("KDA's gated output norm in the delta rule's kernel (k3-fuse-kernels)"),
       llvm::cl::init(false)};
   Option<bool> splitL2Norms{
       *this, "split-l2norms",
@@ -57,6 +62,7 @@ void mlir::k3::registerK3Pipelines() {
         opts.gammaType = o.gammaType;
         opts.report = o.report;
         opts.kdaNormInChunk = o.kdaNormInChunk;
+        opts.kdaOutNormInChunk = o.kdaOutNormInChunk;
         opts.splitL2Norms = o.splitL2Norms;
         buildK3Pipeline(pm, opts);
       });

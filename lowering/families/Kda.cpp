@@ -64,10 +64,12 @@ static void perHeadRow(KernelBuilder &kb, Value T, int64_t heads, int64_t d,
 /// Loads a perHeadRow lane's vectors of x[row, base + cols[i] ..] into
 /// `vals` and returns the head's sum of squares (reduced over the warp).
 static Value headSumSq(KernelBuilder &kb, ThreadBlock &tb, Value x, Value row, Value base,
-                       ArrayRef<Value> cols, int64_t vw, SmallVector<SmallVector<Value>> &vals) {
+                       ArrayRef<Value> cols, int64_t vw, SmallVector<SmallVector<Value>> &vals,
+                       bool volatileX = false) {
   Value ss = kb.f32(0.0);
   for (Value c : cols) {
-    vals.push_back(kb.loadVec(x, {row, kb.add(base, c)}, vw));
+    vals.push_back(volatileX ? kb.unpackVec(kb.loadVecPinnedRaw(x, {row, kb.add(base, c)}, vw))
+                             : kb.loadVec(x, {row, kb.add(base, c)}, vw));
     for (Value v : vals.back())
       ss = kb.fadd(ss, kb.fmul(v, v));
   }
@@ -98,12 +100,14 @@ static SmallVector<Value> l2Scaled(KernelBuilder &kb, std::pair<Value, Value> ep
 
 /// One head of the gated RMSNorm by a warp: x[xRow, base + cols ..] and the
 /// gate's, normalized over the head's d = |w| elements, into y[yRow, ...].
+/// volatileX: x read by volatile loads (past L1: rows other blocks of the
+/// same launch wrote).
 static void gatedNormHead(KernelBuilder &kb, ThreadBlock &tb, Value x, Value gate, Value w,
                           Value y, Value xRow, Value yRow, Value base, ArrayRef<Value> cols,
-                          int64_t vw, double eps) {
+                          int64_t vw, double eps, bool volatileX = false) {
   int64_t d = cast<MemRefType>(w.getType()).getDimSize(0);
   SmallVector<SmallVector<Value>> vals;
-  Value ss = headSumSq(kb, tb, x, xRow, base, cols, vw, vals);
+  Value ss = headSumSq(kb, tb, x, xRow, base, cols, vw, vals, volatileX);
   Value inv = kb.rsqrt(kb.fadd(kb.fdiv(ss, kb.f32(static_cast<double>(d))), kb.f32(eps)));
   for (size_t i = 0; i < cols.size(); ++i) {
     SmallVector<Value> wv = kb.loadVec(w, {cols[i]}, vw);
@@ -231,6 +235,25 @@ static L2NormOp kdaNormOnLoad(Value v) {
 bool kdaNormedOnLoad(Operation *op) {
   auto l2 = dyn_cast<L2NormOp>(op);
   return l2 && kdaNormOnLoad(l2.getResult());
+}
+
+/// The gated output norm lowered with its delta rule (k3-fuse-kernels'
+/// kda-out-norm-in-chunk): the rule's only use, in the rule's kernel; else
+/// null.
+static GatedRMSNormOp ruleOutNorm(DeltaRuleOp rule) {
+  if (!rule.getResult().hasOneUse())
+    return {};
+  auto norm = dyn_cast<GatedRMSNormOp>(*rule.getResult().getUsers().begin());
+  if (!norm || norm->getBlock() != rule->getBlock() || norm.getInput() != rule.getResult())
+    return {};
+  return norm;
+}
+bool kdaOutNormFused(Operation *op) {
+  auto norm = dyn_cast<GatedRMSNormOp>(op);
+  if (!norm)
+    return false;
+  auto rule = norm.getInput().getDefiningOp<DeltaRuleOp>();
+  return rule && ruleOutNorm(rule) == norm;
 }
 
 /// A delta rule's q or k as its kernels load it: the buffer, and the L2 norm
@@ -1446,6 +1469,23 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
                            : ""));
 }
 
+/// The gated RMSNorm's own launch: a warp per (token, head).
+static void lowerGatedNorm(GatedRMSNormOp norm, KernelBuilder &kb, LowerState &st) {
+  Operation *op = norm.getOperation();
+  Value x = st.get(norm.getInput()), gate = st.get(norm.getGate()), w = st.get(norm.getWeight()),
+        y = st.get(norm.getResult());
+  int64_t d = cast<MemRefType>(w.getType()).getDimSize(0);
+  int64_t width = cast<MemRefType>(x.getType()).getDimSize(1);
+  double eps = norm.getEps().convertToDouble();
+  unlessOneTokenPrologue(kb, st, op, kb.dim(x, 0), [&] {
+    perHeadRow(kb, kb.dim(x, 0), width / d, d, {x, gate, w, y},
+               [&](ThreadBlock &tb, Value row, Value base, ArrayRef<Value> cols, int64_t vw) {
+                 earlyForGemv(kb, tb, op, x);
+                 gatedNormHead(kb, tb, x, gate, w, y, row, row, base, cols, vw, eps);
+               });
+  });
+}
+
 /// The token recurrence (decode, and the rule without a chunk size): a warp
 /// per state row S[j, :] (lanes over key channels, 16-byte accesses), rows
 /// kept in registers over the sequence's tokens:
@@ -1507,7 +1547,55 @@ static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
     llvm::report_fatal_error("k3c: bad KDA token kernel: K3C_KDA_STAGED_MIN_BLOCKS must be "
                              "0..32, got " + llvm::Twine(minBlocks),
                              /*gen_crash_diag=*/false);
-  kb.blocks({kb.dim(lens, 0), kb.idx(H), kb.idx((dv + rowsPerBlock - 1) / rowsPerBlock)},
+  // kda-out-norm-in-chunk: the gated output norm of a (sequence, head) by
+  // the last of its blocks to finish. Each block, once its o rows are
+  // stored, counts itself on the pair's counter (the rows released first:
+  // a barrier and a GPU-scope fence before thread 0's atomic add, the same
+  // order as the split-K tiles' partials); the block that counts last
+  // (acquire: a fence after the add) normalizes the head's rows of every
+  // token of the sequence, a warp a token, reading o by volatile loads
+  // (past L1: the rows other blocks stored), with gatedNormHead, the norm
+  // launch's own code (the same sums in the same order: bit-identical to
+  // it), and resets the counter for the next launch.
+  GatedRMSNormOp outNorm = ruleOutNorm(rule);
+  const int64_t blocksPerHead = (dv + rowsPerBlock - 1) / rowsPerBlock;
+  // The staged form's dynamic shared memory: its state rows, then (with the
+  // output norm) the last-block flag.
+  const int64_t stagedBytes = staged ? rowsPerBlock * per * lanes * vw * 4 : 0;
+  auto outNormLastBlock = [&](ThreadBlock &tb, Value n, Value h, Value vbase, Value start,
+                              Value len) {
+    Value gate = st.get(outNorm.getGate()), wn = st.get(outNorm.getWeight()),
+          yn = st.get(outNorm.getResult());
+    Value counts = st.scratch[outNorm.getOperation()][0];
+    const double eps = outNorm.getEps().convertToDouble();
+    Value flag = staged ? kb.dynamicShared(tb, stagedBytes, {1}, b.getI32Type())
+                        : kb.shared(tb, {1}, b.getI32Type());
+    kb.barrier(tb);
+    kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
+      if (kb.gpu())
+        NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+      Value old = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, kb.i32Const(1),
+                                              counts, ValueRange{n, h})
+                      .getResult();
+      if (kb.gpu())
+        NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+      kb.store(old, flag, {kb.idx(0)});
+    });
+    kb.barrier(tb);
+    Value last = kb.ieq(kb.toIndex(kb.load(flag, {kb.idx(0)})), kb.idx(blocksPerHead - 1));
+    kb.ifThen(last, [&] {
+      const int64_t nvw = perHeadVw(kb, dv, {o, gate, wn, yn});
+      SmallVector<Value> ncols = laneCols(kb, tb, dv, nvw);
+      kb.loopStep(tb.warp, len, kb.idx(tb.warps), [&](Value t) {
+        Value row = kb.add(start, t);
+        gatedNormHead(kb, tb, o, gate, wn, yn, row, row, vbase, ncols, nvw, eps,
+                      /*volatileX=*/kb.gpu());
+      });
+      kb.ifThen(kb.ieq(tb.tid, kb.idx(0)),
+                [&] { kb.store(kb.i32Const(0), counts, {n, h}); });
+    });
+  };
+  kb.blocks({kb.dim(lens, 0), kb.idx(H), kb.idx(blocksPerHead)},
             kb.gpu() ? 32 * warps : kKdaThreads, [&](ValueRange bid, ThreadBlock &tb) {
     Value n = bid[0], h = bid[1];
     if (minBlocks)
@@ -1649,7 +1737,10 @@ static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
                                                  (rr * per + p) * vw, vw));
           kb.storeVec(vals, S, {n, h, rows[rr], cols[p]});
         });
-  }, staged ? rowsPerBlock * per * lanes * vw * 4 : 0, staged ? "kda_tokens_staged" : "kda_tokens");
+    if (outNorm)
+      outNormLastBlock(tb, n, h, vbase, start, len);
+  }, staged ? stagedBytes + (outNorm ? 16 : 0) : 0,
+     std::string(staged ? "kda_tokens_staged" : "kda_tokens") + (outNorm ? "_onorm" : ""));
 }
 
 /// The token recurrence's launch: the staged form (kdaTokensKernel) from
@@ -1700,6 +1791,8 @@ static void lowerDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) 
         if (mma && intFromEnv("K3C_KDA_FUSED", 0) && !kdaNormOnLoad(rule.getQ()) &&
             !kdaNormOnLoad(rule.getK())) {
           kdaRecurrenceMma(rule, kb, st, sc, /*fused=*/true);
+          if (GatedRMSNormOp norm = ruleOutNorm(rule))
+            lowerGatedNorm(norm, kb, st);
           return;
         }
         kdaPrep(rule, kb, st, C, sc, mma && kdaPrepMma(rule));
@@ -1707,6 +1800,10 @@ static void lowerDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) 
           kdaRecurrenceMma(rule, kb, st, sc);
         else
           kdaRecurrenceFma(rule, kb, st, C, sc);
+        // kda-out-norm-in-chunk: the gated output norm's own launch after
+        // the chunked form (the token form normalizes in its last blocks).
+        if (GatedRMSNormOp norm = ruleOutNorm(rule))
+          lowerGatedNorm(norm, kb, st);
       });
 }
 
@@ -2182,18 +2279,8 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     return success();
   }
   if (auto norm = dyn_cast<GatedRMSNormOp>(op)) {
-    Value x = st.get(norm.getInput()), gate = st.get(norm.getGate()),
-          w = st.get(norm.getWeight()), y = st.get(norm.getResult());
-    int64_t d = cast<MemRefType>(w.getType()).getDimSize(0);
-    int64_t width = cast<MemRefType>(x.getType()).getDimSize(1);
-    double eps = norm.getEps().convertToDouble();
-    unlessOneTokenPrologue(kb, st, op, kb.dim(x, 0), [&] {
-      perHeadRow(kb, kb.dim(x, 0), width / d, d, {x, gate, w, y},
-                 [&](ThreadBlock &tb, Value row, Value base, ArrayRef<Value> cols, int64_t vw) {
-                   earlyForGemv(kb, tb, op, x);
-                   gatedNormHead(kb, tb, x, gate, w, y, row, row, base, cols, vw, eps);
-                 });
-    });
+    if (!kdaOutNormFused(op)) // else lowered with its delta rule
+      lowerGatedNorm(norm, kb, st);
     return success();
   }
   return std::nullopt;

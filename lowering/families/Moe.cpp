@@ -116,6 +116,11 @@ SmallVector<ScratchNeed> scratchNeeds(Operation *op) {
   MLIRContext *ctx = op->getContext();
   if (isa<DeltaRuleOp>(op))
     return kdaScratchNeeds(op);
+  if (auto norm = dyn_cast<GatedRMSNormOp>(op); norm && kdaOutNormFused(op)) {
+    int64_t d = cast<RankedTensorType>(norm.getWeight().getType()).getDimSize(0);
+    int64_t width = cast<RankedTensorType>(norm.getInput().getType()).getDimSize(1);
+    return {ScratchNeed{{-1, width / d}, IntegerType::get(ctx, 32)}};
+  }
   if (isa<MlaAttentionOp>(op))
     return mlaScratchNeeds(op);
   if (isa<LinearOp>(op))

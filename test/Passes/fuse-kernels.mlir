@@ -3,6 +3,7 @@
 // RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels | k3-opt -o /dev/null
 // RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels=fuse-glu=false | FileCheck %s --check-prefix=NOGLU
 // RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels=kda-norm-in-chunk=true | FileCheck %s --check-prefix=NORMCHUNK
+// RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels=kda-out-norm-in-chunk=true | FileCheck %s --check-prefix=OUTNORM
 
 // Two identical pre-norm KDA layers with residual adds: four kernels per
 // layer, and the second layer reuses the first layer's kernel names.
@@ -49,6 +50,21 @@
 // NORMCHUNK-NEXT: k3.l2norm
 // NORMCHUNK-NEXT: k3.delta_rule
 // NORMCHUNK-NEXT: k3.yield
+
+// kda-out-norm-in-chunk: the gated output norm moves into the delta rule's
+// kernel (which then returns the normalized rows); kda_out keeps the output
+// projection and the residual add.
+// OUTNORM-LABEL: func.func @two_kda_layers
+// OUTNORM: k3.kernel "{{k3_kda_chunk_[0-9a-f]+}}" family "kda_chunk"
+// OUTNORM-NEXT: ^bb0
+// OUTNORM-NEXT: k3.delta_rule
+// OUTNORM-NEXT: k3.gated_rmsnorm
+// OUTNORM-NEXT: k3.yield
+// OUTNORM: k3.kernel "{{k3_kda_out_[0-9a-f]+}}" family "kda_out"
+// OUTNORM-NEXT: ^bb0
+// OUTNORM-NEXT: k3.linear
+// OUTNORM-NEXT: arith.addf
+// OUTNORM-NEXT: k3.yield
 
 // rmsnorm 512 + q,k,v,g 4 x 32768 + f_a 8192 + b 1024 FLOP per token; the
 // q/k/v/g/f_a/b weights are 4 x 32 KiB + 8 KiB + 1 KiB.

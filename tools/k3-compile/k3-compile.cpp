@@ -95,6 +95,12 @@ static cl::opt<bool> kdaNormInChunk(
              "convolutions' rows, which then cross in the activation dtype (default: the "
              "convolutions store the normalized fp32 rows; K3C_KDA_NORM_IN_CHUNK=1 sets it too)"),
     cl::init(false));
+static cl::opt<bool> kdaOutNormInChunk(
+    "kda-out-norm-in-chunk",
+    cl::desc("KDA's gated output norm in the delta rule's kernel: at decode the token "
+             "recurrence's last block of each head normalizes it (one launch fewer a KDA "
+             "layer); K3C_KDA_OUT_NORM_IN_CHUNK=1 sets it too"),
+    cl::init(false));
 static cl::opt<bool> kdaSplitNorms(
     "kda-split-norms",
     cl::desc("Split KDA's q/k L2 norms (k3-split-l2norms) in bf16 builds: the convolutions' "
@@ -482,6 +488,13 @@ int main(int argc, char **argv) {
         return 1;
       }
       o.kdaNormInChunk = kdaNormInChunk || normEnv;
+      const int64_t outNormEnv = ::k3c::lowering::intFromEnv("K3C_KDA_OUT_NORM_IN_CHUNK", 0);
+      if (outNormEnv != 0 && outNormEnv != 1) {
+        llvm::errs() << "k3-compile: error: K3C_KDA_OUT_NORM_IN_CHUNK must be 0 or 1, got "
+                     << outNormEnv << "\n";
+        return 1;
+      }
+      o.kdaOutNormInChunk = kdaOutNormInChunk || outNormEnv;
       const int64_t splitEnv = ::k3c::lowering::intFromEnv("K3C_KDA_SPLIT_NORMS", -1);
       if (splitEnv != -1 && splitEnv != 0 && splitEnv != 1) {
         llvm::errs() << "k3-compile: error: K3C_KDA_SPLIT_NORMS must be 0 or 1, got "
