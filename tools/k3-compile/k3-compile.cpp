@@ -37,6 +37,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <limits>
 #include <unistd.h>
 #include "llvm/Support/FileSystem.h"
 
@@ -481,27 +482,24 @@ int main(int argc, char **argv) {
       mlir::k3::PipelineOptions o;
       o.chunkSize = kdaChunk;
       o.gammaType = gammaType;
-      const int64_t normEnv = ::k3c::lowering::intFromEnv("K3C_KDA_NORM_IN_CHUNK", 0);
-      if (normEnv != 0 && normEnv != 1) {
-        llvm::errs() << "k3-compile: error: K3C_KDA_NORM_IN_CHUNK must be 0 or 1, got "
-                     << normEnv << "\n";
+      // 0/1 environment overrides of the flags (kUnset: not set); other
+      // values are refused by name.
+      constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
+      auto env01 = [](const char *name, int64_t &v) {
+        v = ::k3c::lowering::intFromEnv(name, kUnset);
+        if (v == kUnset || v == 0 || v == 1)
+          return true;
+        llvm::errs() << "k3-compile: error: " << name << " must be 0 or 1, got " << v << "\n";
+        return false;
+      };
+      int64_t normEnv, outNormEnv, splitEnv;
+      if (!env01("K3C_KDA_NORM_IN_CHUNK", normEnv) ||
+          !env01("K3C_KDA_OUT_NORM_IN_CHUNK", outNormEnv) ||
+          !env01("K3C_KDA_SPLIT_NORMS", splitEnv))
         return 1;
-      }
-      o.kdaNormInChunk = kdaNormInChunk || normEnv;
-      const int64_t outNormEnv = ::k3c::lowering::intFromEnv("K3C_KDA_OUT_NORM_IN_CHUNK", 0);
-      if (outNormEnv != 0 && outNormEnv != 1) {
-        llvm::errs() << "k3-compile: error: K3C_KDA_OUT_NORM_IN_CHUNK must be 0 or 1, got "
-                     << outNormEnv << "\n";
-        return 1;
-      }
-      o.kdaOutNormInChunk = kdaOutNormInChunk || outNormEnv;
-      const int64_t splitEnv = ::k3c::lowering::intFromEnv("K3C_KDA_SPLIT_NORMS", -1);
-      if (splitEnv != -1 && splitEnv != 0 && splitEnv != 1) {
-        llvm::errs() << "k3-compile: error: K3C_KDA_SPLIT_NORMS must be 0 or 1, got "
-                     << splitEnv << "\n";
-        return 1;
-      }
-      o.splitL2Norms = splitEnv == -1 ? kdaSplitNorms.getValue() : splitEnv == 1;
+      o.kdaNormInChunk = kdaNormInChunk || normEnv == 1;
+      o.kdaOutNormInChunk = kdaOutNormInChunk || outNormEnv == 1;
+      o.splitL2Norms = splitEnv == kUnset ? kdaSplitNorms.getValue() : splitEnv == 1;
       mlir::k3::buildK3Pipeline(pm, o);
     }
     if (failed(pm.run(*module))) {
