@@ -1791,15 +1791,13 @@ static void lowerDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) 
         if (mma && intFromEnv("K3C_KDA_FUSED", 0) && !kdaNormOnLoad(rule.getQ()) &&
             !kdaNormOnLoad(rule.getK())) {
           kdaRecurrenceMma(rule, kb, st, sc, /*fused=*/true);
-          if (GatedRMSNormOp norm = ruleOutNorm(rule))
-            lowerGatedNorm(norm, kb, st);
-          return;
+        } else {
+          kdaPrep(rule, kb, st, C, sc, mma && kdaPrepMma(rule));
+          if (mma)
+            kdaRecurrenceMma(rule, kb, st, sc);
+          else
+            kdaRecurrenceFma(rule, kb, st, C, sc);
         }
-        kdaPrep(rule, kb, st, C, sc, mma && kdaPrepMma(rule));
-        if (mma)
-          kdaRecurrenceMma(rule, kb, st, sc);
-        else
-          kdaRecurrenceFma(rule, kb, st, C, sc);
         // kda-out-norm-in-chunk: the gated output norm's own launch after
         // the chunked form (the token form normalizes in its last blocks).
         if (GatedRMSNormOp norm = ruleOutNorm(rule))
