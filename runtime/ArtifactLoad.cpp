@@ -112,7 +112,7 @@ void HostModel::load() {
   const char *arenaEnv = std::getenv("K3C_SCRATCH_ARENA");
   if (arenaEnv && std::string(arenaEnv) != "0" && std::string(arenaEnv) != "1")
     throw Error("K3C_SCRATCH_ARENA must be 0 or 1, got '" + std::string(arenaEnv) + "'");
-  const bool arenaOn = arenaEnv ? std::string(arenaEnv) == "1" : true;
+  const bool arenaOn = !arenaEnv || std::string(arenaEnv) == "1";
   // The floating-point scratch of every kernel: views into one arena of the
   // largest kernel's bytes, with their offsets there.
   std::vector<std::pair<Buffer *, int64_t>> arenaViews;
