@@ -6,7 +6,7 @@
 # checks); dense k3-tiny with a 40000-token vocabulary (the argmax's vector
 # loads); gemm_peer.py, kda_peer.py and fla (from .dev/peers/fla, else
 # PEER_FLA=DIR: a checkout of fla-org/flash-linear-attention holding `fla`,
-# git-ignored, never committed); slice-W128, slice-ON, tdense-ON (below). Carry .dev (~25 MB); run: bash .dev/s42-h200.sh
+# git-ignored, never committed); slice-W128, slice-ON, slice-PRO, tdense-ON (below). Carry .dev (~25 MB); run: bash .dev/s42-h200.sh
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 cp test/Runtime/Inputs/k3-tiny-dense.json $D/
@@ -29,9 +29,14 @@ K3C_WGMMA_WIDE_TILE=128,128,3,0 $B/k3-compile $D/slice.json --target=sm_90a --ma
 # chunk: at decode the token recurrence's last block of each head normalizes
 # it; one launch fewer a KDA layer), the slice and dense k3-tiny (bf16, f32).
 $B/k3-compile $D/slice.json --target=sm_90a --max-tokens 8192 --max-seqs 128 --max-context 8448 --quiet --kda-out-norm-in-chunk -o $D/slice-ON
+# PRO: one-token GEMVs build their norm prologue in every block
+# (K3C_GEMV_PROLOGUE=1): measured slower for kda_out (a 12288-wide gated
+# norm) in session 41; here per family at one sequence (mla_q_up's norm is
+# 1536 wide, mla_in's 7168).
+K3C_GEMV_PROLOGUE=1 $B/k3-compile $D/slice.json --target=sm_90a --max-tokens 8192 --max-seqs 128 --max-context 8448 --quiet -o $D/slice-PRO
 tdense -o $D/tdense-ON --kda-out-norm-in-chunk
 tdense -o $D/tdense-ON-f32 --kda-out-norm-in-chunk --activation-dtype=f32
-rm -rf $D/*/ptx $D/tdense*/model.fused.mlir $D/tiny-v40k/model.fused.mlir $D/slice-W128/model.fused.mlir $D/slice-ON/model.fused.mlir
+rm -rf $D/*/ptx $D/tdense*/model.fused.mlir $D/tiny-v40k/model.fused.mlir $D/slice-W128/model.fused.mlir $D/slice-ON/model.fused.mlir $D/slice-PRO/model.fused.mlir
 cp bench/s42-h200.sh bench/gemm_peer.py bench/kda_peer.py bench/bench_common.py $D/
 cp test/Runtime/Inputs/lm-head-rows.py test/Runtime/Inputs/safetensors_shard.py $D/
 fla=${PEER_FLA:-}

@@ -11,7 +11,8 @@
 #     and slice-W128 (the wide decode outputs on 128 x 128 tiles, two blocks
 #     an SM) against the default at 64 / 128 sequences, and slice-ON (KDA's
 #     gated output norm in the token recurrence's last blocks: kda_out one
-#     GEMV) at 1 / 64 / 128, their logits first (bit-identical expected);
+#     GEMV) at 1 / 64 / 128, and slice-PRO (one-token GEMVs with their norm
+#     built in every block) at 1, their logits first (bit-identical expected);
 #  3. #15: mla_attn at context 8192, batch 1 and 8;
 #  4. #14: fla's chunk_kda (with and without gate and norm) and its Triton
 #     short convolution on the q/k/v channels at T = 8192, H = 96
@@ -38,7 +39,7 @@ echo "== checks done (${SECONDS}s)"
 seq 3 702 | paste -sd, > p700.txt
 for b in b128.txt p700.txt; do
   timeout 150 k3-run slice --checkpoint /tmp/slice --device cuda --batch $b --max-new-tokens 3 --quiet --dump-logits /tmp/ref.npy > /dev/null
-  for v in W128 ON; do
+  for v in W128 ON PRO; do
     [ -d slice-$v ] || continue
     timeout 150 k3-run slice-$v --checkpoint /tmp/slice --device cuda --batch $b --max-new-tokens 3 --quiet --dump-logits /tmp/x.npy > /dev/null
     python3 -c "
@@ -51,6 +52,7 @@ for round in 1 2; do
     --prefill 8192 --decode 1,64,128
   [ -d slice-W128 ] && kbench W128-$round slice-W128 /tmp/slice 'TOTAL|lm_head|mlp_in' --prefill none --decode 64,128
   [ -d slice-ON ] && kbench ON-$round slice-ON /tmp/slice 'TOTAL|kda_chunk|kda_out' --prefill none --decode 1,64,128
+  [ -d slice-PRO ] && kbench PRO-$round slice-PRO /tmp/slice 'TOTAL|kda_out|mla_in|mla_q_up|mla_out|mlp_in|kda_in' --prefill none --decode 1
 done
 kbench ctx8k slice /tmp/slice 'mla_attn|TOTAL,graph' --prefill none --decode 1,8 --context 8192
 echo "== torch/cuBLAS on the same linear shapes (${SECONDS}s)"
