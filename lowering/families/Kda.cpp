@@ -1729,6 +1729,13 @@ static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
                   [&] { kb.storeF32(outs[rr], o, {row, kb.add(vbase, rows[rr])}); });
       return s;
     });
+    // With the output norm, the block counts itself before it stores its
+    // state rows: the GPU-scope fence ahead of the count then waits for the
+    // o stores only, not for the state's (64 KB a head) behind them. (After
+    // the state stores, the fence made the token kernel 12-13 % slower at
+    // 64 and 128 sequences on an H100, docs/perf.md, session 42.)
+    if (outNorm)
+      outNormLastBlock(tb, n, h, vbase, start, len);
     for (int64_t rr = 0; rr < R; ++rr)
       for (int64_t p = 0; p < per; ++p)
         kb.ifThen(kb.andi(rowOk[rr], colOk[p]), [&] {
@@ -1737,8 +1744,6 @@ static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
                                                  (rr * per + p) * vw, vw));
           kb.storeVec(vals, S, {n, h, rows[rr], cols[p]});
         });
-    if (outNorm)
-      outNormLastBlock(tb, n, h, vbase, start, len);
   }, staged ? stagedBytes + (outNorm ? 16 : 0) : 0,
      std::string(staged ? "kda_tokens_staged" : "kda_tokens") + (outNorm ? "_onorm" : ""));
 }
@@ -1809,10 +1814,22 @@ static void lowerDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) 
 /// form lower_bound * sigmoid(exp(A) z)), a = exp(A_log) of its head and zz
 /// = z + dt_bias: one definition for the gate's launch and its linear's
 /// store map (bit-identical).
+/// K3C_GATE_FAST=1 (GPU, bf16 build: bf16 logits; off by default): the
+/// sigmoid's division approximate (rcp.approx, within 2 ulp, as the bf16
+/// convolutions' since session 17) instead of the IEEE reciprocal's dozen
+/// instructions and slow-path branch, in the gate's launch and in its
+/// linear's store map alike (the two stay bit-identical to each other).
 static Value kdaGateValue(KernelBuilder &kb, KdaGateOp gate, Value a, Value zz) {
-  return gate.getGateForm() == GateForm::bounded_sigmoid
-             ? kb.fmul(kb.f32(gate.getLowerBound()->convertToDouble()), kb.sigmoid(kb.fmul(a, zz)))
-             : kb.fneg(kb.fmul(a, kb.softplus(zz)));
+  const bool fastDiv = kb.fastDiv;
+  if (kb.gpu() && cast<ShapedType>(gate.getLogits().getType()).getElementType().isBF16() &&
+      KernelBuilder::switchFromEnv("K3C_GATE_FAST"))
+    kb.fastDiv = true;
+  Value r = gate.getGateForm() == GateForm::bounded_sigmoid
+                ? kb.fmul(kb.f32(gate.getLowerBound()->convertToDouble()),
+                          kb.sigmoid(kb.fmul(a, zz)))
+                : kb.fneg(kb.fmul(a, kb.softplus(zz)));
+  kb.fastDiv = fastDiv;
+  return r;
 }
 
 /// The gate's own launch: a thread per `gw` adjacent columns of one head.
