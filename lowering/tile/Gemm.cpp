@@ -487,23 +487,20 @@ static MmaTile tileFromEnv(const char *var, MmaTile dflt) {
   return f.empty() ? dflt : MmaTile{f[0], f[1], f[2], f[3], f[4], f[5]};
 }
 WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt) {
-  SmallVector<int64_t> f = intsFromEnv(var, {3, 4, 5}, "bm,bn,stages[,inflight[,persistent]]");
+  SmallVector<int64_t> f = intsFromEnv(var, {3, 4}, "bm,bn,stages[,inflight]");
   if (f.empty())
     return dflt;
   WgmmaTile t = dflt;
   t.bm = f[0];
   t.bn = f[1];
   t.stages = f[2];
-  if (f.size() >= 4)
+  if (f.size() == 4)
     t.inflight = f[3];
-  if (f.size() == 5)
-    t.persistent = f[4];
   return t;
 }
 std::string WgmmaTile::name() const {
   return "wgmma_" + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) +
-         "_s" + std::to_string(stages) + (inflight ? "_f" + std::to_string(inflight) : "") +
-         (persistent ? "_p" : "");
+         "_s" + std::to_string(stages) + (inflight ? "_f" + std::to_string(inflight) : "");
 }
 
 std::string WgmmaTile::check(const TargetInfo &info) const {
@@ -513,8 +510,6 @@ std::string WgmmaTile::check(const TargetInfo &info) const {
     return "needs bm in {64, 128, 192, 256}, bn a multiple of 16 up to 256, stages >= 2";
   if (inflight < 0 || inflight > 1 || stages < 2 + inflight)
     return "needs inflight 0 or 1 and stages >= 2 + inflight";
-  if (persistent < 0 || persistent > 1)
-    return "needs persistent 0 or 1";
   if ((bm * 8) % threads() || (bn * 8) % threads())
     return "the 16-byte chunks of a stage must split evenly over the threads";
   if (sharedBytes() > info.maxSharedPerBlock)
@@ -609,8 +604,7 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     // tile's column tail has not run on a GPU yet, the 256-wide one's has).
     const int64_t gcdO = outputsGcd ? outputsGcd : O;
     const bool shallow = K <= 2 * WgmmaTile::bk && O >= 4096 && gcdO % 128 == 0;
-    // K3C_WGMMA_SHALLOW_TILE sets the shallow tile alone (e.g. persistent:
-    // 128,128,3,0,1).
+    // K3C_WGMMA_SHALLOW_TILE sets the shallow tile alone.
     const WgmmaTile prefillTile =
         shallow ? wgmmaTileFromEnv("K3C_WGMMA_SHALLOW_TILE", WgmmaTile{128, 128, 2, 0})
                 : WgmmaTile{128, 256, 4};
@@ -1283,106 +1277,6 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       upMap = tensorMapOf(kb, glu.up, wBoxRows);
   }
   const int64_t ringBytes = stages * (bm + bn) * rowBytes;
-  // Persistent blocks (tile.persistent; TMA, plain projections): as many
-  // blocks as the SMs hold, block b taking tiles b, b + grid, ...; its ring
-  // runs on across them (global step g = tile i * kTiles + k tile, slot g %
-  // stages, phase g / stages), so the next tile's first stages are in flight
-  // while this tile's epilogue stores. A tile a block (the path below)
-  // leaves shallow products (K <= 128: two k tiles) latency-bound: each
-  // block waits for its stages, runs two MMA groups, then stores, with
-  // nothing of its own in flight. The same MMAs in the same order: the
-  // same values.
-  const bool persistent = tile.persistent && tma && !specialized && !split && !glu;
-  WgmmaTile shown = tile;
-  shown.persistent = persistent;
-  const std::string kernelName =
-      (glu ? "linear_glu_" : ep.map ? "linear_" + ep.name + "_" : "linear_") + shown.name() +
-      (tma ? (specialized ? "_tmaws" : "_tma") : "") +
-      (split ? "_splitk" + std::to_string(ways) : "");
-  if (persistent) {
-    const int64_t bytes = tile.sharedBytes() + 8 * stages;
-    const int64_t perSm = std::max<int64_t>(1, kb.info().sharedPerSM / (bytes + 1024));
-    Value grid = kb.minu(tiles, kb.idx(kb.info().smCount * perSm));
-    kb.blocks({grid}, threads, [&](ValueRange bid, ThreadBlock &tb) {
-      AlignedShared sm = alignedDynamicShared(kb);
-      Value aBase = sm.address(kb, kb.idx(0)),
-            bBase = sm.address(kb, kb.idx(stages * bm * rowBytes));
-      const int64_t ahead = stages - 1 - tile.inflight;
-      const Value isFirst = kb.ieq(tb.tid, kb.idx(0));
-      auto barrierAt = [&](Value slot) {
-        return kb.pointerAt(sm.address(kb, kb.add(kb.idx(ringBytes), kb.mul(slot, 8))), 3);
-      };
-      // This block's tiles and ring steps.
-      Value mine = kb.div(kb.add(kb.sub(tiles, bid[0]), kb.sub(grid, kb.idx(1))), grid);
-      Value steps = kb.mul(mine, kb.idx(kTiles));
-      auto tileAt = [&](Value i) {
-        return rasterTile(kb, kb.add(bid[0], kb.mul(i, grid)), mTiles, nTiles, bm, bn);
-      };
-      auto issueStep = [&](Value g) {
-        kb.ifThen(kb.andi(isFirst, kb.ult(g, steps)), [&] {
-          Value kt = kb.rem(g, kTiles), slot = kb.rem(g, stages);
-          auto [m0, n0g] = tileAt(kb.div(g, kTiles));
-          ProjectionTiles::Pick pk = proj.pick(kb, n0g, bn, wMaps);
-          Value bar = barrierAt(slot);
-          NVVM::MBarrierArriveExpectTxOp::create(b, loc, Type(), bar,
-                                                 kb.i32Const((bm + bn) * rowBytes),
-                                                 NVVM::MemScopeKind::CTA, /*relaxed=*/false,
-                                                 Value());
-          Value col = kb.mul(kt, bk);
-          tmaCopy(kb, kb.add(aBase, kb.mul(slot, bm * rowBytes)), xMap, col, m0, bar);
-          tmaCopy(kb, kb.add(bBase, kb.mul(slot, bn * rowBytes)), pk.map, col, pk.n0, bar);
-        });
-      };
-      kb.ifThen(isFirst, [&] {
-        for (int64_t s = 0; s < stages; ++s)
-          NVVM::MBarrierInitOp::create(b, loc, barrierAt(kb.idx(s)), kb.i32Const(1), Value());
-        NVVM::FenceMbarrierInitOp::create(b, loc);
-      });
-      kb.barrier(tb);
-      for (int64_t s = 0; s < ahead; ++s)
-        issueStep(kb.idx(s));
-      Value wg = kb.div(tb.tid, 128);
-      Value aWg = kb.add(aBase, kb.mul(wg, 64 * rowBytes));
-      auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
-      Value zero = LLVM::ZeroOp::create(b, loc, accType);
-      kb.loop(kb.idx(0), mine, [&](Value i) {
-        Value g0 = kb.mul(i, kb.idx(kTiles));
-        Value acc = kb.loop(kb.idx(0), kb.idx(kTiles), ValueRange{zero},
-                            [&](Value kt, ValueRange in) {
-          // As below: step g landed; every warpgroup is done with step g -
-          // 1 - inflight, whose slot step g + ahead refills.
-          Value g = kb.add(g0, kt), slot = kb.rem(g, stages);
-          NVVM::MBarrierTryWaitParityOp::create(b, loc, barrierAt(slot),
-                                                indexI32(kb, kb.rem(kb.div(g, stages), 2)),
-                                                kb.i32Const(10000000));
-          kb.barrier(tb);
-          issueStep(kb.add(g, kb.idx(ahead)));
-          Value aAddr = toI64(kb.add(aWg, kb.mul(slot, bm * rowBytes)));
-          Value bAddr = toI64(kb.add(bBase, kb.mul(slot, bn * rowBytes)));
-          Value d = wgmmaK64(kb, accType, in[0], aAddr, bAddr, bn);
-          NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(tile.inflight));
-          return SmallVector<Value>{d};
-        })[0];
-        if (tile.inflight)
-          NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
-        // The epilogue of tile i (the layout as below).
-        auto [m0, n0g] = tileAt(i);
-        ProjectionTiles::Pick pk = proj.pick(kb, n0g, bn);
-        Value lane = tb.lane;
-        Value rowBase = kb.add(kb.add(m0, kb.mul(wg, 64)),
-                               kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));
-        Value colBase = kb.add(pk.n0, kb.mul(kb.rem(lane, 4), 2));
-        auto accAt = [&](int64_t j) {
-          return LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{j}).getResult();
-        };
-        for (int64_t j = 0; j < bn / 8; ++j)
-          for (int64_t h = 0; h < 2; ++h)
-            storeAccPair(kb, pk.y, kb.add(rowBase, 8 * h), kb.add(colBase, 8 * j),
-                         accAt(4 * j + 2 * h), accAt(4 * j + 2 * h + 1), T, pk.width, ep);
-      });
-    }, bytes, kernelName);
-    return;
-  }
 
   kb.blocks({kb.mul(tiles, kb.idx(ways))}, blockThreads, [&](ValueRange bid, ThreadBlock &tb) {
     // Split-K: block b takes K tiles [k0, k1) of output tile b mod tiles.
@@ -1587,7 +1481,10 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       return;
     }
     kb.ifThenElse(kb.ult(tb.tid, kb.idx(threads)), consume, produce);
-  }, tile.sharedBytes() + (tma ? (specialized ? 16 : 8) * stages : 0), kernelName);
+  }, tile.sharedBytes() + (tma ? (specialized ? 16 : 8) * stages : 0),
+            (glu ? "linear_glu_" : ep.map ? "linear_" + ep.name + "_" : "linear_") + tile.name() +
+                (tma ? (specialized ? "_tmaws" : "_tma") : "") +
+                (split ? "_splitk" + std::to_string(ways) : ""));
   if (!split)
     return;
   // The sum of the slices, in slice order, then the epilogue: a thread per

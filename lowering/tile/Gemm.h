@@ -124,11 +124,6 @@ struct MmaTile {
 /// prefetches stages - 1 - inflight stages ahead.
 struct WgmmaTile {
   int64_t bm = 128, bn = 256, stages = 4, inflight = 1;
-  /// 1: persistent blocks (as many as the SMs hold) loop over the output
-  /// tiles, the ring of stages running on across them, so the next tile's
-  /// stages land while this one's epilogue stores (TMA, plain projections
-  /// only: elsewhere a tile a block as with 0).
-  int64_t persistent = 0;
   static constexpr int64_t bk = 64;
   int64_t threads() const { return 128 * (bm / 64); }
   /// Stage bytes plus 1 KB to align the ring to the 1024-byte swizzle atom.
