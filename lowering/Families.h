@@ -201,7 +201,7 @@ llvm::DenseMap<mlir::Operation *, std::pair<mlir::Operation *, mlir::Operation *
 fuseGluPairs(mlir::Block &body);
 
 /// The KDA gates of a kernel body its linear can compute in its store (GPU,
-/// K3C_FUSE_GATE=1; off by default, slower on the H200: docs/perf.md):
+/// on by default since session 42, K3C_FUSE_GATE=0: not; docs/perf.md):
 /// kda_gate(linear(x, W)) with the linear's result used by nothing else.
 /// Linear -> gate.
 llvm::DenseMap<mlir::Operation *, mlir::Operation *> fuseGateLinears(mlir::Block &body);

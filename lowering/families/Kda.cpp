@@ -10,6 +10,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 
+#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -2319,12 +2320,16 @@ LinearMap kdaGateLinearMap(KernelBuilder &kb, Operation *op, LowerState &st) {
 
 DenseMap<Operation *, Operation *> fuseGateLinears(Block &body) {
   DenseMap<Operation *, Operation *> out;
-  // Off by default: measured on the H200 (slice, 8192 tokens) the fused
-  // tile made kda_conv_gate 1.65 against 1.38 ms (the wgmma tile's epilogue
-  // runs the gate's exponentials and IEEE reciprocals per element, one
-  // block an SM, nothing overlapping them; the gate's own launch streams at
-  // 3.9 TB/s). Bit-identical either way.
-  if (!intFromEnv("K3C_FUSE_GATE", 0))
+  // On by default since session 42 (K3C_FUSE_GATE=0: the gate's own
+  // launch). The projection f_b's prefill tile is the shallow 128 x 128 one
+  // with two blocks an SM since session 17; with it the fused store takes
+  // the gate's launch (8192 tokens: 604 MB, 210 us) off for ~40 us more in
+  // the tile: kda_conv_gate 1.168 / 1.156 against 1.234 / 1.258 ms (H100,
+  // slice, 8192 tokens, two rounds, docs/perf.md, session 42), logits
+  // bit-identical. (On the deep 128 x 256 tile, one block an SM, the fused
+  // store had lost on the H200: 1.65 against 1.38 ms.)
+  const char *fuse = std::getenv("K3C_FUSE_GATE");
+  if (fuse && *fuse && !KernelBuilder::switchFromEnv("K3C_FUSE_GATE")) // 0/1, else refused
     return out;
   for (Operation &op : body.without_terminator()) {
     auto gate = dyn_cast<KdaGateOp>(op);

@@ -331,14 +331,14 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // WIN: gpu.launch {{.*}}module(@k3_kda_conv_gate_test_short_conv_window)
 // WINHOST-LABEL: func.func @k3_kda_conv_gate_test(
 // WINHOST-NOT: arith.addi %c32{{.*}}, %dim
-// K3C_FUSE_GATE=1 (off by default: measured slower): the gate's logits come
+// The gate in its linear's store (the default; K3C_FUSE_GATE=0: not): the gate's logits come
 // from a linear used by nothing else, so from the tensor-core token counts
 // the linear's tiles compute the gate in their store (the accumulators
 // rounded to bf16 as the linear's store would, plus dt_bias, the gate; f32
 // pairs into the gate's result) and the gate has no launch of its own there;
 // below them (one token: the GEMV) the gate's own launch follows the linear.
-// RUN: env K3C_FUSE_GATE=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GATE
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOGATE
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GATE
+// RUN: env K3C_FUSE_GATE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOGATE
 // GATE-LABEL: func.func @k3_kda_conv_gate_test(
 // GATE: module(@k3_kda_conv_gate_test_linear_gemv1)
 // GATE: module(@k3_kda_conv_gate_test_kda_gate)
