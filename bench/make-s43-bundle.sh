@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The bundle for one device call after session 42's (bench/s43-h200.sh):
 # k3-run, k3-bench, k3-mkcheckpoint; the full-width k3-small slice and its
-# variants: ON (--kda-out-norm-in-chunk, its count now ahead of the token
-# kernel's state stores), FG (K3C_FUSE_GATE=1: the KDA gate in its f_b
-# linear's store, on the shallow 128 x 128 two-block tile since session 17),
-# GF (K3C_GATE_FAST=1: the gate's sigmoid by rcp.approx), FGF (both); dense
-# k3-tiny bf16 / f32 with ON, and bf16 with GF and FGF (the checks); fla from
-# .dev/peers/fla or PEER_FLA=DIR (git-ignored, never committed).
+# variants: ON (--kda-out-norm-in-chunk, its count ahead of the token
+# kernel's state stores), NG (K3C_FUSE_GATE=0: the KDA gate's own launch
+# after f_b, the default before session 42; the default computes it in f_b's
+# store), GF (K3C_GATE_FAST=1: the gate's sigmoid by rcp.approx); dense k3-tiny
+# bf16 / f32 with ON, and bf16 with NG and GF (the checks); fla from
+# .dev/peers/fla or PEER_FLA=DIR (git-ignored, never committed). (Session 42's
+# call ran it as FG = K3C_FUSE_GATE=1 against the then default, and FGF.)
 # Carry .dev (~40 MB); run: bash .dev/s43-h200.sh
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
@@ -17,13 +18,12 @@ slice() { $B/k3-compile $D/slice.json --target=sm_90a --max-tokens 8192 --max-se
 tdense -o $D/tdense
 tdense -o $D/tdense-ON --kda-out-norm-in-chunk
 tdense -o $D/tdense-ON-f32 --kda-out-norm-in-chunk --activation-dtype=f32
+K3C_FUSE_GATE=0 tdense -o $D/tdense-NG
 K3C_GATE_FAST=1 tdense -o $D/tdense-GF
-K3C_GATE_FAST=1 K3C_FUSE_GATE=1 tdense -o $D/tdense-FGF
 slice -o $D/slice
 slice -o $D/slice-ON --kda-out-norm-in-chunk
-K3C_FUSE_GATE=1 slice -o $D/slice-FG
+K3C_FUSE_GATE=0 slice -o $D/slice-NG
 K3C_GATE_FAST=1 slice -o $D/slice-GF
-K3C_GATE_FAST=1 K3C_FUSE_GATE=1 slice -o $D/slice-FGF
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/s43-h200.sh bench/kda_peer.py bench/bench_common.py $D/
 fla=${PEER_FLA:-}
