@@ -4,7 +4,10 @@
 # variants: ON (--kda-out-norm-in-chunk, its count ahead of the token
 # kernel's state stores), NG (K3C_FUSE_GATE=0: the KDA gate's own launch
 # after f_b, the default before session 42; the default computes it in f_b's
-# store), GF (K3C_GATE_FAST=1: the gate's sigmoid by rcp.approx); dense k3-tiny
+# store), GF (K3C_GATE_FAST=1: the gate's sigmoid by rcp.approx), S3
+# (K3C_WGMMA_SHALLOW_TILE=128,128,3,0: f_b's tile with both of its k tiles'
+# copies issued at its start instead of one: 97 KB, still two blocks an SM);
+# dense k3-tiny
 # bf16 / f32 with ON, and bf16 with NG and GF (the checks); fla from
 # .dev/peers/fla or PEER_FLA=DIR (git-ignored, never committed). (Session 42's
 # call ran it as FG = K3C_FUSE_GATE=1 against the then default, and FGF.)
@@ -24,8 +27,9 @@ slice -o $D/slice
 slice -o $D/slice-ON --kda-out-norm-in-chunk
 K3C_FUSE_GATE=0 slice -o $D/slice-NG
 K3C_GATE_FAST=1 slice -o $D/slice-GF
+K3C_WGMMA_SHALLOW_TILE=128,128,3,0 slice -o $D/slice-S3
 rm -rf $D/*/ptx $D/*/model.fused.mlir
-cp bench/s43-h200.sh bench/kda_peer.py bench/bench_common.py $D/
+cp bench/s43-h200.sh bench/kda_peer.py bench/bench_common.py bench/ncu_mix.py $D/
 fla=${PEER_FLA:-}
 [ -z "$fla" ] && [ -d $D/peers/fla/fla ] && fla=$D/peers/fla
 if [ -n "$fla" ] && [ "$fla" != "$D/peers/fla" ]; then

@@ -2,17 +2,19 @@
 # One device call after session 42 (bench/make-s43-bundle.sh):
 #  1. checks: dense k3-tiny bf16 with ON (the output norm's count ahead of
 #     the state stores), NG and GF against the reference, ON's f32 build at
-#     1e-5; the slice's logits of ON and NG against the default's
+#     1e-5; the slice's logits of ON, NG and S3 against the default's
 #     (bit-identical expected: 128 one-token prompts, a 700-token prompt, 3
 #     steps);
 #  2. #13: k3-bench decode at 1 / 64 / 128 sequences, default and ON, two
 #     rounds alternating (ON lost 12-13 % of kda_chunk at 64 / 128 on an
 #     H100 in session 42 with the count after the state stores);
-#  3. #14: k3-bench prefill 8192 of the default, NG, GF (kda_conv_gate),
+#  3. #14: k3-bench prefill 8192 of the default, NG, GF, S3 (kda_conv_gate),
 #     two rounds; every launch of the default's KDA layer at 8192 tokens
 #     (K3C_PROFILE_LAUNCHES, synchronized, ~10 us of overhead each); fla's
 #     chunk_kda with gate and norm and its Triton short convolution beside
-#     them (kda_peer.py).
+#     them (kda_peer.py); Nsight Compute on the default's f_b tile (the gate
+#     in its store: 304 us for 403 MB on an H100, latency-bound) when ncu is
+#     there (NO_NCU=1 skips it).
 source "$(dirname "$0")/device-common.sh"
 machine
 dense_inputs
@@ -30,13 +32,13 @@ import numpy as n; a, b = n.load('$1'), n.load('$2')
 print('$3: bit-identical %s' % bool((a.view(n.uint32) == b.view(n.uint32)).all()))"; }
 for b in b128.txt p700.txt; do
   logits slice $b /tmp/ref.npy
-  for v in ON NG; do logits slice-$v $b /tmp/x.npy; same /tmp/ref.npy /tmp/x.npy "slice-$v vs default, $b"; done
+  for v in ON NG S3; do logits slice-$v $b /tmp/x.npy; same /tmp/ref.npy /tmp/x.npy "slice-$v vs default, $b"; done
 done
 echo "== logits done (${SECONDS}s)"
 for round in 1 2; do
   kbench dec-$round slice /tmp/slice 'TOTAL,graph|kda_chunk|kda_out' --prefill none --decode 1,64,128
   kbench ON-$round slice-ON /tmp/slice 'TOTAL,graph|kda_chunk|kda_out' --prefill none --decode 1,64,128
-  for v in "" -NG -GF; do
+  for v in "" -NG -GF -S3; do
     kbench pre$v-$round slice$v /tmp/slice 'kda_conv_gate|kda_chunk|ttft' --prefill 8192 --decode 128
   done
 done
@@ -49,5 +51,16 @@ done
 if [ -d peers/fla/fla ]; then
   echo "== fla at T = 8192, H = 96 (${SECONDS}s)"
   timeout 200 python3 kda_peer.py --fla peers/fla --prefill 8192x96 --check "" --dump "" --decode "" --csv $OUT/kda_peer.csv
+fi
+if [ -z "${NO_NCU:-}" ] && which ncu > /dev/null; then
+  echo "== ncu: the f_b tile with the gate in its store, prefill 8192 (${SECONDS}s)"
+  timeout 150 ncu --clock-control none --set full --import-source no -k "regex:linear_gate_wgmma" \
+    --launch-count 1 -f -o /tmp/fb k3-run slice --checkpoint /tmp/slice --device cuda --quiet \
+    --prompt-ids $(seq -s, 1 8192) --max-new-tokens 1 > /tmp/fb-run.txt 2>&1
+  ncu -i /tmp/fb.ncu-rep --page details --print-details all > /tmp/fb-details.txt 2>&1
+  ncu -i /tmp/fb.ncu-rep --page source --csv --print-source sass > /tmp/fb-source.csv 2>&1
+  grep -E "^  [a-z_0-9]+ |^    (Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Issue Slots Busy|L2 Hit Rate|Block Limit)" /tmp/fb-details.txt | head -20
+  python3 ncu_mix.py /tmp/fb-source.csv linear_gate_wgmma
+  tar czf $OUT/fb-prof.tgz -C /tmp fb-details.txt fb-source.csv fb-run.txt
 fi
 echo "== s43 done (${SECONDS}s)"
