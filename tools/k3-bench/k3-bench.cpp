@@ -27,9 +27,11 @@ usage: k3-bench ARTIFACT_DIR [options]
 
 options:
   --prefill LIST      prompt lengths to prefill, one sequence each (default 512,2048,8192;
-                      each must fit the artifact's --max-tokens and --max-context); none
+                      each within the artifact's --max-context; longer than its --max-tokens:
+                      several prefill steps, timed as one time to first token); none
   --decode LIST       batch sizes to decode (default 1,8,32,128; within --max-seqs); none
-  --context N         prompt tokens per sequence before decoding (default 64)
+  --context N         prompt tokens per sequence before decoding (default 64; contexts of the
+                      batch beyond a step's --max-tokens are prefilled in several steps)
   --steps N           timed decode steps per batch size (default 32)
   --reps N            timed prefills per length (default 3; the median is reported)
   --device D          auto (default), cpu or cuda
@@ -144,14 +146,31 @@ int main(int argc, char **argv) {
       }
     };
 
+    // The prefill steps `p` needs (the runtime cuts prompts longer than a
+    // step into rounds), or 0 with the reason printed when they cannot be
+    // cut into the artifact's steps.
+    auto roundsFor = [&](const std::vector<std::vector<int64_t>> &p, const std::string &what) {
+      try {
+        return model->prefillRounds(p);
+      } catch (const k3c::Error &e) {
+        std::printf("%s: skipped (%s)\n", what.c_str(), e.what());
+        return int64_t{0};
+      }
+    };
     for (int64_t T : prefill) {
-      if (T > plan.maxTokens || T > plan.maxContext) {
-        std::printf("prefill T=%lld: skipped (artifact capacity %lld tokens/step, context %lld)\n",
-                    static_cast<long long>(T), static_cast<long long>(plan.maxTokens),
+      const std::string what = "prefill T=" + std::to_string(T);
+      if (T > plan.maxContext) {
+        std::printf("%s: skipped (artifact context %lld)\n", what.c_str(),
                     static_cast<long long>(plan.maxContext));
         continue;
       }
       std::vector<std::vector<int64_t>> p = {prompt(T)};
+      const int64_t rounds = roundsFor(p, what);
+      if (!rounds)
+        continue;
+      if (rounds > 1)
+        std::printf("%s: %lld prefill steps of at most %lld tokens\n", what.c_str(),
+                    static_cast<long long>(rounds), static_cast<long long>(plan.maxTokens));
       model->enableProfiling(false);
       model->reset(1);
       model->prefill(p); // warm-up
@@ -188,18 +207,25 @@ int main(int argc, char **argv) {
     }
 
     for (int64_t B : decode) {
-      if (B > plan.maxSeqs || B * context > plan.maxTokens ||
-          context + 3 * steps + 2 > plan.maxContext) {
-        std::printf("decode batch %lld: skipped (artifact capacity %lld sequences, %lld "
-                    "tokens/step, context %lld)\n",
-                    static_cast<long long>(B), static_cast<long long>(plan.maxSeqs),
-                    static_cast<long long>(plan.maxTokens),
-                    static_cast<long long>(plan.maxContext));
+      const std::string what = "decode batch " + std::to_string(B);
+      if (B > plan.maxSeqs || context + 3 * steps + 2 > plan.maxContext) {
+        std::printf("%s: skipped (artifact capacity %lld sequences, context %lld; the "
+                    "context and %lld steps need %lld)\n",
+                    what.c_str(), static_cast<long long>(plan.maxSeqs),
+                    static_cast<long long>(plan.maxContext), static_cast<long long>(steps),
+                    static_cast<long long>(context + 3 * steps + 2));
         continue;
       }
       std::vector<std::vector<int64_t>> p;
       for (int64_t b = 0; b < B; ++b)
         p.push_back(prompt(context));
+      // Contexts beyond a step's capacity are prefilled in several steps.
+      const int64_t rounds = roundsFor(p, what);
+      if (!rounds)
+        continue;
+      if (rounds > 1)
+        std::printf("%s: the %lld-token contexts prefilled in %lld steps\n", what.c_str(),
+                    static_cast<long long>(context), static_cast<long long>(rounds));
       model->enableProfiling(false);
       model->reset(B);
       model->prefill(p);
