@@ -6,9 +6,10 @@
 # after f_b, the default before session 42; the default computes it in f_b's
 # store), GF (K3C_GATE_FAST=1: the gate's sigmoid by rcp.approx), S3
 # (K3C_WGMMA_SHALLOW_TILE=128,128,3,0: f_b's tile with both of its k tiles'
-# copies issued at its start instead of one: 97 KB, still two blocks an SM);
-# dense k3-tiny
-# bf16 / f32 with ON, and bf16 with NG and GF (the checks); fla from
+# copies issued at its start instead of one: 97 KB, still two blocks an SM),
+# STS (K3C_WGMMA_STAGED_STORE=1: every plain warpgroup tile's outputs staged
+# in shared memory and copied out in 16-byte chunks); dense k3-tiny
+# bf16 / f32 with ON, and bf16 with NG, GF and STS (the checks); fla from
 # .dev/peers/fla or PEER_FLA=DIR (git-ignored, never committed). (Session 42's
 # call ran it as FG = K3C_FUSE_GATE=1 against the then default, and FGF.)
 # Carry .dev (~40 MB); run: bash .dev/s43-h200.sh
@@ -23,11 +24,13 @@ tdense -o $D/tdense-ON --kda-out-norm-in-chunk
 tdense -o $D/tdense-ON-f32 --kda-out-norm-in-chunk --activation-dtype=f32
 K3C_FUSE_GATE=0 tdense -o $D/tdense-NG
 K3C_GATE_FAST=1 tdense -o $D/tdense-GF
+K3C_WGMMA_STAGED_STORE=1 tdense -o $D/tdense-STS
 slice -o $D/slice
 slice -o $D/slice-ON --kda-out-norm-in-chunk
 K3C_FUSE_GATE=0 slice -o $D/slice-NG
 K3C_GATE_FAST=1 slice -o $D/slice-GF
 K3C_WGMMA_SHALLOW_TILE=128,128,3,0 slice -o $D/slice-S3
+K3C_WGMMA_STAGED_STORE=1 slice -o $D/slice-STS
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/s43-h200.sh bench/kda_peer.py bench/bench_common.py bench/ncu_mix.py $D/
 fla=${PEER_FLA:-}

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # One device call after session 42 (bench/make-s43-bundle.sh):
 #  1. checks: dense k3-tiny bf16 with ON (the output norm's count ahead of
-#     the state stores), NG and GF against the reference, ON's f32 build at
-#     1e-5; the slice's logits of ON, NG and S3 against the default's
+#     the state stores), NG, GF and STS against the reference, ON's f32
+#     build at 1e-5; the slice's logits of ON, NG, S3 and STS against the
+#     default's
 #     (bit-identical expected: 128 one-token prompts, a 700-token prompt, 3
 #     steps);
 #  2. #13: k3-bench decode at 1 / 64 / 128 sequences, default and ON, two
 #     rounds alternating (ON lost 12-13 % of kda_chunk at 64 / 128 on an
 #     H100 in session 42 with the count after the state stores);
-#  3. #14: k3-bench prefill 8192 of the default, NG, GF, S3 (kda_conv_gate),
+#  3. #14 / #13: k3-bench prefill 8192 and decode 128 of the default, NG,
+#     GF, S3, STS (kda_conv_gate, the linears),
 #     two rounds; every launch of the default's KDA layer at 8192 tokens
 #     (K3C_PROFILE_LAUNCHES, synchronized, ~10 us of overhead each); fla's
 #     chunk_kda with gate and norm and its Triton short convolution beside
@@ -18,7 +20,7 @@
 source "$(dirname "$0")/device-common.sh"
 machine
 dense_inputs
-dense_checks tdense tdense-ON tdense-NG tdense-GF
+dense_checks tdense tdense-ON tdense-NG tdense-GF tdense-STS
 echo "== tdense-ON-f32 (1e-5) vs the reference: a 100-token prompt, a mixed batch of 20"
 for b in p100.txt mix20.txt; do
   timeout 120 k3-run tdense-ON-f32 --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
@@ -32,14 +34,14 @@ import numpy as n; a, b = n.load('$1'), n.load('$2')
 print('$3: bit-identical %s' % bool((a.view(n.uint32) == b.view(n.uint32)).all()))"; }
 for b in b128.txt p700.txt; do
   logits slice $b /tmp/ref.npy
-  for v in ON NG S3; do logits slice-$v $b /tmp/x.npy; same /tmp/ref.npy /tmp/x.npy "slice-$v vs default, $b"; done
+  for v in ON NG S3 STS; do logits slice-$v $b /tmp/x.npy; same /tmp/ref.npy /tmp/x.npy "slice-$v vs default, $b"; done
 done
 echo "== logits done (${SECONDS}s)"
 for round in 1 2; do
   kbench dec-$round slice /tmp/slice 'TOTAL,graph|kda_chunk|kda_out' --prefill none --decode 1,64,128
   kbench ON-$round slice-ON /tmp/slice 'TOTAL,graph|kda_chunk|kda_out' --prefill none --decode 1,64,128
-  for v in "" -NG -GF -S3; do
-    kbench pre$v-$round slice$v /tmp/slice 'kda_conv_gate|kda_chunk|ttft' --prefill 8192 --decode 128
+  for v in "" -NG -GF -S3 -STS; do
+    kbench pre$v-$round slice$v /tmp/slice 'kda_conv_gate|kda_chunk|ttft|graph|lm_head|mlp_in|mlp_down|kda_in' --prefill 8192 --decode 128
   done
 done
 echo "== launches of the prefill, 8192 tokens (${SECONDS}s)"

@@ -1277,6 +1277,27 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       upMap = tensorMapOf(kb, glu.up, wBoxRows);
   }
   const int64_t ringBytes = stages * (bm + bn) * rowBytes;
+  // K3C_WGMMA_STAGED_STORE=1 (opt-in): the plain projections' epilogue
+  // writes the tile's outputs (rounded, mapped or with the residual added,
+  // as storeAccPair computes them) into shared memory over the drained
+  // ring, rows padded by 16 bytes, then the block copies the tile out in
+  // 16-byte chunks, a warp covering whole rows (the accumulator layout
+  // stores 8-byte pairs to 8 rows a warp instruction). Needs every width
+  // of the launch a multiple of a chunk and one output type; the same
+  // values at the same places.
+  Type outElt = cast<MemRefType>(y.getType()).getElementType();
+  bool staged = kb.gpu() && !glu && !split && !specialized &&
+                KernelBuilder::switchFromEnv("K3C_WGMMA_STAGED_STORE") &&
+                (outElt.isF32() || outElt.isBF16());
+  const int64_t outBytes = outElt.getIntOrFloatBitWidth() / 8, chunkElts = 16 / outBytes;
+  for (auto [yy, wd] : llvm::zip(proj.ys, proj.widths))
+    staged &= cast<MemRefType>(yy.getType()).getElementType() == outElt && wd % chunkElts == 0;
+  // The copy-out keeps a thread on one chunk column: a row's chunks divide
+  // the threads (not 128 x 192 tiles).
+  staged &= threads % (bn / chunkElts) == 0;
+  const int64_t stagePitch = bn + chunkElts; // elements a staged row
+  const int64_t stagedBytes = staged ? bm * stagePitch * outBytes : 0;
+  const int64_t extraBytes = std::max<int64_t>(0, stagedBytes - ringBytes);
 
   kb.blocks({kb.mul(tiles, kb.idx(ways))}, blockThreads, [&](ValueRange bid, ThreadBlock &tb) {
     // Split-K: block b takes K tiles [k0, k1) of output tile b mod tiles.
@@ -1471,6 +1492,53 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
         }
       return;
     }
+    if (staged) {
+      // Every warpgroup done reading the ring (its last group waited); a
+      // staged tile longer than the ring covers the stages' mbarriers,
+      // invalidated first (their phases are all complete).
+      if (tma && stagedBytes > ringBytes)
+        kb.ifThen(isFirst, [&] {
+          for (int64_t st = 0; st < stages; ++st)
+            NVVM::MBarrierInvalOp::create(b, loc, barrierAt(kb.idx(st)));
+        });
+      kb.barrier(tb);
+      Value tileSm = sm.view(kb, kb.idx(0), {bm, stagePitch}, outElt);
+      Value lRow = kb.add(kb.mul(wg, 64), kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));
+      Value lCol = kb.mul(kb.rem(lane, 4), 2);
+      for (int64_t j = 0; j < bn / 8; ++j)
+        for (int64_t h = 0; h < 2; ++h) {
+          Value lr = kb.add(lRow, kb.idx(8 * h)), lc = kb.add(lCol, kb.idx(8 * j));
+          Value row = kb.add(m0, lr), col = kb.add(n0, lc);
+          Value v0 = accAt(4 * j + 2 * h), v1 = accAt(4 * j + 2 * h + 1);
+          kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, limit)), [&] {
+            if (ep.map) {
+              v0 = ep.map(kb.round(v0, ep.roundTo), col);
+              v1 = ep.map(kb.round(v1, ep.roundTo), kb.add(col, 1));
+            } else if (ep.residual) {
+              v0 = addResidual(kb, y, ep.residual, {row, col}, v0);
+              v1 = addResidual(kb, y, ep.residual, {row, kb.add(col, 1)}, v1);
+            }
+            storePair(kb, tileSm, {lr, lc}, v0, v1, /*aligned8=*/true);
+          });
+        }
+      kb.barrier(tb);
+      // Chunk c = tid + threads i: row c / perRow, its chunk c % perRow
+      // (threads a multiple of perRow: a thread keeps its column).
+      const int64_t perRow = bn / chunkElts;
+      auto vt = VectorType::get({chunkElts}, outElt);
+      Value c0 = kb.mul(kb.rem(tb.tid, kb.idx(perRow)), chunkElts);
+      Value r0 = kb.div(tb.tid, kb.idx(perRow));
+      for (int64_t i = 0; i < bm * perRow / threads; ++i) {
+        Value lr = kb.add(r0, kb.idx(i * threads / perRow));
+        Value row = kb.add(m0, lr), col = kb.add(n0, c0);
+        kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, limit)), [&] {
+          Value v = vector::LoadOp::create(b, loc, vt, tileSm, ValueRange{lr, c0}, false,
+                                           llvm::MaybeAlign(16));
+          vector::StoreOp::create(b, loc, v, y, ValueRange{row, col}, false, llvm::MaybeAlign(16));
+        });
+      }
+      return;
+    }
     for (int64_t j = 0; j < bn / 8; ++j)
       for (int64_t h = 0; h < 2; ++h)
         storeAccPair(kb, y, kb.add(rowBase, 8 * h), kb.add(colBase, 8 * j),
@@ -1481,10 +1549,10 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       return;
     }
     kb.ifThenElse(kb.ult(tb.tid, kb.idx(threads)), consume, produce);
-  }, tile.sharedBytes() + (tma ? (specialized ? 16 : 8) * stages : 0),
+  }, tile.sharedBytes() + extraBytes + (tma ? (specialized ? 16 : 8) * stages : 0),
             (glu ? "linear_glu_" : ep.map ? "linear_" + ep.name + "_" : "linear_") + tile.name() +
                 (tma ? (specialized ? "_tmaws" : "_tma") : "") +
-                (split ? "_splitk" + std::to_string(ways) : ""));
+                (split ? "_splitk" + std::to_string(ways) : "") + (staged ? "_st" : ""));
   if (!split)
     return;
   // The sum of the slices, in slice order, then the epilogue: a thread per
