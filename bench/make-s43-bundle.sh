@@ -12,7 +12,8 @@
 # bf16 / f32 with ON, and bf16 with NG, GF and STS (the checks); fla from
 # .dev/peers/fla or PEER_FLA=DIR (git-ignored, never committed). (Session 42's
 # call ran it as FG = K3C_FUSE_GATE=1 against the then default, and FGF.)
-# Carry .dev (~40 MB); run: bash .dev/s43-h200.sh
+# Carry .dev (~42 MB); run: bash .dev/s43-h200.sh, then (the same or another
+# call) bash .dev/mla-grid-h200.sh for #15's decode grid.
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 cp test/Runtime/Inputs/k3-tiny-dense.json $D/
@@ -31,8 +32,10 @@ K3C_FUSE_GATE=0 slice -o $D/slice-NG
 K3C_GATE_FAST=1 slice -o $D/slice-GF
 K3C_WGMMA_SHALLOW_TILE=128,128,3,0 slice -o $D/slice-S3
 K3C_WGMMA_STAGED_STORE=1 slice -o $D/slice-STS
+# #15's decode grid (bench/mla-grid-h200.sh): contexts up to 32768 tokens.
+$B/k3-compile $D/slice.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 33024 --quiet -o $D/slice32k
 rm -rf $D/*/ptx $D/*/model.fused.mlir
-cp bench/s43-h200.sh bench/kda_peer.py bench/bench_common.py bench/ncu_mix.py $D/
+cp bench/s43-h200.sh bench/mla-grid-h200.sh bench/kda_peer.py bench/bench_common.py bench/ncu_mix.py $D/
 fla=${PEER_FLA:-}
 [ -z "$fla" ] && [ -d $D/peers/fla/fla ] && fla=$D/peers/fla
 if [ -n "$fla" ] && [ "$fla" != "$D/peers/fla" ]; then
