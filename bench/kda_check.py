@@ -14,9 +14,14 @@ a ratio exceeds --rms-tol or NaN/inf positions differ.
 
 usage: kda_check.py DUMP_DIR [--rms-tol 5e-3] [--l2norm]
 
-A dump of a split-norm kernel (k3-compile --kda-split-norms: nine inputs)
-is recognised by its arity: its rows are normalized here and its inverse
-norms are checked too.
+A dump of a split-norm kernel (k3-compile --kda-split-norms: q and k each
+followed by its inverse norms [T, H]) is recognised by the second input's
+width: its rows are normalized here and its inverse norms are checked too.
+A dump of a kernel with the gated output norm (k3-compile
+--kda-out-norm-in-chunk: two more inputs, the gate rows and the norm's
+weight [d_v]; the output is the normalized o) is compared with the fp64
+norm of the fp64 o: o / sqrt(mean(o^2) + 1e-5) * w * sigmoid(gate), per
+head (spec: FusedRMSNormGated).
 """
 import argparse
 import json
@@ -67,14 +72,23 @@ def main():
     # inputs; the rows are normalized here in fp64 (as --l2norm) and the
     # kernel's inverse norms are checked against fp64's too.
     ins = {m["index"]: i for i, m in enumerate(meta) if m["kind"] == "input"}
-    o_arg = next(i for i, m in enumerate(meta) if m["kind"] == "output" and m["index"] == 0)
-    split = len(ins) == 9
+    # The o output (o normalized with the output norm): the 2-D output.
+    o_arg = next(i for i, m in enumerate(meta) if m["kind"] == "output" and len(m["dims"]) == 2)
+    # Split norms: the second input is q's inverse norms [T, H], narrower
+    # than q; otherwise it is k, as wide as q.
+    split = inp(ins[1]).shape[1] < inp(ins[0]).shape[1]
+    base = 9 if split else 7
     if split:
         q, qinv, k, kinv, v, g, beta, S0, lens = (inp(ins[j]) for j in range(9))
         state_arg = ins[7]
     else:
         q, k, v, g, beta, S0, lens = (inp(ins[j]) for j in range(7))
         state_arg = ins[5]
+    out_norm = len(ins) == base + 2
+    if len(ins) not in (base, base + 2):
+        sys.exit("error: %d inputs: not a delta rule kernel's dump" % len(ins))
+    if out_norm:
+        gate, w_norm = inp(ins[base]), inp(ins[base + 1])
     lens = [int(x) for x in lens]
     H = S0.shape[1]
     T = sum(lens)
@@ -91,10 +105,16 @@ def main():
             checks += [("q inv", qinv[:T], inv_norm(q[:T])), ("k inv", kinv[:T], inv_norm(k[:T]))]
         q, k = l2(q, 1.0 / np.sqrt(dk)), l2(k, 1.0)
     o_ref, S_ref = reference(q[:T], k[:T], v[:T], g[:T], beta[:T], S0, lens, H)
+    if out_norm:
+        dv = S0.shape[2]
+        x = o_ref.reshape(T, H, dv)
+        gt = gate[:T].astype(np.float64).reshape(T, H, dv)
+        x = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5) * w_norm.astype(np.float64)
+        o_ref = (x / (1.0 + np.exp(-gt))).reshape(T, H * dv)
     o_got, S_got = out(o_arg)[:T], out(state_arg)
-    print("kernel %s: %d sequences, %d tokens, %d heads, d_k %d, d_v %d, o dtype %s%s"
+    print("kernel %s: %d sequences, %d tokens, %d heads, d_k %d, d_v %d, o dtype %s%s%s"
           % (meta[0]["kernel"], len(lens), T, H, S0.shape[3], S0.shape[2], meta[o_arg]["dtype"],
-             ", split norms" if split else ""))
+             ", split norms" if split else "", ", gated output norm" if out_norm else ""))
     ok = True
     for name, got, ref in checks + [("o", o_got, o_ref), ("state", S_got, S_ref)]:
         same_nonfinite = bool((~np.isfinite(got) == ~np.isfinite(ref)).all())

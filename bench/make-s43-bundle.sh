@@ -35,7 +35,7 @@ K3C_WGMMA_STAGED_STORE=1 slice -o $D/slice-STS
 # #15's decode grid (bench/mla-grid-h200.sh): contexts up to 32768 tokens.
 $B/k3-compile $D/slice.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 33024 --quiet -o $D/slice32k
 rm -rf $D/*/ptx $D/*/model.fused.mlir
-cp bench/s43-h200.sh bench/mla-grid-h200.sh bench/kda_peer.py bench/bench_common.py bench/ncu_mix.py $D/
+cp bench/s43-h200.sh bench/mla-grid-h200.sh bench/kda_peer.py bench/kda_check.py bench/bench_common.py bench/ncu_mix.py $D/
 fla=${PEER_FLA:-}
 [ -z "$fla" ] && [ -d $D/peers/fla/fla ] && fla=$D/peers/fla
 if [ -n "$fla" ] && [ "$fla" != "$D/peers/fla" ]; then

@@ -2,10 +2,10 @@
 # One device call after session 42 (bench/make-s43-bundle.sh):
 #  1. checks: dense k3-tiny bf16 with ON (the output norm's count ahead of
 #     the state stores), NG, GF and STS against the reference, ON's f32
-#     build at 1e-5; the slice's logits of ON, NG, S3 and STS against the
-#     default's
-#     (bit-identical expected: 128 one-token prompts, a 700-token prompt, 3
-#     steps);
+#     build at 1e-5, ON's decode kernel (bf16 and f32) against fp64
+#     (kda_check.py: the normalized o); the slice's logits of ON, NG, S3
+#     and STS against the default's (bit-identical expected: 128 one-token
+#     prompts, a 700-token prompt, 3 steps);
 #  2. #13: k3-bench decode at 1 / 64 / 128 sequences, default and ON, two
 #     rounds alternating (ON lost 12-13 % of kda_chunk at 64 / 128 on an
 #     H100 in session 42 with the count after the state stores);
@@ -24,6 +24,12 @@ dense_checks tdense tdense-ON tdense-NG tdense-GF tdense-STS
 echo "== tdense-ON-f32 (1e-5) vs the reference: a 100-token prompt, a mixed batch of 20"
 for b in p100.txt mix20.txt; do
   timeout 120 k3-run tdense-ON-f32 --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
+done
+echo "== ON's decode kernel (the last block of a head normalizes) vs fp64, 128 sequences"
+for a in tdense-ON tdense-ON-f32; do
+  tol=""; [ $a = tdense-ON-f32 ] && tol="--rms-tol 1e-6"
+  rm -rf /tmp/don; K3C_DUMP_KERNEL=kda_chunk@100-128:/tmp/don timeout 120 k3-run $a --checkpoint ckpt-dense --device cuda --batch b128.txt --max-new-tokens 2 --quiet > /dev/null
+  python3 kda_check.py /tmp/don $tol
 done
 [ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 echo "== checks done (${SECONDS}s)"
