@@ -67,12 +67,12 @@ public:
   KernelBuilder(mlir::OpBuilder &b, mlir::Location loc, Target target = Target::Host)
       : b(b), loc(loc), target(target), contract(switchFromEnv("K3C_FP_CONTRACT")),
         fastDiv(switchFromEnv("K3C_FAST_DIV")) {}
-  /// A 0/1 compile-time switch from the environment (unset or empty: 0);
-  /// any other value is a fatal error naming it.
-  static bool switchFromEnv(const char *var) {
+  /// A 0/1 compile-time switch from the environment (unset or empty:
+  /// `dflt`); any other value is a fatal error naming it.
+  static bool switchFromEnv(const char *var, bool dflt = false) {
     const char *v = std::getenv(var);
     if (!v || !*v)
-      return false;
+      return dflt;
     std::string_view s(v);
     if (s != "0" && s != "1")
       llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be 0 or 1, got '" + v + "'",

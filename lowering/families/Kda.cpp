@@ -10,8 +10,6 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 
-#include <cstdlib>
-
 using namespace mlir;
 using namespace mlir::k3;
 
@@ -2328,8 +2326,7 @@ DenseMap<Operation *, Operation *> fuseGateLinears(Block &body) {
   // slice, 8192 tokens, two rounds, docs/perf.md, session 42), logits
   // bit-identical. (On the deep 128 x 256 tile, one block an SM, the fused
   // store had lost on the H200: 1.65 against 1.38 ms.)
-  const char *fuse = std::getenv("K3C_FUSE_GATE");
-  if (fuse && *fuse && !KernelBuilder::switchFromEnv("K3C_FUSE_GATE")) // 0/1, else refused
+  if (!KernelBuilder::switchFromEnv("K3C_FUSE_GATE", /*dflt=*/true))
     return out;
   for (Operation &op : body.without_terminator()) {
     auto gate = dyn_cast<KdaGateOp>(op);
