@@ -787,21 +787,28 @@ Value addResidual(KernelBuilder &kb, Value y, Value residual, ValueRange indices
                  kb.loadF32(residual, indices));
 }
 
+/// The epilogue's values of accumulators v0, v1 at y[row, col .. col + 1]:
+/// the map's two f32 outputs of the rounded pair, or the pair with the
+/// residual added (still fp32: storePair rounds it to y's type).
+static std::pair<Value, Value> epiloguePair(KernelBuilder &kb, Value y, Value row, Value col,
+                                            Value v0, Value v1, const StoreEpilogue &ep) {
+  if (ep.map)
+    return {ep.map(kb.round(v0, ep.roundTo), col),
+            ep.map(kb.round(v1, ep.roundTo), kb.add(col, 1))};
+  if (ep.residual)
+    return {addResidual(kb, y, ep.residual, {row, col}, v0),
+            addResidual(kb, y, ep.residual, {row, kb.add(col, 1)}, v1)};
+  return {v0, v1};
+}
+
 void storeAccPair(KernelBuilder &kb, Value y, Value row, Value col, Value v0, Value v1, Value T,
                   Value O, const StoreEpilogue &ep) {
   kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, O)), [&] {
-    if (ep.map) {
-      // Two f32 outputs: one 8-byte store (col is even).
-      SmallVector<Value> out{ep.map(kb.round(v0, ep.roundTo), col),
-                             ep.map(kb.round(v1, ep.roundTo), kb.add(col, 1))};
-      kb.storeVec(out, y, {row, col});
-      return;
-    }
-    if (ep.residual) {
-      v0 = addResidual(kb, y, ep.residual, {row, col}, v0);
-      v1 = addResidual(kb, y, ep.residual, {row, kb.add(col, 1)}, v1);
-    }
-    storePair(kb, y, {row, col}, v0, v1);
+    auto [a, c] = epiloguePair(kb, y, row, col, v0, v1, ep);
+    if (ep.map) // two f32 outputs: one 8-byte store (col is even)
+      kb.storeVec({a, c}, y, {row, col});
+    else
+      storePair(kb, y, {row, col}, a, c);
   });
 }
 
@@ -1509,15 +1516,9 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
         for (int64_t h = 0; h < 2; ++h) {
           Value lr = kb.add(lRow, kb.idx(8 * h)), lc = kb.add(lCol, kb.idx(8 * j));
           Value row = kb.add(m0, lr), col = kb.add(n0, lc);
-          Value v0 = accAt(4 * j + 2 * h), v1 = accAt(4 * j + 2 * h + 1);
           kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, limit)), [&] {
-            if (ep.map) {
-              v0 = ep.map(kb.round(v0, ep.roundTo), col);
-              v1 = ep.map(kb.round(v1, ep.roundTo), kb.add(col, 1));
-            } else if (ep.residual) {
-              v0 = addResidual(kb, y, ep.residual, {row, col}, v0);
-              v1 = addResidual(kb, y, ep.residual, {row, kb.add(col, 1)}, v1);
-            }
+            auto [v0, v1] = epiloguePair(kb, y, row, col, accAt(4 * j + 2 * h),
+                                         accAt(4 * j + 2 * h + 1), ep);
             storePair(kb, tileSm, {lr, lc}, v0, v1, /*aligned8=*/true);
           });
         }
