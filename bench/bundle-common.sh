@@ -12,6 +12,18 @@ bundle_start() {
   for t in "$@"; do cp $B/$t $D/bin/; done
   cp bench/device-common.sh $D/ # sourced by the scripts the GPU machine runs
 }
+# bundle_fla: fla (fla-org/flash-linear-attention, a checkout holding `fla`;
+# git-ignored, never committed) into $D/peers/fla from PEER_FLA=DIR, else the
+# copy bundle_start kept there; a note when there is none (the KDA peer rows
+# are then skipped).
+bundle_fla() {
+  local fla=${PEER_FLA:-}
+  [ -z "$fla" ] && [ -d $D/peers/fla/fla ] && fla=$D/peers/fla
+  if [ -n "$fla" ] && [ "$fla" != "$D/peers/fla" ]; then
+    mkdir -p $D/peers && rm -rf $D/peers/fla && cp -r "$fla" $D/peers/fla
+  fi
+  [ -d $D/peers/fla/fla ] || echo "note: no fla in $D/peers/fla (PEER_FLA=DIR): the KDA peer rows will be skipped"
+}
 # bundle_variants LIST FN PREFIX: for each NAME=VAR=VALUE[;VAR=VALUE...] in
 # LIST (space-separated), runs FN -o PREFIX-NAME with those settings in its
 # environment (FN: a shell function of the bundle script whose last

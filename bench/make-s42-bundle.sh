@@ -39,10 +39,5 @@ tdense -o $D/tdense-ON-f32 --kda-out-norm-in-chunk --activation-dtype=f32
 rm -rf $D/*/ptx $D/tdense*/model.fused.mlir $D/tiny-v40k/model.fused.mlir $D/slice-W128/model.fused.mlir $D/slice-ON/model.fused.mlir $D/slice-PRO/model.fused.mlir
 cp bench/s42-h200.sh bench/gemm_peer.py bench/kda_peer.py bench/bench_common.py $D/
 cp test/Runtime/Inputs/lm-head-rows.py test/Runtime/Inputs/safetensors_shard.py $D/
-fla=${PEER_FLA:-}
-[ -z "$fla" ] && [ -d $D/peers/fla/fla ] && fla=$D/peers/fla
-if [ -n "$fla" ] && [ "$fla" != "$D/peers/fla" ]; then
-  mkdir -p $D/peers && rm -rf $D/peers/fla && cp -r "$fla" $D/peers/fla
-fi
-[ -d $D/peers/fla/fla ] || echo "note: no fla in $D/peers/fla (PEER_FLA=DIR): the KDA peer rows will be skipped"
+bundle_fla
 du -sh $D

@@ -36,10 +36,5 @@ K3C_WGMMA_STAGED_STORE=1 slice -o $D/slice-STS
 $B/k3-compile $D/slice.json --target=sm_90a --max-tokens 8192 --max-seqs 64 --max-context 33024 --quiet -o $D/slice32k
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/s43-h200.sh bench/mla-grid-h200.sh bench/kda_peer.py bench/kda_check.py bench/bench_common.py bench/ncu_mix.py $D/
-fla=${PEER_FLA:-}
-[ -z "$fla" ] && [ -d $D/peers/fla/fla ] && fla=$D/peers/fla
-if [ -n "$fla" ] && [ "$fla" != "$D/peers/fla" ]; then
-  mkdir -p $D/peers && rm -rf $D/peers/fla && cp -r "$fla" $D/peers/fla
-fi
-[ -d $D/peers/fla/fla ] || echo "note: no fla in $D/peers/fla (PEER_FLA=DIR): the KDA peer rows will be skipped"
+bundle_fla
 du -sh $D
