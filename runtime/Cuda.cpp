@@ -618,24 +618,59 @@ static void recordText(const std::string &what) {
 /// synchronized (slow: for finding where a fused kernel's time goes, not for
 /// its total); the table of device functions (the kernel's strategy-named
 /// launches: its prologue, GEMM tiles, epilogue) goes to stderr at exit.
+/// K3C_PROFILE_REPEAT=N (2..1000) times each profiled launch in steady
+/// state instead: the launch runs once untimed, then N times back to back,
+/// each timed alone, and its row gets the median, as a peer's benchmark
+/// loop times its kernel. Only the launches whose device function's name
+/// contains K3C_PROFILE_MATCH (when set) are repeated and listed. A repeated
+/// launch that accumulates into its output (a residual added in place, a
+/// state read and written) leaves other values than one launch: the run's
+/// tokens are then not meaningful; the times are.
 namespace {
 struct LaunchProfile {
   bool on = false;
+  int repeat = 1;
+  std::string match;
   struct Row {
     int64_t launches = 0;
     double ms = 0;
   };
   std::map<std::string, Row> rows;
   CUevent start = nullptr, stop = nullptr;
-  LaunchProfile() { on = launchesProfiled(); }
+  LaunchProfile() {
+    on = launchesProfiled();
+    if (!on)
+      return;
+    if (const char *v = std::getenv("K3C_PROFILE_REPEAT"); v && *v) {
+      char *end = nullptr;
+      long n = std::strtol(v, &end, 10);
+      if (*end || n < 1 || n > 1000) {
+        std::fprintf(stderr, "error: K3C_PROFILE_REPEAT must be an integer in 1..1000, got '%s'\n",
+                     v);
+        std::exit(2);
+      }
+      repeat = static_cast<int>(n);
+    }
+    if (const char *v = std::getenv("K3C_PROFILE_MATCH"))
+      match = v;
+  }
+  bool selected(const char *name) const {
+    return match.empty() || (name && std::string(name).find(match) != std::string::npos);
+  }
   ~LaunchProfile() {
     if (rows.empty())
       return;
     std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
     std::sort(sorted.begin(), sorted.end(),
               [](const auto &a, const auto &b) { return a.second.ms > b.second.ms; });
-    std::fprintf(stderr, "launch profile (K3C_PROFILE_LAUNCHES): device function, launches, "
-                         "total ms, mean us\n");
+    if (repeat > 1)
+      std::fprintf(stderr,
+                   "launch profile (K3C_PROFILE_LAUNCHES, each launch the median of %d repeats "
+                   "after one untimed): device function, launches, total ms, mean us\n",
+                   repeat);
+    else
+      std::fprintf(stderr, "launch profile (K3C_PROFILE_LAUNCHES): device function, launches, "
+                           "total ms, mean us\n");
     for (const auto &[name, r] : sorted)
       std::fprintf(stderr, "  %-72s %8lld %10.3f %10.1f\n", name.c_str(),
                    static_cast<long long>(r.launches), r.ms, 1e3 * r.ms / r.launches);
@@ -698,45 +733,63 @@ mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t
       have = smem;
     }
   }
+  const char *name = nullptr;
   const bool timed = launchProfile.on && !d.capturing;
   if (timed) {
     if (!launchProfile.start &&
         (d.cuEventCreate(&launchProfile.start, 0) || d.cuEventCreate(&launchProfile.stop, 0)))
       launchProfile.on = false;
-    else
-      d.cuEventRecord(launchProfile.start, stream);
+    else if (d.cuFuncGetName)
+      d.cuFuncGetName(&name, function);
   }
-  if (d.gridDependency && !timed) {
-    LaunchAttribute attr{};
-    attr.id = kLaunchAttributeProgrammaticStreamSerialization;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    LaunchConfig config{static_cast<unsigned>(gx), static_cast<unsigned>(gy),
-                        static_cast<unsigned>(gz), static_cast<unsigned>(bx),
-                        static_cast<unsigned>(by), static_cast<unsigned>(bz),
-                        static_cast<unsigned>(smem), stream, &attr, 1};
-    if (int r = d.cuLaunchKernelEx(&config, function, params, extra)) {
-      record("cuLaunchKernelEx (programmatic dependent launch)", r);
-      return;
+  auto launchOnce = [&](bool plain) -> bool {
+    if (d.gridDependency && plain) {
+      LaunchAttribute attr{};
+      attr.id = kLaunchAttributeProgrammaticStreamSerialization;
+      attr.value.programmaticStreamSerializationAllowed = 1;
+      LaunchConfig config{static_cast<unsigned>(gx), static_cast<unsigned>(gy),
+                          static_cast<unsigned>(gz), static_cast<unsigned>(bx),
+                          static_cast<unsigned>(by), static_cast<unsigned>(bz),
+                          static_cast<unsigned>(smem), stream, &attr, 1};
+      if (int r = d.cuLaunchKernelEx(&config, function, params, extra)) {
+        record("cuLaunchKernelEx (programmatic dependent launch)", r);
+        return false;
+      }
+    } else if (int r = d.cuLaunchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params,
+                                        extra)) {
+      record("cuLaunchKernel", r);
+      return false;
     }
-  } else if (int r = d.cuLaunchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params,
-                                      extra)) {
-    record("cuLaunchKernel", r);
+    return true;
+  };
+  if (!(timed && launchProfile.on)) {
+    launchOnce(true);
     return;
   }
-  if (timed && launchProfile.on) {
+  const bool repeated = launchProfile.repeat > 1 && launchProfile.selected(name);
+  if (launchProfile.repeat > 1 && !repeated) {
+    launchOnce(false); // not selected: launched, not listed
+    return;
+  }
+  if (repeated && !launchOnce(false)) // the untimed warm-up
+    return;
+  std::vector<float> times;
+  for (int i = 0; i < (repeated ? launchProfile.repeat : 1); ++i) {
     float ms = 0;
+    d.cuEventRecord(launchProfile.start, stream);
+    if (!launchOnce(false))
+      return;
     d.cuEventRecord(launchProfile.stop, stream);
     d.cuEventSynchronize(launchProfile.stop);
     d.cuEventElapsedTime(&ms, launchProfile.start, launchProfile.stop);
-    const char *name = nullptr;
-    if (d.cuFuncGetName)
-      d.cuFuncGetName(&name, function);
-    std::string key = name ? name : "?";
-    key += " <" + std::to_string(gx * gy * gz) + "x" + std::to_string(bx * by * bz) + ">";
-    auto &row = launchProfile.rows[key];
-    ++row.launches;
-    row.ms += ms;
+    times.push_back(ms);
   }
+  std::sort(times.begin(), times.end());
+  std::string key = name ? name : "?";
+  key += " <" + std::to_string(gx * gy * gz) + "x" + std::to_string(bx * by * bz) + ">";
+  auto &row = launchProfile.rows[key];
+  ++row.launches;
+  row.ms += times[times.size() / 2];
 }
 
 /// The device address of the tensor map the launch code asks for (the
