@@ -2308,9 +2308,14 @@ LinearMap kdaGateLinearMap(KernelBuilder &kb, Operation *op, LowerState &st) {
   m.y = st.get(gate.getResult());
   m.ep.roundTo = cast<MemRefType>(st.get(gate.getLogits()).getType()).getElementType();
   m.ep.name = "gate";
-  m.ep.map = [&kb, gate, alog, dt, d](Value v, Value col) {
-    Value a = kb.exp(kb.loadF32(alog, {kb.div(col, d)}));
-    return kdaGateValue(kb, gate, a, kb.fadd(v, kb.loadF32(dt, {col})));
+  // Per column: dt_bias and exp(A_log) of its head (a table the warpgroup
+  // tile fills once a block; the exp computed once a column).
+  m.ep.colValues = 2;
+  m.ep.colLoad = [&kb, alog, dt, d](Value col) -> SmallVector<Value> {
+    return {kb.loadF32(dt, {col}), kb.exp(kb.loadF32(alog, {kb.div(col, d)}))};
+  };
+  m.ep.map = [&kb, gate](Value v, Value, ArrayRef<Value> pre) {
+    return kdaGateValue(kb, gate, pre[1], kb.fadd(v, pre[0]));
   };
   m.unfused = [&kb, gate, &st] { lowerKdaGate(gate, kb, st); };
   return m;

@@ -791,10 +791,20 @@ Value addResidual(KernelBuilder &kb, Value y, Value residual, ValueRange indices
 /// the map's two f32 outputs of the rounded pair, or the pair with the
 /// residual added (still fp32: storePair rounds it to y's type).
 static std::pair<Value, Value> epiloguePair(KernelBuilder &kb, Value y, Value row, Value col,
-                                            Value v0, Value v1, const StoreEpilogue &ep) {
-  if (ep.map)
-    return {ep.map(kb.round(v0, ep.roundTo), col),
-            ep.map(kb.round(v1, ep.roundTo), kb.add(col, 1))};
+                                            Value v0, Value v1, const StoreEpilogue &ep,
+                                            ArrayRef<Value> pre0 = {}, ArrayRef<Value> pre1 = {}) {
+  if (ep.map) {
+    Value col1 = kb.add(col, 1);
+    SmallVector<Value> own0, own1;
+    if (ep.colLoad && pre0.empty()) {
+      own0 = ep.colLoad(col);
+      own1 = ep.colLoad(col1);
+      pre0 = own0;
+      pre1 = own1;
+    }
+    return {ep.map(kb.round(v0, ep.roundTo), col, pre0),
+            ep.map(kb.round(v1, ep.roundTo), col1, pre1)};
+  }
   if (ep.residual)
     return {addResidual(kb, y, ep.residual, {row, col}, v0),
             addResidual(kb, y, ep.residual, {row, kb.add(col, 1)}, v1)};
@@ -802,9 +812,9 @@ static std::pair<Value, Value> epiloguePair(KernelBuilder &kb, Value y, Value ro
 }
 
 void storeAccPair(KernelBuilder &kb, Value y, Value row, Value col, Value v0, Value v1, Value T,
-                  Value O, const StoreEpilogue &ep) {
+                  Value O, const StoreEpilogue &ep, ArrayRef<Value> pre0, ArrayRef<Value> pre1) {
   kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, O)), [&] {
-    auto [a, c] = epiloguePair(kb, y, row, col, v0, v1, ep);
+    auto [a, c] = epiloguePair(kb, y, row, col, v0, v1, ep, pre0, pre1);
     if (ep.map) // two f32 outputs: one 8-byte store (col is even)
       kb.storeVec({a, c}, y, {row, col});
     else
@@ -1284,7 +1294,7 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       upMap = tensorMapOf(kb, glu.up, wBoxRows);
   }
   const int64_t ringBytes = stages * (bm + bn) * rowBytes;
-  // K3C_WGMMA_STAGED_STORE=1 (opt-in): the plain projections' epilogue
+  // K3C_WGMMA_STAGED_STORE (default on since session 43; =0 stores the pairs directly): the plain projections' epilogue
   // writes the tile's outputs (rounded, mapped or with the residual added,
   // as storeAccPair computes them) into shared memory over the drained
   // ring, rows padded by 16 bytes, then the block copies the tile out in
@@ -1293,8 +1303,13 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   // of the launch a multiple of a chunk and one output type; the same
   // values at the same places.
   Type outElt = cast<MemRefType>(y.getType()).getElementType();
+  // Not for mapped stores (the KDA gate's f32 outputs): staged, f_b's
+  // gate tile lost ~85 us at 8192 tokens (kda_conv_gate 1.03 -> 1.12 ms,
+  // H100, session 43) while the plain projections gained;
+  // K3C_WGMMA_STAGED_MAP=1 stages them too.
   bool staged = kb.gpu() && !glu && !split && !specialized &&
-                KernelBuilder::switchFromEnv("K3C_WGMMA_STAGED_STORE") &&
+                KernelBuilder::switchFromEnv("K3C_WGMMA_STAGED_STORE", true) &&
+                (!ep.map || KernelBuilder::switchFromEnv("K3C_WGMMA_STAGED_MAP")) &&
                 (outElt.isF32() || outElt.isBF16());
   const int64_t outBytes = outElt.getIntOrFloatBitWidth() / 8, chunkElts = 16 / outBytes;
   for (auto [yy, wd] : llvm::zip(proj.ys, proj.widths))
@@ -1305,6 +1320,15 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   const int64_t stagePitch = bn + chunkElts; // elements a staged row
   const int64_t stagedBytes = staged ? bm * stagePitch * outBytes : 0;
   const int64_t extraBytes = std::max<int64_t>(0, stagedBytes - ringBytes);
+  const int64_t barrierBytes = tma ? (specialized ? 16 : 8) * stages : 0;
+  // The map's column table (StoreEpilogue::colLoad; TMA tiles, whose block
+  // barrier after the mbarriers' initialization orders its writes before
+  // the store's reads): [colValues][bn] f32 past the ring, its barriers and
+  // the staged tile. K3C_EPILOGUE_COL_TABLE=0 loads them in the store.
+  const bool colTable = tma && ep.map && ep.colLoad && ep.colValues > 0 && !split &&
+                        KernelBuilder::switchFromEnv("K3C_EPILOGUE_COL_TABLE", true);
+  const int64_t tableOffset = ringBytes + extraBytes + barrierBytes;
+  const int64_t tableBytes = colTable ? ep.colValues * bn * 4 : 0;
 
   kb.blocks({kb.mul(tiles, kb.idx(ways))}, blockThreads, [&](ValueRange bid, ThreadBlock &tb) {
     // Split-K: block b takes K tiles [k0, k1) of output tile b mod tiles.
@@ -1355,6 +1379,23 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
           tmaCopy(kb, bSlot, pk.map, col, n0, bar);
         }
       });
+    };
+    Value table;
+    if (colTable) {
+      table = sm.view(kb, kb.idx(tableOffset), {ep.colValues, bn}, b.getF32Type());
+      kb.ifThen(kb.ult(tb.tid, kb.idx(bn)), [&] {
+        Value col = kb.add(n0, tb.tid);
+        // Columns past the output load column 0's values (never stored).
+        SmallVector<Value> vals = ep.colLoad(kb.select(kb.ult(col, limit), col, kb.idx(0)));
+        for (int64_t i = 0; i < ep.colValues; ++i)
+          kb.store(vals[i], table, {kb.idx(i), tb.tid});
+      });
+    }
+    auto tableAt = [&](Value lc) {
+      SmallVector<Value> vals;
+      for (int64_t i = 0; i < ep.colValues; ++i)
+        vals.push_back(kb.loadF32(table, {kb.idx(i), lc}));
+      return vals;
     };
     if (tma) {
       kb.ifThen(isFirst, [&] {
@@ -1512,16 +1553,23 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       Value tileSm = sm.view(kb, kb.idx(0), {bm, stagePitch}, outElt);
       Value lRow = kb.add(kb.mul(wg, 64), kb.add(kb.mul(kb.rem(tb.warp, 4), 16), kb.div(lane, 4)));
       Value lCol = kb.mul(kb.rem(lane, 4), 2);
-      for (int64_t j = 0; j < bn / 8; ++j)
+      for (int64_t j = 0; j < bn / 8; ++j) {
+        Value lc = kb.add(lCol, kb.idx(8 * j));
+        SmallVector<Value> pre0, pre1;
+        if (table) {
+          pre0 = tableAt(lc);
+          pre1 = tableAt(kb.add(lc, 1));
+        }
         for (int64_t h = 0; h < 2; ++h) {
-          Value lr = kb.add(lRow, kb.idx(8 * h)), lc = kb.add(lCol, kb.idx(8 * j));
+          Value lr = kb.add(lRow, kb.idx(8 * h));
           Value row = kb.add(m0, lr), col = kb.add(n0, lc);
           kb.ifThen(kb.andi(kb.ult(row, T), kb.ult(col, limit)), [&] {
             auto [v0, v1] = epiloguePair(kb, y, row, col, accAt(4 * j + 2 * h),
-                                         accAt(4 * j + 2 * h + 1), ep);
+                                         accAt(4 * j + 2 * h + 1), ep, pre0, pre1);
             storePair(kb, tileSm, {lr, lc}, v0, v1, /*aligned8=*/true);
           });
         }
+      }
       kb.barrier(tb);
       // Chunk c = tid + threads i: row c / perRow, its chunk c % perRow
       // (threads a multiple of perRow: a thread keeps its column).
@@ -1540,19 +1588,26 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       }
       return;
     }
-    for (int64_t j = 0; j < bn / 8; ++j)
+    for (int64_t j = 0; j < bn / 8; ++j) {
+      SmallVector<Value> pre0, pre1;
+      if (table) {
+        Value lc = kb.add(kb.sub(colBase, n0), kb.idx(8 * j));
+        pre0 = tableAt(lc);
+        pre1 = tableAt(kb.add(lc, 1));
+      }
       for (int64_t h = 0; h < 2; ++h)
         storeAccPair(kb, y, kb.add(rowBase, 8 * h), kb.add(colBase, 8 * j),
-                     accAt(4 * j + 2 * h), accAt(4 * j + 2 * h + 1), T, limit, ep);
+                     accAt(4 * j + 2 * h), accAt(4 * j + 2 * h + 1), T, limit, ep, pre0, pre1);
+    }
     };
     if (!specialized) {
       consume();
       return;
     }
     kb.ifThenElse(kb.ult(tb.tid, kb.idx(threads)), consume, produce);
-  }, tile.sharedBytes() + extraBytes + (tma ? (specialized ? 16 : 8) * stages : 0),
+  }, tile.sharedBytes() + extraBytes + barrierBytes + tableBytes,
             (glu ? "linear_glu_" : ep.map ? "linear_" + ep.name + "_" : "linear_") + tile.name() +
-                (tma ? (specialized ? "_tmaws" : "_tma") : "") +
+                (tma ? (specialized ? "_tmaws" : "_tma") : "") + (colTable ? "_ct" : "") +
                 (split ? "_splitk" + std::to_string(ways) : "") + (staged ? "_st" : ""));
   if (!split)
     return;

@@ -222,10 +222,18 @@ void gemvMulti(KernelBuilder &kb, mlir::Value x, llvm::ArrayRef<mlir::Value> ws,
 /// linear's result (y = map(round(acc, roundTo), col): the unfused linear's
 /// rounding kept, so the fusion changes no bit; y is then the map's result,
 /// f32 stored as 8-byte pairs). Converts from a residual Value.
+/// A map may read per-column values (a bias, a per-head constant):
+/// `colLoad(col)` returns `colValues` f32 values of column col and the map
+/// gets them as `pre`. The warpgroup tiles with TMA load them once a block
+/// into a shared-memory table before the MMAs (their latency hidden behind
+/// the tile's copies) and read the table in the store; elsewhere the store
+/// calls colLoad itself. Same values either way.
 struct StoreEpilogue {
   mlir::Value residual;
   mlir::Type roundTo;
-  std::function<mlir::Value(mlir::Value v, mlir::Value col)> map;
+  std::function<mlir::Value(mlir::Value v, mlir::Value col, llvm::ArrayRef<mlir::Value> pre)> map;
+  std::function<llvm::SmallVector<mlir::Value>(mlir::Value col)> colLoad;
+  int64_t colValues = 0;
   std::string name; ///< the map's part of the kernel name (linear_NAME_...)
   StoreEpilogue() = default;
   StoreEpilogue(mlir::Value residual) : residual(residual) {}
@@ -507,9 +515,12 @@ void storePair(KernelBuilder &kb, mlir::Value mem, mlir::ValueRange indices, mli
 /// With a residual, the pair is rounded to y's type, residual[row, col..]
 /// added in fp32, and the sum stored (rounded again); with a map, the pair
 /// rounded to ep.roundTo, mapped and stored (StoreEpilogue).
+/// pre0 / pre1: the map's column values of col and col + 1 when the caller
+/// has them (StoreEpilogue::colLoad), else loaded here.
 void storeAccPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,
                   mlir::Value v0, mlir::Value v1, mlir::Value T, mlir::Value O,
-                  const StoreEpilogue &ep = {});
+                  const StoreEpilogue &ep = {}, llvm::ArrayRef<mlir::Value> pre0 = {},
+                  llvm::ArrayRef<mlir::Value> pre1 = {});
 inline void storeAccPair(KernelBuilder &kb, mlir::Value y, mlir::Value row, mlir::Value col,
                          mlir::Value v0, mlir::Value v1, mlir::Value T, int64_t O,
                          const StoreEpilogue &ep = {}) {

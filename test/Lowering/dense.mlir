@@ -21,11 +21,11 @@
 // WIDE: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_mma_32x64x64_s6)
 // WIDE: } else {
 // WIDE-NOT: wgmma_128x64x64
-// WIDE: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4)
+// WIDE: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_st)
 // WIDE: nvvm.cp.async.wait.group 2
 // WIDE: nvvm.wgmma.wait.group.sync.aligned 0
 // WIDE: } else {
-// WIDE: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1)
+// WIDE: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1_st)
 // WIDE: nvvm.cp.async.wait.group 1
 // WIDE: nvvm.wgmma.wait.group.sync.aligned 1
 // WIDE-NOT: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma
@@ -54,8 +54,8 @@
 // GPU: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<6x32x72xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 // GPU: nvvm.mma.sync {{.*}}{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>{{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // GPU: vector.store {{.*}} : memref<?x128xbf16>, vector<2xbf16>
-// GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x64x64_s4)
-// GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1)
+// GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x64x64_s4_st)
+// GPU: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1_st)
 // GPU: memref.extract_aligned_pointer_as_index
 // GPU: nvvm.cp.async.wait.group 1
 // GPU: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
@@ -73,12 +73,12 @@
 // GPU: return
 
 // UNFUSED-LABEL: func.func @k3_mlp_down_{{[0-9a-f]+}}(%arg0: memref<?x576xbf16>, %arg1: memref<?x576xbf16>, %arg2: memref<128x576xbf16>, %arg3: memref<?x128xbf16>, %arg4: memref<?x576xbf16>, %arg5: memref<?x128xbf16>, %arg6: memref<?x128xbf16>)
-// UNFUSED: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1_tma)
+// UNFUSED: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_f1_tma_st)
 // UNFUSED: scf.parallel
 // UNFUSED: arith.addf
 // UNFUSED: return
 
-// SERIAL: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4)
+// SERIAL: module(@k3_mlp_down_{{[0-9a-f]+}}_linear_wgmma_128x256x64_s4_st)
 // SERIAL-NOT: nvvm.wgmma.wait.group.sync.aligned 1
 // SERIAL: nvvm.cp.async.wait.group 2
 // SERIAL: nvvm.wgmma.wait.group.sync.aligned 0
@@ -166,7 +166,7 @@ func.func @mlp_down_f32(%a0: tensor<?x576xf32>, %a1: tensor<?x576xf32>, %a2: ten
 // PAIR: vector.store {{.*}} : memref<?x576xbf16>, vector<2xbf16>
 // PAIR-NOT: scf.parallel
 // PAIR: return
-// NOPAIR-COUNT-2: module(@k3_mlp_in_pair_linear_wgmma_128x256x64_s4_f1_tma)
+// NOPAIR-COUNT-2: module(@k3_mlp_in_pair_linear_wgmma_128x256x64_s4_f1_tma_st)
 // NOPAIR: scf.parallel
 // NOPAIR: math.exp
 // NOPAIR-NOT: linear_glu
@@ -214,13 +214,13 @@ func.func @mlp_in_pair(%x: tensor<?x128xbf16>, %wg: tensor<576x128xbf16>, %wu: t
 // MULTI: nvvm.mma.sync
 // MULTI: vector.store {{.*}} : memref<?x?xbf16>, vector<2xbf16>
 // MULTI-NOT: module(@k3_mla_in_multi_linear_mma_32x64x64_s6)
-// MULTI: module(@k3_mla_in_multi_linear_wgmma_128x64x64_s4_tma)
-// MULTI-NOT: module(@k3_mla_in_multi_linear_wgmma_128x64x64_s4_tma)
+// MULTI: module(@k3_mla_in_multi_linear_wgmma_128x64x64_s4_tma_st)
+// MULTI-NOT: module(@k3_mla_in_multi_linear_wgmma_128x64x64_s4_tma_st)
 // MULTI: arith.cmpi ule, %{{.*}}, %c1024 : index
-// MULTI: module(@k3_mla_in_multi_linear_wgmma_128x256x64_s4_f1_tma)
+// MULTI: module(@k3_mla_in_multi_linear_wgmma_128x256x64_s4_f1_tma_st)
 // MULTI: arith.select {{.*}} : memref<?x128xbf16>
 // MULTI: } else {
-// MULTI-COUNT-3: module(@k3_mla_in_multi_linear_wgmma_128x256x64_s4_f1_tma)
+// MULTI-COUNT-3: module(@k3_mla_in_multi_linear_wgmma_128x256x64_s4_f1_tma_st)
 // MULTI-NOT: module(@
 // MULTI: return
 // SINGLE-COUNT-3: module(@k3_mla_in_multi_linear_gemv1)
@@ -249,7 +249,7 @@ func.func @mla_in_multi(%x: tensor<?x128xbf16>, %wq: tensor<384x128xbf16>, %wkv:
 // SET192-NOT: module(@k3_kda_in_set_linear_wgmma_128x64x64
 // SET192: return
 // SET64-LABEL: func.func @k3_kda_in_set(
-// SET64: module(@k3_kda_in_set_linear_wgmma_128x64x64_s4_tma)
+// SET64: module(@k3_kda_in_set_linear_wgmma_128x64x64_s4_tma_st)
 // SET64-NOT: 128x192
 // SET64: return
 func.func @kda_in_set(%x: tensor<?x128xbf16>, %wq: tensor<12288x128xbf16>, %wk: tensor<12288x128xbf16>, %wv: tensor<12288x128xbf16>, %wa: tensor<128x128xbf16>, %wb: tensor<96x128xbf16>, %wg: tensor<12288x128xbf16>) -> (tensor<?x12288xbf16>, tensor<?x12288xbf16>, tensor<?x12288xbf16>, tensor<?x128xbf16>, tensor<?x96xbf16>, tensor<?x12288xbf16>) {
@@ -366,7 +366,7 @@ func.func @kda_out_normed(%x: tensor<?x256xbf16>, %g: tensor<?x256xbf16>, %w: te
 // SPLITWIDE: module(@k3_split_wide_linear_splitk_sum)
 // SPLITWIDE-COUNT-4: vector.load %arg3{{.*}} : memref<512x7168xf32>, vector<2xf32>
 // SPLITWIDE: } else {
-// SPLITWIDE: module(@k3_split_wide_linear_wgmma_128x64x64_s4_tma)
+// SPLITWIDE: module(@k3_split_wide_linear_wgmma_128x64x64_s4_tma_st)
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT
 // RUN: env K3C_SPLITK=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOSPLIT
 // K3C_SPLITK_MIN_K moves the depth bound (8192: this K = 4096 is too shallow).
@@ -383,7 +383,7 @@ func.func @kda_out_normed(%x: tensor<?x256xbf16>, %g: tensor<?x256xbf16>, %w: te
 // SPLIT: memref.load %arg2
 // SPLIT: vector.store {{.*}} : memref<?x512xbf16>, vector<2xbf16>
 // SPLIT: } else {
-// SPLIT: module(@k3_split_test_linear_wgmma_128x64x64_s4_tma)
+// SPLIT: module(@k3_split_test_linear_wgmma_128x64x64_s4_tma_st)
 // NOSPLIT-LABEL: func.func @k3_split_test(%arg0: memref<?x4096xbf16>, %arg1: memref<512x4096xbf16>, %arg2: memref<?x512xbf16>, %arg3: memref<?x512xbf16>)
 // NOSPLIT-NOT: splitk
 
@@ -432,7 +432,7 @@ func.func @split_wide(%a0: tensor<?x4096xbf16>, %a1: tensor<7168x4096xbf16>, %a2
 // SETSPLIT: arith.cmpi ule, %c1536{{.*}}, %{{.*}} : index
 // SETSPLIT: arith.cmpi ule, %c2112, %{{.*}} : index
 // SETSPLIT: } else {
-// SETSPLIT: module(@k3_set_split_linear_wgmma_128x64x64_s4_tma)
+// SETSPLIT: module(@k3_set_split_linear_wgmma_128x64x64_s4_tma_st)
 // RUN: not env K3C_SPLITK_SETS=3 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SETSBAD
 // SETSBAD: LLVM ERROR: k3c: K3C_SPLITK_SETS must be 0, 1 or 2, got 3
 // SETNOSPLIT-LABEL: func.func @k3_set_split(

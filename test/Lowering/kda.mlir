@@ -347,15 +347,33 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // GATE: arith.truncf %{{.*}} : f32 to bf16
 // GATE: math.exp
 // GATE: vector.store %{{.*}} : memref<?x128xf32>, vector<2xf32>
-// GATE: module(@k3_kda_conv_gate_test_linear_gate_wgmma_128x256x64_s4_f1_tma)
+// GATE: module(@k3_kda_conv_gate_test_linear_gate_wgmma_128x256x64_s4_f1_tma_ct)
+// The column table (dt_bias, exp(A_log)) filled ahead of the MMAs, read in the store.
+// GATE: math.exp
+// GATE: memref.store %{{.*}} : memref<2x256xf32, #gpu.address_space<workgroup>>
+// GATE: memref.store %{{.*}} : memref<2x256xf32, #gpu.address_space<workgroup>>
+// GATE: nvvm.wgmma.mma_async
+// GATE: memref.load %{{.*}} : memref<2x256xf32, #gpu.address_space<workgroup>>
+// Mapped stores stay direct 8-byte pairs (K3C_WGMMA_STAGED_MAP=1 stages them: STAGEDMAP).
+// GATE-NOT: memref<128x260xf32
 // GATE: vector.store %{{.*}} : memref<?x128xf32>, vector<2xf32>
 // GATE-NOT: kda_gate
 // GATE: return
 // NOGATE-LABEL: func.func @k3_kda_conv_gate_test(
 // NOGATE-NOT: linear_gate
-// NOGATE: module(@k3_kda_conv_gate_test_linear_wgmma_128x256x64_s4_f1_tma)
+// NOGATE: module(@k3_kda_conv_gate_test_linear_wgmma_128x256x64_s4_f1_tma_st)
 // NOGATE: module(@k3_kda_conv_gate_test_kda_gate)
 // NOGATE: return
+// RUN: env K3C_WGMMA_STAGED_MAP=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=STAGEDMAP
+// STAGEDMAP: module(@k3_kda_conv_gate_test_linear_gate_wgmma_128x256x64_s4_f1_tma_ct_st)
+// STAGEDMAP: vector.store %{{.*}} : memref<128x260xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// STAGEDMAP: gpu.barrier
+// STAGEDMAP: vector.load %{{.*}} : memref<128x260xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// STAGEDMAP-NEXT: vector.store %{{.*}} : memref<?x128xf32>, vector<4xf32>
+// RUN: env K3C_EPILOGUE_COL_TABLE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOTABLE
+// NOTABLE: module(@k3_kda_conv_gate_test_linear_gate_wgmma_128x256x64_s4_f1_tma)
+// NOTABLE-NOT: memref<2x256xf32
+// NOTABLE: return
 func.func @conv_gate(%a0: tensor<?x128xbf16>, %a1: tensor<128x1x4xf32>, %a2: tensor<?x3x384xbf16>, %a3: tensor<?xi32>, %a9: tensor<?x32xbf16>, %a10: tensor<128x32xbf16>, %a11: tensor<128xf32>, %a12: tensor<128xf32>) -> (tensor<?x128xbf16>, tensor<?x3x384xbf16>, tensor<?x128xf32>) {
   %r:3 = k3.kernel "k3_kda_conv_gate_test" family "kda_conv_gate" (%a0, %a1, %a2, %a3, %a9, %a10, %a11, %a12) : (tensor<?x128xbf16>, tensor<128x1x4xf32>, tensor<?x3x384xbf16>, tensor<?xi32>, tensor<?x32xbf16>, tensor<128x32xbf16>, tensor<128xf32>, tensor<128xf32>) -> (tensor<?x128xbf16>, tensor<?x3x384xbf16>, tensor<?x128xf32>) {
   ^bb0(%x: tensor<?x128xbf16>, %w: tensor<128x1x4xf32>, %s: tensor<?x3x384xbf16>, %lens: tensor<?xi32>, %fa: tensor<?x32xbf16>, %fb: tensor<128x32xbf16>, %alog: tensor<128xf32>, %dt: tensor<128xf32>):

@@ -13,7 +13,7 @@
 // GPU: module(@k3_moe_router_sigmoid_linear_gemv1)
 // GPU: module(@k3_moe_router_sigmoid_linear_mma_32x64x64_s6)
 // GPU: nvvm.mma.sync
-// GPU: module(@k3_moe_router_sigmoid_linear_wgmma_128x64x64_s4_tma)
+// GPU: module(@k3_moe_router_sigmoid_linear_wgmma_128x64x64_s4_tma_st)
 // GPU: nvvm.wgmma.mma_async
 // GPU: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256, {{.*}}) {{.*}}module(@k3_moe_router_sigmoid_router_topk)
 // GPU: memref.load %{{.*}} : memref<?x16xf32>

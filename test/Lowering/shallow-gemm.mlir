@@ -8,14 +8,14 @@
 // RUN: env K3C_WGMMA_TILE=128,256,4,1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=OVERRIDE
 
 // CHECK-LABEL: func.func @k3_shallow_wide(
-// CHECK: module(@k3_shallow_wide_linear_wgmma_128x64x64_s4_tma)
-// CHECK: module(@k3_shallow_wide_linear_wgmma_128x128x64_s2_tma)
+// CHECK: module(@k3_shallow_wide_linear_wgmma_128x64x64_s4_tma_st)
+// CHECK: module(@k3_shallow_wide_linear_wgmma_128x128x64_s2_tma_st)
 // CHECK: nvvm.wgmma.mma_async
 // CHECK-NOT: nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // OVERRIDE-LABEL: func.func @k3_shallow_wide(
 // OVERRIDE-NOT: wgmma_128x128
-// OVERRIDE: module(@k3_shallow_wide_linear_wgmma_128x256x64_s4_f1_tma)
+// OVERRIDE: module(@k3_shallow_wide_linear_wgmma_128x256x64_s4_f1_tma_st)
 func.func @shallow_wide(%x: tensor<?x128xbf16>, %w: tensor<4096x128xbf16>) -> tensor<?x4096xbf16> {
   %0 = k3.kernel "k3_shallow_wide" family "kda_conv_gate" (%x, %w) : (tensor<?x128xbf16>, tensor<4096x128xbf16>) -> tensor<?x4096xbf16> {
   ^bb0(%a: tensor<?x128xbf16>, %b: tensor<4096x128xbf16>):
@@ -29,7 +29,7 @@ func.func @shallow_wide(%x: tensor<?x128xbf16>, %w: tensor<4096x128xbf16>) -> te
 
 // CHECK-LABEL: func.func @k3_deeper(
 // CHECK-NOT: wgmma_128x128
-// CHECK: module(@k3_deeper_linear_wgmma_128x256x64_s4_f1_tma)
+// CHECK: module(@k3_deeper_linear_wgmma_128x256x64_s4_f1_tma_st)
 func.func @deeper(%x: tensor<?x192xbf16>, %w: tensor<4096x192xbf16>) -> tensor<?x4096xbf16> {
   %0 = k3.kernel "k3_deeper" family "kda_conv_gate" (%x, %w) : (tensor<?x192xbf16>, tensor<4096x192xbf16>) -> tensor<?x4096xbf16> {
   ^bb0(%a: tensor<?x192xbf16>, %b: tensor<4096x192xbf16>):
@@ -43,7 +43,7 @@ func.func @deeper(%x: tensor<?x192xbf16>, %w: tensor<4096x192xbf16>) -> tensor<?
 
 // CHECK-LABEL: func.func @k3_narrow(
 // CHECK-NOT: wgmma_128x128
-// CHECK: module(@k3_narrow_linear_wgmma_128x256x64_s4_f1_tma)
+// CHECK: module(@k3_narrow_linear_wgmma_128x256x64_s4_f1_tma_st)
 func.func @narrow(%x: tensor<?x128xbf16>, %w: tensor<1024x128xbf16>) -> tensor<?x1024xbf16> {
   %0 = k3.kernel "k3_narrow" family "kda_conv_gate" (%x, %w) : (tensor<?x128xbf16>, tensor<1024x128xbf16>) -> tensor<?x1024xbf16> {
   ^bb0(%a: tensor<?x128xbf16>, %b: tensor<1024x128xbf16>):
@@ -57,7 +57,7 @@ func.func @narrow(%x: tensor<?x128xbf16>, %w: tensor<1024x128xbf16>) -> tensor<?
 
 // CHECK-LABEL: func.func @k3_ragged(
 // CHECK-NOT: wgmma_128x128
-// CHECK: module(@k3_ragged_linear_wgmma_128x256x64_s4_f1_tma)
+// CHECK: module(@k3_ragged_linear_wgmma_128x256x64_s4_f1_tma_st)
 func.func @ragged(%x: tensor<?x128xbf16>, %w: tensor<4160x128xbf16>) -> tensor<?x4160xbf16> {
   %0 = k3.kernel "k3_ragged" family "kda_conv_gate" (%x, %w) : (tensor<?x128xbf16>, tensor<4160x128xbf16>) -> tensor<?x4160xbf16> {
   ^bb0(%a: tensor<?x128xbf16>, %b: tensor<4160x128xbf16>):

@@ -36,7 +36,7 @@
 // The maps of x (128-row boxes) and W (64-row boxes of the 128 x 64 tile).
 // TMA: nvgpu.tma.create.descriptor %{{.*}} box[%{{.*}}, %c64] : memref<*xbf16> -> <tensor = memref<128x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>
 // TMA: nvgpu.tma.create.descriptor %{{.*}} box[%{{.*}}, %{{.*}}] : memref<*xbf16> -> <tensor = memref<64x64xbf16, #gpu.address_space<workgroup>>
-// TMA: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) dynamic_shared_memory_size %c99360_i32 module(@k3_mlp_down_tma_linear_wgmma_128x64x64_s4_tma)
+// TMA: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) dynamic_shared_memory_size %c99360_i32 module(@k3_mlp_down_tma_linear_wgmma_128x64x64_s4_tma_st)
 // TMA-COUNT-4: nvvm.mbarrier.init %{{.*}}, %c1_i32{{.*}} : !llvm.ptr<3>, i32
 // TMA: nvvm.fence.mbarrier.init
 // TMA: gpu.barrier
@@ -52,7 +52,7 @@
 // TMA-NOT: nvgpu.device_async_copy
 // TMA: nvvm.wgmma.wait.group.sync.aligned 0
 // TMA-NOT: nvvm.cp.async.wait.group
-// TMA: module(@k3_mlp_down_tma_linear_wgmma_128x256x64_s4_f1_tma)
+// TMA: module(@k3_mlp_down_tma_linear_wgmma_128x256x64_s4_f1_tma_st)
 // TMA: return
 // WS-LABEL: func.func @k3_mlp_down_tma(
 // WS: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c288{{.*}}) dynamic_shared_memory_size %c99392_i32 module(@k3_mlp_down_tma_linear_wgmma_128x64x64_s4_tmaws)
@@ -78,7 +78,7 @@
 // WS-COUNT-2: nvvm.cp.async.bulk.tensor.shared.cluster.global
 // CPASYNC-LABEL: func.func @k3_mlp_down_tma(
 // CPASYNC-NOT: nvgpu.tma.create.descriptor
-// CPASYNC: module(@k3_mlp_down_tma_linear_wgmma_128x64x64_s4)
+// CPASYNC: module(@k3_mlp_down_tma_linear_wgmma_128x64x64_s4_st)
 // CPASYNC-NOT: mbarrier
 // CPASYNC: nvgpu.device_async_copy
 // CPASYNC: return
@@ -132,7 +132,7 @@ func.func @mlp_in_pair(%x: tensor<?x128xbf16>, %wg: tensor<576x128xbf16>, %wu: t
 // its column tile like the weight itself.
 // TMA-LABEL: func.func @k3_mla_in_tma(
 // TMA-COUNT-4: nvgpu.tma.create.descriptor
-// TMA: module(@k3_mla_in_tma_linear_wgmma_128x64x64_s4_tma)
+// TMA: module(@k3_mla_in_tma_linear_wgmma_128x64x64_s4_tma_st)
 // TMA: arith.select %{{.*}}, %{{.*}}, %{{.*}} : !llvm.ptr
 // TMA: arith.select %{{.*}}, %{{.*}}, %{{.*}} : !llvm.ptr
 func.func @mla_in_multi(%x: tensor<?x128xbf16>, %wq: tensor<384x128xbf16>, %wkv: tensor<64x128xbf16>, %wg: tensor<8x128xbf16>) -> (tensor<?x384xbf16>, tensor<?x64xbf16>, tensor<?x8xbf16>) {

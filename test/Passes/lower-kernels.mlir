@@ -14,8 +14,8 @@
 // GPU-LABEL: func.func @k3_linear_test(
 // GPU: module(@k3_linear_test_linear_gemv1)
 // GPU: module(@k3_linear_test_linear_mma_32x64x64_s6)
-// GPU: module(@k3_linear_test_linear_wgmma_128x64x64_s4_tma)
-// GPU: module(@k3_linear_test_linear_wgmma_128x256x64_s4_f1_tma)
+// GPU: module(@k3_linear_test_linear_wgmma_128x64x64_s4_tma_st)
+// GPU: module(@k3_linear_test_linear_wgmma_128x256x64_s4_f1_tma_st)
 // RUN: not env K3C_WGMMA_TILE=64,512,2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADTILE
 // RUN: not env K3C_WGMMA_TILE=128,256,2,1 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADINFLIGHT
 // BADINFLIGHT: LLVM ERROR: k3c: bad wgmma tile wgmma_128x256x64_s2_f1: needs inflight 0 or 1 and stages >= 2 + inflight
