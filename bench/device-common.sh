@@ -21,7 +21,7 @@ machine() {
 # ROWS under "-- NAME".
 kbench() {
   local name=$1 art=$2 ck=$3 rows=$4; shift 4
-  timeout 200 k3-bench $art --checkpoint $ck --steps 16 --quiet --csv /tmp/kbench-$name.csv "$@" > /dev/null
+  timeout ${KBENCH_TIMEOUT:-200} k3-bench $art --checkpoint $ck --steps 16 --quiet --csv /tmp/kbench-$name.csv "$@" > /dev/null
   { echo "# $name"; cat /tmp/kbench-$name.csv; } >> $OUT/kbench.csv
   echo "-- $name"; grep -E "$rows" /tmp/kbench-$name.csv
 }

@@ -20,6 +20,17 @@ recurrence:
                     output checked against torch's conv1d in fp32 (max rel in
                     the note); GB/s counts x read and y written. --no-conv
                     skips it.
+  f_b_linear        torch's bf16 linear (cuBLAS) of the gate's low-rank up
+                    projection, [T, K] x [H*K, K]^T: the input
+                    chunk_gate_norm's in-kernel gate takes (fla's f_proj[1]);
+                    k3c computes it in the same tile as the gate.
+  out_norm          fla's rms_norm_gated (activation sigmoid, fla's KDA
+                    o_norm) on [T*H, V] bf16 with a bf16 gate, checked
+                    against torch fp32 (max rel in the note).
+  layer_graph       the sum of the graph rows short_conv, f_b_linear,
+                    chunk_gate_norm and out_norm: the KDA layer between its
+                    input and output projections, what k3c's launches of
+                    kda_conv_gate, kda_chunk and kda_out's per-head norm do.
   recurrent_seq     fused_recurrent_kda over a whole sequence (check cases only:
                     fla's token-sequential kernel, an accuracy floor).
   decode            fused_recurrent_kda, one token per sequence, batch B, fp32
@@ -501,12 +512,69 @@ class Bench:
 
         if self.conv is not None:
             self.short_conv(T, H)
+        self.f_b_linear(T, H)
+        self.out_norm(T, H)
+        parts = {}
+        for r in self.rows:
+            if r['T_or_B'] == T and r['H'] == H and r['ms'] is not None:
+                parts[r['case']] = r['ms']
+        need = ('short_conv_graph', 'f_b_linear_graph', 'chunk_gate_norm_graph', 'out_norm_graph')
+        if all(n in parts for n in need):
+            self.add('layer_graph', T, H, sum(parts[n] for n in need),
+                     note=' + '.join(f'{parts[n]:.3f}' for n in need))
 
         if check:  # fla's token-sequential kernel on the same sequence
             ms = median_ms(lambda: self.recurrent(x))
             self.add('recurrent_seq', T, H, ms, rms=self.errors(self.recurrent(x), ref))
         del x
         torch.cuda.empty_cache()
+
+    def f_b_linear(self, T, H):
+        """The gate's low-rank up projection, [T, K] x [H*K, K]^T in bf16 (cuBLAS)."""
+        K = self.args.head_dim
+        gen = torch.Generator(device='cuda').manual_seed(self.args.seed + 7 * T + H)
+        a = torch.randn(T, K, generator=gen, device='cuda').bfloat16()
+        w = (torch.randn(H * K, K, generator=gen, device='cuda') / math.sqrt(K)).bfloat16()
+
+        def run():
+            return torch.nn.functional.linear(a, w)
+        ms = median_ms(run)
+        nbytes = (T * K + H * K * K + T * H * K) * 2
+        note = f'{T} x {H * K} x {K} bf16, {2 * T * H * K * K / (ms * 1e-3) / 1e12:.0f} TFLOP/s'
+        self.add('f_b_linear', T, H, ms, gbs=nbytes / (ms * 1e-3) / 1e9, note=note)
+        self.graph_row('f_b_linear_graph', T, H, run, nbytes=nbytes, note=note)
+        del a, w
+
+    def out_norm(self, T, H):
+        """fla's gated RMS norm of the output (KDA's o_norm: sigmoid gate)."""
+        V = self.args.head_dim
+        try:
+            rms_norm_gated = importlib.import_module('fla.modules.fused_norm_gate').rms_norm_gated
+        except Exception as e:  # the peer's module layout may differ
+            self.add('out_norm', T, H, None, note=f'skipped: {type(e).__name__}: {e}')
+            return
+        gen = torch.Generator(device='cuda').manual_seed(self.args.seed + 11 * T + H)
+        o = torch.randn(T * H, V, generator=gen, device='cuda').bfloat16()
+        g = torch.randn(T * H, V, generator=gen, device='cuda').bfloat16()
+        w = (1 + 0.1 * torch.randn(V, generator=gen, device='cuda')).bfloat16()
+        eps = 1e-5
+
+        def run():
+            return rms_norm_gated(o, g, w, None, activation='sigmoid', eps=eps)
+        try:
+            y = run().float()
+        except Exception as e:
+            self.add('out_norm', T, H, None, note=f'skipped: {type(e).__name__}: {e}')
+            return
+        of = o.float()
+        ref = of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + eps) * w.float() * torch.sigmoid(g.float())
+        err = ((y - ref).abs().max() / ref.abs().max()).item()
+        ms = median_ms(run)
+        nbytes = 3 * T * H * V * 2
+        note = f'{T * H} rows of {V}, sigmoid gate, max rel vs torch fp32 {err:.1e}'
+        self.add('out_norm', T, H, ms, gbs=nbytes / (ms * 1e-3) / 1e9, note=note)
+        self.graph_row('out_norm_graph', T, H, run, nbytes=nbytes, note=note)
+        del o, g, w, y, ref
 
     def short_conv(self, T, H):
         """fla's causal_conv1d_fwd on [1, T, 3 H K] (q | k | v), kernel 4, SiLU."""
