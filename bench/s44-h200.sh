@@ -34,8 +34,10 @@ for T in 8192 2048 32768; do
   for v in "" -CT0; do
     [ $T != 8192 ] && [ -n "$v" ] && continue
     echo "-- KDA launches in steady state, T = $T, slice$v (${SECONDS}s)"
+    # The prompt from a file: 32768 ids as one argument exceed Linux's 128 KB limit for one.
+    seq 1 $T | paste -sd, > /tmp/prompt-$T.txt
     K3C_PROFILE_LAUNCHES=1 K3C_PROFILE_REPEAT=20 K3C_PROFILE_MATCH=k3_kda_ timeout 150 k3-run slice$v \
-      --checkpoint /tmp/slice --device cuda --quiet --prompt-ids $(seq -s, 1 $T) --max-new-tokens 1 2>&1 >/dev/null \
+      --checkpoint /tmp/slice --device cuda --quiet --batch /tmp/prompt-$T.txt --max-new-tokens 1 2>&1 >/dev/null \
       | grep -E "launch profile|k3_kda" | tee /tmp/prof-$T$v.txt | head -24
     python3 - /tmp/prof-$T$v.txt <<'PY'
 import re, sys
