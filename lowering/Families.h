@@ -56,6 +56,9 @@ llvm::SmallVector<ScratchNeed> kdaScratchNeeds(mlir::Operation *op);
 /// Whether `op` is an L2 norm its delta rule applies as it loads the norm's
 /// input (k3-fuse-kernels' kda-norm-in-chunk): no launch, no result buffer.
 bool kdaNormedOnLoad(mlir::Operation *op);
+/// Whether `op` is a KDA gate its delta rule forms as it loads the gate's
+/// logits (k3-fuse-kernels' kda-gate-in-chunk): no launch, no result buffer.
+bool kdaGatedOnLoad(mlir::Operation *op);
 /// Whether `op` is a gated output norm its delta rule lowers (k3-fuse-kernels'
 /// kda-out-norm-in-chunk): its scratch is a per-(sequence, head) counter of
 /// the token recurrence's finished blocks, [T, heads] i32, zero between

@@ -172,7 +172,8 @@ LogicalResult KernelLowering::run(KernelInfo &ki) {
   for (Operation &op : body.without_terminator()) {
     // A linear stored into its residual add's buffer has no result buffer
     // (its scratch, below, it still has).
-    const bool fusedResult = residualAdd.count(&op) || kdaNormedOnLoad(&op);
+    const bool fusedResult = residualAdd.count(&op) || kdaNormedOnLoad(&op) ||
+                             kdaGatedOnLoad(&op);
     for (Value r : op.getResults()) {
       if (fusedResult)
         break;

@@ -9,7 +9,8 @@
 //   kda_conv_gate  3 x short_conv + 2 x l2norm (or, split, 2 x l2norm_inv) + f_b linear
 //               + kda_gate
 //   kda_chunk   the chunked delta rule (+ the 2 l2norms with kda-norm-in-chunk, or
-//               their scaling halves when split by k3-split-l2norms)
+//               their scaling halves when split by k3-split-l2norms; + kda_gate
+//               with kda-gate-in-chunk)
 //   kda_out     gated_rmsnorm + o_proj (+ the residual add); the norm in
 //               kda_chunk with kda-out-norm-in-chunk
 //   mla_q_up    q_a RMSNorm + q_b
@@ -54,9 +55,9 @@ struct Group {
 
 class Fuser {
 public:
-  Fuser(Block &block, bool fuseGlu, bool normInChunk, bool outNormInChunk)
+  Fuser(Block &block, bool fuseGlu, bool normInChunk, bool outNormInChunk, bool gateInChunk)
       : block(block), fuseGlu(fuseGlu), normInChunk(normInChunk),
-        outNormInChunk(outNormInChunk) {}
+        outNormInChunk(outNormInChunk), gateInChunk(gateInChunk) {}
 
   LogicalResult run(bool report);
 
@@ -88,6 +89,7 @@ private:
   bool fuseGlu;
   bool normInChunk; ///< kda-norm-in-chunk: the q/k L2 norms in kda_chunk
   bool outNormInChunk; ///< kda-out-norm-in-chunk: the gated output norm in kda_chunk
+  bool gateInChunk; ///< kda-gate-in-chunk: the gate in kda_chunk
   std::vector<std::unique_ptr<Group>> groups;
   llvm::DenseMap<Operation *, Group *> owner;
 };
@@ -112,7 +114,9 @@ void Fuser::formGroups() {
       }
     add(conv, def<ShortConvOp>(rule.getV()));
     if (auto gate = def<KdaGateOp>(rule.getG())) {
-      add(conv, gate);
+      // kda-gate-in-chunk: the gate of the rule's g with the rule (the
+      // lowering forms the gate values as the rule loads f_b's logits).
+      add(gateInChunk && singleUse(gate.getResult()) ? chunk : conv, gate);
       add(conv, def<LinearOp>(gate.getLogits()));
     }
     // The three convs are chained through the shared state.
@@ -374,7 +378,9 @@ struct K3FuseKernelsPass : mlir::k3::impl::K3FuseKernelsPassBase<K3FuseKernelsPa
     getOperation().walk([&](func::FuncOp fn) {
       if (fn.isExternal())
         return;
-      if (failed(Fuser(fn.getBody().front(), fuseGlu, kdaNormInChunk, kdaOutNormInChunk).run(report)))
+      if (failed(Fuser(fn.getBody().front(), fuseGlu, kdaNormInChunk, kdaOutNormInChunk,
+                        kdaGateInChunk)
+                      .run(report)))
         ok = false;
     });
     if (!ok)

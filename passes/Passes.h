@@ -29,6 +29,7 @@ struct PipelineOptions {
   bool report = false;
   bool kdaNormInChunk = false; ///< k3-fuse-kernels' kda-norm-in-chunk
   bool kdaOutNormInChunk = false; ///< k3-fuse-kernels' kda-out-norm-in-chunk
+  bool kdaGateInChunk = false; ///< k3-fuse-kernels' kda-gate-in-chunk
   bool splitL2Norms = false;   ///< run k3-split-l2norms before the fusion
 };
 void buildK3Pipeline(OpPassManager &pm, const PipelineOptions &options = {});

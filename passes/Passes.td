@@ -94,7 +94,11 @@ def K3FuseKernelsPass : Pass<"k3-fuse-kernels", "::mlir::ModuleOp"> {
     Option<"kdaOutNormInChunk", "kda-out-norm-in-chunk", "bool", /*default=*/"false",
            "Put KDA's gated output norm in the kda_chunk kernel instead of "
            "kda_out's (decode: the token recurrence's last block of a head "
-           "normalizes it, one launch fewer a layer; prefill: its own launch)">
+           "normalizes it, one launch fewer a layer; prefill: its own launch)">,
+    Option<"kdaGateInChunk", "kda-gate-in-chunk", "bool", /*default=*/"false",
+           "Put the KDA gate in the kda_chunk kernel instead of the convolutions' "
+           "(the delta rule then forms each gate value from f_b's logits as it "
+           "loads them: they cross in the activation dtype, not as fp32 gates)">
   ];
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }

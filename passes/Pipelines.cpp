@@ -24,6 +24,7 @@ void mlir::k3::buildK3Pipeline(OpPassManager &pm, const PipelineOptions &o) {
   fuse.report = o.report;
   fuse.kdaNormInChunk = o.kdaNormInChunk;
   fuse.kdaOutNormInChunk = o.kdaOutNormInChunk;
+  fuse.kdaGateInChunk = o.kdaGateInChunk;
   pm.addPass(createK3FuseKernelsPass(fuse));
 }
 
@@ -45,6 +46,10 @@ struct CLPipelineOptions : PassPipelineOptions<CLPipelineOptions> {
       *this, "kda-out-norm-in-chunk",
       llvm::cl::desc("KDA's gated output norm in the delta rule's kernel (k3-fuse-kernels)"),
       llvm::cl::init(false)};
+  Option<bool> kdaGateInChunk{
+      *this, "kda-gate-in-chunk",
+      llvm::cl::desc("KDA's gate in the delta rule's kernel (k3-fuse-kernels)"),
+      llvm::cl::init(false)};
   Option<bool> splitL2Norms{
       *this, "split-l2norms",
       llvm::cl::desc("Split KDA's widening q/k L2 norms before the fusion (k3-split-l2norms)"),
@@ -63,6 +68,7 @@ void mlir::k3::registerK3Pipelines() {
         opts.report = o.report;
         opts.kdaNormInChunk = o.kdaNormInChunk;
         opts.kdaOutNormInChunk = o.kdaOutNormInChunk;
+        opts.kdaGateInChunk = o.kdaGateInChunk;
         opts.splitL2Norms = o.splitL2Norms;
         buildK3Pipeline(pm, opts);
       });

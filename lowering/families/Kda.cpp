@@ -236,6 +236,61 @@ bool kdaNormedOnLoad(Operation *op) {
   return l2 && kdaNormOnLoad(l2.getResult());
 }
 
+/// The KDA gate that makes a delta rule's g inside the rule's own kernel
+/// (k3-fuse-kernels' kda-gate-in-chunk), else null: the rule then loads the
+/// gate's logits (f_b's output, in the activation dtype) and forms each gate
+/// value as it loads it, with the gate kernel's arithmetic (kdaGateValue:
+/// the same values, bit for bit); the gate has no launch and no buffer, and
+/// f_b's store writes its logits instead of fp32 gates.
+static KdaGateOp kdaGateOnLoad(Value g) {
+  auto gate = g.getDefiningOp<KdaGateOp>();
+  if (!gate || !gate.getResult().hasOneUse())
+    return {};
+  auto rule = dyn_cast<DeltaRuleOp>(*gate.getResult().getUsers().begin());
+  if (!rule || rule->getBlock() != gate->getBlock() || rule.getG() != gate.getResult())
+    return {};
+  return gate;
+}
+bool kdaGatedOnLoad(Operation *op) {
+  auto gate = dyn_cast<KdaGateOp>(op);
+  return gate && kdaGateOnLoad(gate.getResult());
+}
+
+static Value kdaGateValue(KernelBuilder &kb, KdaGateOp gate, Value a, Value zz);
+
+/// A delta rule's g as its kernels load it: the buffer (g, or with
+/// kdaGateOnLoad the gate's logits) and what turns a loaded element of
+/// column col into g's value there.
+struct GateSource {
+  Value buf;
+  KdaGateOp gate;
+  Value alog, dt;
+  int64_t d = 1; ///< the gate's columns a head
+  /// exp(A_log) of col's head (once per head a caller may keep it).
+  Value headA(KernelBuilder &kb, Value col) const {
+    return kb.exp(kb.loadF32(alog, {kb.div(col, kb.idx(d))}));
+  }
+  /// g at column col from the loaded element x (x itself without a gate).
+  Value at(KernelBuilder &kb, Value x, Value col, Value a) const {
+    if (!gate)
+      return x;
+    return kdaGateValue(kb, gate, a, kb.fadd(x, kb.loadF32(dt, {col})));
+  }
+};
+static GateSource gateSource(Value g, LowerState &st) {
+  GateSource s;
+  if (KdaGateOp gate = kdaGateOnLoad(g)) {
+    s.buf = st.get(gate.getLogits());
+    s.gate = gate;
+    s.alog = st.get(gate.getALog());
+    s.dt = st.get(gate.getDtBias());
+    s.d = cast<MemRefType>(s.dt.getType()).getDimSize(0) / gate.getNumHeads();
+    return s;
+  }
+  s.buf = st.get(g);
+  return s;
+}
+
 /// The gated output norm lowered with its delta rule (k3-fuse-kernels'
 /// kda-out-norm-in-chunk): the rule's only use, in the rule's kernel; else
 /// null.
@@ -598,7 +653,8 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
                     ArrayRef<Value> sc, bool mmaB) {
   int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
   QKSource qs = qkSource(rule.getQ(), st), ks = qkSource(rule.getK(), st);
-  Value q = qs.buf, k = ks.buf, v = st.get(rule.getV()), g = st.get(rule.getG()),
+  GateSource gs = gateSource(rule.getG(), st);
+  Value q = qs.buf, k = ks.buf, v = st.get(rule.getV()), g = gs.buf,
         beta = st.get(rule.getBeta()), lens = st.get(rule.getSeqLens());
   Type f32 = kb.b.getF32Type();
   Value slots = kb.add(kb.ceilDiv(kb.dim(q, 0), C), kb.dim(lens, 0));
@@ -686,6 +742,13 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
         Value bufs[] = {q, k, g};
         if (which == 3)
           return rowLoads(v, kb.add(vbase, c));
+        if (which == 2 && gs.gate) { // the gate formed on load; rows past the chunk 0
+          Value col = kb.add(kbase, c), a = gs.headA(kb, col);
+          SmallVector<Value> rows = rowLoads(g, col);
+          for (int64_t r = 0; r < C; ++r)
+            rows[r] = kb.select(kb.ult(kb.idx(r), nc), gs.at(kb, rows[r], col, a), kb.f32(0.0));
+          return rows;
+        }
         if (which < 2 && invs[which]) {
           Value scale = l2NormConstants(kb, norms[which]).second;
           SmallVector<Value> rows = rowLoads(bufs[which], kb.add(kbase, c));
@@ -1501,8 +1564,9 @@ static void lowerGatedNorm(GatedRMSNormOp norm, KernelBuilder &kb, LowerState &s
 /// arithmetic in the same order: bit-identical to the register form.
 static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, bool staged) {
   QKSource qs = qkSource(rule.getQ(), st), ks = qkSource(rule.getK(), st);
+  GateSource gs = gateSource(rule.getG(), st);
   Value q = qs.buf, k = ks.buf, v = st.get(rule.getV()),
-        g = st.get(rule.getG()), beta = st.get(rule.getBeta()), S = st.get(rule.getState()),
+        g = gs.buf, beta = st.get(rule.getBeta()), S = st.get(rule.getState()),
         lens = st.get(rule.getSeqLens()), o = st.get(rule.getResult());
   int64_t H = rule.getNumHeads(), dk = rule.getKeyDim(), dv = rule.getValueDim();
   OpBuilder &b = kb.b;
@@ -1664,8 +1728,14 @@ static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
             x = kb.select(colOk[p], x, kb.f32(0.0));
           return xs;
         };
-        for (Value x : kb.loadVec(g, {row, kb.add(kbase, cols[p])}, vw))
-          gv.push_back(kb.exp(x));
+        {
+          // The gate formed on load (kdaGateOnLoad): exp(A_log) once a head.
+          Value col0 = kb.add(kbase, cols[p]);
+          Value a = gs.gate ? gs.headA(kb, col0) : Value();
+          int64_t e = 0;
+          for (Value x : kb.loadVec(g, {row, col0}, vw))
+            gv.push_back(kb.exp(gs.at(kb, x, kb.add(col0, kb.idx(e++)), a)));
+        }
         for (Value x : masked(kb.loadVec(k, {row, kb.add(kbase, cols[p])}, vw)))
           kv.push_back(x);
         for (Value x : masked(kb.loadVec(q, {row, kb.add(kbase, cols[p])}, vw)))
@@ -1793,7 +1863,7 @@ static void lowerDeltaRule(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) 
         // itself (kdaRecurrenceMma's fused form).
         // (It reads q and k as stored: not with kda-norm-in-chunk.)
         if (mma && intFromEnv("K3C_KDA_FUSED", 0) && !kdaNormOnLoad(rule.getQ()) &&
-            !kdaNormOnLoad(rule.getK())) {
+            !kdaNormOnLoad(rule.getK()) && !kdaGateOnLoad(rule.getG())) {
           kdaRecurrenceMma(rule, kb, st, sc, /*fused=*/true);
         } else {
           kdaPrep(rule, kb, st, C, sc, mma && kdaPrepMma(rule));
@@ -2233,7 +2303,8 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     return success();
   }
   if (auto gate = dyn_cast<KdaGateOp>(op)) {
-    if (st.fusedAway.contains(op)) // done by its linear (fuseGateLinears)
+    // Done by its linear (fuseGateLinears), or by its delta rule's loads.
+    if (st.fusedAway.contains(op) || kdaGatedOnLoad(op))
       return success();
     lowerKdaGate(gate, kb, st);
     return success();

@@ -4,6 +4,7 @@
 // RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels=fuse-glu=false | FileCheck %s --check-prefix=NOGLU
 // RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels=kda-norm-in-chunk=true | FileCheck %s --check-prefix=NORMCHUNK
 // RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels=kda-out-norm-in-chunk=true | FileCheck %s --check-prefix=OUTNORM
+// RUN: k3-opt %s --k3-decompose-layers --k3-fuse-kernels=kda-gate-in-chunk=true | FileCheck %s --check-prefix=GATECHUNK
 
 // Two identical pre-norm KDA layers with residual adds: four kernels per
 // layer, and the second layer reuses the first layer's kernel names.
@@ -50,6 +51,21 @@
 // NORMCHUNK-NEXT: k3.l2norm
 // NORMCHUNK-NEXT: k3.delta_rule
 // NORMCHUNK-NEXT: k3.yield
+
+// kda-gate-in-chunk: the gate moves into the delta rule's kernel (f_b's
+// bf16 logits cross; the rule forms the gate values on load); f_b stays with
+// the convolutions.
+// GATECHUNK-LABEL: func.func @two_kda_layers
+// GATECHUNK: k3.kernel "{{k3_kda_conv_gate_[0-9a-f]+}}" family "kda_conv_gate"
+// GATECHUNK-SAME: -> (tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?x128xf32>, tensor<?x128xf32>)
+// GATECHUNK-NOT: k3.kda_gate
+// GATECHUNK: k3.linear
+// GATECHUNK-NOT: k3.kda_gate
+// GATECHUNK: k3.kernel "{{k3_kda_chunk_[0-9a-f]+}}" family "kda_chunk"
+// GATECHUNK-NEXT: ^bb0
+// GATECHUNK-NEXT: k3.kda_gate
+// GATECHUNK-NEXT: k3.delta_rule
+// GATECHUNK-NEXT: k3.yield
 
 // kda-out-norm-in-chunk: the gated output norm moves into the delta rule's
 // kernel (which then returns the normalized rows); kda_out keeps the output

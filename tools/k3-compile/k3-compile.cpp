@@ -102,6 +102,12 @@ static cl::opt<bool> kdaOutNormInChunk(
              "recurrence's last block of each head normalizes it (one launch fewer a KDA "
              "layer); K3C_KDA_OUT_NORM_IN_CHUNK=1 sets it too"),
     cl::init(false));
+static cl::opt<bool> kdaGateInChunk(
+    "kda-gate-in-chunk",
+    cl::desc("Form KDA's gate values in the delta rule's kernel as it loads f_b's logits, "
+             "which then cross in the activation dtype (default: f_b's store writes the "
+             "fp32 gates); K3C_KDA_GATE_IN_CHUNK=1 sets it too"),
+    cl::init(false));
 static cl::opt<bool> kdaSplitNorms(
     "kda-split-norms",
     cl::desc("Split KDA's q/k L2 norms (k3-split-l2norms) in bf16 builds: the convolutions' "
@@ -492,13 +498,15 @@ int main(int argc, char **argv) {
         llvm::errs() << "k3-compile: error: " << name << " must be 0 or 1, got " << v << "\n";
         return false;
       };
-      int64_t normEnv, outNormEnv, splitEnv;
+      int64_t normEnv, outNormEnv, gateEnv, splitEnv;
       if (!env01("K3C_KDA_NORM_IN_CHUNK", normEnv) ||
           !env01("K3C_KDA_OUT_NORM_IN_CHUNK", outNormEnv) ||
+          !env01("K3C_KDA_GATE_IN_CHUNK", gateEnv) ||
           !env01("K3C_KDA_SPLIT_NORMS", splitEnv))
         return 1;
       o.kdaNormInChunk = kdaNormInChunk || normEnv == 1;
       o.kdaOutNormInChunk = kdaOutNormInChunk || outNormEnv == 1;
+      o.kdaGateInChunk = kdaGateInChunk || gateEnv == 1;
       o.splitL2Norms = splitEnv == kUnset ? kdaSplitNorms.getValue() : splitEnv == 1;
       mlir::k3::buildK3Pipeline(pm, o);
     }
