@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The next device call after session 43 (bench/make-s46-bundle.sh):
+#  1. checks: dense k3-tiny bf16, default and GIC (--kda-gate-in-chunk),
+#     against the reference; GIC's f32 build at 1e-5; the logits of the
+#     slice's and the Kimi Linear slice's GIC builds against their defaults
+#     (bit-identical expected: 128 one-token prompts, a 3000-token prompt, 3
+#     steps: prefill through the prep, decode through the token kernels);
+#  2. #14: the KDA layer's launches in steady state (K3C_PROFILE_REPEAT=20)
+#     at T = 2048, 8192, 32768 (the prompts from files), default and GIC;
+#     fla's layer at the same T, H = 96 (kda_peer.py: short_conv, f_b,
+#     chunk_gate_norm, out_norm and their sum), in the same call;
+#  3. k3-bench prefill 8192 and decode 1 / 128 of default and GIC, two
+#     rounds alternating (kda_conv_gate, kda_chunk, the step).
+source "$(dirname "$0")/device-common.sh"
+machine
+dense_inputs
+dense_checks tdense tdense-GIC
+echo "== tdense-GIC-f32 (1e-5) vs the reference: a 100-token prompt, a mixed batch of 20"
+for b in p100.txt mix20.txt; do
+  timeout 120 k3-run tdense-GIC-f32 --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
+done
+[ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+[ -d /tmp/kl ] || k3-mkcheckpoint --config slice-kl.json -o /tmp/kl --seed 3 --quiet
+seq 5 3004 | paste -sd, > p3000.txt
+logits() { timeout 150 k3-run $1 --checkpoint $2 --device cuda --batch $3 --max-new-tokens 3 --quiet --dump-logits $4 > /dev/null; }
+for m in "slice /tmp/slice" "kl /tmp/kl"; do
+  set -- $m
+  for b in b128.txt p3000.txt; do
+    logits $1 $2 $b /tmp/ref.npy; logits $1-GIC $2 $b /tmp/x.npy
+    python3 -c "
+import numpy as n; a, b = n.load('/tmp/ref.npy'), n.load('/tmp/x.npy')
+print('$1-GIC vs $1, $b: bit-identical %s' % bool((a.view(n.uint32) == b.view(n.uint32)).all()))"
+  done
+done
+echo "== checks done (${SECONDS}s)"
+for T in 8192 2048 32768; do
+  seq 1 $T | paste -sd, > /tmp/prompt-$T.txt
+  for v in "" -GIC; do
+    echo "-- KDA launches in steady state, T = $T, slice$v (${SECONDS}s)"
+    K3C_PROFILE_LAUNCHES=1 K3C_PROFILE_REPEAT=20 K3C_PROFILE_MATCH=k3_kda_ timeout 150 k3-run slice$v \
+      --checkpoint /tmp/slice --device cuda --quiet --batch /tmp/prompt-$T.txt --max-new-tokens 1 2>&1 >/dev/null \
+      | grep -E "launch profile|k3_kda|error" | grep -v "kda_in_\|kda_out_.*linear_" | tee /tmp/prof.txt | head -14
+    python3 -c "
+import re
+ms = sum(float(m.group(1)) for m in (re.match(r'\s+\S+ <\S+>\s+\d+\s+([0-9.]+)', l) for l in open('/tmp/prof.txt')) if m)
+print('  KDA layer between its projections: %.3f ms' % ms)"
+  done
+done
+if [ -d peers/fla/fla ]; then
+  echo "== fla at T = 2048 / 8192 / 32768, H = 96 (${SECONDS}s)"
+  timeout 240 python3 kda_peer.py --fla peers/fla --prefill 2048x96,8192x96,32768x96 --check "" --dump "" --decode "" --csv $OUT/kda_peer.csv \
+    | grep -E "^#|^case|layer_graph|^chunk_gate_norm_graph|^short_conv_graph|^f_b_linear_graph|^out_norm_graph"
+fi
+for round in 1 2; do
+  for v in "" -GIC; do
+    kbench s46$v-$round slice$v /tmp/slice 'kda_conv_gate|kda_chunk|ttft|graph' --prefill 8192 --decode 1,128
+  done
+done
+echo "== s46 done (${SECONDS}s)"
