@@ -9,7 +9,12 @@ set -u
 cd "$(dirname "${BASH_SOURCE[1]}")"
 export PATH=$PWD/bin:$PATH
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-exec > >(tee -a $OUT/log.txt) 2>&1
+# (once: a script run from another's call, e.g. mla-grid-h200.sh from s44,
+# writes through its caller's tee.)
+if [ -z "${K3C_DEVICE_LOG_TEE:-}" ]; then
+  export K3C_DEVICE_LOG_TEE=1
+  exec > >(tee -a $OUT/log.txt) 2>&1
+fi
 machine() {
   echo "== machine"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
