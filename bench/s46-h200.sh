@@ -7,8 +7,10 @@
 #     steps: prefill through the prep, decode through the token kernels);
 #  2. #14: the KDA layer's launches in steady state (K3C_PROFILE_REPEAT=20)
 #     at T = 2048, 8192, 32768 (the prompts from files), default and GIC;
-#     fla's layer at the same T, H = 96 (kda_peer.py: short_conv, f_b,
-#     chunk_gate_norm, out_norm and their sum), in the same call;
+#     the Kimi Linear slice (32 heads, softplus gate) at 8192, default and
+#     GIC; fla's layer at the same T, H = 96, and at 8192, H = 32
+#     (kda_peer.py: short_conv, f_b, chunk_gate_norm, out_norm and their
+#     sum; fla's bounded gate at H = 32), in the same call;
 #  3. k3-bench prefill 8192 and decode 1 / 128 of default and GIC, two
 #     rounds alternating (kda_conv_gate, kda_chunk, the step).
 source "$(dirname "$0")/device-common.sh"
@@ -46,9 +48,20 @@ ms = sum(float(m.group(1)) for m in (re.match(r'\s+\S+ <\S+>\s+\d+\s+([0-9.]+)',
 print('  KDA layer between its projections: %.3f ms' % ms)"
   done
 done
+# Kimi Linear's head count (32, softplus gate, pairwise path) at 8192 tokens.
+for v in "" -GIC; do
+  echo "-- KDA launches in steady state, T = 8192, kl$v (${SECONDS}s)"
+  K3C_PROFILE_LAUNCHES=1 K3C_PROFILE_REPEAT=20 K3C_PROFILE_MATCH=k3_kda_ timeout 150 k3-run kl$v \
+    --checkpoint /tmp/kl --device cuda --quiet --batch /tmp/prompt-8192.txt --max-new-tokens 1 2>&1 >/dev/null \
+    | grep -E "launch profile|k3_kda|error" | grep -v "kda_in_\|kda_out_.*linear_" | tee /tmp/prof.txt | head -14
+  python3 -c "
+import re
+ms = sum(float(m.group(1)) for m in (re.match(r'\s+\S+ <\S+>\s+\d+\s+([0-9.]+)', l) for l in open('/tmp/prof.txt')) if m)
+print('  KDA layer between its projections: %.3f ms' % ms)"
+done
 if [ -d peers/fla/fla ]; then
-  echo "== fla at T = 2048 / 8192 / 32768, H = 96 (${SECONDS}s)"
-  timeout 240 python3 kda_peer.py --fla peers/fla --prefill 2048x96,8192x96,32768x96 --check "" --dump "" --decode "" --csv $OUT/kda_peer.csv \
+  echo "== fla at T = 2048 / 8192 / 32768, H = 96, and 8192 at H = 32 (${SECONDS}s)"
+  timeout 240 python3 kda_peer.py --fla peers/fla --prefill 2048x96,8192x96,32768x96,8192x32 --check "" --dump "" --decode "" --csv $OUT/kda_peer.csv \
     | grep -E "^#|^case|layer_graph|^chunk_gate_norm_graph|^short_conv_graph|^f_b_linear_graph|^out_norm_graph"
 fi
 for round in 1 2; do
