@@ -131,8 +131,17 @@ static std::string nvvmPipeline() {
 /// exp, exp2, log1p and sqrt as single PTX instructions (ex2.approx.ftz,
 /// lg2.approx.ftz, sqrt.rn) through inline asm, so no libdevice is needed and
 /// a machine without the CUDA toolkit still produces PTX.
-static void rewriteDeviceMath(ModuleOp m) {
-  m.walk([](gpu::GPUModuleOp gm) {
+/// `exactExp` (the f32 build, whose checks hold it to 1e-5 of the reference's
+/// libm): exp(x) without the rounding of x·log2(e), which ex2.approx of the
+/// rounded product carries as a relative error of up to |x|·2^-24·ln 2
+/// (1e-6 at |x| = 20, a softmax's or a sigmoid's range): t = rn(x·log2 e),
+/// the product's rounding error e = fma(x, log2 e, −t) + x·lo (lo: the part
+/// of log2 e below f32), p = ex2.approx(t), exp(x) = fma(p, e·ln 2, p), i.e.
+/// p·2^e to first order; p itself where that is not finite or p is 0 (x =
+/// ±inf, NaN, overflow, flushed underflow), so the special values stay
+/// ex2's. ~2 ulp (ex2.approx's own) at every x; three more instructions.
+static void rewriteDeviceMath(ModuleOp m, bool exactExp) {
+  m.walk([exactExp](gpu::GPUModuleOp gm) {
     SmallVector<Operation *> ops;
     gm.walk([&](Operation *op) {
       if (isa<math::ExpOp, math::Exp2Op, math::Log1pOp, math::SqrtOp>(op) &&
@@ -155,7 +164,23 @@ static void rewriteDeviceMath(ModuleOp m) {
             .getResult(0);
       };
       Value r;
-      if (isa<math::ExpOp>(op))
+      if (isa<math::ExpOp>(op) && exactExp) {
+        const float l2eHi = 1.4426950408889634f;
+        Value hi = c(l2eHi), lo = c(1.4426950408889634 - static_cast<double>(l2eHi));
+        Value t = arith::MulFOp::create(b, loc, x, hi);
+        Value e = arith::AddFOp::create(
+            b, loc, LLVM::FMAOp::create(b, loc, x, hi, arith::NegFOp::create(b, loc, t)),
+            arith::MulFOp::create(b, loc, x, lo));
+        Value p = ptx("ex2.approx.ftz.f32 $0, $1;", t);
+        Value corr = LLVM::FMAOp::create(b, loc, p,
+                                         arith::MulFOp::create(b, loc, e, c(0.6931471805599453)), p);
+        // corr - corr is 0 exactly when corr is finite (NaN for inf, NaN).
+        Value finite = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                             arith::SubFOp::create(b, loc, corr, corr), c(0.0));
+        Value nonzero = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ONE, p, c(0.0));
+        r = arith::SelectOp::create(b, loc, arith::AndIOp::create(b, loc, finite, nonzero), corr,
+                                    p);
+      } else if (isa<math::ExpOp>(op))
         r = ptx("ex2.approx.ftz.f32 $0, $1;",
                 arith::MulFOp::create(b, loc, x, c(1.4426950408889634)));
       else if (isa<math::Exp2Op>(op))
@@ -385,7 +410,7 @@ static void chainGrids(ModuleOp m, const GridChainRequests &req) {
   });
 }
 
-LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
+LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error, bool exactExp) {
   registerGpuPipelinePasses();
   prepareGpuContext(*loops.getContext());
   const llvm::StringMap<int32_t> requested = requestedMinBlocks(loops);
@@ -404,7 +429,7 @@ LogicalResult lowerLoopsToGpu(ModuleOp loops, std::string &error) {
     if (&pipeline == &pipelines[0]) {
       mergeIdenticalModules(loops);
       chainGrids(loops, chain);
-      rewriteDeviceMath(loops);
+      rewriteDeviceMath(loops, exactExp);
       alignSharedMemory(loops);
       if (failed(applyLaunchBounds(loops, requested, error)))
         return failure();

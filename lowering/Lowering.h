@@ -67,7 +67,10 @@ mlir::LogicalResult lowerLoopsToLLVMDialect(mlir::ModuleOp loops,
 /// Registers what the GPU pipeline needs (NVVM target, translations).
 void prepareGpuContext(mlir::MLIRContext &ctx);
 /// Loop kernels -> gpu.launch -> outlined gpu.module kernels in NVVM (sm_90a).
-mlir::LogicalResult lowerLoopsToGpu(mlir::ModuleOp loops, std::string &error);
+/// `exactExp`: exp without the rounding of its argument's scaling (the f32
+/// build; rewriteDeviceMath in GpuTarget.cpp).
+mlir::LogicalResult lowerLoopsToGpu(mlir::ModuleOp loops, std::string &error,
+                                    bool exactExp = false);
 /// PTX text of every gpu.module (NVPTX TargetMachine, in-process).
 /// With `inPlace`, the gpu.modules become gpu.binary ops carrying that PTX
 /// (what buildHostLibrary embeds); otherwise the module is left as is.

@@ -523,7 +523,7 @@ int main(int argc, char **argv) {
     auto loops =
         ::k3c::lowering::lowerKernelsToLoops(*module, kernels, ::k3c::lowering::Target::Gpu);
     std::string err;
-    if (failed(loops) || failed(::k3c::lowering::lowerLoopsToGpu(**loops, err))) {
+    if (failed(loops) || failed(::k3c::lowering::lowerLoopsToGpu(**loops, err, activationDtype == "f32"))) {
       llvm::errs() << "k3-compile: error: " << (err.empty() ? "lowering the kernels failed" : err)
                    << "\n";
       return 1;
@@ -634,7 +634,7 @@ int main(int argc, char **argv) {
       cudaLib = (std::filesystem::path(artDir) / "kernels_cuda.so").string();
       std::map<std::string, std::string> ptx;
       bool ranPtxas = false;
-      if (failed(::k3c::lowering::lowerLoopsToGpu(*gpuLoops, err)) ||
+      if (failed(::k3c::lowering::lowerLoopsToGpu(*gpuLoops, err, activationDtype == "f32")) ||
           failed(::k3c::lowering::emitPtx(*gpuLoops, ptx, err, /*inPlace=*/true))) {
         llvm::errs() << "k3-compile: error: " << err << "\n";
         return 1;
