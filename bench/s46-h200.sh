@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The next device call after session 43 (bench/make-s46-bundle.sh):
 #  1. checks: dense k3-tiny bf16, default and GIC (--kda-gate-in-chunk),
-#     against the reference; GIC's f32 build at 1e-5; the logits of the
+#     against the reference; GIC's f32 build at 1e-5; k3-tiny's f32 build
+#     (the f32 build's exact exp) on session 38's 150-token prompt; the logits of the
 #     slice's and the Kimi Linear slice's GIC builds against their defaults
 #     (bit-identical expected: 128 one-token prompts, a 3000-token prompt, 3
 #     steps: prefill through the prep, decode through the token kernels);
@@ -21,6 +22,10 @@ echo "== tdense-GIC-f32 (1e-5) vs the reference: a 100-token prompt, a mixed bat
 for b in p100.txt mix20.txt; do
   timeout 120 k3-run tdense-GIC-f32 --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
 done
+echo "== tiny-f32 (the exact exp) vs the reference at 1e-5: session 38's 150-token prompt (seed 3; was 1.02e-5)"
+k3-mkcheckpoint --config k3-tiny.json -o /tmp/ck3 --seed 3 --quiet
+timeout 150 k3-run tiny-f32 --checkpoint /tmp/ck3 --device cuda --prompt-ids $(seq -s, 1 150) --max-new-tokens 4 --check --quiet \
+  | grep -E "step [0-9]+:|check: (PASS|FAIL)|error"
 [ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 [ -d /tmp/kl ] || k3-mkcheckpoint --config slice-kl.json -o /tmp/kl --seed 3 --quiet
 seq 5 3004 | paste -sd, > p3000.txt
