@@ -618,10 +618,11 @@ static void recordText(const std::string &what) {
 /// synchronized (slow: for finding where a fused kernel's time goes, not for
 /// its total); the table of device functions (the kernel's strategy-named
 /// launches: its prologue, GEMM tiles, epilogue) goes to stderr at exit.
-/// K3C_PROFILE_REPEAT=N (2..1000) times each profiled launch in steady
-/// state instead: the launch runs once untimed, then N times back to back,
-/// each timed alone, and its row gets the median, as a peer's benchmark
-/// loop times its kernel. Only the launches whose device function's name
+/// K3C_PROFILE_REPEAT=N (1..1000; 1, the default, times each launch once as
+/// above) with N >= 2 times each profiled launch in steady state instead:
+/// the launch runs once untimed, then N times back to back, each timed
+/// alone, and its row gets the median, as a peer's benchmark loop times its
+/// kernel. With N >= 2 only the launches whose device function's name
 /// contains K3C_PROFILE_MATCH (when set) are repeated and listed. A repeated
 /// launch that accumulates into its output (a residual added in place, a
 /// state read and written) leaves other values than one launch: the run's

@@ -257,6 +257,12 @@ bool kdaGatedOnLoad(Operation *op) {
 }
 
 static Value kdaGateValue(KernelBuilder &kb, KdaGateOp gate, Value a, Value zz);
+/// exp(A_log) of the head of gate column col (d columns a head): the `a` of
+/// kdaGateValue, one definition for the gate's launch, its linear's store
+/// map and the delta rule's loads.
+static Value kdaGateHeadA(KernelBuilder &kb, Value alog, Value col, int64_t d) {
+  return kb.exp(kb.loadF32(alog, {kb.div(col, kb.idx(d))}));
+}
 
 /// A delta rule's g as its kernels load it: the buffer (g, or with
 /// kdaGateOnLoad the gate's logits) and what turns a loaded element of
@@ -268,7 +274,7 @@ struct GateSource {
   int64_t d = 1; ///< the gate's columns a head
   /// exp(A_log) of col's head (once per head a caller may keep it).
   Value headA(KernelBuilder &kb, Value col) const {
-    return kb.exp(kb.loadF32(alog, {kb.div(col, kb.idx(d))}));
+    return kdaGateHeadA(kb, alog, col, d);
   }
   /// g at column col from the loaded element x (x itself without a gate).
   Value at(KernelBuilder &kb, Value x, Value col, Value a) const {
@@ -1914,7 +1920,7 @@ static void lowerKdaGate(KdaGateOp gate, KernelBuilder &kb, LowerState &st) {
     gw /= 2;
   if (gw == 1) {
     kb.parallel({kb.dim(z, 0), kb.idx(width)}, [&](ValueRange iv) {
-      Value a = kb.exp(kb.loadF32(alog, {kb.div(iv[1], d)}));
+      Value a = kdaGateHeadA(kb, alog, iv[1], d);
       Value zz = kb.fadd(kb.loadF32(z, iv), kb.loadF32(dt, {iv[1]}));
       kb.storeF32(kdaGateValue(kb, gate, a, zz), y, iv);
     });
@@ -1927,7 +1933,7 @@ static void lowerKdaGate(KdaGateOp gate, KernelBuilder &kb, LowerState &st) {
     Value i = kb.add(kb.mul(bid[0], threads), tb.tid);
     kb.ifThen(kb.ult(i, total), [&] {
       Value row = kb.div(i, perRow), col = kb.mul(kb.rem(i, perRow), gw);
-      Value a = kb.exp(kb.loadF32(alog, {kb.div(col, d)}));
+      Value a = kdaGateHeadA(kb, alog, col, d);
       SmallVector<Value> zv = kb.loadVec(z, {row, col}, gw), dv = kb.loadVec(dt, {col}, gw), out;
       for (int64_t e = 0; e < gw; ++e)
         out.push_back(kdaGateValue(kb, gate, a, kb.fadd(zv[e], dv[e])));
@@ -2383,7 +2389,7 @@ LinearMap kdaGateLinearMap(KernelBuilder &kb, Operation *op, LowerState &st) {
   // tile fills once a block; the exp computed once a column).
   m.ep.colValues = 2;
   m.ep.colLoad = [&kb, alog, dt, d](Value col) -> SmallVector<Value> {
-    return {kb.loadF32(dt, {col}), kb.exp(kb.loadF32(alog, {kb.div(col, d)}))};
+    return {kb.loadF32(dt, {col}), kdaGateHeadA(kb, alog, col, d)};
   };
   m.ep.map = [&kb, gate](Value v, Value, ArrayRef<Value> pre) {
     return kdaGateValue(kb, gate, pre[1], kb.fadd(v, pre[0]));
