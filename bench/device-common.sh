@@ -75,3 +75,19 @@ greedy_same() {
   K3C_HOST_GREEDY=1 timeout 150 k3-run $a --checkpoint $c --device cuda --batch $b --max-new-tokens 4 --quiet "$@" | grep '^sequence' > /tmp/gh.txt
   if [ -s /tmp/gd.txt ] && cmp -s /tmp/gd.txt /tmp/gh.txt; then echo "greedy $n: device = host ($(wc -l < /tmp/gd.txt) sequences)"; else echo "greedy $n: DIFFERENT"; diff /tmp/gd.txt /tmp/gh.txt | head -4; fi
 }
+# ncu_kernel TAG REGEX SECONDS K3-RUN-ARGS...: Nsight Compute (full set,
+# clocks unlocked) on the first launch whose kernel name matches REGEX in
+# `k3-run K3-RUN-ARGS`, under a SECONDS limit; prints the headline metrics
+# and the SASS opcode mix (ncu_mix.py), and returns details, source and the
+# run's output as $OUT/TAG-prof.tgz. Skipped with NO_NCU=1 or without ncu.
+ncu_kernel() {
+  local tag=$1 re=$2 limit=$3; shift 3
+  if [ -n "${NO_NCU:-}" ] || ! which ncu > /dev/null; then return 0; fi
+  timeout $limit ncu --clock-control none --set full --import-source no -k "regex:$re" \
+    --launch-count 1 -f -o /tmp/$tag k3-run "$@" > /tmp/$tag-run.txt 2>&1
+  ncu -i /tmp/$tag.ncu-rep --page details --print-details all > /tmp/$tag-details.txt 2>&1
+  ncu -i /tmp/$tag.ncu-rep --page source --csv --print-source sass > /tmp/$tag-source.csv 2>&1
+  grep -E "^  [a-z_0-9]+ |^    (Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Issue Slots Busy|L2 Hit Rate|Block Limit|Compute \(SM\) Throughput)" /tmp/$tag-details.txt | head -20
+  python3 ncu_mix.py /tmp/$tag-source.csv "$re"
+  tar czf $OUT/$tag-prof.tgz -C /tmp $tag-details.txt $tag-source.csv $tag-run.txt
+}

@@ -60,15 +60,7 @@ if [ -d peers/fla/fla ]; then
   echo "== fla at T = 8192, H = 96 (${SECONDS}s)"
   timeout 200 python3 kda_peer.py --fla peers/fla --prefill 8192x96 --check "" --dump "" --decode "" --csv $OUT/kda_peer.csv
 fi
-if [ -z "${NO_NCU:-}" ] && which ncu > /dev/null; then
-  echo "== ncu: the f_b tile with the gate in its store, prefill 8192 (${SECONDS}s)"
-  timeout 150 ncu --clock-control none --set full --import-source no -k "regex:linear_gate_wgmma" \
-    --launch-count 1 -f -o /tmp/fb k3-run slice --checkpoint /tmp/slice --device cuda --quiet \
-    --prompt-ids $(seq -s, 1 8192) --max-new-tokens 1 > /tmp/fb-run.txt 2>&1
-  ncu -i /tmp/fb.ncu-rep --page details --print-details all > /tmp/fb-details.txt 2>&1
-  ncu -i /tmp/fb.ncu-rep --page source --csv --print-source sass > /tmp/fb-source.csv 2>&1
-  grep -E "^  [a-z_0-9]+ |^    (Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Issue Slots Busy|L2 Hit Rate|Block Limit)" /tmp/fb-details.txt | head -20
-  python3 ncu_mix.py /tmp/fb-source.csv linear_gate_wgmma
-  tar czf $OUT/fb-prof.tgz -C /tmp fb-details.txt fb-source.csv fb-run.txt
-fi
+echo "== ncu: the f_b tile with the gate in its store, prefill 8192 (${SECONDS}s)"
+ncu_kernel fb linear_gate_wgmma 150 slice --checkpoint /tmp/slice --device cuda --quiet \
+  --prompt-ids $(seq -s, 1 8192) --max-new-tokens 1
 echo "== s43 done (${SECONDS}s)"

@@ -65,15 +65,7 @@ for round in 1 2; do
 done
 echo "== #15 grid at 32k (${SECONDS}s)"
 CONTEXTS=32768 BATCHES=1,8 KBENCH_TIMEOUT=120 bash mla-grid-h200.sh
-if [ -z "${NO_NCU:-}" ] && which ncu > /dev/null; then
-  echo "== ncu: kda_prep, prefill 8192 (${SECONDS}s)"
-  timeout 90 ncu --clock-control none --set full --import-source no -k "regex:kda_prep" \
-    --launch-count 1 -f -o /tmp/prep k3-run slice --checkpoint /tmp/slice --device cuda --quiet \
-    --prompt-ids $(seq -s, 1 8192) --max-new-tokens 1 > /tmp/prep-run.txt 2>&1
-  ncu -i /tmp/prep.ncu-rep --page details --print-details all > /tmp/prep-details.txt 2>&1
-  ncu -i /tmp/prep.ncu-rep --page source --csv --print-source sass > /tmp/prep-source.csv 2>&1
-  grep -E "^  [a-z_0-9]+ |^    (Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Issue Slots Busy|L2 Hit Rate|Block Limit|Compute \(SM\) Throughput)" /tmp/prep-details.txt | head -20
-  python3 ncu_mix.py /tmp/prep-source.csv kda_prep
-  tar czf $OUT/prep-prof.tgz -C /tmp prep-details.txt prep-source.csv prep-run.txt
-fi
+echo "== ncu: kda_prep, prefill 8192 (${SECONDS}s)"
+ncu_kernel prep kda_prep 90 slice --checkpoint /tmp/slice --device cuda --quiet \
+  --prompt-ids $(seq -s, 1 8192) --max-new-tokens 1
 echo "== s44 done (${SECONDS}s)"
