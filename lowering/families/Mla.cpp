@@ -2082,8 +2082,28 @@ struct DecodeWg {
   /// same sums). Cache layouts TMA cannot box (a non-identity memref, pages
   /// not a multiple of 64 positions) keep cp.async.
   bool tma = false;
-  int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64;
-  int64_t groups() const { return (H + 63) / 64; }
+  /// (K3C_MLA_DECODE_WGMMA=4, opt-in; caches TMA can box, else the seesaw)
+  /// the transposed core (decodeWgmmaCoreT): blocks of HG heads (96: two of
+  /// 48, no padded rows), S^T = K q_abs^T and O^T = V^T P^T with the heads
+  /// as the wgmma N dimension.
+  bool transposed = false;
+  int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
+  int64_t groups() const {
+    const int64_t g = transposed ? HG : 64;
+    return (H + g - 1) / g;
+  }
+  /// The transposed core's shared memory from the 1024-aligned base: q_abs^T
+  /// (QB blocks of HG rows x 64 columns), the two-slot ring of bn-position
+  /// tiles, two P^T buffers (HG rows x bn positions, bf16), two alpha rows
+  /// (HG f32), the column maxima of the 4 warps (4 x HG f32), the full and
+  /// empty mbarriers of the two slots.
+  int64_t tSlotBytes() const { return QB * bn * 128; }
+  int64_t tRingOff() const { return QB * HG * 128; }
+  int64_t tPOff() const { return tRingOff() + 2 * tSlotBytes(); }
+  int64_t tAlphaOff() const { return tPOff() + 2 * HG * 128; }
+  int64_t tXOff() const { return tAlphaOff() + 2 * HG * 4; }
+  int64_t tBarOff() const { return tXOff() + 4 * HG * 4; }
+  int64_t tSharedBytes() const { return tBarOff() + 32 + 1024; }
   int64_t tileBytes() const { return QB * 64 * 128; } // Q or one ring slot
   /// Q, two ring slots, the alignment slack; seesaw: the P tile (64 x 64
   /// bf16) and the row-maximum exchange (2 x 64 f32).
@@ -2098,8 +2118,8 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
   const TargetInfo &info = TargetInfo::get(target);
   auto kvType = cast<ShapedType>(attn.getKv().getType());
   const int64_t mode = intFromEnv("K3C_MLA_DECODE_WGMMA", 2);
-  if (mode < 0 || mode > 3)
-    llvm::report_fatal_error("k3c: K3C_MLA_DECODE_WGMMA must be 0, 1, 2 or 3, got " +
+  if (mode < 0 || mode > 4)
+    llvm::report_fatal_error("k3c: K3C_MLA_DECODE_WGMMA must be 0, 1, 2, 3 or 4, got " +
                                  llvm::Twine(mode),
                              /*gen_crash_diag=*/false);
   if (!info.wgmma || !kvType.getElementType().isBF16() || !groupedFits(attn) || !mode ||
@@ -2122,11 +2142,388 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
   if (d.cd % 8 || d.R % 128 || d.R / 2 > 256 || d.sharedBytes() > info.maxSharedPerBlock)
     return d;
   d.on = true;
+  // The transposed core: groups of at most 48 heads (a warpgroup's O^T is
+  // R / 128 tiles of HG / 2 accumulators: 96 registers at 48), a multiple
+  // of 8 (the wgmma N step); more groups while shared memory does not fit.
+  if (mode == 4 && d.cd % 64 == 0) {
+    for (int64_t g = (d.H + 47) / 48; g <= (d.H + 7) / 8 && !d.transposed; ++g) {
+      d.HG = roundUp((d.H + g - 1) / g, 8);
+      d.transposed = d.tSharedBytes() <= info.maxSharedPerBlock;
+    }
+    d.seesaw = true; // where the cache cannot be boxed (absorbedSplit)
+  }
   return d;
+}
+
+/// Whether the TMA unit can copy a split core's bn-position cache tiles: a
+/// rank-3 cache TMA can map (contiguous [N, context, width] or a page pool)
+/// whose pages hold whole tiles.
+static bool cacheBoxes(const CacheRef &cache, int64_t bn) {
+  return tmaOperand(cache.mem) && cast<MemRefType>(cache.mem.getType()).getRank() == 3 &&
+         (!cache.table || cache.page % bn == 0);
+}
+
+/// `barrier.sync id, threads` (or `barrier.arrive`): a named barrier of
+/// `threads` threads (a multiple of 32) for warps of different roles, not
+/// aligned (each role reaches it at its own instruction). Also a compiler
+/// memory barrier.
+static void namedBarrier(KernelBuilder &kb, int64_t id, int64_t threads, bool arrive = false) {
+  std::string text = std::string(arrive ? "barrier.arrive " : "barrier.sync ") +
+                     std::to_string(id) + ", " + std::to_string(threads) + ";";
+  LLVM::InlineAsmOp::create(kb.b, kb.loc, TypeRange{}, ValueRange{}, text, "~{memory}",
+                            /*has_side_effects=*/true, /*is_align_stack=*/false,
+                            LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+                            ArrayAttr());
+}
+
+/// The `count` accumulators of an m64nN tile times their column's factor:
+/// accumulator i holds column 8 (i / 4) + 2 (lane % 4) + i % 2, the
+/// thread's column 2 (i / 4) + i % 2 of `alpha`.
+static Value scaleAccCols(KernelBuilder &kb, Value o, int64_t count, ArrayRef<Value> alpha) {
+  for (int64_t i = 0; i < count; ++i)
+    o = LLVM::InsertValueOp::create(
+        kb.b, kb.loc, o,
+        kb.fmul(LLVM::ExtractValueOp::create(kb.b, kb.loc, o, ArrayRef<int64_t>{i}),
+                alpha[2 * (i / 4) + i % 2]),
+        ArrayRef<int64_t>{i});
+  return o;
+}
+
+/// The split decode's transposed core on warpgroup MMA (DecodeWg::transposed,
+/// sm_90a, bf16, caches TMA can box): a block per (token, group of HG
+/// heads, split) of two warpgroups. The heads are the N dimension of every
+/// product, so a group of 48 heads computes 48 rows, not 64 (96 heads: two
+/// groups, none padded; the 64-head blocks computed 128 rows for 96):
+///   S^T [bn positions x HG] = K q_abs^T   (A: the cache tile, K-major;
+///                                          B: q_abs^T, K-major)
+///   O^T [R x HG] += V^T P^T               (A: the tile's first R columns
+///                                          read MN-major, i.e. transposed;
+///                                          B: P^T in shared memory)
+/// Warpgroup 0 scores: S^T (wgmma.m64n{HG}k16 over cd / 16 k steps), the
+/// online softmax down each head's column (maxima across the four warps
+/// through shared memory and a named barrier of its 128 threads), P^T
+/// (bf16) and the heads' rescale factors into shared memory, then O^T for
+/// the first R / 2 latent rows. Warpgroup 1 takes P^T and the factors at a
+/// named barrier of both and accumulates the other R / 2 rows. Tiles come
+/// by TMA into a two-slot ring: a slot's full mbarrier completes on its
+/// bytes, its empty mbarrier on the 8 warps' releases (each after its
+/// wgmma group that read the slot); the first warp of warpgroup 1 waits
+/// for the release and issues tile j + 2. Two P^T buffers (the P^T of tile
+/// j + 2 is written once warpgroup 1's products of tile j are done: named
+/// barrier 2 + j % 2). Writes the partials (o_lat unnormalized, M, L) as
+/// the other cores do.
+static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
+                             const CacheRef &cache, Value cacheLens, Value lens, Value part,
+                             Value t0, Value Tc, Value P) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  MLIRContext *ctx = b.getContext();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type();
+  const int64_t bn = d.bn, QB = d.QB, R = d.R, H = d.H, HG = d.HG;
+  const int64_t mT = R / 128;  // a warpgroup's 64-row latent tiles
+  const int64_t cols = HG / 4; // a thread's head columns (2 of each n8 tile)
+  const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
+  auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(HG / 2, f32));
+  Value cacheMap = tmaTensorMap(kb, cache.mem, {1, bn, WgmmaTile::bk});
+  const std::string name = "absorbed_split_wgt_h" + std::to_string(HG) + "_n" + std::to_string(bn);
+  kb.blocks({Tc, kb.idx(d.groups()), P}, 256, [&](ValueRange bid, ThreadBlock &tb) {
+    Value local = bid[0], g = bid[1], split = bid[2], row = kb.add(t0, local);
+    SplitRange sr = splitRange(kb, tb, lens, cacheLens, row, split, P, bn);
+    const ChunkSlot &cs = sr.cs;
+    Value lo = sr.lo, hi = sr.hi, nT = sr.nT;
+    Value h0 = kb.mul(g, HG);
+    Value slotOut = kb.add(kb.mul(local, P), split);
+    Value lane = tb.lane, wg = kb.div(tb.tid, 128), w = kb.rem(tb.warp, 4);
+    Value gq = kb.div(lane, 4), c2 = kb.mul(kb.rem(lane, 4), 2);
+    Value negInf = kb.f32(-INFINITY), zero = kb.f32(0.0);
+    Value lane0 = kb.ieq(lane, kb.idx(0)), quad0 = kb.ult(lane, kb.idx(4));
+    AlignedShared sm = alignedDynamicShared(kb);
+    Value qs = sm.view(kb, kb.idx(0), {QB, HG, 64}, bf16);
+    Value ks = sm.view(kb, kb.idx(d.tRingOff()), {2, QB, bn, 64}, bf16);
+    Value pt = sm.view(kb, kb.idx(d.tPOff()), {2, HG, 64}, bf16);
+    Value al = sm.view(kb, kb.idx(d.tAlphaOff()), {2, HG}, f32);
+    Value xs = sm.view(kb, kb.idx(d.tXOff()), {4, HG}, f32);
+    Value aligned = sm.address(kb, kb.idx(0));
+    auto toI64 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i64, v).getResult(); };
+    auto slotAddr = [&](Value slot) {
+      return kb.add(aligned, kb.add(kb.idx(d.tRingOff()), kb.mul(slot, d.tSlotBytes())));
+    };
+    auto barAt = [&](int64_t kind, Value slot) { // kind 0: full, 1: empty
+      return kb.pointerAt(
+          sm.address(kb, kb.add(kb.idx(d.tBarOff() + 16 * kind), kb.mul(slot, 8))), 3);
+    };
+    auto waitParity = [&](Value bar, Value phase) {
+      NVVM::MBarrierTryWaitParityOp::create(
+          b, loc, bar, arith::IndexCastOp::create(b, loc, b.getI32Type(), kb.rem(phase, 2)),
+          kb.i32Const(10000000));
+    };
+    auto fenceAsync = [&] {
+      NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
+                                 NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+    };
+    // Column c of the thread (c < cols): head 8 (c / 2) + c2 + c % 2 of the group.
+    auto colOf = [&](int64_t c) { return kb.add(c2, kb.idx(8 * (c / 2) + c % 2)); };
+
+    // The partials of this thread's accumulators (O^T: tile mi of its
+    // warpgroup's latent half, rows 16 w + gq (+ 8), head columns) and,
+    // from warpgroup 0's first warp, M (natural-log units) and L per head.
+    auto storePartials = [&](ArrayRef<Value> o, ArrayRef<Value> m, ArrayRef<Value> l) {
+      for (int64_t mi = 0; mi < mT; ++mi)
+        for (int64_t i = 0; i < HG / 2; ++i) {
+          Value head = kb.add(h0, colOf(2 * (i / 4) + i % 2));
+          Value lat = kb.add(kb.add(kb.mul(wg, R / 2), kb.idx(64 * mi + 8 * ((i % 4) / 2))),
+                             kb.add(kb.mul(w, 16), gq));
+          kb.ifThen(kb.ult(head, kb.idx(H)), [&] {
+            Value v = o.empty() ? zero
+                                : LLVM::ExtractValueOp::create(b, loc, o[mi], ArrayRef<int64_t>{i})
+                                      .getResult();
+            kb.store(v, part, {slotOut, kb.add(kb.mul(head, R + 2), lat)});
+          });
+        }
+      if (m.empty())
+        return;
+      kb.ifThen(kb.andi(kb.ieq(tb.warp, kb.idx(0)), quad0), [&] {
+        for (int64_t c = 0; c < cols; ++c) {
+          Value head = kb.add(h0, colOf(c));
+          kb.ifThen(kb.ult(head, kb.idx(H)), [&] {
+            storePair(kb, part, {slotOut, kb.add(kb.mul(head, R + 2), kb.idx(R))},
+                      kb.fmul(m[c], kb.f32(ln2)), l[c], R % 2 == 0);
+          });
+        }
+      });
+    };
+
+    kb.ifThenElse(
+        kb.ult(kb.idx(0), nT),
+        [&] {
+          kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
+            for (int64_t k = 0; k < 2; ++k)
+              for (int64_t sl = 0; sl < 2; ++sl)
+                NVVM::MBarrierInitOp::create(b, loc, barAt(k, kb.idx(sl)),
+                                             kb.i32Const(k ? 8 : 1), Value());
+            NVVM::FenceMbarrierInitOp::create(b, loc);
+          });
+          // q_abs^T: the group's HG rows (heads past H zero-filled).
+          flashCopy(kb, tb, qaBf, kb.add(kb.mul(local, H), h0), kb.idx(0),
+                    kb.minu(kb.idx(HG), kb.sub(kb.idx(H), h0)), HG, d.cd / 8, qs, 0,
+                    swizzledAt(kb, Value()));
+          NVVM::CpAsyncCommitGroupOp::create(b, loc);
+          kb.barrier(tb); // the mbarriers initialized
+          // Tile j into slot j % 2 by one thread: arm the full barrier with
+          // its bytes (a box past the cache's end counts too, as zeros),
+          // QB tensor copies of 64 positions x 64 columns.
+          auto issue = [&](Value j) {
+            Value bar = barAt(0, kb.rem(j, 2));
+            NVVM::MBarrierArriveExpectTxOp::create(b, loc, Type(), bar,
+                                                   kb.i32Const(QB * bn * 128),
+                                                   NVVM::MemScopeKind::CTA, /*relaxed=*/false,
+                                                   Value());
+            SmallVector<Value> at = cache.row(kb, cs.n, kb.add(lo, kb.mul(j, bn)));
+            Value dst = slotAddr(kb.rem(j, 2));
+            for (int64_t m = 0; m < QB; ++m)
+              tmaCopyTile(kb, kb.add(dst, kb.idx(m * bn * 128)), cacheMap,
+                          {kb.idx(WgmmaTile::bk * m), at[1], at[0]}, bar);
+          };
+          kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
+            issue(kb.idx(0));
+            kb.ifThen(kb.ult(kb.idx(1), nT), [&] { issue(kb.idx(1)); });
+          });
+          NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
+          fenceAsync();
+          kb.barrier(tb); // q_abs^T landed, visible to every warp and the async proxy
+          Value qAddr = toI64(aligned);
+          auto pAddr = [&](Value pb) {
+            return toI64(kb.add(aligned, kb.add(kb.idx(d.tPOff()), kb.mul(pb, HG * 128))));
+          };
+          // O^T += V^T P^T for latent tiles [mt0, mt0 + mT) of the tile in
+          // `slot` (A: 64 latent columns of the tile's rows, MN-major), one
+          // group a tile.
+          auto pv = [&](SmallVector<Value> &o, Value slot, Value pb, int64_t mt0) {
+            for (int64_t mi = 0; mi < mT; ++mi)
+              o[mi] = wgmmaChain(
+                  kb, accType, o[mi],
+                  {toI64(kb.add(slotAddr(slot), kb.idx((mt0 + mi) * bn * 128))), bn * 128, true},
+                  {pAddr(pb), HG * 128, false}, HG, bn / 16);
+          };
+          SmallVector<Value> oInit(mT, LLVM::ZeroOp::create(b, loc, accType).getResult());
+          kb.ifThenElse(
+              kb.ieq(wg, kb.idx(0)),
+              [&] {
+                // Warpgroup 0: carried O^T (mT), m (cols, log2 units), l (cols,
+                // this thread's rows' partial sums).
+                SmallVector<Value> init(oInit);
+                init.append(cols, negInf);
+                init.append(cols, zero);
+                SmallVector<Value> fin = kb.loop(kb.idx(0), nT, init, [&](Value j, ValueRange in) {
+                  Value slot = kb.rem(j, 2), pb = slot;
+                  SmallVector<Value> o(in.begin(), in.begin() + mT);
+                  SmallVector<Value> m(in.begin() + mT, in.begin() + mT + cols);
+                  SmallVector<Value> l(in.begin() + mT + cols, in.end());
+                  // Tile j - 1's products done: release its slot (a warp each).
+                  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+                  kb.ifThen(kb.andi(kb.ult(kb.idx(0), j), lane0), [&] {
+                    NVVM::MBarrierArriveOp::create(b, loc, Type(),
+                                                   barAt(1, kb.rem(kb.add(j, kb.idx(1)), 2)),
+                                                   Value());
+                  });
+                  waitParity(barAt(0, slot), kb.div(j, 2));
+                  // A partial last tile: its rows past the split's end zeroed
+                  // (they hold later positions or other data; a non-finite
+                  // value times P = 0 would be NaN), as cp.async zero-fills.
+                  Value p0 = kb.add(lo, kb.mul(j, bn));
+                  Value valid = kb.sub(hi, kb.minu(p0, hi));
+                  kb.ifThen(kb.ult(valid, kb.idx(bn)), [&] {
+                    const int64_t perRow = QB * 8;
+                    Value rows = kb.sub(kb.idx(bn), valid);
+                    kb.loopStep(tb.tid, kb.mul(rows, kb.idx(perRow)), kb.idx(128), [&](Value lin) {
+                      Value r = kb.add(valid, kb.div(lin, perRow)), q = kb.rem(lin, perRow);
+                      kb.storeVec(SmallVector<Value>(8, zero), ks,
+                                  {slot, kb.div(q, 8), r, kb.mul(kb.rem(q, 8), 8)});
+                    });
+                    fenceAsync();
+                    namedBarrier(kb, 1, 128);
+                  });
+                  Value sAcc = wgmmaChain(kb, accType, Value(),
+                                          {toI64(slotAddr(slot)), bn * 128, false},
+                                          {qAddr, HG * 128, false}, HG, 4 * QB);
+                  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+                  // Rows (positions) past the split's end masked; each head's
+                  // column maximum over the tile: the thread's two rows, the
+                  // warp's 8 row groups (lanes 4 apart), the 4 warps.
+                  Value rOk[2];
+                  for (int64_t hf = 0; hf < 2; ++hf)
+                    rOk[hf] = kb.ult(kb.add(kb.mul(w, 16), kb.add(gq, kb.idx(8 * hf))), valid);
+                  SmallVector<Value> sv(HG / 2);
+                  for (int64_t i = 0; i < HG / 2; ++i)
+                    sv[i] = kb.select(rOk[(i % 4) / 2],
+                                      LLVM::ExtractValueOp::create(b, loc, sAcc, ArrayRef<int64_t>{i}),
+                                      negInf);
+                  auto vAt = [&](int64_t c, int64_t hf) -> Value & {
+                    return sv[4 * (c / 2) + 2 * hf + c % 2];
+                  };
+                  for (int64_t c = 0; c < cols; ++c) {
+                    Value mx = LLVM::MaxNumOp::create(b, loc, vAt(c, 0), vAt(c, 1));
+                    for (int64_t off : {4, 8, 16})
+                      mx = LLVM::MaxNumOp::create(
+                          b, loc, mx, kb.shuffle(mx, kb.idx(off), gpu::ShuffleMode::XOR));
+                    kb.ifThen(quad0, [&] { kb.store(mx, xs, {w, colOf(c)}); });
+                  }
+                  namedBarrier(kb, 1, 128);
+                  Value cLog2 = kb.f32(log2e);
+                  SmallVector<Value> alpha(cols);
+                  for (int64_t c = 0; c < cols; ++c) {
+                    Value mt = kb.load(xs, {kb.idx(0), colOf(c)});
+                    for (int64_t ww = 1; ww < 4; ++ww)
+                      mt = LLVM::MaxNumOp::create(b, loc, mt, kb.load(xs, {kb.idx(ww), colOf(c)}));
+                    Value mNew = LLVM::MaxNumOp::create(b, loc, m[c], kb.fmul(mt, cLog2));
+                    alpha[c] = kb.exp2(kb.fsub(m[c], mNew));
+                    Value negM = kb.fneg(mNew), sum = zero;
+                    for (int64_t hf = 0; hf < 2; ++hf) {
+                      Value &v = vAt(c, hf);
+                      v = kb.exp2(LLVM::FMAOp::create(b, loc, v, cLog2, negM).getResult());
+                      sum = kb.fadd(sum, v);
+                    }
+                    m[c] = mNew;
+                    l[c] = kb.fadd(kb.fmul(l[c], alpha[c]), sum);
+                  }
+                  // P^T into buffer j % 2 once warpgroup 1's products of tile
+                  // j - 2 read it: element (head h, position p) at row h,
+                  // 16-byte chunk (p / 8) ^ (h % 8) (the 128-byte swizzle).
+                  kb.ifThen(kb.ule(kb.idx(2), j), [&] {
+                    kb.ifThenElse(
+                        kb.ieq(pb, kb.idx(0)), [&] { namedBarrier(kb, 2, 256); },
+                        [&] { namedBarrier(kb, 3, 256); });
+                  });
+                  for (int64_t c = 0; c < cols; ++c)
+                    for (int64_t hf = 0; hf < 2; ++hf) {
+                      Value h = colOf(c);
+                      Value chunk = arith::XOrIOp::create(
+                                        b, loc, kb.add(kb.mul(w, 2), kb.idx(hf)), kb.rem(h, 8))
+                                        .getResult();
+                      Value v = arith::TruncFOp::create(b, loc, bf16, vAt(c, hf));
+                      kb.store(v, pt, {pb, h, kb.add(kb.mul(chunk, 8), gq)});
+                    }
+                  kb.ifThen(kb.andi(kb.ieq(w, kb.idx(0)), quad0), [&] {
+                    for (int64_t c = 0; c < cols; ++c)
+                      kb.store(alpha[c], al, {pb, colOf(c)});
+                  });
+                  fenceAsync();
+                  namedBarrier(kb, 4, 256); // P^T and alpha to warpgroup 1
+                  for (int64_t mi = 0; mi < mT; ++mi)
+                    o[mi] = scaleAccCols(kb, o[mi], HG / 2, alpha);
+                  pv(o, slot, pb, 0);
+                  SmallVector<Value> out(o);
+                  out.append(m);
+                  out.append(l);
+                  return out;
+                });
+                NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+                SmallVector<Value> o(fin.begin(), fin.begin() + mT);
+                SmallVector<Value> m(fin.begin() + mT, fin.begin() + mT + cols);
+                SmallVector<Value> l(fin.begin() + mT + cols, fin.end());
+                // L: the thread's partial sums over the warp's row groups,
+                // then the 4 warps (every warp read the maxima before the
+                // last tile's barrier 4: the buffer is free).
+                for (int64_t c = 0; c < cols; ++c) {
+                  for (int64_t off : {4, 8, 16})
+                    l[c] = kb.fadd(l[c], kb.shuffle(l[c], kb.idx(off), gpu::ShuffleMode::XOR));
+                  kb.ifThen(quad0, [&] { kb.store(l[c], xs, {w, colOf(c)}); });
+                }
+                namedBarrier(kb, 1, 128);
+                for (int64_t c = 0; c < cols; ++c) {
+                  Value s = kb.load(xs, {kb.idx(0), colOf(c)});
+                  for (int64_t ww = 1; ww < 4; ++ww)
+                    s = kb.fadd(s, kb.load(xs, {kb.idx(ww), colOf(c)}));
+                  l[c] = s;
+                }
+                storePartials(o, m, l);
+              },
+              [&] {
+                // Warpgroup 1: the other latent half; its first warp refills.
+                SmallVector<Value> fin = kb.loop(kb.idx(0), nT, oInit, [&](Value j, ValueRange in) {
+                  Value slot = kb.rem(j, 2), pb = slot;
+                  SmallVector<Value> o(in.begin(), in.end());
+                  namedBarrier(kb, 4, 256);
+                  SmallVector<Value> alpha(cols);
+                  for (int64_t c = 0; c < cols; ++c)
+                    alpha[c] = kb.load(al, {pb, colOf(c)});
+                  for (int64_t mi = 0; mi < mT; ++mi)
+                    o[mi] = scaleAccCols(kb, o[mi], HG / 2, alpha);
+                  pv(o, slot, pb, mT);
+                  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+                  kb.ifThen(lane0, [&] {
+                    NVVM::MBarrierArriveOp::create(b, loc, Type(), barAt(1, slot), Value());
+                  });
+                  Value next = kb.add(j, kb.idx(2));
+                  kb.ifThen(kb.ult(next, nT), [&] {
+                    // P^T buffer j % 2 is free for tile j + 2.
+                    kb.ifThenElse(
+                        kb.ieq(pb, kb.idx(0)), [&] { namedBarrier(kb, 2, 256, true); },
+                        [&] { namedBarrier(kb, 3, 256, true); });
+                    kb.ifThen(kb.ieq(tb.warp, kb.idx(4)), [&] {
+                      waitParity(barAt(1, slot), kb.div(j, 2));
+                      kb.ifThen(lane0, [&] { issue(next); });
+                    });
+                  });
+                  return o;
+                });
+                storePartials(fin, {}, {});
+              });
+        },
+        [&] {
+          // An empty split: weight 0 in the merge.
+          SmallVector<Value> m(cols, negInf), l(cols, zero);
+          storePartials({}, m, l);
+        });
+  }, d.tSharedBytes(), name);
 }
 
 static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, const CacheRef &cache,
                             Value cacheLens, Value lens, Value part, Value t0, Value Tc, Value P) {
+  if (d.transposed) {
+    decodeWgmmaCoreT(kb, d, qaBf, cache, cacheLens, lens, part, t0, Tc, P);
+    return;
+  }
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
@@ -2137,9 +2534,7 @@ static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, co
   auto oAccType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(half / 2, f32));
   // TMA (DecodeWg::tma): the cache's tensor map, made on the host before the
   // launch; a box is one sequence's (one page's) 64 positions x 64 columns.
-  const bool tma = d.tma && d.seesaw && !d.prefetchS && tmaOperand(cache.mem) &&
-                   cast<MemRefType>(cache.mem.getType()).getRank() == 3 &&
-                   (!cache.table || cache.page % bn == 0);
+  const bool tma = d.tma && d.seesaw && !d.prefetchS && cacheBoxes(cache, bn);
   Value cacheMap = tma ? tmaTensorMap(kb, cache.mem, {1, bn, WgmmaTile::bk}) : Value();
   kb.blocks({Tc, kb.idx(d.groups()), P}, 256, [&](ValueRange bid, ThreadBlock &tb) {
     Value local = bid[0], g = bid[1], split = bid[2], row = kb.add(t0, local);
@@ -2536,7 +2931,8 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                         R % 4 == 0;
   dm.earlyNext = dmSmall.earlyNext = rowsForm && intFromEnv("K3C_MLA_COMBINE_EARLY", 1);
   const bool mma = dm.on && qaBf;
-  const DecodeWg dw = decodeWgPlan(attn, kb.target);
+  DecodeWg dw = decodeWgPlan(attn, kb.target);
+  dw.transposed = dw.transposed && cacheBoxes(cache, dw.bn);
   // The warpgroup-MMA core (sm_90a) takes rounds of at least wgFrom tokens
   // (K3C_MLA_DECODE_WG_FROM, default 2), the mma.sync core the one-token
   // ones: H200, slice, context 8192, mla_attn in the step graph (same call):

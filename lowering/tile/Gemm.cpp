@@ -1087,7 +1087,6 @@ Value wgmmaChain(KernelBuilder &kb, Type accType, Value acc, const WgmmaOperand 
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
-  assert(!a.mnMajor && "A is K-major");
   SmallVector<Value> da = stepDescriptors(kb, a, ksteps), db = stepDescriptors(kb, bOp, ksteps);
   // No accumulator: the first step overwrites (scale-d 0) undefined ones.
   const bool fresh = !acc;
@@ -1099,7 +1098,8 @@ Value wgmmaChain(KernelBuilder &kb, Type accType, Value acc, const WgmmaOperand 
         b, loc, accType, acc, da[s], db[s], NVVM::MMAShapeAttr::get(ctx, 64, n, 16),
         NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
         fresh && s == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
-        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
+        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+        a.mnMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
         bOp.mnMajor ? NVVM::MMALayout::row : NVVM::MMALayout::col, nullptr);
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;

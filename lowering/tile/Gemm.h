@@ -290,7 +290,9 @@ struct WgmmaOperand {
 };
 /// acc += A B over `ksteps` k16 steps of wgmma.m64n{n}k16 (bf16 -> f32),
 /// fenced and committed as one group (wait with wgmma.wait_group); a null
-/// `acc` starts from zero (scale-d 0 on the first step).
+/// `acc` starts from zero (scale-d 0 on the first step). Either operand may
+/// be MN-major (transposed; a 16-row k step of 128-byte rows, `blockBytes`
+/// between 64-element MN blocks), as wgmma allows for bf16.
 mlir::Value wgmmaChain(KernelBuilder &kb, mlir::Type accType, mlir::Value acc,
                        const WgmmaOperand &a, const WgmmaOperand &b, int64_t n, int64_t ksteps);
 /// acc += A B with A in registers (wgmma.mma_async's register-A form, one

@@ -42,7 +42,27 @@
 // RUN: env K3C_MLA_DECODE_TMA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TMA
 // RUN: env K3C_MLA_DECODE_TMA=1 K3C_MLA_DECODE_WGMMA=3 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PRE
 // RUN: env K3C_MLA_DECODE_TMA=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TMA2
-// RUN: env K3C_MLA_DECODE_WGMMA=4 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=MODE4
+// RUN: env K3C_MLA_DECODE_WGMMA=5 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=MODE5
+//
+// K3C_MLA_DECODE_WGMMA=4 (opt-in): the transposed core, a block per
+// (token, group of HG heads, split); here one group of the 8 heads. Shared
+// memory: q_abs^T (3 x 8 rows x 128 bytes), the two-slot ring (2 x 3 x 8 KB),
+// two P^T buffers (2 x 8 x 128), two alpha rows, the 4 warps' maxima, 4
+// mbarriers and the alignment slack: 55520 bytes. Thread 0 initializes the
+// full (1 arrival) and empty (8: every warp) mbarriers, all copy q_abs^T
+// (cp.async), thread 0 issues tiles 0 and 1 (three tensor copies each).
+// Warpgroup 0, per tile: the previous tile's wgmma groups waited for and
+// its slot released (mbarrier.arrive), the slot's parity waited for, a
+// partial tile's rows zeroed (fenced, named barrier 1 of its 128 threads),
+// S^T = K q_abs^T (12 wgmma.m64n8k16, both operands K-major), each head's
+// column maximum (shuffles 4, 8, 16 apart, then the 4 warps through shared
+// memory at barrier 1), P^T into buffer j % 2 after warpgroup 1 freed it
+// (barrier 2 or 3), the factors, the async-proxy fence, barrier 4 with
+// warpgroup 1, then O^T += V^T P^T (4 wgmma.m64n8k16 with A MN-major, col).
+// Warpgroup 1: barrier 4, the factors, its 4 products, waited for, its
+// slot release, barrier 2 / 3 arrivals, tile j + 2 by its first warp after
+// the empty barrier's phase.
+// RUN: env K3C_MLA_DECODE_WGMMA=4 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WGT
 // RUN: env K3C_MLA_DECODE_WG_FROM=0 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FROM0
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000beef(
@@ -166,7 +186,51 @@
 // TMA: module(@k3_mla_attn_0000beef_absorbed_split_mma_h16_n64)
 
 // TMA2: K3C_MLA_DECODE_TMA must be 0 or 1, got 2
-// MODE4: K3C_MLA_DECODE_WGMMA must be 0, 1, 2 or 3, got 4
+// MODE5: K3C_MLA_DECODE_WGMMA must be 0, 1, 2, 3 or 4, got 5
+
+// WGT-LABEL: func.func @k3_mla_attn_0000beef(
+// WGT: dynamic_shared_memory_size %c55520_i32 module(@k3_mla_attn_0000beef_absorbed_split_wgt_h8_n64)
+// WGT-COUNT-2: nvvm.mbarrier.init {{.*}}, %c1_i32
+// WGT-COUNT-2: nvvm.mbarrier.init {{.*}}, %c8_i32
+// WGT: nvvm.fence.mbarrier.init
+// WGT: nvgpu.device_async_copy
+// WGT: nvvm.cp.async.commit.group
+// WGT: gpu.barrier
+// WGT: nvvm.mbarrier.arrive.expect_tx {{.*}}, %c24576_i32
+// WGT-COUNT-3: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// WGT: nvvm.mbarrier.arrive.expect_tx {{.*}}, %c24576_i32
+// WGT-COUNT-3: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// WGT: nvvm.cp.async.wait.group 0
+// WGT: gpu.barrier
+// WGT: scf.for
+// WGT: nvvm.wgmma.wait.group.sync.aligned 0
+// WGT: nvvm.mbarrier.arrive
+// WGT: nvvm.mbarrier.try_wait.parity
+// WGT: "barrier.sync 1, 128;"
+// WGT-COUNT-12: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 8, k = 16>, D[<f32>, <{{zero|one}}>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// WGT: nvvm.wgmma.wait.group.sync.aligned 0
+// WGT: gpu.shuffle  xor {{.*}}, %c4_i32
+// WGT: gpu.shuffle  xor {{.*}}, %c8_i32
+// WGT: gpu.shuffle  xor {{.*}}, %c16_i32
+// WGT: "barrier.sync 1, 128;"
+// WGT: "barrier.sync 2, 256;"
+// WGT: "barrier.sync 3, 256;"
+// WGT: memref.store {{.*}} : memref<2x8x64xbf16, #gpu.address_space<workgroup>>
+// WGT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
+// WGT: "barrier.sync 4, 256;"
+// WGT-COUNT-4: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 8, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <col>]
+// WGT: nvvm.wgmma.wait.group.sync.aligned 0
+// WGT: "barrier.sync 1, 128;"
+// WGT: vector.store {{.*}} : memref<256x1040xf32>, vector<2xf32>
+// WGT: "barrier.sync 4, 256;"
+// WGT-COUNT-4: nvvm.wgmma.mma_async {{.*}}A[<bf16>, <one>, <col>]
+// WGT: nvvm.wgmma.wait.group.sync.aligned 0
+// WGT: nvvm.mbarrier.arrive
+// WGT: "barrier.arrive 2, 256;"
+// WGT: "barrier.arrive 3, 256;"
+// WGT: nvvm.mbarrier.try_wait.parity
+// WGT: nvvm.mbarrier.arrive.expect_tx {{.*}}, %c24576_i32
+// WGT: function(@k3_mla_attn_0000beef_absorbed_combine
 // FROM0: K3C_MLA_DECODE_WG_FROM must be >= 1, got 0
 
 func.func @mla_attn(%a0: tensor<?x640xbf16>, %a1: tensor<?x192xbf16>, %a2: tensor<128xbf16>, %a3: tensor<?x?x192xbf16>, %a4: tensor<?xi32>, %a5: tensor<?xi32>, %a6: tensor<256x128xbf16>, %a7: tensor<?x128xbf16>) -> (tensor<?x128xbf16>, tensor<?x?x192xbf16>) {
