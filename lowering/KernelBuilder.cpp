@@ -91,7 +91,7 @@ KernelBuilder::loopStep(Value lb, Value ub, Value step, ValueRange inits,
 
 void KernelBuilder::blocks(ValueRange grid, int64_t threads,
                            const std::function<void(ValueRange, ThreadBlock &)> &body,
-                           int64_t dynamicSharedBytes, StringRef name) {
+                           int64_t dynamicSharedBytes, StringRef name, int64_t cluster) {
   if (!gpu()) {
     // The host runs blocks one after another: one stack buffer at the kernel
     // function's entry serves every block.
@@ -126,9 +126,15 @@ void KernelBuilder::blocks(ValueRange grid, int64_t threads,
         fn = dyn_cast<func::FuncOp>(b.getInsertionBlock()->getParentOp());
       fnName = FlatSymbolRefAttr::get(b.getContext(), (fn.getSymName() + "_" + name).str());
     }
+    Value cx = cluster > 1 ? idx(cluster) : Value(), cyz = cluster > 1 ? one : Value();
     auto launch = gpu::LaunchOp::create(b, loc, total, one, one, idx(threads), one, one, dyn,
-                                        nullptr, {}, {}, {}, nullptr, nullptr, nullptr, fnName,
-                                        fnName);
+                                        nullptr, {}, {}, {}, cx, cyz, cyz, fnName, fnName);
+    if (cluster > 1 && launch.getBody().getNumArguments() == gpu::LaunchOp::kNumConfigRegionAttributes)
+      // (MLIR 22's builder makes the 12 block / thread arguments only; a
+      // clustered launch also has the cluster ids and sizes after them)
+      for (unsigned i = 0; i < 6; ++i)
+        launch.getBody().insertArgument(gpu::LaunchOp::kNumConfigRegionAttributes + i,
+                                        b.getIndexType(), loc);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&launch.getBody().front());
     Value flat = launch.getBlockIds().x;

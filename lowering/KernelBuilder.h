@@ -239,9 +239,12 @@ public:
   /// kernel's opt-in limit when it exceeds the static 48 KB; views into it
   /// by `dynamicShared`), and `name`, when given, names the outlined kernel
   /// (`<function>_<name>`: what the kernel is, e.g. linear_mma_128x128).
+  /// `cluster` > 1 (GPU, sm_90): consecutive blocks of the flattened grid
+  /// (the last grid dimension varies fastest) form thread block clusters of
+  /// that many; the grid must be a multiple of it.
   void blocks(ValueRange grid, int64_t threads,
               const std::function<void(ValueRange, ThreadBlock &)> &body,
-              int64_t dynamicSharedBytes = 0, llvm::StringRef name = {});
+              int64_t dynamicSharedBytes = 0, llvm::StringRef name = {}, int64_t cluster = 1);
   /// A view of the block's dynamic shared memory from `byteOffset` (GPU
   /// blocks launched with dynamicSharedBytes only).
   Value dynamicShared(ThreadBlock &tb, int64_t byteOffset, llvm::ArrayRef<int64_t> shape,

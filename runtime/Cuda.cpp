@@ -32,6 +32,7 @@ struct LaunchAttribute {
   union {
     char bytes[64];
     int programmaticStreamSerializationAllowed;
+    unsigned clusterDim[3];
   } value;
 };
 static_assert(sizeof(LaunchAttribute) == 72, "CUlaunchAttribute is 72 bytes");
@@ -41,6 +42,7 @@ struct LaunchConfig {
   LaunchAttribute *attrs;
   unsigned numAttrs;
 };
+constexpr int kLaunchAttributeClusterDimension = 4;
 constexpr int kLaunchAttributeProgrammaticStreamSerialization = 6;
 
 /// CUmemLocation, CUmemAllocationProp and CUmemAccessDesc of cuda.h (virtual
@@ -709,11 +711,42 @@ __attribute__((visibility("default"))) void *mgpuModuleGetFunction(void *module,
   return f;
 }
 
+/// One launch of `function`; `cluster` (x, y, z), where not all 1, groups
+/// the blocks into thread block clusters (the cluster launch of
+/// mgpuLaunchClusterKernel: cuLaunchKernelEx with the cluster dimension,
+/// besides programmatic dependent launch where on).
+static void launchKernel(void *function, const intptr_t cluster[3], intptr_t gx, intptr_t gy,
+                         intptr_t gz, intptr_t bx, intptr_t by, intptr_t bz, int32_t smem,
+                         void *stream, void **params, void **extra);
+
 __attribute__((visibility("default"))) void
 mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t bx, intptr_t by,
                  intptr_t bz, int32_t smem, void *stream, void **params, void **extra, size_t) {
+  const intptr_t none[3] = {1, 1, 1};
+  launchKernel(function, none, gx, gy, gz, bx, by, bz, smem, stream, params, extra);
+}
+
+/// gpu.launch_func with cluster sizes (the lowering's clustered blocks,
+/// e.g. the MLA decode core's head groups sharing multicast cache tiles):
+/// the grid in blocks, a multiple of the cluster in every dimension.
+__attribute__((visibility("default"))) void
+mgpuLaunchClusterKernel(void *function, intptr_t cx, intptr_t cy, intptr_t cz, intptr_t gx,
+                        intptr_t gy, intptr_t gz, intptr_t bx, intptr_t by, intptr_t bz,
+                        int32_t smem, void *stream, void **params, void **extra, size_t) {
+  const intptr_t cluster[3] = {cx, cy, cz};
+  launchKernel(function, cluster, gx, gy, gz, bx, by, bz, smem, stream, params, extra);
+}
+
+static void launchKernel(void *function, const intptr_t cluster[3], intptr_t gx, intptr_t gy,
+                         intptr_t gz, intptr_t bx, intptr_t by, intptr_t bz, int32_t smem,
+                         void *stream, void **params, void **extra) {
   if (!function)
     return;
+  const bool clustered = cluster[0] * cluster[1] * cluster[2] > 1;
+  if (clustered && !d.cuLaunchKernelEx) {
+    record("cuLaunchKernelEx (a clustered launch needs CUDA 12 or newer)", 1);
+    return;
+  }
   if (gx == 0 || gy == 0 || gz == 0)
     return; // an empty grid (no tokens for this launch)
   if (!launchError.empty())
@@ -744,16 +777,29 @@ mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t
       d.cuFuncGetName(&name, function);
   }
   auto launchOnce = [&](bool plain) -> bool {
-    if (d.gridDependency && plain) {
-      LaunchAttribute attr{};
-      attr.id = kLaunchAttributeProgrammaticStreamSerialization;
-      attr.value.programmaticStreamSerializationAllowed = 1;
+    const bool pdl = d.gridDependency && plain;
+    if (pdl || clustered) {
+      LaunchAttribute attrs[2] = {};
+      unsigned n = 0;
+      if (clustered) {
+        attrs[n].id = kLaunchAttributeClusterDimension;
+        for (int i = 0; i < 3; ++i)
+          attrs[n].value.clusterDim[i] = static_cast<unsigned>(cluster[i]);
+        ++n;
+      }
+      if (pdl) {
+        attrs[n].id = kLaunchAttributeProgrammaticStreamSerialization;
+        attrs[n].value.programmaticStreamSerializationAllowed = 1;
+        ++n;
+      }
       LaunchConfig config{static_cast<unsigned>(gx), static_cast<unsigned>(gy),
                           static_cast<unsigned>(gz), static_cast<unsigned>(bx),
                           static_cast<unsigned>(by), static_cast<unsigned>(bz),
-                          static_cast<unsigned>(smem), stream, &attr, 1};
+                          static_cast<unsigned>(smem), stream, attrs, n};
       if (int r = d.cuLaunchKernelEx(&config, function, params, extra)) {
-        record("cuLaunchKernelEx (programmatic dependent launch)", r);
+        record(clustered ? "cuLaunchKernelEx (clustered launch)"
+                         : "cuLaunchKernelEx (programmatic dependent launch)",
+               r);
         return false;
       }
     } else if (int r = d.cuLaunchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params,

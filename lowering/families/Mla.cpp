@@ -2087,6 +2087,11 @@ struct DecodeWg {
   /// 48, no padded rows), S^T = K q_abs^T and O^T = V^T P^T with the heads
   /// as the wgmma N dimension.
   bool transposed = false;
+  /// The transposed core's blocks of one (token, split) as a thread block
+  /// cluster (K3C_MLA_DECODE_CLUSTER, default 1: where the heads make 2..8
+  /// groups): each block issues its share of a tile's 64-column boxes with
+  /// TMA multicast to all of them, so a tile leaves L2 once for every head.
+  int64_t cluster = 1;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
     const int64_t g = transposed ? HG : 64;
@@ -2151,6 +2156,13 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
       d.transposed = d.tSharedBytes() <= info.maxSharedPerBlock;
     }
     d.seesaw = true; // where the cache cannot be boxed (absorbedSplit)
+    const int64_t cl = intFromEnv("K3C_MLA_DECODE_CLUSTER", 1);
+    if (cl < 0 || cl > 1)
+      llvm::report_fatal_error("k3c: K3C_MLA_DECODE_CLUSTER must be 0 or 1, got " +
+                                   llvm::Twine(cl),
+                               /*gen_crash_diag=*/false);
+    if (d.transposed && cl && d.groups() >= 2 && d.groups() <= 8)
+      d.cluster = d.groups();
   }
   return d;
 }
@@ -2225,9 +2237,16 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
   const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
   auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(HG / 2, f32));
   Value cacheMap = tmaTensorMap(kb, cache.mem, {1, bn, WgmmaTile::bk});
-  const std::string name = "absorbed_split_wgt_h" + std::to_string(HG) + "_n" + std::to_string(bn);
-  kb.blocks({Tc, kb.idx(d.groups()), P}, 256, [&](ValueRange bid, ThreadBlock &tb) {
-    Value local = bid[0], g = bid[1], split = bid[2], row = kb.add(t0, local);
+  const int64_t nc = d.cluster; // blocks a cluster: the head groups of one (token, split)
+  const std::string name = "absorbed_split_wgt_h" + std::to_string(HG) + "_n" +
+                           std::to_string(bn) + (nc > 1 ? "_c" + std::to_string(nc) : "");
+  // (clustered: the groups vary fastest, so a cluster's blocks share one
+  // token and split)
+  SmallVector<Value> grid = nc > 1 ? SmallVector<Value>{Tc, P, kb.idx(d.groups())}
+                                   : SmallVector<Value>{Tc, kb.idx(d.groups()), P};
+  kb.blocks(grid, 256, [&](ValueRange bid, ThreadBlock &tb) {
+    Value local = bid[0], g = nc > 1 ? bid[2] : bid[1], split = nc > 1 ? bid[1] : bid[2];
+    Value row = kb.add(t0, local);
     SplitRange sr = splitRange(kb, tb, lens, cacheLens, row, split, P, bn);
     const ChunkSlot &cs = sr.cs;
     Value lo = sr.lo, hi = sr.hi, nT = sr.nT;
@@ -2300,7 +2319,7 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
             for (int64_t k = 0; k < 2; ++k)
               for (int64_t sl = 0; sl < 2; ++sl)
                 NVVM::MBarrierInitOp::create(b, loc, barAt(k, kb.idx(sl)),
-                                             kb.i32Const(k ? 8 : 1), Value());
+                                             kb.i32Const(k ? 8 * nc : 1), Value());
             NVVM::FenceMbarrierInitOp::create(b, loc);
           });
           // q_abs^T: the group's HG rows (heads past H zero-filled).
@@ -2309,9 +2328,21 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                     swizzledAt(kb, Value()));
           NVVM::CpAsyncCommitGroupOp::create(b, loc);
           kb.barrier(tb); // the mbarriers initialized
+          auto clusterSync = [&] {
+            NVVM::ClusterArriveOp::create(b, loc, b.getUnitAttr());
+            NVVM::ClusterWaitOp::create(b, loc, b.getUnitAttr());
+          };
+          if (nc > 1)
+            clusterSync(); // every block's mbarriers, before any multicast reaches them
+          Value mask = nc > 1 ? arith::ConstantOp::create(
+                                    b, loc, b.getIntegerAttr(b.getI16Type(), (1 << nc) - 1))
+                                    .getResult()
+                              : Value();
           // Tile j into slot j % 2 by one thread: arm the full barrier with
           // its bytes (a box past the cache's end counts too, as zeros),
-          // QB tensor copies of 64 positions x 64 columns.
+          // QB tensor copies of 64 positions x 64 columns (clustered: this
+          // block's boxes m = rank mod nc, multicast to the cluster; the
+          // others' land here and complete on this barrier too).
           auto issue = [&](Value j) {
             Value bar = barAt(0, kb.rem(j, 2));
             NVVM::MBarrierArriveExpectTxOp::create(b, loc, Type(), bar,
@@ -2320,9 +2351,36 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                                                    Value());
             SmallVector<Value> at = cache.row(kb, cs.n, kb.add(lo, kb.mul(j, bn)));
             Value dst = slotAddr(kb.rem(j, 2));
-            for (int64_t m = 0; m < QB; ++m)
-              tmaCopyTile(kb, kb.add(dst, kb.idx(m * bn * 128)), cacheMap,
-                          {kb.idx(WgmmaTile::bk * m), at[1], at[0]}, bar);
+            for (int64_t m = 0; m < QB; ++m) {
+              auto copy = [&] {
+                tmaCopyTile(kb, kb.add(dst, kb.idx(m * bn * 128)), cacheMap,
+                            {kb.idx(WgmmaTile::bk * m), at[1], at[0]}, bar, mask);
+              };
+              if (nc > 1)
+                kb.ifThen(kb.ieq(g, kb.idx(m % nc)), copy);
+              else
+                copy();
+            }
+          };
+          // Warp-level release of tile j's slot (lane 0, after the warp's
+          // wgmma group that read it): every block of the cluster waits
+          // for it before its copies overwrite the slot here. Only where a
+          // tile j + 2 follows (none waits otherwise; a clustered release
+          // must not reach a block that may have exited).
+          auto release = [&](Value j) {
+            Value slot = kb.rem(j, 2);
+            kb.ifThen(kb.andi(lane0, kb.ult(kb.add(j, kb.idx(2)), nT)), [&] {
+              if (nc == 1) {
+                NVVM::MBarrierArriveOp::create(b, loc, Type(), barAt(1, slot), Value());
+                return;
+              }
+              for (int64_t r = 0; r < nc; ++r) {
+                Value remote = NVVM::MapaOp::create(b, loc, LLVM::LLVMPointerType::get(ctx, 7),
+                                                    barAt(1, slot), kb.i32Const(r));
+                NVVM::MBarrierArriveOp::create(b, loc, Type(), remote, Value(),
+                                               NVVM::MemScopeKind::CLUSTER);
+              }
+            });
           };
           kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
             issue(kb.idx(0));
@@ -2361,11 +2419,7 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                   SmallVector<Value> l(in.begin() + mT + cols, in.end());
                   // Tile j - 1's products done: release its slot (a warp each).
                   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
-                  kb.ifThen(kb.andi(kb.ult(kb.idx(0), j), lane0), [&] {
-                    NVVM::MBarrierArriveOp::create(b, loc, Type(),
-                                                   barAt(1, kb.rem(kb.add(j, kb.idx(1)), 2)),
-                                                   Value());
-                  });
+                  kb.ifThen(kb.ult(kb.idx(0), j), [&] { release(kb.sub(j, kb.idx(1))); });
                   waitParity(barAt(0, slot), kb.div(j, 2));
                   // A partial last tile: its rows past the split's end zeroed
                   // (they hold later positions or other data; a non-finite
@@ -2491,9 +2545,7 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                     o[mi] = scaleAccCols(kb, o[mi], HG / 2, alpha);
                   pv(o, slot, pb, mT);
                   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
-                  kb.ifThen(lane0, [&] {
-                    NVVM::MBarrierArriveOp::create(b, loc, Type(), barAt(1, slot), Value());
-                  });
+                  release(j);
                   Value next = kb.add(j, kb.idx(2));
                   kb.ifThen(kb.ult(next, nT), [&] {
                     // P^T buffer j % 2 is free for tile j + 2.
@@ -2509,13 +2561,15 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                 });
                 storePartials(fin, {}, {});
               });
+          if (nc > 1)
+            clusterSync(); // no block exits while the cluster's copies may reach it
         },
         [&] {
           // An empty split: weight 0 in the merge.
           SmallVector<Value> m(cols, negInf), l(cols, zero);
           storePartials({}, m, l);
         });
-  }, d.tSharedBytes(), name);
+  }, d.tSharedBytes(), name, nc);
 }
 
 static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, const CacheRef &cache,

@@ -1216,7 +1216,8 @@ static Value indexI32(KernelBuilder &kb, Value index) {
   return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), index);
 }
 
-void tmaCopyTile(KernelBuilder &kb, Value dst, Value map, ArrayRef<Value> coords, Value bar) {
+void tmaCopyTile(KernelBuilder &kb, Value dst, Value map, ArrayRef<Value> coords, Value bar,
+                 Value multicast) {
   // The copy's destination is a shared::cluster address (address space 7;
   // the launch is its own cluster of one).
   Value cluster = LLVM::AddrSpaceCastOp::create(
@@ -1225,7 +1226,7 @@ void tmaCopyTile(KernelBuilder &kb, Value dst, Value map, ArrayRef<Value> coords
   for (Value c : coords)
     c32.push_back(indexI32(kb, c));
   NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
-      kb.b, kb.loc, cluster, map, c32, bar, ValueRange{}, Value(), Value(),
+      kb.b, kb.loc, cluster, map, c32, bar, ValueRange{}, multicast, Value(),
       NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false, NVVM::CTAGroupKindAttr(), Value());
 }
 

@@ -157,8 +157,12 @@ mlir::Value tmaTensorMap(KernelBuilder &kb, mlir::Value m, llvm::ArrayRef<int64_
 /// One TMA tensor copy: the box of `map` at element coordinates `coords`
 /// (innermost first) into shared address `dst` (1024-byte aligned for the
 /// swizzle), completing on mbarrier `bar` (which must expect its bytes).
+/// With `multicast` (an i16 mask of the cluster's blocks) the box lands at
+/// `dst` in each of those blocks and completes on the mbarrier at `bar`'s
+/// offset in each.
 void tmaCopyTile(KernelBuilder &kb, mlir::Value dst, mlir::Value map,
-                 llvm::ArrayRef<mlir::Value> coords, mlir::Value bar);
+                 llvm::ArrayRef<mlir::Value> coords, mlir::Value bar,
+                 mlir::Value multicast = {});
 
 /// `dflt` with the fields of environment variable `var` when set
 /// ("bm,bn,stages[,inflight]"; a malformed value is refused by name).

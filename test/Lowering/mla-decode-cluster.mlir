@@ -1,0 +1,72 @@
+// --k3-lower-kernels on an MLA attention of 96 heads (latent 128 + rope 64,
+// nope 16, v 16, bf16) for sm_90a with the transposed decode core
+// (K3C_MLA_DECODE_WGMMA=4): two groups of 48 heads (no padded rows), and by
+// default the two blocks of a (token, split) as one thread block cluster.
+// Shared memory: q_abs^T (3 x 48 rows x 128 bytes), the two-slot ring
+// (2 x 3 x 8 KB), two P^T buffers (2 x 48 x 128), two alpha rows (2 x 48
+// f32), the 4 warps' maxima (4 x 48 f32), 4 mbarriers, the alignment slack:
+// 82080 bytes.
+//
+// Clustered (the default): the launch carries a cluster of 2 (the grid's
+// head groups vary fastest), the empty mbarriers count the cluster's 16
+// warps, a cluster barrier follows their initialization, each block issues
+// its share of a tile's boxes (block g the boxes m with m % 2 = g) with TMA
+// multicast to both (mask 3), each warp's release arrives on both blocks'
+// empty barriers (mapa, cluster scope), and a cluster barrier ends the
+// block. S^T is wgmma.m64n48k16 (12 k steps), O^T += V^T P^T two tiles of
+// wgmma.m64n48k16 with A MN-major in each warpgroup.
+// RUN: env K3C_MLA_DECODE_WGMMA=4 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
+//
+// K3C_MLA_DECODE_CLUSTER=0: the same core without the cluster (each block
+// copies the whole tile itself; a warp's release is one local arrival);
+// other values are refused.
+// RUN: env K3C_MLA_DECODE_WGMMA=4 K3C_MLA_DECODE_CLUSTER=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SOLO
+// RUN: env K3C_MLA_DECODE_WGMMA=4 K3C_MLA_DECODE_CLUSTER=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BAD
+//
+// The default seesaw core computes 64-head groups: two groups of 64 rows
+// for the 96 heads.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SS
+
+// CHECK-LABEL: func.func @k3_mla_attn_0000cafe(
+// CHECK: gpu.launch clusters({{.*}}) in ({{.*}} = %c2{{[_0-9]*}}, {{.*}} = %c1{{[_0-9]*}}, {{.*}} = %c1{{[_0-9]*}}) blocks
+// CHECK-SAME: dynamic_shared_memory_size %c82080_i32 module(@k3_mla_attn_0000cafe_absorbed_split_wgt_h48_n64_c2)
+// CHECK-COUNT-2: nvvm.mbarrier.init {{.*}}, %c1_i32
+// CHECK-COUNT-2: nvvm.mbarrier.init {{.*}}, %c16_i32
+// CHECK: nvvm.fence.mbarrier.init
+// CHECK: gpu.barrier
+// CHECK: nvvm.cluster.arrive {aligned}
+// CHECK: nvvm.cluster.wait {aligned}
+// CHECK: nvvm.mbarrier.arrive.expect_tx {{.*}}, %c24576_i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global {{.*}} multicast_mask = %c3_i16
+// CHECK: scf.for
+// CHECK: nvvm.mapa {{.*}}, %c0_i32
+// CHECK: nvvm.mbarrier.arrive {{.*}} {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<7>
+// CHECK: nvvm.mapa {{.*}}, %c1_i32
+// CHECK: nvvm.mbarrier.arrive {{.*}} {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<7>
+// CHECK-COUNT-12: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 48, k = 16>, D[<f32>, <{{zero|one}}>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 48, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <col>]
+// CHECK: nvvm.cluster.arrive {aligned}
+// CHECK: nvvm.cluster.wait {aligned}
+// CHECK: function(@k3_mla_attn_0000cafe_absorbed_combine
+
+// SOLO-LABEL: func.func @k3_mla_attn_0000cafe(
+// SOLO-NOT: clusters(
+// SOLO: module(@k3_mla_attn_0000cafe_absorbed_split_wgt_h48_n64)
+// SOLO-COUNT-2: nvvm.mbarrier.init {{.*}}, %c8_i32
+// SOLO-NOT: nvvm.cluster.arrive
+// SOLO-NOT: multicast_mask
+// SOLO-NOT: nvvm.mapa
+// SOLO: function(@k3_mla_attn_0000cafe_absorbed_combine
+
+// BAD: K3C_MLA_DECODE_CLUSTER must be 0 or 1, got 2
+
+// SS: module(@k3_mla_attn_0000cafe_absorbed_split_wgss_h64_n64)
+
+func.func @mla_attn(%a0: tensor<?x7680xbf16>, %a1: tensor<?x192xbf16>, %a2: tensor<128xbf16>, %a3: tensor<?x?x192xbf16>, %a4: tensor<?xi32>, %a5: tensor<?xi32>, %a6: tensor<3072x128xbf16>, %a7: tensor<?x1536xbf16>) -> (tensor<?x1536xbf16>, tensor<?x?x192xbf16>) {
+    %r:2 = k3.kernel "k3_mla_attn_0000cafe" family "mla_attn" (%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7) {bytes_per_token = 696 : i64, flops_per_token = 8192 : i64, weight_bytes = 786688 : i64} : (tensor<?x7680xbf16>, tensor<?x192xbf16>, tensor<128xbf16>, tensor<?x?x192xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<3072x128xbf16>, tensor<?x1536xbf16>) -> (tensor<?x1536xbf16>, tensor<?x?x192xbf16>) {
+    ^bb0(%arg401: tensor<?x7680xbf16>, %arg402: tensor<?x192xbf16>, %arg403: tensor<128xbf16>, %arg404: tensor<?x?x192xbf16>, %arg405: tensor<?xi32>, %arg406: tensor<?xi32>, %arg407: tensor<3072x128xbf16>, %arg408: tensor<?x1536xbf16>):
+      %result, %new_cache = k3.mla_attention %arg401, %arg402, %arg403, %arg404, %arg405, %arg406, %arg407 gate(%arg408) {norm_eps = 9.9999999999999995E-7 : f64, num_heads = 96 : i64, qk_nope_head_dim = 16 : i64, softmax_scale = 0.17677669529663687 : f64, v_head_dim = 16 : i64} : (tensor<?x7680xbf16>, tensor<?x192xbf16>, tensor<128xbf16>, tensor<?x?x192xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<3072x128xbf16>, tensor<?x1536xbf16>) -> (tensor<?x1536xbf16>, tensor<?x?x192xbf16>)
+      k3.yield %result, %new_cache : tensor<?x1536xbf16>, tensor<?x?x192xbf16>
+    }
+    return %r#0, %r#1 : tensor<?x1536xbf16>, tensor<?x?x192xbf16>
+}
