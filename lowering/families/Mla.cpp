@@ -2538,6 +2538,10 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                   Value slot = kb.rem(j, 2), pb = slot;
                   SmallVector<Value> o(in.begin(), in.end());
                   namedBarrier(kb, 4, 256);
+                  // (the slot's bytes: its phase completed before warpgroup 0
+                  // scored it, and the next can only follow this warpgroup's
+                  // release; the wait makes the TMA's writes visible here too)
+                  waitParity(barAt(0, slot), kb.div(j, 2));
                   SmallVector<Value> alpha(cols);
                   for (int64_t c = 0; c < cols; ++c)
                     alpha[c] = kb.load(al, {pb, colOf(c)});

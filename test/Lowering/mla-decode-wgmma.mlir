@@ -59,7 +59,8 @@
 // memory at barrier 1), P^T into buffer j % 2 after warpgroup 1 freed it
 // (barrier 2 or 3), the factors, the async-proxy fence, barrier 4 with
 // warpgroup 1, then O^T += V^T P^T (4 wgmma.m64n8k16 with A MN-major, col).
-// Warpgroup 1: barrier 4, the factors, its 4 products, waited for, its
+// Warpgroup 1: barrier 4, the slot's full barrier (already complete), the
+// factors, its 4 products, waited for, its
 // slot release, barrier 2 / 3 arrivals, tile j + 2 by its first warp after
 // the empty barrier's phase.
 // RUN: env K3C_MLA_DECODE_WGMMA=4 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WGT
@@ -223,6 +224,7 @@
 // WGT: "barrier.sync 1, 128;"
 // WGT: vector.store {{.*}} : memref<256x1040xf32>, vector<2xf32>
 // WGT: "barrier.sync 4, 256;"
+// WGT: nvvm.mbarrier.try_wait.parity
 // WGT-COUNT-4: nvvm.wgmma.mma_async {{.*}}A[<bf16>, <one>, <col>]
 // WGT: nvvm.wgmma.wait.group.sync.aligned 0
 // WGT: nvvm.mbarrier.arrive
