@@ -1398,8 +1398,12 @@ static Value combinePermutedCol(KernelBuilder &kb, Value r) {
                              kb.add(kb.mul(q, kb.idx(2)), e)));
 }
 
+/// `kBegin`, `kLen` (multiples of 64; none: all R): the latent columns
+/// summed; `sink`, where given, takes each accumulator (token m < 16, the
+/// head's output column n < dv, the fp32 sum) instead of the gated store.
 static void projectTokensMma(Grouped &gr, ThreadBlock &tb, Value olHi, Value olLo, Value row0,
-                             Value valid, Value head) {
+                             Value valid, Value head, Value kBegin = {}, int64_t kLen = -1,
+                             const std::function<void(Value, Value, Value)> *sink = nullptr) {
   KernelBuilder &kb = gr.kb;
   const int64_t W = tb.warps, cols = gr.dv / W, tiles = cols / 8;
   Value lane = tb.lane, quad = kb.rem(lane, 4), grp = kb.div(lane, 4);
@@ -1409,7 +1413,9 @@ static void projectTokensMma(Grouped &gr, ThreadBlock &tb, Value olHi, Value olL
   constexpr int64_t U = 4; // k steps a loop iteration
   const bool wide = combineWideW(gr.R);
   SmallVector<Value> acc = kb.loopStep(
-      kb.idx(0), kb.idx(gr.R), kb.idx(16 * U), SmallVector<Value>(tiles * 4, gr.zero),
+      kBegin ? kBegin : kb.idx(0),
+      kBegin ? kb.add(kBegin, kb.idx(kLen)) : kb.idx(gr.R), kb.idx(16 * U),
+      SmallVector<Value>(tiles * 4, gr.zero),
       [&](Value k0, ValueRange in) {
         SmallVector<Value> bw(2 * U * tiles); // [u][t][2]
         if (wide) {
@@ -1454,8 +1460,12 @@ static void projectTokensMma(Grouped &gr, ThreadBlock &tb, Value olHi, Value olL
   for (int64_t t = 0; t < tiles; ++t)
     for (int64_t e = 0; e < 4; ++e) {
       Value m = kb.add(grp, kb.idx(e < 2 ? 0 : 8));
-      Value col = kb.add(kb.mul(head, gr.dv),
-                         kb.add(n0, kb.add(kb.idx(8 * t + e % 2), kb.mul(quad, 2))));
+      Value n = kb.add(n0, kb.add(kb.idx(8 * t + e % 2), kb.mul(quad, 2)));
+      if (sink) {
+        (*sink)(m, n, acc[4 * t + e]);
+        continue;
+      }
+      Value col = kb.add(kb.mul(head, gr.dv), n);
       kb.ifThen(kb.ult(m, valid), [&] {
         Value row = kb.add(row0, m);
         kb.storeF32(gatedOutput(kb, acc[4 * t + e], gr.gate, row, col, gr.outType), gr.out,
@@ -3539,10 +3549,32 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                     gr.dv % (8 * (kMlaThreads / 32)) == 0 && R % 64 == 0 &&
                     tcShared <= kSharedBudget;
     const int64_t TT = tc ? 16 : from;
+    // K3C_MLA_COMBINE_CLUSTER=CL (2 or 4; opt-in, sm_90a, the tensor-core
+    // form, R a multiple of 64 CL, dv of 8 CL): CL blocks a (head, 16
+    // tokens) as one thread block cluster, block k merging and projecting
+    // latent columns [k R / CL, (k + 1) R / CL) (its share of the partials
+    // and of W_UV's columns), its fp32 products [16, dv] in its shared
+    // memory; after a cluster barrier block k sums the CL products of its
+    // dv / CL output columns through distributed shared memory (in block
+    // order) and stores them gated. CL times the blocks (96 heads at batch
+    // 8: 96 blocks of ~260 KB each before), each reading a CL-th.
+    const int64_t clReq = intFromEnv("K3C_MLA_COMBINE_CLUSTER", 0);
+    if (clReq != 0 && clReq != 1 && clReq != 2 && clReq != 4)
+      llvm::report_fatal_error("k3c: K3C_MLA_COMBINE_CLUSTER must be 0, 1, 2 or 4, got " +
+                                   llvm::Twine(clReq),
+                               /*gen_crash_diag=*/false);
+    const int64_t CL = tc && kb.info().wgmma && clReq > 1 && R % (64 * clReq) == 0 &&
+                               gr.dv % (8 * clReq) == 0
+                           ? clReq
+                           : 1;
     auto multiToken = [&] {
-      kb.blocks({kb.idx(gr.H), kb.ceilDiv(Tc, TT)}, kMlaThreads, [&](ValueRange bid,
-                                                                       ThreadBlock &tb) {
+      SmallVector<Value> grid{kb.idx(gr.H), kb.ceilDiv(Tc, TT)};
+      if (CL > 1)
+        grid.push_back(kb.idx(CL)); // (fastest: a cluster's blocks share head and tokens)
+      kb.blocks(grid, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
         Value head = bid[0], local0 = kb.mul(bid[1], TT);
+        Value rk = CL > 1 ? bid[2] : kb.idx(0);
+        const int64_t RS = R / CL; // the latent columns this block merges and projects
         Value valid = kb.minu(kb.idx(TT), kb.sub(Tc, local0));
         Type bf16 = kb.b.getBF16Type();
         Value olat = tc ? Value() : kb.shared(tb, {TT, R}, gr.f32);
@@ -3581,8 +3613,9 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
         // clamped duplicates: the same operations on the live split.)
         const int64_t Umax = std::min<int64_t>(mtSplits, 8);
         auto merge = [&](int64_t U) {
-        kb.strided(tb, kb.idx(0), kb.mul(valid, kb.idx(R / CW)), [&](Value i) {
-          Value tt = kb.div(i, R / CW), r0 = kb.mul(kb.rem(i, R / CW), CW);
+        kb.strided(tb, kb.idx(0), kb.mul(valid, kb.idx(RS / CW)), [&](Value i) {
+          Value tt = kb.div(i, RS / CW);
+          Value r0 = kb.add(kb.mul(rk, kb.idx(RS)), kb.mul(kb.rem(i, RS / CW), CW));
           Value slot0 = kb.mul(kb.add(local0, tt), P), col0 = kb.add(base, r0);
           SmallVector<Value> init(CW, gr.zero);
           SmallVector<Value> acc = kb.loopStep(
@@ -3629,11 +3662,45 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
         else
           merge(1);
         kb.barrier(tb);
-        if (tc)
+        if (CL > 1) {
+          Value prod = kb.shared(tb, {TT, gr.dv}, gr.f32);
+          std::function<void(Value, Value, Value)> sink = [&](Value m, Value n, Value v) {
+            kb.store(v, prod, {m, n});
+          };
+          projectTokensMma(one, tb, olHi, olLo, kb.add(t0, local0), valid, head,
+                           kb.mul(rk, kb.idx(RS)), RS, &sink);
+          auto clusterSync = [&] {
+            NVVM::ClusterArriveOp::create(kb.b, kb.loc, kb.b.getUnitAttr());
+            NVVM::ClusterWaitOp::create(kb.b, kb.loc, kb.b.getUnitAttr());
+          };
+          clusterSync(); // every block's products in its shared memory
+          const int64_t DS = gr.dv / CL;
+          Value prodAt = memref::ExtractAlignedPointerAsIndexOp::create(kb.b, kb.loc, prod);
+          kb.strided(tb, kb.idx(0), kb.mul(valid, kb.idx(DS)), [&](Value i) {
+            Value m = kb.div(i, kb.idx(DS));
+            Value n = kb.add(kb.mul(rk, kb.idx(DS)), kb.rem(i, kb.idx(DS)));
+            Value at = kb.pointerAt(
+                kb.add(prodAt, kb.mul(kb.add(kb.mul(m, kb.idx(gr.dv)), n), kb.idx(4))), 3);
+            Value sum = gr.zero;
+            for (int64_t q = 0; q < CL; ++q) {
+              Value remote = NVVM::MapaOp::create(
+                  kb.b, kb.loc, LLVM::LLVMPointerType::get(kb.b.getContext(), 7), at,
+                  kb.i32Const(q));
+              sum = kb.fadd(sum, LLVM::LoadOp::create(kb.b, kb.loc, gr.f32, remote).getResult());
+            }
+            Value row = kb.add(kb.add(t0, local0), m), col = kb.add(kb.mul(head, gr.dv), n);
+            kb.storeF32(gatedOutput(kb, sum, gr.gate, row, col, gr.outType), gr.out, {row, col});
+          });
+          clusterSync(); // no block exits while the others read its products
+        } else if (tc) {
           projectTokensMma(one, tb, olHi, olLo, kb.add(t0, local0), valid, head);
-        else
+        } else {
           projectTokens(one, tb, olat, kb.add(t0, local0), valid, head, TT);
-      }, 0, std::string("absorbed_combine_") + (tc ? "mma_t" : "t") + std::to_string(TT));
+        }
+      }, 0,
+                std::string("absorbed_combine_") + (tc ? "mma_t" : "t") + std::to_string(TT) +
+                    (CL > 1 ? "_c" + std::to_string(CL) : ""),
+                CL);
     };
     auto fewTokens = [&] {
       if (rowsForm)

@@ -1,5 +1,5 @@
 // --k3-lower-kernels on an MLA attention of 96 heads (latent 128 + rope 64,
-// nope 16, v 16, bf16) for sm_90a with the transposed decode core
+// nope 16, v 64, bf16) for sm_90a with the transposed decode core
 // (K3C_MLA_DECODE_WGMMA=4): two groups of 48 heads (no padded rows), and by
 // default the two blocks of a (token, split) as one thread block cluster.
 // Shared memory: q_abs^T (3 x 48 rows x 128 bytes), the two-slot ring
@@ -22,6 +22,19 @@
 // other values are refused.
 // RUN: env K3C_MLA_DECODE_WGMMA=4 K3C_MLA_DECODE_CLUSTER=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SOLO
 // RUN: env K3C_MLA_DECODE_WGMMA=4 K3C_MLA_DECODE_CLUSTER=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BAD
+//
+// K3C_MLA_COMBINE_CLUSTER=2 (opt-in): the multi-token combine (rounds of 8+
+// tokens, tensor cores) as clusters of 2 blocks a (head, 16 tokens): block k
+// merges latent columns [64 k, 64 k + 64) of the round's splits into o_lat
+// (hi / lo bf16), projects them (one 64-column loop: 4 k steps of two
+// mma.sync each, hi and lo) into its [16, 64] fp32 products, a cluster
+// barrier, then sums the 2 blocks' products of its 32 output columns through
+// distributed shared memory (mapa to block 0, then 1) and stores them gated;
+// a cluster barrier ends the block. 4 would need latent 256; other values
+// are refused.
+// RUN: env K3C_MLA_COMBINE_CLUSTER=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=COMB
+// RUN: env K3C_MLA_COMBINE_CLUSTER=4 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=COMB4
+// RUN: env K3C_MLA_COMBINE_CLUSTER=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=COMBBAD
 //
 // The default seesaw core computes 64-head groups: two groups of 64 rows
 // for the 96 heads.
@@ -61,12 +74,33 @@
 // BAD: K3C_MLA_DECODE_CLUSTER must be 0 or 1, got 2
 
 // SS: module(@k3_mla_attn_0000cafe_absorbed_split_wgss_h64_n64)
+// SS-NOT: _c2)
+// SS: module(@k3_mla_attn_0000cafe_absorbed_combine_mma_t16)
 
-func.func @mla_attn(%a0: tensor<?x7680xbf16>, %a1: tensor<?x192xbf16>, %a2: tensor<128xbf16>, %a3: tensor<?x?x192xbf16>, %a4: tensor<?xi32>, %a5: tensor<?xi32>, %a6: tensor<3072x128xbf16>, %a7: tensor<?x1536xbf16>) -> (tensor<?x1536xbf16>, tensor<?x?x192xbf16>) {
-    %r:2 = k3.kernel "k3_mla_attn_0000cafe" family "mla_attn" (%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7) {bytes_per_token = 696 : i64, flops_per_token = 8192 : i64, weight_bytes = 786688 : i64} : (tensor<?x7680xbf16>, tensor<?x192xbf16>, tensor<128xbf16>, tensor<?x?x192xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<3072x128xbf16>, tensor<?x1536xbf16>) -> (tensor<?x1536xbf16>, tensor<?x?x192xbf16>) {
-    ^bb0(%arg401: tensor<?x7680xbf16>, %arg402: tensor<?x192xbf16>, %arg403: tensor<128xbf16>, %arg404: tensor<?x?x192xbf16>, %arg405: tensor<?xi32>, %arg406: tensor<?xi32>, %arg407: tensor<3072x128xbf16>, %arg408: tensor<?x1536xbf16>):
-      %result, %new_cache = k3.mla_attention %arg401, %arg402, %arg403, %arg404, %arg405, %arg406, %arg407 gate(%arg408) {norm_eps = 9.9999999999999995E-7 : f64, num_heads = 96 : i64, qk_nope_head_dim = 16 : i64, softmax_scale = 0.17677669529663687 : f64, v_head_dim = 16 : i64} : (tensor<?x7680xbf16>, tensor<?x192xbf16>, tensor<128xbf16>, tensor<?x?x192xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<3072x128xbf16>, tensor<?x1536xbf16>) -> (tensor<?x1536xbf16>, tensor<?x?x192xbf16>)
-      k3.yield %result, %new_cache : tensor<?x1536xbf16>, tensor<?x?x192xbf16>
+// COMB: gpu.launch clusters({{.*}}) in ({{.*}} = %c2{{[_0-9]*}}, {{.*}} = %c1{{[_0-9]*}}, {{.*}} = %c1{{[_0-9]*}}) blocks
+// COMB-SAME: module(@k3_mla_attn_0000cafe_absorbed_combine_mma_t16_c2)
+// COMB: scf.for {{.*}} step %c64
+// COMB-COUNT-8: nvvm.mma.sync
+// COMB: memref.store {{.*}} : memref<16x64xf32, #gpu.address_space<workgroup>>
+// COMB: nvvm.cluster.arrive {aligned}
+// COMB-NEXT: nvvm.cluster.wait {aligned}
+// COMB: nvvm.mapa {{.*}}, %c0_i32 : !llvm.ptr<3> -> !llvm.ptr<7>
+// COMB-NEXT: llvm.load {{.*}} : !llvm.ptr<7> -> f32
+// COMB: nvvm.mapa {{.*}}, %c1_i32 : !llvm.ptr<3> -> !llvm.ptr<7>
+// COMB-NEXT: llvm.load {{.*}} : !llvm.ptr<7> -> f32
+// COMB: nvvm.cluster.arrive {aligned}
+// COMB-NEXT: nvvm.cluster.wait {aligned}
+
+// COMB4-NOT: absorbed_combine_mma_t16_c
+// COMB4: module(@k3_mla_attn_0000cafe_absorbed_combine_mma_t16)
+
+// COMBBAD: K3C_MLA_COMBINE_CLUSTER must be 0, 1, 2 or 4, got 3
+
+func.func @mla_attn(%a0: tensor<?x7680xbf16>, %a1: tensor<?x192xbf16>, %a2: tensor<128xbf16>, %a3: tensor<?x?x192xbf16>, %a4: tensor<?xi32>, %a5: tensor<?xi32>, %a6: tensor<7680x128xbf16>, %a7: tensor<?x6144xbf16>) -> (tensor<?x6144xbf16>, tensor<?x?x192xbf16>) {
+    %r:2 = k3.kernel "k3_mla_attn_0000cafe" family "mla_attn" (%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7) {bytes_per_token = 696 : i64, flops_per_token = 8192 : i64, weight_bytes = 786688 : i64} : (tensor<?x7680xbf16>, tensor<?x192xbf16>, tensor<128xbf16>, tensor<?x?x192xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<7680x128xbf16>, tensor<?x6144xbf16>) -> (tensor<?x6144xbf16>, tensor<?x?x192xbf16>) {
+    ^bb0(%arg401: tensor<?x7680xbf16>, %arg402: tensor<?x192xbf16>, %arg403: tensor<128xbf16>, %arg404: tensor<?x?x192xbf16>, %arg405: tensor<?xi32>, %arg406: tensor<?xi32>, %arg407: tensor<7680x128xbf16>, %arg408: tensor<?x6144xbf16>):
+      %result, %new_cache = k3.mla_attention %arg401, %arg402, %arg403, %arg404, %arg405, %arg406, %arg407 gate(%arg408) {norm_eps = 9.9999999999999995E-7 : f64, num_heads = 96 : i64, qk_nope_head_dim = 16 : i64, softmax_scale = 0.17677669529663687 : f64, v_head_dim = 64 : i64} : (tensor<?x7680xbf16>, tensor<?x192xbf16>, tensor<128xbf16>, tensor<?x?x192xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<7680x128xbf16>, tensor<?x6144xbf16>) -> (tensor<?x6144xbf16>, tensor<?x?x192xbf16>)
+      k3.yield %result, %new_cache : tensor<?x6144xbf16>, tensor<?x?x192xbf16>
     }
-    return %r#0, %r#1 : tensor<?x1536xbf16>, tensor<?x?x192xbf16>
+    return %r#0, %r#1 : tensor<?x6144xbf16>, tensor<?x?x192xbf16>
 }
