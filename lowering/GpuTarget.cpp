@@ -129,7 +129,7 @@ static std::string nvvmPipeline() {
 }
 
 /// exp, exp2, log1p and sqrt as single PTX instructions (ex2.approx.ftz,
-/// lg2.approx.ftz, sqrt.rn) through inline asm, so no libdevice is needed and
+/// lg2.approx.ftz, sqrt.rn; log1p near 0 as its series) through inline asm, so no libdevice is needed and
 /// a machine without the CUDA toolkit still produces PTX.
 /// `exactExp` (the f32 build, whose checks hold it to 1e-5 of the reference's
 /// libm): exp(x) without the rounding of x·log2(e), which ex2.approx of the
@@ -185,10 +185,24 @@ static void rewriteDeviceMath(ModuleOp m, bool exactExp) {
                 arith::MulFOp::create(b, loc, x, c(1.4426950408889634)));
       else if (isa<math::Exp2Op>(op))
         r = ptx("ex2.approx.ftz.f32 $0, $1;", x);
-      else if (isa<math::Log1pOp>(op))
-        r = arith::MulFOp::create(
+      else if (isa<math::Log1pOp>(op)) {
+        // |x| < 1/16: the series x - x^2/2 + ... - x^6/6 (Horner; its
+        // truncation below 2^-24 / 7 relative), where lg2.approx(1 + x)
+        // loses x's low bits to the rounding of 1 + x and carries its own
+        // absolute error of ~2^-22 (relative to a log near 0: all of it);
+        // else lg2.approx(1 + x) ln 2 (NaN, -1, inf and x < -1 as there).
+        Value big = arith::MulFOp::create(
             b, loc, ptx("lg2.approx.ftz.f32 $0, $1;", arith::AddFOp::create(b, loc, x, c(1.0))),
             c(0.6931471805599453));
+        Value poly = c(-1.0 / 6.0);
+        for (double k : {1.0 / 5.0, -1.0 / 4.0, 1.0 / 3.0, -1.0 / 2.0, 1.0})
+          poly = LLVM::FMAOp::create(b, loc, poly, x, c(k));
+        poly = arith::MulFOp::create(b, loc, poly, x);
+        Value small = arith::AndIOp::create(
+            b, loc, arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, c(0.0625)),
+            arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, c(-0.0625)));
+        r = arith::SelectOp::create(b, loc, small, poly, big);
+      }
       else
         r = ptx("sqrt.rn.f32 $0, $1;", x);
       op->getResult(0).replaceAllUsesWith(r);
