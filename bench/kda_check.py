@@ -12,7 +12,7 @@ and prints RMS(error) / RMS(reference) and max |error| / max |reference|
 for o and the final state (FlashKDA's bar: RMS ratio <= 5e-3). Exits 1 when
 a ratio exceeds --rms-tol or NaN/inf positions differ.
 
-usage: kda_check.py DUMP_DIR [--rms-tol 5e-3] [--l2norm]
+usage: kda_check.py DUMP_DIR [--rms-tol 5e-3] [--l2norm] [--gate bounded=LB|softplus]
 
 A dump of a split-norm kernel (k3-compile --kda-split-norms: q and k each
 followed by its inverse norms [T, H]) is recognised by the second input's
@@ -22,6 +22,13 @@ A dump of a kernel with the gated output norm (k3-compile
 weight [d_v]; the output is the normalized o) is compared with the fp64
 norm of the fp64 o: o / sqrt(mean(o^2) + 1e-5) * w * sigmoid(gate), per
 head (spec: FusedRMSNormGated).
+A dump of a kernel that forms the gate itself (k3-compile
+--kda-gate-in-chunk: inputs f_b's logits [T, H d_k], a_log (its first H
+values) and dt_bias [H d_k] in place of g, then q, k, v, beta, state,
+seq_lens) takes the gate's form from --gate (bounded=LB: g = LB
+sigmoid(exp(a_log[h]) (z + dt_bias)), K3's LB = -5; softplus: g =
+-exp(a_log[h]) softplus(z + dt_bias), Kimi Linear's) and forms g in fp64
+from the logits the kernel read.
 """
 import argparse
 import json
@@ -62,6 +69,9 @@ def main():
                     help="q and k are the convolutions' rows, normalized by the kernel itself "
                          "(k3-compile --kda-norm-in-chunk): normalize them here in fp64 "
                          "(per head; eps 1e-6; q scaled by d_k^-1/2, as the model's norms)")
+    ap.add_argument("--gate", default=None,
+                    help="bounded=LB or softplus: the gate form of a --kda-gate-in-chunk kernel's "
+                         "dump (its inputs are f_b's logits, a_log and dt_bias instead of g)")
     a = ap.parse_args()
     meta = json.load(open(a.dump + "/args.json"))
     inp = lambda i: np.load("%s/arg%d_in.npy" % (a.dump, i))
@@ -76,9 +86,16 @@ def main():
     o_arg = next(i for i, m in enumerate(meta) if m["kind"] == "output" and len(m["dims"]) == 2)
     # Split norms: the second input is q's inverse norms [T, H], narrower
     # than q; otherwise it is k, as wide as q.
-    split = inp(ins[1]).shape[1] < inp(ins[0]).shape[1]
-    base = 9 if split else 7
-    if split:
+    gic = inp(ins[1]).ndim == 1
+    split = not gic and inp(ins[1]).shape[1] < inp(ins[0]).shape[1]
+    base = 9 if split or gic else 7
+    if gic:
+        if not a.gate or not (a.gate == "softplus" or a.gate.startswith("bounded=")):
+            sys.exit("error: a --kda-gate-in-chunk kernel's dump (logits, a_log, dt_bias): "
+                     "pass --gate bounded=LB or --gate softplus")
+        z, a_log, dt_bias, q, k, v, beta, S0, lens = (inp(ins[j]) for j in range(9))
+        state_arg = ins[7]
+    elif split:
         q, qinv, k, kinv, v, g, beta, S0, lens = (inp(ins[j]) for j in range(9))
         state_arg = ins[7]
     else:
@@ -93,6 +110,17 @@ def main():
     H = S0.shape[1]
     T = sum(lens)
     checks = []
+    if gic:
+        # g from the logits in fp64, with the gate kernel's formula (spec §4.4).
+        dk = S0.shape[3]
+        zz = z[:T].astype(np.float64).reshape(T, H, dk) + dt_bias.astype(np.float64).reshape(H, dk)
+        ea = np.exp(a_log.astype(np.float64)[:H])[None, :, None]
+        if a.gate == "softplus":
+            sp = np.where(zz > 20.0, zz, np.log1p(np.exp(np.minimum(zz, 20.0))))
+            g = (-ea * sp).reshape(T, H * dk)
+        else:
+            lb = float(a.gate.split("=", 1)[1])
+            g = (lb / (1.0 + np.exp(-ea * zz))).reshape(T, H * dk)
     if a.l2norm or split:
         dk = S0.shape[3]
         def inv_norm(x):
@@ -112,9 +140,10 @@ def main():
         x = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5) * w_norm.astype(np.float64)
         o_ref = (x / (1.0 + np.exp(-gt))).reshape(T, H * dv)
     o_got, S_got = out(o_arg)[:T], out(state_arg)
-    print("kernel %s: %d sequences, %d tokens, %d heads, d_k %d, d_v %d, o dtype %s%s%s"
+    print("kernel %s: %d sequences, %d tokens, %d heads, d_k %d, d_v %d, o dtype %s%s%s%s"
           % (meta[0]["kernel"], len(lens), T, H, S0.shape[3], S0.shape[2], meta[o_arg]["dtype"],
-             ", split norms" if split else "", ", gated output norm" if out_norm else ""))
+             ", split norms" if split else "", ", gated output norm" if out_norm else "",
+             ", gate formed in the kernel (%s)" % a.gate if gic else ""))
     ok = True
     for name, got, ref in checks + [("o", o_got, o_ref), ("state", S_got, S_ref)]:
         same_nonfinite = bool((~np.isfinite(got) == ~np.isfinite(ref)).all())

@@ -27,6 +27,6 @@ slice -o $D/slice-GIC --kda-gate-in-chunk
 kl -o $D/kl
 kl -o $D/kl-GIC --kda-gate-in-chunk
 rm -rf $D/*/ptx $D/*/model.fused.mlir
-cp bench/s46-h200.sh bench/kda_peer.py bench/bench_common.py $D/
+cp bench/s46-h200.sh bench/kda_peer.py bench/kda_check.py bench/bench_common.py $D/
 bundle_fla
 du -sh $D

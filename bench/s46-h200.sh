@@ -6,6 +6,8 @@
 #     slice's and the Kimi Linear slice's GIC builds against their defaults
 #     (bit-identical expected: 128 one-token prompts, a 3000-token prompt, 3
 #     steps: prefill through the prep, decode through the token kernels);
+#     the GIC kernels against fp64 (kda_check.py --gate: k3-tiny's bounded
+#     gate, prefill and decode; Kimi Linear's softplus gate, prefill);
 #  2. #14: the KDA layer's launches in steady state (K3C_PROFILE_REPEAT=20)
 #     at T = 2048, 8192, 32768 (the prompts from files), default and GIC;
 #     the Kimi Linear slice (32 heads, softplus gate) at 8192, default and
@@ -39,6 +41,18 @@ import numpy as n; a, b = n.load('/tmp/ref.npy'), n.load('/tmp/x.npy')
 print('$1-GIC vs $1, $b: bit-identical %s' % bool((a.view(n.uint32) == b.view(n.uint32)).all()))"
   done
 done
+# The GIC kernels against an fp64 recurrence on their exact inputs
+# (kda_check.py forms g from the dumped logits, a_log and dt_bias): dense
+# k3-tiny's prefill and decode (bounded gate), the Kimi Linear slice's
+# prefill of a 300-token prompt (softplus gate, 32 heads of 128).
+echo "== GIC kernels vs fp64 (${SECONDS}s)"
+K3C_DUMP_KERNEL=kda_chunk@9:/tmp/gd-p timeout 60 k3-run tdense-GIC --checkpoint ckpt-dense --device cuda --batch p100.txt --max-new-tokens 2 --quiet > /dev/null
+python3 kda_check.py /tmp/gd-p --gate bounded=-5
+K3C_DUMP_KERNEL=kda_chunk@1-20:/tmp/gd-d timeout 60 k3-run tdense-GIC --checkpoint ckpt-dense --device cuda --batch mix20.txt --max-new-tokens 2 --quiet > /dev/null
+python3 kda_check.py /tmp/gd-d --gate bounded=-5
+K3C_DUMP_KERNEL=kda_chunk@9:/tmp/gd-kl timeout 90 k3-run kl-GIC --checkpoint /tmp/kl --device cuda --prompt-ids $(seq -s, 1 300) --max-new-tokens 1 --quiet > /dev/null
+timeout 120 python3 kda_check.py /tmp/gd-kl --gate softplus
+rm -rf /tmp/gd-p /tmp/gd-d /tmp/gd-kl
 echo "== checks done (${SECONDS}s)"
 for T in 8192 2048 32768; do
   seq 1 $T | paste -sd, > /tmp/prompt-$T.txt
