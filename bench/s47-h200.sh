@@ -3,7 +3,8 @@
 # the transposed warpgroup core (v/slice-WGT: two clustered blocks of 48
 # heads sharing multicast cache tiles; WGT0 without the cluster), the
 # clustered multi-token combine (CC2: 2 blocks a head and 16 tokens; WGTC:
-# the transposed core with 4-block combines) against the default (slice-bf16):
+# the transposed core with 4-block combines; WGT1: the transposed core for
+# one-token rounds too) against the default (slice-bf16):
 #  1. k3-tiny dv64 with each variant against the reference executor (100 and
 #     12 sequences: rounds through the new core, 4 heads in one 8-head
 #     group); k3-tiny dv32 bf16 / f32 as before;
@@ -29,7 +30,7 @@ export K3C_DEVICE_LOG_TEE=1
 for i in 1 2 3 4 5 6 7 8; do seq -s, $i $((i + 150 * i + 30)); done > /tmp/s8.txt
 for i in $(seq 1 12); do seq -s, $i $((i * 7 + 3)); done > /tmp/s12.txt
 mkdir -p broken
-for v in WGT WGT0 CC2 WGTC; do
+for v in WGT WGT0 CC2 WGTC WGT1; do
   [ -d v/slice-$v ] || continue
   ok=1
   timeout 60 k3-run v/slice-$v --checkpoint /tmp/slice --device cuda --batch /tmp/s8.txt --max-new-tokens 2 --quiet > /tmp/smoke.txt 2>&1 || ok=0

@@ -3135,7 +3135,22 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
         }
         auto qabs = [&] {
         Value head = bid[0], c0 = kb.mul(bid[1], kb.idx(wCols)), tt0 = kb.mul(bid[2], TOK);
-        Value red = kb.shared(tb, {kRowGroups, TOK, wCols}, gr.f32);
+        // The row groups' sums [TOK][16 row groups][S]: column c at c + c / 32,
+        // rows S = 2 (mod 32) words apart, so that a warp's 4 row groups x 8
+        // 16-byte column chunks store to 32 different banks (the layout [16][TOK]
+        // [64] put all four row groups and chunks 32 columns apart on one bank:
+        // 8-way conflicts on 64 stores a thread at 8 tokens); the same sums in
+        // the same order.
+        // (K3C_MLA_QABS_PAD=0: the old layout, for the A/B)
+        const bool pad = intFromEnv("K3C_MLA_QABS_PAD", 1) != 0;
+        const int64_t S = pad ? roundUp(wCols + wCols / 32 - 2, 32) + 2 : wCols;
+        Value red = kb.shared(tb, {TOK * kRowGroups * S}, gr.f32);
+        auto redAt = [&](Value g, Value tt, Value c) {
+          if (!pad)
+            return kb.add(kb.mul(kb.add(kb.mul(g, kb.idx(TOK)), tt), kb.idx(S)), c);
+          return kb.add(kb.mul(kb.add(kb.mul(tt, kb.idx(kRowGroups)), g), kb.idx(S)),
+                        kb.add(c, kb.div(c, kb.idx(32))));
+        };
         Value rg = kb.div(tb.tid, kb.idx(wCT)), cc = kb.mul(kb.rem(tb.tid, kb.idx(wCT)), wvw);
         Value j0 = kb.mul(rg, kb.idx(rowsPer));
         SmallVector<Value> rows;
@@ -3156,7 +3171,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
             Value acc = gr.zero;
             for (int64_t jj = 0; jj < rowsPer; ++jj)
               acc = kb.fadd(acc, kb.fmul(qv[tt][jj], kb.toF32(w[jj][e])));
-            kb.store(acc, red, {rg, kb.idx(tt), kb.add(cc, kb.idx(e))});
+            kb.store(acc, red, {redAt(rg, kb.idx(tt), kb.add(cc, kb.idx(e)))});
           }
         kb.barrier(tb);
         auto put = [&](Value local, Value c, Value v) {
@@ -3171,7 +3186,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
           Value tt = kb.div(i, kb.idx(wCols)), c = kb.rem(i, kb.idx(wCols));
           Value sum = gr.zero;
           for (int64_t g = 0; g < kRowGroups; ++g)
-            sum = kb.fadd(sum, kb.load(red, {kb.idx(g), tt, c}));
+            sum = kb.fadd(sum, kb.load(red, {redAt(kb.idx(g), tt, c)}));
           put(kb.add(tt0, tt), kb.add(c0, c), kb.fmul(sum, gr.scale));
         });
         // The rope part (q_pe times the scale), once a head.
@@ -3663,7 +3678,10 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
           merge(1);
         kb.barrier(tb);
         if (CL > 1) {
-          Value prod = kb.shared(tb, {TT, gr.dv}, gr.f32);
+          // (rows dv + 8 words apart: a warp's 8 fragment rows on 4 bank
+          // groups, not one)
+          const int64_t pp = gr.dv + 8;
+          Value prod = kb.shared(tb, {TT, pp}, gr.f32);
           std::function<void(Value, Value, Value)> sink = [&](Value m, Value n, Value v) {
             kb.store(v, prod, {m, n});
           };
@@ -3680,7 +3698,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
             Value m = kb.div(i, kb.idx(DS));
             Value n = kb.add(kb.mul(rk, kb.idx(DS)), kb.rem(i, kb.idx(DS)));
             Value at = kb.pointerAt(
-                kb.add(prodAt, kb.mul(kb.add(kb.mul(m, kb.idx(gr.dv)), n), kb.idx(4))), 3);
+                kb.add(prodAt, kb.mul(kb.add(kb.mul(m, kb.idx(pp)), n), kb.idx(4))), 3);
             Value sum = gr.zero;
             for (int64_t q = 0; q < CL; ++q) {
               Value remote = NVVM::MapaOp::create(

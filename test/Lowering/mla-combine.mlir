@@ -73,7 +73,9 @@
 // wide form (one-token rounds their own kernel): a block per (head, 64
 // latent columns, 8 tokens), 16 row groups
 // x 8 16-byte column chunks a block, each thread's W_UK rows loaded at once,
-// the row groups' sums added in order through workgroup memory;
+// the row groups' sums added in order through workgroup memory (tokens x 16
+// row groups x 66 words: column c at c + c / 32, so that a warp's 32 stores
+// hit 32 banks; K3C_MLA_QABS_PAD=0 the unpadded 16 x tokens x 64);
 // K3C_MLA_QABS_WIDE=0 keeps the FMA form there. The one-token rounds'
 // combine takes a block per (head, 32 output rows), 8 lanes a W_UV row: the
 // row's 16-byte loads (volatile: they stay) before the block's own wait for
@@ -83,11 +85,14 @@
 // [1, 64], the lanes' products summed by shuffles; rounds of 2-7 tokens keep
 // the block a (token, head).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WIDE
+// RUN: env K3C_MLA_QABS_PAD=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOPAD
+// NOPAD: function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1_append) workgroup(%{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>>)
+// NOPAD: function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8_append) workgroup(%{{.*}} : memref<8192xf32, #gpu.address_space<workgroup>>)
 // WIDE: arith.cmpi eq
-// WIDE: threads({{.*}} = %c128{{[_0-9]*}}, {{.*}}) module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1_append) function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1_append) workgroup(%{{.*}} : memref<16x1x64xf32, #gpu.address_space<workgroup>>)
+// WIDE: threads({{.*}} = %c128{{[_0-9]*}}, {{.*}}) module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1_append) function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1_append) workgroup(%{{.*}} : memref<1056xf32, #gpu.address_space<workgroup>>)
 // WIDE: } else {
 // WIDE: arith.cmpi ule
-// WIDE: threads({{.*}} = %c128{{[_0-9]*}}, {{.*}}) module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8_append) function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8_append) workgroup(%{{.*}} : memref<16x8x64xf32, #gpu.address_space<workgroup>>)
+// WIDE: threads({{.*}} = %c128{{[_0-9]*}}, {{.*}}) module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8_append) function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8_append) workgroup(%{{.*}} : memref<8448xf32, #gpu.address_space<workgroup>>)
 // WIDE: vector.load {{.*}} : memref<320x64xbf16>, vector<8xbf16>
 // WIDE: gpu.barrier
 // WIDE: } else {

@@ -81,7 +81,7 @@
 // COMB-SAME: module(@k3_mla_attn_0000cafe_absorbed_combine_mma_t16_c2)
 // COMB: scf.for {{.*}} step %c64
 // COMB-COUNT-8: nvvm.mma.sync
-// COMB: memref.store {{.*}} : memref<16x64xf32, #gpu.address_space<workgroup>>
+// COMB: memref.store {{.*}} : memref<16x72xf32, #gpu.address_space<workgroup>>
 // COMB: nvvm.cluster.arrive {aligned}
 // COMB-NEXT: nvvm.cluster.wait {aligned}
 // COMB: nvvm.mapa {{.*}}, %c0_i32 : !llvm.ptr<3> -> !llvm.ptr<7>
