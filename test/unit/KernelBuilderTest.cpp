@@ -11,6 +11,7 @@
 #include "lowering/KernelBuilder.h"
 #include "lowering/Lowering.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -123,6 +124,42 @@ TEST(KernelBuilder, RenamedLaunchKeepsItsBlocksPerSm) {
   ASSERT_EQ(minBlocks.size(), 2u);
   EXPECT_EQ(minBlocks["k_twin"], 3);
   EXPECT_EQ(minBlocks["k_twin_0"], 3);
+}
+
+// A clustered launch (KernelBuilder::blocks with a cluster size: the MLA
+// decode's transposed core, the clustered combine): MLIR 22's gpu.launch
+// builder makes only the 12 block / thread region arguments, so blocks adds
+// the cluster ids and sizes after them; the launch verifies, carries the
+// cluster size, keeps a workgroup buffer after the 18 arguments, and lowers
+// to a kernel launched with the cluster (gpu.launch_func clusters).
+TEST(KernelBuilder, ClusteredLaunchBuildsAndLowers) {
+  Kernel k(Target::Gpu);
+  k.kb->blocks({k.kb->idx(8)}, 128, [&](ValueRange bid, ThreadBlock &tb) {
+    Value buf = k.kb->shared(tb, {128}, k.b->getF32Type());
+    k.kb->store(k.kb->f32(1.0), buf, {tb.tid});
+    (void)bid;
+  }, 0, "clustered", /*cluster=*/2);
+  ASSERT_TRUE(succeeded(verify(*k.module)));
+  int launches = 0;
+  k.module->walk([&](gpu::LaunchOp l) {
+    ++launches;
+    EXPECT_TRUE(l.hasClusterSize());
+    EXPECT_EQ(l.getBody().getNumArguments(), gpu::LaunchOp::kNumConfigRegionAttributes + 6 + 1);
+    EXPECT_EQ(l.getWorkgroupAttributions().size(), 1u);
+    ASSERT_TRUE(l.getClusterSizeOperandValues().has_value());
+    auto cx = l.getClusterSizeOperandValues()->x.getDefiningOp<arith::ConstantIndexOp>();
+    ASSERT_TRUE(cx);
+    EXPECT_EQ(cx.value(), 2);
+  });
+  EXPECT_EQ(launches, 1);
+  std::string error;
+  ASSERT_TRUE(succeeded(k3c::lowering::lowerLoopsToGpu(*k.module, error))) << error;
+  int clustered = 0;
+  k.module->walk([&](gpu::LaunchFuncOp l) {
+    if (l.hasClusterSize())
+      ++clustered;
+  });
+  EXPECT_EQ(clustered, 1);
 }
 
 } // namespace

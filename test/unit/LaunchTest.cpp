@@ -34,6 +34,9 @@ using namespace std::chrono_literals;
 // The mgpu* ABI entry the generated launch code calls (runtime/Cuda.cpp).
 extern "C" void *mgpuTensorMapEncodeTiledMemref(int64_t, void *, int64_t, int64_t, int64_t,
                                                 int64_t, int64_t, int64_t *);
+extern "C" void mgpuLaunchClusterKernel(void *, intptr_t, intptr_t, intptr_t, intptr_t, intptr_t,
+                                        intptr_t, intptr_t, intptr_t, intptr_t, int32_t, void *,
+                                        void **, void **, size_t);
 
 namespace {
 
@@ -502,6 +505,24 @@ TEST(TensorMap, RefusesWhatTmaCannotCopy) {
   cuda::TensorMapRequest r;
   EXPECT_EQ(cuda::tensorMapRequest(2, &ok, kBf16, /*interleave=*/1, 0, 0, 0, box, r),
             "an interleaved layout (k3c's kernels ask for none; its rules are not checked here)");
+}
+
+TEST(ClusterLaunch, WithoutCuLaunchKernelExTheLaunchCodeGetsAnError) {
+  // A clustered launch needs cuLaunchKernelEx (CUDA 12): without it (here:
+  // no driver) the ABI entry records why instead of launching without the
+  // cluster, and the error surfaces at the kernel entry's check. A null
+  // function (a module that failed to load) launches nothing, silently.
+  if (cuda::available())
+    GTEST_SKIP() << "a GPU is initialized in this process";
+  mgpuLaunchClusterKernel(nullptr, 2, 1, 1, 8, 1, 1, 256, 1, 1, 0, nullptr, nullptr, nullptr, 0);
+  EXPECT_EQ(errorOf([] { cuda::checkLaunchError("k3_test"); }), "");
+  static char fake;
+  mgpuLaunchClusterKernel(&fake, 2, 1, 1, 8, 1, 1, 256, 1, 1, 0, nullptr, nullptr, nullptr, 0);
+  const std::string e = errorOf([] { cuda::checkLaunchError("k3_test"); });
+  EXPECT_NE(e.find("kernel k3_test: cuLaunchKernelEx (a clustered launch needs CUDA 12 or newer) "
+                   "failed"),
+            std::string::npos)
+      << e;
 }
 
 TEST(TensorMap, WithoutADriverTheLaunchCodeGetsAnError) {
