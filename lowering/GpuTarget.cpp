@@ -129,8 +129,9 @@ static std::string nvvmPipeline() {
 }
 
 /// exp, exp2, log1p and sqrt as single PTX instructions (ex2.approx.ftz,
-/// lg2.approx.ftz, sqrt.rn; log1p near 0 as its series) through inline asm, so no libdevice is needed and
-/// a machine without the CUDA toolkit still produces PTX.
+/// lg2.approx.ftz, sqrt.rn; log1p near 0 as its series) through inline asm,
+/// so no libdevice is needed and a machine without the CUDA toolkit still
+/// produces PTX.
 /// `exactExp` (the f32 build, whose checks hold it to 1e-5 of the reference's
 /// libm): exp(x) without the rounding of x·log2(e), which ex2.approx of the
 /// rounded product carries as a relative error of up to |x|·2^-24·ln 2

@@ -129,7 +129,8 @@ void KernelBuilder::blocks(ValueRange grid, int64_t threads,
     Value cx = cluster > 1 ? idx(cluster) : Value(), cyz = cluster > 1 ? one : Value();
     auto launch = gpu::LaunchOp::create(b, loc, total, one, one, idx(threads), one, one, dyn,
                                         nullptr, {}, {}, {}, cx, cyz, cyz, fnName, fnName);
-    if (cluster > 1 && launch.getBody().getNumArguments() == gpu::LaunchOp::kNumConfigRegionAttributes)
+    if (cluster > 1 &&
+        launch.getBody().getNumArguments() == gpu::LaunchOp::kNumConfigRegionAttributes)
       // (MLIR 22's builder makes the 12 block / thread arguments only; a
       // clustered launch also has the cluster ids and sizes after them)
       for (unsigned i = 0; i < 6; ++i)

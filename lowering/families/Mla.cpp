@@ -2458,10 +2458,10 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                   for (int64_t hf = 0; hf < 2; ++hf)
                     rOk[hf] = kb.ult(kb.add(kb.mul(w, 16), kb.add(gq, kb.idx(8 * hf))), valid);
                   SmallVector<Value> sv(HG / 2);
-                  for (int64_t i = 0; i < HG / 2; ++i)
-                    sv[i] = kb.select(rOk[(i % 4) / 2],
-                                      LLVM::ExtractValueOp::create(b, loc, sAcc, ArrayRef<int64_t>{i}),
-                                      negInf);
+                  for (int64_t i = 0; i < HG / 2; ++i) {
+                    Value s = LLVM::ExtractValueOp::create(b, loc, sAcc, ArrayRef<int64_t>{i});
+                    sv[i] = kb.select(rOk[(i % 4) / 2], s, negInf);
+                  }
                   auto vAt = [&](int64_t c, int64_t hf) -> Value & {
                     return sv[4 * (c / 2) + 2 * hf + c % 2];
                   };
