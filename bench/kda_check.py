@@ -93,6 +93,12 @@ def main():
         if not a.gate or not (a.gate == "softplus" or a.gate.startswith("bounded=")):
             sys.exit("error: a --kda-gate-in-chunk kernel's dump (logits, a_log, dt_bias): "
                      "pass --gate bounded=LB or --gate softplus")
+        if a.gate != "softplus":
+            try:
+                float(a.gate.split("=", 1)[1])
+            except ValueError:
+                sys.exit("error: --gate %s: the lower bound is not a number (e.g. bounded=-5)"
+                         % a.gate)
         z, a_log, dt_bias, q, k, v, beta, S0, lens = (inp(ins[j]) for j in range(9))
         state_arg = ins[7]
     elif split:

@@ -2185,6 +2185,14 @@ static bool cacheBoxes(const CacheRef &cache, int64_t bn) {
          (!cache.table || cache.page % bn == 0);
 }
 
+/// A barrier of every thread of the block's cluster (barrier.cluster.arrive
+/// with release, wait with acquire: shared-memory writes before it are seen
+/// by the cluster's blocks after it).
+static void clusterSync(KernelBuilder &kb) {
+  NVVM::ClusterArriveOp::create(kb.b, kb.loc, kb.b.getUnitAttr());
+  NVVM::ClusterWaitOp::create(kb.b, kb.loc, kb.b.getUnitAttr());
+}
+
 /// `barrier.sync id, threads` (or `barrier.arrive`): a named barrier of
 /// `threads` threads (a multiple of 32) for warps of different roles, not
 /// aligned (each role reaches it at its own instruction). Also a compiler
@@ -2338,12 +2346,8 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                     swizzledAt(kb, Value()));
           NVVM::CpAsyncCommitGroupOp::create(b, loc);
           kb.barrier(tb); // the mbarriers initialized
-          auto clusterSync = [&] {
-            NVVM::ClusterArriveOp::create(b, loc, b.getUnitAttr());
-            NVVM::ClusterWaitOp::create(b, loc, b.getUnitAttr());
-          };
           if (nc > 1)
-            clusterSync(); // every block's mbarriers, before any multicast reaches them
+            clusterSync(kb); // every block's mbarriers, before any multicast reaches them
           Value mask = nc > 1 ? arith::ConstantOp::create(
                                     b, loc, b.getIntegerAttr(b.getI16Type(), (1 << nc) - 1))
                                     .getResult()
@@ -2576,7 +2580,7 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                 storePartials(fin, {}, {});
               });
           if (nc > 1)
-            clusterSync(); // no block exits while the cluster's copies may reach it
+            clusterSync(kb); // no block exits while the cluster's copies may reach it
         },
         [&] {
           // An empty split: weight 0 in the merge.
@@ -3000,7 +3004,10 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
   dm.earlyNext = dmSmall.earlyNext = rowsForm && intFromEnv("K3C_MLA_COMBINE_EARLY", 1);
   const bool mma = dm.on && qaBf;
   DecodeWg dw = decodeWgPlan(attn, kb.target);
-  dw.transposed = dw.transposed && cacheBoxes(cache, dw.bn);
+  if (dw.transposed && !cacheBoxes(cache, dw.bn)) {
+    dw.transposed = false; // the seesaw, whose groups no cluster joins
+    dw.cluster = 1;
+  }
   // The warpgroup-MMA core (sm_90a) takes rounds of at least wgFrom tokens
   // (K3C_MLA_DECODE_WG_FROM, default 2), the mma.sync core the one-token
   // ones: H200, slice, context 8192, mla_attn in the step graph (same call):
@@ -3687,11 +3694,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
           };
           projectTokensMma(one, tb, olHi, olLo, kb.add(t0, local0), valid, head,
                            kb.mul(rk, kb.idx(RS)), RS, &sink);
-          auto clusterSync = [&] {
-            NVVM::ClusterArriveOp::create(kb.b, kb.loc, kb.b.getUnitAttr());
-            NVVM::ClusterWaitOp::create(kb.b, kb.loc, kb.b.getUnitAttr());
-          };
-          clusterSync(); // every block's products in its shared memory
+          clusterSync(kb); // every block's products in its shared memory
           const int64_t DS = gr.dv / CL;
           Value prodAt = memref::ExtractAlignedPointerAsIndexOp::create(kb.b, kb.loc, prod);
           kb.strided(tb, kb.idx(0), kb.mul(valid, kb.idx(DS)), [&](Value i) {
@@ -3709,7 +3712,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
             Value row = kb.add(kb.add(t0, local0), m), col = kb.add(kb.mul(head, gr.dv), n);
             kb.storeF32(gatedOutput(kb, sum, gr.gate, row, col, gr.outType), gr.out, {row, col});
           });
-          clusterSync(); // no block exits while the others read its products
+          clusterSync(kb); // no block exits while the others read its products
         } else if (tc) {
           projectTokensMma(one, tb, olHi, olLo, kb.add(t0, local0), valid, head);
         } else {

@@ -523,7 +523,8 @@ int main(int argc, char **argv) {
     auto loops =
         ::k3c::lowering::lowerKernelsToLoops(*module, kernels, ::k3c::lowering::Target::Gpu);
     std::string err;
-    if (failed(loops) || failed(::k3c::lowering::lowerLoopsToGpu(**loops, err, activationDtype == "f32"))) {
+    const bool exactExp = activationDtype == "f32"; // the f32 build's exact exp
+    if (failed(loops) || failed(::k3c::lowering::lowerLoopsToGpu(**loops, err, exactExp))) {
       llvm::errs() << "k3-compile: error: " << (err.empty() ? "lowering the kernels failed" : err)
                    << "\n";
       return 1;
@@ -634,7 +635,8 @@ int main(int argc, char **argv) {
       cudaLib = (std::filesystem::path(artDir) / "kernels_cuda.so").string();
       std::map<std::string, std::string> ptx;
       bool ranPtxas = false;
-      if (failed(::k3c::lowering::lowerLoopsToGpu(*gpuLoops, err, activationDtype == "f32")) ||
+      const bool exactExp = activationDtype == "f32"; // the f32 build's exact exp
+      if (failed(::k3c::lowering::lowerLoopsToGpu(*gpuLoops, err, exactExp)) ||
           failed(::k3c::lowering::emitPtx(*gpuLoops, ptx, err, /*inPlace=*/true))) {
         llvm::errs() << "k3-compile: error: " << err << "\n";
         return 1;
