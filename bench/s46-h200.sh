@@ -16,8 +16,14 @@
 #     sum; fla's bounded gate at H = 32), in the same call;
 #  3. k3-bench prefill 8192 and decode 1 / 128 of default and GIC, two
 #     rounds alternating (kda_conv_gate, kda_chunk, the step).
+# S46_ORDER (default "checks t8192 fla trest bench") picks the parts and
+# their order: checks (1.), t8192 (the slice's KDA launches at T = 8192,
+# default and GIC), fla (the peer, same T first), trest (T = 2048, 32768
+# and the Kimi Linear slice), bench (3.). A call short of device time runs
+# "t8192 fla checks ..." so #14's comparison comes back first.
 source "$(dirname "$0")/device-common.sh"
 machine
+checks() {
 dense_inputs
 dense_checks tdense tdense-GIC
 echo "== tdense-GIC-f32 (1e-5) vs the reference: a 100-token prompt, a mixed batch of 20"
@@ -54,8 +60,11 @@ K3C_DUMP_KERNEL=kda_chunk@9:/tmp/gd-kl timeout 90 k3-run kl-GIC --checkpoint /tm
 timeout 120 python3 kda_check.py /tmp/gd-kl --gate softplus
 rm -rf /tmp/gd-p /tmp/gd-d /tmp/gd-kl
 echo "== checks done (${SECONDS}s)"
-for T in 8192 2048 32768; do
-  seq 1 $T | paste -sd, > /tmp/prompt-$T.txt
+}
+kda_layer() {
+  local T=$1
+  [ -f /tmp/prompt-$T.txt ] || seq 1 $T | paste -sd, > /tmp/prompt-$T.txt
+  [ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
   for v in "" -GIC; do
     echo "-- KDA launches in steady state, T = $T, slice$v (${SECONDS}s)"
     K3C_PROFILE_LAUNCHES=1 K3C_PROFILE_REPEAT=20 K3C_PROFILE_MATCH=k3_kda_ timeout 150 k3-run slice$v \
@@ -66,8 +75,13 @@ import re
 ms = sum(float(m.group(1)) for m in (re.match(r'\s+\S+ <\S+>\s+\d+\s+([0-9.]+)', l) for l in open('/tmp/prof.txt')) if m)
 print('  KDA layer between its projections: %.3f ms' % ms)"
   done
-done
+}
+t8192() { kda_layer 8192; }
+trest() {
+kda_layer 2048; kda_layer 32768
 # Kimi Linear's head count (32, softplus gate, pairwise path) at 8192 tokens.
+[ -d /tmp/kl ] || k3-mkcheckpoint --config slice-kl.json -o /tmp/kl --seed 3 --quiet
+[ -f /tmp/prompt-8192.txt ] || seq 1 8192 | paste -sd, > /tmp/prompt-8192.txt
 for v in "" -GIC; do
   echo "-- KDA launches in steady state, T = 8192, kl$v (${SECONDS}s)"
   K3C_PROFILE_LAUNCHES=1 K3C_PROFILE_REPEAT=20 K3C_PROFILE_MATCH=k3_kda_ timeout 150 k3-run kl$v \
@@ -78,14 +92,21 @@ import re
 ms = sum(float(m.group(1)) for m in (re.match(r'\s+\S+ <\S+>\s+\d+\s+([0-9.]+)', l) for l in open('/tmp/prof.txt')) if m)
 print('  KDA layer between its projections: %.3f ms' % ms)"
 done
+}
+fla() {
 if [ -d peers/fla/fla ]; then
-  echo "== fla at T = 2048 / 8192 / 32768, H = 96, and 8192 at H = 32 (${SECONDS}s)"
-  timeout 240 python3 kda_peer.py --fla peers/fla --prefill 2048x96,8192x96,32768x96,8192x32 --check "" --dump "" --decode "" --csv $OUT/kda_peer.csv \
+  echo "== fla at T = 8192 / 32768 / 2048, H = 96, and 8192 at H = 32 (${SECONDS}s)"
+  timeout 240 python3 kda_peer.py --fla peers/fla --prefill 8192x96,32768x96,2048x96,8192x32 --check "" --dump "" --decode "" --csv $OUT/kda_peer.csv \
     | grep -E "^#|^case|layer_graph|^chunk_gate_norm_graph|^short_conv_graph|^f_b_linear_graph|^out_norm_graph"
 fi
+}
+bench() {
+[ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 for round in 1 2; do
   for v in "" -GIC; do
     kbench s46$v-$round slice$v /tmp/slice 'kda_conv_gate|kda_chunk|ttft|graph' --prefill 8192 --decode 1,128
   done
 done
+}
+for part in ${S46_ORDER:-checks t8192 fla trest bench}; do $part; done
 echo "== s46 done (${SECONDS}s)"

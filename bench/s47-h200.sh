@@ -31,8 +31,10 @@ export K3C_DEVICE_LOG_TEE=1
 for i in 1 2 3 4 5 6 7 8; do seq -s, $i $((i + 150 * i + 30)); done > /tmp/s8.txt
 for i in $(seq 1 12); do seq -s, $i $((i * 7 + 3)); done > /tmp/s12.txt
 mkdir -p broken
-[ "${PART:-1}" = 1 ] && rm -f /tmp/s47-broken.txt
-[ "${PART:-1}" = 1 ] && for v in WGT WGT0 CC2 WGTC WGT1; do
+# (PART=smoke: the smoke runs alone; PART=checks: part 1 without them)
+case "${PART:-1}" in 1|smoke) SMOKE=1 ;; *) SMOKE=0 ;; esac
+[ $SMOKE = 1 ] && rm -f /tmp/s47-broken.txt
+[ $SMOKE = 1 ] && for v in WGT WGT0 CC2 WGTC WGT1; do
   [ -d v/slice-$v ] || continue
   ok=1
   timeout 60 k3-run v/slice-$v --checkpoint /tmp/slice --device cuda --batch /tmp/s8.txt --max-new-tokens 2 --quiet > /tmp/smoke.txt 2>&1 || ok=0
@@ -47,7 +49,8 @@ for v in $(cat /tmp/s47-broken.txt 2>/dev/null); do mv v/slice-$v v64/dv64-$v br
 # PART=1 (the default) the smoke runs and the checks, PART=2 the timings. A
 # variant PART=1 found broken stays out of PART=2 (/tmp/s47-broken.txt,
 # on the same warm machine).
-if [ "${PART:-1}" = 1 ]; then
+[ "${PART:-1}" = smoke ] && exit 0
+if [ "${PART:-1}" = 1 ] || [ "${PART:-1}" = checks ]; then
   SLICE=slice-bf16 DUMP_CHECK=1 NO_NCU=1 NO_BENCH=1 bash mla-decode-h200.sh
   echo "== s47 part 1 done (${SECONDS}s); next: PART=2 bash .devm/s47-h200.sh"
   exit 0

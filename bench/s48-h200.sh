@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One device call in priority order, for a session short of device time
+# (bundles: PEER_FLA=<fla> bash bench/make-s46-bundle.sh; bash
+# bench/make-s47-bundle.sh; rm -rf .devm/bin, the same tools as .dev/bin,
+# to keep the carry under 64 MiB). Run from the repository root:
+#   bash bench/s48-h200.sh          (call 1, ~10 min)
+#   S48=2 bash bench/s48-h200.sh    (call 2: what call 1 left)
+# Call 1: #14's KDA layer at T = 8192 beside fla (the done-when shape), the
+# s47 smoke runs of #15's new decode variants, their k3-bench decode at
+# context 8192 for batch 1 and 8 beside the default, s46's checks, then the
+# rest of s46's KDA shapes. Call 2: s47 part 1 (each variant's numerics)
+# and its timings at batch 64 / 8k and 8 / 32k. Everything is also in
+# $OUT/log.txt, in the order run.
+set -u
+cd "$(dirname "$0")/.."
+[ -d .devm/bin ] || cp -r .dev/bin .devm/bin
+if [ "${S48:-1}" = 1 ]; then
+  S46_ORDER="t8192 fla" bash .dev/s46-h200.sh
+  PART=smoke bash .devm/s47-h200.sh
+  SLICE=slice-bf16 NO_TINY=1 NO_CMP=1 NO_NCU=1 BATCHES=1,8 CTX=8192 bash .devm/mla-decode-h200.sh
+  S46_ORDER="checks trest" bash .dev/s46-h200.sh
+else
+  PART=checks bash .devm/s47-h200.sh
+  SLICE=slice-bf16 NO_TINY=1 NO_CMP=1 NO_NCU=1 BATCHES=64 CTX=8192 bash .devm/mla-decode-h200.sh
+  NO_TINY=1 NO_CMP=1 NO_NCU=1 BATCHES=8 CTX=32768 bash .devm/mla-decode-h200.sh
+  S46_ORDER=bench bash .dev/s46-h200.sh
+fi
