@@ -345,6 +345,19 @@ void GrowableMemory::ensure(size_t bytes, const std::string &what) {
   mapped = upTo;
 }
 
+void GrowableMemory::shrink(size_t bytes, const std::string &what) {
+  if (handles.empty() || mapped - sizes.back() < bytes)
+    return;
+  synchronize(("shrinking " + what).c_str());
+  while (!handles.empty() && mapped - sizes.back() >= bytes) {
+    mapped -= sizes.back();
+    check(d.cuMemUnmap(base + mapped, sizes.back()), "cuMemUnmap", what);
+    check(d.cuMemRelease(handles.back()), "cuMemRelease", what);
+    handles.pop_back();
+    sizes.pop_back();
+  }
+}
+
 void release(CUdeviceptr p) {
   if (p && d.ready)
     d.cuMemFree(p);

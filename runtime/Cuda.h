@@ -49,6 +49,10 @@ struct GrowableMemory {
   /// Maps memory so that [base, base + bytes) is usable; throws naming
   /// `what` when the device is out of memory.
   void ensure(size_t bytes, const std::string &what);
+  /// Unmaps and releases the last growths while what stays mapped still
+  /// covers [base, base + bytes); waits for the runtime's stream first (its
+  /// launches may still touch them).
+  void shrink(size_t bytes, const std::string &what);
 };
 void upload(CUdeviceptr dst, const void *src, size_t bytes);
 void download(void *dst, CUdeviceptr src, size_t bytes);

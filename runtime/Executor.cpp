@@ -2,6 +2,8 @@
 
 #include "runtime/HostModel.h"
 
+#include <functional>
+
 namespace k3c::rt::detail {
 
 void HostModel::copySlot(int64_t from, int64_t to, int64_t positions) {
@@ -21,17 +23,44 @@ void HostModel::releasePages(int64_t n) {
   for (int32_t page : seqPages[n])
     if (--pageRefs[page] == 0) {
       freePages.push_back(page);
+      std::push_heap(freePages.begin(), freePages.end(), std::greater<int32_t>());
       --plan.pagesInUse;
     }
   seqPages[n].clear();
+  trimPools();
 }
 
 int32_t HostModel::takePage() {
+  std::pop_heap(freePages.begin(), freePages.end(), std::greater<int32_t>());
   const int32_t page = freePages.back();
   freePages.pop_back();
   pageRefs[page] = 1;
   plan.pagesPeak = std::max(plan.pagesPeak, ++plan.pagesInUse);
+  plan.pagesSpan = std::max<int64_t>(plan.pagesSpan, page + 1);
   return page;
+}
+
+void HostModel::trimPools() {
+  // The lowest free page goes first (takePage), so the held pages gather at
+  // the pool's start and what lies past the highest one can be given back.
+  int64_t span = plan.pagesSpan;
+  while (span > 1 && pageRefs[static_cast<size_t>(span - 1)] == 0)
+    --span;
+  plan.pagesSpan = span; // page 0 (the zero page) stays: block tables point there
+  static const bool off = [] {
+    const char *e = std::getenv("K3C_POOL_TRIM");
+    return e && std::string(e) == "0";
+  }();
+  if (off)
+    return;
+  for (Buffer *b : pools) {
+    const size_t page = static_cast<size_t>(b->bytes / plan.cachePages);
+    // Half or less of the mapped memory held: unmap what lies past the
+    // highest held page (hysteresis: a pool that sequences keep filling and
+    // leaving is not unmapped and mapped again each time).
+    if (b->grow && static_cast<size_t>(span) * page * 2 <= b->grow->mapped)
+      b->shrink(static_cast<size_t>(span) * page, "the paged MLA cache's pool");
+  }
 }
 
 void HostModel::clearSlot(int64_t n, bool contextOnly) {

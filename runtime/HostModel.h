@@ -123,6 +123,13 @@ struct Buffer {
     else
       std::memset(static_cast<uint8_t *>(data) + off, 0, n);
   }
+  /// Gives back the device memory of a growable buffer past its first `n`
+  /// bytes (whole growths; after the runtime's stream has drained). Nothing
+  /// elsewhere (the host's calloc, a buffer allocated whole).
+  void shrink(size_t n, const std::string &what) {
+    if (grow)
+      grow->shrink(n, what);
+  }
   void read(void *dst, size_t n) const {
     if (grow && n > grow->mapped) { // unmapped memory reads as zeros
       std::memset(static_cast<uint8_t *>(dst) + grow->mapped, 0, n - grow->mapped);
@@ -338,12 +345,14 @@ public:
     // The paged MLA cache: every page back on the free list (page 0, the
     // zero page, is never handed out; a page is zeroed when handed out, so a
     // reset touches no pool memory).
+    // (ascending: a min-heap, the lowest page handed out first)
     freePages.clear();
-    for (int64_t p = plan.cachePages - 1; p >= 1; --p)
+    for (int64_t p = 1; p < plan.cachePages; ++p)
       freePages.push_back(static_cast<int32_t>(p));
     pageRefs.assign(static_cast<size_t>(plan.cachePages), 0);
     seqPages.assign(n, {});
     plan.pagesInUse = plan.pagesPeak = 0;
+    plan.pagesSpan = 1;
     shared = {};
     kept = {};
   }
@@ -586,7 +595,8 @@ private:
   int64_t batch = 0;
   std::vector<int64_t> lens;
   // The paged MLA cache (plan.cachePage > 0): the layers' pools, the free
-  // page ids (handed out from the back) and each sequence's pages in order.
+  // page ids (a min-heap: the lowest handed out first) and each sequence's
+  // pages in order.
   std::vector<Buffer *> pools;
   std::vector<int32_t> freePages;
   std::vector<int32_t> pageRefs; ///< sequences holding each page (shared prefixes: several)
@@ -627,8 +637,12 @@ private:
   /// contiguous MLA cache only the first `positions` rows).
   void copySlot(int64_t from, int64_t to, int64_t positions);
   /// Drops sequence n's hold on its pages (a page returns to the free list
-  /// with its last holder).
+  /// with its last holder), then trimPools.
   void releasePages(int64_t n);
+  /// Lowers plan.pagesSpan to the highest held page + 1 and unmaps each
+  /// growable pool past it where that gives back half its mapped memory or
+  /// more (K3C_POOL_TRIM=0: never unmapped).
+  void trimPools();
   /// Zeroes sequence n's slot of every non-paged state (contextOnly: of the
   /// contiguous MLA cache only).
   void clearSlot(int64_t n, bool contextOnly);

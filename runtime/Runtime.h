@@ -74,8 +74,10 @@ struct MemoryPlan {
   /// (page 0 the zero page no sequence gets), the bytes of one page over all
   /// MLA layers (counted in stateBytes, not in stateBytesPerSeq).
   int64_t cachePage = 0, cachePages = 0, cachePageBytes = 0;
-  /// Pages the sequences hold now, and at most since the last reset.
-  int64_t pagesInUse = 0, pagesPeak = 0;
+  /// Pages the sequences hold now, and at most since the last reset;
+  /// pagesSpan: the highest held page + 1 (at least 1, the zero page), what
+  /// a growable pool keeps mapped at most once it is trimmed.
+  int64_t pagesInUse = 0, pagesPeak = 0, pagesSpan = 1;
 };
 
 /// The expert ids one router launch chose ([tokens, topK], in token order).

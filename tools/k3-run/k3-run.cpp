@@ -507,9 +507,11 @@ int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
                 static_cast<long long>(shared), static_cast<long long>(plan.maxSeqs - 1),
                 static_cast<long long>(B));
   if (plan.cachePage)
-    std::printf("paged MLA cache: %lld of %lld pages held at the end, at most %lld\n",
+    std::printf("paged MLA cache: %lld of %lld pages held at the end, within the pool's first "
+                "%lld (the rest given back on the GPU), at most %lld\n",
                 static_cast<long long>(plan.pagesInUse),
                 static_cast<long long>(plan.cachePages - 1),
+                static_cast<long long>(plan.pagesSpan),
                 static_cast<long long>(plan.pagesPeak));
   return 0;
 }
