@@ -11,6 +11,7 @@
 #include <vector>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 namespace k3c::rt::cuda {
 
@@ -130,6 +131,8 @@ struct Driver {
   CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, unsigned long long,
                        unsigned long long) = nullptr;
   CUresult (*cuMemUnmap)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*cuOccupancyMaxActiveClusters)(int *, CUfunction, const LaunchConfig *) =
+      nullptr; // optional
   CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const MemAccessDesc *, size_t) = nullptr;
   CUresult (*cuMemGetAllocationGranularity)(size_t *, const MemAllocationProp *, int) = nullptr;
   CUdevice dev = 0;
@@ -200,6 +203,8 @@ bool initialize(std::string &why) {
     d.cuLaunchKernelEx = nullptr;
   if (!bind(d.cuFuncGetName, "cuFuncGetName"))
     d.cuFuncGetName = nullptr;
+  if (!bind(d.cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters"))
+    d.cuOccupancyMaxActiveClusters = nullptr;
   if (!bind(d.cuEventRecordWithFlags, "cuEventRecordWithFlags"))
     d.cuEventRecordWithFlags = nullptr;
   if (!bind(d.cuStreamWaitEvent, "cuStreamWaitEvent"))
@@ -778,6 +783,37 @@ static void launchKernel(void *function, const intptr_t cluster[3], intptr_t gx,
         return;
       }
       have = smem;
+    }
+  }
+  if (clustered && d.cuOccupancyMaxActiveClusters) {
+    // Once a (kernel, shared memory, cluster): a cluster whose blocks cannot
+    // share one GPC (shared memory, registers) would fail to launch with the
+    // driver's bare error; name what does not fit and the way out instead.
+    static std::mutex m;
+    static std::map<std::tuple<void *, int32_t, intptr_t>, int> fits;
+    std::lock_guard<std::mutex> g(m);
+    const intptr_t blocks = cluster[0] * cluster[1] * cluster[2];
+    auto [it, fresh] = fits.try_emplace({function, smem, blocks}, -1);
+    if (fresh) {
+      LaunchAttribute attr = {};
+      attr.id = kLaunchAttributeClusterDimension;
+      for (int i = 0; i < 3; ++i)
+        attr.value.clusterDim[i] = static_cast<unsigned>(cluster[i]);
+      LaunchConfig config{static_cast<unsigned>(gx), static_cast<unsigned>(gy),
+                          static_cast<unsigned>(gz), static_cast<unsigned>(bx),
+                          static_cast<unsigned>(by), static_cast<unsigned>(bz),
+                          static_cast<unsigned>(smem), stream, &attr, 1};
+      int n = -1;
+      if (d.cuOccupancyMaxActiveClusters(&n, function, &config) == 0)
+        it->second = n;
+    }
+    if (it->second == 0) {
+      recordText("a cluster of " + std::to_string(blocks) + " blocks of " +
+                 std::to_string(bx * by * bz) + " threads and " + std::to_string(smem) +
+                 " bytes of shared memory each cannot be scheduled on this GPU "
+                 "(cuOccupancyMaxActiveClusters: 0); compile without clusters "
+                 "(K3C_MLA_DECODE_CLUSTER=0, K3C_MLA_COMBINE_CLUSTER=1)");
+      return;
     }
   }
   const char *name = nullptr;
