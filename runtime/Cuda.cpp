@@ -802,8 +802,8 @@ static void launchKernel(void *function, const intptr_t cluster[3], intptr_t gx,
       LaunchConfig config{static_cast<unsigned>(gx), static_cast<unsigned>(gy),
                           static_cast<unsigned>(gz), static_cast<unsigned>(bx),
                           static_cast<unsigned>(by), static_cast<unsigned>(bz),
-                          static_cast<unsigned>(smem), stream, &attr, 1};
-      int n = -1;
+                          static_cast<unsigned>(smem), nullptr, &attr, 1};
+      int n = -1; // (no stream: a query, legal while a graph is captured)
       if (d.cuOccupancyMaxActiveClusters(&n, function, &config) == 0)
         it->second = n;
     }
