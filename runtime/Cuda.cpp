@@ -355,11 +355,15 @@ void GrowableMemory::shrink(size_t bytes, const std::string &what) {
     return;
   synchronize(("shrinking " + what).c_str());
   while (!handles.empty() && mapped - sizes.back() >= bytes) {
-    mapped -= sizes.back();
-    check(d.cuMemUnmap(base + mapped, sizes.back()), "cuMemUnmap", what);
-    check(d.cuMemRelease(handles.back()), "cuMemRelease", what);
+    // (unmapped before `mapped` drops: a failure leaves the growth listed,
+    // for the destructor)
+    const size_t from = mapped - sizes.back();
+    check(d.cuMemUnmap(base + from, sizes.back()), "cuMemUnmap", what);
+    const unsigned long long h = handles.back();
     handles.pop_back();
     sizes.pop_back();
+    mapped = from;
+    check(d.cuMemRelease(h), "cuMemRelease", what);
   }
 }
 

@@ -508,7 +508,7 @@ int runContinuous(const k3c::Args &args, k3c::rt::Model &model,
                 static_cast<long long>(B));
   if (plan.cachePage)
     std::printf("paged MLA cache: %lld of %lld pages held at the end, within the pool's first "
-                "%lld (the rest given back on the GPU), at most %lld\n",
+                "%lld, at most %lld\n",
                 static_cast<long long>(plan.pagesInUse),
                 static_cast<long long>(plan.cachePages - 1),
                 static_cast<long long>(plan.pagesSpan),
