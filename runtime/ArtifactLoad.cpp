@@ -87,10 +87,13 @@ void HostModel::load() {
                 " does not match its SHA-256 in manifest.json (corrupt or replaced)");
   // Programmatic dependent launch where every kernel of the library waits
   // for its predecessors (griddepcontrol); K3C_PDL=0 launches them plainly.
-  if (gpu) {
-    const char *pdl = std::getenv("K3C_PDL");
+  // (0, 1 or 2 as k3-compile reads it; checked on the host too)
+  const char *pdl = std::getenv("K3C_PDL");
+  if (pdl && *pdl && std::string(pdl) != "0" && std::string(pdl) != "1" &&
+      std::string(pdl) != "2")
+    throw Error("K3C_PDL must be 0, 1 or 2, got '" + std::string(pdl) + "'");
+  if (gpu)
     cuda::allowGridDependency(libj.gridDependency && !(pdl && std::string(pdl) == "0"));
-  }
   if (ckptPath.empty())
     throw Error("artifact '" + dir + "' was compiled from a config alone: give the weights "
                 "with --checkpoint DIR (its config.json must be the compiled one)");
@@ -109,10 +112,13 @@ void HostModel::load() {
     cuda::checkLaunchError("(loading the kernel modules)");
   if (!lib)
     throw Error("cannot load " + libPath.string() + ": " + dlerror());
-  const char *arenaEnv = std::getenv("K3C_SCRATCH_ARENA");
-  if (arenaEnv && std::string(arenaEnv) != "0" && std::string(arenaEnv) != "1")
-    throw Error("K3C_SCRATCH_ARENA must be 0 or 1, got '" + std::string(arenaEnv) + "'");
-  const bool arenaOn = !arenaEnv || std::string(arenaEnv) == "1";
+  // The run-time switches, each checked here, before any state is
+  // allocated: a value other than 0 or 1 is an error naming the variable.
+  const bool arenaOn = envSwitch("K3C_SCRATCH_ARENA", true);
+  poolTrim = envSwitch("K3C_POOL_TRIM", true);
+  for (const char *v : {"K3C_GROWABLE_POOLS", "K3C_PROFILE_LAUNCHES", "K3C_ASYNC_LAUNCHES",
+                        "K3C_EP_WARMUP", "K3C_HOST_GREEDY"})
+    envSwitch(v, false);
   // The floating-point scratch of every kernel: views into one arena of the
   // largest kernel's bytes, with their offsets there.
   std::vector<std::pair<Buffer *, int64_t>> arenaViews;

@@ -300,8 +300,7 @@ GrowableMemory::~GrowableMemory() {
 }
 
 bool GrowableMemory::reserve(size_t bytes) {
-  const char *env = std::getenv("K3C_GROWABLE_POOLS");
-  if (!d.cuMemAddressReserve || (env && std::string(env) == "0"))
+  if (!d.cuMemAddressReserve || !k3c::envSwitch("K3C_GROWABLE_POOLS", true))
     return false;
   MemAllocationProp prop = deviceProp();
   size_t g = 0;
@@ -472,8 +471,7 @@ void destroyGraph(void *exec) {
 bool canMarkGraphs() { return d.cuEventRecordWithFlags && d.cuStreamBeginCapture; }
 
 bool launchesProfiled() {
-  const char *v = std::getenv("K3C_PROFILE_LAUNCHES");
-  return v && *v && std::string(v) != "0";
+  return k3c::envSwitch("K3C_PROFILE_LAUNCHES", false);
 }
 
 void *markEvent() {
@@ -968,10 +966,7 @@ __attribute__((visibility("default"))) void mgpuStreamDestroy(void *) {}
 /// kernels. A kernel's fault is then reported at the next read, without
 /// the kernel's name.
 static bool asyncLaunches() {
-  static const bool on = [] {
-    const char *v = std::getenv("K3C_ASYNC_LAUNCHES");
-    return v && std::string(v) == "1";
-  }();
+  static const bool on = k3c::envSwitch("K3C_ASYNC_LAUNCHES", false);
   return on;
 }
 

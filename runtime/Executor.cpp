@@ -47,11 +47,7 @@ void HostModel::trimPools() {
   while (span > 1 && pageRefs[static_cast<size_t>(span - 1)] == 0)
     --span;
   plan.pagesSpan = span; // page 0 (the zero page) stays: block tables point there
-  static const bool off = [] {
-    const char *e = std::getenv("K3C_POOL_TRIM");
-    return e && std::string(e) == "0";
-  }();
-  if (off)
+  if (!poolTrim) // K3C_POOL_TRIM=0
     return;
   for (Buffer *b : pools) {
     const size_t page = static_cast<size_t>(b->bytes / plan.cachePages);

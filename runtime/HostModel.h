@@ -643,6 +643,8 @@ private:
   /// growable pool past it where that gives back half its mapped memory or
   /// more (K3C_POOL_TRIM=0: never unmapped).
   void trimPools();
+  /// K3C_POOL_TRIM (default on), read at load.
+  bool poolTrim = true;
   /// Zeroes sequence n's slot of every non-paged state (contextOnly: of the
   /// contiguous MLA cache only).
   void clearSlot(int64_t n, bool contextOnly);

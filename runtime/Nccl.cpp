@@ -92,8 +92,7 @@ public:
     // NCCL connects a pair of ranks at their first send/recv (hundreds of
     // milliseconds over NVLink): one small exchange with every peer here, so
     // that cost is not paid inside the first MoE layer. K3C_EP_WARMUP=0 skips it.
-    const char *warm = std::getenv("K3C_EP_WARMUP");
-    if (size > 1 && !(warm && std::string(warm) == "0")) {
+    if (size > 1 && k3c::envSwitch("K3C_EP_WARMUP", true)) {
       ensure(sendBuf, sendCap, 4096 * static_cast<size_t>(size));
       ensure(recvBuf, recvCap, 4096 * static_cast<size_t>(size));
       std::vector<Piece> s, r;

@@ -18,6 +18,7 @@
 #include <vector>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <unistd.h>
 #include <cstring>
 #include <stdexcept>
@@ -38,6 +39,19 @@ class Error : public std::runtime_error {
 public:
   explicit Error(const std::string &msg) : std::runtime_error(msg) {}
 };
+
+/// A 0/1 switch from the environment: unset or empty gives `dflt`, "0" off,
+/// "1" on; any other value is an Error naming the variable (a typo such as
+/// "off" or "yes" must not silently pick one side).
+inline bool envSwitch(const char *var, bool dflt) {
+  const char *v = std::getenv(var);
+  if (!v || !*v)
+    return dflt;
+  const std::string s(v);
+  if (s != "0" && s != "1")
+    throw Error(std::string(var) + " must be 0 or 1, got '" + s + "'");
+  return s == "1";
+}
 
 /// bf16 <-> fp32, round to nearest even; NaN stays NaN (quiet).
 inline uint16_t floatToBf16(float f) {

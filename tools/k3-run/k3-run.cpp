@@ -157,9 +157,8 @@ Err compare(const float *a, const float *ref, int64_t n) {
 /// argmax kernel): N ids come back a step instead of N x vocab floats.
 /// K3C_HOST_GREEDY=1 copies the logits and picks on the host instead.
 static bool greedyWhereLogitsAre(const k3c::Args &args, double temperature) {
-  const char *host = std::getenv("K3C_HOST_GREEDY");
   return temperature <= 0 && !args.has("check") && !args.has("dump-logits") &&
-         !(host && std::string(host) == "1");
+         !k3c::envSwitch("K3C_HOST_GREEDY", false);
 }
 
 /// --interactive: a multi-turn chat on one sequence. Each user turn (the
