@@ -19,7 +19,8 @@
 # S46_ORDER (default "checks t8192 fla trest bench") picks the parts and
 # their order: checks (1.), t8192 (the slice's KDA launches at T = 8192,
 # default and GIC), fla (the peer, same T first), trest (T = 2048, 32768
-# and the Kimi Linear slice), bench (3.). A call short of device time runs
+# and the Kimi Linear slice), bench (3.), ratio (#13's step at 128 against
+# 1, default only). A call short of device time runs
 # "t8192 fla checks ..." so #14's comparison comes back first.
 source "$(dirname "$0")/device-common.sh"
 machine
@@ -107,6 +108,12 @@ for round in 1 2; do
     kbench s46$v-$round slice$v /tmp/slice 'kda_conv_gate|kda_chunk|ttft|graph' --prefill 8192 --decode 1,128
   done
 done
+}
+# #13's decode step at 128 sequences against one (graph replay), the
+# default build alone, two rounds: the ratio's bound is 1.5.
+ratio() {
+[ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+for round in 1 2; do kbench s46-ratio-$round slice /tmp/slice 'graph' --prefill none --decode 1,128; done
 }
 for part in ${S46_ORDER:-checks t8192 fla trest bench}; do $part; done
 echo "== s46 done (${SECONDS}s)"

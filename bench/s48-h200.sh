@@ -7,7 +7,8 @@
 #   S48=2 bash bench/s48-h200.sh    (call 2: what call 1 left)
 # Call 1: #14's KDA layer at T = 8192 beside fla (the done-when shape), the
 # s47 smoke runs of #15's new decode variants, their k3-bench decode at
-# context 8192 for batch 1 and 8 beside the default, s46's checks, then the
+# context 8192 for batch 1 and 8 beside the default, #13's decode step at
+# 128 sequences against one (graph), s46's checks, then the
 # rest of s46's KDA shapes. Call 2: s47 part 1 (each variant's numerics)
 # and its timings at batch 64 / 8k and 8 / 32k. Everything is also in
 # $OUT/log.txt, in the order run.
@@ -18,7 +19,7 @@ if [ "${S48:-1}" = 1 ]; then
   S46_ORDER="t8192 fla" bash .dev/s46-h200.sh
   PART=smoke bash .devm/s47-h200.sh
   SLICE=slice-bf16 NO_TINY=1 NO_CMP=1 NO_NCU=1 BATCHES=1,8 CTX=8192 bash .devm/mla-decode-h200.sh
-  S46_ORDER="checks trest" bash .dev/s46-h200.sh
+  S46_ORDER="ratio checks trest" bash .dev/s46-h200.sh
 else
   # The pools' trim on the GPU (.dev/bin/k3-run-trim: session 45's k3-run,
   # stripped): 140 prompts over the slice's 128 slots (4 of 2000 tokens,
