@@ -570,21 +570,26 @@ void HostModel::launchStep(Entry &e, Launch &l, int64_t T, std::vector<Buffer *>
 
 /// A float32 .npy of `b`'s current contents (readAsF32).
 /// Byte buffers (i8: MXFP4 payload and scales) are written as raw uint8.
-static void dumpNpy(const std::string &path, const Buffer &b, const std::string &dtype) {
+/// `rows` >= 0: the leading dimension's first `rows` only.
+static void dumpNpy(const std::string &path, const Buffer &b, const std::string &dtype,
+                    int64_t rows = -1) {
   const bool bytes = dtype == "i8";
   std::vector<float> f;
   std::vector<uint8_t> raw;
+  std::vector<int64_t> dims = b.dims;
+  if (rows >= 0 && !dims.empty())
+    dims[0] = std::min(rows, dims[0]);
   int64_t n = 1;
-  for (int64_t d : b.dims)
+  for (int64_t d : dims)
     n *= d;
   if (bytes) {
     raw.resize(n);
     b.read(raw.data(), raw.size());
   } else {
-    f = readAsF32(b, dtype);
+    f = readAsF32(b, dtype, rows);
   }
   std::string shape = "(";
-  for (int64_t d : b.dims)
+  for (int64_t d : dims)
     shape += std::to_string(d) + ",";
   shape += ")";
   std::string header = std::string("{'descr': '") + (bytes ? "|u1" : "<f4") +
@@ -683,14 +688,25 @@ void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, in
   }
   KernelDump &dump = KernelDump::get();
   const bool dumping = dump.wants(k, T);
+  // A paged MLA cache's pool is dumped up to the highest page held (block
+  // tables point below it): the whole pool is gigabytes of unused pages.
+  auto poolRows = [&](const Buffer *b) -> int64_t {
+    return std::find(pools.begin(), pools.end(), b) != pools.end()
+               ? std::max<int64_t>(plan.pagesSpan, 1)
+               : -1;
+  };
   if (dumping) {
     std::filesystem::create_directories(dump.dir);
     json meta = json::array();
     for (size_t i = 0; i < k.args.size(); ++i) {
+      std::vector<int64_t> shown = dims[i];
+      if (poolRows(argBuf[i]) >= 0 && !shown.empty())
+        shown[0] = std::min(shown[0], poolRows(argBuf[i]));
       meta.push_back({{"kind", k.args[i].kind}, {"index", k.args[i].index},
-                      {"dtype", k.args[i].dtype}, {"dims", dims[i]}, {"kernel", k.name}});
+                      {"dtype", k.args[i].dtype}, {"dims", shown}, {"kernel", k.name}});
       if (k.args[i].kind != "scratch") // a kernel's own workspace (maybe a stub)
-        dumpNpy(dump.dir + "/arg" + std::to_string(i) + "_in.npy", *argBuf[i], k.args[i].dtype);
+        dumpNpy(dump.dir + "/arg" + std::to_string(i) + "_in.npy", *argBuf[i], k.args[i].dtype,
+                poolRows(argBuf[i]));
     }
     std::ofstream(dump.dir + "/args.json") << meta.dump(1) << "\n";
   }
@@ -709,7 +725,8 @@ void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, in
   if (dumping) {
     for (size_t i = 0; i < k.args.size(); ++i)
       if (k.args[i].kind != "scratch")
-        dumpNpy(dump.dir + "/arg" + std::to_string(i) + "_out.npy", *argBuf[i], k.args[i].dtype);
+        dumpNpy(dump.dir + "/arg" + std::to_string(i) + "_out.npy", *argBuf[i], k.args[i].dtype,
+                poolRows(argBuf[i]));
     dump.done = true;
   }
   if (timed)

@@ -232,29 +232,37 @@ inline float toF32(const uint8_t *p, DType t) {
 /// `b`'s current contents as fp32, read as elements of `dtype` (the value's
 /// or kernel argument's: a pooled activation buffer's own may be stale);
 /// bf16/f16/f32/i32 widened.
-inline std::vector<float> readAsF32(const Buffer &b, const std::string &dtype) {
+/// `b`'s contents as floats; its first `rows` rows of the leading dimension
+/// only when rows >= 0 (a paged pool: the pages in reach).
+inline std::vector<float> readAsF32(const Buffer &b, const std::string &dtype, int64_t rows = -1) {
   int64_t n = 1;
-  for (int64_t d : b.dims)
-    n *= d;
+  for (size_t i = 0; i < b.dims.size(); ++i)
+    n *= i == 0 && rows >= 0 ? std::min(rows, b.dims[0]) : b.dims[i];
   const int64_t es = dtypeBytes(dtype);
   std::vector<uint8_t> raw(n * es);
   b.read(raw.data(), raw.size());
   std::vector<float> f(n);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint8_t *p = raw.data() + i * es;
-    if (dtype == "i32") {
+  // (the dtype decided once: a pool's dump converts billions of elements)
+  const uint8_t *p = raw.data();
+  if (dtype == "i32") {
+    for (int64_t i = 0; i < n; ++i) {
       int32_t v;
-      std::memcpy(&v, p, 4);
+      std::memcpy(&v, p + i * 4, 4);
       f[i] = static_cast<float>(v);
-    } else if (dtype == "i64") {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      f[i] = static_cast<float>(v);
-    } else if (es == 1) { // i8: raw bytes (MXFP4 payload and scales) as 0..255
-      f[i] = static_cast<float>(*p);
-    } else {
-      f[i] = toF32(p, dtype == "bf16" ? DType::BF16 : dtype == "f16" ? DType::F16 : DType::F32);
     }
+  } else if (dtype == "i64") {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v;
+      std::memcpy(&v, p + i * 8, 8);
+      f[i] = static_cast<float>(v);
+    }
+  } else if (es == 1) { // i8: raw bytes (MXFP4 payload and scales) as 0..255
+    for (int64_t i = 0; i < n; ++i)
+      f[i] = static_cast<float>(p[i]);
+  } else {
+    const DType t = dtype == "bf16" ? DType::BF16 : dtype == "f16" ? DType::F16 : DType::F32;
+    for (int64_t i = 0; i < n; ++i)
+      f[i] = toF32(p + i * es, t);
   }
   return f;
 }
