@@ -2070,7 +2070,7 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, con
 /// as an MN-major B: the cache tile is read once for 64 heads. Writes the
 /// partials as decodeMmaCore does.
 ///
-/// The seesaw form (K3C_MLA_DECODE_WGMMA=2, the default; FlashMLA's split of the
+/// The seesaw form (K3C_MLA_DECODE_WGMMA=2; FlashMLA's split of the
 /// scores): each warpgroup computes S for half of a tile's positions
 /// (wgmma.m64n32k16), the two exchange their row maxima through shared
 /// memory and agree on one running maximum, each writes its half of P
@@ -2092,15 +2092,17 @@ struct DecodeWg {
   /// same sums). Cache layouts TMA cannot box (a non-identity memref, pages
   /// not a multiple of 64 positions) keep cp.async.
   bool tma = false;
-  /// (K3C_MLA_DECODE_WGMMA=4, opt-in; caches TMA can box, else the seesaw)
-  /// the transposed core (decodeWgmmaCoreT): blocks of HG heads (96: two of
-  /// 48, no padded rows), S^T = K q_abs^T and O^T = V^T P^T with the heads
-  /// as the wgmma N dimension.
+  /// (K3C_MLA_DECODE_WGMMA=4, the default since session 46: 78 against the
+  /// seesaw's 94 us at batch 8, context 8192 on an H100; caches TMA can box,
+  /// else the seesaw) the transposed core (decodeWgmmaCoreT): blocks of HG
+  /// heads (96: two of 48, no padded rows), S^T = K q_abs^T and O^T = V^T
+  /// P^T with the heads as the wgmma N dimension.
   bool transposed = false;
   /// The transposed core's blocks of one (token, split) as a thread block
-  /// cluster (K3C_MLA_DECODE_CLUSTER, default 1: where the heads make 2..8
+  /// cluster (K3C_MLA_DECODE_CLUSTER=1, opt-in: where the heads make 2..8
   /// groups): each block issues its share of a tile's 64-column boxes with
-  /// TMA multicast to all of them, so a tile leaves L2 once for every head.
+  /// TMA multicast to all of them, so a tile leaves L2 once for every head
+  /// (measured slower: 98 us against 78 without, the case above).
   int64_t cluster = 1;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
@@ -2132,7 +2134,7 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
   DecodeWg d;
   const TargetInfo &info = TargetInfo::get(target);
   auto kvType = cast<ShapedType>(attn.getKv().getType());
-  const int64_t mode = intFromEnv("K3C_MLA_DECODE_WGMMA", 2);
+  const int64_t mode = intFromEnv("K3C_MLA_DECODE_WGMMA", 4);
   if (mode < 0 || mode > 4)
     llvm::report_fatal_error("k3c: K3C_MLA_DECODE_WGMMA must be 0, 1, 2, 3 or 4, got " +
                                  llvm::Twine(mode),
@@ -2166,7 +2168,7 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
       d.transposed = d.tSharedBytes() <= info.maxSharedPerBlock;
     }
     d.seesaw = true; // where the cache cannot be boxed (absorbedSplit)
-    const int64_t cl = intFromEnv("K3C_MLA_DECODE_CLUSTER", 1);
+    const int64_t cl = intFromEnv("K3C_MLA_DECODE_CLUSTER", 0);
     if (cl < 0 || cl > 1)
       llvm::report_fatal_error("k3c: K3C_MLA_DECODE_CLUSTER must be 0 or 1, got " +
                                    llvm::Twine(cl),

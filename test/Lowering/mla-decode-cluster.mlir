@@ -1,13 +1,14 @@
 // --k3-lower-kernels on an MLA attention of 96 heads (latent 128 + rope 64,
 // nope 16, v 64, bf16) for sm_90a with the transposed decode core
-// (K3C_MLA_DECODE_WGMMA=4): two groups of 48 heads (no padded rows), and by
-// default the two blocks of a (token, split) as one thread block cluster.
+// (K3C_MLA_DECODE_WGMMA=4, the default): two groups of 48 heads (no padded
+// rows), with K3C_MLA_DECODE_CLUSTER=1 the two blocks of a (token, split) as
+// one thread block cluster.
 // Shared memory: q_abs^T (3 x 48 rows x 128 bytes), the two-slot ring
 // (2 x 3 x 8 KB), two P^T buffers (2 x 48 x 128), two alpha rows (2 x 48
 // f32), the 4 warps' maxima (4 x 48 f32), 4 mbarriers, the alignment slack:
 // 82080 bytes.
 //
-// Clustered (the default): the launch carries a cluster of 2 (the grid's
+// Clustered (K3C_MLA_DECODE_CLUSTER=1): the launch carries a cluster of 2 (the grid's
 // head groups vary fastest), the empty mbarriers count the cluster's 16
 // warps, a cluster barrier follows their initialization, each block issues
 // its share of a tile's boxes (block g the boxes m with m % 2 = g) with TMA
@@ -15,11 +16,12 @@
 // empty barriers (mapa, cluster scope), and a cluster barrier ends the
 // block. S^T is wgmma.m64n48k16 (12 k steps), O^T += V^T P^T two tiles of
 // wgmma.m64n48k16 with A MN-major in each warpgroup.
-// RUN: env K3C_MLA_DECODE_WGMMA=4 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
+// RUN: env K3C_MLA_DECODE_CLUSTER=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
 //
-// K3C_MLA_DECODE_CLUSTER=0: the same core without the cluster (each block
-// copies the whole tile itself; a warp's release is one local arrival);
-// other values are refused.
+// By default (K3C_MLA_DECODE_CLUSTER=0): the same core without the cluster
+// (each block copies the whole tile itself; a warp's release is one local
+// arrival); other values are refused.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SOLO
 // RUN: env K3C_MLA_DECODE_WGMMA=4 K3C_MLA_DECODE_CLUSTER=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SOLO
 // RUN: env K3C_MLA_DECODE_WGMMA=4 K3C_MLA_DECODE_CLUSTER=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BAD
 //
@@ -36,9 +38,9 @@
 // RUN: env K3C_MLA_COMBINE_CLUSTER=4 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=COMB4
 // RUN: env K3C_MLA_COMBINE_CLUSTER=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=COMBBAD
 //
-// The default seesaw core computes 64-head groups: two groups of 64 rows
-// for the 96 heads.
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SS
+// The seesaw core (K3C_MLA_DECODE_WGMMA=2) computes 64-head groups: two
+// groups of 64 rows for the 96 heads.
+// RUN: env K3C_MLA_DECODE_WGMMA=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SS
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000cafe(
 // CHECK: gpu.launch clusters({{.*}}) in ({{.*}} = %c2{{[_0-9]*}}, {{.*}} = %c1{{[_0-9]*}}, {{.*}} = %c1{{[_0-9]*}}) blocks

@@ -15,14 +15,14 @@
 // mma.sync core writes them.
 // RUN: env K3C_MLA_DECODE_WGMMA=1 K3C_MLA_DECODE_WG_FROM=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
 //
-// By default (the seesaw form, rounds of at least K3C_MLA_DECODE_WG_FROM =
-// 2 tokens; the mma.sync core below): each warpgroup takes S for 32 of
+// K3C_MLA_DECODE_WGMMA=2 (the seesaw form, rounds of at least
+// K3C_MLA_DECODE_WG_FROM = 2 tokens; the mma.sync core below): each warpgroup takes S for 32 of
 // the tile's positions (wgmma.m64n32k16), the row maxima cross through
 // shared memory (2 x 64 f32), P's halves go to a shared bf16 tile (8 KB
 // more: 83456 bytes), fenced for the async proxy, O += own P V (register
 // A) and, after the barrier, the other half's (two shared-memory-A
 // wgmma.m64n64k16); L sums both warpgroups' row sums.
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SS
+// RUN: env K3C_MLA_DECODE_WGMMA=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SS
 // RUN: env K3C_MLA_DECODE_WGMMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=OFF
 //
 // K3C_MLA_DECODE_WGMMA=3 (opt-in): the seesaw with tile 0's S before the
@@ -39,12 +39,12 @@
 // its end); per tile q_abs's cp.async group, the slot's parity wait, the
 // rows past the split's end zeroed, the async-proxy fence and the barrier.
 // No cp.async of the cache remains (q_abs's six copies a thread do).
-// RUN: env K3C_MLA_DECODE_TMA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TMA
+// RUN: env K3C_MLA_DECODE_TMA=1 K3C_MLA_DECODE_WGMMA=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TMA
 // RUN: env K3C_MLA_DECODE_TMA=1 K3C_MLA_DECODE_WGMMA=3 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PRE
 // RUN: env K3C_MLA_DECODE_TMA=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TMA2
 // RUN: env K3C_MLA_DECODE_WGMMA=5 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=MODE5
 //
-// K3C_MLA_DECODE_WGMMA=4 (opt-in): the transposed core, a block per
+// K3C_MLA_DECODE_WGMMA=4 (the default): the transposed core, a block per
 // (token, group of HG heads, split); here one group of the 8 heads. Shared
 // memory: q_abs^T (3 x 8 rows x 128 bytes), the two-slot ring (2 x 3 x 8 KB),
 // two P^T buffers (2 x 8 x 128), two alpha rows, the 4 warps' maxima, 4
@@ -64,6 +64,8 @@
 // slot release, barrier 2 / 3 arrivals, tile j + 2 by its first warp after
 // the empty barrier's phase.
 // RUN: env K3C_MLA_DECODE_WGMMA=4 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WGT
+// (the default since session 46)
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WGT
 // RUN: env K3C_MLA_DECODE_WG_FROM=0 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FROM0
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000beef(

@@ -7,11 +7,14 @@
 // cp.async row of a 64-position tile (warpgroup and mma.sync split cores).
 // The numbers are checked end to end in test/Runtime/mla-paged.test.
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
+// RUN: env K3C_MLA_DECODE_WGMMA=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GPU
+// The default split core (the transposed one) boxes its tiles by the TMA unit, a box
+// of 64 positions at row s % 64 of page table[n][s / 64].
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WGT
 // RUN: env K3C_MLA_DECODE_WGMMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=MMA
 // The warpgroup core's TMA tiles (K3C_MLA_DECODE_TMA=1): a box of 64 positions
 // at row s % 64 of page table[n][s / 64] (tiles start on page boundaries).
-// RUN: env K3C_MLA_DECODE_TMA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TMA
+// RUN: env K3C_MLA_DECODE_TMA=1 K3C_MLA_DECODE_WGMMA=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TMA
 
 // HOST-LABEL: func.func @k3_mla_attn_0000beef(
 // HOST-SAME: %[[POOL:[a-z0-9]+]]: memref<?x64x192xbf16>
@@ -97,3 +100,11 @@ func.func @mla_attn_narrow(%a0: tensor<?x96xbf16>, %a1: tensor<?x40xbf16>, %a2: 
     }
     return %r#0, %r#1 : tensor<?x64xbf16>, tensor<?x64x40xbf16>
 }
+
+// WGT-LABEL: func.func @k3_mla_attn_0000beef(
+// WGT: nvgpu.tma.create.descriptor %{{.*}} box[%c1{{[_0-9]*}}, %c64{{[_0-9]*}}, %c64{{[_0-9]*}}]
+// WGT: module(@k3_mla_attn_0000beef_absorbed_split_wgt_h8_n64)
+// WGT: %[[TPG:.*]] = memref.load %{{.*}} : memref<?x64xi32>
+// WGT: %[[TPGI:.*]] = arith.index_cast %[[TPG]] : i32 to index
+// WGT: arith.remui
+// WGT: nvvm.cp.async.bulk.tensor.shared.cluster.global {{.*}} box[
