@@ -700,8 +700,8 @@ void HostModel::launchOne(KernelSpec &k, const std::vector<Buffer *> &argBuf, in
     json meta = json::array();
     for (size_t i = 0; i < k.args.size(); ++i) {
       std::vector<int64_t> shown = dims[i];
-      if (poolRows(argBuf[i]) >= 0 && !shown.empty())
-        shown[0] = std::min(shown[0], poolRows(argBuf[i]));
+      if (const int64_t rows = poolRows(argBuf[i]); rows >= 0 && !shown.empty())
+        shown[0] = std::min(shown[0], rows);
       meta.push_back({{"kind", k.args[i].kind}, {"index", k.args[i].index},
                       {"dtype", k.args[i].dtype}, {"dims", shown}, {"kernel", k.name}});
       if (k.args[i].kind != "scratch") // a kernel's own workspace (maybe a stub)

@@ -231,9 +231,8 @@ inline float toF32(const uint8_t *p, DType t) {
 
 /// `b`'s current contents as fp32, read as elements of `dtype` (the value's
 /// or kernel argument's: a pooled activation buffer's own may be stale);
-/// bf16/f16/f32/i32 widened.
-/// `b`'s contents as floats; its first `rows` rows of the leading dimension
-/// only when rows >= 0 (a paged pool: the pages in reach).
+/// bf16/f16/f32/i32 widened; only the leading dimension's first `rows` when
+/// rows >= 0 (a paged pool: the pages in reach).
 inline std::vector<float> readAsF32(const Buffer &b, const std::string &dtype, int64_t rows = -1) {
   int64_t n = 1;
   for (size_t i = 0; i < b.dims.size(); ++i)
