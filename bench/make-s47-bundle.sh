@@ -19,11 +19,12 @@
 #         66 clusters of two 48-head blocks instead of the mma.sync core)
 # The k3-tiny f32 / dense builds the s47 script does not run are dropped
 # (the carry limit: .dev and .devm together under 64 MiB).
+# VARIANTS=... replaces the six (bench/make-s49-bundle.sh).
 # Carry .devm (and .dev); run: bash .devm/s47-h200.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export BUNDLE_DIR=.devm
-VARIANTS="WGT=K3C_MLA_DECODE_WGMMA=4 WGT0=K3C_MLA_DECODE_WGMMA=4;K3C_MLA_DECODE_CLUSTER=0 CC2=K3C_MLA_COMBINE_CLUSTER=2 WGTC=K3C_MLA_DECODE_WGMMA=4;K3C_MLA_COMBINE_CLUSTER=4 WGT1=K3C_MLA_DECODE_WGMMA=4;K3C_MLA_DECODE_WG_FROM=1 QP0=K3C_MLA_QABS_PAD=0" \
+VARIANTS="${VARIANTS:-WGT=K3C_MLA_DECODE_WGMMA=4 WGT0=K3C_MLA_DECODE_WGMMA=4;K3C_MLA_DECODE_CLUSTER=0 CC2=K3C_MLA_COMBINE_CLUSTER=2 WGTC=K3C_MLA_DECODE_WGMMA=4;K3C_MLA_COMBINE_CLUSTER=4 WGT1=K3C_MLA_DECODE_WGMMA=4;K3C_MLA_DECODE_WG_FROM=1 QP0=K3C_MLA_QABS_PAD=0}" \
   bash bench/make-mla-bundle.sh
 rm -rf .devm/tiny-f32 .devm/tiny-dense-bf16 .devm/tiny-dense-from2
 cp bench/s47-h200.sh .devm/

@@ -12,10 +12,5 @@
 # Then: rm -rf .devm/bin (the same tools as .dev/bin: the carry limit).
 # Carry .dev and .devm; run: bash bench/s49-h200.sh (from the repository root).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export BUNDLE_DIR=.devm
 VARIANTS="SS=K3C_MLA_DECODE_WGMMA=2 WGT=K3C_MLA_DECODE_CLUSTER=1 CC2=K3C_MLA_COMBINE_CLUSTER=2" \
-  bash bench/make-mla-bundle.sh
-rm -rf .devm/tiny-f32 .devm/tiny-dense-bf16 .devm/tiny-dense-from2
-cp bench/s47-h200.sh .devm/
-du -sh .devm
+  exec bash "$(dirname "$0")/make-s47-bundle.sh"
