@@ -13,15 +13,29 @@ namespace k3c {
 namespace {
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double silu(double x) { return x * sigmoid(x); }
+std::vector<float> toFloat(const std::vector<double> &v) {
+  return std::vector<float>(v.begin(), v.end());
+}
 double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
 } // namespace
 
 Reference::Reference(ModelConfig config, WeightsF32 w, Precision p)
     : cfg(std::move(config)), weights(std::move(w)), precision(p) {}
 
-float Reference::R(double x) const {
-  return precision == Precision::BF16 ? roundBf16(static_cast<float>(x))
-                                      : static_cast<float>(x);
+double Reference::R(double x) const {
+  switch (precision) {
+  case Precision::BF16:
+    return roundBf16(static_cast<float>(x));
+  case Precision::F32:
+    return static_cast<float>(x);
+  case Precision::F64:
+    break;
+  }
+  return x;
+}
+
+double Reference::F(double x) const {
+  return precision == Precision::F64 ? x : static_cast<double>(static_cast<float>(x));
 }
 
 const F32Tensor &Reference::w(const std::string &name) const {
@@ -64,11 +78,12 @@ Reference::Vec Reference::linear(const Vec &x, int64_t rows, const F32Tensor &W,
                       o1 = std::min(out, o0 + kBlock);
         for (int64_t t = 0; t < rows; ++t)
           for (int64_t o = o0; o < o1; ++o) {
-            const float *xr = &x[t * in], *wr = &W.data[o * in];
+            const double *xr = &x[t * in];
+            const float *wr = &W.data[o * in];
             double acc = 0;
             for (int64_t i = 0; i < in; ++i)
-              acc += static_cast<double>(xr[i]) * wr[i];
-            y[t * out + o] = round ? R(acc) : static_cast<float>(acc);
+              acc += xr[i] * wr[i];
+            y[t * out + o] = round ? R(acc) : F(acc);
           }
       },
       minParallel);
@@ -83,10 +98,10 @@ Reference::Vec Reference::rmsnorm(const Vec &x, int64_t rows, const F32Tensor &w
   for (int64_t t = 0; t < rows; ++t) {
     double ss = 0;
     for (int64_t i = 0; i < n; ++i)
-      ss += static_cast<double>(x[t * n + i]) * x[t * n + i];
+      ss += x[t * n + i] * x[t * n + i];
     double inv = 1.0 / std::sqrt(ss / n + eps);
     for (int64_t i = 0; i < n; ++i)
-      y[t * n + i] = R(static_cast<double>(R(x[t * n + i] * inv)) * weight.data[i]);
+      y[t * n + i] = R(R(x[t * n + i] * inv) * weight.data[i]);
   }
   return y;
 }
@@ -116,10 +131,10 @@ Reference::Vec Reference::attnRes(const std::vector<const Vec *> &src, int64_t T
   std::vector<double> score(n);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t i = 0; i < n; ++i) {
-      const float *v = &(*src[i])[t * d];
+      const double *v = &(*src[i])[t * d];
       double ss = 0;
       for (int64_t j = 0; j < d; ++j)
-        ss += static_cast<double>(v[j]) * v[j];
+        ss += v[j] * v[j];
       double inv = 1.0 / std::sqrt(ss / d + cfg.rmsNormEps), s = 0;
       for (int64_t j = 0; j < d; ++j)
         s += v[j] * inv * (static_cast<double>(wn.data[j]) * wp.data[j]);
@@ -142,7 +157,7 @@ Reference::Vec Reference::kda(int64_t li, const Vec &x, int64_t T, SequenceState
   auto L = [&](const std::string &rest) { return w(layerName(li, "self_attn." + rest)); };
   const int64_t H = cfg.kdaHeads, dh = cfg.kdaHeadDim, P = cfg.kdaProjDim(),
                 W = cfg.convKernel, ki = cfg.attnIndex(li);
-  std::vector<float> &S = st.kda[ki], &win = st.conv[ki];
+  std::vector<double> &S = st.kda[ki], &win = st.conv[ki];
 
   // Projections, then causal depthwise conv + SiLU on q, k, v.
   Vec proj[3] = {linear(x, T, L("q_proj.weight")), linear(x, T, L("k_proj.weight")),
@@ -164,7 +179,7 @@ Reference::Vec Reference::kda(int64_t li, const Vec &x, int64_t T, SequenceState
         act[which][t * P + c] = R(silu(u));
       }
     // New window: the last W-1 pre-conv inputs.
-    std::vector<float> old(win);
+    std::vector<double> old(win);
     for (int64_t r = 0; r < W - 1; ++r) {
       int64_t src = T - (W - 1) + r;
       for (int64_t c = 0; c < P; ++c)
@@ -197,37 +212,37 @@ Reference::Vec Reference::kda(int64_t li, const Vec &x, int64_t T, SequenceState
       qn = 1.0 / std::sqrt(qn + 1e-6);
       kn = 1.0 / std::sqrt(kn + 1e-6);
       for (int64_t i = 0; i < dh; ++i) {
-        q[i] = static_cast<float>(q[i] * qn * scale);
-        k[i] = static_cast<float>(k[i] * kn);
+        q[i] = F(q[i] * qn * scale);
+        k[i] = F(k[i] * kn);
         double zz = static_cast<double>(z[t * P + h * dh + i]) + dt.data[h * dh + i];
         double gi = cfg.gateLowerBound
                         ? *cfg.gateLowerBound * sigmoid(std::exp(alog.data[h]) * zz)
                         : -std::exp(alog.data[h]) * softplus(zz);
-        g[i] = static_cast<float>(gi);
+        g[i] = F(gi);
       }
       double beta = sigmoid(b[t * H + h]);
       // State Sᵀ: element (v = j, k = i) at S[h][j][i].
-      float *Sh = &S[h * dh * dh];
+      double *Sh = &S[h * dh * dh];
       for (int64_t j = 0; j < dh; ++j)
         for (int64_t i = 0; i < dh; ++i)
-          Sh[j * dh + i] = static_cast<float>(Sh[j * dh + i] * std::exp(g[i]));
+          Sh[j * dh + i] = F(Sh[j * dh + i] * std::exp(g[i]));
       for (int64_t j = 0; j < dh; ++j) {
         double s = 0;
         for (int64_t i = 0; i < dh; ++i)
-          s += static_cast<double>(Sh[j * dh + i]) * k[i];
+          s += Sh[j * dh + i] * k[i];
         pred[j] = s;
       }
       for (int64_t j = 0; j < dh; ++j) {
         double vj = act[2][t * P + h * dh + j];
         double u = beta * (vj - pred[j]);
         for (int64_t i = 0; i < dh; ++i)
-          Sh[j * dh + i] = static_cast<float>(Sh[j * dh + i] + k[i] * u);
+          Sh[j * dh + i] = F(Sh[j * dh + i] + k[i] * u);
       }
       double ss = 0;
       for (int64_t j = 0; j < dh; ++j) {
         double s = 0;
         for (int64_t i = 0; i < dh; ++i)
-          s += static_cast<double>(Sh[j * dh + i]) * q[i];
+          s += Sh[j * dh + i] * q[i];
         ov[j] = R(s); // the kernels hand o back in the dtype of v
         ss += ov[j] * ov[j];
       }
@@ -245,7 +260,7 @@ Reference::Vec Reference::mla(int64_t li, const Vec &x, int64_t T, SequenceState
   const int64_t H = cfg.mlaHeads, nope = cfg.qkNopeHeadDim, rope = cfg.qkRopeHeadDim,
                 qk = cfg.qkHeadDim(), dv = cfg.vHeadDim, R_ = cfg.kvLoraRank,
                 cd = cfg.mlaCacheDim();
-  std::vector<float> &cache = st.mla[cfg.attnIndex(li)];
+  std::vector<double> &cache = st.mla[cfg.attnIndex(li)];
   Vec q = cfg.qLoraRank
               ? linear(rmsnorm(linear(x, T, L("q_a_proj.weight")), T,
                                L("q_a_layernorm.weight"), cfg.mlaNormEps),
@@ -272,16 +287,16 @@ Reference::Vec Reference::mla(int64_t li, const Vec &x, int64_t T, SequenceState
   for (int64_t t = 0; t < T; ++t) {
     int64_t visible = past + t + 1; // causal: the cache plus tokens up to t
     for (int64_t h = 0; h < H; ++h) {
-      const float *qh = &q[t * H * qk + h * qk];
+      const double *qh = &q[t * H * qk + h * qk];
       double mx = -INFINITY;
       for (int64_t s = 0; s < visible; ++s) {
-        const float *kh = &kv[s * H * (nope + dv) + h * (nope + dv)];
-        const float *kpe = &cache[s * cd + R_];
+        const double *kh = &kv[s * H * (nope + dv) + h * (nope + dv)];
+        const double *kpe = &cache[s * cd + R_];
         double acc = 0;
         for (int64_t i = 0; i < nope; ++i)
-          acc += static_cast<double>(qh[i]) * kh[i];
+          acc += qh[i] * kh[i];
         for (int64_t i = 0; i < rope; ++i)
-          acc += static_cast<double>(qh[nope + i]) * kpe[i];
+          acc += qh[nope + i] * kpe[i];
         score[s] = acc * scale;
         mx = std::max(mx, score[s]);
       }
@@ -299,7 +314,7 @@ Reference::Vec Reference::mla(int64_t li, const Vec &x, int64_t T, SequenceState
   if (cfg.mlaOutputGate) {
     Vec g = linear(x, T, L("g_proj.weight"));
     for (size_t i = 0; i < a.size(); ++i)
-      a[i] = R(static_cast<double>(a[i]) * R(sigmoid(g[i])));
+      a[i] = R(a[i] * R(sigmoid(g[i])));
   }
   return linear(a, T, L("o_proj.weight"));
 }
@@ -363,7 +378,7 @@ Reference::Vec Reference::moe(int64_t li, const Vec &x, int64_t T) const {
       Vec h = glu(linear(zt, 1, L(base + "w1.weight")), linear(zt, 1, L(base + "w3.weight")));
       Vec y = linear(h, 1, L(base + "w2.weight"));
       for (int64_t j = 0; j < Wd; ++j)
-        acc[j] += static_cast<double>(y[j]) * wk;
+        acc[j] += y[j] * wk;
     }
     for (int64_t j = 0; j < Wd; ++j)
       u[t * Wd + j] = R(acc[j]);
@@ -377,7 +392,7 @@ Reference::Vec Reference::moe(int64_t li, const Vec &x, int64_t T) const {
                         linear(x, T, L("shared_experts.up_proj.weight"))),
                     T, L("shared_experts.down_proj.weight"));
     for (int64_t i = 0; i < T * D; ++i)
-      r[i] = R(static_cast<double>(r[i]) + sh[i]);
+      r[i] = R(r[i] + sh[i]);
   }
   return r;
 }
@@ -407,7 +422,7 @@ std::vector<float> Reference::forward(const std::vector<int64_t> &ids, SequenceS
   }
   auto add = [&](Vec &acc, const Vec &v) {
     for (size_t i = 0; i < acc.size(); ++i)
-      acc[i] = R(static_cast<double>(acc[i]) + v[i]);
+      acc[i] = R(acc[i] + v[i]);
   };
   std::vector<Vec> blocks;
   Vec prefix = h;
@@ -435,7 +450,7 @@ std::vector<float> Reference::forward(const std::vector<int64_t> &ids, SequenceS
     Vec xn = rmsnorm(x, T, w(layerName(li, "input_layernorm.weight")), cfg.rmsNormEps);
     Vec a = cfg.attn[li] == AttnKind::KDA ? kda(li, xn, T, st) : mla(li, xn, T, st);
     if (trace)
-      trace(li, "attn", a);
+      trace(li, "attn", toFloat(a));
     Vec y;
     if (cfg.hasAttnRes()) {
       if (havePrefix)
@@ -452,17 +467,17 @@ std::vector<float> Reference::forward(const std::vector<int64_t> &ids, SequenceS
     Vec yn = rmsnorm(y, T, w(layerName(li, "post_attention_layernorm.weight")), cfg.rmsNormEps);
     Vec m = cfg.ffn[li] == FfnKind::Dense ? dense(li, yn, T) : moe(li, yn, T);
     if (trace)
-      trace(li, "ffn", m);
+      trace(li, "ffn", toFloat(m));
     add(cfg.hasAttnRes() ? prefix : h, m);
     if (trace) // the residual stream (running block sum) after this layer
-      trace(li, "stream", cfg.hasAttnRes() ? prefix : h);
+      trace(li, "stream", toFloat(cfg.hasAttnRes() ? prefix : h));
   }
   Vec out = cfg.hasAttnRes() ? attnRes(sources(), T, "model.output_attn_res_norm.weight",
                                        "model.output_attn_res_proj.weight")
                              : h;
   Vec fn = rmsnorm(out, T, w("model.norm.weight"), cfg.rmsNormEps);
   st.length += T;
-  return linear(fn, T, w("lm_head.weight"), /*round=*/false);
+  return toFloat(linear(fn, T, w("lm_head.weight"), /*round=*/false));
 }
 
 std::vector<int64_t> Reference::generateGreedy(const std::vector<int64_t> &prompt, int64_t steps,

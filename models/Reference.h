@@ -6,8 +6,9 @@
 // router top-k, SiTU, dequantized experts. Dot products accumulate in fp64.
 //
 // Precision::BF16 rounds to bf16 at the spec's rounding points (the model's
-// contract); Precision::F32 keeps every intermediate in fp32 (for comparing
-// fp32 kernels at 1e-5).
+// contract); Precision::F32 keeps every intermediate in fp32; Precision::F64
+// rounds nothing (every intermediate stays fp64: the exact math that
+// k3-run --check holds f32 builds to, at 1e-5 of the logits' scale).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,13 +24,15 @@
 
 namespace k3c {
 
-enum class Precision { BF16, F32 };
+enum class Precision { BF16, F32, F64 };
 
 /// Everything a sequence carries between forwards.
+/// Values are held in fp64 and rounded to the precision's dtype where the
+/// model rounds (an F64 reference keeps them exact).
 struct SequenceState {
-  std::vector<std::vector<float>> kda;  ///< per KDA layer: [H, dv, dk] (Sᵀ layout)
-  std::vector<std::vector<float>> conv; ///< per KDA layer: [W-1, 3*P] (q | k | v)
-  std::vector<std::vector<float>> mla;  ///< per MLA layer: [length, R + rope]
+  std::vector<std::vector<double>> kda;  ///< per KDA layer: [H, dv, dk] (Sᵀ layout)
+  std::vector<std::vector<double>> conv; ///< per KDA layer: [W-1, 3*P] (q | k | v)
+  std::vector<std::vector<double>> mla;  ///< per MLA layer: [length, R + rope]
   int64_t length = 0;                   ///< tokens seen so far
 };
 
@@ -78,8 +81,12 @@ public:
                                       std::vector<std::vector<float>> *logits = nullptr) const;
 
 private:
-  using Vec = std::vector<float>;
-  float R(double x) const;
+  using Vec = std::vector<double>;
+  /// Rounds to the activation dtype (bf16, fp32, or not at all for F64).
+  double R(double x) const;
+  /// Rounds an fp32 intermediate of the kernels (the KDA state, normalized
+  /// q/k, the gate): fp32 unless F64.
+  double F(double x) const;
   const F32Tensor &w(const std::string &name) const;
   Vec linear(const Vec &x, int64_t rows, const F32Tensor &W, bool round = true) const;
   Vec rmsnorm(const Vec &x, int64_t rows, const F32Tensor &weight, double eps) const;

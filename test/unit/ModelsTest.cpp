@@ -742,7 +742,7 @@ TEST(KdaMath, ChunkedEqualsRecurrentFp64) {
 //===----------------------------------------------------------------------===//
 
 TEST_F(TinyCheckpoint, PrefillEqualsPrefillMinusOneThenDecode) {
-  for (k3c::Precision p : {k3c::Precision::F32, k3c::Precision::BF16}) {
+  for (k3c::Precision p : {k3c::Precision::F64, k3c::Precision::F32, k3c::Precision::BF16}) {
     k3c::Reference ref = k3c::loadReference(dir, p);
     const int64_t V = ref.config().vocabSize;
     for (int64_t T : {1, 16, 17, 40}) {
@@ -774,6 +774,38 @@ TEST_F(TinyCheckpoint, PrefillEqualsPrefillMinusOneThenDecode) {
           ASSERT_NEAR(full.kda[i][j], split.kda[i][j], 1e-5);
     }
   }
+}
+
+// The three precisions nest: F64 rounds nothing (its KDA state holds values
+// no float represents), F32 sits within fp32 tolerance of it, BF16 further.
+TEST_F(TinyCheckpoint, PrecisionsNestAroundTheExactReference) {
+  const std::vector<int64_t> ids{5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+  std::vector<float> logits[3];
+  k3c::SequenceState states[3];
+  const k3c::Precision ps[3] = {k3c::Precision::F64, k3c::Precision::F32, k3c::Precision::BF16};
+  for (int i = 0; i < 3; ++i) {
+    k3c::Reference ref = k3c::loadReference(dir, ps[i]);
+    states[i] = ref.newSequence();
+    logits[i] = ref.forward(ids, states[i]);
+  }
+  double scale = 0, d32 = 0, d16 = 0;
+  for (size_t v = 0; v < logits[0].size(); ++v) {
+    scale = std::max(scale, std::fabs(static_cast<double>(logits[0][v])));
+    d32 = std::max(d32, std::fabs(static_cast<double>(logits[1][v]) - logits[0][v]));
+    d16 = std::max(d16, std::fabs(static_cast<double>(logits[2][v]) - logits[0][v]));
+  }
+  ASSERT_GT(scale, 0.1);
+  EXPECT_GT(d32, 0) << "F32 rounds nothing?";
+  EXPECT_LE(d32, 1e-5 * scale);
+  EXPECT_GT(d16, 10 * d32);
+  int64_t inexact = 0;
+  for (const auto &S : states[0].kda)
+    for (double x : S)
+      inexact += static_cast<double>(static_cast<float>(x)) != x;
+  EXPECT_GT(inexact, 0) << "the F64 reference's KDA state was rounded to fp32";
+  for (const auto &S : states[1].kda)
+    for (double x : S)
+      ASSERT_EQ(static_cast<double>(static_cast<float>(x)), x);
 }
 
 // Routing hints (k3-run --check of bf16 builds): a compiled choice is taken

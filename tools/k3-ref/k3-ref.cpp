@@ -28,7 +28,8 @@ options:
   --batch FILE          several prompts: one comma-separated id line each, or JSONL
                         ({"prompt": ...} or {"messages": [...]} a line)
   --max-new-tokens N    tokens to generate per prompt (default 8)
-  --precision P         bf16 (spec rounding points, default) or f32
+  --precision P         bf16 (spec rounding points, default), f32 (every
+                        intermediate in fp32) or f64 (nothing rounded)
   --dump-logits FILE    write float32 .npy [steps, batch, vocab]
   --quiet               no progress line
   --help                this text
@@ -58,10 +59,12 @@ int main(int argc, char **argv) {
     if (steps < 1)
       throw k3c::Error("--max-new-tokens must be >= 1, got " + std::to_string(steps));
     std::string p = args.get("precision", "bf16");
-    if (p != "bf16" && p != "f32")
-      throw k3c::Error("--precision must be bf16 or f32, got '" + p + "'");
+    if (p != "bf16" && p != "f32" && p != "f64")
+      throw k3c::Error("--precision must be bf16, f32 or f64, got '" + p + "'");
     k3c::Reference ref = k3c::loadReference(args.positional[0],
-                                          p == "bf16" ? k3c::Precision::BF16 : k3c::Precision::F32,
+                                          p == "bf16"  ? k3c::Precision::BF16
+                                          : p == "f32" ? k3c::Precision::F32
+                                                       : k3c::Precision::F64,
                                           !args.has("quiet"));
     const int64_t V = ref.config().vocabSize;
     std::vector<float> dump(steps * prompts.size() * V);

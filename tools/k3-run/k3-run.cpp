@@ -73,7 +73,8 @@ options:
   --check                also run the reference executor on the same inputs and print the
                          logits error per step (max abs, max rel, mean abs); exits 1 if
                          NaN/inf positions differ, and for f32 builds if the greedy tokens
-                         differ or the error exceeds 1e-5 of the logits' scale; bf16 builds
+                         differ or the error exceeds 1e-5 of the logits' scale (against
+                         the exact reference: fp64, nothing rounded); bf16 builds
                          run the f32 reference too and fail where the compiled logits are
                          further from it than 2 x the bf16 reference's distance + 1e-2
   --check-factor F       bf16 --check: the factor on the bf16 reference's distance (default 2)
@@ -888,7 +889,10 @@ int main(int argc, char **argv) {
       std::printf("shared prefix: %lld tokens, prefilled once for %lld sequences\n",
                   static_cast<long long>(shared), static_cast<long long>(B));
     std::map<std::string, std::vector<float>> prefillTrace = model->trace();
-    model->enableTracing(false);
+    // --check keeps tracing on through decode: stepTrace[s] holds the
+    // residual stream after each layer of the call that gave step s's logits
+    // (one row a sequence; step 0's came from the prefill).
+    std::vector<std::map<std::string, std::vector<float>>> stepTrace(1);
     // The router launches of the prefill, then of each decode step.
     std::vector<std::vector<k3c::rt::RoutingRecord>> stepRouting;
     if (routingHints)
@@ -945,6 +949,8 @@ int main(int argc, char **argv) {
           greedy = model->decodeGreedy(next);
         else
           logits = model->decode(next);
+        if (args.has("check"))
+          stepTrace.push_back(model->trace());
         if (routingHints)
           stepRouting.push_back(model->takeRouting());
       }
@@ -998,8 +1004,12 @@ int main(int argc, char **argv) {
     }
     if (args.has("check")) {
       // The reference executor on the same inputs (its own loader and math).
-      // f32 activations are checked at fp32 tolerance (1e-5 of the logits'
-      // scale) and identical greedy tokens. bf16 activations: rounding flips
+      // f32 activations are checked against the exact (fp64, nothing
+      // rounded) reference at fp32 tolerance (1e-5 of the logits' scale)
+      // and identical greedy tokens: an fp32 reference would put its own
+      // rounding, amplified like the build's by the layers, into the
+      // difference (k3-tiny's 13 random layers take either to ~1e-5 on a
+      // 150-token prompt). bf16 activations: rounding flips
       // from different accumulation orders compound through the layers
       // (AttnRes, a random router's near ties), by ~20x on k3-tiny's 13
       // random layers, so no fixed tolerance separates a correct bf16 build
@@ -1011,7 +1021,7 @@ int main(int argc, char **argv) {
       // expert choice at near ties.
       bool f32 = model->activationDtype() == "f32";
       k3c::Reference ref = k3c::loadReference(
-          model->checkpointPath(), f32 ? k3c::Precision::F32 : k3c::Precision::BF16, false);
+          model->checkpointPath(), f32 ? k3c::Precision::F64 : k3c::Precision::BF16, false);
       bool ok = true;
       const double tol = args.getDouble("check-floor", f32 ? 1e-5 : 1e-2),
                    factor = args.getDouble("check-factor", 2.0);
@@ -1037,9 +1047,11 @@ int main(int argc, char **argv) {
         });
       // One sequence through the reference: its prompt, then the compiled
       // model's tokens; the logits of every step. `stream` receives the
-      // residual stream after each prefill layer.
-      auto referenceSteps = [&](int64_t b, int64_t tokenOffset,
-                                std::vector<std::pair<int64_t, std::vector<float>>> *stream) {
+      // residual stream after each layer of the prefill, and `decodeStream`
+      // (if set) that of each decode step's forward call (step s + 1 at s).
+      using Stream = std::vector<std::pair<int64_t, std::vector<float>>>;
+      auto referenceSteps = [&](int64_t b, int64_t tokenOffset, Stream *stream,
+                                std::vector<Stream> *decodeStream = nullptr) {
         k3c::SequenceState st = ref.newSequence();
         hintStep = 0;
         hintRow = tokenOffset;
@@ -1054,7 +1066,18 @@ int main(int argc, char **argv) {
         for (int64_t s = 0; s + 1 < steps; ++s) {
           hintStep = s + 1;
           hintRow = b;
-          out.push_back(ref.forward({generated[b][s]}, st));
+          if (!decodeStream) {
+            out.push_back(ref.forward({generated[b][s]}, st));
+            continue;
+          }
+          decodeStream->emplace_back();
+          Stream &ds = decodeStream->back();
+          out.push_back(ref.forward({generated[b][s]}, st,
+                                    [&](int64_t li, const char *what,
+                                        const std::vector<float> &v) {
+                                      if (std::string(what) == "stream")
+                                        ds.push_back({li, v});
+                                    }));
         }
         return out;
       };
@@ -1062,8 +1085,10 @@ int main(int argc, char **argv) {
       double worst = 0; // the largest step error as a fraction of its bound
       for (int64_t b = 0; b < B; ++b) {
         // Per layer (prefill): the residual stream after each layer.
-        std::vector<std::pair<int64_t, std::vector<float>>> refStream;
-        std::vector<std::vector<float>> refLogits = referenceSteps(b, tokenOffset, &refStream);
+        Stream refStream;
+        std::vector<Stream> refDecodeStream;
+        std::vector<std::vector<float>> refLogits =
+            referenceSteps(b, tokenOffset, &refStream, &refDecodeStream);
         std::vector<std::vector<float>> hiLogits;
         if (!f32) {
           const int64_t f0 = ref.routingForced(), r0 = ref.routingRefused();
@@ -1088,6 +1113,23 @@ int main(int argc, char **argv) {
         }
         tokenOffset += T;
         for (int64_t s = 0; s < steps; ++s) {
+          // Per layer (the decode call that gave this step's logits): this
+          // sequence's row of the residual stream after each layer.
+          if (s > 0 && s < static_cast<int64_t>(stepTrace.size()))
+            for (const auto &[li, rv] : refDecodeStream[s - 1]) {
+              auto it = stepTrace[s].find("layers." + std::to_string(li));
+              const int64_t D = static_cast<int64_t>(rv.size());
+              if (it == stepTrace[s].end() ||
+                  static_cast<int64_t>(it->second.size()) != B * D)
+                continue;
+              Err e = compare(it->second.data() + b * D, rv.data(), D);
+              std::printf("check seq %lld layer %2lld (decode step %lld, residual stream): max "
+                          "abs %.3e, max rel %.3e, mean abs %.3e%s\n",
+                          static_cast<long long>(b), static_cast<long long>(li),
+                          static_cast<long long>(s), e.maxAbs, e.maxRel, e.meanAbs,
+                          e.nanMismatch ? ", NaN/inf positions differ" : "");
+              ok &= !e.nanMismatch;
+            }
           const std::vector<float> &last = refLogits[s];
           Err e = compare(&stepLogits[s][b * V], last.data(), V);
           int64_t refTok = std::max_element(last.begin(), last.end()) - last.begin();
@@ -1125,7 +1167,7 @@ int main(int argc, char **argv) {
       }
       if (f32)
         std::printf("check: %s (f32 activations; tolerance: max rel %.0e of the logits' "
-                    "scale)\n",
+                    "scale, against the fp64 reference)\n",
                     ok ? "PASSED" : "FAILED", tol);
       else
         std::printf("check: %s (bf16 activations; tolerance: max rel vs the f32 reference "
