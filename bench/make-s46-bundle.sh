@@ -9,7 +9,7 @@
 # .dev/peers/fla or PEER_FLA=DIR (git-ignored, never committed).
 # Carry .dev; run: bash .dev/s46-h200.sh.
 source "$(dirname "$0")/bundle-common.sh"
-bundle_start k3-run k3-bench k3-mkcheckpoint
+bundle_start k3-run k3-bench k3-mkcheckpoint k3-ref
 cp test/Runtime/Inputs/k3-tiny-dense.json $D/
 python3 bench/slice-config.py $D slice slice-kl
 tdense() { $B/k3-compile $D/k3-tiny-dense.json --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet "$@"; }

@@ -128,11 +128,11 @@ PY
 fi
 if [ -n "${NCU_FULL:-}" ] && which ncu > /dev/null; then
   # The full profile of one launch matching $NCU_FULL (a kernel-name regex)
-  # at batch 1 (of the build NCU_SLICE, the default build unless set): its
-  # details page in $OUT/ncu-full.txt.
-  echo "== ncu --set full: $NCU_FULL, batch 1, context $CTX"
+  # at batch NCU_BATCH (1 unless set; of the build NCU_SLICE, the default
+  # build unless set): its details page in $OUT/ncu-full.txt.
+  echo "== ncu --set full: $NCU_FULL, batch ${NCU_BATCH:-1}, context $CTX"
   timeout 240 ncu --clock-control none --set full --import-source no -k "regex:$NCU_FULL" --launch-skip 2 --launch-count 1 -f -o /tmp/b/full \
-    k3-bench ${NCU_SLICE:-$SLICE} --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 1 --context $CTX --steps 1 > /tmp/b/full-run.txt 2>&1
+    k3-bench ${NCU_SLICE:-$SLICE} --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode ${NCU_BATCH:-1} --context $CTX --steps 1 > /tmp/b/full-run.txt 2>&1
   ncu -i /tmp/b/full.ncu-rep --page details --print-details all > $OUT/ncu-full.txt 2>&1
   grep -E "^    (Duration|Registers Per Thread|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|No Eligible)" $OUT/ncu-full.txt | head -12
 fi
