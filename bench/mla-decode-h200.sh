@@ -33,16 +33,17 @@ if [ -d tiny-dv32-bf16 ] && [ -z "${NO_TINY:-}" ]; then
   done
 fi
 if [ -d tiny-dv64-bf16 ] && [ -z "${NO_TINY:-}" ]; then
-  # k3-tiny with dv 64 (the staged q_abs of rounds of 9+ tokens, the
-  # tensor-core combine) against the reference: 100 and 12 sequences.
-  echo "== k3-tiny dv 64 vs the reference (bf16; 100 and 12 sequences)"
+  # k3-tiny with dv 64 (the staged q_abs of rounds of 8+ tokens, the
+  # tensor-core combine) against the reference: 100, 12 and 8 sequences.
+  echo "== k3-tiny dv 64 vs the reference (bf16; 100, 12 and 8 sequences)"
   k3-mkcheckpoint --config k3-tiny-dv64.json -o /tmp/ck-dv64 --seed 5 --quiet
   for i in $(seq 1 100); do seq -s, $i $((i + 2 + i % 9)); done > /tmp/t100.txt
   for i in $(seq 1 12); do seq -s, $i $((i * 7 + 3)); done > /tmp/t12b.txt
+  for i in $(seq 1 8); do seq -s, $i $((i * 9 + 5)); done > /tmp/t8b.txt
   for m in tiny-dv64-bf16 v64/dv64-*; do
     [ -d "$m" ] || continue
     echo "-- $m"
-    for b in t100 t12b; do
+    for b in t100 t12b t8b; do
       timeout 150 k3-run $m --checkpoint /tmp/ck-dv64 --device cuda --batch /tmp/$b.txt --max-new-tokens 4 --check --quiet | grep -E "check:"
     done
   done

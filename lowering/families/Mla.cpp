@@ -3049,13 +3049,30 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                     R % wCols == 0 && wCT * kRowGroups >= 32;
   const bool fuseAppend = append && wide && intFromEnv("K3C_MLA_FUSE_APPEND", 1) &&
                           (wCT * kRowGroups) % 32 == 0;
+  // Rounds of more than `wideMax` tokens take q_abs on tensor cores where
+  // that form exists (qabsTc below), launches of at most wideMax tokens the
+  // fused append. K3C_MLA_QABS_WIDE_MAX (1..8, default 7): at 8 tokens the
+  // staged tensor-core tiles and the append's own launch took 10.6 + 4.3 us
+  // against the wide form's 14.9 (H100, slice, context 8192: mla_attn 77.9
+  // against 80.7 us at batch 8); at 2 and 4 tokens the wide form won by
+  // 8-9 us (docs/perf.md, session 47).
+  const bool qabsTc = mma && intFromEnv("K3C_MLA_QABS_MMA", 1) &&
+                      cast<MemRefType>(q.getType()).getElementType().isBF16() &&
+                      cast<MemRefType>(kvb.getType()).getElementType().isBF16() &&
+                      gr.nope % 16 == 0 && R % (8 * (kMlaThreads / 32)) == 0;
+  const int64_t wideMaxEnv = intFromEnv("K3C_MLA_QABS_WIDE_MAX", 7);
+  if (wideMaxEnv < 1 || wideMaxEnv > kQabsWideTokens)
+    llvm::report_fatal_error("k3c: K3C_MLA_QABS_WIDE_MAX must be 1..8, got " +
+                                 llvm::Twine(wideMaxEnv),
+                             /*gen_crash_diag=*/false);
+  const int64_t wideMax = qabsTc ? wideMaxEnv : kQabsWideTokens;
   const int64_t appendWarps = wCT * kRowGroups / 32;
   Value appendBlocks;
   if (append && !fuseAppend)
     append->launch();
   if (fuseAppend) {
-    Value oneRound = kb.ule(T, kb.idx(kQabsWideTokens));
-    kb.ifThen(kb.ult(kb.idx(kQabsWideTokens), T), [&] { append->launch(); });
+    Value oneRound = kb.ule(T, kb.idx(wideMax));
+    kb.ifThen(kb.ult(kb.idx(wideMax), T), [&] { append->launch(); });
     appendBlocks = kb.select(oneRound, kb.ceilDiv(T, appendWarps), kb.idx(0));
   }
   kb.loopStep(kb.idx(0), T, kb.idx(kSplitChunk), [&](Value t0) {
@@ -3229,10 +3246,6 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     // on the H200 mla_attn at batch 128 263 us against 312 with the FMA form
     // (which reads W_UK once per 8 tokens on CUDA cores), the slice's bf16
     // check unchanged (docs/perf.md). K3C_MLA_QABS_MMA=0 keeps the FMA form.
-    const bool qabsTc = mma && intFromEnv("K3C_MLA_QABS_MMA", 1) &&
-                        cast<MemRefType>(q.getType()).getElementType().isBF16() &&
-                        cast<MemRefType>(kvb.getType()).getElementType().isBF16() &&
-                        gr.nope % 16 == 0 && R % (8 * (kMlaThreads / 32)) == 0;
     auto qabsSmall = [&] {
       // (one token: its own kernel, an eighth of the registers and FMAs)
       if (wide)
@@ -3270,7 +3283,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                 0, "absorbed_qabs_mma_t64");
     };
     if (qabsTc)
-      kb.ifThenElse(kb.ult(Tc, kb.idx(wide ? kQabsWideTokens + 1 : kCombineTokens)), qabsSmall,
+      kb.ifThenElse(kb.ult(Tc, kb.idx(wide ? wideMax + 1 : kCombineTokens)), qabsSmall,
                     [&] {
         if (qabsStaged) {
           qabsStagedTiles();

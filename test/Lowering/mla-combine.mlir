@@ -49,8 +49,17 @@
 // RUN: env K3C_MLA_QABS_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QFMA
 // QFMA: function(@k3_mla_attn_0000c0de_absorbed_qabs)
 // QFMA-NOT: absorbed_qabs_mma
-// QABS: arith.cmpi ult, %{{.*}}, %c9{{[_0-9]*}} :
+// Rounds of 8+ tokens on the tensor cores (K3C_MLA_QABS_WIDE_MAX, default
+// 7: the wide form for 1..7 tokens; 8: also for 8; 0 or 9: an error).
+// RUN: env K3C_MLA_QABS_WIDE_MAX=8 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WMAX8
+// WMAX8: arith.cmpi ult, %{{.*}}, %c9{{[_0-9]*}} :
+// WMAX8-NEXT: scf.if
+// WMAX8: function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8
+// RUN: env K3C_MLA_QABS_WIDE_MAX=9 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=WMAX9
+// WMAX9: K3C_MLA_QABS_WIDE_MAX must be 1..8, got 9
+// QABS: arith.cmpi ult, %[[TC:[0-9]+]], %c8 : index
 // QABS-NEXT: scf.if
+// QABS: arith.cmpi eq, %[[TC]], %c1{{[_0-9]*}} :
 // QABS: function(@k3_mla_attn_0000c0de_absorbed_qabs)
 // QABS: } else {
 // QABS: threads({{.*}} = %c128{{[_0-9]*}}, {{.*}}) module(@k3_mla_attn_0000c0de_absorbed_qabs_mma_t64)
@@ -131,13 +140,13 @@
 // HEADC: gpu.shuffle xor
 // HEADC: gpu.barrier
 // HEADC: vector.load {{.*}} : memref<320x64xbf16>, vector<8xbf16>
-// Decode launches of at most 8 tokens (one round, q_abs in the wide form)
+// Decode launches of at most 7 tokens (K3C_MLA_QABS_WIDE_MAX; one round, q_abs in the wide form)
 // append the new tokens' latents in extra blocks of that q_abs launch
 // (blocks past the 4 heads, a warp a token: the RMSNorm's square root inside it);
 // larger launches keep the append's own launch (K3C_MLA_FUSE_APPEND=0 keeps
 // it for every launch).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FUSE
-// FUSE: arith.cmpi ult, %c8{{[_0-9]*}}, %dim
+// FUSE: arith.cmpi ult, %c7{{[_0-9]*}}, %dim
 // FUSE-NEXT: scf.if
 // FUSE: module(@k3_mla_attn_0000c0de_append)
 // FUSE: module(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1_append)
