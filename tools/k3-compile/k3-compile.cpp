@@ -38,11 +38,13 @@
 #include <chrono>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <unistd.h>
 #include "llvm/Support/FileSystem.h"
 
 #include <fcntl.h>
 #include <filesystem>
+#include <set>
 #include <stdio.h>
 #include <tuple>
 
@@ -357,6 +359,38 @@ int main(int argc, char **argv) {
   // its location; a .mlir input installs a handler that also shows source lines.
   llvm::SourceMgr emptySm;
   SourceMgrDiagnosticHandler diagHandler(emptySm, &ctx);
+  // Remarks (the passes' decisions, such as each KDA layer's chunk path):
+  // each distinct one printed once, without the operation dump MLIR attaches
+  // to an operation's diagnostics (one remark and one IR line a layer
+  // before); how many repeats were folded is said at exit.
+  struct RemarkFolder {
+    std::set<std::string> seen;
+    int64_t folded = 0;
+    ~RemarkFolder() {
+      if (folded)
+        llvm::errs() << "k3-compile: " << folded << " repeated remark"
+                     << (folded == 1 ? "" : "s") << " not shown\n";
+    }
+  } remarks;
+  ctx.getDiagEngine().registerHandler([&](Diagnostic &d) -> LogicalResult {
+    if (d.getSeverity() != DiagnosticSeverity::Remark)
+      return failure(); // errors and warnings: the handler above
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    d.getLocation()->walk([&](Location l) {
+      auto fl = dyn_cast<FileLineColLoc>(l);
+      if (!fl)
+        return WalkResult::advance();
+      os << fl.getFilename().getValue() << ":" << fl.getLine() << ":" << fl.getColumn() << ": ";
+      return WalkResult::interrupt();
+    });
+    os << "remark: " << d.str();
+    if (remarks.seen.insert(text).second)
+      llvm::errs() << text << "\n";
+    else
+      ++remarks.folded;
+    return success();
+  });
   Progress progress;
   OwningOpRef<ModuleOp> module;
   ::k3c::ModelConfig config;
