@@ -3037,7 +3037,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                              /*gen_crash_diag=*/false);
   const int64_t aim = mma ? dm.blocks : kSplitBlocks, maxSplits = mma ? splitsMma : kSplitMaxFma;
   Value T = kb.dim(q, 0);
-  // Launches of at most kQabsWideTokens tokens (one round, its q_abs in the
+  // Launches of at most wideMax tokens (below: one round, its q_abs in the
   // wide form) append the tokens' latents in extra blocks of the q_abs
   // launch (a warp a token): one launch fewer a decode step (the append's
   // own, 3.6 us at batch 1 on the H200, is four dependent global loads long;

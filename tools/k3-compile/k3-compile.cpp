@@ -38,7 +38,6 @@
 #include <chrono>
 #include <fstream>
 #include <limits>
-#include <set>
 #include <unistd.h>
 #include "llvm/Support/FileSystem.h"
 
