@@ -163,13 +163,29 @@ static int64_t smemBytes(ArrayRef<int64_t> shape, int64_t eltBytes = 4) {
   return (n + 15) / 16 * 16;
 }
 
-/// The prep's shared buffers for chunks of C (prepSmem's, in its order).
-static SmallVector<SmallVector<int64_t>> prepSmemShapes(int64_t C, int64_t dk) {
-  return {{C, dk + 1}, {C, dk + 1}, {C, dk + 1}, {C, dk + 1}, {C, dk + 1}, {C, C}, {C}};
+/// The prep's row padding: one element where phase B reads a column of
+/// several rows at once (its FMA loop; the factorized MMA form too, as
+/// measured so far), four with the pairwise MMA form (kdaPairsMma), where a
+/// tf32 fragment's lanes read rows g = 0..7 at columns q = 0..3: bank 4g + q,
+/// all 32 distinct (with one, g + q: 2.8-way conflicts on the H100, 63 % of
+/// the shared-load wavefronts, the pairwise prep bound by them: session 48).
+/// K3C_KDA_PREP_PAD (1..8) overrides it, for comparisons.
+static int64_t prepPad(bool pairMma) {
+  const int64_t pad = intFromEnv("K3C_KDA_PREP_PAD", pairMma ? 4 : 1);
+  if (pad < 1 || pad > 8)
+    llvm::report_fatal_error("k3c: K3C_KDA_PREP_PAD must be 1..8, got " + llvm::Twine(pad),
+                             /*gen_crash_diag=*/false);
+  return pad;
 }
-static int64_t prepSmemTotal(int64_t C, int64_t dk, bool invS) {
+
+/// The prep's shared buffers for chunks of C (prepSmem's, in its order).
+static SmallVector<SmallVector<int64_t>> prepSmemShapes(int64_t C, int64_t dk, int64_t pad = 1) {
+  const int64_t w = dk + pad;
+  return {{C, w}, {C, w}, {C, w}, {C, w}, {C, w}, {C, C}, {C}};
+}
+static int64_t prepSmemTotal(int64_t C, int64_t dk, bool invS, int64_t pad = 1) {
   int64_t n = invS ? smemBytes({2, C}) : 0;
-  for (auto &shape : prepSmemShapes(C, dk))
+  for (auto &shape : prepSmemShapes(C, dk, pad))
     n += smemBytes(shape);
   return n;
 }
@@ -425,9 +441,15 @@ ChunkSlot findChunk(KernelBuilder &kb, ThreadBlock &tb, Value lens, Value slot,
 /// the prep's phase B as two tf32 MMA products (kdaPrepPhases) instead of a
 /// d_k-long loop a pair; the same sums to ~2^-19 of their terms (3xTF32),
 /// not the same bits.
+/// K3C_KDA_PAIR_MMA (default kKdaPairMma), the pairwise path's: phase B's
+/// pairs across 4-row blocks on tensor cores (kdaPrepPhases), the pairs
+/// inside a block on CUDA cores.
 static bool kdaPrepMma(DeltaRuleOp rule) {
   bool pairwise = rule.getPath() && *rule.getPath() == ChunkPath::pairwise;
-  return !pairwise && rule.getKeyDim() % 8 == 0 && intFromEnv("K3C_KDA_PREP_MMA", kKdaPrepMma);
+  if (rule.getKeyDim() % 8)
+    return false;
+  return pairwise ? intFromEnv("K3C_KDA_PAIR_MMA", kKdaPairMma)
+                  : intFromEnv("K3C_KDA_PREP_MMA", kKdaPrepMma);
 }
 
 /// The hi and lo words of an fp32 operand for a 3xTF32 product, without
@@ -458,7 +480,7 @@ struct PrepIO {
   std::function<void(Value r, Value c, Value v)> qd, kr, m, w, u;
   std::function<void(Value c, Value v)> gLast;
   int64_t uCols = 0; ///< value columns the substitution produces
-  /// Phase B on tensor cores (kdaPrepPhases; factorized path, GPU, C = 16).
+  /// Phase B on tensor cores (kdaPrepPhases; GPU, C = 16; both paths).
   bool mmaB = false;
 };
 
@@ -470,12 +492,109 @@ struct PrepSmem {
   Value G, Kd, Qd, Ke, Qr, L, B;
 };
 
-static PrepSmem prepSmem(KernelBuilder &kb, int64_t C, int64_t dk,
+static PrepSmem prepSmem(KernelBuilder &kb, int64_t C, int64_t dk, int64_t pad,
                          const std::function<Value(ArrayRef<int64_t>)> &alloc) {
   SmallVector<Value> v;
-  for (auto &shape : prepSmemShapes(C, dk))
+  for (auto &shape : prepSmemShapes(C, dk, pad))
     v.push_back(alloc(shape));
   return {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+}
+
+/// The pairwise path's phase B on tensor cores (C = 16, 4 warps at least):
+/// L[i][j] = beta_i sum_c k_i k_j e^(G_i - G_j) (j < i) and M[i][j] = sum_c
+/// q_i k_j e^(G_i - G_j) (j <= i), with each exponent split at the first row
+/// b = 4I of row i's 4-row block I: e^(G_i - G_b) e^(G_b - G_j). For j < b
+/// <= i both factors are at most 1 (the gate is a decay), so neither can
+/// overflow and one that underflows belongs to a term below fp32's range
+/// anyway. Warp w takes one (block I, 8-column tile) of those pairs (I = 1,
+/// 2, 3 over columns 0..7, I = 3 over 8..15) as two m16n8k8 products in
+/// 3xTF32, A = q or k times its row's factor (phase A's, in Qd's buffer), B =
+/// k_j e^(G_b - G_j) formed as it loads; it keeps the rows of block I. The
+/// pairs inside a block (j <= i, both in I: 40, of them 16 on the diagonal)
+/// stay exact, two lanes a pair over alternate key columns (warps 0-2);
+/// every other thread writes the zeros above the diagonal.
+static void kdaPairsMma(KernelBuilder &kb, ThreadBlock &tb, int64_t C, int64_t dk,
+                        const PrepSmem &sm, const PrepIO &io) {
+  assert(C == 16 && dk % 8 == 0 && tb.warps >= 4 && "the pairwise MMA form");
+  auto split = [&](Value v) { return tf32Words(kb, v); };
+  Value g = kb.div(tb.lane, 4), q = kb.rem(tb.lane, 4), zero = kb.f32(0.0);
+  kb.ifThen(kb.ult(tb.warp, kb.idx(4)), [&] {
+    // Warps 0, 1, 2: block I = w + 1, columns 0..7; warp 3: I = 3, 8..15.
+    Value isLast = kb.ieq(tb.warp, kb.idx(3));
+    Value I = kb.select(isLast, kb.idx(3), kb.add(tb.warp, kb.idx(1)));
+    Value j0 = kb.select(isLast, kb.idx(8), kb.idx(0)), b = kb.mul(I, 4);
+    Value j = kb.add(j0, g), jIn = kb.ult(j, b);
+    // Two accumulator sets a product (alternate k steps): L's, M's.
+    SmallVector<Value> acc(16, zero);
+    for (int64_t kk = 0; kk < dk / 8; ++kk) {
+      SmallVector<Value> kh, kl, qh, ql, bh, bl;
+      for (int64_t half = 0; half < 2; ++half)
+        for (int64_t hh = 0; hh < 2; ++hh) {
+          Value r = kb.add(g, 8 * hh), c = kb.add(q, 8 * kk + 4 * half);
+          Value f = kb.load(sm.Qd, {r, c});
+          auto [k1, k2] = split(kb.fmul(kb.load(sm.Ke, {r, c}), f));
+          auto [q1, q2] = split(kb.fmul(kb.load(sm.Qr, {r, c}), f));
+          kh.push_back(k1), kl.push_back(k2), qh.push_back(q1), ql.push_back(q2);
+        }
+      for (int64_t half = 0; half < 2; ++half) {
+        Value c = kb.add(q, 8 * kk + 4 * half);
+        Value d = kb.exp(kb.fsub(kb.load(sm.G, {b, c}), kb.load(sm.G, {j, c})));
+        auto [h, l] = split(kb.select(jIn, kb.fmul(kb.load(sm.Ke, {j, c}), d), zero));
+        bh.push_back(h), bl.push_back(l);
+      }
+      const int64_t s = 4 * (kk % 2);
+      for (int64_t prod = 0; prod < 2; ++prod) {
+        MutableArrayRef<Value> set = MutableArrayRef<Value>(acc).slice(8 * prod + s, 4);
+        ArrayRef<Value> ah = prod ? qh : kh, al = prod ? ql : kl;
+        mmaTf32(kb, ah, bh, set);
+        mmaTf32(kb, ah, bl, set);
+        mmaTf32(kb, al, bh, set);
+      }
+    }
+    for (int64_t e = 0; e < 4; ++e) {
+      Value i = kb.add(g, 8 * (e / 2)), jj = kb.add(j0, kb.add(kb.mul(q, 2), kb.idx(e % 2)));
+      Value own = kb.andi(kb.ieq(kb.div(i, kb.idx(4)), I), kb.ult(jj, b));
+      Value l = kb.fadd(acc[e], acc[4 + e]), m = kb.fadd(acc[8 + e], acc[12 + e]);
+      kb.ifThen(own, [&] {
+        kb.store(kb.fmul(kb.load(sm.B, {i}), l), sm.L, {i, jj});
+        io.m(i, jj, m);
+      });
+    }
+  });
+  // The pairs inside the blocks: p = 0..39, block p / 10, its t = p % 10-th
+  // pair (ii, jj) in row order (ii = [t >= 1] + [t >= 3] + [t >= 6]).
+  kb.ifThen(kb.ult(tb.warp, kb.idx(3)), [&] {
+    Value p = kb.div(tb.tid, 2), part = kb.rem(tb.tid, 2);
+    Value active = kb.ult(p, kb.idx(40)), pc = kb.minu(p, kb.idx(39));
+    Value blk = kb.div(pc, 10), t = kb.rem(pc, 10);
+    auto ge = [&](int64_t n) { return kb.select(kb.ule(kb.idx(n), t), kb.idx(1), kb.idx(0)); };
+    Value ii = kb.add(kb.add(ge(1), ge(3)), ge(6));
+    Value jjl = kb.sub(t, kb.div(kb.mul(ii, kb.add(ii, kb.idx(1))), 2));
+    Value i = kb.add(kb.mul(blk, 4), ii), j = kb.add(kb.mul(blk, 4), jjl);
+    auto pair = kb.loopStep(part, kb.idx(dk), kb.idx(2), ValueRange{zero, zero},
+                            [&](Value c, ValueRange a) {
+                              Value d = kb.exp(kb.fsub(kb.load(sm.G, {i, c}),
+                                                       kb.load(sm.G, {j, c})));
+                              Value kj = kb.fmul(kb.load(sm.Ke, {j, c}), d);
+                              return SmallVector<Value>{
+                                  kb.fadd(a[0], kb.fmul(kb.load(sm.Ke, {i, c}), kj)),
+                                  kb.fadd(a[1], kb.fmul(kb.load(sm.Qr, {i, c}), kj))};
+                            });
+    Value l = kb.fadd(pair[0], kb.shuffle(pair[0], kb.idx(1), gpu::ShuffleMode::XOR));
+    Value m = kb.fadd(pair[1], kb.shuffle(pair[1], kb.idx(1), gpu::ShuffleMode::XOR));
+    kb.ifThen(kb.andi(active, kb.ieq(part, kb.idx(0))), [&] {
+      kb.store(kb.select(kb.ult(j, i), kb.fmul(kb.load(sm.B, {i}), l), zero), sm.L, {i, j});
+      io.m(i, j, m);
+    });
+  });
+  // Above the diagonal: zeros (L on the diagonal is the block pairs').
+  kb.strided(tb, kb.idx(0), kb.idx(C * C), [&](Value p) {
+    Value i = kb.div(p, C), j = kb.rem(p, C);
+    kb.ifThen(kb.ult(i, j), [&] {
+      kb.store(zero, sm.L, {i, j});
+      io.m(i, j, zero);
+    });
+  });
 }
 
 /// The chunked form's per-chunk algebra for one head (phases A, B, C, with
@@ -495,6 +614,11 @@ static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, 
   // A. Threads over key channels: the cumulative gate and decayed q/k.
   // The chunk's rows are loaded all at once, so the loads overlap instead
   // of one latency a row.
+  // The pairwise phase B on tensor cores (below) keeps, in Qd's buffer
+  // (which that path does not otherwise read), the factors
+  // e^(G_r - G_4(r/4)) of each row against its 4-row block's first row.
+  const bool pairMma = exact && io.mmaB && tb.warps >= 4;
+  assert((!io.mmaB || C == 16) && "phase B's MMA forms take 16-token chunks");
   kb.strided(tb, kb.idx(0), kb.idx(dk), [&](Value c) {
     SmallVector<Value> gv = io.rows(2, c), kv = io.rows(1, c), qv = io.rows(0, c);
     SmallVector<Value> cum;
@@ -509,7 +633,8 @@ static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, 
       if (exact) // only the exact-pair phase B reads G
         kb.store(cum[r], sm.G, {ri, c});
       kb.store(kb.fmul(kv[r], e), sm.Kd, {ri, c});
-      kb.store(qd, sm.Qd, {ri, c});
+      kb.store(!pairMma ? qd : r % 4 ? kb.exp(kb.fsub(cum[r], cum[r / 4 * 4])) : kb.f32(1.0),
+               sm.Qd, {ri, c});
       kb.store(exact ? kv[r] : kb.fmul(kv[r], kb.exp(kb.fneg(cum[r]))), sm.Ke, {ri, c});
       if (exact)
         kb.store(qv[r], sm.Qr, {ri, c});
@@ -528,7 +653,9 @@ static void kdaPrepPhases(DeltaRuleOp rule, KernelBuilder &kb, ThreadBlock &tb, 
   // ..), tf32 mma.sync m16n8k8 in 3xTF32 (hi*hi + hi*lo + lo*hi, two
   // accumulator sets), instead of a d_k-long dependent loop a pair (blocks
   // of at least 4 warps).
-  if (io.mmaB && tb.warps >= 4) {
+  if (pairMma) {
+    kdaPairsMma(kb, tb, C, dk, sm, io);
+  } else if (io.mmaB && tb.warps >= 4) {
     assert(!exact && C == 16 && dk % 8 == 0 && "phase B's MMA form");
     auto split = [&](Value v) { return tf32Words(kb, v); };
     Value g = kb.div(tb.lane, 4), q = kb.rem(tb.lane, 4);
@@ -666,10 +793,11 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
   Value slots = kb.add(kb.ceilDiv(kb.dim(q, 0), C), kb.dim(lens, 0));
   // Shared memory past the static 48 KB (chunks of 32 or 64): dynamic, the
   // buffers back to back in prepSmem's order, then the inverse norms.
-  const int64_t smem = prepSmemTotal(C, dk, qs.inv || ks.inv);
+  const int64_t pad = prepPad(mmaB && kdaExactPairs(rule, C));
+  const int64_t smem = prepSmemTotal(C, dk, qs.inv || ks.inv, pad);
   const bool dyn = kb.gpu() && smem > kSharedBudget;
   kb.blocks({slots, kb.idx(H)}, kKdaPrepThreads, [&](ValueRange bid, ThreadBlock &tb) {
-    if (mmaB)
+    if (mmaB && !kdaExactPairs(rule, C)) // the pairwise prep spills at 5
       kb.minBlocksPerSm(tb, kKdaPrepMinBlocks);
     Value h = bid[1];
     int64_t offset = 0;
@@ -680,7 +808,7 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
       offset += smemBytes(shape);
       return view;
     };
-    PrepSmem sm = prepSmem(kb, C, dk, alloc);
+    PrepSmem sm = prepSmem(kb, C, dk, pad, alloc);
     ChunkSlot cs = findChunk(kb, tb, lens, bid[0], C);
     kb.ifThen(cs.valid, [&] {
       Value row0 = kb.add(cs.start, cs.t0), nc = kb.minu(kb.idx(C), kb.sub(cs.len, cs.t0));
@@ -1002,6 +1130,8 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
   // (past 48 KB), laid out by one list of (shape, type) in allocation order
   // so the launch's byte count and the views agree.
   const int64_t stages = fused ? 1 : 2;
+  // The fused prep's row padding (its phase B as in the prep launch).
+  const int64_t prepPadF = fused ? prepPad(kdaPrepMma(rule) && kdaExactPairs(rule, C)) : 1;
   // W^, Qd, Kr stages: fp16 where the prep writes them so (kdaHalfScratch),
   // then exact tf32 operands; fp32 otherwise.
   const Type wT = fused ? f32 : eltOf(sc[kWHat]), qT = fused ? f32 : eltOf(sc[kQd]),
@@ -1028,7 +1158,7 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
     planned({2, C, dk}, eltOf(kIn));
     planned({2, C, dk}, eltOf(gIn));
     planned({2, C, BV}, eltOf(vIn));
-    for (auto &shape : prepSmemShapes(C, dk)) // G, Kd, Qd, Ke, Qr, L, beta
+    for (auto &shape : prepSmemShapes(C, dk, prepPadF)) // G, Kd, Qd, Ke, Qr, L, beta
       planned(shape, f32);
   }
   int64_t dynBytes = 0;
@@ -1062,7 +1192,7 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
       Rk = alloc({2, C, dk});
       Rg = alloc({2, C, dk});
       Rv = alloc({2, C, BV});
-      psm = prepSmem(kb, C, dk, alloc);
+      psm = prepSmem(kb, C, dk, prepPadF, alloc);
     }
     assert(next == plan.size() && "every planned buffer allocated");
     Value start = kb.seqOffset(tb, lens, n), len = kb.seqLen(lens, n);

@@ -160,8 +160,15 @@
 // The prep's phase B (factorized path, with the tensor-core recurrence; by
 // default, K3C_KDA_PREP_MMA=0 gives the loop) as Kd Ke^T and Qd Ke^T on tf32
 // mma.sync in 3xTF32, one m16n8 tile a warp: 4 k steps x 3 MMAs for d_k =
-// 32, no loop over key columns; the f32 build's prep keeps the loop.
+// 32, no loop over key columns; the f32 build's prep keeps the loop. Rows of
+// the prep's shared buffers padded by 1 (a column of several rows in
+// distinct banks; the pairwise MMA form's 4, kda-pairwise-mma.mlir);
+// K3C_KDA_PREP_PAD overrides it (1..8).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PREPMMA
+// RUN: env K3C_KDA_PREP_PAD=4 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAD4
+// RUN: not env K3C_KDA_PREP_PAD=9 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADPAD
+// PAD4: module(@k3_kda_chunk_605990ac_kda_prep) {{.*}}workgroup(%{{.*}} : memref<16x36xf32, #gpu.address_space<workgroup>>
+// BADPAD: LLVM ERROR: k3c: K3C_KDA_PREP_PAD must be 1..8, got 9
 // PREPMMA-LABEL: func.func @k3_kda_chunk_605990ac(
 // PREPMMA: module(@k3_kda_chunk_605990ac_kda_prep)
 // PREPMMA: gpu.barrier
