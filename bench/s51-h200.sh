@@ -21,7 +21,14 @@ echo "== softplus k3-tiny vs the reference (${SECONDS}s)"
 for m in sp-bf16 sp-PM; do
   for b in /tmp/b6.txt /tmp/p300.txt; do
     echo "-- $m $(basename $b)"
-    timeout 120 k3-run $m --checkpoint /tmp/ck-sp --device cuda --batch $b --max-new-tokens 4 --check --quiet | grep -E "check: (PASSED|FAILED)|error"
+    # (the steps too: session 48's sp-PM0, today's default, failed b6 at
+    # 1.25 of its bound where the MMA form passed at 0.65)
+    timeout 120 k3-run $m --checkpoint /tmp/ck-sp --device cuda --batch $b --max-new-tokens 4 --check --quiet \
+      | grep -E "check: (PASSED|FAILED|routing)|check seq [0-9]+ step|error" | tee /tmp/sp-check.txt | grep -E "check: |error"
+    python3 -c "
+import re
+w = max(((float(m.group(2)) / float(m.group(3)), m.group(1)) for m in (re.search(r'(seq \d+ step \d+).*compiled ([0-9.e+-]+), .*bound ([0-9.e+-]+)', l) for l in open('/tmp/sp-check.txt')) if m), default=None)
+print('  worst step: %s at %.2f of its bound' % (w[1], w[0]) if w else '  (no step lines)')"
   done
 done
 for b in /tmp/b6.txt /tmp/p300.txt; do
