@@ -11,7 +11,11 @@
 #     K3C_KDA_PREP_PAD=4) against the reference (16 tokens), its delta rule
 #     against fp64 (2048 tokens), and its KDA launches at T = 8192 in steady
 #     state (K3C_PROFILE_REPEAT=20, the median; two rounds); fla's layer at
-#     8192, H = 32 and 96, in the same call.
+#     8192, H = 32 and 96, in the same call;
+#  3. the f32 probe's failing prompt (MoE k3-tiny f32, seed 3, 150 tokens:
+#     1.195e-5 in sessions 47 and 48) with the exp in fp64 (the default
+#     since) and with ex2.approx (tiny-f32-EX2), then the whole probe
+#     (bench/f32-probe.sh: 12 prompts) on the default.
 source "$(dirname "$0")/device-common.sh"
 machine
 k3-mkcheckpoint --config k3-tiny-softplus.json -o /tmp/ck-sp --seed 5 --quiet
@@ -81,4 +85,13 @@ fi
 klcheck kl-PM
 klcheck slice-PAD4 /tmp/slice
 klprofile 2
+echo "== the f32 probe's failing prompt, exp in fp64 and ex2 (${SECONDS}s)"
+k3-mkcheckpoint --config k3-tiny.json -o /tmp/f32probe-k3-tiny-3 --seed 3 --quiet
+for m in tiny-f32 tiny-f32-EX2; do
+  echo "-- $m"
+  timeout 100 k3-run $m --checkpoint /tmp/f32probe-k3-tiny-3 --device cuda --prompt-ids $(seq -s, 1 150) --max-new-tokens 4 --check --quiet \
+    | grep -E "^check seq [0-9]+ step|^check: |error"
+done
+echo "== the f32 probe, default (${SECONDS}s)"
+timeout 200 bash f32-probe.sh tiny-f32 k3-tiny.json --device cuda | grep -v "^check seq [0-9]* layer"
 echo "== done (${SECONDS}s)"

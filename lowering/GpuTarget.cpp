@@ -141,8 +141,56 @@ static std::string nvvmPipeline() {
 /// p·2^e to first order; p itself where that is not finite or p is 0 (x =
 /// ±inf, NaN, overflow, flushed underflow), so the special values stay
 /// ex2's. ~2 ulp (ex2.approx's own) at every x; three more instructions.
+/// That is K3C_F32_EXP=ex2; by default (K3C_F32_EXP=f64) the f32 build's exp
+/// and exp2 are formed in fp64 instead (exactExpF64): ≤ 0.5 ulp + 2^-42, as
+/// the host's libm, subnormal results rounded rather than flushed.
+static Value exactExpF64(OpBuilder &b, Location loc, Value x, bool base2) {
+  Type f64 = b.getF64Type(), i64 = b.getI64Type();
+  auto d = [&](double v) {
+    return arith::ConstantOp::create(b, loc, b.getFloatAttr(f64, v)).getResult();
+  };
+  auto i = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, v)).getResult();
+  };
+  // y = x log2 e (or x), clamped where every f32 result is 0 or inf (NaN
+  // passes minnum / maxnum as the other operand: restored at the end).
+  Value y = arith::ExtFOp::create(b, loc, f64, x);
+  if (!base2)
+    y = arith::MulFOp::create(b, loc, y, d(1.4426950408889634));
+  y = arith::MaxNumFOp::create(b, loc, arith::MinNumFOp::create(b, loc, y, d(130.0)), d(-160.0));
+  // n = rint(y) by the 1.5 * 2^52 shift (its low bits are n), r = y - n
+  // (exact, |r| <= 1/2), 2^y = 2^n p(r), p the Taylor series of e^(r ln 2)
+  // to r^11 (its remainder below 2^-42 relative), 2^n from n's bits.
+  const double shift = 6755399441055744.0;
+  Value ys = arith::AddFOp::create(b, loc, y, d(shift));
+  Value r = arith::SubFOp::create(b, loc, y, arith::SubFOp::create(b, loc, ys, d(shift)));
+  Value n = arith::SubIOp::create(b, loc, arith::BitcastOp::create(b, loc, i64, ys),
+                                  i(0x4338000000000000LL));
+  Value scale = arith::BitcastOp::create(
+      b, loc, f64,
+      arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, n, i(1023)), i(52)));
+  double coef[12];
+  coef[0] = 1.0;
+  for (int k = 1; k < 12; ++k)
+    coef[k] = coef[k - 1] * 0.6931471805599453094 / k;
+  Value p = d(coef[11]);
+  for (int k = 10; k >= 0; --k)
+    p = LLVM::FMAOp::create(b, loc, p, r, d(coef[k]));
+  Value res = arith::TruncFOp::create(b, loc, x.getType(), arith::MulFOp::create(b, loc, p, scale));
+  Value nan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, x, x);
+  return arith::SelectOp::create(b, loc, nan, x, res);
+}
+
 static void rewriteDeviceMath(ModuleOp m, bool exactExp) {
-  m.walk([exactExp](gpu::GPUModuleOp gm) {
+  std::string form = "f64";
+  if (const char *env = std::getenv("K3C_F32_EXP"))
+    form = env;
+  if (form != "f64" && form != "ex2")
+    llvm::report_fatal_error("k3c: K3C_F32_EXP must be f64 or ex2, got '" + llvm::Twine(form) +
+                                 "'",
+                             /*gen_crash_diag=*/false);
+  const bool f64Exp = exactExp && form == "f64";
+  m.walk([exactExp, f64Exp](gpu::GPUModuleOp gm) {
     SmallVector<Operation *> ops;
     gm.walk([&](Operation *op) {
       if (isa<math::ExpOp, math::Exp2Op, math::Log1pOp, math::SqrtOp>(op) &&
@@ -165,7 +213,9 @@ static void rewriteDeviceMath(ModuleOp m, bool exactExp) {
             .getResult(0);
       };
       Value r;
-      if (isa<math::ExpOp>(op) && exactExp) {
+      if (isa<math::ExpOp, math::Exp2Op>(op) && f64Exp) {
+        r = exactExpF64(b, loc, x, isa<math::Exp2Op>(op));
+      } else if (isa<math::ExpOp>(op) && exactExp) {
         const float l2eHi = 1.4426950408889634f;
         Value hi = c(l2eHi), lo = c(1.4426950408889634 - static_cast<double>(l2eHi));
         Value t = arith::MulFOp::create(b, loc, x, hi);
