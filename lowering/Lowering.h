@@ -71,6 +71,10 @@ void prepareGpuContext(mlir::MLIRContext &ctx);
 /// build; rewriteDeviceMath in GpuTarget.cpp).
 mlir::LogicalResult lowerLoopsToGpu(mlir::ModuleOp loops, std::string &error,
                                     bool exactExp = false);
+/// The f32 build's GPU exp and exp2 (fp64, <= 0.5 ulp; GpuTarget.cpp's
+/// exactExpF64) in place of every f32 math.exp / math.exp2 under `root`.
+/// (test/unit/ExpTest.cpp runs it on the CPU against long double.)
+void rewriteExpF64(mlir::Operation *root);
 /// PTX text of every gpu.module (NVPTX TargetMachine, in-process).
 /// With `inPlace`, the gpu.modules become gpu.binary ops carrying that PTX
 /// (what buildHostLibrary embeds); otherwise the module is left as is.
