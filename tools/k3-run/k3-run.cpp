@@ -19,6 +19,7 @@
 #include <iostream>
 #include <algorithm>
 #include <cerrno>
+#include <cstdarg>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -76,7 +77,10 @@ options:
                          differ or the error exceeds 1e-5 of the logits' scale (against
                          the exact reference: fp64, nothing rounded); bf16 builds
                          run the f32 reference too and fail where the compiled logits are
-                         further from it than 2 x the bf16 reference's distance + 1e-2
+                         further from it than 2 x the bf16 reference's distance + 1e-2;
+                         for a step that fails, also the residual stream's error after
+                         each layer of the forward call that gave its logits
+  --check-layers         --check: those per-layer lines for every step
   --check-factor F       bf16 --check: the factor on the bf16 reference's distance (default 2)
   --check-floor T        --check: the tolerance floor of the logits' scale (default 1e-2 for
                          bf16 builds, 1e-5 for f32)
@@ -151,6 +155,17 @@ Err compare(const float *a, const float *ref, int64_t n) {
     e.meanAbs += d / n;
   }
   return e;
+}
+
+/// printf into the end of `out`.
+static void appendf(std::string &out, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    out.append(buf, std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
 }
 
 /// Greedy decoding that keeps no logits (no --check, --dump-logits or
@@ -741,7 +756,7 @@ int main(int argc, char **argv) {
                     "prompt-file", "system",
                     "tokenizer", "check-factor", "check-floor", "cache-tokens", "samples",
                     "max-seqs"},
-                   {"help", "check", "profile", "quiet", "ep-no-balance", "chat",
+                   {"help", "check", "check-layers", "profile", "quiet", "ep-no-balance", "chat",
                     "allow-nonfinite", "no-shared-prefix", "interactive"});
     if (args.has("help")) {
       std::fputs(kHelp, stdout);
@@ -1020,6 +1035,7 @@ int main(int argc, char **argv) {
       // plus 1e-2 of the logits' scale. Both references follow the compiled
       // expert choice at near ties.
       bool f32 = model->activationDtype() == "f32";
+      const bool showLayers = args.has("check-layers");
       k3c::Reference ref = k3c::loadReference(
           model->checkpointPath(), f32 ? k3c::Precision::F64 : k3c::Precision::BF16, false);
       bool ok = true;
@@ -1099,17 +1115,23 @@ int main(int argc, char **argv) {
           hiRefused += ref.routingRefused() - r0;
         }
         const int64_t T = static_cast<int64_t>(prompts[b].size());
+        // Per-layer lines wait for their step's verdict: printed with
+        // --check-layers, or where the step fails (to find the layer where
+        // the streams part).
+        std::string layerLines;
+        bool layersOk = true;
         for (const auto &[li, rv] : refStream) {
           auto it = prefillTrace.find("layers." + std::to_string(li));
           if (it == prefillTrace.end())
             continue;
           const int64_t D = static_cast<int64_t>(rv.size()) / T;
           Err e = compare(it->second.data() + tokenOffset * D, rv.data(), T * D);
-          std::printf("check seq %lld layer %2lld (prefill, residual stream): max abs %.3e, "
-                      "max rel %.3e, mean abs %.3e%s\n",
-                      static_cast<long long>(b), static_cast<long long>(li), e.maxAbs, e.maxRel,
-                      e.meanAbs, e.nanMismatch ? ", NaN/inf positions differ" : "");
-          ok &= !e.nanMismatch;
+          appendf(layerLines,
+                  "check seq %lld layer %2lld (prefill, residual stream): max abs %.3e, "
+                  "max rel %.3e, mean abs %.3e%s\n",
+                  static_cast<long long>(b), static_cast<long long>(li), e.maxAbs, e.maxRel,
+                  e.meanAbs, e.nanMismatch ? ", NaN/inf positions differ" : "");
+          layersOk &= !e.nanMismatch;
         }
         tokenOffset += T;
         for (int64_t s = 0; s < steps; ++s) {
@@ -1123,38 +1145,50 @@ int main(int argc, char **argv) {
                   static_cast<int64_t>(it->second.size()) != B * D)
                 continue;
               Err e = compare(it->second.data() + b * D, rv.data(), D);
-              std::printf("check seq %lld layer %2lld (decode step %lld, residual stream): max "
-                          "abs %.3e, max rel %.3e, mean abs %.3e%s\n",
-                          static_cast<long long>(b), static_cast<long long>(li),
-                          static_cast<long long>(s), e.maxAbs, e.maxRel, e.meanAbs,
-                          e.nanMismatch ? ", NaN/inf positions differ" : "");
-              ok &= !e.nanMismatch;
+              appendf(layerLines,
+                      "check seq %lld layer %2lld (decode step %lld, residual stream): max "
+                      "abs %.3e, max rel %.3e, mean abs %.3e%s\n",
+                      static_cast<long long>(b), static_cast<long long>(li),
+                      static_cast<long long>(s), e.maxAbs, e.maxRel, e.meanAbs,
+                      e.nanMismatch ? ", NaN/inf positions differ" : "");
+              layersOk &= !e.nanMismatch;
             }
           const std::vector<float> &last = refLogits[s];
           Err e = compare(&stepLogits[s][b * V], last.data(), V);
           int64_t refTok = std::max_element(last.begin(), last.end()) - last.begin();
           bool sameTok = temperature > 0 || !f32 || refTok == generated[b][s];
-          std::printf("check seq %lld step %lld: max abs %.3e, max rel %.3e, mean abs %.3e%s%s",
-                      static_cast<long long>(b), static_cast<long long>(s), e.maxAbs, e.maxRel,
-                      e.meanAbs, e.nanMismatch ? ", NaN/inf positions differ" : "",
-                      sameTok ? "" : ", greedy token differs");
-          ok &= !e.nanMismatch && sameTok;
+          std::string line;
+          appendf(line, "check seq %lld step %lld: max abs %.3e, max rel %.3e, mean abs %.3e%s%s",
+                  static_cast<long long>(b), static_cast<long long>(s), e.maxAbs, e.maxRel,
+                  e.meanAbs, e.nanMismatch ? ", NaN/inf positions differ" : "",
+                  sameTok ? "" : ", greedy token differs");
+          bool stepOk = layersOk && !e.nanMismatch && sameTok;
           if (f32) {
-            std::printf("\n");
-            ok &= e.maxRel <= tol;
-            continue;
+            line += "\n";
+            stepOk &= e.maxRel <= tol;
+          } else {
+            // Against the f32 reference: the compiled build and the bf16
+            // reference, each relative to the f32 logits' scale.
+            Err ec = compare(&stepLogits[s][b * V], hiLogits[s].data(), V);
+            Err er = compare(last.data(), hiLogits[s].data(), V);
+            const double bound = factor * er.maxRel + tol;
+            appendf(line,
+                    "; vs the f32 reference: compiled %.3e, bf16 reference %.3e (bound "
+                    "%.3e)%s\n",
+                    ec.maxRel, er.maxRel, bound, ec.maxRel <= bound ? "" : " EXCEEDED");
+            stepOk &= !ec.nanMismatch && ec.maxRel <= bound;
+            worst = std::max(worst, ec.maxRel / bound);
           }
-          // Against the f32 reference: the compiled build and the bf16
-          // reference, each relative to the f32 logits' scale.
-          Err ec = compare(&stepLogits[s][b * V], hiLogits[s].data(), V);
-          Err er = compare(last.data(), hiLogits[s].data(), V);
-          const double bound = factor * er.maxRel + tol;
-          std::printf("; vs the f32 reference: compiled %.3e, bf16 reference %.3e (bound "
-                      "%.3e)%s\n",
-                      ec.maxRel, er.maxRel, bound, ec.maxRel <= bound ? "" : " EXCEEDED");
-          ok &= !ec.nanMismatch && ec.maxRel <= bound;
-          worst = std::max(worst, ec.maxRel / bound);
+          if (showLayers || !stepOk)
+            std::fputs(layerLines.c_str(), stdout);
+          std::fputs(line.c_str(), stdout);
+          layerLines.clear();
+          layersOk = true;
+          ok &= stepOk;
         }
+        if (!layerLines.empty() && (showLayers || !layersOk)) // no steps
+          std::fputs(layerLines.c_str(), stdout);
+        ok &= layersOk;
       }
       if (routingHints && (ref.routingForced() || ref.routingRefused())) {
         std::printf("check: routing: %lld token choices at near ties (within 5e-2 of the k-th "
