@@ -797,6 +797,8 @@ int main(int argc, char **argv) {
       throw k3c::Error("--max-new-tokens must be >= 1, got " + std::to_string(steps));
     if (!(args.getDouble("check-floor", 0.0) >= 0) || !(args.getDouble("check-factor", 0.0) >= 0))
       throw k3c::Error("--check-floor and --check-factor must be >= 0");
+    if (args.has("check-layers") && !args.has("check"))
+      throw k3c::Error("--check-layers needs --check");
     double temperature = args.getDouble("temperature", 0.0), topP = args.getDouble("top-p", 1.0);
     if (!(temperature >= 0) || !std::isfinite(temperature) || !(topP > 0 && topP <= 1))
       throw k3c::Error("--temperature must be a finite number >= 0 and --top-p in (0, 1]");
