@@ -8,7 +8,7 @@ cd "$(dirname "$0")"
 export PATH=$PWD/bin:$PATH
 echo "== machine"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "== k3-tiny f32 on the GPU vs the reference (per layer + logits)"
-k3-run tiny-f32 --checkpoint ckpt-tiny --device cuda --batch batch.txt --max-new-tokens 4 --check --quiet | grep -E "layer (0|6|12) |step 3|check:"
+k3-run tiny-f32 --checkpoint ckpt-tiny --device cuda --batch batch.txt --max-new-tokens 4 --check --check-layers --quiet | grep -E "layer (0|6|12) |step 3|check:"
 echo "== expert parallelism, R = 1 over NCCL (k3-tiny f32, MXFP4 experts) vs the run without EP"
 k3-run tiny-f32 --checkpoint ckpt-tiny --device cuda --batch batch.txt --max-new-tokens 4 --quiet --dump-logits plain.npy > /dev/null
 k3-run tiny-f32 --checkpoint ckpt-tiny --device cuda --batch batch.txt --max-new-tokens 4 --quiet --ep 1 --dump-logits ep1.npy | tail -3
