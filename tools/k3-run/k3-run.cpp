@@ -1188,9 +1188,6 @@ int main(int argc, char **argv) {
           layersOk = true;
           ok &= stepOk;
         }
-        if (!layerLines.empty() && (showLayers || !layersOk)) // no steps
-          std::fputs(layerLines.c_str(), stdout);
-        ok &= layersOk;
       }
       if (routingHints && (ref.routingForced() || ref.routingRefused())) {
         std::printf("check: routing: %lld token choices at near ties (within 5e-2 of the k-th "
