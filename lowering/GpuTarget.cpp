@@ -144,22 +144,6 @@ static std::string nvvmPipeline() {
 /// That is K3C_F32_EXP=ex2; by default (K3C_F32_EXP=f64) the f32 build's exp
 /// and exp2 are formed in fp64 instead (exactExpF64): ≤ 0.5 ulp + 2^-42, as
 /// the host's libm, subnormal results rounded rather than flushed.
-static Value exactExpF64(OpBuilder &b, Location loc, Value x, bool base2);
-
-void rewriteExpF64(Operation *root) {
-  SmallVector<Operation *> ops;
-  root->walk([&](Operation *op) {
-    if (isa<math::ExpOp, math::Exp2Op>(op) && op->getResult(0).getType().isF32())
-      ops.push_back(op);
-  });
-  for (Operation *op : ops) {
-    OpBuilder b(op);
-    op->getResult(0).replaceAllUsesWith(
-        exactExpF64(b, op->getLoc(), op->getOperand(0), isa<math::Exp2Op>(op)));
-    op->erase();
-  }
-}
-
 static Value exactExpF64(OpBuilder &b, Location loc, Value x, bool base2) {
   Type f64 = b.getF64Type(), i64 = b.getI64Type();
   auto d = [&](double v) {
@@ -195,6 +179,20 @@ static Value exactExpF64(OpBuilder &b, Location loc, Value x, bool base2) {
   Value res = arith::TruncFOp::create(b, loc, x.getType(), arith::MulFOp::create(b, loc, p, scale));
   Value nan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, x, x);
   return arith::SelectOp::create(b, loc, nan, x, res);
+}
+
+void rewriteExpF64(Operation *root) {
+  SmallVector<Operation *> ops;
+  root->walk([&](Operation *op) {
+    if (isa<math::ExpOp, math::Exp2Op>(op) && op->getResult(0).getType().isF32())
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    OpBuilder b(op);
+    op->getResult(0).replaceAllUsesWith(
+        exactExpF64(b, op->getLoc(), op->getOperand(0), isa<math::Exp2Op>(op)));
+    op->erase();
+  }
 }
 
 static void rewriteDeviceMath(ModuleOp m, bool exactExp) {
