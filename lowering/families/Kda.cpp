@@ -163,21 +163,6 @@ static int64_t smemBytes(ArrayRef<int64_t> shape, int64_t eltBytes = 4) {
   return (n + 15) / 16 * 16;
 }
 
-/// The prep's row padding: one element where phase B reads a column of
-/// several rows at once (its FMA loop; the factorized MMA form too, as
-/// measured so far), four with the pairwise MMA form (kdaPairsMma), where a
-/// tf32 fragment's lanes read rows g = 0..7 at columns q = 0..3: bank 4g + q,
-/// all 32 distinct (with one, g + q: 2.8-way conflicts on the H100, 63 % of
-/// the shared-load wavefronts, the pairwise prep bound by them: session 48).
-/// K3C_KDA_PREP_PAD (1..8) overrides it, for comparisons.
-static int64_t prepPad(bool pairMma) {
-  const int64_t pad = intFromEnv("K3C_KDA_PREP_PAD", pairMma ? 4 : 1);
-  if (pad < 1 || pad > 8)
-    llvm::report_fatal_error("k3c: K3C_KDA_PREP_PAD must be 1..8, got " + llvm::Twine(pad),
-                             /*gen_crash_diag=*/false);
-  return pad;
-}
-
 /// The prep's shared buffers for chunks of C (prepSmem's, in its order).
 static SmallVector<SmallVector<int64_t>> prepSmemShapes(int64_t C, int64_t dk, int64_t pad = 1) {
   const int64_t w = dk + pad;
@@ -226,6 +211,23 @@ static int64_t kdaChunk(DeltaRuleOp rule) {
 static bool kdaExactPairs(DeltaRuleOp rule, int64_t C) {
   const bool pairwise = rule.getPath() && *rule.getPath() == ChunkPath::pairwise;
   return pairwise || C > rule.getTile().value_or(16);
+}
+
+/// The prep's row padding: one element where phase B reads a column of
+/// several rows at once (its FMA loop; the factorized MMA form too, as
+/// measured so far), four with the pairwise MMA form (kdaPairsMma), where a
+/// tf32 fragment's lanes read rows g = 0..7 at columns q = 0..3: bank 4g + q,
+/// all 32 distinct (with one, g + q: 2.8-way conflicts on the H100, 63 % of
+/// the shared-load wavefronts, the pairwise prep bound by them: session 48).
+/// K3C_KDA_PREP_PAD (1..8) overrides it, for comparisons.
+/// (`mmaB`: phase B on tensor cores, on either path.)
+static int64_t prepPad(DeltaRuleOp rule, int64_t C, bool mmaB) {
+  const bool pairMma = mmaB && kdaExactPairs(rule, C);
+  const int64_t pad = intFromEnv("K3C_KDA_PREP_PAD", pairMma ? 4 : 1);
+  if (pad < 1 || pad > 8)
+    llvm::report_fatal_error("k3c: K3C_KDA_PREP_PAD must be 1..8, got " + llvm::Twine(pad),
+                             /*gen_crash_diag=*/false);
+  return pad;
 }
 
 /// Whether `v` (a delta rule's q or k) holds L2-normalized rows: made by an
@@ -793,7 +795,7 @@ static void kdaPrep(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, int64_t
   Value slots = kb.add(kb.ceilDiv(kb.dim(q, 0), C), kb.dim(lens, 0));
   // Shared memory past the static 48 KB (chunks of 32 or 64): dynamic, the
   // buffers back to back in prepSmem's order, then the inverse norms.
-  const int64_t pad = prepPad(mmaB && kdaExactPairs(rule, C));
+  const int64_t pad = prepPad(rule, C, mmaB);
   const int64_t smem = prepSmemTotal(C, dk, qs.inv || ks.inv, pad);
   const bool dyn = kb.gpu() && smem > kSharedBudget;
   kb.blocks({slots, kb.idx(H)}, kKdaPrepThreads, [&](ValueRange bid, ThreadBlock &tb) {
@@ -1131,7 +1133,7 @@ static void kdaRecurrenceMma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
   // so the launch's byte count and the views agree.
   const int64_t stages = fused ? 1 : 2;
   // The fused prep's row padding (its phase B as in the prep launch).
-  const int64_t prepPadF = fused ? prepPad(kdaPrepMma(rule) && kdaExactPairs(rule, C)) : 1;
+  const int64_t prepPadF = fused ? prepPad(rule, C, kdaPrepMma(rule)) : 1;
   // W^, Qd, Kr stages: fp16 where the prep writes them so (kdaHalfScratch),
   // then exact tf32 operands; fp32 otherwise.
   const Type wT = fused ? f32 : eltOf(sc[kWHat]), qT = fused ? f32 : eltOf(sc[kQd]),
