@@ -110,11 +110,12 @@ constexpr int64_t kKdaHalfScratch = 0;
 /// k3-tiny bf16 check passing (docs/perf.md, session 17).
 constexpr int64_t kKdaPrepMma = 1;
 /// The pairwise path's phase B (Kimi Linear's gate) on tf32 MMAs in 3xTF32
-/// for the pairs across 4-row blocks, exact FMA inside them (kdaPairsMma).
-/// Off until measured with its padded rows: with rows padded by one (bank
-/// conflicts) the Kimi Linear slice's prep took 0.570 ms against the loop's
-/// 0.490 at 8192 tokens on an H100, every check passing (session 48).
-constexpr int64_t kKdaPairMma = 0;
+/// for the pairs across 4-row blocks, exact FMA inside them (kdaPairsMma),
+/// rows padded by 4: the Kimi Linear slice's prep 0.488 / 0.487 -> 0.442 /
+/// 0.438 ms at 8192 tokens on an H100 (two rounds), every check passing,
+/// the softplus k3-tiny batch the loop failed at 1.25 of its bound passing
+/// at 0.65 (session 49; with rows padded by one, bank conflicts: 0.570).
+constexpr int64_t kKdaPairMma = 1;
 /// Its prep launch (with kKdaPrepMma) held at >= 5 blocks an SM: ptxas
 /// fits it in 96 registers (was 128; a few bytes of spill), 20 warps an SM
 /// instead of 16 for a memory-bound kernel (~3 GB at 8192 tokens on the

@@ -1,14 +1,15 @@
 // The pairwise path's prep (the softplus gate: Kimi Linear) with the
-// tensor-core recurrence. K3C_KDA_PAIR_MMA=1: phase B's pairs across 4-row
+// tensor-core recurrence. By default (K3C_KDA_PAIR_MMA=1): phase B's pairs across 4-row
 // blocks as 3xTF32 mma.sync m16n8k8 products (each exponent split at the row
 // block's first row; one (block, column tile) a warp, L and M: 4 k steps x 2
 // products x 3 MMAs for d_k = 32) from rows padded by 4 (a fragment's lanes
 // in 32 distinct banks), the pairs inside a block exact on CUDA cores (two
 // lanes a pair over alternate key columns, summed by one xor shuffle each).
-// By default (until measured faster) and in the f32 build: the exact loop
-// over every pair, rows padded by 1.
+// With K3C_KDA_PAIR_MMA=0 and in the f32 build: the exact loop over every
+// pair, rows padded by 1.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIRMMA
 // RUN: env K3C_KDA_PAIR_MMA=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIRMMA
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIRLOOP
+// RUN: env K3C_KDA_PAIR_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PAIRLOOP
 // RUN: env K3C_KDA_PAIR_MMA=1 k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 // PAIRMMA-LABEL: func.func @k3_kda_chunk_pw(
 // PAIRMMA: gpu.launch {{.*}} module(@k3_kda_chunk_pw_kda_prep) {{.*}}workgroup(%{{.*}} : memref<16x36xf32, #gpu.address_space<workgroup>>
