@@ -358,6 +358,8 @@ Reference::Vec Reference::moe(int64_t li, const Vec &x, int64_t T) const {
         if (near) {
           std::copy(c, c + K, order.begin());
           ++forced;
+          for (int64_t e : theirs)
+            widestTie = std::max(widestTie, (kth - sel[e]) / std::max(std::abs(kth), 1e-6));
         } else {
           ++refused;
         }

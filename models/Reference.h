@@ -40,7 +40,7 @@ struct SequenceState {
 /// "stream", the residual stream / running block sum after the layer).
 using TraceFn = std::function<void(int64_t, const char *, const std::vector<float> &)>;
 
-/// For k3-run --check of bf16 builds: the compiled model's expert ids for the
+/// For k3-run --check: the compiled model's expert ids for the
 /// n-th MoE layer of a forward call with T tokens ([T, top-k]; empty: none).
 using RoutingHint = std::function<std::vector<int32_t>(int64_t moeCall, int64_t T)>;
 
@@ -51,8 +51,9 @@ public:
   /// With a hint, a token whose compiled expert set differs from the
   /// reference's own takes the compiled one when every compiled expert
   /// scores (with the correction bias) within `tieTolerance` (relative to
-  /// the k-th best score) of the reference's k-th best: a near tie that bf16
-  /// rounding may flip either way. Anything further apart keeps the
+  /// the k-th best score) of the reference's k-th best: a near tie that the
+  /// build's rounding (bf16, or f32's summation orders) may flip either way.
+  /// Anything further apart keeps the
   /// reference's own choice (and shows up as a difference).
   void setRoutingHint(RoutingHint hint, double tieTolerance = 5e-2) {
     routingHint = std::move(hint);
@@ -62,6 +63,10 @@ public:
   /// compiled choice was too far from a tie to take.
   int64_t routingForced() const { return forced; }
   int64_t routingRefused() const { return refused; }
+  /// The widest tie followed so far: the largest gap between a followed
+  /// compiled expert's score and the reference's k-th best, relative to the
+  /// k-th best (as the tolerance is).
+  double routingWidestTie() const { return widestTie; }
 
   const ModelConfig &config() const { return cfg; }
   /// The rounding mode of later forward calls (one set of weights serves
@@ -104,6 +109,7 @@ private:
   RoutingHint routingHint;
   double tieTol = 5e-2;
   mutable int64_t moeCall = 0, forced = 0, refused = 0;
+  mutable double widestTie = 0;
 };
 
 /// Convenience: open a checkpoint directory (config.json + safetensors) and

@@ -79,11 +79,18 @@ options:
                          run the f32 reference too and fail where the compiled logits are
                          further from it than 2 x the bf16 reference's distance + 1e-2;
                          for a step that fails, also the residual stream's error after
-                         each layer of the forward call that gave its logits
+                         each layer of the forward call that gave its logits; the
+                         references follow the compiled expert choice at near ties
+                         (--check-tie)
   --check-layers         --check: those per-layer lines for every step
   --check-factor F       bf16 --check: the factor on the bf16 reference's distance (default 2)
   --check-floor T        --check: the tolerance floor of the logits' scale (default 1e-2 for
                          bf16 builds, 1e-5 for f32)
+  --check-tie W          --check: where the compiled model's expert set differs from the
+                         reference's, the reference takes the compiled one if every compiled
+                         expert scores within W (relative) of its own k-th best score: a
+                         tie the build's rounding may flip (default 5e-2 for bf16 builds,
+                         1e-4 for f32; 0 never follows)
   --profile              per-kernel time, bytes, FLOPs and achieved rates
   --ep R                 expert parallelism over R ranks: the prompts are split into R
                          contiguous groups, the routed experts of every MoE layer are sharded
@@ -754,7 +761,7 @@ int main(int argc, char **argv) {
                    {"prompt-ids", "batch", "max-new-tokens", "device", "temperature", "top-p",
                     "seed", "dump-logits", "checkpoint", "ep", "ep-replica-min-pairs", "prompt",
                     "prompt-file", "system",
-                    "tokenizer", "check-factor", "check-floor", "cache-tokens", "samples",
+                    "tokenizer", "check-factor", "check-floor", "check-tie", "cache-tokens", "samples",
                     "max-seqs"},
                    {"help", "check", "check-layers", "profile", "quiet", "ep-no-balance", "chat",
                     "allow-nonfinite", "no-shared-prefix", "interactive"});
@@ -795,8 +802,9 @@ int main(int argc, char **argv) {
     int64_t steps = args.getInt("max-new-tokens", 8);
     if (steps < 1)
       throw k3c::Error("--max-new-tokens must be >= 1, got " + std::to_string(steps));
-    if (!(args.getDouble("check-floor", 0.0) >= 0) || !(args.getDouble("check-factor", 0.0) >= 0))
-      throw k3c::Error("--check-floor and --check-factor must be >= 0");
+    if (!(args.getDouble("check-floor", 0.0) >= 0) || !(args.getDouble("check-factor", 0.0) >= 0) ||
+        !(args.getDouble("check-tie", 0.0) >= 0))
+      throw k3c::Error("--check-floor, --check-factor and --check-tie must be >= 0");
     if (args.has("check-layers") && !args.has("check"))
       throw k3c::Error("--check-layers needs --check");
     double temperature = args.getDouble("temperature", 0.0), topP = args.getDouble("top-p", 1.0);
@@ -865,8 +873,9 @@ int main(int argc, char **argv) {
     std::printf("loaded in %.2f s\n", loadS);
     model->enableProfiling(args.has("profile"));
     model->enableTracing(args.has("check"));
-    // bf16 checks let the reference follow the compiled routing at near ties.
-    const bool routingHints = args.has("check") && model->activationDtype() != "f32";
+    // Checks let the reference follow the compiled routing at near ties
+    // (--check-tie).
+    const bool routingHints = args.has("check");
     model->recordRouting(routingHints);
 
     const int64_t B = static_cast<int64_t>(prompts.size()), V = model->vocabSize();
@@ -1042,7 +1051,8 @@ int main(int argc, char **argv) {
           model->checkpointPath(), f32 ? k3c::Precision::F64 : k3c::Precision::BF16, false);
       bool ok = true;
       const double tol = args.getDouble("check-floor", f32 ? 1e-5 : 1e-2),
-                   factor = args.getDouble("check-factor", 2.0);
+                   factor = args.getDouble("check-factor", 2.0),
+                   tie = args.getDouble("check-tie", f32 ? 1e-4 : 5e-2);
       // Routing hints: step `hintStep`'s records hold every sequence's rows
       // (prefill: all prompt tokens in order; decode: one row a sequence);
       // rows [hintRow, hintRow + T) are this forward call's. A record whose
@@ -1062,7 +1072,7 @@ int main(int argc, char **argv) {
           const auto &r = recs[call];
           return std::vector<int32_t>(r.ids.begin() + hintRow * r.topK,
                                       r.ids.begin() + (hintRow + T) * r.topK);
-        });
+        }, tie);
       // One sequence through the reference: its prompt, then the compiled
       // model's tokens; the logits of every step. `stream` receives the
       // residual stream after each layer of the prefill, and `decodeStream`
@@ -1190,13 +1200,15 @@ int main(int argc, char **argv) {
         }
       }
       if (routingHints && (ref.routingForced() || ref.routingRefused())) {
-        std::printf("check: routing: %lld token choices at near ties (within 5e-2 of the k-th "
+        std::printf("check: routing: %lld token choices at near ties (within %g of the k-th "
                     "score) followed the compiled model, %lld compiled choices were further "
-                    "apart and were not\n",
-                    static_cast<long long>(ref.routingForced() - hiForced),
-                    static_cast<long long>(ref.routingRefused() - hiRefused));
-        std::printf("check: routing of the f32 reference: %lld followed, %lld not\n",
-                    static_cast<long long>(hiForced), static_cast<long long>(hiRefused));
+                    "apart and were not; the widest tie followed: %.2e\n",
+                    static_cast<long long>(ref.routingForced() - hiForced), tie,
+                    static_cast<long long>(ref.routingRefused() - hiRefused),
+                    ref.routingWidestTie());
+        if (!f32)
+          std::printf("check: routing of the f32 reference: %lld followed, %lld not\n",
+                      static_cast<long long>(hiForced), static_cast<long long>(hiRefused));
       }
       if (f32)
         std::printf("check: %s (f32 activations; tolerance: max rel %.0e of the logits' "
