@@ -1063,21 +1063,52 @@ Value AlignedShared::address(KernelBuilder &kb, Value offset) const {
 /// The descriptors of an operand's k16 steps: the first step's, then
 /// each step's start address added into its low bits (shared addresses stay
 /// below 256 KB, so the 14-bit field never carries), all before the fence.
+/// By default the low word (start address, leading offset) is formed and
+/// stepped as an i32 and the high word (stride, swizzle) is a constant OR'd
+/// in: the same descriptors, but ptxas keeps one 32-bit add and one uniform
+/// move a step where the i64 adds cost it 12 instructions an HGMMA (Nsight
+/// Compute on the MLA decode core, session 49: 386 instructions to issue
+/// its 36-step S chain). K3C_WGMMA_DESC_I64=1 keeps the i64 form.
 static SmallVector<Value> stepDescriptors(KernelBuilder &kb, const WgmmaOperand &op,
                                           int64_t ksteps) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
-  Value base = smemDescriptor(kb, op.addr, op.mnMajor ? op.blockBytes : 16);
+  const int64_t leading = op.mnMajor ? op.blockBytes : 16;
+  // K-major: 16 columns are 32 bytes of a 128-byte row, then the next
+  // 64-column block; MN-major: 16 rows of 128 bytes.
+  auto offsetOf = [&](int64_t s) {
+    return op.mnMajor ? s * 16 * 128 : (s / 4) * op.blockBytes + (s % 4) * 32;
+  };
   SmallVector<Value> out;
+  if (intFromEnv("K3C_WGMMA_DESC_I64", 0)) {
+    Value base = smemDescriptor(kb, op.addr, leading);
+    for (int64_t s = 0; s < ksteps; ++s) {
+      int64_t off = offsetOf(s);
+      out.push_back(off ? arith::AddIOp::create(
+                              b, loc, base,
+                              arith::ConstantOp::create(
+                                  b, loc, b.getIntegerAttr(b.getI64Type(), off >> 4)))
+                              .getResult()
+                        : base);
+    }
+    return out;
+  }
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  auto c32 = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(i32, v)).getResult();
+  };
+  Value addr = arith::TruncIOp::create(b, loc, i32, op.addr);
+  Value lo = arith::OrIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, arith::AndIOp::create(b, loc, addr, c32(0x3FFFF)),
+                                     c32(4)),
+      c32(((leading & 0x3FFFF) >> 4) << 16));
+  Value hi = arith::ConstantOp::create(
+      b, loc, b.getIntegerAttr(i64, static_cast<int64_t>((uint64_t(1024 >> 4) << 32) |
+                                                         (1ull << 62))));
   for (int64_t s = 0; s < ksteps; ++s) {
-    // K-major: 16 columns are 32 bytes of a 128-byte row, then the next
-    // 64-column block; MN-major: 16 rows of 128 bytes.
-    int64_t off = op.mnMajor ? s * 16 * 128 : (s / 4) * op.blockBytes + (s % 4) * 32;
-    out.push_back(off ? arith::AddIOp::create(b, loc, base,
-                                              arith::ConstantOp::create(
-                                                  b, loc, b.getIntegerAttr(b.getI64Type(), off >> 4)))
-                            .getResult()
-                      : base);
+    int64_t off = offsetOf(s);
+    Value w = off ? arith::AddIOp::create(b, loc, lo, c32(off >> 4)).getResult() : lo;
+    out.push_back(arith::OrIOp::create(b, loc, arith::ExtUIOp::create(b, loc, i64, w), hi));
   }
   return out;
 }
