@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The device call for session 49's wgmma descriptors (bundle: bash
+# bench/make-s53-bundle.sh; carry .dev; run: bash .dev/s53-h200.sh, ~6 min):
+#  1. MLA decode (mla-decode-h200.sh): the k3-tiny dv32 / dv64 checks, the
+#     default's decode logits against D64's (K3C_WGMMA_DESC_I64=1: the same
+#     descriptors, so bit for bit), both builds' decode kernel against fp64,
+#     and mla_attn in the step graph at context 8192 for 1, 8 and 64
+#     sequences, then 8 at 32768;
+#  2. the MLA flash prefill (mla-prefill-h200.sh): its checks and k3-bench
+#     at 2048 / 8192 tokens for both builds, beside torch SDPA.
+source "$(dirname "$0")/device-common.sh"
+BATCHES=1,8,64 CTX=8192 NO_NCU=1 DUMP_CHECK=1 bash mla-decode-h200.sh
+BATCHES=8 CTX=32768 NO_TINY=1 NO_CMP=1 NO_NCU=1 bash mla-decode-h200.sh
+bash mla-prefill-h200.sh
+echo "== done (${SECONDS}s)"
