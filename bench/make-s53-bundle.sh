@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# The bundle for bench/s53-h200.sh (#15: the wgmma descriptors as an i32 low
-# word and a constant high word, session 49, against the i64 form), in .dev:
-# make-mla-bundle.sh's builds with one variant,
+# The bundle for bench/s53-h200.sh (#15, session 49: the wgmma descriptors as
+# an i32 low word and a constant high word, and the transposed decode core's
+# latent tiles moved off its scoring warpgroup), in .dev: make-mla-bundle.sh's
+# builds with three variants,
 #   D64   K3C_WGMMA_DESC_I64=1: the descriptors formed and stepped as i64 (the
 #         same values: its logits must be the default's bit for bit)
+#   W2    K3C_MLA_DECODE_WG0_TILES=2: warpgroup 0 accumulates 2 of the 8
+#         latent tiles, warpgroup 1 six (the same sums: bit for bit)
+#   W3    K3C_MLA_DECODE_WG0_TILES=3
 # Carry .dev; run: bash .dev/s53-h200.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VARIANTS="D64=K3C_WGMMA_DESC_I64=1" bash bench/make-mla-bundle.sh
+VARIANTS="D64=K3C_WGMMA_DESC_I64=1 W2=K3C_MLA_DECODE_WG0_TILES=2 W3=K3C_MLA_DECODE_WG0_TILES=3" bash bench/make-mla-bundle.sh
 cp bench/s53-h200.sh .dev/
 du -sh .dev

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The device call for session 49's wgmma descriptors (bundle: bash
-# bench/make-s53-bundle.sh; carry .dev; run: bash .dev/s53-h200.sh, ~6 min):
+# The device call for session 49's MLA decode changes (bundle: bash
+# bench/make-s53-bundle.sh; carry .dev; run: bash .dev/s53-h200.sh, ~8 min):
 #  1. MLA decode (mla-decode-h200.sh): the k3-tiny dv32 / dv64 checks, the
 #     default's decode logits against D64's (K3C_WGMMA_DESC_I64=1: the same
-#     descriptors, so bit for bit), both builds' decode kernel against fp64,
+#     descriptors) and W2's / W3's (K3C_MLA_DECODE_WG0_TILES: the same sums
+#     by the other warpgroup), each bit for bit, every build's decode kernel
+#     against fp64,
 #     and mla_attn in the step graph at context 8192 for 1, 8 and 64
 #     sequences, then 8 at 32768;
 #  2. the MLA flash prefill (mla-prefill-h200.sh): its checks and k3-bench

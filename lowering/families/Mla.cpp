@@ -2104,6 +2104,13 @@ struct DecodeWg {
   /// TMA multicast to all of them, so a tile leaves L2 once for every head
   /// (measured slower: 98 us against 78 without, the case above).
   int64_t cluster = 1;
+  /// The transposed core's latent tiles (64 rows) of warpgroup 0, which also
+  /// scores and forms P (K3C_MLA_DECODE_WG0_TILES, 1 .. R / 64 - 1; 0: half,
+  /// R / 128). Fewer move O^T's rescale and P V issue to warpgroup 1, which
+  /// otherwise waits for P (Nsight Compute, session 49: warpgroup 0
+  /// issue-bound, warpgroup 1 at the P barrier for 71 % of its samples);
+  /// warpgroup 1 then holds (R / 64 - that) x HG / 2 accumulators.
+  int64_t wg0Tiles = 0;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
     const int64_t g = transposed ? HG : 64;
@@ -2175,6 +2182,14 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
                                /*gen_crash_diag=*/false);
     if (d.transposed && cl && d.groups() >= 2 && d.groups() <= 8)
       d.cluster = d.groups();
+    const int64_t t0 = intFromEnv("K3C_MLA_DECODE_WG0_TILES", 0);
+    if (t0 < 0 || t0 >= d.R / 64)
+      llvm::report_fatal_error("k3c: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1.." +
+                                   llvm::Twine(d.R / 64 - 1) + " (of the " +
+                                   llvm::Twine(d.R / 64) + " latent tiles), got " +
+                                   llvm::Twine(t0),
+                               /*gen_crash_diag=*/false);
+    d.wg0Tiles = t0;
   }
   return d;
 }
@@ -2252,7 +2267,9 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
   MLIRContext *ctx = b.getContext();
   Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type();
   const int64_t bn = d.bn, QB = d.QB, R = d.R, H = d.H, HG = d.HG;
-  const int64_t mT = R / 128;  // a warpgroup's 64-row latent tiles
+  // The warpgroups' 64-row latent tiles: warpgroup 0 (which also scores)
+  // [0, mT0), warpgroup 1 [mT0, R / 64) (d.wg0Tiles; half each by default).
+  const int64_t mT0 = d.wg0Tiles ? d.wg0Tiles : R / 128, mT1 = R / 64 - mT0;
   const int64_t cols = HG / 4; // a thread's head columns (2 of each n8 tile)
   const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
   auto accType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(HG / 2, f32));
@@ -2303,14 +2320,17 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
     // Column c of the thread (c < cols): head 8 (c / 2) + c2 + c % 2 of the group.
     auto colOf = [&](int64_t c) { return kb.add(c2, kb.idx(8 * (c / 2) + c % 2)); };
 
-    // The partials of this thread's accumulators (O^T: tile mi of its
-    // warpgroup's latent half, rows 16 w + gq (+ 8), head columns) and,
-    // from warpgroup 0's first warp, M (natural-log units) and L per head.
-    auto storePartials = [&](ArrayRef<Value> o, ArrayRef<Value> m, ArrayRef<Value> l) {
-      for (int64_t mi = 0; mi < mT; ++mi)
+    // The partials of this thread's accumulators (O^T: its warpgroup's
+    // `count` latent tiles, rows 16 w + gq (+ 8), head
+    // columns; zeros where `o` is empty) and, from warpgroup 0's first warp,
+    // M (natural-log units) and L per head.
+    // (Warpgroup 1's first tile is mT0: its rows start at wg * 64 mT0.)
+    auto storePartials = [&](ArrayRef<Value> o, ArrayRef<Value> m, ArrayRef<Value> l,
+                             int64_t count) {
+      for (int64_t mi = 0; mi < count; ++mi)
         for (int64_t i = 0; i < HG / 2; ++i) {
           Value head = kb.add(h0, colOf(2 * (i / 4) + i % 2));
-          Value lat = kb.add(kb.add(kb.mul(wg, R / 2), kb.idx(64 * mi + 8 * ((i % 4) / 2))),
+          Value lat = kb.add(kb.add(kb.mul(wg, 64 * mT0), kb.idx(64 * mi + 8 * ((i % 4) / 2))),
                              kb.add(kb.mul(w, 16), gq));
           kb.ifThen(kb.ult(head, kb.idx(H)), [&] {
             Value v = o.empty() ? zero
@@ -2409,30 +2429,30 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
           auto pAddr = [&](Value pb) {
             return toI64(kb.add(aligned, kb.add(kb.idx(d.tPOff()), kb.mul(pb, HG * 128))));
           };
-          // O^T += V^T P^T for latent tiles [mt0, mt0 + mT) of the tile in
-          // `slot` (A: 64 latent columns of the tile's rows, MN-major), one
+          // O^T += V^T P^T for latent tiles [mt0, mt0 + o.size()) of the tile
+          // in `slot` (A: 64 latent columns of the tile's rows, MN-major), one
           // group a tile.
           auto pv = [&](SmallVector<Value> &o, Value slot, Value pb, int64_t mt0) {
-            for (int64_t mi = 0; mi < mT; ++mi)
+            for (int64_t mi = 0; mi < static_cast<int64_t>(o.size()); ++mi)
               o[mi] = wgmmaChain(
                   kb, accType, o[mi],
                   {toI64(kb.add(slotAddr(slot), kb.idx((mt0 + mi) * bn * 128))), bn * 128, true},
                   {pAddr(pb), HG * 128, false}, HG, bn / 16);
           };
-          SmallVector<Value> oInit(mT, LLVM::ZeroOp::create(b, loc, accType).getResult());
+          Value zeroAcc = LLVM::ZeroOp::create(b, loc, accType).getResult();
           kb.ifThenElse(
               kb.ieq(wg, kb.idx(0)),
               [&] {
-                // Warpgroup 0: carried O^T (mT), m (cols, log2 units), l (cols,
+                // Warpgroup 0: carried O^T (mT0), m (cols, log2 units), l (cols,
                 // this thread's rows' partial sums).
-                SmallVector<Value> init(oInit);
+                SmallVector<Value> init(mT0, zeroAcc);
                 init.append(cols, negInf);
                 init.append(cols, zero);
                 SmallVector<Value> fin = kb.loop(kb.idx(0), nT, init, [&](Value j, ValueRange in) {
                   Value slot = kb.rem(j, 2), pb = slot;
-                  SmallVector<Value> o(in.begin(), in.begin() + mT);
-                  SmallVector<Value> m(in.begin() + mT, in.begin() + mT + cols);
-                  SmallVector<Value> l(in.begin() + mT + cols, in.end());
+                  SmallVector<Value> o(in.begin(), in.begin() + mT0);
+                  SmallVector<Value> m(in.begin() + mT0, in.begin() + mT0 + cols);
+                  SmallVector<Value> l(in.begin() + mT0 + cols, in.end());
                   // Tile j - 1's products done: release its slot (a warp each).
                   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
                   kb.ifThen(kb.ult(kb.idx(0), j), [&] { release(kb.sub(j, kb.idx(1))); });
@@ -2519,7 +2539,7 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                   });
                   fenceAsync();
                   namedBarrier(kb, 4, 256); // P^T and alpha to warpgroup 1
-                  for (int64_t mi = 0; mi < mT; ++mi)
+                  for (int64_t mi = 0; mi < mT0; ++mi)
                     o[mi] = scaleAccCols(kb, o[mi], HG / 2, alpha);
                   pv(o, slot, pb, 0);
                   SmallVector<Value> out(o);
@@ -2528,9 +2548,9 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                   return out;
                 });
                 NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
-                SmallVector<Value> o(fin.begin(), fin.begin() + mT);
-                SmallVector<Value> m(fin.begin() + mT, fin.begin() + mT + cols);
-                SmallVector<Value> l(fin.begin() + mT + cols, fin.end());
+                SmallVector<Value> o(fin.begin(), fin.begin() + mT0);
+                SmallVector<Value> m(fin.begin() + mT0, fin.begin() + mT0 + cols);
+                SmallVector<Value> l(fin.begin() + mT0 + cols, fin.end());
                 // L: the thread's partial sums over the warp's row groups,
                 // then the 4 warps (every warp read the maxima before the
                 // last tile's barrier 4: the buffer is free).
@@ -2546,11 +2566,12 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                     s = kb.fadd(s, kb.load(xs, {kb.idx(ww), colOf(c)}));
                   l[c] = s;
                 }
-                storePartials(o, m, l);
+                storePartials(o, m, l, mT0);
               },
               [&] {
-                // Warpgroup 1: the other latent half; its first warp refills.
-                SmallVector<Value> fin = kb.loop(kb.idx(0), nT, oInit, [&](Value j, ValueRange in) {
+                // Warpgroup 1: latent tiles [mT0, R / 64); its first warp refills.
+                SmallVector<Value> oInit1(mT1, zeroAcc);
+                SmallVector<Value> fin = kb.loop(kb.idx(0), nT, oInit1, [&](Value j, ValueRange in) {
                   Value slot = kb.rem(j, 2), pb = slot;
                   SmallVector<Value> o(in.begin(), in.end());
                   namedBarrier(kb, 4, 256);
@@ -2561,9 +2582,9 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                   SmallVector<Value> alpha(cols);
                   for (int64_t c = 0; c < cols; ++c)
                     alpha[c] = kb.load(al, {pb, colOf(c)});
-                  for (int64_t mi = 0; mi < mT; ++mi)
+                  for (int64_t mi = 0; mi < mT1; ++mi)
                     o[mi] = scaleAccCols(kb, o[mi], HG / 2, alpha);
-                  pv(o, slot, pb, mT);
+                  pv(o, slot, pb, mT0);
                   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
                   release(j);
                   Value next = kb.add(j, kb.idx(2));
@@ -2579,7 +2600,7 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                   });
                   return o;
                 });
-                storePartials(fin, {}, {});
+                storePartials(fin, {}, {}, mT1);
               });
           if (nc > 1)
             clusterSync(kb); // no block exits while the cluster's copies may reach it
@@ -2587,7 +2608,12 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
         [&] {
           // An empty split: weight 0 in the merge.
           SmallVector<Value> m(cols, negInf), l(cols, zero);
-          storePartials({}, m, l);
+          if (mT0 == mT1)
+            storePartials({}, m, l, mT0);
+          else
+            kb.ifThenElse(
+                kb.ieq(wg, kb.idx(0)), [&] { storePartials({}, m, l, mT0); },
+                [&] { storePartials({}, {}, {}, mT1); });
         });
   }, d.tSharedBytes(), name, nc);
 }

@@ -1,0 +1,58 @@
+// --k3-lower-kernels on an MLA attention of 16 heads with latent 256 (rope
+// 64, nope 16, v 64, bf16) for sm_90a: the transposed decode core
+// (absorbed_split_wgt_h16_n64), whose O^T = V^T P^T spans 4 latent tiles of
+// 64 rows. By default warpgroup 0 (which also scores S^T and forms P^T)
+// accumulates tiles 0-1 and warpgroup 1 tiles 2-3: two tiles of
+// wgmma.m64n16k16 each (4 k steps a tile), 16 partial stores each (and the
+// empty split's 16 a thread, one form for both).
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HALF
+//
+// K3C_MLA_DECODE_WG0_TILES=1: warpgroup 0 one tile, warpgroup 1 three (its
+// rescale and P V issue moved off the scoring warpgroup), each storing its
+// own tiles' partials (8 and 24; the empty split's per warpgroup, 8 and
+// 24); values outside 0..3 are refused.
+// RUN: env K3C_MLA_DECODE_WG0_TILES=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ONE
+// RUN: env K3C_MLA_DECODE_WG0_TILES=4 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BAD
+
+// HALF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// HALF-COUNT-20: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 16, k = 16>, D[<f32>, <{{zero|one}}>], A[<bf16>, <one>, <row>]
+// HALF: "barrier.sync 4, 256;"
+// HALF-COUNT-8: nvvm.wgmma.mma_async {{.*}}A[<bf16>, <one>, <col>]
+// HALF-NOT: nvvm.wgmma.mma_async
+// HALF: nvvm.wgmma.wait.group.sync.aligned 0
+// HALF-COUNT-16: memref.store {{.*}} : memref<256x4128xf32
+// HALF-NOT: memref.store {{.*}} : memref<256x4128xf32
+// HALF: "barrier.sync 4, 256;"
+// HALF: nvvm.mbarrier.try_wait.parity
+// HALF-COUNT-8: nvvm.wgmma.mma_async {{.*}}A[<bf16>, <one>, <col>]
+// HALF-NOT: nvvm.wgmma.mma_async
+// HALF: nvvm.wgmma.wait.group.sync.aligned 0
+// HALF-COUNT-32: memref.store {{.*}} : memref<256x4128xf32
+// HALF: gpu.terminator
+
+// ONE: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// ONE-COUNT-20: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 16, k = 16>, D[<f32>, <{{zero|one}}>], A[<bf16>, <one>, <row>]
+// ONE: "barrier.sync 4, 256;"
+// ONE-COUNT-4: nvvm.wgmma.mma_async {{.*}}A[<bf16>, <one>, <col>]
+// ONE-NOT: nvvm.wgmma.mma_async
+// ONE: nvvm.wgmma.wait.group.sync.aligned 0
+// ONE-COUNT-8: memref.store {{.*}} : memref<256x4128xf32
+// ONE-NOT: memref.store {{.*}} : memref<256x4128xf32
+// ONE: "barrier.sync 4, 256;"
+// ONE: nvvm.mbarrier.try_wait.parity
+// ONE-COUNT-12: nvvm.wgmma.mma_async {{.*}}A[<bf16>, <one>, <col>]
+// ONE-NOT: nvvm.wgmma.mma_async
+// ONE: nvvm.wgmma.wait.group.sync.aligned 0
+// ONE-COUNT-56: memref.store {{.*}} : memref<256x4128xf32
+// ONE: gpu.terminator
+
+// BAD: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1..3 (of the 4 latent tiles), got 4
+
+func.func @mla_attn(%a0: tensor<?x1280xbf16>, %a1: tensor<?x320xbf16>, %a2: tensor<256xbf16>, %a3: tensor<?x?x320xbf16>, %a4: tensor<?xi32>, %a5: tensor<?xi32>, %a6: tensor<1280x256xbf16>, %a7: tensor<?x1024xbf16>) -> (tensor<?x1024xbf16>, tensor<?x?x320xbf16>) {
+    %r:2 = k3.kernel "k3_mla_attn_0000f00d" family "mla_attn" (%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7) {bytes_per_token = 696 : i64, flops_per_token = 8192 : i64, weight_bytes = 786688 : i64} : (tensor<?x1280xbf16>, tensor<?x320xbf16>, tensor<256xbf16>, tensor<?x?x320xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<1280x256xbf16>, tensor<?x1024xbf16>) -> (tensor<?x1024xbf16>, tensor<?x?x320xbf16>) {
+    ^bb0(%arg401: tensor<?x1280xbf16>, %arg402: tensor<?x320xbf16>, %arg403: tensor<256xbf16>, %arg404: tensor<?x?x320xbf16>, %arg405: tensor<?xi32>, %arg406: tensor<?xi32>, %arg407: tensor<1280x256xbf16>, %arg408: tensor<?x1024xbf16>):
+      %result, %new_cache = k3.mla_attention %arg401, %arg402, %arg403, %arg404, %arg405, %arg406, %arg407 gate(%arg408) {norm_eps = 9.9999999999999995E-7 : f64, num_heads = 16 : i64, qk_nope_head_dim = 16 : i64, softmax_scale = 0.17677669529663687 : f64, v_head_dim = 64 : i64} : (tensor<?x1280xbf16>, tensor<?x320xbf16>, tensor<256xbf16>, tensor<?x?x320xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<1280x256xbf16>, tensor<?x1024xbf16>) -> (tensor<?x1024xbf16>, tensor<?x?x320xbf16>)
+      k3.yield %result, %new_cache : tensor<?x1024xbf16>, tensor<?x?x320xbf16>
+    }
+    return %r#0, %r#1 : tensor<?x1024xbf16>, tensor<?x?x320xbf16>
+}
