@@ -8,9 +8,10 @@
 #   W2    K3C_MLA_DECODE_WG0_TILES=2: warpgroup 0 accumulates 2 of the 8
 #         latent tiles, warpgroup 1 six (the same sums: bit for bit)
 #   W3    K3C_MLA_DECODE_WG0_TILES=3
+# (W2 and W3 for the slice only: k3-tiny dv64's latent 128 has two tiles.)
 # Carry .dev; run: bash .dev/s53-h200.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VARIANTS="D64=K3C_WGMMA_DESC_I64=1 W2=K3C_MLA_DECODE_WG0_TILES=2 W3=K3C_MLA_DECODE_WG0_TILES=3" bash bench/make-mla-bundle.sh
+VARIANTS="D64=K3C_WGMMA_DESC_I64=1" FLAG_VARIANTS="W2=K3C_MLA_DECODE_WG0_TILES=2 W3=K3C_MLA_DECODE_WG0_TILES=3" bash bench/make-mla-bundle.sh
 cp bench/s53-h200.sh .dev/
 du -sh .dev
