@@ -3,8 +3,9 @@
 # bench/make-s53-bundle.sh; carry .dev; run: bash .dev/s53-h200.sh, then S53=2 bash .dev/s53-h200.sh):
 #  1. MLA decode (mla-decode-h200.sh): the k3-tiny dv32 / dv64 checks, the
 #     default's decode logits against D64's (K3C_WGMMA_DESC_I64=1: the same
-#     descriptors) and W2's / W3's (K3C_MLA_DECODE_WG0_TILES: the same sums
-#     by the other warpgroup), each bit for bit, every build's decode kernel
+#     descriptors), W2's / W3's (K3C_MLA_DECODE_WG0_TILES: the same sums by
+#     the other warpgroup), SM's (K3C_MLA_DECODE_STMATRIX: the same P^T by
+#     stmatrix) and W2SM's, each bit for bit, every build's decode kernel
 #     against fp64,
 #     and mla_attn in the step graph at context 8192 for 1, 8 and 64
 #     sequences, then 8 at 32768;

@@ -2111,6 +2111,12 @@ struct DecodeWg {
   /// issue-bound, warpgroup 1 at the P barrier for 71 % of its samples);
   /// warpgroup 1 then holds (R / 64 - that) x HG / 2 accumulators.
   int64_t wg0Tiles = 0;
+  /// The transposed core's P^T tile written by stmatrix (transposed 8x8
+  /// matrices, K3C_MLA_DECODE_STMATRIX=1, opt-in) instead of one 2-byte
+  /// store an element: 3 stmatrix.x4 a warp for 48 heads where the element
+  /// stores took 24 stores and their address arithmetic on the scoring
+  /// warpgroup's path (same values).
+  bool stmatrixP = false;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
     const int64_t g = transposed ? HG : 64;
@@ -2190,6 +2196,12 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
                                    llvm::Twine(t0),
                                /*gen_crash_diag=*/false);
     d.wg0Tiles = t0;
+    const int64_t sm = intFromEnv("K3C_MLA_DECODE_STMATRIX", 0);
+    if (sm < 0 || sm > 1)
+      llvm::report_fatal_error("k3c: K3C_MLA_DECODE_STMATRIX must be 0 or 1, got " +
+                                   llvm::Twine(sm),
+                               /*gen_crash_diag=*/false);
+    d.stmatrixP = sm == 1;
   }
   return d;
 }
@@ -2524,15 +2536,51 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                         kb.ieq(pb, kb.idx(0)), [&] { namedBarrier(kb, 2, 256); },
                         [&] { namedBarrier(kb, 3, 256); });
                   });
-                  for (int64_t c = 0; c < cols; ++c)
-                    for (int64_t hf = 0; hf < 2; ++hf) {
-                      Value h = colOf(c);
-                      Value chunk = arith::XOrIOp::create(
-                                        b, loc, kb.add(kb.mul(w, 2), kb.idx(hf)), kb.rem(h, 8))
-                                        .getResult();
-                      Value v = arith::TruncFOp::create(b, loc, bf16, vAt(c, hf));
-                      kb.store(v, pt, {pb, h, kb.add(kb.mul(chunk, 8), gq)});
+                  if (d.stmatrixP) {
+                    // The warp's 16 positions x HG heads as HG / 4 8x8
+                    // matrices m = 2 t + hf (positions 8 hf + gq, heads
+                    // 8 t + 2 q + {0, 1}: the accumulator layout), stored
+                    // transposed by stmatrix: lane 8 m' + r gives row r of
+                    // its group's m', head 8 t + r, whose 8 positions are
+                    // one 16-byte chunk (2 w + hf) ^ r. The same bf16
+                    // roundings (cvt.rn) as the element stores below.
+                    const int64_t nm = HG / 4;
+                    SmallVector<Value> regs;
+                    for (int64_t m = 0; m < nm; ++m) {
+                      const int64_t t = m / 2, hf = m % 2;
+                      Value v = NVVM::ConvertF32x2ToBF16x2Op::create(
+                          b, loc, VectorType::get({2}, bf16), vAt(2 * t + 1, hf), vAt(2 * t, hf),
+                          Value(), NVVM::FPRoundingMode::RN, NVVM::SaturationMode::NONE, false);
+                      regs.push_back(LLVM::BitcastOp::create(b, loc, b.getI32Type(), v));
                     }
+                    Value r = kb.rem(lane, 8), mq = kb.div(lane, 8);
+                    Value pBase = kb.add(aligned, kb.add(kb.idx(d.tPOff()), kb.mul(pb, HG * 128)));
+                    for (int64_t m0 = 0; m0 < nm;) {
+                      const int64_t cnt = nm - m0 >= 4 ? 4 : nm - m0 >= 2 ? 2 : 1;
+                      Value m = kb.add(kb.idx(m0), kb.rem(mq, kb.idx(cnt)));
+                      Value head = kb.add(kb.mul(kb.div(m, 2), 8), r);
+                      Value chunk = arith::XOrIOp::create(
+                                        b, loc, kb.add(kb.mul(w, 2), kb.rem(m, 2)), r)
+                                        .getResult();
+                      Value at = kb.add(pBase, kb.add(kb.mul(head, 128), kb.mul(chunk, 16)));
+                      NVVM::StMatrixOp::create(
+                          b, loc, kb.pointerAt(at, 3),
+                          ArrayRef<Value>(regs).slice(m0, cnt), NVVM::MMALayout::col,
+                          NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8), NVVM::LdStMatrixEltType::B16);
+                      m0 += cnt;
+                    }
+                  } else {
+                    for (int64_t c = 0; c < cols; ++c)
+                      for (int64_t hf = 0; hf < 2; ++hf) {
+                        Value h = colOf(c);
+                        Value chunk =
+                            arith::XOrIOp::create(b, loc, kb.add(kb.mul(w, 2), kb.idx(hf)),
+                                                  kb.rem(h, 8))
+                                .getResult();
+                        Value v = arith::TruncFOp::create(b, loc, bf16, vAt(c, hf));
+                        kb.store(v, pt, {pb, h, kb.add(kb.mul(chunk, 8), gq)});
+                      }
+                  }
                   kb.ifThen(kb.andi(kb.ieq(w, kb.idx(0)), quad0), [&] {
                     for (int64_t c = 0; c < cols; ++c)
                       kb.store(alpha[c], al, {pb, colOf(c)});

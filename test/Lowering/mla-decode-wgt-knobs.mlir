@@ -13,9 +13,20 @@
 // 24); values outside 0..3 are refused.
 // RUN: env K3C_MLA_DECODE_WG0_TILES=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ONE
 // RUN: env K3C_MLA_DECODE_WG0_TILES=4 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BAD
+//
+// K3C_MLA_DECODE_STMATRIX=1 (opt-in): the scoring warpgroup writes P^T (16
+// heads x 64 positions, bf16) by one transposed stmatrix.x4 a warp (four
+// 8x8 matrices: 8 heads x 8 positions each) from cvt.rn.bf16x2 pairs
+// instead of 8 two-byte stores a thread; by default the element stores
+// (HALF above: no stmatrix); other values are refused.
+// RUN: env K3C_MLA_DECODE_STMATRIX=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=STM
+// RUN: env K3C_MLA_DECODE_STMATRIX=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=STMBAD
 
 // HALF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // HALF-COUNT-20: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 16, k = 16>, D[<f32>, <{{zero|one}}>], A[<bf16>, <one>, <row>]
+// HALF-NOT: nvvm.stmatrix
+// HALF: memref.store {{.*}} : memref<2x16x64xbf16
+// HALF-NOT: nvvm.stmatrix
 // HALF: "barrier.sync 4, 256;"
 // HALF-COUNT-8: nvvm.wgmma.mma_async {{.*}}A[<bf16>, <one>, <col>]
 // HALF-NOT: nvvm.wgmma.mma_async
@@ -45,6 +56,16 @@
 // ONE: nvvm.wgmma.wait.group.sync.aligned 0
 // ONE-COUNT-56: memref.store {{.*}} : memref<256x4128xf32
 // ONE: gpu.terminator
+
+// STM: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// STM: "barrier.sync 1, 128;"
+// STM-COUNT-4: nvvm.convert.f32x2.to.bf16x2
+// STM-NOT: memref.store {{.*}} : memref<2x16x64xbf16
+// STM: nvvm.stmatrix {{.*}}layout = #nvvm.mma_layout<col>, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>} : !llvm.ptr<3>, i32, i32, i32, i32
+// STM-NOT: nvvm.stmatrix
+// STM: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
+// STM: "barrier.sync 4, 256;"
+// STMBAD: K3C_MLA_DECODE_STMATRIX must be 0 or 1, got 2
 
 // BAD: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1..3 (of the 4 latent tiles), got 4
 
