@@ -6,7 +6,8 @@
 #     default's decode logits against D64's (K3C_WGMMA_DESC_I64=1: the same
 #     descriptors), W2's / W3's (K3C_MLA_DECODE_WG0_TILES: the same sums by
 #     the other warpgroup), SM's (K3C_MLA_DECODE_STMATRIX: the same P^T by
-#     stmatrix) and W2SM's, each bit for bit, the default's decode kernel
+#     stmatrix), W2SM's and FA's (K3C_MLA_FUSE_APPEND_STAGED: the append in
+#     the staged q_abs launch), each bit for bit, the default's decode kernel
 #     against fp64, and mla_attn in the step graph at context 8192 for 1, 8 and 64
 #     sequences, then 8 at 32768;
 #  2. the MLA flash prefill (mla-prefill-h200.sh): its checks and k3-bench

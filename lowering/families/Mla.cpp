@@ -3141,13 +3141,45 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                              /*gen_crash_diag=*/false);
   const int64_t wideMax = qabsTc ? wideMaxEnv : kQabsWideTokens;
   const int64_t appendWarps = wCT * kRowGroups / 32;
-  Value appendBlocks;
-  if (append && !fuseAppend)
-    append->launch();
-  if (fuseAppend) {
-    Value oneRound = kb.ule(T, kb.idx(wideMax));
-    kb.ifThen(kb.ult(kb.idx(wideMax), T), [&] { append->launch(); });
-    appendBlocks = kb.select(oneRound, kb.ceilDiv(T, appendWarps), kb.idx(0));
+  const int64_t qPitch = gr.nope + 8, wPitch = kQabsTileCols + 8;
+  const bool qabsStaged = qabsTc && intFromEnv("K3C_MLA_QABS_STAGED", 1) &&
+                          R % kQabsTileCols == 0 && gr.nope % 16 == 0 && gr.qk % 8 == 0 &&
+                          2 * (kQabsTileTokens * qPitch + gr.nope * wPitch) <= kSharedBudget;
+  // K3C_MLA_FUSE_APPEND_STAGED=1 (opt-in, session 49, not yet timed): a
+  // launch of one round too long for the wide q_abs (wideMax < T <=
+  // kSplitChunk: batched decode of 8..64 sequences) appends its tokens in
+  // extra blocks of the staged tensor-core q_abs launch, as the wide form
+  // does for fewer: one launch fewer a step (the append's own took 4.3 us
+  // at batch 8 on an H100, session 47).
+  const int64_t fuseStagedEnv = intFromEnv("K3C_MLA_FUSE_APPEND_STAGED", 0);
+  if (fuseStagedEnv < 0 || fuseStagedEnv > 1)
+    llvm::report_fatal_error("k3c: K3C_MLA_FUSE_APPEND_STAGED must be 0 or 1, got " +
+                                 llvm::Twine(fuseStagedEnv),
+                             /*gen_crash_diag=*/false);
+  const bool fuseStaged = append && fuseStagedEnv && qabsStaged &&
+                          intFromEnv("K3C_MLA_FUSE_APPEND", 1);
+  constexpr int64_t kStagedWarps = kQabsTileTokens / 16;
+  const int64_t stagedFrom = wide ? wideMax + 1 : kCombineTokens;
+  Value appendBlocks, appendBlocksStaged;
+  if (fuseStaged) {
+    Value inWide = fuseAppend ? kb.ule(T, kb.idx(wideMax)) : Value();
+    Value inStaged = kb.andi(kb.ule(kb.idx(stagedFrom), T), kb.ule(T, kb.idx(kSplitChunk)));
+    Value fused =
+        inWide ? arith::OrIOp::create(kb.b, kb.loc, inWide, inStaged).getResult() : inStaged;
+    Value unfused = arith::XOrIOp::create(
+        kb.b, kb.loc, fused, arith::ConstantOp::create(kb.b, kb.loc, kb.b.getBoolAttr(true)));
+    kb.ifThen(unfused, [&] { append->launch(); });
+    if (fuseAppend)
+      appendBlocks = kb.select(inWide, kb.ceilDiv(T, appendWarps), kb.idx(0));
+    appendBlocksStaged = kb.select(inStaged, kb.ceilDiv(T, kStagedWarps), kb.idx(0));
+  } else {
+    if (append && !fuseAppend)
+      append->launch();
+    if (fuseAppend) {
+      Value oneRound = kb.ule(T, kb.idx(wideMax));
+      kb.ifThen(kb.ult(kb.idx(wideMax), T), [&] { append->launch(); });
+      appendBlocks = kb.select(oneRound, kb.ceilDiv(T, appendWarps), kb.idx(0));
+    }
   }
   kb.loopStep(kb.idx(0), T, kb.idx(kSplitChunk), [&](Value t0) {
     Value Tc = kb.minu(kb.idx(kSplitChunk), kb.sub(T, t0));
@@ -3334,27 +3366,40 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     };
     // Rounds of more tokens on tensor cores take staged tiles of 64 tokens
     // x 64 latent columns where the shapes allow (qabsMmaStaged: W_UK read
-    // once per 64 tokens, not per 16; K3C_MLA_QABS_STAGED=0 keeps qabsMma).
-    const int64_t qPitch = gr.nope + 8, wPitch = kQabsTileCols + 8;
-    const bool qabsStaged = qabsTc && intFromEnv("K3C_MLA_QABS_STAGED", 1) &&
-                            R % kQabsTileCols == 0 && gr.nope % 16 == 0 && gr.qk % 8 == 0 &&
-                            2 * (kQabsTileTokens * qPitch + gr.nope * wPitch) <= kSharedBudget;
+    // once per 64 tokens, not per 16; K3C_MLA_QABS_STAGED=0 keeps qabsMma);
+    // with fuseStaged, a launch's only round appends its tokens in extra
+    // blocks past the heads (a warp a token, from the first column and
+    // token block).
     auto qabsStagedTiles = [&] {
-      kb.blocks({kb.idx(gr.H), kb.idx(R / kQabsTileCols), kb.ceilDiv(Tc, kQabsTileTokens)},
-                32 * (kQabsTileTokens / 16), [&](ValueRange bid, ThreadBlock &tb) {
+      Value heads = fuseStaged ? kb.add(kb.idx(gr.H), appendBlocksStaged) : kb.idx(gr.H);
+      kb.blocks({heads, kb.idx(R / kQabsTileCols), kb.ceilDiv(Tc, kQabsTileTokens)},
+                32 * kStagedWarps, [&](ValueRange bid, ThreadBlock &tb) {
                   Type bf16 = kb.b.getBF16Type();
                   Value qs = kb.shared(tb, {kQabsTileTokens, qPitch}, bf16);
                   Value ws = kb.shared(tb, {gr.nope, wPitch}, bf16);
-                  Value head = bid[0], local0 = kb.mul(bid[2], kQabsTileTokens);
-                  Value valid = kb.minu(kb.idx(kQabsTileTokens), kb.sub(Tc, local0));
-                  qabsMmaStaged(one, tb, kb.add(t0, local0), valid, head,
-                                kb.mul(bid[1], kQabsTileCols), qs, ws,
-                                [&](Value m, Value c, ArrayRef<Value> v) {
-                                  Value local = kb.add(local0, m);
-                                  kb.storeVec(v, qaBf, {kb.add(kb.mul(local, gr.H), head), c});
-                                });
+                  auto tile = [&] {
+                    Value head = bid[0], local0 = kb.mul(bid[2], kQabsTileTokens);
+                    Value valid = kb.minu(kb.idx(kQabsTileTokens), kb.sub(Tc, local0));
+                    qabsMmaStaged(one, tb, kb.add(t0, local0), valid, head,
+                                  kb.mul(bid[1], kQabsTileCols), qs, ws,
+                                  [&](Value m, Value c, ArrayRef<Value> v) {
+                                    Value local = kb.add(local0, m);
+                                    kb.storeVec(v, qaBf, {kb.add(kb.mul(local, gr.H), head), c});
+                                  });
+                  };
+                  if (!fuseStaged) {
+                    tile();
+                    return;
+                  }
+                  kb.ifThenElse(kb.ult(bid[0], kb.idx(gr.H)), tile, [&] {
+                    kb.ifThen(kb.andi(kb.ieq(bid[1], kb.idx(0)), kb.ieq(bid[2], kb.idx(0))), [&] {
+                      append->warp(tb, kb.add(kb.mul(kb.sub(bid[0], kb.idx(gr.H)),
+                                                     kb.idx(kStagedWarps)),
+                                              tb.warp));
+                    });
+                  });
                 },
-                0, "absorbed_qabs_mma_t64");
+                0, std::string("absorbed_qabs_mma_t64") + (fuseStaged ? "_append" : ""));
     };
     if (qabsTc)
       kb.ifThenElse(kb.ult(Tc, kb.idx(wide ? wideMax + 1 : kCombineTokens)), qabsSmall,

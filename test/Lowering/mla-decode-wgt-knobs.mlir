@@ -21,6 +21,17 @@
 // (HALF above: no stmatrix); other values are refused.
 // RUN: env K3C_MLA_DECODE_STMATRIX=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=STM
 // RUN: env K3C_MLA_DECODE_STMATRIX=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=STMBAD
+//
+// K3C_MLA_FUSE_APPEND_STAGED=1 (opt-in): a decode launch of one round too
+// long for the wide q_abs (7 < T <= 64 tokens) appends its tokens in extra
+// blocks of the staged tensor-core q_abs launch (absorbed_qabs_mma_t64_append:
+// blocks past the 16 heads, from the first column and token block, a warp
+// a token), so the append's own launch runs only outside both fused ranges
+// (T > 64); by default that launch takes every T > 7 (no _append staged
+// kernel). Other values are refused.
+// RUN: env K3C_MLA_FUSE_APPEND_STAGED=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA0
+// RUN: env K3C_MLA_FUSE_APPEND_STAGED=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FABAD
 
 // HALF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // HALF-COUNT-20: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 16, k = 16>, D[<f32>, <{{zero|one}}>], A[<bf16>, <one>, <row>]
@@ -66,6 +77,23 @@
 // STM: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
 // STM: "barrier.sync 4, 256;"
 // STMBAD: K3C_MLA_DECODE_STMATRIX must be 0 or 1, got 2
+
+// FA: %[[W:.*]] = arith.cmpi ule, %{{.*}}, %c7 : index
+// FA: %[[HI:.*]] = arith.cmpi ule, %{{.*}}, %c64{{.*}} : index
+// FA: %[[LO:.*]] = arith.cmpi ule, %c8, %{{.*}} : index
+// FA: %[[S:.*]] = arith.andi %[[LO]], %[[HI]] : i1
+// FA: %[[F:.*]] = arith.ori %[[W]], %[[S]] : i1
+// FA: %[[U:.*]] = arith.xori %[[F]], %true : i1
+// FA: scf.if %[[U]] {
+// FA: module(@k3_mla_attn_0000f00d_append)
+// FA: module(@k3_mla_attn_0000f00d_absorbed_qabs_mma_t64_append)
+// FA: arith.cmpi ult, %{{.*}}, %c16
+// FA: nvgpu.ldmatrix
+// FA: arith.muli %{{.*}}, %c4
+// FA: gpu.terminator
+// FA0: module(@k3_mla_attn_0000f00d_absorbed_qabs_mma_t64)
+// FA0-NOT: absorbed_qabs_mma_t64_append
+// FABAD: K3C_MLA_FUSE_APPEND_STAGED must be 0 or 1, got 2
 
 // BAD: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1..3 (of the 4 latent tiles), got 4
 
