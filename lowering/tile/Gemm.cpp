@@ -1023,6 +1023,9 @@ void mmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const MmaT
 /// (i64); advancing it by 32 bytes steps K by 16 inside the swizzled row.
 /// With `leadingBytes` (an MN-major operand, wgmmaChain), the leading
 /// offset is the byte distance between its 64-element MN blocks.
+/// The descriptor's high word: stride 1024 bytes (bits 32-45), 128-byte
+/// swizzle (bits 62-63).
+constexpr uint64_t kDescHigh = (uint64_t(1024 >> 4) << 32) | (1ull << 62);
 static Value smemDescriptor(KernelBuilder &kb, Value addr, int64_t leadingBytes = 16) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
@@ -1032,8 +1035,7 @@ static Value smemDescriptor(KernelBuilder &kb, Value addr, int64_t leadingBytes 
         .getResult();
   };
   Value lo = arith::ShRUIOp::create(b, loc, arith::AndIOp::create(b, loc, addr, c(0x3FFFF)), c(4));
-  Value fixed = c((uint64_t((leadingBytes & 0x3FFFF) >> 4) << 16) |
-                  (uint64_t(1024 >> 4) << 32) | (1ull << 62));
+  Value fixed = c((uint64_t((leadingBytes & 0x3FFFF) >> 4) << 16) | kDescHigh);
   return arith::OrIOp::create(b, loc, lo, fixed);
 }
 
@@ -1102,9 +1104,8 @@ static SmallVector<Value> stepDescriptors(KernelBuilder &kb, const WgmmaOperand 
       b, loc, arith::ShRUIOp::create(b, loc, arith::AndIOp::create(b, loc, addr, c32(0x3FFFF)),
                                      c32(4)),
       c32(((leading & 0x3FFFF) >> 4) << 16));
-  Value hi = arith::ConstantOp::create(
-      b, loc, b.getIntegerAttr(i64, static_cast<int64_t>((uint64_t(1024 >> 4) << 32) |
-                                                         (1ull << 62))));
+  Value hi = arith::ConstantOp::create(b, loc,
+                                       b.getIntegerAttr(i64, static_cast<int64_t>(kDescHigh)));
   for (int64_t s = 0; s < ksteps; ++s) {
     int64_t off = offsetOf(s);
     Value w = off ? arith::AddIOp::create(b, loc, lo, c32(off >> 4)).getResult() : lo;
