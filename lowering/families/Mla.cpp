@@ -636,14 +636,17 @@ static void asyncLanded(KernelBuilder &kb, ThreadBlock &tb, int64_t pending) {
 /// P (fp32, the m64 accumulator layout) as the register-A operand of P V:
 /// four b32 registers a k16 step, step kk the n8 tiles 2kk and 2kk + 1, one
 /// cvt.rn.bf16x2.f32 a pair (the low half the lower column).
-static SmallVector<Value> packRegA(KernelBuilder &kb, ArrayRef<Value> sv) {
+/// Two f32 as one b32 of bf16s (cvt.rn.bf16x2.f32): `lo` in the low half.
+static Value packBf16x2(KernelBuilder &kb, Value lo, Value hi) {
   OpBuilder &b = kb.b;
-  auto pack = [&](Value lo, Value hi) {
-    Value v = NVVM::ConvertF32x2ToBF16x2Op::create(
-        b, kb.loc, VectorType::get({2}, b.getBF16Type()), hi, lo, Value(),
-        NVVM::FPRoundingMode::RN, NVVM::SaturationMode::NONE, false);
-    return LLVM::BitcastOp::create(b, kb.loc, b.getI32Type(), v).getResult();
-  };
+  Value v = NVVM::ConvertF32x2ToBF16x2Op::create(
+      b, kb.loc, VectorType::get({2}, b.getBF16Type()), hi, lo, Value(), NVVM::FPRoundingMode::RN,
+      NVVM::SaturationMode::NONE, false);
+  return LLVM::BitcastOp::create(b, kb.loc, b.getI32Type(), v).getResult();
+}
+
+static SmallVector<Value> packRegA(KernelBuilder &kb, ArrayRef<Value> sv) {
+  auto pack = [&](Value lo, Value hi) { return packBf16x2(kb, lo, hi); };
   SmallVector<Value> pa;
   for (size_t kk = 0; kk < sv.size() / 8; ++kk) {
     const Value *s0 = &sv[2 * kk * 4], *s1 = &sv[(2 * kk + 1) * 4];
@@ -2546,13 +2549,9 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                     // roundings (cvt.rn) as the element stores below.
                     const int64_t nm = HG / 4;
                     SmallVector<Value> regs;
-                    for (int64_t m = 0; m < nm; ++m) {
-                      const int64_t t = m / 2, hf = m % 2;
-                      Value v = NVVM::ConvertF32x2ToBF16x2Op::create(
-                          b, loc, VectorType::get({2}, bf16), vAt(2 * t + 1, hf), vAt(2 * t, hf),
-                          Value(), NVVM::FPRoundingMode::RN, NVVM::SaturationMode::NONE, false);
-                      regs.push_back(LLVM::BitcastOp::create(b, loc, b.getI32Type(), v));
-                    }
+                    for (int64_t m = 0; m < nm; ++m)
+                      regs.push_back(packBf16x2(kb, vAt(2 * (m / 2), m % 2),
+                                                vAt(2 * (m / 2) + 1, m % 2)));
                     Value r = kb.rem(lane, 8), mq = kb.div(lane, 8);
                     Value pBase = kb.add(aligned, kb.add(kb.idx(d.tPOff()), kb.mul(pb, HG * 128)));
                     for (int64_t m0 = 0; m0 < nm;) {
@@ -3160,26 +3159,28 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                           intFromEnv("K3C_MLA_FUSE_APPEND", 1);
   constexpr int64_t kStagedWarps = kQabsTileTokens / 16;
   const int64_t stagedFrom = wide ? wideMax + 1 : kCombineTokens;
+  // The append's own launch, where no q_abs launch takes it: outside T <=
+  // wideMax (fuseAppend) and stagedFrom <= T <= kSplitChunk (fuseStaged).
   Value appendBlocks, appendBlocksStaged;
-  if (fuseStaged) {
+  if (append) {
     Value inWide = fuseAppend ? kb.ule(T, kb.idx(wideMax)) : Value();
-    Value inStaged = kb.andi(kb.ule(kb.idx(stagedFrom), T), kb.ule(T, kb.idx(kSplitChunk)));
-    Value fused =
-        inWide ? arith::OrIOp::create(kb.b, kb.loc, inWide, inStaged).getResult() : inStaged;
-    Value unfused = arith::XOrIOp::create(
-        kb.b, kb.loc, fused, arith::ConstantOp::create(kb.b, kb.loc, kb.b.getBoolAttr(true)));
-    kb.ifThen(unfused, [&] { append->launch(); });
-    if (fuseAppend)
-      appendBlocks = kb.select(inWide, kb.ceilDiv(T, appendWarps), kb.idx(0));
-    appendBlocksStaged = kb.select(inStaged, kb.ceilDiv(T, kStagedWarps), kb.idx(0));
-  } else {
-    if (append && !fuseAppend)
-      append->launch();
-    if (fuseAppend) {
-      Value oneRound = kb.ule(T, kb.idx(wideMax));
-      kb.ifThen(kb.ult(kb.idx(wideMax), T), [&] { append->launch(); });
-      appendBlocks = kb.select(oneRound, kb.ceilDiv(T, appendWarps), kb.idx(0));
+    Value inStaged =
+        fuseStaged ? kb.andi(kb.ule(kb.idx(stagedFrom), T), kb.ule(T, kb.idx(kSplitChunk)))
+                   : Value();
+    Value own = inWide ? kb.ult(kb.idx(wideMax), T) : Value();
+    if (inStaged) {
+      Value notStaged = arith::XOrIOp::create(
+          kb.b, kb.loc, inStaged, arith::ConstantOp::create(kb.b, kb.loc, kb.b.getBoolAttr(true)));
+      own = own ? kb.andi(own, notStaged) : notStaged;
     }
+    if (own)
+      kb.ifThen(own, [&] { append->launch(); });
+    else
+      append->launch();
+    if (inWide)
+      appendBlocks = kb.select(inWide, kb.ceilDiv(T, appendWarps), kb.idx(0));
+    if (inStaged)
+      appendBlocksStaged = kb.select(inStaged, kb.ceilDiv(T, kStagedWarps), kb.idx(0));
   }
   kb.loopStep(kb.idx(0), T, kb.idx(kSplitChunk), [&](Value t0) {
     Value Tc = kb.minu(kb.idx(kSplitChunk), kb.sub(T, t0));

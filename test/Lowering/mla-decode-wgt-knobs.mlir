@@ -27,7 +27,7 @@
 // blocks of the staged tensor-core q_abs launch (absorbed_qabs_mma_t64_append:
 // blocks past the 16 heads, from the first column and token block, a warp
 // a token), so the append's own launch runs only outside both fused ranges
-// (T > 64); by default that launch takes every T > 7 (no _append staged
+// (7 < T and not 8 <= T <= 64); by default that launch takes every T > 7 (no _append staged
 // kernel). Other values are refused.
 // RUN: env K3C_MLA_FUSE_APPEND_STAGED=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA0
@@ -78,12 +78,13 @@
 // STM: "barrier.sync 4, 256;"
 // STMBAD: K3C_MLA_DECODE_STMATRIX must be 0 or 1, got 2
 
-// FA: %[[W:.*]] = arith.cmpi ule, %{{.*}}, %c7 : index
+// FA: arith.cmpi ule, %{{.*}}, %c7 : index
 // FA: %[[HI:.*]] = arith.cmpi ule, %{{.*}}, %c64{{.*}} : index
 // FA: %[[LO:.*]] = arith.cmpi ule, %c8, %{{.*}} : index
 // FA: %[[S:.*]] = arith.andi %[[LO]], %[[HI]] : i1
-// FA: %[[F:.*]] = arith.ori %[[W]], %[[S]] : i1
-// FA: %[[U:.*]] = arith.xori %[[F]], %true : i1
+// FA: %[[W:.*]] = arith.cmpi ult, %c7{{.*}}, %{{.*}} : index
+// FA: %[[NS:.*]] = arith.xori %[[S]], %true : i1
+// FA: %[[U:.*]] = arith.andi %[[W]], %[[NS]] : i1
 // FA: scf.if %[[U]] {
 // FA: module(@k3_mla_attn_0000f00d_append)
 // FA: module(@k3_mla_attn_0000f00d_absorbed_qabs_mma_t64_append)
