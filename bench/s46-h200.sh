@@ -27,10 +27,7 @@ machine
 checks() {
 dense_inputs
 dense_checks tdense tdense-GIC
-echo "== tdense-GIC-f32 (1e-5) vs the reference: a 100-token prompt, a mixed batch of 20"
-for b in p100.txt mix20.txt; do
-  timeout 120 k3-run tdense-GIC-f32 --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
-done
+DENSE_BATCHES="p100.txt mix20.txt" dense_checks tdense-GIC-f32
 echo "== tiny-f32 (the exact exp) vs the reference at 1e-5: session 38's 150-token prompt (seed 3; was 1.02e-5)"
 k3-mkcheckpoint --config k3-tiny.json -o /tmp/ck3 --seed 3 --quiet
 timeout 150 k3-run tiny-f32 --checkpoint /tmp/ck3 --device cuda --prompt-ids $(seq -s, 1 150) --max-new-tokens 4 --check --quiet \

@@ -47,10 +47,7 @@ layer 2
 echo "== k3-tiny checks (${SECONDS}s)"
 dense_inputs
 dense_checks tdense tdense-GIC
-echo "== tdense-GIC-f32 (1e-5) vs the reference: a 100-token prompt, a mixed batch of 20"
-for b in p100.txt mix20.txt; do
-  timeout 120 k3-run tdense-GIC-f32 --checkpoint ckpt-dense --device cuda --batch $b --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
-done
+DENSE_BATCHES="p100.txt mix20.txt" dense_checks tdense-GIC-f32
 tiny_moe_checks ""
 echo "== tiny-f32 vs the reference: mixed batch"
 timeout 120 k3-run tiny-f32 --checkpoint ckpt-tiny --batch mix.txt --max-new-tokens 3 --check --device cuda --quiet | grep -E "check: (PASSED|FAILED)|error"
