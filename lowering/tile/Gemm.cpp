@@ -1065,12 +1065,13 @@ Value AlignedShared::address(KernelBuilder &kb, Value offset) const {
 /// The descriptors of an operand's k16 steps: the first step's, then
 /// each step's start address added into its low bits (shared addresses stay
 /// below 256 KB, so the 14-bit field never carries), all before the fence.
-/// By default the low word (start address, leading offset) is formed and
-/// stepped as an i32 and the high word (stride, swizzle) is a constant OR'd
-/// in: the same descriptors, but ptxas keeps one 32-bit add and one uniform
+/// The low word (start address, leading offset) is formed and stepped as an
+/// i32 and the high word (stride, swizzle) is a constant OR'd in: the
+/// descriptors an i64 add would give, but ptxas keeps one 32-bit add and one uniform
 /// move a step where the i64 adds cost it 12 instructions an HGMMA (Nsight
 /// Compute on the MLA decode core, session 49: 386 instructions to issue
-/// its 36-step S chain). K3C_WGMMA_DESC_I64=1 keeps the i64 form.
+/// its 36-step S chain; the same times on an H100 in session 50, where
+/// the i64 form, then behind K3C_WGMMA_DESC_I64, was removed).
 static SmallVector<Value> stepDescriptors(KernelBuilder &kb, const WgmmaOperand &op,
                                           int64_t ksteps) {
   OpBuilder &b = kb.b;
@@ -1082,19 +1083,6 @@ static SmallVector<Value> stepDescriptors(KernelBuilder &kb, const WgmmaOperand 
     return op.mnMajor ? s * 16 * 128 : (s / 4) * op.blockBytes + (s % 4) * 32;
   };
   SmallVector<Value> out;
-  if (intFromEnv("K3C_WGMMA_DESC_I64", 0)) {
-    Value base = smemDescriptor(kb, op.addr, leading);
-    for (int64_t s = 0; s < ksteps; ++s) {
-      int64_t off = offsetOf(s);
-      out.push_back(off ? arith::AddIOp::create(
-                              b, loc, base,
-                              arith::ConstantOp::create(
-                                  b, loc, b.getIntegerAttr(b.getI64Type(), off >> 4)))
-                              .getResult()
-                        : base);
-    }
-    return out;
-  }
   Type i32 = b.getI32Type(), i64 = b.getI64Type();
   auto c32 = [&](int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getIntegerAttr(i32, v)).getResult();

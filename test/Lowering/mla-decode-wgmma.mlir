@@ -71,10 +71,8 @@
 // transposed core's S chain): the low word (start address >> 4, leading
 // offset 1 << 16) formed as an i32 and stepped by i32 adds (2 a k16 step
 // inside a 64-column block), the high word (stride 1024 >> 4, 128-byte
-// swizzle) a constant OR'd in; K3C_WGMMA_DESC_I64=1 forms and steps the
-// whole descriptor as an i64 (the same values).
+// swizzle) a constant OR'd in.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=DESC32
-// RUN: env K3C_WGMMA_DESC_I64=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=DESC64
 // DESC32: module(@k3_mla_attn_0000beef_absorbed_split_wgt_h8_n64)
 // DESC32: %[[A:.*]] = arith.trunci %{{.*}} : i64 to i32
 // DESC32: %[[M:.*]] = arith.andi %[[A]], %c262143_i32 : i32
@@ -86,12 +84,6 @@
 // DESC32: %[[X1:.*]] = arith.extui %[[W1]] : i32 to i64
 // DESC32: arith.ori %[[X1]], %c4611686293305294848_i64 : i64
 // DESC32: nvvm.wgmma.mma_async
-// DESC64: module(@k3_mla_attn_0000beef_absorbed_split_wgt_h8_n64)
-// DESC64: arith.andi %{{.*}}, %c262143_i64 : i64
-// DESC64: %[[D:.*]] = arith.ori %{{.*}}, %c4611686293305360384_i64 : i64
-// DESC64: arith.addi %[[D]], %c2_i64 : i64
-// DESC64-NOT: arith.trunci
-// DESC64: nvvm.wgmma.mma_async
 // RUN: env K3C_MLA_DECODE_WG_FROM=0 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FROM0
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000beef(
