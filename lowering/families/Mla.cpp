@@ -2115,11 +2115,13 @@ struct DecodeWg {
   /// warpgroup 1 then holds (R / 64 - that) x HG / 2 accumulators.
   int64_t wg0Tiles = 0;
   /// The transposed core's P^T tile written by stmatrix (transposed 8x8
-  /// matrices, K3C_MLA_DECODE_STMATRIX=1, opt-in) instead of one 2-byte
-  /// store an element: 3 stmatrix.x4 a warp for 48 heads where the element
-  /// stores took 24 stores and their address arithmetic on the scoring
-  /// warpgroup's path (same values).
-  bool stmatrixP = false;
+  /// matrices; the default since session 50, K3C_MLA_DECODE_STMATRIX=0 the
+  /// element stores) instead of one 2-byte store an element: 3 stmatrix.x4
+  /// a warp for 48 heads where the element stores took 24 stores and their
+  /// address arithmetic on the scoring warpgroup's path (same values; on an
+  /// H100 mla_attn at 64 sequences, context 8192, 307 / 306 us against 318 /
+  /// 321, docs/perf.md "Session 50").
+  bool stmatrixP = true;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
     const int64_t g = transposed ? HG : 64;
@@ -2199,7 +2201,7 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
                                    llvm::Twine(t0),
                                /*gen_crash_diag=*/false);
     d.wg0Tiles = t0;
-    const int64_t sm = intFromEnv("K3C_MLA_DECODE_STMATRIX", 0);
+    const int64_t sm = intFromEnv("K3C_MLA_DECODE_STMATRIX", 1);
     if (sm < 0 || sm > 1)
       llvm::report_fatal_error("k3c: K3C_MLA_DECODE_STMATRIX must be 0 or 1, got " +
                                    llvm::Twine(sm),
@@ -3144,13 +3146,15 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
   const bool qabsStaged = qabsTc && intFromEnv("K3C_MLA_QABS_STAGED", 1) &&
                           R % kQabsTileCols == 0 && gr.nope % 16 == 0 && gr.qk % 8 == 0 &&
                           2 * (kQabsTileTokens * qPitch + gr.nope * wPitch) <= kSharedBudget;
-  // K3C_MLA_FUSE_APPEND_STAGED=1 (opt-in, session 49, not yet timed): a
-  // launch of one round too long for the wide q_abs (wideMax < T <=
+  // A launch of one round too long for the wide q_abs (wideMax < T <=
   // kSplitChunk: batched decode of 8..64 sequences) appends its tokens in
   // extra blocks of the staged tensor-core q_abs launch, as the wide form
   // does for fewer: one launch fewer a step (the append's own took 4.3 us
-  // at batch 8 on an H100, session 47).
-  const int64_t fuseStagedEnv = intFromEnv("K3C_MLA_FUSE_APPEND_STAGED", 0);
+  // at batch 8 on an H100, session 47; mla_attn at 8 sequences, context
+  // 8192, 73.7 / 75.8 us against 79.4 / 77.4 in session 50, bit-identical).
+  // The default since session 50; K3C_MLA_FUSE_APPEND_STAGED=0 keeps the
+  // append's own launch there.
+  const int64_t fuseStagedEnv = intFromEnv("K3C_MLA_FUSE_APPEND_STAGED", 1);
   if (fuseStagedEnv < 0 || fuseStagedEnv > 1)
     llvm::report_fatal_error("k3c: K3C_MLA_FUSE_APPEND_STAGED must be 0 or 1, got " +
                                  llvm::Twine(fuseStagedEnv),

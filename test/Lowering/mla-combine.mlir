@@ -44,7 +44,9 @@
 // MERGE: } else {
 // MERGE: scf.for {{.*}} step %c8{{[_0-9]*}} iter_args
 // MERGE-COUNT-16: vector.load {{.*}} : memref<256x264xf32>, vector<2xf32>
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QABS
+// (the append in its own launch: K3C_MLA_FUSE_APPEND_STAGED=0; test/Lowering/mla-decode-wgt-knobs.mlir
+// checks the staged launch with the append's blocks)
+// RUN: env K3C_MLA_FUSE_APPEND_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QABS
 // RUN: env K3C_MLA_QABS_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QT16
 // RUN: env K3C_MLA_QABS_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QFMA
 // QFMA: function(@k3_mla_attn_0000c0de_absorbed_qabs)
@@ -143,9 +145,10 @@
 // Decode launches of at most 7 tokens (K3C_MLA_QABS_WIDE_MAX; one round, q_abs in the wide form)
 // append the new tokens' latents in extra blocks of that q_abs launch
 // (blocks past the 4 heads, a warp a token: the RMSNorm's square root inside it);
-// larger launches keep the append's own launch (K3C_MLA_FUSE_APPEND=0 keeps
-// it for every launch).
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FUSE
+// larger launches keep the append's own launch where the staged q_abs does
+// not take it (here K3C_MLA_FUSE_APPEND_STAGED=0: every larger launch;
+// K3C_MLA_FUSE_APPEND=0 keeps it for every launch).
+// RUN: env K3C_MLA_FUSE_APPEND_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FUSE
 // FUSE: arith.cmpi ult, %c7{{[_0-9]*}}, %dim
 // FUSE-NEXT: scf.if
 // FUSE: module(@k3_mla_attn_0000c0de_append)

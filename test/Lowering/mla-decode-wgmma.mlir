@@ -236,7 +236,8 @@
 // WGT: "barrier.sync 1, 128;"
 // WGT: "barrier.sync 2, 256;"
 // WGT: "barrier.sync 3, 256;"
-// WGT: memref.store {{.*}} : memref<2x8x64xbf16, #gpu.address_space<workgroup>>
+// WGT: nvvm.convert.f32x2.to.bf16x2
+// WGT: nvvm.stmatrix {{.*}}layout = #nvvm.mma_layout<col>
 // WGT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
 // WGT: "barrier.sync 4, 256;"
 // WGT-COUNT-4: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 8, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <col>]

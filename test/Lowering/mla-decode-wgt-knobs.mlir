@@ -4,8 +4,9 @@
 // 64 rows. By default warpgroup 0 (which also scores S^T and forms P^T)
 // accumulates tiles 0-1 and warpgroup 1 tiles 2-3: two tiles of
 // wgmma.m64n16k16 each (4 k steps a tile), 16 partial stores each (and the
-// empty split's 16 a thread, one form for both).
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HALF
+// empty split's 16 a thread, one form for both); here with
+// K3C_MLA_DECODE_STMATRIX=0, P^T by one 2-byte store an element.
+// RUN: env K3C_MLA_DECODE_STMATRIX=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HALF
 //
 // K3C_MLA_DECODE_WG0_TILES=1: warpgroup 0 one tile, warpgroup 1 three (its
 // rescale and P V issue moved off the scoring warpgroup), each storing its
@@ -14,23 +15,23 @@
 // RUN: env K3C_MLA_DECODE_WG0_TILES=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ONE
 // RUN: env K3C_MLA_DECODE_WG0_TILES=4 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BAD
 //
-// K3C_MLA_DECODE_STMATRIX=1 (opt-in): the scoring warpgroup writes P^T (16
-// heads x 64 positions, bf16) by one transposed stmatrix.x4 a warp (four
+// By default (K3C_MLA_DECODE_STMATRIX=1) the scoring warpgroup writes P^T
+// (16 heads x 64 positions, bf16) by one transposed stmatrix.x4 a warp (four
 // 8x8 matrices: 8 heads x 8 positions each) from cvt.rn.bf16x2 pairs
-// instead of 8 two-byte stores a thread; by default the element stores
-// (HALF above: no stmatrix); other values are refused.
-// RUN: env K3C_MLA_DECODE_STMATRIX=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=STM
+// instead of 8 two-byte stores a thread (=0, HALF above: no stmatrix);
+// other values are refused.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=STM
 // RUN: env K3C_MLA_DECODE_STMATRIX=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=STMBAD
 //
-// K3C_MLA_FUSE_APPEND_STAGED=1 (opt-in): a decode launch of one round too
+// By default (K3C_MLA_FUSE_APPEND_STAGED=1) a decode launch of one round too
 // long for the wide q_abs (7 < T <= 64 tokens) appends its tokens in extra
 // blocks of the staged tensor-core q_abs launch (absorbed_qabs_mma_t64_append:
 // blocks past the 16 heads, from the first column and token block, a warp
 // a token), so the append's own launch runs only outside both fused ranges
-// (7 < T and not 8 <= T <= 64); by default that launch takes every T > 7 (no _append staged
-// kernel). Other values are refused.
-// RUN: env K3C_MLA_FUSE_APPEND_STAGED=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA0
+// (7 < T and not 8 <= T <= 64); with =0 that launch takes every T > 7 (no
+// _append staged kernel). Other values are refused.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA
+// RUN: env K3C_MLA_FUSE_APPEND_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA0
 // RUN: env K3C_MLA_FUSE_APPEND_STAGED=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FABAD
 
 // HALF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
