@@ -16,7 +16,9 @@
 #         same values: bit for bit; k3-tiny dv64's 8 and 12 sequences take it)
 # (W2, W3 and W2SM for the slice only: k3-tiny dv64's latent 128 has two
 # tiles.)
-# Carry .dev; run: bash .dev/s53-h200.sh.
+# Carry .dev; run: bash .dev/s53-h200.sh. (Ran in session 50, docs/perf.md; since then
+# K3C_WGMMA_DESC_I64 is gone, SM and FA are the default, so D64, SM and FA build the
+# default again.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VARIANTS="D64=K3C_WGMMA_DESC_I64=1 SM=K3C_MLA_DECODE_STMATRIX=1 FA=K3C_MLA_FUSE_APPEND_STAGED=1" FLAG_VARIANTS="W2=K3C_MLA_DECODE_WG0_TILES=2 W3=K3C_MLA_DECODE_WG0_TILES=3 W2SM=K3C_MLA_DECODE_WG0_TILES=2;K3C_MLA_DECODE_STMATRIX=1" bash bench/make-mla-bundle.sh
