@@ -2122,6 +2122,16 @@ struct DecodeWg {
   /// H100 mla_attn at 64 sequences, context 8192, 307 / 306 us against 318 /
   /// 321, docs/perf.md "Session 50").
   bool stmatrixP = true;
+  /// The transposed core asks the L2 for the cache tile `l2Prefetch` tiles
+  /// ahead of each tile it copies (cp.async.bulk.prefetch.L2 of the tile's
+  /// 64 contiguous rows, whole tiles only; K3C_MLA_DECODE_L2_PREFETCH=D, 0
+  /// off, opt-in). Why: a block holds two 73.7 KB ring slots, so one tile
+  /// is in flight while the other is used, and a tile's copy is issued only
+  /// when the tile two back is released; at ~2.2 us a tile on an H100
+  /// (docs/perf.md, sessions 46 and 50) the copies' DRAM latency, not the
+  /// tensor cores or the issue rate, sets the pace. From L2 the copy comes
+  /// sooner; the values are the same.
+  int64_t l2Prefetch = 0;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
     const int64_t g = transposed ? HG : 64;
@@ -2207,6 +2217,12 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
                                    llvm::Twine(sm),
                                /*gen_crash_diag=*/false);
     d.stmatrixP = sm == 1;
+    const int64_t pf = intFromEnv("K3C_MLA_DECODE_L2_PREFETCH", 0);
+    if (pf < 0 || pf > 8)
+      llvm::report_fatal_error("k3c: K3C_MLA_DECODE_L2_PREFETCH must be 0..8 (tiles ahead), got " +
+                                   llvm::Twine(pf),
+                               /*gen_crash_diag=*/false);
+    d.l2Prefetch = pf;
   }
   return d;
 }
@@ -2415,6 +2431,18 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                 copy();
             }
           };
+          // d.l2Prefetch: tile j's 64 rows (contiguous: one sequence's or
+          // one page's) asked of the L2, where j < nT and the tile is whole
+          // (a partial last tile is left to its copy).
+          const int64_t rowBytes = cache.width() * 2;
+          auto prefetch = [&](Value j) {
+            Value p0 = kb.add(lo, kb.mul(j, bn));
+            kb.ifThen(kb.andi(kb.ult(j, nT), kb.ule(kb.add(p0, kb.idx(bn)), hi)), [&] {
+              SmallVector<Value> at = cache.row(kb, cs.n, p0);
+              at.push_back(kb.idx(0));
+              kb.prefetchL2(cache.mem, at, bn * rowBytes);
+            });
+          };
           // Warp-level release of tile j's slot (lane 0, after the warp's
           // wgmma group that read it): every block of the cluster waits
           // for it before its copies overwrite the slot here. Only where a
@@ -2438,6 +2466,9 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
           kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
             issue(kb.idx(0));
             kb.ifThen(kb.ult(kb.idx(1), nT), [&] { issue(kb.idx(1)); });
+            // (tiles 2 .. D + 1: the refill of tile j then asks for j + D)
+            for (int64_t k = 2; k <= d.l2Prefetch + 1; ++k)
+              prefetch(kb.idx(k));
           });
           NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
           fenceAsync();
@@ -2644,7 +2675,11 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                         [&] { namedBarrier(kb, 3, 256, true); });
                     kb.ifThen(kb.ieq(tb.warp, kb.idx(4)), [&] {
                       waitParity(barAt(1, slot), kb.div(j, 2));
-                      kb.ifThen(lane0, [&] { issue(next); });
+                      kb.ifThen(lane0, [&] {
+                        issue(next);
+                        if (d.l2Prefetch)
+                          prefetch(kb.add(next, kb.idx(d.l2Prefetch)));
+                      });
                     });
                   });
                   return o;

@@ -32,6 +32,15 @@
 // _append staged kernel). Other values are refused.
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA
 // RUN: env K3C_MLA_FUSE_APPEND_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA0
+//
+// K3C_MLA_DECODE_L2_PREFETCH=D (opt-in): the core asks the L2 for whole
+// cache tiles D ahead of its copies: the first thread tiles 2 .. D + 1 after
+// its first two copies, the refilling warp tile j + 2 + D after its copy of
+// j + 2 (here D = 2: three prefetches of 64 rows x 320 columns, 40960 bytes,
+// in the core; none by default); values outside 0..8 are refused.
+// RUN: env K3C_MLA_DECODE_L2_PREFETCH=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PF
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PF0
+// RUN: env K3C_MLA_DECODE_L2_PREFETCH=9 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PFBAD
 // RUN: env K3C_MLA_FUSE_APPEND_STAGED=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FABAD
 
 // HALF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
@@ -96,6 +105,19 @@
 // FA0: module(@k3_mla_attn_0000f00d_absorbed_qabs_mma_t64)
 // FA0-NOT: absorbed_qabs_mma_t64_append
 // FABAD: K3C_MLA_FUSE_APPEND_STAGED must be 0 or 1, got 2
+
+// PF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// PF: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// PF-COUNT-2: nvvm.cp.async.bulk.prefetch %{{.*}}, %c40960_i32
+// PF: scf.for
+// PF: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// PF: nvvm.cp.async.bulk.prefetch %{{.*}}, %c40960_i32
+// PF-NOT: nvvm.cp.async.bulk.prefetch
+// PF: gpu.terminator
+// PF0: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// PF0-NOT: nvvm.cp.async.bulk.prefetch
+// PF0: gpu.terminator
+// PFBAD: K3C_MLA_DECODE_L2_PREFETCH must be 0..8 (tiles ahead), got 9
 
 // BAD: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1..3 (of the 4 latent tiles), got 4
 

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The bundle for bench/s54-h200.sh (#15, session 50: the transposed MLA decode
+# core asking the L2 for cache tiles ahead of its copies), in .dev:
+# make-mla-bundle.sh's builds (the default: P^T by stmatrix and the staged
+# append, session 50's defaults) with two variants,
+#   PF2   K3C_MLA_DECODE_L2_PREFETCH=2: whole tiles two ahead of each copy
+#         asked of the L2 (the same values: logits bit for bit)
+#   PF4   K3C_MLA_DECODE_L2_PREFETCH=4
+# Carry .dev; run: bash .dev/s54-h200.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VARIANTS="PF2=K3C_MLA_DECODE_L2_PREFETCH=2 PF4=K3C_MLA_DECODE_L2_PREFETCH=4" bash bench/make-mla-bundle.sh
+cp bench/s54-h200.sh .dev/
+du -sh .dev
