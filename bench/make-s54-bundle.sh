@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The bundle for bench/s54-h200.sh (#15, session 50: the transposed MLA decode
-# core asking the L2 for cache tiles ahead of its copies), in .dev:
+# cores asking the L2 for cache tiles ahead of their copies), in .dev:
 # make-mla-bundle.sh's builds (the default: P^T by stmatrix and the staged
 # append, session 50's defaults) with two variants,
 #   PF2   K3C_MLA_DECODE_L2_PREFETCH=2: whole tiles two ahead of each copy

@@ -6,15 +6,16 @@
 #     together here) and of PF2 / PF4 (K3C_MLA_DECODE_L2_PREFETCH), their
 #     slice logits against the default's bit for bit, the default's decode
 #     kernel against fp64;
-#  2. mla_attn in the step graph at context 8192 for 8 and 64 sequences, two
-#     rounds, every build.
+#  2. mla_attn in the step graph at context 8192 for 1, 8 and 64 sequences
+#     (one sequence: the one-token rounds' mma.sync core, which prefetches
+#     too), two rounds, every build.
 # Only log.txt comes back (the per-build tables stay in /tmp/b: the device
 # returns 8 files at most).
 source "$(dirname "$0")/device-common.sh"
 NO_NCU=1 NO_BENCH=1 DUMP_CHECK=1 bash mla-decode-h200.sh
 for r in 1 2; do
   echo "=== round $r"
-  BATCHES=8,64 CTX=8192 NO_TINY=1 NO_CMP=1 NO_NCU=1 bash mla-decode-h200.sh | grep -E "^-- |^decode|mla_attn  "
+  BATCHES=1,8,64 CTX=8192 NO_TINY=1 NO_CMP=1 NO_NCU=1 bash mla-decode-h200.sh | grep -E "^-- |^decode|mla_attn  "
 done
 find $OUT -type f ! -name log.txt -delete
 echo "== done (${SECONDS}s)"

@@ -37,8 +37,12 @@
 // cache tiles D ahead of its copies: the first thread tiles 2 .. D + 1 after
 // its first two copies, the refilling warp tile j + 2 + D after its copy of
 // j + 2 (here D = 2: three prefetches of 64 rows x 320 columns, 40960 bytes,
-// in the core; none by default); values outside 0..8 are refused.
+// in the core; none by default); values outside 0..8 are refused. The
+// one-token rounds' mma.sync core (absorbed_split_mma_h16_n64) does the same
+// with its one-tile ring: tiles 2 .. D at its start, tile j + 1 + D as it
+// issues the copy of j + 1 (D = 3: two, then one in the loop).
 // RUN: env K3C_MLA_DECODE_L2_PREFETCH=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PF
+// RUN: env K3C_MLA_DECODE_L2_PREFETCH=3 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PFM
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PF0
 // RUN: env K3C_MLA_DECODE_L2_PREFETCH=9 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PFBAD
 // RUN: env K3C_MLA_FUSE_APPEND_STAGED=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FABAD
@@ -117,6 +121,16 @@
 // PF0: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // PF0-NOT: nvvm.cp.async.bulk.prefetch
 // PF0: gpu.terminator
+// PF0: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
+// PF0-NOT: nvvm.cp.async.bulk.prefetch
+// PF0: gpu.terminator
+// PFM: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
+// PFM-COUNT-2: nvvm.cp.async.bulk.prefetch %{{.*}}, %c40960_i32
+// PFM: scf.for
+// PFM: nvgpu.device_async_copy
+// PFM: nvvm.cp.async.bulk.prefetch %{{.*}}, %c40960_i32
+// PFM-NOT: nvvm.cp.async.bulk.prefetch
+// PFM: gpu.terminator
 // PFBAD: K3C_MLA_DECODE_L2_PREFETCH must be 0..8 (tiles ahead), got 9
 
 // BAD: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1..3 (of the 4 latent tiles), got 4
