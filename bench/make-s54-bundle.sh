@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The bundle for bench/s54-h200.sh (#15, session 50: the transposed MLA decode
-# cores asking the L2 for cache tiles ahead of their copies), in .dev:
+# The bundle for bench/s54-h200.sh (#15, session 50: the MLA decode cores
+# asking the L2 for cache tiles ahead of their copies, the bulk partial
+# stores), in .dev:
 # make-mla-bundle.sh's builds (the default: P^T by stmatrix and the staged
 # append, session 50's defaults) with two variants,
 #   PF2   K3C_MLA_DECODE_L2_PREFETCH=2: whole tiles two ahead of each copy
 #         asked of the L2 (the same values: logits bit for bit)
 #   PF4   K3C_MLA_DECODE_L2_PREFETCH=4
+#   PB    K3C_MLA_PARTIAL_BULK=1: the transposed core's partials staged in
+#         shared memory and written by one bulk copy (the same values)
 # Carry .dev; run: bash .dev/s54-h200.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VARIANTS="PF2=K3C_MLA_DECODE_L2_PREFETCH=2 PF4=K3C_MLA_DECODE_L2_PREFETCH=4" bash bench/make-mla-bundle.sh
+VARIANTS="PF2=K3C_MLA_DECODE_L2_PREFETCH=2 PF4=K3C_MLA_DECODE_L2_PREFETCH=4 PB=K3C_MLA_PARTIAL_BULK=1" bash bench/make-mla-bundle.sh
 cp bench/s54-h200.sh .dev/
 du -sh .dev

@@ -2177,6 +2177,14 @@ struct DecodeWg {
   /// tensor cores or the issue rate, sets the pace. From L2 the copy comes
   /// sooner; the values are the same.
   int64_t l2Prefetch = 0;
+  /// The transposed core's partials staged in shared memory (the ring,
+  /// free after the last tile: the block's heads x (R + 2) fp32, one
+  /// contiguous range of the partials' row) and written by one bulk copy
+  /// (cp.async.bulk shared -> global) instead of 4-byte stores
+  /// (K3C_MLA_PARTIAL_BULK=1, opt-in; unclustered, an even head count and
+  /// R): Nsight Compute put those stores at ~8 % of the core's samples at
+  /// batch 8 (LSU throttle; 96 a thread). The same values.
+  bool bulkPartials = false;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
     const int64_t g = transposed ? HG : 64;
@@ -2263,6 +2271,15 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
                                /*gen_crash_diag=*/false);
     d.stmatrixP = sm == 1;
     d.l2Prefetch = mlaL2PrefetchTiles();
+    const int64_t bulk = intFromEnv("K3C_MLA_PARTIAL_BULK", 0);
+    if (bulk < 0 || bulk > 1)
+      llvm::report_fatal_error("k3c: K3C_MLA_PARTIAL_BULK must be 0 or 1, got " +
+                                   llvm::Twine(bulk),
+                               /*gen_crash_diag=*/false);
+    // (16-byte multiples: a block's heads x (R + 2) fp32, every head offset
+    // h0 (R + 2) and every (token, split) row H (R + 2))
+    d.bulkPartials = bulk == 1 && d.transposed && d.cluster == 1 && d.H % 2 == 0 &&
+                     d.R % 2 == 0 && d.HG * (d.R + 2) * 4 <= 2 * d.tSlotBytes();
   }
   return d;
 }
@@ -2420,6 +2437,37 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
           kb.ifThen(kb.ult(head, kb.idx(H)), [&] {
             storePair(kb, part, {slotOut, kb.add(kb.mul(head, R + 2), kb.idx(R))},
                       kb.fmul(m[c], kb.f32(ln2)), l[c], R % 2 == 0);
+          });
+        }
+      });
+    };
+
+    // d.bulkPartials: the same values into the ring's first bytes as [HG, R +
+    // 2] fp32 (heads past H left out), once both warpgroups are past their
+    // last tile (named barrier 5); the block then writes them by one bulk
+    // copy (after the branches below).
+    auto stagePartials = [&](ArrayRef<Value> o, ArrayRef<Value> m, ArrayRef<Value> l,
+                             int64_t count) {
+      namedBarrier(kb, 5, 256);
+      Value stage = sm.view(kb, kb.idx(d.tRingOff()), {HG, R + 2}, f32);
+      for (int64_t mi = 0; mi < count; ++mi)
+        for (int64_t i = 0; i < HG / 2; ++i) {
+          Value hl = colOf(2 * (i / 4) + i % 2);
+          Value lat = kb.add(kb.add(kb.mul(wg, 64 * mT0), kb.idx(64 * mi + 8 * ((i % 4) / 2))),
+                             kb.add(kb.mul(w, 16), gq));
+          kb.ifThen(kb.ult(kb.add(h0, hl), kb.idx(H)), [&] {
+            kb.store(LLVM::ExtractValueOp::create(b, loc, o[mi], ArrayRef<int64_t>{i}).getResult(),
+                     stage, {hl, lat});
+          });
+        }
+      if (m.empty())
+        return;
+      kb.ifThen(kb.andi(kb.ieq(tb.warp, kb.idx(0)), quad0), [&] {
+        for (int64_t c = 0; c < cols; ++c) {
+          Value hl = colOf(c);
+          kb.ifThen(kb.ult(kb.add(h0, hl), kb.idx(H)), [&] {
+            kb.store(kb.fmul(m[c], kb.f32(ln2)), stage, {hl, kb.idx(R)});
+            kb.store(l[c], stage, {hl, kb.idx(R + 1)});
           });
         }
       });
@@ -2676,7 +2724,10 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                     s = kb.fadd(s, kb.load(xs, {kb.idx(ww), colOf(c)}));
                   l[c] = s;
                 }
-                storePartials(o, m, l, mT0);
+                if (d.bulkPartials)
+                  stagePartials(o, m, l, mT0);
+                else
+                  storePartials(o, m, l, mT0);
               },
               [&] {
                 // Warpgroup 1: latent tiles [mT0, R / 64); its first warp refills.
@@ -2714,8 +2765,31 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                   });
                   return o;
                 });
-                storePartials(fin, {}, {}, mT1);
+                if (d.bulkPartials)
+                  stagePartials(fin, {}, {}, mT1);
+                else
+                  storePartials(fin, {}, {}, mT1);
               });
+          if (d.bulkPartials) {
+            // The staged rows to the async proxy, then one thread copies the
+            // block's min(HG, H - h0) heads x (R + 2) fp32 (contiguous in
+            // the (token, split) row) and waits until the copy has read them
+            // (the block's shared memory must outlive the read).
+            fenceAsync();
+            kb.barrier(tb);
+            kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
+              Value count = kb.minu(kb.idx(HG), kb.sub(kb.idx(H), h0));
+              Value dst = kb.pointerAt(kb.byteAddress(part, {slotOut, kb.mul(h0, kb.idx(R + 2))}), 1);
+              Value src = kb.pointerAt(sm.address(kb, kb.idx(d.tRingOff())), 3);
+              Value bytes = arith::IndexCastOp::create(b, loc, b.getI32Type(),
+                                                       kb.mul(count, kb.idx((R + 2) * 4)));
+              NVVM::CpAsyncBulkSharedCTAToGlobalOp::create(b, loc, dst, src, bytes, Value(),
+                                                          Value());
+              NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
+              NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
+                                                   b.getUnitAttr());
+            });
+          }
           if (nc > 1)
             clusterSync(kb); // no block exits while the cluster's copies may reach it
         },

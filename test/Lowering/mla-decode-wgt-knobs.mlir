@@ -45,6 +45,14 @@
 // RUN: env K3C_MLA_DECODE_L2_PREFETCH=3 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PFM
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PF0
 // RUN: env K3C_MLA_DECODE_L2_PREFETCH=9 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PFBAD
+//
+// K3C_MLA_PARTIAL_BULK=1 (opt-in): both warpgroups, past their last tile
+// (named barrier 5), stage their partials in the ring as [16 heads, 256 + 2]
+// fp32 (O, then M and L by warpgroup 0's first warp), and one thread writes
+// the block's rows by one bulk copy after the async-proxy fence and a block
+// barrier, waiting until the copy has read them; other values are refused.
+// RUN: env K3C_MLA_PARTIAL_BULK=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PB
+// RUN: env K3C_MLA_PARTIAL_BULK=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PBBAD
 // RUN: env K3C_MLA_FUSE_APPEND_STAGED=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FABAD
 
 // HALF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
@@ -132,6 +140,21 @@
 // PFM-NOT: nvvm.cp.async.bulk.prefetch
 // PFM: gpu.terminator
 // PFBAD: K3C_MLA_DECODE_L2_PREFETCH must be 0..8 (tiles ahead), got 9
+
+// PB: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// PB: "barrier.sync 5, 256;"
+// PB-COUNT-16: memref.store {{.*}} : memref<16x258xf32, #gpu.address_space<workgroup>>
+// PB: memref.store {{.*}}, %c256{{[_0-9]*}}] : memref<16x258xf32
+// PB: memref.store {{.*}}, %c257{{[_0-9]*}}] : memref<16x258xf32
+// PB: "barrier.sync 5, 256;"
+// PB-COUNT-16: memref.store {{.*}} : memref<16x258xf32, #gpu.address_space<workgroup>>
+// PB: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
+// PB-NEXT: gpu.barrier
+// PB: nvvm.cp.async.bulk.global.shared.cta
+// PB-NEXT: nvvm.cp.async.bulk.commit.group
+// PB-NEXT: nvvm.cp.async.bulk.wait_group 0 {read}
+// PB: gpu.terminator
+// PBBAD: K3C_MLA_PARTIAL_BULK must be 0 or 1, got 2
 
 // BAD: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1..3 (of the 4 latent tiles), got 4
 
