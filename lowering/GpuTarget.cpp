@@ -588,9 +588,31 @@ LogicalResult emitPtx(ModuleOp gpuLowered, std::map<std::string, std::string> &p
   return success();
 }
 
+std::vector<std::string> ptxasAdvisories(llvm::StringRef log) {
+  std::vector<std::string> out;
+  SmallVector<StringRef> lines;
+  log.split(lines, '\n', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  for (StringRef line : lines) {
+    line = line.trim();
+    const bool warning = line.starts_with("ptxas warning");
+    if (!warning && !line.contains("Potential Performance Loss"))
+      continue;
+    // "ptxas info    : (C7514) ..." / "ptxas warning : ..."
+    size_t colon = line.find(" : ");
+    StringRef text = colon == StringRef::npos ? line : line.drop_front(colon + 3).trim();
+    // (ptxas writes two spaces in some messages: one kept)
+    std::string t;
+    for (char c : text)
+      if (!(c == ' ' && !t.empty() && t.back() == ' '))
+        t += c;
+    out.push_back((warning ? "warning: " : "") + t);
+  }
+  return out;
+}
+
 LogicalResult validateWithPtxas(const std::map<std::string, std::string> &ptx,
                                 const std::string &workDir, std::string &error,
-                                bool &ran) {
+                                bool &ran, std::vector<std::string> *advisories) {
   ran = false;
   auto ptxas = llvm::sys::findProgramByName("ptxas");
   if (!ptxas) {
@@ -617,6 +639,10 @@ LogicalResult validateWithPtxas(const std::map<std::string, std::string> &ptx,
                 (buf ? (*buf)->getBuffer().str() : msg.empty() ? std::string("(no log)") : msg);
       return;
     }
+    if (advisories)
+      if (auto buf = llvm::MemoryBuffer::getFile(j.log))
+        for (std::string &a : ptxasAdvisories((*buf)->getBuffer()))
+          advisories->push_back(j.name + ": " + a);
     llvm::sys::fs::remove(j.log);
     llvm::sys::fs::remove(j.in);
   };
@@ -638,7 +664,8 @@ LogicalResult validateWithPtxas(const std::map<std::string, std::string> &ptx,
     Job j{name, in, workDir + "/" + name + ".ptxas.log", {}};
     std::optional<StringRef> redirects[] = {std::nullopt, StringRef(j.log), StringRef(j.log)};
     std::string arch = "-arch=" + TargetInfo::get(Target::Gpu).chip;
-    SmallVector<StringRef> argv = {*ptxas, arch, "-O3", in, "-o", out};
+    // (--warn-on-spills: a spill is an advisory too, ptxasAdvisories)
+    SmallVector<StringRef> argv = {*ptxas, arch, "-O3", "--warn-on-spills", in, "-o", out};
     std::string msg;
     bool execFailed = false;
     j.pi = llvm::sys::ExecuteNoWait(*ptxas, argv, std::nullopt, redirects, 0, &msg, &execFailed);

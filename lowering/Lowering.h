@@ -83,10 +83,18 @@ mlir::LogicalResult emitPtx(mlir::ModuleOp gpuLowered,
                             std::string &error, bool inPlace = false);
 /// Assembles every PTX module with ptxas -arch=sm_90a (one process per core
 /// at a time) when ptxas exists
-/// (`ran` tells whether it did); cubins are left in `workDir`.
+/// (`ran` tells whether it did); cubins are left in `workDir`. With
+/// `advisories`, ptxas's performance advisories and warnings on modules it
+/// accepted are appended there as "<module>: <text>" (ptxasAdvisories).
 mlir::LogicalResult validateWithPtxas(const std::map<std::string, std::string> &ptx,
                                       const std::string &workDir, std::string &error,
-                                      bool &ran);
+                                      bool &ran,
+                                      std::vector<std::string> *advisories = nullptr);
+/// The lines of a ptxas log that say the code it emitted is slower than the
+/// PTX asks for or may be wrong: "Potential Performance Loss" (e.g. C7514,
+/// wgmma serialized) and "ptxas warning" lines, their text after the
+/// "ptxas info/warning :" prefix. Other info lines (statistics) are not.
+std::vector<std::string> ptxasAdvisories(llvm::StringRef log);
 /// Replaces the PTX of every gpu.binary (emitPtx in place) by the cubin
 /// ptxas left in `workDir`, so the launch library loads machine code instead
 /// of having the driver JIT-compile PTX at load time.

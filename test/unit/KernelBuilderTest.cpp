@@ -162,4 +162,28 @@ TEST(KernelBuilder, ClusteredLaunchBuildsAndLowers) {
   EXPECT_EQ(clustered, 1);
 }
 
+// ptxas's log on an accepted module: its performance advisories (C7514:
+// wgmma serialized) and warnings are what k3-compile reports; statistics and
+// compile-time info lines are not.
+TEST(PtxasLog, AdvisoriesAreTheLossAndWarningLines) {
+  const char *log =
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function 'k'\n"
+      "ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are "
+      "serialized due to non wgmma instructions reading accumulator registers of  a wgmma "
+      "between start and end of the pipeline stage in the function 'k'\n"
+      "ptxas info    : Used 250 registers, used 5 barriers, 1 bytes smem\n"
+      "ptxas warning : Registers are spilled to local memory in function 'k', 8 bytes spill "
+      "stores, 8 bytes spill loads\n";
+  std::vector<std::string> a = k3c::lowering::ptxasAdvisories(log);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0], "(C7514) Potential Performance Loss: wgmma.mma_async instructions are "
+                  "serialized due to non wgmma instructions reading accumulator registers of a "
+                  "wgmma between start and end of the pipeline stage in the function 'k'");
+  EXPECT_EQ(a[1], "warning: Registers are spilled to local memory in function 'k', 8 bytes "
+                  "spill stores, 8 bytes spill loads");
+  EXPECT_TRUE(k3c::lowering::ptxasAdvisories("ptxas info    : 0 bytes gmem\n").empty());
+  EXPECT_TRUE(k3c::lowering::ptxasAdvisories("").empty());
+}
+
 } // namespace

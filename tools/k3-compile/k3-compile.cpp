@@ -143,6 +143,12 @@ static cl::opt<std::string> dumpKernelsTo(
              "sm_90a, the PTX of its modules; a module identical in several kernels is "
              "compiled once and written under the first)"),
     cl::value_desc("dir"), cl::init(""));
+static cl::opt<std::string> ptxasAdvice(
+    "ptxas-advisories",
+    cl::desc("What ptxas's performance advisories (e.g. C7514: wgmma serialized) and "
+             "warnings on accepted sm_90a modules do: warn (print each, the default), "
+             "error (print each and fail the compile) or ignore"),
+    cl::value_desc("warn|error|ignore"), cl::init("warn"));
 static cl::opt<bool> quiet("quiet", cl::desc("No progress lines"), cl::init(false));
 static cl::opt<bool> plan(
     "plan",
@@ -432,6 +438,9 @@ int main(int argc, char **argv) {
       ::k3c::BuildOptions opts;
       if (activationDtype != "bf16" && activationDtype != "f32")
         throw ::k3c::Error("--activation-dtype must be bf16 or f32, got '" + activationDtype + "'");
+      if (ptxasAdvice != "warn" && ptxasAdvice != "error" && ptxasAdvice != "ignore")
+        throw ::k3c::Error("--ptxas-advisories must be warn, error or ignore, got '" +
+                           ptxasAdvice + "'");
       opts.f32Activations = activationDtype == "f32";
       // Artifacts and paged caches need a static context: the config's, at
       // most 4096, unless --max-context gives one.
@@ -676,9 +685,21 @@ int main(int argc, char **argv) {
       }
       std::string ptxDir = (std::filesystem::path(artDir) / "ptx").string();
       std::filesystem::create_directories(ptxDir);
-      if (failed(::k3c::lowering::validateWithPtxas(ptx, ptxDir, err, ranPtxas))) {
+      std::vector<std::string> advisories;
+      if (failed(::k3c::lowering::validateWithPtxas(ptx, ptxDir, err, ranPtxas, &advisories))) {
         llvm::errs() << "k3-compile: error: " << err << "\n";
         return 1;
+      }
+      if (ptxasAdvice != "ignore") {
+        const bool fatal = ptxasAdvice == "error";
+        for (const std::string &a : advisories)
+          llvm::errs() << "k3-compile: " << (fatal ? "error" : "warning") << ": ptxas on " << a
+                       << "\n";
+        if (fatal && !advisories.empty()) {
+          llvm::errs() << "k3-compile: error: " << advisories.size()
+                       << " ptxas advisories (--ptxas-advisories=error)\n";
+          return 1;
+        }
       }
       for (auto &[name, text] : ptx) {
         std::ofstream(ptxDir + "/" + name + ".ptx") << text;
