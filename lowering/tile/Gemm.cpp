@@ -1353,9 +1353,14 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
 
   kb.blocks({kb.mul(tiles, kb.idx(ways))}, blockThreads, [&](ValueRange bid, ThreadBlock &tb) {
     // Split-K: block b takes K tiles [k0, k1) of output tile b mod tiles.
+    // Without a split every block takes all kTiles, as constants: a loop
+    // whose trip count the compiler cannot prove positive keeps a path
+    // where the zero accumulators reach the final wgmma wait, and ptxas
+    // then serializes every wgmma of the kernel (C7515; full K3's shared
+    // expert GLU tile, found by k3-compile's ptxas advisories).
     Value part = kb.div(bid[0], tiles);
-    Value k0 = kb.mul(part, kb.idx(kPer));
-    Value k1 = kb.minu(kb.idx(kTiles), kb.add(k0, kb.idx(kPer)));
+    Value k0 = ways == 1 ? kb.idx(0) : kb.mul(part, kb.idx(kPer));
+    Value k1 = ways == 1 ? kb.idx(kTiles) : kb.minu(kb.idx(kTiles), kb.add(k0, kb.idx(kPer)));
     auto [m0, n0g] = rasterTile(kb, kb.rem(bid[0], tiles), mTiles, nTiles, bm, bn);
     ProjectionTiles::Pick pk = proj.pick(kb, n0g, bn, wMaps);
     Value w = pk.w, y = pk.y, n0 = pk.n0, limit = pk.width, wsCol = pk.off;
