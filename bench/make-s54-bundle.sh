@@ -9,9 +9,13 @@
 #   PF4   K3C_MLA_DECODE_L2_PREFETCH=4
 #   PB    K3C_MLA_PARTIAL_BULK=1: the transposed core's partials staged in
 #         shared memory and written by one bulk copy (the same values)
+# and v/slice-base, the slice built at 40850c2: before the unsplit warpgroup
+# tiles took constant K bounds (6df9d89; the same K tiles in the same
+# order), so every build's logits are compared with it bit for bit too (the
+# 5000-token prompt's prefill runs those tiles).
 # Carry .dev; run: bash .dev/s54-h200.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VARIANTS="PF2=K3C_MLA_DECODE_L2_PREFETCH=2 PF4=K3C_MLA_DECODE_L2_PREFETCH=4 PB=K3C_MLA_PARTIAL_BULK=1" bash bench/make-mla-bundle.sh
+BASE=${BASE:-40850c2} VARIANTS="PF2=K3C_MLA_DECODE_L2_PREFETCH=2 PF4=K3C_MLA_DECODE_L2_PREFETCH=4 PB=K3C_MLA_PARTIAL_BULK=1" bash bench/make-mla-bundle.sh
 cp bench/s54-h200.sh .dev/
 du -sh .dev

@@ -6,7 +6,8 @@
 #     (session 50's defaults, P^T by stmatrix and the append in the staged
 #     q_abs launch, first run together here) and the dv64 builds of PF2 / PF4
 #     (K3C_MLA_DECODE_L2_PREFETCH) and PB (K3C_MLA_PARTIAL_BULK); every
-#     variant's slice logits against the default's bit for bit; the
+#     variant's slice logits against the default's and slice-base's (the
+#     build before the unsplit wgmma tiles' constant K bounds) bit for bit; the
 #     default's decode kernel against fp64 attention;
 #  S54=2 the timings: mla_attn in the step graph at context 8192 for 1, 8
 #     and 64 sequences (one sequence: the one-token rounds' mma.sync core,
