@@ -2413,35 +2413,48 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
     // The partials of this thread's accumulators (O^T: its warpgroup's
     // `count` latent tiles, rows 16 w + gq (+ 8), head
     // columns; zeros where `o` is empty) and, from warpgroup 0's first warp,
-    // M (natural-log units) and L per head.
+    // M (natural-log units) and L per head, handed to `put` (group-local
+    // head hl, head h0 + hl, latent row, value) and `putML` (hl, head, M, L);
+    // heads past H skipped.
     // (Warpgroup 1's first tile is mT0: its rows start at wg * 64 mT0.)
-    auto storePartials = [&](ArrayRef<Value> o, ArrayRef<Value> m, ArrayRef<Value> l,
-                             int64_t count) {
+    using PutFn = function_ref<void(Value, Value, Value, Value)>;
+    auto eachPartial = [&](ArrayRef<Value> o, ArrayRef<Value> m, ArrayRef<Value> l,
+                           int64_t count, PutFn put, PutFn putML) {
       for (int64_t mi = 0; mi < count; ++mi)
         for (int64_t i = 0; i < HG / 2; ++i) {
-          Value head = kb.add(h0, colOf(2 * (i / 4) + i % 2));
+          Value hl = colOf(2 * (i / 4) + i % 2), head = kb.add(h0, hl);
           Value lat = kb.add(kb.add(kb.mul(wg, 64 * mT0), kb.idx(64 * mi + 8 * ((i % 4) / 2))),
                              kb.add(kb.mul(w, 16), gq));
           kb.ifThen(kb.ult(head, kb.idx(H)), [&] {
             Value v = o.empty() ? zero
                                 : LLVM::ExtractValueOp::create(b, loc, o[mi], ArrayRef<int64_t>{i})
                                       .getResult();
-            kb.store(v, part, {slotOut, kb.add(kb.mul(head, R + 2), lat)});
+            put(hl, head, lat, v);
           });
         }
       if (m.empty())
         return;
       kb.ifThen(kb.andi(kb.ieq(tb.warp, kb.idx(0)), quad0), [&] {
         for (int64_t c = 0; c < cols; ++c) {
-          Value head = kb.add(h0, colOf(c));
-          kb.ifThen(kb.ult(head, kb.idx(H)), [&] {
-            storePair(kb, part, {slotOut, kb.add(kb.mul(head, R + 2), kb.idx(R))},
-                      kb.fmul(m[c], kb.f32(ln2)), l[c], R % 2 == 0);
-          });
+          Value hl = colOf(c), head = kb.add(h0, hl);
+          kb.ifThen(kb.ult(head, kb.idx(H)),
+                    [&] { putML(hl, head, kb.fmul(m[c], kb.f32(ln2)), l[c]); });
         }
       });
     };
-
+    // Into the partials' (token, split) row.
+    auto storePartials = [&](ArrayRef<Value> o, ArrayRef<Value> m, ArrayRef<Value> l,
+                             int64_t count) {
+      eachPartial(
+          o, m, l, count,
+          [&](Value, Value head, Value lat, Value v) {
+            kb.store(v, part, {slotOut, kb.add(kb.mul(head, R + 2), lat)});
+          },
+          [&](Value, Value head, Value mv, Value lv) {
+            storePair(kb, part, {slotOut, kb.add(kb.mul(head, R + 2), kb.idx(R))}, mv, lv,
+                      R % 2 == 0);
+          });
+    };
     // d.bulkPartials: the same values into the ring's first bytes as [HG, R +
     // 2] fp32 (heads past H left out), once both warpgroups are past their
     // last tile (named barrier 5); the block then writes them by one bulk
@@ -2450,27 +2463,12 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                              int64_t count) {
       namedBarrier(kb, 5, 256);
       Value stage = sm.view(kb, kb.idx(d.tRingOff()), {HG, R + 2}, f32);
-      for (int64_t mi = 0; mi < count; ++mi)
-        for (int64_t i = 0; i < HG / 2; ++i) {
-          Value hl = colOf(2 * (i / 4) + i % 2);
-          Value lat = kb.add(kb.add(kb.mul(wg, 64 * mT0), kb.idx(64 * mi + 8 * ((i % 4) / 2))),
-                             kb.add(kb.mul(w, 16), gq));
-          kb.ifThen(kb.ult(kb.add(h0, hl), kb.idx(H)), [&] {
-            kb.store(LLVM::ExtractValueOp::create(b, loc, o[mi], ArrayRef<int64_t>{i}).getResult(),
-                     stage, {hl, lat});
+      eachPartial(
+          o, m, l, count, [&](Value hl, Value, Value lat, Value v) { kb.store(v, stage, {hl, lat}); },
+          [&](Value hl, Value, Value mv, Value lv) {
+            kb.store(mv, stage, {hl, kb.idx(R)});
+            kb.store(lv, stage, {hl, kb.idx(R + 1)});
           });
-        }
-      if (m.empty())
-        return;
-      kb.ifThen(kb.andi(kb.ieq(tb.warp, kb.idx(0)), quad0), [&] {
-        for (int64_t c = 0; c < cols; ++c) {
-          Value hl = colOf(c);
-          kb.ifThen(kb.ult(kb.add(h0, hl), kb.idx(H)), [&] {
-            kb.store(kb.fmul(m[c], kb.f32(ln2)), stage, {hl, kb.idx(R)});
-            kb.store(l[c], stage, {hl, kb.idx(R + 1)});
-          });
-        }
-      });
     };
 
     kb.ifThenElse(
