@@ -192,11 +192,6 @@ struct DecodeMma {
   /// The next grid (the row-sliced combine) may start as this one's blocks
   /// have (KernelBuilder::earlyDependents): its W_UV loads run beside them.
   bool earlyNext = false;
-  /// Cache tiles asked of the L2 this many ahead of each copy
-  /// (K3C_MLA_DECODE_L2_PREFETCH, opt-in; where cacheBoxes holds): one-token
-  /// rounds (batch 1) run this core latency-bound, a block's ~6 tiles at
-  /// context 8192 copied one after another (docs/perf.md, session 21).
-  int64_t l2Prefetch = 0;
   int64_t heads() const { return 16 * ht; }
   int64_t warps() const { return nw * ht; }
   int64_t groups() const { return (H + heads() - 1) / heads(); }
@@ -208,18 +203,6 @@ struct DecodeMma {
   int64_t sharedBytes() const { return qBytes() + kBytes() + pBytes() + xBytes(); }
 };
 } // namespace
-
-/// K3C_MLA_DECODE_L2_PREFETCH=D (0..8; 0, off, by default): the split decode
-/// cores ask the L2 for whole cache tiles D ahead of their copies
-/// (DecodeWg::l2Prefetch says why).
-static int64_t mlaL2PrefetchTiles() {
-  const int64_t pf = intFromEnv("K3C_MLA_DECODE_L2_PREFETCH", 0);
-  if (pf < 0 || pf > 8)
-    llvm::report_fatal_error("k3c: K3C_MLA_DECODE_L2_PREFETCH must be 0..8 (tiles ahead), got " +
-                                 llvm::Twine(pf),
-                             /*gen_crash_diag=*/false);
-  return pf;
-}
 
 /// Whether the split decode runs its core on tensor cores on `target`: a
 /// tensor-core GPU, a bf16 cache, cache rows of whole 16-byte chunks, R a
@@ -286,7 +269,6 @@ static DecodeMma decodeMmaPlan(MlaAttentionOp attn, Target target, bool small = 
       regs > 192 ||
       d.sharedBytes() > info.maxSharedPerBlock)
     return d;
-  d.l2Prefetch = mlaL2PrefetchTiles();
   d.on = true;
   return d;
 }
@@ -1791,22 +1773,6 @@ static void storeSplitRow(KernelBuilder &kb, Value part, Value slot, Value head,
 /// `local` of the round from t0, head group, split of P), writing the
 /// partials (o_lat unnormalized, M, L) as the FMA core does. q_abs (softmax
 /// scale folded in) comes from qaBf [kSplitChunk H, cd] in bf16.
-static bool cacheBoxes(const CacheRef &cache, int64_t bn);
-
-/// Tile j's bn rows of sequence n (positions lo + j bn ..., contiguous: one
-/// sequence's or one page's, where cacheBoxes holds) asked of the L2 by
-/// cp.async.bulk.prefetch, where j < nT and the tile is whole (below hi; a
-/// partial last tile is left to its copy). A hint: no value changes.
-static void prefetchCacheTile(KernelBuilder &kb, const CacheRef &cache, Value n, Value lo, Value hi,
-                              Value nT, Value j, int64_t bn) {
-  Value p0 = kb.add(lo, kb.mul(j, bn));
-  kb.ifThen(kb.andi(kb.ult(j, nT), kb.ule(kb.add(p0, kb.idx(bn)), hi)), [&] {
-    SmallVector<Value> at = cache.row(kb, n, p0);
-    at.push_back(kb.idx(0));
-    kb.prefetchL2(cache.mem, at, bn * cache.width() * 2);
-  });
-}
-
 static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, const CacheRef &cache,
                           Value cacheLens, Value lens, Value part, Value t0, Value Tc, Value P) {
   OpBuilder &b = kb.b;
@@ -1955,15 +1921,6 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, con
             issueTile(toks, kb.idx(0));
             nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, toks);
           }
-          // d.l2Prefetch (D): the first thread asks the L2 for tiles 2 .. D
-          // now and for tile j + 1 + D as the copy of tile j + 1 is issued.
-          const bool pf = d.l2Prefetch > 0 && cacheBoxes(cache, bn);
-          auto prefetch = [&](Value j) {
-            kb.ifThen(kb.ieq(tb.tid, kb.idx(0)),
-                      [&] { prefetchCacheTile(kb, cache, cs.n, lo, hi, nT, j, bn); });
-          };
-          for (int64_t k = 2; pf && k <= d.l2Prefetch; ++k)
-            prefetch(kb.idx(k));
           NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
           kb.barrier(tb);
 
@@ -1987,8 +1944,6 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, con
               SmallVector<Value> toks;
               issueTile(toks, next);
               nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, toks);
-              if (pf)
-                prefetch(kb.add(next, kb.idx(d.l2Prefetch)));
             });
             Value slot = kb.rem(j, 2);
             // S = q_abs K^T over this warp's share of the tile.
@@ -2167,24 +2122,17 @@ struct DecodeWg {
   /// H100 mla_attn at 64 sequences, context 8192, 307 / 306 us against 318 /
   /// 321, docs/perf.md "Session 50").
   bool stmatrixP = true;
-  /// The transposed core asks the L2 for the cache tile `l2Prefetch` tiles
-  /// ahead of each tile it copies (cp.async.bulk.prefetch.L2 of the tile's
-  /// 64 contiguous rows, whole tiles only; K3C_MLA_DECODE_L2_PREFETCH=D, 0
-  /// off, opt-in). Why: a block holds two 73.7 KB ring slots, so one tile
-  /// is in flight while the other is used, and a tile's copy is issued only
-  /// when the tile two back is released; at ~2.2 us a tile on an H100
-  /// (docs/perf.md, sessions 46 and 50) the copies' DRAM latency, not the
-  /// tensor cores or the issue rate, sets the pace. From L2 the copy comes
-  /// sooner; the values are the same.
-  int64_t l2Prefetch = 0;
   /// The transposed core's partials staged in shared memory (the ring,
   /// free after the last tile: the block's heads x (R + 2) fp32, one
   /// contiguous range of the partials' row) and written by one bulk copy
   /// (cp.async.bulk shared -> global) instead of 4-byte stores
-  /// (K3C_MLA_PARTIAL_BULK=1, opt-in; unclustered, an even head count and
-  /// R): Nsight Compute put those stores at ~8 % of the core's samples at
-  /// batch 8 (LSU throttle; 96 a thread). The same values.
-  bool bulkPartials = false;
+  /// (K3C_MLA_PARTIAL_BULK, the default since session 51, =0 the 4-byte
+  /// stores; unclustered, an even head count and R): Nsight Compute put
+  /// those stores at ~8 % of the core's samples at batch 8 (LSU throttle;
+  /// 96 a thread). The same values; on an H100 mla_attn at 8 sequences,
+  /// context 8192, 70.5 / 70.9 us against 73.1 / 71.9 (docs/perf.md,
+  /// "Session 51").
+  bool bulkPartials = true;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
     const int64_t g = transposed ? HG : 64;
@@ -2270,8 +2218,7 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
                                    llvm::Twine(sm),
                                /*gen_crash_diag=*/false);
     d.stmatrixP = sm == 1;
-    d.l2Prefetch = mlaL2PrefetchTiles();
-    const int64_t bulk = intFromEnv("K3C_MLA_PARTIAL_BULK", 0);
+    const int64_t bulk = intFromEnv("K3C_MLA_PARTIAL_BULK", 1);
     if (bulk < 0 || bulk > 1)
       llvm::report_fatal_error("k3c: K3C_MLA_PARTIAL_BULK must be 0 or 1, got " +
                                    llvm::Twine(bulk),
@@ -2517,8 +2464,6 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                 copy();
             }
           };
-          // d.l2Prefetch: tile j asked of the L2.
-          auto prefetch = [&](Value j) { prefetchCacheTile(kb, cache, cs.n, lo, hi, nT, j, bn); };
           // Warp-level release of tile j's slot (lane 0, after the warp's
           // wgmma group that read it): every block of the cluster waits
           // for it before its copies overwrite the slot here. Only where a
@@ -2542,9 +2487,6 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
           kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
             issue(kb.idx(0));
             kb.ifThen(kb.ult(kb.idx(1), nT), [&] { issue(kb.idx(1)); });
-            // (tiles 2 .. D + 1: the refill of tile j then asks for j + D)
-            for (int64_t k = 2; k <= d.l2Prefetch + 1; ++k)
-              prefetch(kb.idx(k));
           });
           NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
           fenceAsync();
@@ -2754,11 +2696,7 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                         [&] { namedBarrier(kb, 3, 256, true); });
                     kb.ifThen(kb.ieq(tb.warp, kb.idx(4)), [&] {
                       waitParity(barAt(1, slot), kb.div(j, 2));
-                      kb.ifThen(lane0, [&] {
-                        issue(next);
-                        if (d.l2Prefetch)
-                          prefetch(kb.add(next, kb.idx(d.l2Prefetch)));
-                      });
+                      kb.ifThen(lane0, [&] { issue(next); });
                     });
                   });
                   return o;

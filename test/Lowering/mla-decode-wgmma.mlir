@@ -62,10 +62,12 @@
 // Warpgroup 1: barrier 4, the slot's full barrier (already complete), the
 // factors, its 4 products, waited for, its
 // slot release, barrier 2 / 3 arrivals, tile j + 2 by its first warp after
-// the empty barrier's phase.
-// RUN: env K3C_MLA_DECODE_WGMMA=4 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WGT
+// the empty barrier's phase. The partials: with K3C_MLA_PARTIAL_BULK=0,
+// 8-byte stores by warpgroup 0 after its last tile (WGTE); by default one
+// bulk copy a block after both warpgroups' last tiles (WGTB).
+// RUN: env K3C_MLA_DECODE_WGMMA=4 K3C_MLA_PARTIAL_BULK=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefixes=WGT,WGTE
 // (the default since session 46)
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WGT
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefixes=WGT,WGTB
 //
 // A wgmma chain's shared-memory descriptors (every wgmmaChain; here the
 // transposed core's S chain): the low word (start address >> 4, leading
@@ -243,7 +245,8 @@
 // WGT-COUNT-4: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 8, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <col>]
 // WGT: nvvm.wgmma.wait.group.sync.aligned 0
 // WGT: "barrier.sync 1, 128;"
-// WGT: vector.store {{.*}} : memref<256x1040xf32>, vector<2xf32>
+// WGTE: vector.store {{.*}} : memref<256x1040xf32>, vector<2xf32>
+// WGTB-NOT: vector.store {{.*}} : memref<256x1040xf32>
 // WGT: "barrier.sync 4, 256;"
 // WGT: nvvm.mbarrier.try_wait.parity
 // WGT-COUNT-4: nvvm.wgmma.mma_async {{.*}}A[<bf16>, <one>, <col>]
@@ -253,6 +256,7 @@
 // WGT: "barrier.arrive 3, 256;"
 // WGT: nvvm.mbarrier.try_wait.parity
 // WGT: nvvm.mbarrier.arrive.expect_tx {{.*}}, %c24576_i32
+// WGTB: nvvm.cp.async.bulk.global.shared.cta
 // WGT: function(@k3_mla_attn_0000beef_absorbed_combine
 // FROM0: K3C_MLA_DECODE_WG_FROM must be >= 1, got 0
 

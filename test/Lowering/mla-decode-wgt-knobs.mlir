@@ -5,14 +5,16 @@
 // accumulates tiles 0-1 and warpgroup 1 tiles 2-3: two tiles of
 // wgmma.m64n16k16 each (4 k steps a tile), 16 partial stores each (and the
 // empty split's 16 a thread, one form for both); here with
-// K3C_MLA_DECODE_STMATRIX=0, P^T by one 2-byte store an element.
-// RUN: env K3C_MLA_DECODE_STMATRIX=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HALF
+// K3C_MLA_DECODE_STMATRIX=0, P^T by one 2-byte store an element, and
+// K3C_MLA_PARTIAL_BULK=0, the partials by element stores.
+// RUN: env K3C_MLA_DECODE_STMATRIX=0 K3C_MLA_PARTIAL_BULK=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HALF
 //
 // K3C_MLA_DECODE_WG0_TILES=1: warpgroup 0 one tile, warpgroup 1 three (its
 // rescale and P V issue moved off the scoring warpgroup), each storing its
 // own tiles' partials (8 and 24; the empty split's per warpgroup, 8 and
-// 24); values outside 0..3 are refused.
-// RUN: env K3C_MLA_DECODE_WG0_TILES=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ONE
+// 24; K3C_MLA_PARTIAL_BULK=0: the element stores, counted); values outside
+// 0..3 are refused.
+// RUN: env K3C_MLA_DECODE_WG0_TILES=1 K3C_MLA_PARTIAL_BULK=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ONE
 // RUN: env K3C_MLA_DECODE_WG0_TILES=4 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BAD
 //
 // By default (K3C_MLA_DECODE_STMATRIX=1) the scoring warpgroup writes P^T
@@ -33,25 +35,15 @@
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA
 // RUN: env K3C_MLA_FUSE_APPEND_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA0
 //
-// K3C_MLA_DECODE_L2_PREFETCH=D (opt-in): the core asks the L2 for whole
-// cache tiles D ahead of its copies: the first thread tiles 2 .. D + 1 after
-// its first two copies, the refilling warp tile j + 2 + D after its copy of
-// j + 2 (here D = 2: three prefetches of 64 rows x 320 columns, 40960 bytes,
-// in the core; none by default); values outside 0..8 are refused. The
-// one-token rounds' mma.sync core (absorbed_split_mma_h16_n64) does the same
-// with its one-tile ring: tiles 2 .. D at its start, tile j + 1 + D as it
-// issues the copy of j + 1 (D = 3: two, then one in the loop).
-// RUN: env K3C_MLA_DECODE_L2_PREFETCH=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PF
-// RUN: env K3C_MLA_DECODE_L2_PREFETCH=3 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PFM
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PF0
-// RUN: env K3C_MLA_DECODE_L2_PREFETCH=9 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PFBAD
-//
-// K3C_MLA_PARTIAL_BULK=1 (opt-in): both warpgroups, past their last tile
-// (named barrier 5), stage their partials in the ring as [16 heads, 256 + 2]
-// fp32 (O, then M and L by warpgroup 0's first warp), and one thread writes
-// the block's rows by one bulk copy after the async-proxy fence and a block
-// barrier, waiting until the copy has read them; other values are refused.
-// RUN: env K3C_MLA_PARTIAL_BULK=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PB
+// The partials by one bulk copy (the default since session 51;
+// K3C_MLA_PARTIAL_BULK=0 the 4-byte stores): both warpgroups, past their
+// last tile (named barrier 5), stage their partials in the ring as [16 heads,
+// 256 + 2] fp32 (O, then M and L by warpgroup 0's first warp), and one thread
+// writes the block's rows by one bulk copy after the async-proxy fence and a
+// block barrier, waiting until the copy has read them; other values are
+// refused.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PB
+// RUN: env K3C_MLA_PARTIAL_BULK=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PB0
 // RUN: env K3C_MLA_PARTIAL_BULK=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PBBAD
 // RUN: env K3C_MLA_FUSE_APPEND_STAGED=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FABAD
 
@@ -118,29 +110,6 @@
 // FA0-NOT: absorbed_qabs_mma_t64_append
 // FABAD: K3C_MLA_FUSE_APPEND_STAGED must be 0 or 1, got 2
 
-// PF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
-// PF: nvvm.cp.async.bulk.tensor.shared.cluster.global
-// PF-COUNT-2: nvvm.cp.async.bulk.prefetch %{{.*}}, %c40960_i32
-// PF: scf.for
-// PF: nvvm.cp.async.bulk.tensor.shared.cluster.global
-// PF: nvvm.cp.async.bulk.prefetch %{{.*}}, %c40960_i32
-// PF-NOT: nvvm.cp.async.bulk.prefetch
-// PF: gpu.terminator
-// PF0: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
-// PF0-NOT: nvvm.cp.async.bulk.prefetch
-// PF0: gpu.terminator
-// PF0: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
-// PF0-NOT: nvvm.cp.async.bulk.prefetch
-// PF0: gpu.terminator
-// PFM: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
-// PFM-COUNT-2: nvvm.cp.async.bulk.prefetch %{{.*}}, %c40960_i32
-// PFM: scf.for
-// PFM: nvgpu.device_async_copy
-// PFM: nvvm.cp.async.bulk.prefetch %{{.*}}, %c40960_i32
-// PFM-NOT: nvvm.cp.async.bulk.prefetch
-// PFM: gpu.terminator
-// PFBAD: K3C_MLA_DECODE_L2_PREFETCH must be 0..8 (tiles ahead), got 9
-
 // PB: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // PB: "barrier.sync 5, 256;"
 // PB-COUNT-16: memref.store {{.*}} : memref<16x258xf32, #gpu.address_space<workgroup>>
@@ -154,6 +123,9 @@
 // PB-NEXT: nvvm.cp.async.bulk.commit.group
 // PB-NEXT: nvvm.cp.async.bulk.wait_group 0 {read}
 // PB: gpu.terminator
+// PB0: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// PB0-NOT: nvvm.cp.async.bulk.global.shared.cta
+// PB0: gpu.terminator
 // PBBAD: K3C_MLA_PARTIAL_BULK must be 0 or 1, got 2
 
 // BAD: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1..3 (of the 4 latent tiles), got 4
