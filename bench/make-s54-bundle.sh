@@ -13,7 +13,9 @@
 # tiles took constant K bounds (6df9d89; the same K tiles in the same
 # order), so every build's logits are compared with it bit for bit too (the
 # 5000-token prompt's prefill runs those tiles).
-# Carry .dev; run: bash .dev/s54-h200.sh.
+# Carry .dev; run: bash .dev/s54-h200.sh. Run in session 51 (docs/perf.md,
+# "Session 51"); K3C_MLA_DECODE_L2_PREFETCH was removed after it and the bulk
+# partials became the default: build at 3102cd4 to reproduce PF2 / PF4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${BASE:-40850c2} VARIANTS="PF2=K3C_MLA_DECODE_L2_PREFETCH=2 PF4=K3C_MLA_DECODE_L2_PREFETCH=4 PB=K3C_MLA_PARTIAL_BULK=1" bash bench/make-mla-bundle.sh
