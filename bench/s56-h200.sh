@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# #15's decode table with session 51's defaults (one call, ~7 min; bundle:
+# bash bench/make-s54-bundle.sh, whose v/slice-PB is the default build since
+# session 51: P^T by stmatrix, the staged append, the bulk partials; carry
+# .dev; run: bash .dev/s56-h200.sh):
+#  1. mla_attn in the step graph at context 8192 for 1, 8 and 64 sequences;
+#  2. Nsight Compute's duration and DRAM bytes of every MLA decode launch
+#     (q_abs, the core, the combine) at 8 and 64 sequences, context 8192:
+#     the core alone against copy, as FlashMLA counts its kernel;
+#  3. the same graph timing at contexts 32768 and 1024 (#15's "decode batch
+#     1, 8, 64 at context 1k, 8k, 32k").
+#  0. first, #13's decode step at 128 sequences against 1 (graph replay, two
+#     rounds) with the batch-1 linears' GB/s, and the copy ceiling measured
+#     by torch in the same call (the H200 numbers #13 lacks since session
+#     38, where the machine is one);
+# Only log.txt and kbench.csv come back.
+source "$(dirname "$0")/device-common.sh"
+machine
+export SLICE=v/slice-PB VDIR=none NO_TINY=1 NO_CMP=1
+[ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+echo "== #13: the decode step at 128 against 1 (graph), the batch-1 linears"
+for round in 1 2; do
+  kbench s56-ratio-$round $SLICE /tmp/slice 'graph|lm_head|mlp_in|mlp_down|kda_in|kda_out|mla_in|mla_q_up|mla_out' --prefill none --decode 1,128
+done
+python3 - <<'PY'
+import torch
+x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+s.record()
+for _ in range(20): y.copy_(x)
+e.record(); torch.cuda.synchronize()
+t = s.elapsed_time(e) / 20 / 1e3
+print('copy ceiling: %.0f GB/s (1 GiB device to device, read + write counted)' % (2 * x.numel() / t / 1e9))
+PY
+run() { bash mla-decode-h200.sh | grep -v '^k3-mkcheckpoint'; }
+CTX=8192 BATCHES=1,8,64 NO_NCU=1 run
+CTX=8192 BATCHES=8,64 NO_BENCH=1 run
+CTX=32768 BATCHES=1,8,64 NO_NCU=1 run
+CTX=1024 BATCHES=1,8,64 NO_NCU=1 run
+find $OUT -type f ! -name log.txt ! -name kbench.csv -delete
+echo "== done (${SECONDS}s)"
