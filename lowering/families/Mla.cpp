@@ -1401,12 +1401,36 @@ static Value combinePermutedCol(KernelBuilder &kb, Value r) {
                              kb.add(kb.mul(q, kb.idx(2)), e)));
 }
 
+/// The head's W_UV rows [dv, R] (kvb's rows head (nope + dv) + nope ...)
+/// into shared memory `wS` [dv, pitch] by 16-byte cp.async copies, one
+/// committed group (its wait: the caller's, before the projection).
+static void stageCombineW(Grouped &gr, ThreadBlock &tb, Value head, Value wS) {
+  KernelBuilder &kb = gr.kb;
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(kb.b.getContext());
+  const int64_t chunks = gr.R / 8, total = gr.dv * chunks;
+  Value base = kb.add(kb.mul(head, gr.nope + gr.dv), kb.idx(gr.nope));
+  assert(total % tb.threads == 0 && "stageW: whole rounds of copies");
+  SmallVector<Value> toks;
+  for (int64_t i = 0; i * tb.threads < total; ++i) {
+    Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
+    Value r = kb.div(lin, kb.idx(chunks)), c8 = kb.mul(kb.rem(lin, kb.idx(chunks)), 8);
+    toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
+        kb.b, kb.loc, tokenType, wS, ValueRange{r, c8}, gr.kvb, ValueRange{kb.add(base, r), c8},
+        kb.b.getIndexAttr(8), Value(), kb.b.getUnitAttr()));
+  }
+  nvgpu::DeviceAsyncCreateGroupOp::create(kb.b, kb.loc, tokenType, toks);
+}
+
 /// `kBegin`, `kLen` (multiples of 64; none: all R): the latent columns
 /// summed; `sink`, where given, takes each accumulator (token m < 16, the
 /// head's output column n < dv, the fp32 sum) instead of the gated store.
+/// `wS`, where given (with combineWideW): the head's W_UV rows staged in
+/// shared memory [dv, pitch] (stageCombineW), read there by the same
+/// 16-byte vectors the global form loads (the same words: the same sums).
 static void projectTokensMma(Grouped &gr, ThreadBlock &tb, Value olHi, Value olLo, Value row0,
                              Value valid, Value head, Value kBegin = {}, int64_t kLen = -1,
-                             const std::function<void(Value, Value, Value)> *sink = nullptr) {
+                             const std::function<void(Value, Value, Value)> *sink = nullptr,
+                             Value wS = {}) {
   KernelBuilder &kb = gr.kb;
   const int64_t W = tb.warps, cols = gr.dv / W, tiles = cols / 8;
   Value lane = tb.lane, quad = kb.rem(lane, 4), grp = kb.div(lane, 4);
@@ -1415,6 +1439,7 @@ static void projectTokensMma(Grouped &gr, ThreadBlock &tb, Value olHi, Value olL
   Value wRow0 = kb.add(kb.add(kb.mul(head, gr.nope + gr.dv), kb.idx(gr.nope)), kb.add(n0, grp));
   constexpr int64_t U = 4; // k steps a loop iteration
   const bool wide = combineWideW(gr.R);
+  assert((!wS || wide) && "staged W_UV is read in the wide form");
   SmallVector<Value> acc = kb.loopStep(
       kBegin ? kBegin : kb.idx(0),
       kBegin ? kb.add(kBegin, kb.idx(kLen)) : kb.idx(gr.R), kb.idx(16 * U),
@@ -1425,11 +1450,12 @@ static void projectTokensMma(Grouped &gr, ThreadBlock &tb, Value olHi, Value olL
           Type i32 = kb.b.getI32Type();
           for (int64_t ch = 0; ch < U / 2; ++ch) // 32-column chunks: k steps 2 ch, 2 ch + 1
             for (int64_t t = 0; t < tiles; ++t) {
-              Value wr = kb.add(wRow0, kb.idx(8 * t));
+              Value wr = wS ? kb.add(kb.add(n0, grp), kb.idx(8 * t)) : kb.add(wRow0, kb.idx(8 * t));
               Value kc = kb.add(k0, kb.add(kb.idx(32 * ch), kb.mul(quad, 8)));
               Value v = vector::LoadOp::create(kb.b, kb.loc,
-                                               VectorType::get({8}, kb.b.getBF16Type()), gr.kvb,
-                                               ValueRange{wr, kc}, false, llvm::MaybeAlign(16));
+                                               VectorType::get({8}, kb.b.getBF16Type()),
+                                               wS ? wS : gr.kvb, ValueRange{wr, kc}, false,
+                                               llvm::MaybeAlign(16));
               Value w = vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({4}, i32), v);
               for (int64_t s2 = 0; s2 < 2; ++s2)
                 for (int64_t j = 0; j < 2; ++j)
@@ -3803,21 +3829,59 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                                gr.dv % (8 * clReq) == 0
                            ? clReq
                            : 1;
-    auto multiToken = [&] {
+    // K3C_MLA_COMBINE_STAGE_W=N (0..64; 0, off, by default): rounds of at
+    // most N tokens take a form of the tensor-core combine (unclustered)
+    // that copies its head's W_UV rows into shared memory by cp.async
+    // before its grid wait (weights: no kernel of the step writes them), so
+    // that they stream in beside the kernels ahead and the merge, where the
+    // projection's loop otherwise waits on its global loads once per 64
+    // latent columns (8 dependent rounds at R = 512; at batch 8 one block a
+    // head, 96 blocks: nothing else hides them). The same words in the same
+    // MMAs: the same values. Rows R + 32 elements apart: a quarter warp's 8
+    // 16-byte reads (two rows of 64 bytes) on distinct banks.
+    const int64_t swMax = intFromEnv("K3C_MLA_COMBINE_STAGE_W", 0);
+    if (swMax < 0 || swMax > kSplitChunk)
+      llvm::report_fatal_error("k3c: K3C_MLA_COMBINE_STAGE_W must be 0.." +
+                                   llvm::Twine(kSplitChunk) + " (tokens), got " +
+                                   llvm::Twine(swMax),
+                               /*gen_crash_diag=*/false);
+    const int64_t wsPitch = R + 32, wsBytes = gr.dv * wsPitch * 2;
+    const bool stageW = swMax > 0 && tc && CL == 1 && combineWideW(R) &&
+                        (gr.dv * R / 8) % kMlaThreads == 0 &&
+                        wsBytes + tcShared <= kb.info().maxSharedPerBlock;
+    auto multiToken = [&](bool staged) {
       SmallVector<Value> grid{kb.idx(gr.H), kb.ceilDiv(Tc, TT)};
       if (CL > 1)
         grid.push_back(kb.idx(CL)); // (fastest: a cluster's blocks share head and tokens)
       kb.blocks(grid, kMlaThreads, [&](ValueRange bid, ThreadBlock &tb) {
         Value head = bid[0], local0 = kb.mul(bid[1], TT);
+        // (staged: every buffer from the dynamic shared memory, W_UV first)
+        int64_t dynAt = wsBytes;
+        auto buffer = [&](ArrayRef<int64_t> shape, Type elt) {
+          if (!staged)
+            return kb.shared(tb, shape, elt);
+          Value v = kb.dynamicShared(tb, dynAt, shape, elt);
+          int64_t bytes = elt.getIntOrFloatBitWidth() / 8;
+          for (int64_t d : shape)
+            bytes *= d;
+          dynAt += roundUp(bytes, 16);
+          return v;
+        };
+        Value wS;
+        if (staged) {
+          wS = kb.dynamicShared(tb, 0, {gr.dv, wsPitch}, kb.b.getBF16Type());
+          stageCombineW(one, tb, head, wS);
+          kb.gridWait(tb);
+        }
         Value rk = CL > 1 ? bid[2] : kb.idx(0);
         const int64_t RS = R / CL; // the latent columns this block merges and projects
         Value valid = kb.minu(kb.idx(TT), kb.sub(Tc, local0));
         Type bf16 = kb.b.getBF16Type();
-        Value olat = tc ? Value() : kb.shared(tb, {TT, R}, gr.f32);
-        Value olHi = tc ? kb.shared(tb, {TT, pitch}, bf16) : Value();
-        Value olLo = tc ? kb.shared(tb, {TT, pitch}, bf16) : Value();
-        Value fS = kb.shared(tb, {TT, mtSplits + 1}, gr.f32);
-        Value liveS = kb.shared(tb, {TT, mtSplits}, gr.f32);
+        Value olat = tc ? Value() : buffer({TT, R}, gr.f32);
+        Value olHi = tc ? buffer({TT, pitch}, bf16) : Value();
+        Value olLo = tc ? buffer({TT, pitch}, bf16) : Value();
+        Value fS = buffer({TT, mtSplits + 1}, gr.f32);
+        Value liveS = buffer({TT, mtSplits}, gr.f32);
         Value base = kb.mul(head, R + 2), one1 = kb.f32(1.0);
         kb.ifThen(kb.ult(tb.tid, valid), [&] {
           Value slot0 = kb.mul(kb.add(local0, tb.tid), P);
@@ -3897,6 +3961,8 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
           kb.ifThenElse(kb.ieq(P, kb.idx(1)), [&] { merge(1); }, [&] { merge(Umax); });
         else
           merge(1);
+        if (staged) // this thread's W_UV copies landed (the barrier: every thread's)
+          NVVM::CpAsyncWaitGroupOp::create(kb.b, kb.loc, kb.b.getI32IntegerAttr(0));
         kb.barrier(tb);
         if (CL > 1) {
           // (rows dv + 8 words apart: a warp's 8 fragment rows on 4 bank
@@ -3928,14 +3994,22 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
           });
           clusterSync(kb); // no block exits while the others read its products
         } else if (tc) {
-          projectTokensMma(one, tb, olHi, olLo, kb.add(t0, local0), valid, head);
+          projectTokensMma(one, tb, olHi, olLo, kb.add(t0, local0), valid, head, {}, -1, nullptr,
+                           wS);
         } else {
           projectTokens(one, tb, olat, kb.add(t0, local0), valid, head, TT);
         }
-      }, 0,
+      }, staged ? wsBytes + tcShared + 64 : 0,
                 std::string("absorbed_combine_") + (tc ? "mma_t" : "t") + std::to_string(TT) +
-                    (CL > 1 ? "_c" + std::to_string(CL) : ""),
+                    (CL > 1 ? "_c" + std::to_string(CL) : "") + (staged ? "_sw" : ""),
                 CL);
+    };
+    auto multi = [&] {
+      if (stageW)
+        kb.ifThenElse(
+            kb.ule(Tc, kb.idx(swMax)), [&] { multiToken(true); }, [&] { multiToken(false); });
+      else
+        multiToken(false);
     };
     auto fewTokens = [&] {
       if (rowsForm)
@@ -3946,7 +4020,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     if (from > kSplitChunk)
       fewTokens();
     else
-      kb.ifThenElse(kb.ult(Tc, kb.idx(from)), fewTokens, multiToken);
+      kb.ifThenElse(kb.ult(Tc, kb.idx(from)), fewTokens, multi);
 
   });
 }

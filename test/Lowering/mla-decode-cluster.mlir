@@ -38,6 +38,17 @@
 // RUN: env K3C_MLA_COMBINE_CLUSTER=4 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=COMB4
 // RUN: env K3C_MLA_COMBINE_CLUSTER=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=COMBBAD
 //
+// K3C_MLA_COMBINE_STAGE_W=N (opt-in): rounds of 8..N tokens take the
+// tensor-core combine whose blocks copy their head's W_UV rows ([64, 128]
+// here, rows 160 elements apart) into dynamic shared memory by cp.async
+// (4 copies a thread, one group) before their grid wait, wait for them
+// after the merge, and read the projection's 16-byte B vectors there;
+// larger rounds keep the unstaged kernel; off by default; values outside
+// 0..64 are refused.
+// RUN: env K3C_MLA_COMBINE_STAGE_W=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SW
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SW0
+// RUN: env K3C_MLA_COMBINE_STAGE_W=65 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SWBAD
+//
 // The seesaw core (K3C_MLA_DECODE_WGMMA=2) computes 64-head groups: two
 // groups of 64 rows for the 96 heads.
 // RUN: env K3C_MLA_DECODE_WGMMA=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SS
@@ -97,6 +108,19 @@
 // COMB4: module(@k3_mla_attn_0000cafe_absorbed_combine_mma_t16)
 
 // COMBBAD: K3C_MLA_COMBINE_CLUSTER must be 0, 1, 2 or 4, got 3
+
+// SW: arith.cmpi ule, {{.*}}, %c16 : index
+// SW: dynamic_shared_memory_size {{.*}} module(@k3_mla_attn_0000cafe_absorbed_combine_mma_t16_sw)
+// SW-COUNT-4: nvgpu.device_async_copy {{.*}} to memref<64x160xbf16, #gpu.address_space<workgroup>>
+// SW-NEXT: nvgpu.device_async_create_group
+// SW-NEXT: nvvm.griddepcontrol wait
+// SW: nvvm.cp.async.wait.group 0
+// SW-NEXT: gpu.barrier
+// SW: vector.load {{.*}} : memref<64x160xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// SW: nvvm.mma.sync
+// SW: module(@k3_mla_attn_0000cafe_absorbed_combine_mma_t16)
+// SW0-NOT: absorbed_combine_mma_t16_sw
+// SWBAD: K3C_MLA_COMBINE_STAGE_W must be 0..64 (tokens), got 65
 
 func.func @mla_attn(%a0: tensor<?x7680xbf16>, %a1: tensor<?x192xbf16>, %a2: tensor<128xbf16>, %a3: tensor<?x?x192xbf16>, %a4: tensor<?xi32>, %a5: tensor<?xi32>, %a6: tensor<7680x128xbf16>, %a7: tensor<?x6144xbf16>) -> (tensor<?x6144xbf16>, tensor<?x?x192xbf16>) {
     %r:2 = k3.kernel "k3_mla_attn_0000cafe" family "mla_attn" (%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7) {bytes_per_token = 696 : i64, flops_per_token = 8192 : i64, weight_bytes = 786688 : i64} : (tensor<?x7680xbf16>, tensor<?x192xbf16>, tensor<128xbf16>, tensor<?x?x192xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<7680x128xbf16>, tensor<?x6144xbf16>) -> (tensor<?x6144xbf16>, tensor<?x?x192xbf16>) {
