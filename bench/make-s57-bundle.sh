@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # The bundle for bench/s57-h200.sh (#15, session 51: the tensor-core MLA
 # combine with its head's W_UV staged in shared memory before its grid
-# wait), in .dev: make-mla-bundle.sh's builds (the default: session 51's)
+# wait; the staged q_abs with its W_UK slice copied before its wait), in .dev: make-mla-bundle.sh's builds (the default: session 51's)
 # with two variants,
 #   SW16  K3C_MLA_COMBINE_STAGE_W=16: rounds of 8..16 tokens (one block a
 #         head: 96 blocks on the slice) stage W_UV (the same values)
 #   SW64  K3C_MLA_COMBINE_STAGE_W=64: every multi-token round
+#   QEW   K3C_MLA_QABS_EARLY_W=1: the staged q_abs tiles copy their W_UK
+#         slice before their grid wait (the same values)
 # (k3-tiny dv32 dropped: its combine is not the tensor-core one).
 # Carry .dev; run: bash .dev/s57-h200.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VARIANTS="SW16=K3C_MLA_COMBINE_STAGE_W=16 SW64=K3C_MLA_COMBINE_STAGE_W=64" bash bench/make-mla-bundle.sh
+VARIANTS="SW16=K3C_MLA_COMBINE_STAGE_W=16 SW64=K3C_MLA_COMBINE_STAGE_W=64 QEW=K3C_MLA_QABS_EARLY_W=1" bash bench/make-mla-bundle.sh
 rm -rf .dev/tiny-dv32-*
 cp bench/s57-h200.sh .dev/
 du -sh .dev

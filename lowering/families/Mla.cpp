@@ -1568,7 +1568,8 @@ static void qabsMma(Grouped &gr, ThreadBlock &tb, Value row0, Value valid, Value
 constexpr int64_t kQabsTileTokens = 64, kQabsTileCols = 64;
 static void qabsMmaStaged(Grouped &gr, ThreadBlock &tb, Value row0, Value valid, Value head,
                           Value c0, Value qs, Value ws,
-                          const std::function<void(Value, Value, ArrayRef<Value>)> &store) {
+                          const std::function<void(Value, Value, ArrayRef<Value>)> &store,
+                          const std::function<void()> &afterW = {}) {
   KernelBuilder &kb = gr.kb;
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(kb.b.getContext());
   const int64_t TT = kQabsTileTokens, NC = kQabsTileCols, K = gr.nope;
@@ -1594,10 +1595,25 @@ static void qabsMmaStaged(Grouped &gr, ThreadBlock &tb, Value row0, Value valid,
     }
   };
   Value qBase = kb.mul(head, gr.qk), wBase = kb.mul(head, gr.nope + gr.dv);
-  copies(qs, gr.q, TT, K / 8, valid,
-         [&](Value r, Value c8) { return SmallVector<Value>{kb.add(row0, r), kb.add(qBase, c8)}; });
-  copies(ws, gr.kvb, K, NC / 8, Value(),
-         [&](Value r, Value c8) { return SmallVector<Value>{kb.add(wBase, r), kb.add(c0, c8)}; });
+  auto qCopies = [&] {
+    copies(qs, gr.q, TT, K / 8, valid, [&](Value r, Value c8) {
+      return SmallVector<Value>{kb.add(row0, r), kb.add(qBase, c8)};
+    });
+  };
+  auto wCopies = [&] {
+    copies(ws, gr.kvb, K, NC / 8, Value(),
+           [&](Value r, Value c8) { return SmallVector<Value>{kb.add(wBase, r), kb.add(c0, c8)}; });
+  };
+  // afterW (the kernel's own grid wait): W_UK's slice is copied first, the
+  // rows of q (written by the kernel ahead) after it.
+  if (afterW) {
+    wCopies();
+    afterW();
+    qCopies();
+  } else {
+    qCopies();
+    wCopies();
+  }
   nvgpu::DeviceAsyncCreateGroupOp::create(kb.b, kb.loc, tokenType, toks);
   NVVM::CpAsyncWaitGroupOp::create(kb.b, kb.loc, kb.b.getI32IntegerAttr(0));
   kb.barrier(tb);
@@ -3476,6 +3492,15 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     // with fuseStaged, a launch's only round appends its tokens in extra
     // blocks past the heads (a warp a token, from the first column and
     // token block).
+    // K3C_MLA_QABS_EARLY_W=1 (opt-in): the staged tiles copy their W_UK
+    // slice before the kernel's grid wait (weights), beside the kernel ahead
+    // (mla_q_up's GEMM), and q's rows after it; the same values.
+    const int64_t earlyWEnv = intFromEnv("K3C_MLA_QABS_EARLY_W", 0);
+    if (earlyWEnv < 0 || earlyWEnv > 1)
+      llvm::report_fatal_error("k3c: K3C_MLA_QABS_EARLY_W must be 0 or 1, got " +
+                                   llvm::Twine(earlyWEnv),
+                               /*gen_crash_diag=*/false);
+    const bool earlyW = earlyWEnv == 1 && kb.info().gridDependencyControl();
     auto qabsStagedTiles = [&] {
       Value heads = fuseStaged ? kb.add(kb.idx(gr.H), appendBlocksStaged) : kb.idx(gr.H);
       kb.blocks({heads, kb.idx(R / kQabsTileCols), kb.ceilDiv(Tc, kQabsTileTokens)},
@@ -3486,18 +3511,24 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                   auto tile = [&] {
                     Value head = bid[0], local0 = kb.mul(bid[2], kQabsTileTokens);
                     Value valid = kb.minu(kb.idx(kQabsTileTokens), kb.sub(Tc, local0));
+                    std::function<void()> afterW;
+                    if (earlyW)
+                      afterW = [&] { kb.gridWait(tb); };
                     qabsMmaStaged(one, tb, kb.add(t0, local0), valid, head,
                                   kb.mul(bid[1], kQabsTileCols), qs, ws,
                                   [&](Value m, Value c, ArrayRef<Value> v) {
                                     Value local = kb.add(local0, m);
                                     kb.storeVec(v, qaBf, {kb.add(kb.mul(local, gr.H), head), c});
-                                  });
+                                  },
+                                  afterW);
                   };
                   if (!fuseStaged) {
                     tile();
                     return;
                   }
                   kb.ifThenElse(kb.ult(bid[0], kb.idx(gr.H)), tile, [&] {
+                    if (earlyW) // (the append blocks wait before they touch anything)
+                      kb.gridWait(tb);
                     kb.ifThen(kb.andi(kb.ieq(bid[1], kb.idx(0)), kb.ieq(bid[2], kb.idx(0))), [&] {
                       append->warp(tb, kb.add(kb.mul(kb.sub(bid[0], kb.idx(gr.H)),
                                                      kb.idx(kStagedWarps)),

@@ -35,6 +35,13 @@
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA
 // RUN: env K3C_MLA_FUSE_APPEND_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA0
 //
+// K3C_MLA_QABS_EARLY_W=1 (opt-in): the staged q_abs tiles copy their W_UK
+// slice (16 nope rows x 64 columns) before the kernel's own grid wait, the
+// rows of q after it, one cp.async group; the append blocks wait first;
+// other values are refused.
+// RUN: env K3C_MLA_QABS_EARLY_W=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QEW
+// RUN: env K3C_MLA_QABS_EARLY_W=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=QEWBAD
+//
 // The partials by one bulk copy (the default since session 51;
 // K3C_MLA_PARTIAL_BULK=0 the 4-byte stores): both warpgroups, past their
 // last tile (named barrier 5), stage their partials in the ring as [16 heads,
@@ -106,6 +113,16 @@
 // FA: nvgpu.ldmatrix
 // FA: arith.muli %{{.*}}, %c4
 // FA: gpu.terminator
+// QEW: module(@k3_mla_attn_0000f00d_absorbed_qabs_mma_t64_append)
+// QEW: nvgpu.device_async_copy {{.*}} to memref<16x72xbf16, #gpu.address_space<workgroup>>
+// QEW-NEXT: nvvm.griddepcontrol wait
+// QEW: nvgpu.device_async_copy {{.*}} to memref<64x24xbf16, #gpu.address_space<workgroup>>
+// QEW-NEXT: nvgpu.device_async_create_group
+// QEW-NEXT: nvvm.cp.async.wait.group 0
+// QEW: } else {
+// QEW-NEXT: nvvm.griddepcontrol wait
+// QEW: gpu.terminator
+// QEWBAD: K3C_MLA_QABS_EARLY_W must be 0 or 1, got 2
 // FA0: module(@k3_mla_attn_0000f00d_absorbed_qabs_mma_t64)
 // FA0-NOT: absorbed_qabs_mma_t64_append
 // FABAD: K3C_MLA_FUSE_APPEND_STAGED must be 0 or 1, got 2
