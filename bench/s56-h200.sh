@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # #15's decode table with session 51's defaults (one call, ~7 min; bundle:
-# bash bench/make-s54-bundle.sh, whose v/slice-PB is the default build since
-# session 51: P^T by stmatrix, the staged append, the bulk partials; carry
-# .dev; run: bash .dev/s56-h200.sh):
+# bash bench/make-s57-bundle.sh, whose slice-bf16 is the default build since
+# session 51: P^T by stmatrix, the staged append, the bulk partials; copy
+# this script into .dev (cp bench/s56-h200.sh .dev/); carry .dev; run: bash
+# .dev/s56-h200.sh):
 #  1. mla_attn in the step graph at context 8192 for 1, 8 and 64 sequences;
 #  2. Nsight Compute's duration and DRAM bytes of every MLA decode launch
 #     (q_abs, the core, the combine) at 8 and 64 sequences, context 8192:
@@ -16,7 +17,7 @@
 # Only log.txt and kbench.csv come back.
 source "$(dirname "$0")/device-common.sh"
 machine
-export SLICE=v/slice-PB VDIR=none NO_TINY=1 NO_CMP=1
+export SLICE=slice-bf16 VDIR=none NO_TINY=1 NO_CMP=1
 [ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 echo "== #13: the decode step at 128 against 1 (graph), the batch-1 linears"
 for round in 1 2; do
