@@ -8,11 +8,19 @@
 #   SW64  K3C_MLA_COMBINE_STAGE_W=64: every multi-token round
 #   QEW   K3C_MLA_QABS_EARLY_W=1: the staged q_abs tiles copy their W_UK
 #         slice before their grid wait (the same values)
-# (k3-tiny dv32 dropped: its combine is not the tensor-core one).
+# (k3-tiny dv32 dropped: its combine is not the tensor-core one); and ge
+# (below).
 # Carry .dev; run: bash .dev/s57-h200.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VARIANTS="SW16=K3C_MLA_COMBINE_STAGE_W=16 SW64=K3C_MLA_COMBINE_STAGE_W=64 QEW=K3C_MLA_QABS_EARLY_W=1" bash bench/make-mla-bundle.sh
 rm -rf .dev/tiny-dv32-*
+# ge: the slice with K3C_GEMV_EARLY=1 (#13: the one-token GEMVs after a norm
+# load their first K step's weights before their grid wait, the norm
+# triggering them early; for mla_q_up's K = 1536 all of a block's weights;
+# bit-identical), timed at batch 1 in s57's #13 part (outside v/: no MLA A/B).
+K3C_GEMV_EARLY=1 build/bin/k3-compile /tmp/slice --max-tokens 65536 --max-seqs 128 --max-context 33024 \
+  --target=sm_90a --quiet -o .dev/ge
+rm -rf .dev/ge/ptx .dev/ge/model.fused.mlir
 cp bench/s57-h200.sh .dev/
 du -sh .dev

@@ -8,7 +8,8 @@
 #  3. k3-tiny dv64 against the reference for the default and each variant
 #     (100, 12 and 8 sequences: rounds of 64 + 36, 12 and 8 tokens);
 #  4. while the call has time: 64 sequences; a second round at 8 and 16;
-#     #13's decode step at 128 against 1 (graph, the batch-1 linears).
+#     #13's batch-1 linears with K3C_GEMV_EARLY=1 (ge) against the default
+#     (logits bit for bit, two rounds); the decode step at 128 against 1.
 # Only log.txt and kbench.csv come back.
 source "$(dirname "$0")/device-common.sh"
 machine
@@ -26,6 +27,20 @@ if [ $SECONDS -lt 300 ]; then
   BATCHES=8,16 CTX=8192 NO_TINY=1 NO_CMP=1 NO_NCU=1 bash mla-decode-h200.sh | grep -E "^-- |^decode|mla_attn  "
 fi
 if [ $SECONDS -lt 330 ]; then
+  echo "== #13: the batch-1 linears, the default against ge (K3C_GEMV_EARLY=1), logits bit for bit (${SECONDS}s)"
+  for a in slice-bf16 ge; do
+    k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/G-$a.npy > /dev/null
+  done
+  python3 -c "
+import numpy as n; a, b = n.load('/tmp/G-slice-bf16.npy'), n.load('/tmp/G-ge.npy')
+print('ge vs default: bit-identical', bool((a.view(n.uint32) == b.view(n.uint32)).all()))"
+  R='graph|kda_out|mla_in|mla_q_up|mla_out'
+  for r in 1 2; do
+    kbench s57-lin-$r slice-bf16 /tmp/slice "$R" --prefill none --decode 1
+    kbench s57-ge-$r ge /tmp/slice "$R" --prefill none --decode 1
+  done
+fi
+if [ $SECONDS -lt 380 ]; then
   echo "== #13: the decode step at 128 against 1 (graph), the batch-1 linears (${SECONDS}s)"
   kbench s57-ratio slice-bf16 /tmp/slice 'graph|lm_head|mlp_in|mlp_down|kda_in|kda_out|mla_in|mla_q_up|mla_out' --prefill none --decode 1,128
 fi
