@@ -3879,7 +3879,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     const int64_t wsPitch = R + 32, wsBytes = gr.dv * wsPitch * 2;
     const bool stageW = swMax > 0 && tc && CL == 1 && combineWideW(R) &&
                         (gr.dv * R / 8) % kMlaThreads == 0 &&
-                        wsBytes + tcShared <= kb.info().maxSharedPerBlock;
+                        wsBytes + tcShared + 64 <= kb.info().maxSharedPerBlock;
     auto multiToken = [&](bool staged) {
       SmallVector<Value> grid{kb.idx(gr.H), kb.ceilDiv(Tc, TT)};
       if (CL > 1)
@@ -4030,7 +4030,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
         } else {
           projectTokens(one, tb, olat, kb.add(t0, local0), valid, head, TT);
         }
-      }, staged ? wsBytes + tcShared + 64 : 0,
+      }, staged ? wsBytes + tcShared + 64 : 0, // (+64: each buffer rounded up to 16 bytes)
                 std::string("absorbed_combine_") + (tc ? "mma_t" : "t") + std::to_string(TT) +
                     (CL > 1 ? "_c" + std::to_string(CL) : "") + (staged ? "_sw" : ""),
                 CL);
