@@ -4,8 +4,9 @@
 # build and each variant in v/ (their decode logits compared bit for bit
 # with the default build's first), then Nsight Compute's duration of every
 # MLA decode launch (append, q_abs, core, combine) of one graph-replayed
-# step. Bundle: VARIANTS="..." bash bench/make-mla-bundle.sh; carry .dev;
-# run: bash .dev/mla-decode-h200.sh (CTX=8192 BATCHES=1,8 by default;
+# step, with its DRAM and L2 bytes (both head groups' blocks read each cache
+# tile from L2). Bundle: VARIANTS="..." bash bench/make-mla-bundle.sh; carry
+# .dev; run: bash .dev/mla-decode-h200.sh (CTX=8192 BATCHES=1,8 by default;
 # NO_CMP=1 skips the logits comparison, NO_NCU=1 the Nsight Compute part,
 # NO_TINY=1 the k3-tiny checks, NO_BENCH=1 the k3-bench timing;
 # DUMP_CHECK=1 adds every build's decode kernel against fp64 attention).
@@ -111,7 +112,7 @@ fi
 if [ -z "${NO_NCU:-}" ] && which ncu > /dev/null; then
   for b in ${BATCHES//,/ }; do
     echo "== ncu: MLA decode launches, batch $b, context $CTX"
-    timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__registers_per_thread \
+    timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,lts__t_bytes.sum,launch__grid_size,launch__registers_per_thread \
       -k "regex:absorbed_(qabs|split|combine)|mla_attn.*append" --csv k3-bench $SLICE --checkpoint /tmp/slice --device cuda --quiet \
       --prefill none --decode $b --context $CTX --steps 1 > /tmp/b/ncu-$b.csv 2>&1
     python3 - /tmp/b/ncu-$b.csv <<'PY'
