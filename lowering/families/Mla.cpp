@@ -1401,24 +1401,48 @@ static Value combinePermutedCol(KernelBuilder &kb, Value r) {
                              kb.add(kb.mul(q, kb.idx(2)), e)));
 }
 
+/// `nRows` rows of `chunks` 16-byte chunks (8 bf16) into shared `dst` [row,
+/// 8 chunk] by cp.async, the block's threads striding over the chunks;
+/// srcAt(row, column) is the source index. With `rows`, rows from there on
+/// are zero-filled (their source clamped to row 0). The chunks must make
+/// whole rounds of the block's threads. The copies' tokens are appended to
+/// `toks` (the caller commits the group).
+static void copyRowsAsync(KernelBuilder &kb, ThreadBlock &tb, Value dst, Value src,
+                          int64_t nRows, int64_t chunks, Value rows,
+                          const std::function<SmallVector<Value>(Value, Value)> &srcAt,
+                          SmallVector<Value> &toks) {
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(kb.b.getContext());
+  const int64_t total = nRows * chunks;
+  // (whole rounds: a guarded copy's token would not dominate the group)
+  if (total % tb.threads)
+    llvm::report_fatal_error("k3c: copyRowsAsync: " + llvm::Twine(total) +
+                                 " chunks are not whole rounds of " + llvm::Twine(tb.threads) +
+                                 " threads",
+                             /*gen_crash_diag=*/false);
+  for (int64_t i = 0; i * tb.threads < total; ++i) {
+    Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
+    Value r = kb.div(lin, kb.idx(chunks)), c8 = kb.mul(kb.rem(lin, kb.idx(chunks)), 8);
+    Value ok = rows ? kb.ult(r, rows) : Value();
+    Value sr = ok ? kb.select(ok, r, kb.idx(0)) : r;
+    Value n = ok ? kb.select(ok, kb.idx(8), kb.idx(0)) : Value();
+    toks.push_back(nvgpu::DeviceAsyncCopyOp::create(kb.b, kb.loc, tokenType, dst,
+                                                    ValueRange{r, c8}, src, srcAt(sr, c8),
+                                                    kb.b.getIndexAttr(8), n, kb.b.getUnitAttr()));
+  }
+}
+
 /// The head's W_UV rows [dv, R] (kvb's rows head (nope + dv) + nope ...)
 /// into shared memory `wS` [dv, pitch] by 16-byte cp.async copies, one
 /// committed group (its wait: the caller's, before the projection).
 static void stageCombineW(Grouped &gr, ThreadBlock &tb, Value head, Value wS) {
   KernelBuilder &kb = gr.kb;
-  auto tokenType = nvgpu::DeviceAsyncTokenType::get(kb.b.getContext());
-  const int64_t chunks = gr.R / 8, total = gr.dv * chunks;
   Value base = kb.add(kb.mul(head, gr.nope + gr.dv), kb.idx(gr.nope));
-  assert(total % tb.threads == 0 && "stageW: whole rounds of copies");
   SmallVector<Value> toks;
-  for (int64_t i = 0; i * tb.threads < total; ++i) {
-    Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
-    Value r = kb.div(lin, kb.idx(chunks)), c8 = kb.mul(kb.rem(lin, kb.idx(chunks)), 8);
-    toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
-        kb.b, kb.loc, tokenType, wS, ValueRange{r, c8}, gr.kvb, ValueRange{kb.add(base, r), c8},
-        kb.b.getIndexAttr(8), Value(), kb.b.getUnitAttr()));
-  }
-  nvgpu::DeviceAsyncCreateGroupOp::create(kb.b, kb.loc, tokenType, toks);
+  copyRowsAsync(kb, tb, wS, gr.kvb, gr.dv, gr.R / 8, Value(), [&](Value r, Value c8) {
+    return SmallVector<Value>{kb.add(base, r), c8};
+  }, toks);
+  nvgpu::DeviceAsyncCreateGroupOp::create(
+      kb.b, kb.loc, nvgpu::DeviceAsyncTokenType::get(kb.b.getContext()), toks);
 }
 
 /// `kBegin`, `kLen` (multiples of 64; none: all R): the latent columns
@@ -1576,23 +1600,7 @@ static void qabsMmaStaged(Grouped &gr, ThreadBlock &tb, Value row0, Value valid,
   SmallVector<Value> toks;
   auto copies = [&](Value dst, Value src, int64_t nRows, int64_t chunks, Value rows,
                     const std::function<SmallVector<Value>(Value, Value)> &srcAt) {
-    const int64_t total = nRows * chunks;
-    for (int64_t i = 0; i * tb.threads < total; ++i) {
-      Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
-      auto one = [&] {
-        Value r = kb.div(lin, kb.idx(chunks)), c8 = kb.mul(kb.rem(lin, kb.idx(chunks)), 8);
-        Value ok = rows ? kb.ult(r, rows) : Value();
-        Value sr = ok ? kb.select(ok, r, kb.idx(0)) : r;
-        Value n = ok ? kb.select(ok, kb.idx(8), kb.idx(0)) : Value();
-        toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
-            kb.b, kb.loc, tokenType, dst, ValueRange{r, c8}, src, srcAt(sr, c8),
-            kb.b.getIndexAttr(8), n, kb.b.getUnitAttr()));
-      };
-      if (total % tb.threads == 0)
-        one();
-      else
-        kb.ifThen(kb.ult(lin, kb.idx(total)), one);
-    }
+    copyRowsAsync(kb, tb, dst, src, nRows, chunks, rows, srcAt, toks);
   };
   Value qBase = kb.mul(head, gr.qk), wBase = kb.mul(head, gr.nope + gr.dv);
   auto qCopies = [&] {
@@ -2254,20 +2262,10 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
                                    llvm::Twine(t0),
                                /*gen_crash_diag=*/false);
     d.wg0Tiles = t0;
-    const int64_t sm = intFromEnv("K3C_MLA_DECODE_STMATRIX", 1);
-    if (sm < 0 || sm > 1)
-      llvm::report_fatal_error("k3c: K3C_MLA_DECODE_STMATRIX must be 0 or 1, got " +
-                                   llvm::Twine(sm),
-                               /*gen_crash_diag=*/false);
-    d.stmatrixP = sm == 1;
-    const int64_t bulk = intFromEnv("K3C_MLA_PARTIAL_BULK", 1);
-    if (bulk < 0 || bulk > 1)
-      llvm::report_fatal_error("k3c: K3C_MLA_PARTIAL_BULK must be 0 or 1, got " +
-                                   llvm::Twine(bulk),
-                               /*gen_crash_diag=*/false);
+    d.stmatrixP = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_STMATRIX", true);
     // (16-byte multiples: a block's heads x (R + 2) fp32, every head offset
     // h0 (R + 2) and every (token, split) row H (R + 2))
-    d.bulkPartials = bulk == 1 && d.transposed && d.cluster == 1 && d.H % 2 == 0 &&
+    d.bulkPartials = KernelBuilder::switchFromEnv("K3C_MLA_PARTIAL_BULK", true) && d.transposed && d.cluster == 1 && d.H % 2 == 0 &&
                      d.R % 2 == 0 && d.HG * (d.R + 2) * 4 <= 2 * d.tSlotBytes();
   }
   return d;
@@ -3271,11 +3269,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
   // 8192, 73.7 / 75.8 us against 79.4 / 77.4 in session 50, bit-identical).
   // The default since session 50; K3C_MLA_FUSE_APPEND_STAGED=0 keeps the
   // append's own launch there.
-  const int64_t fuseStagedEnv = intFromEnv("K3C_MLA_FUSE_APPEND_STAGED", 1);
-  if (fuseStagedEnv < 0 || fuseStagedEnv > 1)
-    llvm::report_fatal_error("k3c: K3C_MLA_FUSE_APPEND_STAGED must be 0 or 1, got " +
-                                 llvm::Twine(fuseStagedEnv),
-                             /*gen_crash_diag=*/false);
+  const bool fuseStagedEnv = KernelBuilder::switchFromEnv("K3C_MLA_FUSE_APPEND_STAGED", true);
   const bool fuseStaged = append && fuseStagedEnv && qabsStaged &&
                           intFromEnv("K3C_MLA_FUSE_APPEND", 1);
   constexpr int64_t kStagedWarps = kQabsTileTokens / 16;
@@ -3495,12 +3489,8 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     // K3C_MLA_QABS_EARLY_W=1 (opt-in): the staged tiles copy their W_UK
     // slice before the kernel's grid wait (weights), beside the kernel ahead
     // (mla_q_up's GEMM), and q's rows after it; the same values.
-    const int64_t earlyWEnv = intFromEnv("K3C_MLA_QABS_EARLY_W", 0);
-    if (earlyWEnv < 0 || earlyWEnv > 1)
-      llvm::report_fatal_error("k3c: K3C_MLA_QABS_EARLY_W must be 0 or 1, got " +
-                                   llvm::Twine(earlyWEnv),
-                               /*gen_crash_diag=*/false);
-    const bool earlyW = earlyWEnv == 1 && kb.info().gridDependencyControl();
+    const bool earlyW = KernelBuilder::switchFromEnv("K3C_MLA_QABS_EARLY_W") &&
+                        kb.info().gridDependencyControl();
     auto qabsStagedTiles = [&] {
       Value heads = fuseStaged ? kb.add(kb.idx(gr.H), appendBlocksStaged) : kb.idx(gr.H);
       kb.blocks({heads, kb.idx(R / kQabsTileCols), kb.ceilDiv(Tc, kQabsTileTokens)},

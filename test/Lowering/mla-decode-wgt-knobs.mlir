@@ -97,7 +97,7 @@
 // STM-NOT: nvvm.stmatrix
 // STM: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
 // STM: "barrier.sync 4, 256;"
-// STMBAD: K3C_MLA_DECODE_STMATRIX must be 0 or 1, got 2
+// STMBAD: K3C_MLA_DECODE_STMATRIX must be 0 or 1, got '2'
 
 // FA: arith.cmpi ule, %{{.*}}, %c7 : index
 // FA: %[[HI:.*]] = arith.cmpi ule, %{{.*}}, %c64{{.*}} : index
@@ -122,10 +122,10 @@
 // QEW: } else {
 // QEW-NEXT: nvvm.griddepcontrol wait
 // QEW: gpu.terminator
-// QEWBAD: K3C_MLA_QABS_EARLY_W must be 0 or 1, got 2
+// QEWBAD: K3C_MLA_QABS_EARLY_W must be 0 or 1, got '2'
 // FA0: module(@k3_mla_attn_0000f00d_absorbed_qabs_mma_t64)
 // FA0-NOT: absorbed_qabs_mma_t64_append
-// FABAD: K3C_MLA_FUSE_APPEND_STAGED must be 0 or 1, got 2
+// FABAD: K3C_MLA_FUSE_APPEND_STAGED must be 0 or 1, got '2'
 
 // PB: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // PB: "barrier.sync 5, 256;"
@@ -143,7 +143,7 @@
 // PB0: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // PB0-NOT: nvvm.cp.async.bulk.global.shared.cta
 // PB0: gpu.terminator
-// PBBAD: K3C_MLA_PARTIAL_BULK must be 0 or 1, got 2
+// PBBAD: K3C_MLA_PARTIAL_BULK must be 0 or 1, got '2'
 
 // BAD: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1..3 (of the 4 latent tiles), got 4
 
