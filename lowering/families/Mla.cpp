@@ -1735,12 +1735,14 @@ static SmallVector<ScratchNeed> splitScratch(MlaAttentionOp attn) {
 struct SplitRange {
   ChunkSlot cs;
   Value lo, hi, nT;
+  Value past; ///< the sequence's positions cached before this round
 };
 static SplitRange splitRange(KernelBuilder &kb, ThreadBlock &tb, Value lens, Value cacheLens,
                              Value row, Value split, Value P, int64_t bn) {
   SplitRange r;
   r.cs = findChunk(kb, tb, lens, row, 1);
   Value past = kb.toIndex(kb.load(cacheLens, {r.cs.n}));
+  r.past = past;
   Value S = kb.add(kb.add(past, r.cs.t0), kb.idx(1)); // visible positions
   Value per = kb.mul(kb.ceilDiv(kb.div(kb.add(S, kb.sub(P, kb.idx(1))), P), bn), bn);
   r.lo = kb.minu(kb.mul(split, per), S);
@@ -2183,6 +2185,19 @@ struct DecodeWg {
   /// context 8192, 70.5 / 70.9 us against 73.1 / 71.9 (docs/perf.md,
   /// "Session 51").
   bool bulkPartials = true;
+  /// (K3C_MLA_DECODE_EARLY_TILES=1, opt-in; the transposed core,
+  /// unclustered, with grid dependency control) the core issues its first
+  /// two tiles before its grid wait where they hold only positions cached
+  /// before the round (no kernel of the step writes them: the round's
+  /// appends come after), and the q_abs launch ahead triggers it early, so
+  /// the tiles' latency runs beside q_abs's last blocks; the same values.
+  bool earlyTiles = false;
+  /// The transposed core triggers the combine right after its grid wait
+  /// (KernelBuilder::earlyDependents): on by default where the combine
+  /// stages W_UV before its own wait (K3C_MLA_COMBINE_STAGE_W > 0), whose
+  /// copies then run beside the core's blocks; K3C_MLA_DECODE_EARLY_NEXT
+  /// sets it either way.
+  bool earlyNext = false;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
     const int64_t g = transposed ? HG : 64;
@@ -2267,6 +2282,11 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
     // h0 (R + 2) and every (token, split) row H (R + 2))
     d.bulkPartials = KernelBuilder::switchFromEnv("K3C_MLA_PARTIAL_BULK", true) && d.transposed && d.cluster == 1 && d.H % 2 == 0 &&
                      d.R % 2 == 0 && d.HG * (d.R + 2) * 4 <= 2 * d.tSlotBytes();
+    d.earlyTiles = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_TILES") && d.transposed &&
+                   d.cluster == 1 && info.gridDependencyControl();
+    d.earlyNext = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_NEXT",
+                                               intFromEnv("K3C_MLA_COMBINE_STAGE_W", 0) > 0) &&
+                  d.transposed;
   }
   return d;
 }
@@ -2359,6 +2379,8 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
   SmallVector<Value> grid = nc > 1 ? SmallVector<Value>{Tc, P, kb.idx(d.groups())}
                                    : SmallVector<Value>{Tc, kb.idx(d.groups()), P};
   kb.blocks(grid, 256, [&](ValueRange bid, ThreadBlock &tb) {
+    if (d.earlyNext)
+      kb.earlyDependents(tb);
     Value local = bid[0], g = nc > 1 ? bid[2] : bid[1], split = nc > 1 ? bid[1] : bid[2];
     Value row = kb.add(t0, local);
     SplitRange sr = splitRange(kb, tb, lens, cacheLens, row, split, P, bn);
@@ -2458,52 +2480,76 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
           });
     };
 
+    auto initBarriers = [&] {
+      kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
+        for (int64_t k = 0; k < 2; ++k)
+          for (int64_t sl = 0; sl < 2; ++sl)
+            NVVM::MBarrierInitOp::create(b, loc, barAt(k, kb.idx(sl)), kb.i32Const(k ? 8 * nc : 1),
+                                         Value());
+        NVVM::FenceMbarrierInitOp::create(b, loc);
+      });
+    };
+    Value mask = nc > 1 ? arith::ConstantOp::create(
+                              b, loc, b.getIntegerAttr(b.getI16Type(), (1 << nc) - 1))
+                              .getResult()
+                        : Value();
+    // Tile j into slot j % 2 by one thread: arm the full barrier with its
+    // bytes (a box past the cache's end counts too, as zeros), QB tensor
+    // copies of 64 positions x 64 columns (clustered: this block's boxes m
+    // = rank mod nc, multicast to the cluster; the others' land here and
+    // complete on this barrier too).
+    auto issue = [&](Value j) {
+      Value bar = barAt(0, kb.rem(j, 2));
+      NVVM::MBarrierArriveExpectTxOp::create(b, loc, Type(), bar, kb.i32Const(QB * bn * 128),
+                                             NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
+      SmallVector<Value> at = cache.row(kb, cs.n, kb.add(lo, kb.mul(j, bn)));
+      Value dst = slotAddr(kb.rem(j, 2));
+      for (int64_t m = 0; m < QB; ++m) {
+        auto copy = [&] {
+          tmaCopyTile(kb, kb.add(dst, kb.idx(m * bn * 128)), cacheMap,
+                      {kb.idx(WgmmaTile::bk * m), at[1], at[0]}, bar, mask);
+        };
+        if (nc > 1)
+          kb.ifThen(kb.ieq(g, kb.idx(m % nc)), copy);
+        else
+          copy();
+      }
+    };
+    // d.earlyTiles: tiles 0 and 1 (where the split has them) go out before
+    // the grid wait when every position they hold was cached before this
+    // round (`old`: the kernels ahead write only the round's rows, at
+    // `past` on); the others after it. The block's own wait, in both
+    // branches' place.
+    const bool early = d.earlyTiles && nc == 1;
+    Value old[2], fresh[2];
+    if (early) {
+      kb.ifThen(kb.ult(kb.idx(0), nT), initBarriers);
+      kb.barrier(tb); // the mbarriers initialized
+      for (int64_t j = 0; j < 2; ++j) {
+        Value end = kb.minu(kb.add(lo, kb.idx((j + 1) * bn)), hi), has = kb.ult(kb.idx(j), nT);
+        old[j] = kb.andi(has, kb.ule(end, sr.past));
+        fresh[j] = kb.andi(has, kb.ult(sr.past, end));
+      }
+      kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
+        for (int64_t j = 0; j < 2; ++j)
+          kb.ifThen(old[j], [&] { issue(kb.idx(j)); });
+      });
+      kb.gridWait(tb);
+    }
     kb.ifThenElse(
         kb.ult(kb.idx(0), nT),
         [&] {
-          kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
-            for (int64_t k = 0; k < 2; ++k)
-              for (int64_t sl = 0; sl < 2; ++sl)
-                NVVM::MBarrierInitOp::create(b, loc, barAt(k, kb.idx(sl)),
-                                             kb.i32Const(k ? 8 * nc : 1), Value());
-            NVVM::FenceMbarrierInitOp::create(b, loc);
-          });
+          if (!early)
+            initBarriers();
           // q_abs^T: the group's HG rows (heads past H zero-filled).
           flashCopy(kb, tb, qaBf, kb.add(kb.mul(local, H), h0), kb.idx(0),
                     kb.minu(kb.idx(HG), kb.sub(kb.idx(H), h0)), HG, d.cd / 8, qs, 0,
                     swizzledAt(kb, Value()));
           NVVM::CpAsyncCommitGroupOp::create(b, loc);
-          kb.barrier(tb); // the mbarriers initialized
+          if (!early)
+            kb.barrier(tb); // the mbarriers initialized
           if (nc > 1)
             clusterSync(kb); // every block's mbarriers, before any multicast reaches them
-          Value mask = nc > 1 ? arith::ConstantOp::create(
-                                    b, loc, b.getIntegerAttr(b.getI16Type(), (1 << nc) - 1))
-                                    .getResult()
-                              : Value();
-          // Tile j into slot j % 2 by one thread: arm the full barrier with
-          // its bytes (a box past the cache's end counts too, as zeros),
-          // QB tensor copies of 64 positions x 64 columns (clustered: this
-          // block's boxes m = rank mod nc, multicast to the cluster; the
-          // others' land here and complete on this barrier too).
-          auto issue = [&](Value j) {
-            Value bar = barAt(0, kb.rem(j, 2));
-            NVVM::MBarrierArriveExpectTxOp::create(b, loc, Type(), bar,
-                                                   kb.i32Const(QB * bn * 128),
-                                                   NVVM::MemScopeKind::CTA, /*relaxed=*/false,
-                                                   Value());
-            SmallVector<Value> at = cache.row(kb, cs.n, kb.add(lo, kb.mul(j, bn)));
-            Value dst = slotAddr(kb.rem(j, 2));
-            for (int64_t m = 0; m < QB; ++m) {
-              auto copy = [&] {
-                tmaCopyTile(kb, kb.add(dst, kb.idx(m * bn * 128)), cacheMap,
-                            {kb.idx(WgmmaTile::bk * m), at[1], at[0]}, bar, mask);
-              };
-              if (nc > 1)
-                kb.ifThen(kb.ieq(g, kb.idx(m % nc)), copy);
-              else
-                copy();
-            }
-          };
           // Warp-level release of tile j's slot (lane 0, after the warp's
           // wgmma group that read it): every block of the cluster waits
           // for it before its copies overwrite the slot here. Only where a
@@ -2525,6 +2571,11 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
             });
           };
           kb.ifThen(kb.ieq(tb.tid, kb.idx(0)), [&] {
+            if (early) {
+              for (int64_t j = 0; j < 2; ++j)
+                kb.ifThen(fresh[j], [&] { issue(kb.idx(j)); });
+              return;
+            }
             issue(kb.idx(0));
             kb.ifThen(kb.ult(kb.idx(1), nT), [&] { issue(kb.idx(1)); });
           });
@@ -3495,6 +3546,8 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
       Value heads = fuseStaged ? kb.add(kb.idx(gr.H), appendBlocksStaged) : kb.idx(gr.H);
       kb.blocks({heads, kb.idx(R / kQabsTileCols), kb.ceilDiv(Tc, kQabsTileTokens)},
                 32 * kStagedWarps, [&](ValueRange bid, ThreadBlock &tb) {
+                  if (dw.earlyTiles) // (the core's old tiles go out before its wait)
+                    kb.earlyDependents(tb);
                   Type bf16 = kb.b.getBF16Type();
                   Value qs = kb.shared(tb, {kQabsTileTokens, qPitch}, bf16);
                   Value ws = kb.shared(tb, {gr.nope, wPitch}, bf16);

@@ -53,6 +53,25 @@
 // RUN: env K3C_MLA_PARTIAL_BULK=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PB0
 // RUN: env K3C_MLA_PARTIAL_BULK=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PBBAD
 // RUN: env K3C_MLA_FUSE_APPEND_STAGED=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FABAD
+//
+// K3C_MLA_DECODE_EARLY_TILES=1 (opt-in): the core initializes its ring's
+// mbarriers, issues tiles 0 and 1 (5 boxes each) where they hold only
+// positions cached before the round, then waits for the grid ahead and
+// copies q_abs^T; the tiles holding the round's rows go out after the
+// wait. The staged q_abs ahead triggers it early. By default neither (ET0 checks:
+// the core's wait is the one every kernel gets at its start). Other values
+// are refused.
+// RUN: env K3C_MLA_DECODE_EARLY_TILES=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ET
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ET0
+// RUN: env K3C_MLA_DECODE_EARLY_TILES=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ETBAD
+//
+// The core triggers the combine right after its wait where the combine
+// stages W_UV before its own (K3C_MLA_COMBINE_STAGE_W > 0), so those copies
+// run beside the core; K3C_MLA_DECODE_EARLY_NEXT=0 keeps the trigger at the
+// core's exit; other values are refused.
+// RUN: env K3C_MLA_COMBINE_STAGE_W=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN
+// RUN: env K3C_MLA_COMBINE_STAGE_W=16 K3C_MLA_DECODE_EARLY_NEXT=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN0
+// RUN: env K3C_MLA_DECODE_EARLY_NEXT=x not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ENBAD
 
 // HALF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // HALF-COUNT-20: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 16, k = 16>, D[<f32>, <{{zero|one}}>], A[<bf16>, <one>, <row>]
@@ -144,6 +163,38 @@
 // PB0-NOT: nvvm.cp.async.bulk.global.shared.cta
 // PB0: gpu.terminator
 // PBBAD: K3C_MLA_PARTIAL_BULK must be 0 or 1, got '2'
+
+// ET: module(@k3_mla_attn_0000f00d_absorbed_qabs_mma_t64_append)
+// ET: } {k3.early_dependents}
+// ET: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// ET: nvvm.fence.mbarrier.init
+// ET: gpu.barrier
+// ET-COUNT-10: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// ET-NOT: nvgpu.device_async_copy
+// ET: nvvm.griddepcontrol wait
+// ET: nvgpu.device_async_copy
+// ET: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// ET: } {k3.own_grid_wait}
+// ET: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
+// ET0: module(@k3_mla_attn_0000f00d_absorbed_qabs_mma_t64_append)
+// ET0-NOT: k3.early_dependents
+// ET0: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// ET0-NOT: griddepcontrol
+// ET0-NOT: k3.own_grid_wait
+// ET0-NOT: k3.early_dependents
+// ET0: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
+// ETBAD: K3C_MLA_DECODE_EARLY_TILES must be 0 or 1, got '2'
+
+// EN: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// EN: } {k3.early_dependents}
+// EN-NEXT: }
+// EN: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
+// EN: module(@k3_mla_attn_0000f00d_absorbed_combine_mma_t16_sw)
+// EN0: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// EN0-NOT: k3.early_dependents
+// EN0: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
+// EN0: module(@k3_mla_attn_0000f00d_absorbed_combine_mma_t16_sw)
+// ENBAD: K3C_MLA_DECODE_EARLY_NEXT must be 0 or 1, got 'x'
 
 // BAD: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1..3 (of the 4 latent tiles), got 4
 
