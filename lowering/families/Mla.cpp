@@ -2242,12 +2242,7 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
   d.QB = (d.cd + 63) / 64;
   d.seesaw = mode >= 2;
   d.prefetchS = mode == 3;
-  const int64_t tmaMode = intFromEnv("K3C_MLA_DECODE_TMA", 0);
-  if (tmaMode < 0 || tmaMode > 1)
-    llvm::report_fatal_error("k3c: K3C_MLA_DECODE_TMA must be 0 or 1, got " +
-                                 llvm::Twine(tmaMode),
-                             /*gen_crash_diag=*/false);
-  d.tma = tmaMode == 1 && mode == 2;
+  d.tma = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_TMA") && mode == 2;
   // Each warpgroup's half of the latent columns: whole 64-column blocks, at
   // most 256 (one wgmma.m64n256).
   if (d.cd % 8 || d.R % 128 || d.R / 2 > 256 || d.sharedBytes() > info.maxSharedPerBlock)
@@ -2262,11 +2257,7 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
       d.transposed = d.tSharedBytes() <= info.maxSharedPerBlock;
     }
     d.seesaw = true; // where the cache cannot be boxed (absorbedSplit)
-    const int64_t cl = intFromEnv("K3C_MLA_DECODE_CLUSTER", 0);
-    if (cl < 0 || cl > 1)
-      llvm::report_fatal_error("k3c: K3C_MLA_DECODE_CLUSTER must be 0 or 1, got " +
-                                   llvm::Twine(cl),
-                               /*gen_crash_diag=*/false);
+    const bool cl = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_CLUSTER");
     if (d.transposed && cl && d.groups() >= 2 && d.groups() <= 8)
       d.cluster = d.groups();
     const int64_t t0 = intFromEnv("K3C_MLA_DECODE_WG0_TILES", 0);

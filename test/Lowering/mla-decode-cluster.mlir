@@ -84,7 +84,7 @@
 // SOLO-NOT: nvvm.mapa
 // SOLO: function(@k3_mla_attn_0000cafe_absorbed_combine
 
-// BAD: K3C_MLA_DECODE_CLUSTER must be 0 or 1, got 2
+// BAD: K3C_MLA_DECODE_CLUSTER must be 0 or 1, got '2'
 
 // SS: module(@k3_mla_attn_0000cafe_absorbed_split_wgss_h64_n64)
 // SS-NOT: _c2)

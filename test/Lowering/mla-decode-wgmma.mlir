@@ -208,7 +208,7 @@
 // TMA: } else {
 // TMA: module(@k3_mla_attn_0000beef_absorbed_split_mma_h16_n64)
 
-// TMA2: K3C_MLA_DECODE_TMA must be 0 or 1, got 2
+// TMA2: K3C_MLA_DECODE_TMA must be 0 or 1, got '2'
 // MODE5: K3C_MLA_DECODE_WGMMA must be 0, 1, 2, 3 or 4, got 5
 
 // WGT-LABEL: func.func @k3_mla_attn_0000beef(
