@@ -12,7 +12,10 @@
 #         issues its first two cache tiles before its grid wait where they
 #         hold only positions cached before the round, the staged q_abs
 #         triggering it early (the same values)
-#   ALL   SW16 + QEW + ET
+#   PVO   K3C_MLA_DECODE_PV_OVERLAP=1 (session 52): the core's scoring
+#         warpgroup issues S of tile j before it waits for its P V of
+#         tile j - 1 (the same values)
+#   ALL   SW16 + QEW + ET + PVO
 # (SW16, SW64 and ALL: the core also triggers the combine right after its
 # wait since session 52, K3C_MLA_DECODE_EARLY_NEXT's default with a staged
 # W_UV, so the combine's W_UV copies run beside the core's blocks.)
@@ -21,7 +24,7 @@
 # Carry .dev; run: bash .dev/s57-h200.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VARIANTS="SW16=K3C_MLA_COMBINE_STAGE_W=16 SW64=K3C_MLA_COMBINE_STAGE_W=64 QEW=K3C_MLA_QABS_EARLY_W=1 ET=K3C_MLA_DECODE_EARLY_TILES=1 ALL=K3C_MLA_COMBINE_STAGE_W=16;K3C_MLA_QABS_EARLY_W=1;K3C_MLA_DECODE_EARLY_TILES=1" bash bench/make-mla-bundle.sh
+VARIANTS="SW16=K3C_MLA_COMBINE_STAGE_W=16 SW64=K3C_MLA_COMBINE_STAGE_W=64 QEW=K3C_MLA_QABS_EARLY_W=1 ET=K3C_MLA_DECODE_EARLY_TILES=1 PVO=K3C_MLA_DECODE_PV_OVERLAP=1 ALL=K3C_MLA_COMBINE_STAGE_W=16;K3C_MLA_QABS_EARLY_W=1;K3C_MLA_DECODE_EARLY_TILES=1;K3C_MLA_DECODE_PV_OVERLAP=1" bash bench/make-mla-bundle.sh
 rm -rf .dev/tiny-dv32-*
 # ge: the slice with K3C_GEMV_EARLY=1 (#13: the one-token GEMVs after a norm
 # load their first K step's weights before their grid wait, the norm

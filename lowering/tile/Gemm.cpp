@@ -1103,7 +1103,7 @@ static SmallVector<Value> stepDescriptors(KernelBuilder &kb, const WgmmaOperand 
 }
 
 Value wgmmaChain(KernelBuilder &kb, Type accType, Value acc, const WgmmaOperand &a,
-                 const WgmmaOperand &bOp, int64_t n, int64_t ksteps) {
+                 const WgmmaOperand &bOp, int64_t n, int64_t ksteps, bool commit, bool fence) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
@@ -1112,7 +1112,8 @@ Value wgmmaChain(KernelBuilder &kb, Type accType, Value acc, const WgmmaOperand 
   const bool fresh = !acc;
   if (fresh)
     acc = LLVM::UndefOp::create(b, loc, accType);
-  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  if (fence)
+    NVVM::WgmmaFenceAlignedOp::create(b, loc);
   for (int64_t s = 0; s < ksteps; ++s)
     acc = NVVM::WgmmaMmaAsyncOp::create(
         b, loc, accType, acc, da[s], db[s], NVVM::MMAShapeAttr::get(ctx, 64, n, 16),
@@ -1121,7 +1122,8 @@ Value wgmmaChain(KernelBuilder &kb, Type accType, Value acc, const WgmmaOperand 
         NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
         a.mnMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
         bOp.mnMajor ? NVVM::MMALayout::row : NVVM::MMALayout::col, nullptr);
-  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  if (commit)
+    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;
 }
 
