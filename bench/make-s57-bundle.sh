@@ -10,8 +10,9 @@
 #         slice before their grid wait (the same values)
 #   ET    K3C_MLA_DECODE_EARLY_TILES=1 (session 52): the transposed core
 #         issues its first two cache tiles before its grid wait where they
-#         hold only positions cached before the round, the staged q_abs
-#         triggering it early (the same values)
+#         hold only positions cached before the round (the one-token
+#         mma.sync core its first), the q_abs launches triggering them
+#         early (the same values)
 #   PVO   K3C_MLA_DECODE_PV_OVERLAP=1 (session 52): the core's scoring
 #         warpgroup issues S of tile j before it waits for its P V of
 #         tile j - 1 (the same values)

@@ -3,8 +3,8 @@
 # bench/make-s57-bundle.sh; carry .dev; run: bash .dev/s57-h200.sh, ~6 min):
 #  1. the slice's decode logits of SW16 / SW64 / QEW / ET / PVO / ALL against the default's bit for
 #     bit (a 16-token prompt over 6 steps, a 5000-token prompt, 8 prompts);
-#  2. mla_attn in the step graph at context 8192 for 8, 16 and 64
-#     sequences, every build (session 52: ET, PVO and ALL added, 64 in round 1);
+#  2. mla_attn in the step graph at context 8192 for 1, 8, 16 and 64
+#     sequences, every build (session 52: ET, PVO and ALL added, 1 and 64 in round 1);
 #  3. k3-tiny dv64 against the reference for the default and each variant
 #     (100, 12 and 8 sequences: rounds of 64 + 36, 12 and 8 tokens);
 #  4. while the call has time: a second round at 8 and 16;
@@ -15,8 +15,8 @@ source "$(dirname "$0")/device-common.sh"
 machine
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 NO_TINY=1 NO_NCU=1 NO_BENCH=1 bash mla-decode-h200.sh | grep -v '^k3-mkcheckpoint\|^== machine\|^NVIDIA'
-echo "=== round 1: 8, 16, 64 sequences (${SECONDS}s)"
-BATCHES=8,16,64 CTX=8192 NO_TINY=1 NO_CMP=1 NO_NCU=1 bash mla-decode-h200.sh | grep -E "^-- |^decode|mla_attn  "
+echo "=== round 1: 1, 8, 16, 64 sequences (${SECONDS}s)"
+BATCHES=1,8,16,64 CTX=8192 NO_TINY=1 NO_CMP=1 NO_NCU=1 bash mla-decode-h200.sh | grep -E "^-- |^decode|mla_attn  "
 NO_CMP=1 NO_NCU=1 NO_BENCH=1 bash mla-decode-h200.sh | grep -v '^k3-mkcheckpoint\|^== machine\|^NVIDIA'
 if [ $SECONDS -lt 320 ]; then
   echo "=== round 2: 8, 16 sequences (${SECONDS}s)"

@@ -192,6 +192,10 @@ struct DecodeMma {
   /// The next grid (the row-sliced combine) may start as this one's blocks
   /// have (KernelBuilder::earlyDependents): its W_UV loads run beside them.
   bool earlyNext = false;
+  /// (K3C_MLA_DECODE_EARLY_TILES=1, opt-in, with grid dependency control,
+  /// as the transposed core's) the block's first cache tile goes out before
+  /// its grid wait where it holds only positions cached before the round.
+  bool earlyTiles = false;
   int64_t heads() const { return 16 * ht; }
   int64_t warps() const { return nw * ht; }
   int64_t groups() const { return (H + heads() - 1) / heads(); }
@@ -270,6 +274,8 @@ static DecodeMma decodeMmaPlan(MlaAttentionOp attn, Target target, bool small = 
       d.sharedBytes() > info.maxSharedPerBlock)
     return d;
   d.on = true;
+  d.earlyTiles =
+      KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_TILES") && info.gridDependencyControl();
   return d;
 }
 
@@ -1901,6 +1907,70 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, con
                       });
       }
     };
+      // cp.async of nRows rows x cd/8 16-byte chunks: tile row r is
+      // src[prefix..., row0 + r, :] (zero-filled from `valid` rows on),
+      // or with `cref` (src the cache, prefix its sequence) the cache's
+      // row of position row0 + r.
+      const int64_t chunks = d.cd / 8;
+      auto copy = [&](SmallVector<Value> &toks, Value src, ArrayRef<Value> prefix, Value row0,
+                      Value valid, int64_t nRows, Value dst, Value slot,
+                      const CacheRef *cref = nullptr) {
+        int64_t total = nRows * chunks;
+        for (int64_t i = 0; i * tb.threads < total; ++i) {
+          Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
+          if (total % tb.threads)
+            lin = kb.minu(lin, kb.idx(total - 1));
+          Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
+          Value ok = kb.ult(r, valid);
+          Value pos = kb.select(ok, kb.add(row0, r), kb.idx(0));
+          SmallVector<Value> si;
+          if (cref) {
+            si = cref->at(kb, prefix[0], pos, c8);
+          } else {
+            si.assign(prefix.begin(), prefix.end());
+            si.append({pos, c8});
+          }
+          SmallVector<Value> di;
+          if (slot)
+            di.push_back(slot);
+          di.append({r, c8});
+          toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
+              b, loc, tokenType, dst, di, src, si, b.getIndexAttr(8),
+              kb.select(ok, kb.idx(8), kb.idx(0)), b.getUnitAttr()));
+        }
+      };
+      auto issueTile = [&](SmallVector<Value> &toks, Value j) {
+        Value p0 = kb.add(lo, kb.mul(j, bn));
+        if (!tileCopiesFit(d.cd, tb.threads)) {
+          copy(toks, cache.mem, {cs.n}, p0, kb.sub(hi, p0), bn, ks, kb.rem(j, 2), &cache);
+          return;
+        }
+        Value c0 = kb.mul(kb.rem(tb.tid, 8), 8), slot = kb.rem(j, 2);
+        copyTileRows(
+            kb, tb, bn, d.cd, p0, kb.sub(hi, p0), cache, cs.n,
+            [&](Value r, int64_t m, ArrayRef<Value> src, Value bytes) -> Value {
+              Value c8 = kb.add(c0, kb.idx(64 * m));
+              return nvgpu::DeviceAsyncCopyOp::create(
+                  b, loc, tokenType, ks, ValueRange{slot, r, c8}, cache.mem,
+                  ValueRange{src[0], src[1], c8}, b.getIndexAttr(8), bytes, b.getUnitAttr());
+            },
+            &toks);
+      };
+    // d.earlyTiles: tile 0 before the grid wait where every position it
+    // holds was cached before this round (the kernels ahead write only the
+    // round's rows, from `past` on), its own cp.async group; the block's own
+    // wait, in both branches' place.
+    Value fresh0;
+    if (d.earlyTiles) {
+      Value has = kb.ult(kb.idx(0), nT), end0 = kb.minu(kb.add(lo, kb.idx(bn)), hi);
+      fresh0 = kb.andi(has, kb.ult(sr.past, end0));
+      kb.ifThen(kb.andi(has, kb.ule(end0, sr.past)), [&] {
+        SmallVector<Value> toks;
+        issueTile(toks, kb.idx(0));
+        nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, toks);
+      });
+      kb.gridWait(tb);
+    }
     kb.ifThenElse(
         kb.ult(kb.idx(0), nT),
         [&] {
@@ -1917,62 +1987,20 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, con
                               kb.add(kb.mul(kb.rem(lin, chunks), 8), kb.idx(d.cd))}, 8);
             });
           }
-          // cp.async of nRows rows x cd/8 16-byte chunks: tile row r is
-          // src[prefix..., row0 + r, :] (zero-filled from `valid` rows on),
-          // or with `cref` (src the cache, prefix its sequence) the cache's
-          // row of position row0 + r.
-          const int64_t chunks = d.cd / 8;
-          auto copy = [&](SmallVector<Value> &toks, Value src, ArrayRef<Value> prefix, Value row0,
-                          Value valid, int64_t nRows, Value dst, Value slot,
-                          const CacheRef *cref = nullptr) {
-            int64_t total = nRows * chunks;
-            for (int64_t i = 0; i * tb.threads < total; ++i) {
-              Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
-              if (total % tb.threads)
-                lin = kb.minu(lin, kb.idx(total - 1));
-              Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
-              Value ok = kb.ult(r, valid);
-              Value pos = kb.select(ok, kb.add(row0, r), kb.idx(0));
-              SmallVector<Value> si;
-              if (cref) {
-                si = cref->at(kb, prefix[0], pos, c8);
-              } else {
-                si.assign(prefix.begin(), prefix.end());
-                si.append({pos, c8});
-              }
-              SmallVector<Value> di;
-              if (slot)
-                di.push_back(slot);
-              di.append({r, c8});
-              toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
-                  b, loc, tokenType, dst, di, src, si, b.getIndexAttr(8),
-                  kb.select(ok, kb.idx(8), kb.idx(0)), b.getUnitAttr()));
-            }
-          };
-          auto issueTile = [&](SmallVector<Value> &toks, Value j) {
-            Value p0 = kb.add(lo, kb.mul(j, bn));
-            if (!tileCopiesFit(d.cd, tb.threads)) {
-              copy(toks, cache.mem, {cs.n}, p0, kb.sub(hi, p0), bn, ks, kb.rem(j, 2), &cache);
-              return;
-            }
-            Value c0 = kb.mul(kb.rem(tb.tid, 8), 8), slot = kb.rem(j, 2);
-            copyTileRows(
-                kb, tb, bn, d.cd, p0, kb.sub(hi, p0), cache, cs.n,
-                [&](Value r, int64_t m, ArrayRef<Value> src, Value bytes) -> Value {
-                  Value c8 = kb.add(c0, kb.idx(64 * m));
-                  return nvgpu::DeviceAsyncCopyOp::create(
-                      b, loc, tokenType, ks, ValueRange{slot, r, c8}, cache.mem,
-                      ValueRange{src[0], src[1], c8}, b.getIndexAttr(8), bytes, b.getUnitAttr());
-                },
-                &toks);
-          };
           {
             SmallVector<Value> toks;
             copy(toks, qaBf, {}, kb.add(kb.mul(local, d.H), h0), kb.sub(kb.idx(d.H), h0), Gm, qs,
                  Value());
-            issueTile(toks, kb.idx(0));
+            if (!d.earlyTiles)
+              issueTile(toks, kb.idx(0));
             nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, toks);
           }
+          if (d.earlyTiles)
+            kb.ifThen(fresh0, [&] {
+              SmallVector<Value> toks;
+              issueTile(toks, kb.idx(0));
+              nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, toks);
+            });
           NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
           kb.barrier(tb);
 
@@ -3270,7 +3298,11 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
   if (dw.transposed && !cacheBoxes(cache, dw.bn)) {
     dw.transposed = false; // the seesaw, whose groups no cluster joins
     dw.cluster = 1;
+    dw.earlyTiles = false;
   }
+  // The q_abs launches trigger the core right after their wait where its
+  // first tiles go out before its own (K3C_MLA_DECODE_EARLY_TILES).
+  const bool earlyCore = (dm.on && dm.earlyTiles) || (dw.transposed && dw.earlyTiles);
   // The warpgroup-MMA core (sm_90a) takes rounds of at least wgFrom tokens
   // (K3C_MLA_DECODE_WG_FROM, default 2), the mma.sync core the one-token
   // ones: H200, slice, context 8192, mla_attn in the step graph (same call):
@@ -3434,6 +3466,8 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
       Value heads = fuseAppend ? kb.add(kb.idx(gr.H), appendBlocks) : kb.idx(gr.H);
       kb.blocks({heads, kb.idx(R / wCols), kb.ceilDiv(Tc, TOK)}, wCT * kRowGroups,
                 [&](ValueRange bid, ThreadBlock &tb) {
+        if (earlyCore) // (the core's old tiles go out before its wait)
+          kb.earlyDependents(tb);
         // K3C_MLA_QABS_EARLY: the thread's W_UK vectors before the grid
         // wait (append blocks load a head's too, unused), the same values.
         const bool early = mlaQabsEarly(kb);
@@ -3566,7 +3600,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
       Value heads = fuseStaged ? kb.add(kb.idx(gr.H), appendBlocksStaged) : kb.idx(gr.H);
       kb.blocks({heads, kb.idx(R / kQabsTileCols), kb.ceilDiv(Tc, kQabsTileTokens)},
                 32 * kStagedWarps, [&](ValueRange bid, ThreadBlock &tb) {
-                  if (dw.earlyTiles) // (the core's old tiles go out before its wait)
+                  if (earlyCore) // (the core's old tiles go out before its wait)
                     kb.earlyDependents(tb);
                   Type bf16 = kb.b.getBF16Type();
                   Value qs = kb.shared(tb, {kQabsTileTokens, qPitch}, bf16);

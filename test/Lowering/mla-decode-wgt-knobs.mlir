@@ -54,11 +54,13 @@
 // RUN: env K3C_MLA_PARTIAL_BULK=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PBBAD
 // RUN: env K3C_MLA_FUSE_APPEND_STAGED=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FABAD
 //
-// K3C_MLA_DECODE_EARLY_TILES=1 (opt-in): the core initializes its ring's
-// mbarriers, issues tiles 0 and 1 (5 boxes each) where they hold only
+// K3C_MLA_DECODE_EARLY_TILES=1 (opt-in): the transposed core initializes its
+// ring's mbarriers, issues tiles 0 and 1 (5 boxes each) where they hold only
 // positions cached before the round, then waits for the grid ahead and
 // copies q_abs^T; the tiles holding the round's rows go out after the
-// wait. The staged q_abs ahead triggers it early. By default neither (ET0 checks:
+// wait. The one-token mma.sync core likewise copies its tile 0 (its own
+// cp.async group) before its wait, q_abs and a fresh tile 0 after it. The
+// q_abs launches ahead (wide and staged) trigger them early. By default neither (ET0 checks:
 // the core's wait is the one every kernel gets at its start). Other values
 // are refused.
 // RUN: env K3C_MLA_DECODE_EARLY_TILES=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ET
@@ -173,6 +175,10 @@
 // PB0: gpu.terminator
 // PBBAD: K3C_MLA_PARTIAL_BULK must be 0 or 1, got '2'
 
+// ET: module(@k3_mla_attn_0000f00d_absorbed_qabs_wide_t1_append)
+// ET: } {k3.early_dependents}
+// ET: module(@k3_mla_attn_0000f00d_absorbed_qabs_wide_t8_append)
+// ET: } {k3.early_dependents}
 // ET: module(@k3_mla_attn_0000f00d_absorbed_qabs_mma_t64_append)
 // ET: } {k3.early_dependents}
 // ET: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
@@ -185,6 +191,13 @@
 // ET: nvvm.cp.async.bulk.tensor.shared.cluster.global
 // ET: } {k3.own_grid_wait}
 // ET: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
+// ET: nvgpu.device_async_create_group
+// ET-NEXT: }
+// ET-NEXT: nvvm.griddepcontrol wait
+// ET: nvgpu.device_async_create_group
+// ET: nvgpu.device_async_create_group
+// ET: nvvm.cp.async.wait.group 0
+// ET: } {k3.early_dependents, k3.own_grid_wait}
 // ET0: module(@k3_mla_attn_0000f00d_absorbed_qabs_mma_t64_append)
 // ET0-NOT: k3.early_dependents
 // ET0: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
