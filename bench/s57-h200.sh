@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The device call for session 51's staged-W_UV MLA combine and session 52's early core tiles (bundle: bash
 # bench/make-s57-bundle.sh; carry .dev; run: bash .dev/s57-h200.sh, ~6 min):
-#  1. the slice's decode logits of SW16 / SW64 / QEW / ET / PVO / ALL against the default's bit for
+#  1. the slice's decode logits of SW16 / QEW / ET / PVO / ALL against the default's bit for
 #     bit (a 16-token prompt over 6 steps, a 5000-token prompt, 8 prompts);
 #  2. mla_attn in the step graph at context 8192 for 1, 8, 16 and 64
 #     sequences, every build (session 52: ET, PVO and ALL added, 1 and 64 in round 1);
