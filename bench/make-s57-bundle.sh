@@ -2,7 +2,7 @@
 # The bundle for bench/s57-h200.sh (#15, session 51: the tensor-core MLA
 # combine with its head's W_UV staged in shared memory before its grid
 # wait; the staged q_abs with its W_UK slice copied before its wait), in .dev: make-mla-bundle.sh's builds (the default: session 51's)
-# with two variants,
+# with these variants,
 #   SW16  K3C_MLA_COMBINE_STAGE_W=16: rounds of 8..16 tokens (one block a
 #         head: 96 blocks on the slice) stage W_UV (the same values)
 #   QEW   K3C_MLA_QABS_EARLY_W=1: the staged q_abs tiles copy their W_UK
