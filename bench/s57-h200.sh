@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The device call for session 51's staged-W_UV MLA combine and session 52's early core tiles (bundle: bash
 # bench/make-s57-bundle.sh; carry .dev; run: bash .dev/s57-h200.sh, ~6 min):
-#  1. the slice's decode logits of SW16 / QEW / ET / PVO / ALL against the default's bit for
+#  1. the slice's decode logits of SW16 / QEW / ET / ALL against the default's bit for
 #     bit (a 16-token prompt over 6 steps, a 5000-token prompt, 8 prompts);
 #  2. mla_attn in the step graph at context 8192 for 1, 8, 16 and 64
-#     sequences, every build (session 52: ET, PVO and ALL added, 1 and 64 in round 1);
+#     sequences, every build (session 52: ET and ALL added, 1 and 64 in round 1);
 #  3. k3-tiny dv64 against the reference for the default and each variant
 #     (100, 12 and 8 sequences: rounds of 64 + 36, 12 and 8 tokens);
 #  4. while the call has time: a second round at 8 and 16;
