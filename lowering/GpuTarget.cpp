@@ -447,7 +447,8 @@ static LogicalResult applyLaunchBounds(ModuleOp m, const llvm::StringMap<int32_t
 /// launches before outlining: `chain`): a kernel that placed its own wait
 /// gets none at its start (one that has none after all, e.g. a launch whose
 /// name another took, gets it there as every kernel does); a kernel asking
-/// for early dependents triggers them right after its wait in mode 2 too.
+/// for early dependents triggers them right after its wait in mode 2 too
+/// (after each of its waits where its blocks wait in different branches).
 struct GridChainRequests {
   llvm::StringSet<> ownWait, early;
 };
@@ -473,21 +474,31 @@ static void chainGrids(ModuleOp m, const GridChainRequests &req) {
     if (!fn.isKernel() || fn.getBody().empty())
       return;
     OpBuilder b(fn.getContext());
-    NVVM::GriddepcontrolOp ownWait;
+    // The kernel's own waits: one a branch where its blocks take different
+    // paths (e.g. the staged q_abs's tiles and its append blocks); the
+    // trigger, where asked for, follows each of them.
+    SmallVector<NVVM::GriddepcontrolOp> ownWaits;
     if (req.ownWait.contains(requestedName(fn.getName(), req.ownWait)))
       fn.walk([&](NVVM::GriddepcontrolOp op) {
         if (op.getKind() == NVVM::GridDepActionKind::wait)
-          ownWait = op;
+          ownWaits.push_back(op);
       });
-    if (ownWait) {
-      b.setInsertionPointAfter(ownWait);
-    } else {
+    const bool trigger = mode == 1 || req.early.contains(requestedName(fn.getName(), req.early));
+    if (ownWaits.empty()) {
       b.setInsertionPointToStart(&fn.getBody().front());
       NVVM::GriddepcontrolOp::create(b, fn.getLoc(), NVVM::GridDepActionKind::wait);
+      if (trigger)
+        NVVM::GriddepcontrolOp::create(b, fn.getLoc(),
+                                       NVVM::GridDepActionKind::launch_dependents);
+      return;
     }
-    if (mode == 1 || req.early.contains(requestedName(fn.getName(), req.early)))
+    if (!trigger)
+      return;
+    for (NVVM::GriddepcontrolOp wait : ownWaits) {
+      b.setInsertionPointAfter(wait);
       NVVM::GriddepcontrolOp::create(b, fn.getLoc(),
                                      NVVM::GridDepActionKind::launch_dependents);
+    }
   });
 }
 
