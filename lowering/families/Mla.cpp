@@ -2226,14 +2226,6 @@ struct DecodeWg {
   /// copies then run beside the core's blocks; K3C_MLA_DECODE_EARLY_NEXT
   /// sets it either way.
   bool earlyNext = false;
-  /// (K3C_MLA_DECODE_PV_OVERLAP=1, opt-in) the transposed core's scoring
-  /// warpgroup issues S of tile j before it waits for its P V of tile j - 1
-  /// (wgmma.wait_group 1, then the slot's release, then wait_group 0), so
-  /// those products run on the tensor cores while S's chain is issued, where
-  /// the loop waited for them first (Nsight Compute, session 49: 13.5 % of
-  /// that warpgroup's samples waited on P V); the same products, the same
-  /// values.
-  bool overlapPV = false;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
     const int64_t g = transposed ? HG : 64;
@@ -2309,7 +2301,6 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
     // h0 (R + 2) and every (token, split) row H (R + 2))
     d.bulkPartials = KernelBuilder::switchFromEnv("K3C_MLA_PARTIAL_BULK", true) && d.transposed && d.cluster == 1 && d.H % 2 == 0 &&
                      d.R % 2 == 0 && d.HG * (d.R + 2) * 4 <= 2 * d.tSlotBytes();
-    d.overlapPV = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_PV_OVERLAP") && d.transposed;
     d.earlyTiles = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_TILES") && d.transposed &&
                    d.cluster == 1 && info.gridDependencyControl();
     d.earlyNext = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_NEXT",
@@ -2617,15 +2608,12 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
           // O^T += V^T P^T for latent tiles [mt0, mt0 + o.size()) of the tile
           // in `slot` (A: 64 latent columns of the tile's rows, MN-major), one
           // group a tile.
-          // (d.overlapPV: one group for all the tiles, whose wait
-          // (wait_group 1 behind S's) then retires the whole product.)
           auto pv = [&](SmallVector<Value> &o, Value slot, Value pb, int64_t mt0) {
-            const int64_t n = static_cast<int64_t>(o.size());
-            for (int64_t mi = 0; mi < n; ++mi)
+            for (int64_t mi = 0; mi < static_cast<int64_t>(o.size()); ++mi)
               o[mi] = wgmmaChain(
                   kb, accType, o[mi],
                   {toI64(kb.add(slotAddr(slot), kb.idx((mt0 + mi) * bn * 128))), bn * 128, true},
-                  {pAddr(pb), HG * 128, false}, HG, bn / 16, !d.overlapPV || mi == n - 1);
+                  {pAddr(pb), HG * 128, false}, HG, bn / 16);
           };
           Value zeroAcc = LLVM::ZeroOp::create(b, loc, accType).getResult();
           kb.ifThenElse(
@@ -2636,19 +2624,14 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                 SmallVector<Value> init(mT0, zeroAcc);
                 init.append(cols, negInf);
                 init.append(cols, zero);
-                if (d.overlapPV)
-                  NVVM::WgmmaFenceAlignedOp::create(b, loc);
                 SmallVector<Value> fin = kb.loop(kb.idx(0), nT, init, [&](Value j, ValueRange in) {
                   Value slot = kb.rem(j, 2), pb = slot;
                   SmallVector<Value> o(in.begin(), in.begin() + mT0);
                   SmallVector<Value> m(in.begin() + mT0, in.begin() + mT0 + cols);
                   SmallVector<Value> l(in.begin() + mT0 + cols, in.end());
                   // Tile j - 1's products done: release its slot (a warp each).
-                  // (d.overlapPV: after S of tile j is issued, below.)
-                  if (!d.overlapPV) {
-                    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
-                    kb.ifThen(kb.ult(kb.idx(0), j), [&] { release(kb.sub(j, kb.idx(1))); });
-                  }
+                  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+                  kb.ifThen(kb.ult(kb.idx(0), j), [&] { release(kb.sub(j, kb.idx(1))); });
                   waitParity(barAt(0, slot), kb.div(j, 2));
                   // A partial last tile: its rows past the split's end zeroed
                   // (they hold later positions or other data; a non-finite
@@ -2666,21 +2649,9 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                     fenceAsync();
                     namedBarrier(kb, 1, 128);
                   });
-                  // (d.overlapPV: no fence of its own, which ptxas would
-                  // serialize behind the pending P V; the softmax's last
-                  // reads of S's registers are ordered by the P V chains'
-                  // fences after them, the first tile's by the fence
-                  // before the loop.)
                   Value sAcc = wgmmaChain(kb, accType, Value(),
                                           {toI64(slotAddr(slot)), bn * 128, false},
-                                          {qAddr, HG * 128, false}, HG, 4 * QB, true,
-                                          !d.overlapPV);
-                  if (d.overlapPV) {
-                    // Every group but S's (the newest) done: tile j - 1's
-                    // P V, whose slot is released while S runs.
-                    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(1));
-                    kb.ifThen(kb.ult(kb.idx(0), j), [&] { release(kb.sub(j, kb.idx(1))); });
-                  }
+                                          {qAddr, HG * 128, false}, HG, 4 * QB);
                   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
                   // Rows (positions) past the split's end masked; each head's
                   // column maximum over the tile: the thread's two rows, the

@@ -1103,7 +1103,7 @@ static SmallVector<Value> stepDescriptors(KernelBuilder &kb, const WgmmaOperand 
 }
 
 Value wgmmaChain(KernelBuilder &kb, Type accType, Value acc, const WgmmaOperand &a,
-                 const WgmmaOperand &bOp, int64_t n, int64_t ksteps, bool commit, bool fence) {
+                 const WgmmaOperand &bOp, int64_t n, int64_t ksteps) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
@@ -1112,8 +1112,7 @@ Value wgmmaChain(KernelBuilder &kb, Type accType, Value acc, const WgmmaOperand 
   const bool fresh = !acc;
   if (fresh)
     acc = LLVM::UndefOp::create(b, loc, accType);
-  if (fence)
-    NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
   for (int64_t s = 0; s < ksteps; ++s)
     acc = NVVM::WgmmaMmaAsyncOp::create(
         b, loc, accType, acc, da[s], db[s], NVVM::MMAShapeAttr::get(ctx, 64, n, 16),
@@ -1122,8 +1121,7 @@ Value wgmmaChain(KernelBuilder &kb, Type accType, Value acc, const WgmmaOperand 
         NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
         a.mnMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
         bOp.mnMajor ? NVVM::MMALayout::row : NVVM::MMALayout::col, nullptr);
-  if (commit)
-    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;
 }
 

@@ -296,14 +296,9 @@ struct WgmmaOperand {
 /// fenced and committed as one group (wait with wgmma.wait_group); a null
 /// `acc` starts from zero (scale-d 0 on the first step). Either operand may
 /// be MN-major (transposed; a 16-row k step of 128-byte rows, `blockBytes`
-/// between 64-element MN blocks), as wgmma allows for bf16. With `commit`
-/// false the chain joins the group a later chain commits; with `fence`
-/// false it relies on an earlier wgmma.fence issued after the warpgroup's
-/// last access to its registers (ptxas serializes a chain whose fence falls
-/// while another group is pending a partial wait).
+/// between 64-element MN blocks), as wgmma allows for bf16.
 mlir::Value wgmmaChain(KernelBuilder &kb, mlir::Type accType, mlir::Value acc,
-                       const WgmmaOperand &a, const WgmmaOperand &b, int64_t n, int64_t ksteps,
-                       bool commit = true, bool fence = true);
+                       const WgmmaOperand &a, const WgmmaOperand &b, int64_t n, int64_t ksteps);
 /// acc += A B with A in registers (wgmma.mma_async's register-A form, one
 /// k16 step per entry of `aRegs`: the four b32 registers of the warpgroup's
 /// m64 x k16 A slice in the m64 accumulator layout, i.e. mma.sync's m16n8k16

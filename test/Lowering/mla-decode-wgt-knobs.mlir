@@ -74,15 +74,6 @@
 // RUN: env K3C_MLA_COMBINE_STAGE_W=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN
 // RUN: env K3C_MLA_COMBINE_STAGE_W=16 K3C_MLA_DECODE_EARLY_NEXT=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN0
 // RUN: env K3C_MLA_DECODE_EARLY_NEXT=x not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ENBAD
-//
-// K3C_MLA_DECODE_PV_OVERLAP=1 (opt-in): the scoring warpgroup's loop issues
-// S of tile j with no fence of its own (one before the loop), then waits
-// with wgmma.wait_group 1 (its P V of tile j - 1, one group for both latent
-// tiles, done; S pending), releases the slot of tile j - 1, then waits for
-// S; default: wait_group 0 first, the release, then S with its fence.
-// Other values are refused.
-// RUN: env K3C_MLA_DECODE_PV_OVERLAP=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PVO
-// RUN: env K3C_MLA_DECODE_PV_OVERLAP=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PVOBAD
 
 // HALF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // HALF-COUNT-20: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 16, k = 16>, D[<f32>, <{{zero|one}}>], A[<bf16>, <one>, <row>]
@@ -217,27 +208,6 @@
 // EN0: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
 // EN0: module(@k3_mla_attn_0000f00d_absorbed_combine_mma_t16_sw)
 // ENBAD: K3C_MLA_DECODE_EARLY_NEXT must be 0 or 1, got 'x'
-
-// PVO: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
-// PVO: nvvm.wgmma.fence.aligned
-// PVO-NEXT: arith.constant 0
-// PVO-NEXT: arith.constant 1
-// PVO-NEXT: scf.for
-// PVO: nvvm.mbarrier.try_wait.parity
-// PVO-NOT: nvvm.wgmma.fence.aligned
-// PVO: nvvm.wgmma.mma_async
-// PVO-NOT: nvvm.wgmma.fence.aligned
-// PVO: nvvm.wgmma.commit.group.sync.aligned
-// PVO-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
-// PVO: nvvm.mbarrier.arrive
-// PVO: nvvm.wgmma.wait.group.sync.aligned 0
-// PVO: nvvm.wgmma.fence.aligned
-// PVO-NOT: nvvm.wgmma.commit.group.sync.aligned
-// PVO: nvvm.wgmma.fence.aligned
-// PVO-COUNT-4: nvvm.wgmma.mma_async
-// PVO-NEXT: nvvm.wgmma.commit.group.sync.aligned
-// PVO-NEXT: scf.yield
-// PVOBAD: K3C_MLA_DECODE_PV_OVERLAP must be 0 or 1, got '2'
 
 // BAD: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1..3 (of the 4 latent tiles), got 4
 
