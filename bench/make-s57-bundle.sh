@@ -22,6 +22,10 @@
 # under 10 minutes; k3-tiny dv32 dropped: its combine is not the
 # tensor-core one); and ge
 # (below).
+# Run in session 52 (docs/perf.md "Session 52"); since then SW16's, QEW's and
+# ET's forms are the default, so these variants equal the default build: to
+# repeat that A/B, build the default with K3C_MLA_DECODE_EARLY_TILES=0
+# K3C_MLA_QABS_EARLY_W=0 K3C_MLA_COMBINE_STAGE_W=0 (BASE=... or a variant).
 # Carry .dev; run: bash .dev/s57-h200.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -192,8 +192,8 @@ struct DecodeMma {
   /// The next grid (the row-sliced combine) may start as this one's blocks
   /// have (KernelBuilder::earlyDependents): its W_UV loads run beside them.
   bool earlyNext = false;
-  /// (K3C_MLA_DECODE_EARLY_TILES=1, opt-in, with grid dependency control,
-  /// as the transposed core's) the block's first cache tile goes out before
+  /// (K3C_MLA_DECODE_EARLY_TILES, on by default since session 52, with grid
+  /// dependency control, as the transposed core's) the block's first cache tile goes out before
   /// its grid wait where it holds only positions cached before the round.
   bool earlyTiles = false;
   int64_t heads() const { return 16 * ht; }
@@ -275,7 +275,7 @@ static DecodeMma decodeMmaPlan(MlaAttentionOp attn, Target target, bool small = 
     return d;
   d.on = true;
   d.earlyTiles =
-      KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_TILES") && info.gridDependencyControl();
+      KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_TILES", true) && info.gridDependencyControl();
   return d;
 }
 
@@ -1710,6 +1710,11 @@ static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, con
 }
 
 constexpr int64_t kSplitChunk = 64;   ///< split decode: tokens a round of launches
+/// K3C_MLA_COMBINE_STAGE_W's default: rounds of 8..16 tokens take the
+/// combine that stages W_UV before its grid wait (session 52, H100: with the
+/// early tiles and the early W_UK q_abs, mla_attn at 8 sequences, context
+/// 8192, 65.0 / 66.6 / 64.8 us against 71.1 / 71.9 / 71.3).
+constexpr int64_t kCombineStageW = 16;
 constexpr int64_t kSplitSlots = 256;  ///< split decode: (token, split) partials at most
 constexpr int64_t kSplitMax = 32;     ///< split decode: splits of a token's positions
 constexpr int64_t kSplitMaxFma = 16;  ///< the same, FMA core
@@ -2213,8 +2218,11 @@ struct DecodeWg {
   /// context 8192, 70.5 / 70.9 us against 73.1 / 71.9 (docs/perf.md,
   /// "Session 51").
   bool bulkPartials = true;
-  /// (K3C_MLA_DECODE_EARLY_TILES=1, opt-in; the transposed core,
-  /// unclustered, with grid dependency control) the core issues its first
+  /// (K3C_MLA_DECODE_EARLY_TILES, on by default since session 52: on an
+  /// H100 mla_attn at context 8192 39.1-39.5 against 42.6-43.0 us at one
+  /// sequence, 64.8-66.6 against 71.1-71.9 at 8 with the staged W_UV combine
+  /// and the early W_UK q_abs; =0 off; the transposed core, unclustered,
+  /// with grid dependency control) the core issues its first
   /// two tiles before its grid wait where they hold only positions cached
   /// before the round (no kernel of the step writes them: the round's
   /// appends come after), and the q_abs launch ahead triggers it early, so
@@ -2226,6 +2234,7 @@ struct DecodeWg {
   /// copies then run beside the core's blocks; K3C_MLA_DECODE_EARLY_NEXT
   /// sets it either way.
   bool earlyNext = false;
+  int64_t earlyNextMax = 0; ///< the largest launch (tokens) that triggers it
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
     const int64_t g = transposed ? HG : 64;
@@ -2301,11 +2310,12 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
     // h0 (R + 2) and every (token, split) row H (R + 2))
     d.bulkPartials = KernelBuilder::switchFromEnv("K3C_MLA_PARTIAL_BULK", true) && d.transposed && d.cluster == 1 && d.H % 2 == 0 &&
                      d.R % 2 == 0 && d.HG * (d.R + 2) * 4 <= 2 * d.tSlotBytes();
-    d.earlyTiles = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_TILES") && d.transposed &&
+    d.earlyTiles = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_TILES", true) && d.transposed &&
                    d.cluster == 1 && info.gridDependencyControl();
-    d.earlyNext = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_NEXT",
-                                               intFromEnv("K3C_MLA_COMBINE_STAGE_W", 0) > 0) &&
-                  d.transposed;
+    const int64_t sw = intFromEnv("K3C_MLA_COMBINE_STAGE_W", kCombineStageW);
+    d.earlyNext = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_NEXT", sw > 0) &&
+                  d.transposed && info.gridDependencyControl();
+    d.earlyNextMax = sw > 0 ? sw : kSplitChunk;
   }
   return d;
 }
@@ -2398,8 +2408,17 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
   SmallVector<Value> grid = nc > 1 ? SmallVector<Value>{Tc, P, kb.idx(d.groups())}
                                    : SmallVector<Value>{Tc, kb.idx(d.groups()), P};
   kb.blocks(grid, 256, [&](ValueRange bid, ThreadBlock &tb) {
-    if (d.earlyNext)
-      kb.earlyDependents(tb);
+    // d.earlyNext: the combine triggered right after the wait, in launches of
+    // at most earlyNextMax tokens (the rounds whose combine stages W_UV).
+    auto triggerNext = [&] {
+      if (d.earlyNext)
+        kb.launchDependentsIf(tb, kb.ule(Tc, kb.idx(d.earlyNextMax)));
+    };
+    const bool early = d.earlyTiles && nc == 1;
+    if (!early && d.earlyNext) {
+      kb.gridWait(tb); // (the one every kernel gets at its start, placed here)
+      triggerNext();
+    }
     Value local = bid[0], g = nc > 1 ? bid[2] : bid[1], split = nc > 1 ? bid[1] : bid[2];
     Value row = kb.add(t0, local);
     SplitRange sr = splitRange(kb, tb, lens, cacheLens, row, split, P, bn);
@@ -2539,7 +2558,6 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
     // round (`old`: the kernels ahead write only the round's rows, at
     // `past` on); the others after it. The block's own wait, in both
     // branches' place.
-    const bool early = d.earlyTiles && nc == 1;
     Value old[2], fresh[2];
     if (early) {
       kb.ifThen(kb.ult(kb.idx(0), nT), initBarriers);
@@ -2554,6 +2572,7 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
           kb.ifThen(old[j], [&] { issue(kb.idx(j)); });
       });
       kb.gridWait(tb);
+      triggerNext();
     }
     kb.ifThenElse(
         kb.ult(kb.idx(0), nT),
@@ -3562,10 +3581,10 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     // with fuseStaged, a launch's only round appends its tokens in extra
     // blocks past the heads (a warp a token, from the first column and
     // token block).
-    // K3C_MLA_QABS_EARLY_W=1 (opt-in): the staged tiles copy their W_UK
+    // K3C_MLA_QABS_EARLY_W (on by default since session 52, =0 off): the staged tiles copy their W_UK
     // slice before the kernel's grid wait (weights), beside the kernel ahead
     // (mla_q_up's GEMM), and q's rows after it; the same values.
-    const bool earlyW = KernelBuilder::switchFromEnv("K3C_MLA_QABS_EARLY_W") &&
+    const bool earlyW = KernelBuilder::switchFromEnv("K3C_MLA_QABS_EARLY_W", true) &&
                         kb.info().gridDependencyControl();
     auto qabsStagedTiles = [&] {
       Value heads = fuseStaged ? kb.add(kb.idx(gr.H), appendBlocksStaged) : kb.idx(gr.H);
@@ -3928,7 +3947,8 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                                gr.dv % (8 * clReq) == 0
                            ? clReq
                            : 1;
-    // K3C_MLA_COMBINE_STAGE_W=N (0..64; 0, off, by default): rounds of at
+    // K3C_MLA_COMBINE_STAGE_W=N (0..64; 16 by default since session 52,
+    // kCombineStageW; 0 off): rounds of at
     // most N tokens take a form of the tensor-core combine (unclustered)
     // that copies its head's W_UV rows into shared memory by cp.async
     // before its grid wait (weights: no kernel of the step writes them), so
@@ -3938,7 +3958,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     // head, 96 blocks: nothing else hides them). The same words in the same
     // MMAs: the same values. Rows R + 32 elements apart: a quarter warp's 8
     // 16-byte reads (two rows of 64 bytes) on distinct banks.
-    const int64_t swMax = intFromEnv("K3C_MLA_COMBINE_STAGE_W", 0);
+    const int64_t swMax = intFromEnv("K3C_MLA_COMBINE_STAGE_W", kCombineStageW);
     if (swMax < 0 || swMax > kSplitChunk)
       llvm::report_fatal_error("k3c: K3C_MLA_COMBINE_STAGE_W must be 0.." +
                                    llvm::Twine(kSplitChunk) + " (tokens), got " +

@@ -46,7 +46,7 @@
 // MERGE-COUNT-16: vector.load {{.*}} : memref<256x264xf32>, vector<2xf32>
 // (the append in its own launch: K3C_MLA_FUSE_APPEND_STAGED=0; test/Lowering/mla-decode-wgt-knobs.mlir
 // checks the staged launch with the append's blocks)
-// RUN: env K3C_MLA_FUSE_APPEND_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QABS
+// RUN: env K3C_MLA_FUSE_APPEND_STAGED=0 K3C_MLA_QABS_EARLY_W=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QABS
 // RUN: env K3C_MLA_QABS_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QT16
 // RUN: env K3C_MLA_QABS_MMA=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QFMA
 // QFMA: function(@k3_mla_attn_0000c0de_absorbed_qabs)
@@ -109,7 +109,7 @@
 // WIDE: } else {
 // WIDE: function(@k3_mla_attn_0000c0de_absorbed_qabs)
 // WIDE: function(@k3_mla_attn_0000c0de_absorbed_split_mma_h16_n64)
-// WIDE: } {k3.early_dependents}
+// WIDE: } {k3.early_dependents
 // WIDE: arith.cmpi eq, %{{.*}}, %c1{{[_0-9]*}} : index
 // WIDE-NEXT: scf.if
 // WIDE: function(@k3_mla_attn_0000c0de_absorbed_combine_rows32) workgroup(%{{.*}} : memref<1x64xf32, #gpu.address_space<workgroup>>)
@@ -128,7 +128,7 @@
 // WIDE: } {k3.min_blocks_per_sm = 3 : i32, k3.own_grid_wait}
 // WIDE: } else {
 // WIDE: function(@k3_mla_attn_0000c0de_absorbed_combine) workgroup(%{{.*}} : memref<1x64xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<3x32xf32, #gpu.address_space<workgroup>>)
-// RUN: env K3C_MLA_COMBINE_EARLY=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=LATE
+// RUN: env K3C_MLA_COMBINE_EARLY=0 K3C_MLA_DECODE_EARLY_TILES=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=LATE
 // LATE-NOT: k3.early_dependents
 // LATE: function(@k3_mla_attn_0000c0de_absorbed_combine_rows32)
 // LATE: } {k3.min_blocks_per_sm = 3 : i32, k3.own_grid_wait}

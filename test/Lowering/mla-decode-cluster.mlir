@@ -38,15 +38,15 @@
 // RUN: env K3C_MLA_COMBINE_CLUSTER=4 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=COMB4
 // RUN: env K3C_MLA_COMBINE_CLUSTER=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=COMBBAD
 //
-// K3C_MLA_COMBINE_STAGE_W=N (opt-in): rounds of 8..N tokens take the
+// K3C_MLA_COMBINE_STAGE_W=N (16 by default): rounds of 8..N tokens take the
 // tensor-core combine whose blocks copy their head's W_UV rows ([64, 128]
 // here, rows 160 elements apart) into dynamic shared memory by cp.async
 // (4 copies a thread, one group) before their grid wait, wait for them
 // after the merge, and read the projection's 16-byte B vectors there;
-// larger rounds keep the unstaged kernel; off by default; values outside
+// larger rounds keep the unstaged kernel; 0 turns it off; values outside
 // 0..64 are refused.
 // RUN: env K3C_MLA_COMBINE_STAGE_W=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SW
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SW0
+// RUN: env K3C_MLA_COMBINE_STAGE_W=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SW0
 // RUN: env K3C_MLA_COMBINE_STAGE_W=65 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SWBAD
 //
 // The seesaw core (K3C_MLA_DECODE_WGMMA=2) computes 64-head groups: two

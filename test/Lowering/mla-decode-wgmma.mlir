@@ -65,9 +65,9 @@
 // the empty barrier's phase. The partials: with K3C_MLA_PARTIAL_BULK=0,
 // 8-byte stores by warpgroup 0 after its last tile (WGTE); by default one
 // bulk copy a block after both warpgroups' last tiles (WGTB).
-// RUN: env K3C_MLA_DECODE_WGMMA=4 K3C_MLA_PARTIAL_BULK=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefixes=WGT,WGTE
+// RUN: env K3C_MLA_DECODE_WGMMA=4 K3C_MLA_PARTIAL_BULK=0 K3C_MLA_DECODE_EARLY_TILES=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefixes=WGT,WGTE
 // (the default since session 46)
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefixes=WGT,WGTB
+// RUN: env K3C_MLA_DECODE_EARLY_TILES=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefixes=WGT,WGTB
 //
 // A wgmma chain's shared-memory descriptors (every wgmmaChain; here the
 // transposed core's S chain): the low word (start address >> 4, leading

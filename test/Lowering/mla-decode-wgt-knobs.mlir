@@ -35,7 +35,7 @@
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA
 // RUN: env K3C_MLA_FUSE_APPEND_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA0
 //
-// K3C_MLA_QABS_EARLY_W=1 (opt-in): the staged q_abs tiles copy their W_UK
+// K3C_MLA_QABS_EARLY_W=1 (the default since session 52): the staged q_abs tiles copy their W_UK
 // slice (16 nope rows x 64 columns) before the kernel's own grid wait, the
 // rows of q after it, one cp.async group; the append blocks wait first;
 // other values are refused.
@@ -54,25 +54,26 @@
 // RUN: env K3C_MLA_PARTIAL_BULK=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PBBAD
 // RUN: env K3C_MLA_FUSE_APPEND_STAGED=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FABAD
 //
-// K3C_MLA_DECODE_EARLY_TILES=1 (opt-in): the transposed core initializes its
-// ring's mbarriers, issues tiles 0 and 1 (5 boxes each) where they hold only
-// positions cached before the round, then waits for the grid ahead and
-// copies q_abs^T; the tiles holding the round's rows go out after the
-// wait. The one-token mma.sync core likewise copies its tile 0 (its own
-// cp.async group) before its wait, q_abs and a fresh tile 0 after it. The
-// q_abs launches ahead (wide and staged) trigger them early. By default neither (ET0 checks:
-// the core's wait is the one every kernel gets at its start). Other values
-// are refused.
-// RUN: env K3C_MLA_DECODE_EARLY_TILES=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ET
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ET0
+// By default (K3C_MLA_DECODE_EARLY_TILES=1, since session 52) the transposed
+// core initializes its ring's mbarriers, issues tiles 0 and 1 (5 boxes each)
+// where they hold only positions cached before the round, then waits for the
+// grid ahead and copies q_abs^T; the tiles holding the round's rows go out
+// after the wait. The one-token mma.sync core likewise copies its tile 0 (its
+// own cp.async group) before its wait, q_abs and a fresh tile 0 after it. The
+// q_abs launches ahead (wide and staged) trigger them early. With =0 (ET0,
+// the combine's W_UV staging off too) neither: the core's wait is the one
+// every kernel gets at its start. Other values are refused.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ET
+// RUN: env K3C_MLA_DECODE_EARLY_TILES=0 K3C_MLA_COMBINE_STAGE_W=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ET0
 // RUN: env K3C_MLA_DECODE_EARLY_TILES=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ETBAD
 //
-// The core triggers the combine right after its wait where the combine
-// stages W_UV before its own (K3C_MLA_COMBINE_STAGE_W > 0), so those copies
-// run beside the core; K3C_MLA_DECODE_EARLY_NEXT=0 keeps the trigger at the
-// core's exit; other values are refused.
+// Where the combine stages W_UV before its own wait (K3C_MLA_COMBINE_STAGE_W,
+// 16 by default) the core triggers it right after its wait in launches of at
+// most that many tokens (the rounds that take the staged combine), so those
+// copies run beside the core; K3C_MLA_DECODE_EARLY_NEXT=0 keeps the trigger
+// at the core's exit; other values are refused.
 // RUN: env K3C_MLA_COMBINE_STAGE_W=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN
-// RUN: env K3C_MLA_COMBINE_STAGE_W=16 K3C_MLA_DECODE_EARLY_NEXT=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN0
+// RUN: env K3C_MLA_DECODE_EARLY_NEXT=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN0
 // RUN: env K3C_MLA_DECODE_EARLY_NEXT=x not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ENBAD
 
 // HALF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
@@ -167,11 +168,11 @@
 // PBBAD: K3C_MLA_PARTIAL_BULK must be 0 or 1, got '2'
 
 // ET: module(@k3_mla_attn_0000f00d_absorbed_qabs_wide_t1_append)
-// ET: } {k3.early_dependents}
+// ET: } {k3.early_dependents
 // ET: module(@k3_mla_attn_0000f00d_absorbed_qabs_wide_t8_append)
-// ET: } {k3.early_dependents}
+// ET: } {k3.early_dependents
 // ET: module(@k3_mla_attn_0000f00d_absorbed_qabs_mma_t64_append)
-// ET: } {k3.early_dependents}
+// ET: } {k3.early_dependents
 // ET: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // ET: nvvm.fence.mbarrier.init
 // ET: gpu.barrier
@@ -199,12 +200,16 @@
 // ETBAD: K3C_MLA_DECODE_EARLY_TILES must be 0 or 1, got '2'
 
 // EN: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
-// EN: } {k3.early_dependents}
-// EN-NEXT: }
+// EN: nvvm.griddepcontrol wait
+// EN-NEXT: arith.constant 16
+// EN-NEXT: arith.cmpi ule
+// EN-NEXT: scf.if
+// EN-NEXT: nvvm.griddepcontrol launch_dependents
+// EN: } {k3.own_grid_wait}
 // EN: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
 // EN: module(@k3_mla_attn_0000f00d_absorbed_combine_mma_t16_sw)
 // EN0: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
-// EN0-NOT: k3.early_dependents
+// EN0-NOT: launch_dependents
 // EN0: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
 // EN0: module(@k3_mla_attn_0000f00d_absorbed_combine_mma_t16_sw)
 // ENBAD: K3C_MLA_DECODE_EARLY_NEXT must be 0 or 1, got 'x'
