@@ -1912,55 +1912,55 @@ static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, con
                       });
       }
     };
-      // cp.async of nRows rows x cd/8 16-byte chunks: tile row r is
-      // src[prefix..., row0 + r, :] (zero-filled from `valid` rows on),
-      // or with `cref` (src the cache, prefix its sequence) the cache's
-      // row of position row0 + r.
-      const int64_t chunks = d.cd / 8;
-      auto copy = [&](SmallVector<Value> &toks, Value src, ArrayRef<Value> prefix, Value row0,
-                      Value valid, int64_t nRows, Value dst, Value slot,
-                      const CacheRef *cref = nullptr) {
-        int64_t total = nRows * chunks;
-        for (int64_t i = 0; i * tb.threads < total; ++i) {
-          Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
-          if (total % tb.threads)
-            lin = kb.minu(lin, kb.idx(total - 1));
-          Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
-          Value ok = kb.ult(r, valid);
-          Value pos = kb.select(ok, kb.add(row0, r), kb.idx(0));
-          SmallVector<Value> si;
-          if (cref) {
-            si = cref->at(kb, prefix[0], pos, c8);
-          } else {
-            si.assign(prefix.begin(), prefix.end());
-            si.append({pos, c8});
-          }
-          SmallVector<Value> di;
-          if (slot)
-            di.push_back(slot);
-          di.append({r, c8});
-          toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
-              b, loc, tokenType, dst, di, src, si, b.getIndexAttr(8),
-              kb.select(ok, kb.idx(8), kb.idx(0)), b.getUnitAttr()));
+    // cp.async of nRows rows x cd/8 16-byte chunks: tile row r is
+    // src[prefix..., row0 + r, :] (zero-filled from `valid` rows on),
+    // or with `cref` (src the cache, prefix its sequence) the cache's
+    // row of position row0 + r.
+    const int64_t chunks = d.cd / 8;
+    auto copy = [&](SmallVector<Value> &toks, Value src, ArrayRef<Value> prefix, Value row0,
+                    Value valid, int64_t nRows, Value dst, Value slot,
+                    const CacheRef *cref = nullptr) {
+      int64_t total = nRows * chunks;
+      for (int64_t i = 0; i * tb.threads < total; ++i) {
+        Value lin = kb.add(tb.tid, kb.idx(i * tb.threads));
+        if (total % tb.threads)
+          lin = kb.minu(lin, kb.idx(total - 1));
+        Value r = kb.div(lin, chunks), c8 = kb.mul(kb.rem(lin, chunks), 8);
+        Value ok = kb.ult(r, valid);
+        Value pos = kb.select(ok, kb.add(row0, r), kb.idx(0));
+        SmallVector<Value> si;
+        if (cref) {
+          si = cref->at(kb, prefix[0], pos, c8);
+        } else {
+          si.assign(prefix.begin(), prefix.end());
+          si.append({pos, c8});
         }
-      };
-      auto issueTile = [&](SmallVector<Value> &toks, Value j) {
-        Value p0 = kb.add(lo, kb.mul(j, bn));
-        if (!tileCopiesFit(d.cd, tb.threads)) {
-          copy(toks, cache.mem, {cs.n}, p0, kb.sub(hi, p0), bn, ks, kb.rem(j, 2), &cache);
-          return;
-        }
-        Value c0 = kb.mul(kb.rem(tb.tid, 8), 8), slot = kb.rem(j, 2);
-        copyTileRows(
-            kb, tb, bn, d.cd, p0, kb.sub(hi, p0), cache, cs.n,
-            [&](Value r, int64_t m, ArrayRef<Value> src, Value bytes) -> Value {
-              Value c8 = kb.add(c0, kb.idx(64 * m));
-              return nvgpu::DeviceAsyncCopyOp::create(
-                  b, loc, tokenType, ks, ValueRange{slot, r, c8}, cache.mem,
-                  ValueRange{src[0], src[1], c8}, b.getIndexAttr(8), bytes, b.getUnitAttr());
-            },
-            &toks);
-      };
+        SmallVector<Value> di;
+        if (slot)
+          di.push_back(slot);
+        di.append({r, c8});
+        toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
+            b, loc, tokenType, dst, di, src, si, b.getIndexAttr(8),
+            kb.select(ok, kb.idx(8), kb.idx(0)), b.getUnitAttr()));
+      }
+    };
+    auto issueTile = [&](SmallVector<Value> &toks, Value j) {
+      Value p0 = kb.add(lo, kb.mul(j, bn));
+      if (!tileCopiesFit(d.cd, tb.threads)) {
+        copy(toks, cache.mem, {cs.n}, p0, kb.sub(hi, p0), bn, ks, kb.rem(j, 2), &cache);
+        return;
+      }
+      Value c0 = kb.mul(kb.rem(tb.tid, 8), 8), slot = kb.rem(j, 2);
+      copyTileRows(
+          kb, tb, bn, d.cd, p0, kb.sub(hi, p0), cache, cs.n,
+          [&](Value r, int64_t m, ArrayRef<Value> src, Value bytes) -> Value {
+            Value c8 = kb.add(c0, kb.idx(64 * m));
+            return nvgpu::DeviceAsyncCopyOp::create(
+                b, loc, tokenType, ks, ValueRange{slot, r, c8}, cache.mem,
+                ValueRange{src[0], src[1], c8}, b.getIndexAttr(8), bytes, b.getUnitAttr());
+          },
+          &toks);
+    };
     // d.earlyTiles: tile 0 before the grid wait where every position it
     // holds was cached before this round (the kernels ahead write only the
     // round's rows, from `past` on), its own cp.async group; the block's own
