@@ -2229,12 +2229,14 @@ struct DecodeWg {
   /// the tiles' latency runs beside q_abs's last blocks; the same values.
   bool earlyTiles = false;
   /// The transposed core triggers the combine right after its grid wait
-  /// (KernelBuilder::earlyDependents): on by default where the combine
-  /// stages W_UV before its own wait (K3C_MLA_COMBINE_STAGE_W > 0), whose
-  /// copies then run beside the core's blocks; K3C_MLA_DECODE_EARLY_NEXT
-  /// sets it either way.
-  bool earlyNext = false;
-  int64_t earlyNextMax = 0; ///< the largest launch (tokens) that triggers it
+  /// (KernelBuilder::earlyDependents) in launches of earlyNextMin..
+  /// earlyNextMax tokens: by default the rounds whose combine stages W_UV
+  /// before its own wait (absorbedSplit sets the range from the combine's
+  /// plan), whose copies then run beside the core's blocks.
+  /// K3C_MLA_DECODE_EARLY_NEXT=0 turns it off; =1 where no combine stages
+  /// W_UV triggers it in every round (earlyNextForced).
+  bool earlyNext = false, earlyNextForced = false;
+  int64_t earlyNextMin = 1, earlyNextMax = 0; ///< the launches (tokens) that trigger it
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
     const int64_t g = transposed ? HG : 64;
@@ -2312,10 +2314,10 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
                      d.R % 2 == 0 && d.HG * (d.R + 2) * 4 <= 2 * d.tSlotBytes();
     d.earlyTiles = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_TILES", true) && d.transposed &&
                    d.cluster == 1 && info.gridDependencyControl();
-    const int64_t sw = intFromEnv("K3C_MLA_COMBINE_STAGE_W", kCombineStageW);
-    d.earlyNext = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_NEXT", sw > 0) &&
-                  d.transposed && info.gridDependencyControl();
-    d.earlyNextMax = sw > 0 ? sw : kSplitChunk;
+    d.earlyNext = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_NEXT", true);
+    d.earlyNextForced = d.earlyNext && std::getenv("K3C_MLA_DECODE_EARLY_NEXT");
+    d.earlyNext = d.earlyNext && d.transposed && info.gridDependencyControl();
+    d.earlyNextMax = kSplitChunk; // (absorbedSplit narrows it to the staged rounds)
   }
   return d;
 }
@@ -2409,10 +2411,14 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                                    : SmallVector<Value>{Tc, kb.idx(d.groups()), P};
   kb.blocks(grid, 256, [&](ValueRange bid, ThreadBlock &tb) {
     // d.earlyNext: the combine triggered right after the wait, in launches of
-    // at most earlyNextMax tokens (the rounds whose combine stages W_UV).
+    // earlyNextMin..earlyNextMax tokens (the rounds whose combine stages W_UV).
     auto triggerNext = [&] {
-      if (d.earlyNext)
-        kb.launchDependentsIf(tb, kb.ule(Tc, kb.idx(d.earlyNextMax)));
+      if (!d.earlyNext)
+        return;
+      Value in = kb.ule(Tc, kb.idx(d.earlyNextMax));
+      if (d.earlyNextMin > 1)
+        in = kb.andi(kb.ule(kb.idx(d.earlyNextMin), Tc), in);
+      kb.launchDependentsIf(tb, in);
     };
     const bool early = d.earlyTiles && nc == 1;
     if (!early && d.earlyNext) {
@@ -3319,6 +3325,72 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                                  llvm::Twine(kSplitMaxAny) + ", got " + llvm::Twine(splitsMma),
                              /*gen_crash_diag=*/false);
   const int64_t aim = mma ? dm.blocks : kSplitBlocks, maxSplits = mma ? splitsMma : kSplitMaxFma;
+  // The multi-token combine's plan (static: before the rounds, so that the
+  // core knows which rounds' combine stages W_UV before its wait).
+  // (multiToken's rounds have P <= ceil(aim / from) splits: mtSplits.)
+  const int64_t from = std::max<int64_t>(1, intFromEnv("K3C_MLA_COMBINE_TOKENS", kCombineTokens));
+  const int64_t mtSplits = std::min(maxSplits, (aim + from - 1) / from);
+  // Shared memory of the tensor-core form: o_lat hi and lo (bf16 [16,
+  // pitch] each) and the weights fS [16, mtSplits + 1] and liveS [16,
+  // mtSplits] (f32), as multiToken allocates them.
+  const int64_t pitch = R + 8;
+  const int64_t tcShared = 16 * (2 * pitch * 2 + (2 * mtSplits + 1) * 4);
+  const bool tc = kb.info().mmaSync && intFromEnv("K3C_MLA_COMBINE_MMA", 1) &&
+                  cast<MemRefType>(kvb.getType()).getElementType().isBF16() &&
+                  gr.dv % (8 * (kMlaThreads / 32)) == 0 && R % 64 == 0 &&
+                  tcShared <= kSharedBudget;
+  const int64_t TT = tc ? 16 : from;
+  // K3C_MLA_COMBINE_CLUSTER=CL (2 or 4; opt-in, sm_90a, the tensor-core
+  // form, R a multiple of 64 CL, dv of 8 CL): CL blocks a (head, 16
+  // tokens) as one thread block cluster, block k merging and projecting
+  // latent columns [k R / CL, (k + 1) R / CL) (its share of the partials
+  // and of W_UV's columns), its fp32 products [16, dv] in its shared
+  // memory; after a cluster barrier block k sums the CL products of its
+  // dv / CL output columns through distributed shared memory (in block
+  // order) and stores them gated. CL times the blocks (96 heads at batch
+  // 8: 96 blocks of ~260 KB each before), each reading a CL-th.
+  const int64_t clReq = intFromEnv("K3C_MLA_COMBINE_CLUSTER", 0);
+  if (clReq != 0 && clReq != 1 && clReq != 2 && clReq != 4)
+    llvm::report_fatal_error("k3c: K3C_MLA_COMBINE_CLUSTER must be 0, 1, 2 or 4, got " +
+                                 llvm::Twine(clReq),
+                             /*gen_crash_diag=*/false);
+  const int64_t CL = tc && kb.info().wgmma && clReq > 1 && R % (64 * clReq) == 0 &&
+                             gr.dv % (8 * clReq) == 0
+                         ? clReq
+                         : 1;
+  // K3C_MLA_COMBINE_STAGE_W=N (0..64; 16 by default since session 52,
+  // kCombineStageW; 0 off): rounds of at
+  // most N tokens take a form of the tensor-core combine (unclustered)
+  // that copies its head's W_UV rows into shared memory by cp.async
+  // before its grid wait (weights: no kernel of the step writes them), so
+  // that they stream in beside the kernels ahead and the merge, where the
+  // projection's loop otherwise waits on its global loads once per 64
+  // latent columns (8 dependent rounds at R = 512; at batch 8 one block a
+  // head, 96 blocks: nothing else hides them). The same words in the same
+  // MMAs: the same values. Rows R + 32 elements apart: a quarter warp's 8
+  // 16-byte reads (two rows of 64 bytes) on distinct banks.
+  const int64_t swMax = intFromEnv("K3C_MLA_COMBINE_STAGE_W", kCombineStageW);
+  if (swMax < 0 || swMax > kSplitChunk)
+    llvm::report_fatal_error("k3c: K3C_MLA_COMBINE_STAGE_W must be 0.." +
+                                 llvm::Twine(kSplitChunk) + " (tokens), got " +
+                                 llvm::Twine(swMax),
+                             /*gen_crash_diag=*/false);
+  const int64_t wsPitch = R + 32, wsBytes = gr.dv * wsPitch * 2;
+  const bool stageW = swMax > 0 && tc && CL == 1 && combineWideW(R) &&
+                      (gr.dv * R / 8) % kMlaThreads == 0 &&
+                      wsBytes + tcShared + 64 <= kb.info().maxSharedPerBlock;
+  // The transposed core triggers the combine early only in the rounds whose
+  // combine stages W_UV before its wait (from..swMax tokens): elsewhere the
+  // combine's blocks would only sit in their wait. (Forced on without a
+  // staged combine: every round.)
+  if (dw.earlyNext) {
+    if (stageW && from <= std::min(swMax, kSplitChunk)) {
+      dw.earlyNextMin = from;
+      dw.earlyNextMax = swMax;
+    } else if (!dw.earlyNextForced) {
+      dw.earlyNext = false;
+    }
+  }
   Value T = kb.dim(q, 0);
   // Launches of at most wideMax tokens (below: one round, its q_abs in the
   // wide form) append the tokens' latents in extra blocks of the q_abs
@@ -3707,10 +3779,6 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     // instead: W_UV read once for them (a block per token read each head's
     // 128 KB once per token: 1.6 GB of L2 traffic at 128 sequences), the
     // same sums in the same order.
-    // (multiToken's rounds have P <= ceil(aim / from) splits: mtSplits.)
-    const int64_t fromTokens =
-        std::max<int64_t>(1, intFromEnv("K3C_MLA_COMBINE_TOKENS", kCombineTokens));
-    const int64_t mtSplits = std::min(maxSplits, (aim + fromTokens - 1) / fromTokens);
     auto weights = [&](Value slot0, Value base, SmallVector<Value> &f, SmallVector<Value> &live,
                        SmallVector<Value> &spC) {
       const int64_t n = mtSplits;
@@ -3918,56 +3986,6 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     // the projection: on tensor cores (16 tokens a block, projectTokensMma)
     // where the target has mma.sync and W_UV is bf16, else FMA
     // (projectTokens, 8 tokens a block). K3C_MLA_COMBINE_MMA=0: FMA.
-    const int64_t from = fromTokens;
-    // Shared memory of the tensor-core form: o_lat hi and lo (bf16 [16,
-    // pitch] each) and the weights fS [16, mtSplits + 1] and liveS [16,
-    // mtSplits] (f32), as multiToken allocates them.
-    const int64_t pitch = R + 8;
-    const int64_t tcShared = 16 * (2 * pitch * 2 + (2 * mtSplits + 1) * 4);
-    const bool tc = kb.info().mmaSync && intFromEnv("K3C_MLA_COMBINE_MMA", 1) &&
-                    cast<MemRefType>(kvb.getType()).getElementType().isBF16() &&
-                    gr.dv % (8 * (kMlaThreads / 32)) == 0 && R % 64 == 0 &&
-                    tcShared <= kSharedBudget;
-    const int64_t TT = tc ? 16 : from;
-    // K3C_MLA_COMBINE_CLUSTER=CL (2 or 4; opt-in, sm_90a, the tensor-core
-    // form, R a multiple of 64 CL, dv of 8 CL): CL blocks a (head, 16
-    // tokens) as one thread block cluster, block k merging and projecting
-    // latent columns [k R / CL, (k + 1) R / CL) (its share of the partials
-    // and of W_UV's columns), its fp32 products [16, dv] in its shared
-    // memory; after a cluster barrier block k sums the CL products of its
-    // dv / CL output columns through distributed shared memory (in block
-    // order) and stores them gated. CL times the blocks (96 heads at batch
-    // 8: 96 blocks of ~260 KB each before), each reading a CL-th.
-    const int64_t clReq = intFromEnv("K3C_MLA_COMBINE_CLUSTER", 0);
-    if (clReq != 0 && clReq != 1 && clReq != 2 && clReq != 4)
-      llvm::report_fatal_error("k3c: K3C_MLA_COMBINE_CLUSTER must be 0, 1, 2 or 4, got " +
-                                   llvm::Twine(clReq),
-                               /*gen_crash_diag=*/false);
-    const int64_t CL = tc && kb.info().wgmma && clReq > 1 && R % (64 * clReq) == 0 &&
-                               gr.dv % (8 * clReq) == 0
-                           ? clReq
-                           : 1;
-    // K3C_MLA_COMBINE_STAGE_W=N (0..64; 16 by default since session 52,
-    // kCombineStageW; 0 off): rounds of at
-    // most N tokens take a form of the tensor-core combine (unclustered)
-    // that copies its head's W_UV rows into shared memory by cp.async
-    // before its grid wait (weights: no kernel of the step writes them), so
-    // that they stream in beside the kernels ahead and the merge, where the
-    // projection's loop otherwise waits on its global loads once per 64
-    // latent columns (8 dependent rounds at R = 512; at batch 8 one block a
-    // head, 96 blocks: nothing else hides them). The same words in the same
-    // MMAs: the same values. Rows R + 32 elements apart: a quarter warp's 8
-    // 16-byte reads (two rows of 64 bytes) on distinct banks.
-    const int64_t swMax = intFromEnv("K3C_MLA_COMBINE_STAGE_W", kCombineStageW);
-    if (swMax < 0 || swMax > kSplitChunk)
-      llvm::report_fatal_error("k3c: K3C_MLA_COMBINE_STAGE_W must be 0.." +
-                                   llvm::Twine(kSplitChunk) + " (tokens), got " +
-                                   llvm::Twine(swMax),
-                               /*gen_crash_diag=*/false);
-    const int64_t wsPitch = R + 32, wsBytes = gr.dv * wsPitch * 2;
-    const bool stageW = swMax > 0 && tc && CL == 1 && combineWideW(R) &&
-                        (gr.dv * R / 8) % kMlaThreads == 0 &&
-                        wsBytes + tcShared + 64 <= kb.info().maxSharedPerBlock;
     auto multiToken = [&](bool staged) {
       SmallVector<Value> grid{kb.idx(gr.H), kb.ceilDiv(Tc, TT)};
       if (CL > 1)

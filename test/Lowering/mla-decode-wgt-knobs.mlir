@@ -68,12 +68,18 @@
 // RUN: env K3C_MLA_DECODE_EARLY_TILES=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ETBAD
 //
 // Where the combine stages W_UV before its own wait (K3C_MLA_COMBINE_STAGE_W,
-// 16 by default) the core triggers it right after its wait in launches of at
-// most that many tokens (the rounds that take the staged combine), so those
-// copies run beside the core; K3C_MLA_DECODE_EARLY_NEXT=0 keeps the trigger
-// at the core's exit; other values are refused.
+// 16 by default) the core triggers it right after its wait in launches of 8
+// (K3C_MLA_COMBINE_TOKENS: the multi-token combine's first round) up to that
+// many tokens (the rounds that take the staged combine), so those copies run
+// beside the core; K3C_MLA_DECODE_EARLY_NEXT=0 keeps the trigger at the
+// core's exit; other values are refused.
 // RUN: env K3C_MLA_COMBINE_STAGE_W=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN
 // RUN: env K3C_MLA_DECODE_EARLY_NEXT=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN0
+// Without a staged combine (K3C_MLA_COMBINE_STAGE_W=0) no round triggers it
+// early (the ENS0 lines); K3C_MLA_DECODE_EARLY_NEXT=1 then forces it in every round
+// (the ENF lines: up to the 64 tokens a round holds).
+// RUN: env K3C_MLA_COMBINE_STAGE_W=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ENS0
+// RUN: env K3C_MLA_COMBINE_STAGE_W=0 K3C_MLA_DECODE_EARLY_NEXT=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ENF
 // RUN: env K3C_MLA_DECODE_EARLY_NEXT=x not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ENBAD
 
 // HALF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
@@ -201,9 +207,12 @@
 
 // EN: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // EN: nvvm.griddepcontrol wait
-// EN-NEXT: arith.constant 16
-// EN-NEXT: arith.cmpi ule
-// EN-NEXT: scf.if
+// EN-NEXT: [[MAX:%.*]] = arith.constant 16
+// EN-NEXT: [[LE:%.*]] = arith.cmpi ule, [[TC:%.*]], [[MAX]]
+// EN-NEXT: [[MIN:%.*]] = arith.constant 8
+// EN-NEXT: [[GE:%.*]] = arith.cmpi ule, [[MIN]], [[TC]]
+// EN-NEXT: [[IN:%.*]] = arith.andi [[GE]], [[LE]]
+// EN-NEXT: scf.if [[IN]]
 // EN-NEXT: nvvm.griddepcontrol launch_dependents
 // EN: } {k3.own_grid_wait}
 // EN: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
@@ -213,6 +222,16 @@
 // EN0: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
 // EN0: module(@k3_mla_attn_0000f00d_absorbed_combine_mma_t16_sw)
 // ENBAD: K3C_MLA_DECODE_EARLY_NEXT must be 0 or 1, got 'x'
+// ENS0: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// ENS0-NOT: launch_dependents
+// ENS0: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
+// ENF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// ENF: nvvm.griddepcontrol wait
+// ENF-NEXT: [[MAX:%.*]] = arith.constant 64
+// ENF-NEXT: [[LE:%.*]] = arith.cmpi ule, {{%.*}}, [[MAX]]
+// ENF-NEXT: scf.if [[LE]]
+// ENF-NEXT: nvvm.griddepcontrol launch_dependents
+// ENF: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
 
 // BAD: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1..3 (of the 4 latent tiles), got 4
 
