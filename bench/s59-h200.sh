@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# #13's batch-1 linears behind norms and #15's one-token q_abs with their
+# early forms (bundle: bash bench/make-s59-bundle.sh; carry .dev; run: bash
+# .dev/s59-h200.sh, ~3 min): each variant's decode logits against the
+# default's bit for bit (a 16-token prompt, 6 steps); then two rounds of
+# k3-bench at one sequence, context 8192 (graph replay), every build: the
+# step, the eight linears' GB/s and mla_attn; the copy ceiling (torch).
+# Output lines go out as they come; only log.txt and kbench.csv come back.
+source "$(dirname "$0")/device-common.sh"
+machine
+[ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/ref.npy > /dev/null
+for a in v/*; do
+  k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 3 18) --max-new-tokens 6 --quiet --dump-logits /tmp/x.npy > /dev/null
+  python3 -c "
+import numpy as n; a, b = n.load('/tmp/ref.npy'), n.load('/tmp/x.npy')
+print('default vs $a: bit-identical', a.shape == b.shape and bool((a.view(n.uint32) == b.view(n.uint32)).all()))"
+done
+R='graph|lm_head|mlp_in|mlp_down|kda_in|kda_out|mla_in|mla_q_up|mla_out|mla_attn'
+for r in 1 2; do
+  for a in slice-bf16 v/*; do
+    kbench s59-$(basename $a)-$r $a /tmp/slice "$R" --prefill none --decode 1 --context 8192
+  done
+done
+python3 - <<'PY'
+import torch
+x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+s.record()
+for _ in range(20): y.copy_(x)
+e.record(); torch.cuda.synchronize()
+t = s.elapsed_time(e) / 20 / 1e3
+print('copy ceiling: %.0f GB/s (1 GiB device to device, read + write counted)' % (2 * x.numel() / t / 1e9))
+PY
+find $OUT -type f ! -name log.txt ! -name kbench.csv -delete
+echo "== done (${SECONDS}s)"
