@@ -2207,6 +2207,19 @@ struct DecodeWg {
   /// H100 mla_attn at 64 sequences, context 8192, 307 / 306 us against 318 /
   /// 321, docs/perf.md "Session 50").
   bool stmatrixP = true;
+  /// (K3C_MLA_DECODE_SPLIT_S=1, opt-in; unclustered, HG a multiple of 16,
+  /// the default latent halves) both warpgroups score: warpgroup w computes
+  /// S^T for the group's heads [w HG / 2, (w + 1) HG / 2) (wgmma.m64n{HG/2}),
+  /// their column maxima (a named barrier of its own 128 threads), softmax,
+  /// P^T rows and rescale factors, then both take every head's factors at
+  /// the P^T barrier and accumulate their latent half. Warpgroup 0 alone
+  /// scored every head before (the tile's chain: S, the maxima, the
+  /// softmax, P^T, then P V), warpgroup 1 waiting for P (Nsight Compute,
+  /// session 53: the tensor pipe 32 % active at 8 sequences, context 8192).
+  /// Each P^T buffer is rewritten once both warpgroups' products of two
+  /// tiles before are done (a named barrier each way). The same products
+  /// and sums in the same order: the same values.
+  bool splitS = false;
   /// The transposed core's partials staged in shared memory (the ring,
   /// free after the last tile: the block's heads x (R + 2) fp32, one
   /// contiguous range of the partials' row) and written by one bulk copy
@@ -2308,6 +2321,8 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
                                /*gen_crash_diag=*/false);
     d.wg0Tiles = t0;
     d.stmatrixP = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_STMATRIX", true);
+    d.splitS = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_SPLIT_S") && d.transposed &&
+               d.cluster == 1 && d.HG % 16 == 0 && d.wg0Tiles == 0;
     // (16-byte multiples: a block's heads x (R + 2) fp32, every head offset
     // h0 (R + 2) and every (token, split) row H (R + 2))
     d.bulkPartials = KernelBuilder::switchFromEnv("K3C_MLA_PARTIAL_BULK", true) && d.transposed && d.cluster == 1 && d.H % 2 == 0 &&
@@ -2470,9 +2485,11 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
     // head hl, head h0 + hl, latent row, value) and `putML` (hl, head, M, L);
     // heads past H skipped.
     // (Warpgroup 1's first tile is mT0: its rows start at wg * 64 mT0.)
+    // (d.splitS: each warpgroup's first warp for its heads, mHeads0 on:
+    // m and l hold its HG / 8 columns.)
     using PutFn = function_ref<void(Value, Value, Value, Value)>;
     auto eachPartial = [&](ArrayRef<Value> o, ArrayRef<Value> m, ArrayRef<Value> l,
-                           int64_t count, PutFn put, PutFn putML) {
+                           int64_t count, PutFn put, PutFn putML, Value mHeads0 = Value()) {
       for (int64_t mi = 0; mi < count; ++mi)
         for (int64_t i = 0; i < HG / 2; ++i) {
           Value hl = colOf(2 * (i / 4) + i % 2), head = kb.add(h0, hl);
@@ -2487,9 +2504,10 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
         }
       if (m.empty())
         return;
-      kb.ifThen(kb.andi(kb.ieq(tb.warp, kb.idx(0)), quad0), [&] {
-        for (int64_t c = 0; c < cols; ++c) {
-          Value hl = colOf(c), head = kb.add(h0, hl);
+      Value first = mHeads0 ? kb.ieq(w, kb.idx(0)) : kb.ieq(tb.warp, kb.idx(0));
+      kb.ifThen(kb.andi(first, quad0), [&] {
+        for (int64_t c = 0; c < static_cast<int64_t>(m.size()); ++c) {
+          Value hl = mHeads0 ? kb.add(mHeads0, colOf(c)) : colOf(c), head = kb.add(h0, hl);
           kb.ifThen(kb.ult(head, kb.idx(H)),
                     [&] { putML(hl, head, kb.fmul(m[c], kb.f32(ln2)), l[c]); });
         }
@@ -2497,7 +2515,7 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
     };
     // Into the partials' (token, split) row.
     auto storePartials = [&](ArrayRef<Value> o, ArrayRef<Value> m, ArrayRef<Value> l,
-                             int64_t count) {
+                             int64_t count, Value mHeads0 = Value()) {
       eachPartial(
           o, m, l, count,
           [&](Value, Value head, Value lat, Value v) {
@@ -2506,14 +2524,15 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
           [&](Value, Value head, Value mv, Value lv) {
             storePair(kb, part, {slotOut, kb.add(kb.mul(head, R + 2), kb.idx(R))}, mv, lv,
                       R % 2 == 0);
-          });
+          },
+          mHeads0);
     };
     // d.bulkPartials: the same values into the ring's first bytes as [HG, R +
     // 2] fp32 (heads past H left out), once both warpgroups are past their
     // last tile (named barrier 5); the block then writes them by one bulk
     // copy (after the branches below).
     auto stagePartials = [&](ArrayRef<Value> o, ArrayRef<Value> m, ArrayRef<Value> l,
-                             int64_t count) {
+                             int64_t count, Value mHeads0 = Value()) {
       namedBarrier(kb, 5, 256);
       Value stage = sm.view(kb, kb.idx(d.tRingOff()), {HG, R + 2}, f32);
       eachPartial(
@@ -2521,7 +2540,8 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
           [&](Value hl, Value, Value mv, Value lv) {
             kb.store(mv, stage, {hl, kb.idx(R)});
             kb.store(lv, stage, {hl, kb.idx(R + 1)});
-          });
+          },
+          mHeads0);
     };
 
     auto initBarriers = [&] {
@@ -2641,6 +2661,192 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                   {pAddr(pb), HG * 128, false}, HG, bn / 16);
           };
           Value zeroAcc = LLVM::ZeroOp::create(b, loc, accType).getResult();
+          if (d.splitS) {
+            // Both warpgroups score (DecodeWg::splitS): warpgroup wg the
+            // group's heads [hS, hS + Ns) (S^T, the column maxima through
+            // xs and its own named barrier 1 / 6, the softmax, P^T rows,
+            // the factors), then every head's factors at barrier 4 and O^T
+            // for its latent half. Every warp releases tile j - 1's slot
+            // once its products of it are done; warp 4 then refills the
+            // slot with tile j + 1. P^T buffer pb is rewritten (tile j + 2)
+            // once the other warpgroup's products of tile j are done: it
+            // arrives on barrier 7 + pb (warpgroup 0) or 2 + pb (warpgroup
+            // 1), the writer syncs there.
+            const int64_t Ns = HG / 2, colsS = Ns / 4;
+            auto accS = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(Ns / 2, f32));
+            Value isWg0 = kb.ieq(wg, kb.idx(0));
+            Value hS = kb.mul(wg, kb.idx(Ns)), mt0 = kb.mul(wg, kb.idx(mT0));
+            auto colS = [&](int64_t c) { return kb.add(hS, colOf(c)); };
+            auto barWg = [&](int64_t id0, int64_t id1, int64_t threads, bool arrive) {
+              kb.ifThenElse(
+                  isWg0, [&] { namedBarrier(kb, id0, threads, arrive); },
+                  [&] { namedBarrier(kb, id1, threads, arrive); });
+            };
+            auto bufDone = [&](Value buf) {
+              kb.ifThenElse(
+                  kb.ieq(buf, kb.idx(0)), [&] { barWg(7, 2, 256, true); },
+                  [&] { barWg(8, 3, 256, true); });
+            };
+            auto bufFree = [&](Value buf) {
+              kb.ifThenElse(
+                  kb.ieq(buf, kb.idx(0)), [&] { barWg(2, 7, 256, false); },
+                  [&] { barWg(3, 8, 256, false); });
+            };
+            SmallVector<Value> init(mT0, zeroAcc);
+            init.append(colsS, negInf);
+            init.append(colsS, zero);
+            SmallVector<Value> fin = kb.loop(kb.idx(0), nT, init, [&](Value j, ValueRange in) {
+              Value slot = kb.rem(j, 2), pb = slot;
+              SmallVector<Value> o(in.begin(), in.begin() + mT0);
+              SmallVector<Value> m(in.begin() + mT0, in.begin() + mT0 + colsS);
+              SmallVector<Value> l(in.begin() + mT0 + colsS, in.end());
+              NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+              kb.ifThen(kb.ult(kb.idx(0), j), [&] {
+                Value jp = kb.sub(j, kb.idx(1)), next = kb.add(j, kb.idx(1));
+                release(jp);
+                kb.ifThen(kb.ult(next, nT), [&] {
+                  bufDone(kb.rem(jp, 2));
+                  kb.ifThen(kb.ieq(tb.warp, kb.idx(4)), [&] {
+                    waitParity(barAt(1, kb.rem(jp, 2)), kb.div(jp, 2));
+                    kb.ifThen(lane0, [&] { issue(next); });
+                  });
+                });
+              });
+              waitParity(barAt(0, slot), kb.div(j, 2));
+              // A partial last tile's rows past the split's end zeroed by
+              // both warpgroups before either reads the tile.
+              Value p0 = kb.add(lo, kb.mul(j, bn));
+              Value valid = kb.sub(hi, kb.minu(p0, hi));
+              kb.ifThen(kb.ult(valid, kb.idx(bn)), [&] {
+                const int64_t perRow = QB * 8;
+                Value rows = kb.sub(kb.idx(bn), valid);
+                kb.loopStep(tb.tid, kb.mul(rows, kb.idx(perRow)), kb.idx(256), [&](Value lin) {
+                  Value r = kb.add(valid, kb.div(lin, perRow)), q = kb.rem(lin, perRow);
+                  kb.storeVec(SmallVector<Value>(8, zero), ks,
+                              {slot, kb.div(q, 8), r, kb.mul(kb.rem(q, 8), 8)});
+                });
+                fenceAsync();
+                namedBarrier(kb, 9, 256);
+              });
+              Value sAcc = wgmmaChain(kb, accS, Value(), {toI64(slotAddr(slot)), bn * 128, false},
+                                      {toI64(kb.add(aligned, kb.mul(hS, kb.idx(128)))), HG * 128,
+                                       false},
+                                      Ns, 4 * QB);
+              NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+              Value rOk[2];
+              for (int64_t hf = 0; hf < 2; ++hf)
+                rOk[hf] = kb.ult(kb.add(kb.mul(w, 16), kb.add(gq, kb.idx(8 * hf))), valid);
+              SmallVector<Value> sv(Ns / 2);
+              for (int64_t i = 0; i < Ns / 2; ++i) {
+                Value sc = LLVM::ExtractValueOp::create(b, loc, sAcc, ArrayRef<int64_t>{i});
+                sv[i] = kb.select(rOk[(i % 4) / 2], sc, negInf);
+              }
+              auto vAt = [&](int64_t c, int64_t hf) -> Value & {
+                return sv[4 * (c / 2) + 2 * hf + c % 2];
+              };
+              for (int64_t c = 0; c < colsS; ++c) {
+                Value mx = LLVM::MaxNumOp::create(b, loc, vAt(c, 0), vAt(c, 1));
+                for (int64_t off : {4, 8, 16})
+                  mx = LLVM::MaxNumOp::create(b, loc, mx,
+                                              kb.shuffle(mx, kb.idx(off), gpu::ShuffleMode::XOR));
+                kb.ifThen(quad0, [&] { kb.store(mx, xs, {w, colS(c)}); });
+              }
+              barWg(1, 6, 128, false);
+              Value cLog2 = kb.f32(log2e);
+              SmallVector<Value> alpha(colsS);
+              for (int64_t c = 0; c < colsS; ++c) {
+                Value mt = kb.load(xs, {kb.idx(0), colS(c)});
+                for (int64_t ww = 1; ww < 4; ++ww)
+                  mt = LLVM::MaxNumOp::create(b, loc, mt, kb.load(xs, {kb.idx(ww), colS(c)}));
+                Value mNew = LLVM::MaxNumOp::create(b, loc, m[c], kb.fmul(mt, cLog2));
+                alpha[c] = kb.exp2(kb.fsub(m[c], mNew));
+                Value negM = kb.fneg(mNew), sum = zero;
+                for (int64_t hf = 0; hf < 2; ++hf) {
+                  Value &v = vAt(c, hf);
+                  v = kb.exp2(LLVM::FMAOp::create(b, loc, v, cLog2, negM).getResult());
+                  sum = kb.fadd(sum, v);
+                }
+                m[c] = mNew;
+                l[c] = kb.fadd(kb.fmul(l[c], alpha[c]), sum);
+              }
+              kb.ifThen(kb.ule(kb.idx(2), j), [&] { bufFree(pb); });
+              // P^T rows [hS, hS + Ns) of buffer pb, as below (stmatrix or
+              // element stores).
+              if (d.stmatrixP) {
+                const int64_t nm = Ns / 4;
+                SmallVector<Value> regs;
+                for (int64_t mm = 0; mm < nm; ++mm)
+                  regs.push_back(packBf16x2(kb, vAt(2 * (mm / 2), mm % 2),
+                                            vAt(2 * (mm / 2) + 1, mm % 2)));
+                Value r = kb.rem(lane, 8), mq = kb.div(lane, 8);
+                Value pBase = kb.add(aligned, kb.add(kb.idx(d.tPOff()), kb.mul(pb, HG * 128)));
+                for (int64_t m0 = 0; m0 < nm;) {
+                  const int64_t cnt = nm - m0 >= 4 ? 4 : nm - m0 >= 2 ? 2 : 1;
+                  Value mm = kb.add(kb.idx(m0), kb.rem(mq, kb.idx(cnt)));
+                  Value head = kb.add(hS, kb.add(kb.mul(kb.div(mm, 2), 8), r));
+                  Value chunk =
+                      arith::XOrIOp::create(b, loc, kb.add(kb.mul(w, 2), kb.rem(mm, 2)), r)
+                          .getResult();
+                  Value at = kb.add(pBase, kb.add(kb.mul(head, 128), kb.mul(chunk, 16)));
+                  NVVM::StMatrixOp::create(b, loc, kb.pointerAt(at, 3),
+                                           ArrayRef<Value>(regs).slice(m0, cnt),
+                                           NVVM::MMALayout::col,
+                                           NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
+                                           NVVM::LdStMatrixEltType::B16);
+                  m0 += cnt;
+                }
+              } else {
+                for (int64_t c = 0; c < colsS; ++c)
+                  for (int64_t hf = 0; hf < 2; ++hf) {
+                    Value h = colS(c);
+                    Value chunk = arith::XOrIOp::create(
+                                      b, loc, kb.add(kb.mul(w, 2), kb.idx(hf)), kb.rem(h, 8))
+                                      .getResult();
+                    Value v = arith::TruncFOp::create(b, loc, bf16, vAt(c, hf));
+                    kb.store(v, pt, {pb, h, kb.add(kb.mul(chunk, 8), gq)});
+                  }
+              }
+              kb.ifThen(kb.andi(kb.ieq(w, kb.idx(0)), quad0), [&] {
+                for (int64_t c = 0; c < colsS; ++c)
+                  kb.store(alpha[c], al, {pb, colS(c)});
+              });
+              fenceAsync();
+              namedBarrier(kb, 4, 256); // both halves of P^T and the factors
+              SmallVector<Value> alphaAll(cols);
+              for (int64_t c = 0; c < cols; ++c)
+                alphaAll[c] = kb.load(al, {pb, colOf(c)});
+              for (int64_t mi = 0; mi < mT0; ++mi) {
+                o[mi] = scaleAccCols(kb, o[mi], HG / 2, alphaAll);
+                Value aAt = kb.add(slotAddr(slot), kb.mul(kb.add(mt0, kb.idx(mi)), kb.idx(bn * 128)));
+                o[mi] = wgmmaChain(kb, accType, o[mi], {toI64(aAt), bn * 128, true},
+                                   {pAddr(pb), HG * 128, false}, HG, bn / 16);
+              }
+              SmallVector<Value> out(o);
+              out.append(m);
+              out.append(l);
+              return out;
+            });
+            NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+            SmallVector<Value> o(fin.begin(), fin.begin() + mT0);
+            SmallVector<Value> m(fin.begin() + mT0, fin.begin() + mT0 + colsS);
+            SmallVector<Value> l(fin.begin() + mT0 + colsS, fin.end());
+            for (int64_t c = 0; c < colsS; ++c) {
+              for (int64_t off : {4, 8, 16})
+                l[c] = kb.fadd(l[c], kb.shuffle(l[c], kb.idx(off), gpu::ShuffleMode::XOR));
+              kb.ifThen(quad0, [&] { kb.store(l[c], xs, {w, colS(c)}); });
+            }
+            barWg(1, 6, 128, false);
+            for (int64_t c = 0; c < colsS; ++c) {
+              Value sum = kb.load(xs, {kb.idx(0), colS(c)});
+              for (int64_t ww = 1; ww < 4; ++ww)
+                sum = kb.fadd(sum, kb.load(xs, {kb.idx(ww), colS(c)}));
+              l[c] = sum;
+            }
+            if (d.bulkPartials)
+              stagePartials(o, m, l, mT0, hS);
+            else
+              storePartials(o, m, l, mT0, hS);
+          } else
           kb.ifThenElse(
               kb.ieq(wg, kb.idx(0)),
               [&] {
@@ -3295,6 +3501,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     dw.transposed = false; // the seesaw, whose groups no cluster joins
     dw.cluster = 1;
     dw.earlyTiles = false;
+    dw.splitS = false;
   }
   // The q_abs launches trigger the core right after their wait where its
   // first tiles go out before its own (K3C_MLA_DECODE_EARLY_TILES).

@@ -75,6 +75,15 @@
 // core's exit; other values are refused.
 // RUN: env K3C_MLA_COMBINE_STAGE_W=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN
 // RUN: env K3C_MLA_DECODE_EARLY_NEXT=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN0
+// K3C_MLA_DECODE_SPLIT_S=1 (opt-in): both warpgroups score, each S^T for
+// half of the group's heads (here 16: two wgmma.m64n8k16 chains of 20 k
+// steps in one code path, the heads' offset by warpgroup), its own maxima
+// barrier (1 or 6), each P^T buffer rewritten after the other warpgroup's
+// products (it arrives on 7 / 8 or 2 / 3, the writer syncs there), a
+// partial tile zeroed by both (barrier 9), then every head's factors at
+// barrier 4 and the latent half's O^T. Other values are refused.
+// RUN: env K3C_MLA_DECODE_SPLIT_S=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT
+// RUN: env K3C_MLA_DECODE_SPLIT_S=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SPLITBAD
 // Without a staged combine (K3C_MLA_COMBINE_STAGE_W=0) no round triggers it
 // early (the ENS0 lines); K3C_MLA_DECODE_EARLY_NEXT=1 then forces it in every round
 // (the ENF lines: up to the 64 tokens a round holds).
@@ -232,6 +241,24 @@
 // ENF-NEXT: scf.if [[LE]]
 // ENF-NEXT: nvvm.griddepcontrol launch_dependents
 // ENF: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
+
+// SPLIT: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// SPLIT: "barrier.arrive 7, 256;"
+// SPLIT: "barrier.arrive 2, 256;"
+// SPLIT: "barrier.sync 9, 256;"
+// SPLIT: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 8, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>]
+// SPLIT-COUNT-19: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 8, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>]
+// SPLIT-NOT: n = 16, k = 16
+// SPLIT: "barrier.sync 1, 128;"
+// SPLIT: "barrier.sync 6, 128;"
+// SPLIT: "barrier.sync 2, 256;"
+// SPLIT: "barrier.sync 7, 256;"
+// SPLIT: nvvm.stmatrix
+// SPLIT: "barrier.sync 4, 256;"
+// SPLIT-COUNT-8: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 16, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <col>]
+// SPLIT: "barrier.sync 5, 256;"
+// SPLIT: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
+// SPLITBAD: K3C_MLA_DECODE_SPLIT_S must be 0 or 1, got '2'
 
 // BAD: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1..3 (of the 4 latent tiles), got 4
 
