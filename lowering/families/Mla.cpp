@@ -2250,6 +2250,11 @@ struct DecodeWg {
   /// W_UV triggers it in every round (earlyNextForced).
   bool earlyNext = false, earlyNextForced = false;
   int64_t earlyNextMin = 1, earlyNextMax = 0; ///< the launches (tokens) that trigger it
+  /// One-token launches trigger the combine early too: where this core
+  /// takes them (K3C_MLA_DECODE_WG_FROM=1) and their combine is the
+  /// row-sliced one, whose W_UV loads go out before its wait (as the
+  /// mma.sync core triggers it).
+  bool earlyNextOne = false;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
     const int64_t g = transposed ? HG : 64;
@@ -2433,6 +2438,8 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
       Value in = kb.ule(Tc, kb.idx(d.earlyNextMax));
       if (d.earlyNextMin > 1)
         in = kb.andi(kb.ule(kb.idx(d.earlyNextMin), Tc), in);
+      if (d.earlyNextOne && d.earlyNextMin > 1)
+        in = arith::OrIOp::create(kb.b, kb.loc, kb.ieq(Tc, kb.idx(1)), in).getResult();
       kb.launchDependentsIf(tb, in);
     };
     const bool early = d.earlyTiles && nc == 1;
@@ -3591,9 +3598,12 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
   // combine's blocks would only sit in their wait. (Forced on without a
   // staged combine: every round.)
   if (dw.earlyNext) {
+    dw.earlyNextOne = wgAll && dm.earlyNext; // (the row-sliced combine of one-token rounds)
     if (stageW && from <= std::min(swMax, kSplitChunk)) {
       dw.earlyNextMin = from;
       dw.earlyNextMax = swMax;
+    } else if (dw.earlyNextOne && !dw.earlyNextForced) {
+      dw.earlyNextMax = 1;
     } else if (!dw.earlyNextForced) {
       dw.earlyNext = false;
     }

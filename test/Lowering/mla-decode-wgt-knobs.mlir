@@ -75,6 +75,11 @@
 // core's exit; other values are refused.
 // RUN: env K3C_MLA_COMBINE_STAGE_W=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN
 // RUN: env K3C_MLA_DECODE_EARLY_NEXT=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN0
+// With the transposed core for one-token rounds too
+// (K3C_MLA_DECODE_WG_FROM=1), their row-sliced combine (W_UV loaded before
+// its wait) is triggered early as well: one token, or 8..16 (the ENONE
+// lines).
+// RUN: env K3C_MLA_DECODE_WG_FROM=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ENONE
 // K3C_MLA_DECODE_SPLIT_S=1 (opt-in): both warpgroups score, each S^T for
 // half of the group's heads (here 16: two wgmma.m64n8k16 chains of 20 k
 // steps in one code path, the heads' offset by warpgroup), its own maxima
@@ -242,6 +247,18 @@
 // ENF-NEXT: nvvm.griddepcontrol launch_dependents
 // ENF: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
 
+// ENONE: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// ENONE: nvvm.griddepcontrol wait
+// ENONE-NEXT: [[MAX:%.*]] = arith.constant 16
+// ENONE-NEXT: [[LE:%.*]] = arith.cmpi ule, [[TC:%.*]], [[MAX]]
+// ENONE-NEXT: [[MIN:%.*]] = arith.constant 8
+// ENONE-NEXT: [[GE:%.*]] = arith.cmpi ule, [[MIN]], [[TC]]
+// ENONE-NEXT: [[IN:%.*]] = arith.andi [[GE]], [[LE]]
+// ENONE-NEXT: [[UNIT:%.*]] = arith.constant 1
+// ENONE-NEXT: [[IS1:%.*]] = arith.cmpi eq, [[TC]], [[UNIT]]
+// ENONE-NEXT: [[ANY:%.*]] = arith.ori [[IS1]], [[IN]]
+// ENONE-NEXT: scf.if [[ANY]]
+// ENONE-NEXT: nvvm.griddepcontrol launch_dependents
 // SPLIT: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // SPLIT: "barrier.arrive 7, 256;"
 // SPLIT: "barrier.arrive 2, 256;"
