@@ -2667,6 +2667,124 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                   {toI64(kb.add(slotAddr(slot), kb.idx((mt0 + mi) * bn * 128))), bn * 128, true},
                   {pAddr(pb), HG * 128, false}, HG, bn / 16);
           };
+          // One tile's scoring for the group's heads [h, h + ns) (h = hOff,
+          // 0 where null) from their S^T accumulator sAcc (m64n{ns}): rows
+          // (positions) past `valid` masked; each head's column maximum over
+          // the tile (the thread's two rows, the warp's 8 row groups, lanes 4
+          // apart, then the warpgroup's 4 warps through xs after
+          // `maxBarrier`); the online softmax in log2 units (m, l: the
+          // thread's ns / 4 columns; their factors returned); once `freeP`
+          // returns, the heads' rows of P^T buffer pb and their factors.
+          auto scoreTile = [&](Value sAcc, int64_t ns, Value hOff, Value valid, Value pb,
+                               SmallVector<Value> &m, SmallVector<Value> &l,
+                               function_ref<void()> maxBarrier, function_ref<void()> freeP) {
+            const int64_t ncols = ns / 4;
+            auto col = [&](int64_t c) { return hOff ? kb.add(hOff, colOf(c)) : colOf(c); };
+            Value rOk[2];
+            for (int64_t hf = 0; hf < 2; ++hf)
+              rOk[hf] = kb.ult(kb.add(kb.mul(w, 16), kb.add(gq, kb.idx(8 * hf))), valid);
+            SmallVector<Value> sv(ns / 2);
+            for (int64_t i = 0; i < ns / 2; ++i) {
+              Value sc = LLVM::ExtractValueOp::create(b, loc, sAcc, ArrayRef<int64_t>{i});
+              sv[i] = kb.select(rOk[(i % 4) / 2], sc, negInf);
+            }
+            auto vAt = [&](int64_t c, int64_t hf) -> Value & {
+              return sv[4 * (c / 2) + 2 * hf + c % 2];
+            };
+            for (int64_t c = 0; c < ncols; ++c) {
+              Value mx = LLVM::MaxNumOp::create(b, loc, vAt(c, 0), vAt(c, 1));
+              for (int64_t off : {4, 8, 16})
+                mx = LLVM::MaxNumOp::create(b, loc, mx,
+                                            kb.shuffle(mx, kb.idx(off), gpu::ShuffleMode::XOR));
+              kb.ifThen(quad0, [&] { kb.store(mx, xs, {w, col(c)}); });
+            }
+            maxBarrier();
+            Value cLog2 = kb.f32(log2e);
+            SmallVector<Value> alpha(ncols);
+            for (int64_t c = 0; c < ncols; ++c) {
+              Value mt = kb.load(xs, {kb.idx(0), col(c)});
+              for (int64_t ww = 1; ww < 4; ++ww)
+                mt = LLVM::MaxNumOp::create(b, loc, mt, kb.load(xs, {kb.idx(ww), col(c)}));
+              Value mNew = LLVM::MaxNumOp::create(b, loc, m[c], kb.fmul(mt, cLog2));
+              alpha[c] = kb.exp2(kb.fsub(m[c], mNew));
+              Value negM = kb.fneg(mNew), sum = zero;
+              for (int64_t hf = 0; hf < 2; ++hf) {
+                Value &v = vAt(c, hf);
+                v = kb.exp2(LLVM::FMAOp::create(b, loc, v, cLog2, negM).getResult());
+                sum = kb.fadd(sum, v);
+              }
+              m[c] = mNew;
+              l[c] = kb.fadd(kb.fmul(l[c], alpha[c]), sum);
+            }
+            freeP();
+            if (d.stmatrixP) {
+              // The warp's 16 positions x ns heads as ns / 4 8x8 matrices
+              // mm = 2 t + hf (positions 8 hf + gq, heads h + 8 t + 2 q +
+              // {0, 1}: the accumulator layout), stored transposed by
+              // stmatrix: lane 8 mm' + r gives row r of its group's mm',
+              // head h + 8 t + r, whose 8 positions are one 16-byte chunk
+              // (2 w + hf) ^ r (h a multiple of 8). The same bf16 roundings
+              // (cvt.rn) as the element stores below.
+              const int64_t nm = ns / 4;
+              SmallVector<Value> regs;
+              for (int64_t mm = 0; mm < nm; ++mm)
+                regs.push_back(packBf16x2(kb, vAt(2 * (mm / 2), mm % 2),
+                                          vAt(2 * (mm / 2) + 1, mm % 2)));
+              Value r = kb.rem(lane, 8), mq = kb.div(lane, 8);
+              Value pBase = kb.add(aligned, kb.add(kb.idx(d.tPOff()), kb.mul(pb, HG * 128)));
+              for (int64_t m0 = 0; m0 < nm;) {
+                const int64_t cnt = nm - m0 >= 4 ? 4 : nm - m0 >= 2 ? 2 : 1;
+                Value mm = kb.add(kb.idx(m0), kb.rem(mq, kb.idx(cnt)));
+                Value head = kb.add(kb.mul(kb.div(mm, 2), 8), r);
+                if (hOff)
+                  head = kb.add(hOff, head);
+                Value chunk =
+                    arith::XOrIOp::create(b, loc, kb.add(kb.mul(w, 2), kb.rem(mm, 2)), r)
+                        .getResult();
+                Value at = kb.add(pBase, kb.add(kb.mul(head, 128), kb.mul(chunk, 16)));
+                NVVM::StMatrixOp::create(b, loc, kb.pointerAt(at, 3),
+                                         ArrayRef<Value>(regs).slice(m0, cnt),
+                                         NVVM::MMALayout::col,
+                                         NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
+                                         NVVM::LdStMatrixEltType::B16);
+                m0 += cnt;
+              }
+            } else {
+              for (int64_t c = 0; c < ncols; ++c)
+                for (int64_t hf = 0; hf < 2; ++hf) {
+                  Value h = col(c);
+                  Value chunk = arith::XOrIOp::create(b, loc, kb.add(kb.mul(w, 2), kb.idx(hf)),
+                                                      kb.rem(h, 8))
+                                    .getResult();
+                  Value v = arith::TruncFOp::create(b, loc, bf16, vAt(c, hf));
+                  kb.store(v, pt, {pb, h, kb.add(kb.mul(chunk, 8), gq)});
+                }
+            }
+            kb.ifThen(kb.andi(kb.ieq(w, kb.idx(0)), quad0), [&] {
+              for (int64_t c = 0; c < ncols; ++c)
+                kb.store(alpha[c], al, {pb, col(c)});
+            });
+            return alpha;
+          };
+          // L of the heads [h, h + 4 l.size()): the thread's partial sums
+          // over the warp's row groups (lanes 4 apart), then the
+          // warpgroup's 4 warps through xs after `bar` (every warp read the
+          // maxima before the last tile's barrier 4: the buffer is free).
+          auto sumL = [&](SmallVector<Value> &l, Value hOff, function_ref<void()> bar) {
+            auto col = [&](int64_t c) { return hOff ? kb.add(hOff, colOf(c)) : colOf(c); };
+            for (int64_t c = 0; c < static_cast<int64_t>(l.size()); ++c) {
+              for (int64_t off : {4, 8, 16})
+                l[c] = kb.fadd(l[c], kb.shuffle(l[c], kb.idx(off), gpu::ShuffleMode::XOR));
+              kb.ifThen(quad0, [&] { kb.store(l[c], xs, {w, col(c)}); });
+            }
+            bar();
+            for (int64_t c = 0; c < static_cast<int64_t>(l.size()); ++c) {
+              Value sum = kb.load(xs, {kb.idx(0), col(c)});
+              for (int64_t ww = 1; ww < 4; ++ww)
+                sum = kb.fadd(sum, kb.load(xs, {kb.idx(ww), col(c)}));
+              l[c] = sum;
+            }
+          };
           Value zeroAcc = LLVM::ZeroOp::create(b, loc, accType).getResult();
           if (d.splitS) {
             // Both warpgroups score (DecodeWg::splitS): warpgroup wg the
@@ -2683,7 +2801,6 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
             auto accS = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(Ns / 2, f32));
             Value isWg0 = kb.ieq(wg, kb.idx(0));
             Value hS = kb.mul(wg, kb.idx(Ns)), mt0 = kb.mul(wg, kb.idx(mT0));
-            auto colS = [&](int64_t c) { return kb.add(hS, colOf(c)); };
             auto barWg = [&](int64_t id0, int64_t id1, int64_t threads, bool arrive) {
               kb.ifThenElse(
                   isWg0, [&] { namedBarrier(kb, id0, threads, arrive); },
@@ -2740,83 +2857,8 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                                        false},
                                       Ns, 4 * QB);
               NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
-              Value rOk[2];
-              for (int64_t hf = 0; hf < 2; ++hf)
-                rOk[hf] = kb.ult(kb.add(kb.mul(w, 16), kb.add(gq, kb.idx(8 * hf))), valid);
-              SmallVector<Value> sv(Ns / 2);
-              for (int64_t i = 0; i < Ns / 2; ++i) {
-                Value sc = LLVM::ExtractValueOp::create(b, loc, sAcc, ArrayRef<int64_t>{i});
-                sv[i] = kb.select(rOk[(i % 4) / 2], sc, negInf);
-              }
-              auto vAt = [&](int64_t c, int64_t hf) -> Value & {
-                return sv[4 * (c / 2) + 2 * hf + c % 2];
-              };
-              for (int64_t c = 0; c < colsS; ++c) {
-                Value mx = LLVM::MaxNumOp::create(b, loc, vAt(c, 0), vAt(c, 1));
-                for (int64_t off : {4, 8, 16})
-                  mx = LLVM::MaxNumOp::create(b, loc, mx,
-                                              kb.shuffle(mx, kb.idx(off), gpu::ShuffleMode::XOR));
-                kb.ifThen(quad0, [&] { kb.store(mx, xs, {w, colS(c)}); });
-              }
-              barWg(1, 6, 128, false);
-              Value cLog2 = kb.f32(log2e);
-              SmallVector<Value> alpha(colsS);
-              for (int64_t c = 0; c < colsS; ++c) {
-                Value mt = kb.load(xs, {kb.idx(0), colS(c)});
-                for (int64_t ww = 1; ww < 4; ++ww)
-                  mt = LLVM::MaxNumOp::create(b, loc, mt, kb.load(xs, {kb.idx(ww), colS(c)}));
-                Value mNew = LLVM::MaxNumOp::create(b, loc, m[c], kb.fmul(mt, cLog2));
-                alpha[c] = kb.exp2(kb.fsub(m[c], mNew));
-                Value negM = kb.fneg(mNew), sum = zero;
-                for (int64_t hf = 0; hf < 2; ++hf) {
-                  Value &v = vAt(c, hf);
-                  v = kb.exp2(LLVM::FMAOp::create(b, loc, v, cLog2, negM).getResult());
-                  sum = kb.fadd(sum, v);
-                }
-                m[c] = mNew;
-                l[c] = kb.fadd(kb.fmul(l[c], alpha[c]), sum);
-              }
-              kb.ifThen(kb.ule(kb.idx(2), j), [&] { bufFree(pb); });
-              // P^T rows [hS, hS + Ns) of buffer pb, as below (stmatrix or
-              // element stores).
-              if (d.stmatrixP) {
-                const int64_t nm = Ns / 4;
-                SmallVector<Value> regs;
-                for (int64_t mm = 0; mm < nm; ++mm)
-                  regs.push_back(packBf16x2(kb, vAt(2 * (mm / 2), mm % 2),
-                                            vAt(2 * (mm / 2) + 1, mm % 2)));
-                Value r = kb.rem(lane, 8), mq = kb.div(lane, 8);
-                Value pBase = kb.add(aligned, kb.add(kb.idx(d.tPOff()), kb.mul(pb, HG * 128)));
-                for (int64_t m0 = 0; m0 < nm;) {
-                  const int64_t cnt = nm - m0 >= 4 ? 4 : nm - m0 >= 2 ? 2 : 1;
-                  Value mm = kb.add(kb.idx(m0), kb.rem(mq, kb.idx(cnt)));
-                  Value head = kb.add(hS, kb.add(kb.mul(kb.div(mm, 2), 8), r));
-                  Value chunk =
-                      arith::XOrIOp::create(b, loc, kb.add(kb.mul(w, 2), kb.rem(mm, 2)), r)
-                          .getResult();
-                  Value at = kb.add(pBase, kb.add(kb.mul(head, 128), kb.mul(chunk, 16)));
-                  NVVM::StMatrixOp::create(b, loc, kb.pointerAt(at, 3),
-                                           ArrayRef<Value>(regs).slice(m0, cnt),
-                                           NVVM::MMALayout::col,
-                                           NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
-                                           NVVM::LdStMatrixEltType::B16);
-                  m0 += cnt;
-                }
-              } else {
-                for (int64_t c = 0; c < colsS; ++c)
-                  for (int64_t hf = 0; hf < 2; ++hf) {
-                    Value h = colS(c);
-                    Value chunk = arith::XOrIOp::create(
-                                      b, loc, kb.add(kb.mul(w, 2), kb.idx(hf)), kb.rem(h, 8))
-                                      .getResult();
-                    Value v = arith::TruncFOp::create(b, loc, bf16, vAt(c, hf));
-                    kb.store(v, pt, {pb, h, kb.add(kb.mul(chunk, 8), gq)});
-                  }
-              }
-              kb.ifThen(kb.andi(kb.ieq(w, kb.idx(0)), quad0), [&] {
-                for (int64_t c = 0; c < colsS; ++c)
-                  kb.store(alpha[c], al, {pb, colS(c)});
-              });
+              scoreTile(sAcc, Ns, hS, valid, pb, m, l, [&] { barWg(1, 6, 128, false); },
+                        [&] { kb.ifThen(kb.ule(kb.idx(2), j), [&] { bufFree(pb); }); });
               fenceAsync();
               namedBarrier(kb, 4, 256); // both halves of P^T and the factors
               SmallVector<Value> alphaAll(cols);
@@ -2837,18 +2879,7 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
             SmallVector<Value> o(fin.begin(), fin.begin() + mT0);
             SmallVector<Value> m(fin.begin() + mT0, fin.begin() + mT0 + colsS);
             SmallVector<Value> l(fin.begin() + mT0 + colsS, fin.end());
-            for (int64_t c = 0; c < colsS; ++c) {
-              for (int64_t off : {4, 8, 16})
-                l[c] = kb.fadd(l[c], kb.shuffle(l[c], kb.idx(off), gpu::ShuffleMode::XOR));
-              kb.ifThen(quad0, [&] { kb.store(l[c], xs, {w, colS(c)}); });
-            }
-            barWg(1, 6, 128, false);
-            for (int64_t c = 0; c < colsS; ++c) {
-              Value sum = kb.load(xs, {kb.idx(0), colS(c)});
-              for (int64_t ww = 1; ww < 4; ++ww)
-                sum = kb.fadd(sum, kb.load(xs, {kb.idx(ww), colS(c)}));
-              l[c] = sum;
-            }
+            sumL(l, hS, [&] { barWg(1, 6, 128, false); });
             if (d.bulkPartials)
               stagePartials(o, m, l, mT0, hS);
             else
@@ -2891,98 +2922,17 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                                           {toI64(slotAddr(slot)), bn * 128, false},
                                           {qAddr, HG * 128, false}, HG, 4 * QB);
                   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
-                  // Rows (positions) past the split's end masked; each head's
-                  // column maximum over the tile: the thread's two rows, the
-                  // warp's 8 row groups (lanes 4 apart), the 4 warps.
-                  Value rOk[2];
-                  for (int64_t hf = 0; hf < 2; ++hf)
-                    rOk[hf] = kb.ult(kb.add(kb.mul(w, 16), kb.add(gq, kb.idx(8 * hf))), valid);
-                  SmallVector<Value> sv(HG / 2);
-                  for (int64_t i = 0; i < HG / 2; ++i) {
-                    Value s = LLVM::ExtractValueOp::create(b, loc, sAcc, ArrayRef<int64_t>{i});
-                    sv[i] = kb.select(rOk[(i % 4) / 2], s, negInf);
-                  }
-                  auto vAt = [&](int64_t c, int64_t hf) -> Value & {
-                    return sv[4 * (c / 2) + 2 * hf + c % 2];
-                  };
-                  for (int64_t c = 0; c < cols; ++c) {
-                    Value mx = LLVM::MaxNumOp::create(b, loc, vAt(c, 0), vAt(c, 1));
-                    for (int64_t off : {4, 8, 16})
-                      mx = LLVM::MaxNumOp::create(
-                          b, loc, mx, kb.shuffle(mx, kb.idx(off), gpu::ShuffleMode::XOR));
-                    kb.ifThen(quad0, [&] { kb.store(mx, xs, {w, colOf(c)}); });
-                  }
-                  namedBarrier(kb, 1, 128);
-                  Value cLog2 = kb.f32(log2e);
-                  SmallVector<Value> alpha(cols);
-                  for (int64_t c = 0; c < cols; ++c) {
-                    Value mt = kb.load(xs, {kb.idx(0), colOf(c)});
-                    for (int64_t ww = 1; ww < 4; ++ww)
-                      mt = LLVM::MaxNumOp::create(b, loc, mt, kb.load(xs, {kb.idx(ww), colOf(c)}));
-                    Value mNew = LLVM::MaxNumOp::create(b, loc, m[c], kb.fmul(mt, cLog2));
-                    alpha[c] = kb.exp2(kb.fsub(m[c], mNew));
-                    Value negM = kb.fneg(mNew), sum = zero;
-                    for (int64_t hf = 0; hf < 2; ++hf) {
-                      Value &v = vAt(c, hf);
-                      v = kb.exp2(LLVM::FMAOp::create(b, loc, v, cLog2, negM).getResult());
-                      sum = kb.fadd(sum, v);
-                    }
-                    m[c] = mNew;
-                    l[c] = kb.fadd(kb.fmul(l[c], alpha[c]), sum);
-                  }
                   // P^T into buffer j % 2 once warpgroup 1's products of tile
-                  // j - 2 read it: element (head h, position p) at row h,
-                  // 16-byte chunk (p / 8) ^ (h % 8) (the 128-byte swizzle).
-                  kb.ifThen(kb.ule(kb.idx(2), j), [&] {
-                    kb.ifThenElse(
-                        kb.ieq(pb, kb.idx(0)), [&] { namedBarrier(kb, 2, 256); },
-                        [&] { namedBarrier(kb, 3, 256); });
-                  });
-                  if (d.stmatrixP) {
-                    // The warp's 16 positions x HG heads as HG / 4 8x8
-                    // matrices m = 2 t + hf (positions 8 hf + gq, heads
-                    // 8 t + 2 q + {0, 1}: the accumulator layout), stored
-                    // transposed by stmatrix: lane 8 m' + r gives row r of
-                    // its group's m', head 8 t + r, whose 8 positions are
-                    // one 16-byte chunk (2 w + hf) ^ r. The same bf16
-                    // roundings (cvt.rn) as the element stores below.
-                    const int64_t nm = HG / 4;
-                    SmallVector<Value> regs;
-                    for (int64_t m = 0; m < nm; ++m)
-                      regs.push_back(packBf16x2(kb, vAt(2 * (m / 2), m % 2),
-                                                vAt(2 * (m / 2) + 1, m % 2)));
-                    Value r = kb.rem(lane, 8), mq = kb.div(lane, 8);
-                    Value pBase = kb.add(aligned, kb.add(kb.idx(d.tPOff()), kb.mul(pb, HG * 128)));
-                    for (int64_t m0 = 0; m0 < nm;) {
-                      const int64_t cnt = nm - m0 >= 4 ? 4 : nm - m0 >= 2 ? 2 : 1;
-                      Value m = kb.add(kb.idx(m0), kb.rem(mq, kb.idx(cnt)));
-                      Value head = kb.add(kb.mul(kb.div(m, 2), 8), r);
-                      Value chunk = arith::XOrIOp::create(
-                                        b, loc, kb.add(kb.mul(w, 2), kb.rem(m, 2)), r)
-                                        .getResult();
-                      Value at = kb.add(pBase, kb.add(kb.mul(head, 128), kb.mul(chunk, 16)));
-                      NVVM::StMatrixOp::create(
-                          b, loc, kb.pointerAt(at, 3),
-                          ArrayRef<Value>(regs).slice(m0, cnt), NVVM::MMALayout::col,
-                          NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8), NVVM::LdStMatrixEltType::B16);
-                      m0 += cnt;
-                    }
-                  } else {
-                    for (int64_t c = 0; c < cols; ++c)
-                      for (int64_t hf = 0; hf < 2; ++hf) {
-                        Value h = colOf(c);
-                        Value chunk =
-                            arith::XOrIOp::create(b, loc, kb.add(kb.mul(w, 2), kb.idx(hf)),
-                                                  kb.rem(h, 8))
-                                .getResult();
-                        Value v = arith::TruncFOp::create(b, loc, bf16, vAt(c, hf));
-                        kb.store(v, pt, {pb, h, kb.add(kb.mul(chunk, 8), gq)});
-                      }
-                  }
-                  kb.ifThen(kb.andi(kb.ieq(w, kb.idx(0)), quad0), [&] {
-                    for (int64_t c = 0; c < cols; ++c)
-                      kb.store(alpha[c], al, {pb, colOf(c)});
-                  });
+                  // j - 2 read it.
+                  SmallVector<Value> alpha = scoreTile(
+                      sAcc, HG, Value(), valid, pb, m, l, [&] { namedBarrier(kb, 1, 128); },
+                      [&] {
+                        kb.ifThen(kb.ule(kb.idx(2), j), [&] {
+                          kb.ifThenElse(
+                              kb.ieq(pb, kb.idx(0)), [&] { namedBarrier(kb, 2, 256); },
+                              [&] { namedBarrier(kb, 3, 256); });
+                        });
+                      });
                   fenceAsync();
                   namedBarrier(kb, 4, 256); // P^T and alpha to warpgroup 1
                   for (int64_t mi = 0; mi < mT0; ++mi)
@@ -2997,21 +2947,7 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                 SmallVector<Value> o(fin.begin(), fin.begin() + mT0);
                 SmallVector<Value> m(fin.begin() + mT0, fin.begin() + mT0 + cols);
                 SmallVector<Value> l(fin.begin() + mT0 + cols, fin.end());
-                // L: the thread's partial sums over the warp's row groups,
-                // then the 4 warps (every warp read the maxima before the
-                // last tile's barrier 4: the buffer is free).
-                for (int64_t c = 0; c < cols; ++c) {
-                  for (int64_t off : {4, 8, 16})
-                    l[c] = kb.fadd(l[c], kb.shuffle(l[c], kb.idx(off), gpu::ShuffleMode::XOR));
-                  kb.ifThen(quad0, [&] { kb.store(l[c], xs, {w, colOf(c)}); });
-                }
-                namedBarrier(kb, 1, 128);
-                for (int64_t c = 0; c < cols; ++c) {
-                  Value s = kb.load(xs, {kb.idx(0), colOf(c)});
-                  for (int64_t ww = 1; ww < 4; ++ww)
-                    s = kb.fadd(s, kb.load(xs, {kb.idx(ww), colOf(c)}));
-                  l[c] = s;
-                }
+                sumL(l, Value(), [&] { namedBarrier(kb, 1, 128); });
                 if (d.bulkPartials)
                   stagePartials(o, m, l, mT0);
                 else
