@@ -92,3 +92,19 @@ ncu_kernel() {
   python3 ncu_mix.py /tmp/$tag-source.csv "$re"
   tar czf $OUT/$tag-prof.tgz -C /tmp $tag-details.txt $tag-source.csv $tag-run.txt
 }
+# copy_ceiling: the device's copy bandwidth as torch measures it (1 GiB
+# device to device, 20 copies after 3 warm-ups, read + write counted): the
+# limit the bandwidth-bound kernels are reported against, in the same call.
+copy_ceiling() {
+  python3 - <<'PY'
+import torch
+x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+s.record()
+for _ in range(20): y.copy_(x)
+e.record(); torch.cuda.synchronize()
+t = s.elapsed_time(e) / 20 / 1e3
+print('copy ceiling: %.0f GB/s (1 GiB device to device, read + write counted)' % (2 * x.numel() / t / 1e9))
+PY
+}

@@ -24,17 +24,7 @@ echo "== #13: the decode step at 128 against 1 (graph), the batch-1 linears"
 for round in 1 2; do
   kbench s56-ratio-$round $SLICE /tmp/slice 'graph|lm_head|mlp_in|mlp_down|kda_in|kda_out|mla_in|mla_q_up|mla_out' --prefill none --decode 1,128
 done
-python3 - <<'PY'
-import torch
-x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); y = torch.empty_like(x)
-for _ in range(3): y.copy_(x)
-s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-s.record()
-for _ in range(20): y.copy_(x)
-e.record(); torch.cuda.synchronize()
-t = s.elapsed_time(e) / 20 / 1e3
-print('copy ceiling: %.0f GB/s (1 GiB device to device, read + write counted)' % (2 * x.numel() / t / 1e9))
-PY
+copy_ceiling
 # The batch-1 mla_q_up GEMV (#13's one linear below 85 % of copy on an
 # H100: 74 %) under Nsight Compute's full set: what bounds it.
 echo "== ncu --set full: mla_q_up's GEMV at one sequence"

@@ -22,17 +22,7 @@ if [ "${PART:-1}" = 1 ]; then
   for round in 1 2; do
     kbench s58-ratio-$round $SLICE /tmp/slice 'graph|lm_head|mlp_in|mlp_down|kda_in|kda_out|mla_in|mla_q_up|mla_out' --prefill none --decode 1,128
   done
-  python3 - <<'PY'
-import torch
-x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); y = torch.empty_like(x)
-for _ in range(3): y.copy_(x)
-s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-s.record()
-for _ in range(20): y.copy_(x)
-e.record(); torch.cuda.synchronize()
-t = s.elapsed_time(e) / 20 / 1e3
-print('copy ceiling: %.0f GB/s (1 GiB device to device, read + write counted)' % (2 * x.numel() / t / 1e9))
-PY
+  copy_ceiling
   for round in 1 2; do
     echo "=== #15 round $round: context 8192, default vs OFF (${SECONDS}s)"
     BATCHES=1,8,16,64 CTX=8192 NO_TINY=1 NO_CMP=1 NO_NCU=1 bash mla-decode-h200.sh | g

@@ -23,16 +23,6 @@ for r in 1 2; do
     kbench s59-$(basename $a)-$r $a /tmp/slice "$R" --prefill none --decode 1 --context 8192
   done
 done
-python3 - <<'PY'
-import torch
-x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); y = torch.empty_like(x)
-for _ in range(3): y.copy_(x)
-s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-s.record()
-for _ in range(20): y.copy_(x)
-e.record(); torch.cuda.synchronize()
-t = s.elapsed_time(e) / 20 / 1e3
-print('copy ceiling: %.0f GB/s (1 GiB device to device, read + write counted)' % (2 * x.numel() / t / 1e9))
-PY
+copy_ceiling
 find $OUT -type f ! -name log.txt ! -name kbench.csv -delete
 echo "== done (${SECONDS}s)"
