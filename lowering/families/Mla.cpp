@@ -2667,6 +2667,27 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                   {toI64(kb.add(slotAddr(slot), kb.idx((mt0 + mi) * bn * 128))), bn * 128, true},
                   {pAddr(pb), HG * 128, false}, HG, bn / 16);
           };
+          // Tile j's valid rows (positions before the split's end); a
+          // partial tile's other rows zeroed (they hold later positions or
+          // other data; a non-finite value times P = 0 would be NaN), as
+          // cp.async zero-fills, by `threads` threads, fenced for the async
+          // proxy, then `bar`.
+          auto validRows = [&](Value j, Value slot, int64_t threads, function_ref<void()> bar) {
+            Value p0 = kb.add(lo, kb.mul(j, bn));
+            Value valid = kb.sub(hi, kb.minu(p0, hi));
+            kb.ifThen(kb.ult(valid, kb.idx(bn)), [&] {
+              const int64_t perRow = QB * 8;
+              Value rows = kb.sub(kb.idx(bn), valid);
+              kb.loopStep(tb.tid, kb.mul(rows, kb.idx(perRow)), kb.idx(threads), [&](Value lin) {
+                Value r = kb.add(valid, kb.div(lin, perRow)), q = kb.rem(lin, perRow);
+                kb.storeVec(SmallVector<Value>(8, zero), ks,
+                            {slot, kb.div(q, 8), r, kb.mul(kb.rem(q, 8), 8)});
+              });
+              fenceAsync();
+              bar();
+            });
+            return valid;
+          };
           // One tile's scoring for the group's heads [h, h + ns) (h = hOff,
           // 0 where null) from their S^T accumulator sAcc (m64n{ns}): rows
           // (positions) past `valid` masked; each head's column maximum over
@@ -2837,21 +2858,8 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                 });
               });
               waitParity(barAt(0, slot), kb.div(j, 2));
-              // A partial last tile's rows past the split's end zeroed by
-              // both warpgroups before either reads the tile.
-              Value p0 = kb.add(lo, kb.mul(j, bn));
-              Value valid = kb.sub(hi, kb.minu(p0, hi));
-              kb.ifThen(kb.ult(valid, kb.idx(bn)), [&] {
-                const int64_t perRow = QB * 8;
-                Value rows = kb.sub(kb.idx(bn), valid);
-                kb.loopStep(tb.tid, kb.mul(rows, kb.idx(perRow)), kb.idx(256), [&](Value lin) {
-                  Value r = kb.add(valid, kb.div(lin, perRow)), q = kb.rem(lin, perRow);
-                  kb.storeVec(SmallVector<Value>(8, zero), ks,
-                              {slot, kb.div(q, 8), r, kb.mul(kb.rem(q, 8), 8)});
-                });
-                fenceAsync();
-                namedBarrier(kb, 9, 256);
-              });
+              // (a partial tile zeroed by both warpgroups before either reads it)
+              Value valid = validRows(j, slot, 256, [&] { namedBarrier(kb, 9, 256); });
               Value sAcc = wgmmaChain(kb, accS, Value(), {toI64(slotAddr(slot)), bn * 128, false},
                                       {toI64(kb.add(aligned, kb.mul(hS, kb.idx(128)))), HG * 128,
                                        false},
@@ -2902,22 +2910,7 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
                   kb.ifThen(kb.ult(kb.idx(0), j), [&] { release(kb.sub(j, kb.idx(1))); });
                   waitParity(barAt(0, slot), kb.div(j, 2));
-                  // A partial last tile: its rows past the split's end zeroed
-                  // (they hold later positions or other data; a non-finite
-                  // value times P = 0 would be NaN), as cp.async zero-fills.
-                  Value p0 = kb.add(lo, kb.mul(j, bn));
-                  Value valid = kb.sub(hi, kb.minu(p0, hi));
-                  kb.ifThen(kb.ult(valid, kb.idx(bn)), [&] {
-                    const int64_t perRow = QB * 8;
-                    Value rows = kb.sub(kb.idx(bn), valid);
-                    kb.loopStep(tb.tid, kb.mul(rows, kb.idx(perRow)), kb.idx(128), [&](Value lin) {
-                      Value r = kb.add(valid, kb.div(lin, perRow)), q = kb.rem(lin, perRow);
-                      kb.storeVec(SmallVector<Value>(8, zero), ks,
-                                  {slot, kb.div(q, 8), r, kb.mul(kb.rem(q, 8), 8)});
-                    });
-                    fenceAsync();
-                    namedBarrier(kb, 1, 128);
-                  });
+                  Value valid = validRows(j, slot, 128, [&] { namedBarrier(kb, 1, 128); });
                   Value sAcc = wgmmaChain(kb, accType, Value(),
                                           {toI64(slotAddr(slot)), bn * 128, false},
                                           {qAddr, HG * 128, false}, HG, 4 * QB);
