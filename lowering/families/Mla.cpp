@@ -2872,8 +2872,11 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
               SmallVector<Value> alphaAll(cols);
               for (int64_t c = 0; c < cols; ++c)
                 alphaAll[c] = kb.load(al, {pb, colOf(c)});
-              for (int64_t mi = 0; mi < mT0; ++mi) {
+              // (every accumulator rescaled before the products are issued, as
+              // the other form does: no register of a chain in flight is written)
+              for (int64_t mi = 0; mi < mT0; ++mi)
                 o[mi] = scaleAccCols(kb, o[mi], HG / 2, alphaAll);
+              for (int64_t mi = 0; mi < mT0; ++mi) {
                 Value aAt = kb.add(slotAddr(slot), kb.mul(kb.add(mt0, kb.idx(mi)), kb.idx(bn * 128)));
                 o[mi] = wgmmaChain(kb, accType, o[mi], {toI64(aAt), bn * 128, true},
                                    {pAddr(pb), HG * 128, false}, HG, bn / 16);
