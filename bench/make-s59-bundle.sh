@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The bundle for bench/s59-h200.sh (#13's batch-1 linears behind norms and
-# #15's one-token q_abs, session 53), in .dev: k3-run, k3-bench,
+# #15's one-token q_abs, session 53), in .dev59: k3-run, k3-bench,
 # k3-mkcheckpoint; the full-width k3-small slice (slice.json, seed 3 on the
 # device) for sm_90a at 8192 tokens a step, 8 sequences, 8448 positions as
 # built by default (slice-bf16) and with
@@ -11,7 +11,9 @@
 #       vectors before its grid wait, mla_q_up's GEMV triggering it early
 #       (bit-identical)
 #   GQ  both
-# Carry .dev; run: bash .dev/s59-h200.sh (~3 min).
+# In .dev59 (BUNDLE_DIR), so that it travels beside s60's .dev: carry .dev59;
+# run: bash .dev59/s59-h200.sh (~3 min).
+export BUNDLE_DIR=${BUNDLE_DIR:-.dev59}
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 python3 bench/slice-config.py $D slice

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # #13's batch-1 linears behind norms and #15's one-token q_abs with their
-# early forms (bundle: bash bench/make-s59-bundle.sh; carry .dev; run: bash
-# .dev/s59-h200.sh, ~3 min): each variant's decode logits against the
+# early forms (bundle: bash bench/make-s59-bundle.sh; carry .dev59; run: bash
+# .dev59/s59-h200.sh, ~3 min): each variant's decode logits against the
 # default's bit for bit (a 16-token prompt, 6 steps); then two rounds of
 # k3-bench at one sequence, context 8192 (graph replay), every build: the
 # step, the eight linears' GB/s and mla_attn; the copy ceiling (torch).
