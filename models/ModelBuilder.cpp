@@ -33,6 +33,7 @@ public:
     bf16 = b.getBF16Type();
     f32 = b.getF32Type();
     act = o.f32Activations ? f32 : bf16;
+    kdaState = o.bf16KdaState ? bf16 : f32;
     i32 = b.getI32Type();
   }
 
@@ -81,7 +82,7 @@ private:
     for (int64_t li = 0; li < c.numLayers; ++li) {
       std::string p = "layers." + std::to_string(li) + ".";
       if (c.attn[li] == AttnKind::KDA) {
-        stateArgs.push_back(arg(tensor({kDyn, c.kdaHeads, c.kdaHeadDim, c.kdaHeadDim}, f32),
+        stateArgs.push_back(arg(tensor({kDyn, c.kdaHeads, c.kdaHeadDim, c.kdaHeadDim}, kdaState),
                                 "k3.state", p + "kda_state"));
         stateArgs.push_back(arg(tensor({kDyn, c.convKernel - 1, 3 * c.kdaProjDim()}, act),
                                 "k3.state", p + "conv_state"));
@@ -272,7 +273,7 @@ private:
   const ModelConfig &c;
   BuildOptions opts;
   OpBuilder b;
-  Type bf16, f32, i32, act;
+  Type bf16, f32, i32, act, kdaState;
   Block *entry = nullptr;
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;

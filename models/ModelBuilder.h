@@ -30,6 +30,10 @@ struct BuildOptions {
   /// Activation (and conv window / MLA cache) dtype: bf16 (the model's
   /// contract) or f32 (for checking kernels against the fp32 reference at 1e-5).
   bool f32Activations = false;
+  /// KDA recurrent state dtype: f32 (the reference's) or bf16 (FlashKDA's:
+  /// half the state bytes a decode step reads and writes; the kernels update
+  /// it in f32 and round it where they store it). Needs bf16 activations.
+  bool bf16KdaState = false;
 };
 
 /// Registers the dialects the builder emits into `ctx`.

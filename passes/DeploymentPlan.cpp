@@ -99,6 +99,7 @@ LogicalResult mlir::k3::measureModel(ModuleOp module, ModelMemory &m, std::strin
       StringRef name = s.getValue();
       if (name.ends_with("kda_state")) {
         m.kdaStatePerSeq += bytesFrom(rt, 1);
+        m.kdaStateDtype = rt.getElementType().isBF16() ? "bf16" : "f32";
       } else if (name.ends_with("conv_state")) {
         m.convStatePerSeq += bytesFrom(rt, 1);
       } else if (name.ends_with("mla_cache")) {
@@ -196,8 +197,8 @@ LogicalResult mlir::k3::printDeploymentPlan(ModuleOp module, const PlanOptions &
         os << llvm::format("  %26lld", static_cast<long long>(all[a].*f));
       os << "\n";
     };
-    auto row = [&](const char *label, auto get) {
-      os << llvm::format("%-34s", label);
+    auto row = [&](const std::string &label, auto get) {
+      os << llvm::format("%-34s", label.c_str());
       for (auto [a, b] : groups) {
         int64_t v = get(all[a]);
         os << llvm::format("  %16lld %6s GB", static_cast<long long>(v), gb(v).c_str());
@@ -213,7 +214,7 @@ LogicalResult mlir::k3::printDeploymentPlan(ModuleOp module, const PlanOptions &
     row("attention: KDA, MLA (replicated)", [](const RankMemory &r) { return r.attention; });
     row("dense FFN, shared experts, router", [](const RankMemory &r) { return r.dense; });
     row("norms, AttnRes", [](const RankMemory &r) { return r.other; });
-    row("KDA state (f32)", [](const RankMemory &r) { return r.kdaState; });
+    row("KDA state (" + m.kdaStateDtype + ")", [](const RankMemory &r) { return r.kdaState; });
     row("conv window", [](const RankMemory &r) { return r.convState; });
     row("MLA latent cache", [](const RankMemory &r) { return r.mlaCache; });
     row("total", [](const RankMemory &r) { return r.total(); });

@@ -35,7 +35,8 @@ struct ModelMemory {
   int64_t attention = 0;       ///< KDA and MLA weights (self_attn.*)
   int64_t dense = 0;           ///< dense MLP, shared experts, router, latent projections
   int64_t other = 0;           ///< norms, AttnRes
-  int64_t kdaStatePerSeq = 0;  ///< recurrent state, f32
+  int64_t kdaStatePerSeq = 0;  ///< recurrent state
+  std::string kdaStateDtype = "f32"; ///< its element type (f32 or bf16)
   int64_t convStatePerSeq = 0; ///< short-conv window
   int64_t mlaCachePerToken = 0; ///< latent cache, per sequence and token of context
   int64_t staticContext = 0;   ///< the MLA cache's compiled context (0: dynamic)

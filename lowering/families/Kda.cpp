@@ -980,7 +980,7 @@ static void kdaRecurrenceFma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
         // x_r = W^_r . S[j], p_r = Qd_r . S[j] with the entering state.
         SmallVector<Value> zeros(2 * C, kb.f32(0.0));
         SmallVector<Value> xp = kb.loop(kb.idx(0), kb.idx(dk), zeros, [&](Value c, ValueRange a) {
-          Value s = kb.load(S, {n, h, j, c});
+          Value s = kb.loadF32(S, {n, h, j, c});
           SmallVector<Value> out(a);
           for (int64_t r = 0; r < C; ++r) {
             out[r] = kb.fadd(out[r], kb.fmul(kb.load(Ws, {kb.idx(r), c}), s));
@@ -998,10 +998,10 @@ static void kdaRecurrenceFma(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
                     [&] { kb.storeF32(out, o, {kb.add(row0, kb.idx(r)), kb.add(vbase, j)}); });
         }
         kb.loop(kb.idx(0), kb.idx(dk), [&](Value c) {
-          Value acc = kb.fmul(kb.load(Gs, {c}), kb.load(S, {n, h, j, c}));
+          Value acc = kb.fmul(kb.load(Gs, {c}), kb.loadF32(S, {n, h, j, c}));
           for (int64_t r = 0; r < C; ++r)
             acc = kb.fadd(acc, kb.fmul(kb.load(Ks, {kb.idx(r), c}), u[r]));
-          kb.store(acc, S, {n, h, j, c});
+          kb.storeF32(acc, S, {n, h, j, c});
         });
       });
       kb.barrier(tb); // the next chunk overwrites the staged inputs
@@ -1691,7 +1691,7 @@ static void lowerGatedNorm(GatedRMSNormOp norm, KernelBuilder &kb, LowerState &s
 /// kept in registers over the sequence's tokens:
 ///   S[j,:] *= e^g_t;  u = beta_t (v_t[j] - S[j,:] . k_t);  S[j,:] += u k_t;
 ///   o_t[j] = S[j,:] . q_t.
-/// `staged` (GPU, fp32 state): the state rows cross through shared memory
+/// `staged` (GPU, fp32 or bf16 state): the state rows cross through shared memory
 /// instead: each lane's 16-byte pieces of its warp's R rows are cp.async
 /// copies into its own shared slots (no registers held while they are in
 /// flight, no barrier: a lane reads only what it copied), and a row is in
@@ -1700,6 +1700,21 @@ static void lowerGatedNorm(GatedRMSNormOp norm, KernelBuilder &kb, LowerState &s
 /// register form holds 64 bytes a lane: Nsight Compute had it memory-latency
 /// bound at half occupancy, 83 % of copy bandwidth at batch 128). Same
 /// arithmetic in the same order: bit-identical to the register form.
+/// The token recurrence's vector width: the key columns a lane loads at once
+/// (4 or 2 where d_k, the state and q, k, g allow it on the GPU; else 1).
+static int64_t tokenVecWidth(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
+  if (!kb.gpu())
+    return 1;
+  Value q = qkSource(rule.getQ(), st).buf, k = qkSource(rule.getK(), st).buf,
+        g = gateSource(rule.getG(), st).buf, S = st.get(rule.getState());
+  int64_t H = rule.getNumHeads(), dk = rule.getKeyDim();
+  for (int64_t w : {4, 2})
+    if (dk % (32 * w) == 0 && w <= kb.vecWidth(S, dk) &&
+        w <= std::min({kb.vecWidth(q, H * dk), kb.vecWidth(k, H * dk), kb.vecWidth(g, H * dk)}))
+      return w;
+  return 1;
+}
+
 static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, bool staged) {
   QKSource qs = qkSource(rule.getQ(), st), ks = qkSource(rule.getK(), st);
   GateSource gs = gateSource(rule.getG(), st);
@@ -1733,14 +1748,7 @@ static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
   if (staged)
     R = std::min(R, std::max<int64_t>(1, (dv + warps - 1) / warps));
   const int64_t rowsPerBlock = R * warps;
-  int64_t vw = 1;
-  if (kb.gpu())
-    for (int64_t w : {4, 2})
-      if (dk % (lanes * w) == 0 && w <= kb.vecWidth(S, dk) &&
-          w <= std::min({kb.vecWidth(q, H * dk), kb.vecWidth(k, H * dk), kb.vecWidth(g, H * dk)})) {
-        vw = w;
-        break;
-      }
+  const int64_t vw = tokenVecWidth(rule, kb, st);
   const int64_t per = (dk + lanes * vw - 1) / (lanes * vw); // vectors a lane holds
   const int64_t minBlocks = staged ? intFromEnv("K3C_KDA_STAGED_MIN_BLOCKS", kKdaStagedMinBlocks)
                                    : 0;
@@ -1762,7 +1770,13 @@ static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
   const int64_t blocksPerHead = (dv + rowsPerBlock - 1) / rowsPerBlock;
   // The staged form's dynamic shared memory: its state rows, then (with the
   // output norm) the last-block flag.
-  const int64_t stagedBytes = staged ? rowsPerBlock * per * lanes * vw * 4 : 0;
+  // (The state's dtype: f32, or bf16 with --kda-state-dtype=bf16: copied
+  // and staged as stored, updated in f32, rounded where a token's update is
+  // stored: the register form rounds its rows after every token as the
+  // staged form's stores do, so the two stay bit-identical.)
+  Type stElt = cast<MemRefType>(S.getType()).getElementType();
+  const int64_t stBytes = stElt.getIntOrFloatBitWidth() / 8;
+  const int64_t stagedBytes = staged ? rowsPerBlock * per * lanes * vw * stBytes : 0;
   auto outNormLastBlock = [&](ThreadBlock &tb, Value n, Value h, Value vbase, Value start,
                               Value len) {
     Value gate = st.get(outNorm.getGate()), wn = st.get(outNorm.getWeight()),
@@ -1829,9 +1843,10 @@ static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
     SmallVector<Value> init;
     Value Ssm, wrow;
     if (staged) {
-      // [rows of the block, dk] fp32; the warp's rows from wrow. Clamped
-      // duplicate rows and columns copy in-bounds bytes and are never stored.
-      Ssm = kb.dynamicShared(tb, 0, {rowsPerBlock, per * lanes * vw}, b.getF32Type());
+      // [rows of the block, dk] in the state's dtype; the warp's rows from
+      // wrow. Clamped duplicate rows and columns copy in-bounds bytes and are
+      // never stored.
+      Ssm = kb.dynamicShared(tb, 0, {rowsPerBlock, per * lanes * vw}, stElt);
       wrow = kb.mul(tb.warp, R);
       auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
       SmallVector<Value> tokens;
@@ -1841,7 +1856,7 @@ static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
               b, loc, tokenType, Ssm,
               ValueRange{kb.add(wrow, kb.idx(rr)), kb.mul(kb.add(tb.lane, kb.idx(p * lanes)), vw)},
               S, ValueRange{n, h, rows[rr], cols[p]}, b.getIndexAttr(vw), Value(),
-              vw == 4 ? b.getUnitAttr() : UnitAttr()));
+              vw * stBytes == 16 ? b.getUnitAttr() : UnitAttr()));
       nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
     } else {
       for (int64_t rr = 0; rr < R; ++rr)
@@ -1928,6 +1943,9 @@ static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
           for (int64_t p = 0; p < per; ++p)
             kb.storeVec(ArrayRef<Value>(sr).slice(p * vw, vw), Ssm, slot(rr, p));
         } else {
+          if (!stElt.isF32())
+            for (Value &x : sr)
+              x = kb.toF32(kb.fromF32(x, stElt));
           std::copy(sr.begin(), sr.end(), s.begin() + rr * m);
         }
       }
@@ -1957,7 +1975,7 @@ static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st,
 
 /// The token recurrence's launch: the staged form (kdaTokensKernel) from
 /// K3C_KDA_STAGED_FROM sequences (kKdaStagedFrom; 0 never) where it applies
-/// (GPU, fp32 state), the register form below that (a host-side
+/// (GPU, fp32 or bf16 state), the register form below that (a host-side
 /// branch on the batch: few sequences have few blocks, and the register form
 /// splits a head's rows over more of them).
 static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
@@ -1967,7 +1985,10 @@ static void kdaTokens(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
                                  llvm::Twine(from),
                              /*gen_crash_diag=*/false);
   auto stateType = cast<MemRefType>(st.get(rule.getState()).getType());
-  bool stageable = kb.gpu() && from > 0 && stateType.getElementType().isF32();
+  Type stElt = stateType.getElementType();
+  // (cp.async copies 4, 8 or 16 bytes: a bf16 state needs 2+ columns a copy.)
+  bool stageable = kb.gpu() && from > 0 &&
+                   (stElt.isF32() || (stElt.isBF16() && tokenVecWidth(rule, kb, st) >= 2));
   if (!stageable) {
     kdaTokensKernel(rule, kb, st, /*staged=*/false);
     return;

@@ -137,6 +137,12 @@ static cl::opt<std::string> activationDtype(
     cl::desc("Activation, conv-window and MLA-cache dtype: bf16 (the model's contract) or f32 "
              "(checks kernels against the fp32 reference at 1e-5)"),
     cl::init("bf16"));
+static cl::opt<std::string> kdaStateDtype(
+    "kda-state-dtype",
+    cl::desc("KDA recurrent state dtype: f32 (default; the reference's) or bf16 (FlashKDA's: "
+             "half the bytes a decode step reads and writes, and half the state memory a "
+             "sequence; updated in f32, rounded where stored; needs bf16 activations)"),
+    cl::init("f32"));
 static cl::opt<std::string> dumpKernelsTo(
     "dump-kernels-to",
     cl::desc("Write every distinct kernel's stages to DIR: <kernel>.loops.mlir (and, for "
@@ -278,7 +284,7 @@ int main(int argc, char **argv) {
   static cl::OptionCategory k3cCategory("k3-compile options");
   for (const char *name : {"o", "emit", "target", "max-tokens", "max-seqs", "report",
                            "kda-chunk-size", "kda-gamma-type", "max-context", "mla-page",
-                           "cache-tokens", "activation-dtype",
+                           "cache-tokens", "activation-dtype", "kda-state-dtype",
                            "dump-kernels-to", "quiet", "plan", "ep", "plan-ranks", "gpu-memory"}) {
     auto &opts = cl::getRegisteredOptions();
     if (auto it = opts.find(name); it != opts.end())
@@ -442,6 +448,12 @@ int main(int argc, char **argv) {
         throw ::k3c::Error("--ptxas-advisories must be warn, error or ignore, got '" +
                            ptxasAdvice + "'");
       opts.f32Activations = activationDtype == "f32";
+      if (kdaStateDtype != "f32" && kdaStateDtype != "bf16")
+        throw ::k3c::Error("--kda-state-dtype must be f32 or bf16, got '" + kdaStateDtype + "'");
+      if (kdaStateDtype == "bf16" && opts.f32Activations)
+        throw ::k3c::Error("--kda-state-dtype=bf16 needs bf16 activations: the f32 build "
+                           "keeps the reference's f32 state for its 1e-5 checks");
+      opts.bf16KdaState = kdaStateDtype == "bf16";
       // Artifacts and paged caches need a static context: the config's, at
       // most 4096, unless --max-context gives one.
       opts.maxContext = maxContext > 0 ? maxContext
