@@ -1686,20 +1686,6 @@ static void lowerGatedNorm(GatedRMSNormOp norm, KernelBuilder &kb, LowerState &s
   });
 }
 
-/// The token recurrence (decode, and the rule without a chunk size): a warp
-/// per state row S[j, :] (lanes over key channels, 16-byte accesses), rows
-/// kept in registers over the sequence's tokens:
-///   S[j,:] *= e^g_t;  u = beta_t (v_t[j] - S[j,:] . k_t);  S[j,:] += u k_t;
-///   o_t[j] = S[j,:] . q_t.
-/// `staged` (GPU, fp32 or bf16 state): the state rows cross through shared memory
-/// instead: each lane's 16-byte pieces of its warp's R rows are cp.async
-/// copies into its own shared slots (no registers held while they are in
-/// flight, no barrier: a lane reads only what it copied), and a row is in
-/// registers only while the warp updates it. The bytes a block has in flight
-/// are then bounded by shared memory, not by registers and occupancy (the
-/// register form holds 64 bytes a lane: Nsight Compute had it memory-latency
-/// bound at half occupancy, 83 % of copy bandwidth at batch 128). Same
-/// arithmetic in the same order: bit-identical to the register form.
 /// The token recurrence's vector width: the key columns a lane loads at once
 /// (4 or 2 where d_k, the state and q, k, g allow it on the GPU; else 1).
 static int64_t tokenVecWidth(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st) {
@@ -1715,6 +1701,20 @@ static int64_t tokenVecWidth(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st
   return 1;
 }
 
+/// The token recurrence (decode, and the rule without a chunk size): a warp
+/// per state row S[j, :] (lanes over key channels, 16-byte accesses), rows
+/// kept in registers over the sequence's tokens:
+///   S[j,:] *= e^g_t;  u = beta_t (v_t[j] - S[j,:] . k_t);  S[j,:] += u k_t;
+///   o_t[j] = S[j,:] . q_t.
+/// `staged` (GPU, fp32 or bf16 state): the state rows cross through shared memory
+/// instead: each lane's 16-byte pieces of its warp's R rows are cp.async
+/// copies into its own shared slots (no registers held while they are in
+/// flight, no barrier: a lane reads only what it copied), and a row is in
+/// registers only while the warp updates it. The bytes a block has in flight
+/// are then bounded by shared memory, not by registers and occupancy (the
+/// register form holds 64 bytes a lane: Nsight Compute had it memory-latency
+/// bound at half occupancy, 83 % of copy bandwidth at batch 128). Same
+/// arithmetic in the same order: bit-identical to the register form.
 static void kdaTokensKernel(DeltaRuleOp rule, KernelBuilder &kb, LowerState &st, bool staged) {
   QKSource qs = qkSource(rule.getQ(), st), ks = qkSource(rule.getK(), st);
   GateSource gs = gateSource(rule.getG(), st);
