@@ -2381,32 +2381,73 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
           // the taps together, then y and the new window (old rows 1..W-2,
           // the input). The same products and sums, in the same order, as the
           // general path's one step (bit-identical).
-          auto oneToken = [&](Value c) {
-            Value sc = kb.add(off, c);
-            SmallVector<SmallVector<Value>> sv;
-            for (int64_t i = 0; i < W - 1; ++i)
-              sv.push_back(kb.loadVec(state, {cs.n, kb.idx(i), sc}, cw));
-            SmallVector<Value> xv = kb.loadVec(x, {cs.start, c}, cw);
-            SmallVector<Value> out;
-            for (int64_t e = 0; e < cw; ++e) {
-              SmallVector<Value> taps;
-              for (int64_t j = 0; j < W; ++j)
-                taps.push_back(kb.loadF32(w, {kb.add(c, kb.idx(e)), kb.idx(0), kb.idx(j)}));
-              SmallVector<Value> window;
-              for (int64_t j = 0; j < W - 1; ++j)
-                window.push_back(sv[j][e]);
-              out.push_back(convOut(taps, window, xv[e]));
+          // K3C_CONV_DECODE_GROUPS=G (1..4; opt-in, 1 by default until
+          // measured): a thread's channel groups c, c + stride, ... go G at
+          // a time, every group's loads (old window, input) issued before
+          // any group's stores: the state's stores could alias the next
+          // group's loads for the compiler, so one group a round leaves a
+          // thread's rounds serialized on the load latency (at 128
+          // sequences each thread of the slice's convolutions sweeps 6
+          // groups). Groups past the span load a valid group's bytes and
+          // store nothing (uniform over a block: the span is whole thread
+          // sweeps). The same sums: bit-identical.
+          const int64_t G = spread && U == 1 ? intFromEnv("K3C_CONV_DECODE_GROUPS", 1) : 1;
+          if (G < 1 || G > 4)
+            llvm::report_fatal_error("k3c: K3C_CONV_DECODE_GROUPS must be 1..4, got " +
+                                         llvm::Twine(G),
+                                     /*gen_crash_diag=*/false);
+          Value stride = kb.idx(tb.threads * cw);
+          auto oneTokenGroups = [&](Value c) {
+            SmallVector<Value> cg, ok;
+            SmallVector<SmallVector<SmallVector<Value>>> sv(G);
+            SmallVector<SmallVector<Value>> xv(G);
+            for (int64_t g = 0; g < G; ++g) {
+              Value cu = g ? kb.add(c, kb.mul(stride, kb.idx(g))) : c;
+              ok.push_back(g ? kb.ult(cu, cEnd) : Value());
+              cg.push_back(g ? kb.select(ok.back(), cu, c) : c);
+              Value sc = kb.add(off, cg.back());
+              for (int64_t i = 0; i < W - 1; ++i)
+                sv[g].push_back(kb.loadVec(state, {cs.n, kb.idx(i), sc}, cw));
+              xv[g] = kb.loadVec(x, {cs.start, cg.back()}, cw);
             }
-            emit(tb, out, cs.start, c, Value());
-            for (int64_t r = 0; r < W - 1; ++r)
-              kb.storeVec(r + 1 < W - 1 ? sv[r + 1] : xv, state, {cs.n, kb.idx(r), sc});
+            for (int64_t g = 0; g < G; ++g) {
+              SmallVector<Value> out;
+              for (int64_t e = 0; e < cw; ++e) {
+                SmallVector<Value> taps;
+                for (int64_t j = 0; j < W; ++j)
+                  taps.push_back(kb.loadF32(w, {kb.add(cg[g], kb.idx(e)), kb.idx(0), kb.idx(j)}));
+                SmallVector<Value> window;
+                for (int64_t j = 0; j < W - 1; ++j)
+                  window.push_back(sv[g][j][e]);
+                out.push_back(convOut(taps, window, xv[g][e]));
+              }
+              emit(tb, out, cs.start, cg[g], ok[g]);
+              auto storeWindow = [&, g] {
+                Value sc = kb.add(off, cg[g]);
+                for (int64_t r = 0; r < W - 1; ++r)
+                  kb.storeVec(r + 1 < W - 1 ? sv[g][r + 1] : xv[g], state, {cs.n, kb.idx(r), sc});
+              };
+              if (ok[g])
+                kb.ifThen(ok[g], storeWindow);
+              else
+                storeWindow();
+            }
           };
-          kb.loopStep(kb.add(c0, kb.mul(tb.tid, cw)), cEnd, kb.idx(tb.threads * cw), [&](Value c) {
-            if (spread && U == 1 && intFromEnv("K3C_CONV_DECODE_ONE", 1))
-              kb.ifThenElse(kb.ieq(cs.len, kb.idx(1)), [&] { oneToken(c); }, [&] { general(c); });
-            else
-              general(c);
-          });
+          const bool decodeOne = spread && U == 1 && intFromEnv("K3C_CONV_DECODE_ONE", 1);
+          Value cFirst = kb.add(c0, kb.mul(tb.tid, cw));
+          if (decodeOne && G > 1)
+            kb.ifThenElse(
+                kb.ieq(cs.len, kb.idx(1)),
+                [&] { kb.loopStep(cFirst, cEnd, kb.mul(stride, kb.idx(G)), oneTokenGroups); },
+                [&] { kb.loopStep(cFirst, cEnd, stride, general); });
+          else
+            kb.loopStep(cFirst, cEnd, stride, [&](Value c) {
+              if (decodeOne)
+                kb.ifThenElse(kb.ieq(cs.len, kb.idx(1)), [&] { oneTokenGroups(c); },
+                              [&] { general(c); });
+              else
+                general(c);
+            });
         });
       }, stageBytes, staged ? name + "_staged" : name);
     };

@@ -411,6 +411,29 @@ func.func @conv_gate(%a0: tensor<?x128xbf16>, %a1: tensor<128x1x4xf32>, %a2: ten
 // STAGE0-COUNT-4: vector.load %{{.*}} : memref<?x1024xbf16>, vector<4xbf16>
 // STAGE0: return
 // RUN: env K3C_CONV_L2NORM=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVNORM0
+// K3C_CONV_DECODE_GROUPS=3 (opt-in): the decode kernel's one-token branch
+// takes a thread's channel groups three at a time (a loop stepping three
+// sweeps of 256 threads x 4 channels), the three groups' windows and inputs
+// loaded before the first group's stores, the later groups' stores guarded;
+// other values are refused.
+// RUN: env K3C_CONV_DECODE_GROUPS=3 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GROUPS
+// RUN: not env K3C_CONV_DECODE_GROUPS=5 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADGROUPS
+// GROUPS-LABEL: func.func @k3_kda_conv_norm_test(
+// GROUPS: module(@k3_kda_conv_norm_test_short_conv_decode)
+// GROUPS: arith.muli %c1024{{.*}}, %c3{{.*}} : index
+// GROUPS-NEXT: scf.for {{.*}} step %{{.*}} {
+// GROUPS-NOT: vector.store
+// GROUPS-COUNT-3: vector.load %{{.*}} : memref<?x1024xbf16>, vector<4xbf16>
+// GROUPS-NOT: vector.store
+// GROUPS: gpu.shuffle  xor
+// GROUPS: vector.store %{{.*}} : memref<?x1024xf32>, vector<4xf32>
+// GROUPS-COUNT-3: vector.store %{{.*}} : memref<?x3x1024xbf16>, vector<4xbf16>
+// GROUPS: scf.if
+// GROUPS: vector.store %{{.*}} : memref<?x1024xf32>, vector<4xf32>
+// GROUPS-NEXT: }
+// GROUPS-NEXT: scf.if
+// GROUPS: module(@k3_kda_conv_norm_test_short_conv_staged)
+// BADGROUPS: LLVM ERROR: k3c: K3C_CONV_DECODE_GROUPS must be 1..4, got 5
 // CONVNORM-LABEL: func.func @k3_kda_conv_norm_test(
 // CONVNORM: module(@k3_kda_conv_norm_test_short_conv_decode)
 // CONVNORM: gpu.shuffle  xor
