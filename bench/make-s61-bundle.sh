@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The bundle for bench/s61-h200.sh (session 54), in .dev61: k3-run, k3-bench,
+# k3-mkcheckpoint, mla_check.py; the full-width k3-small slice (slice.json,
+# seed 3 on the device) for sm_90a at 8192 tokens a step, 128 sequences,
+# 33024 positions:
+#   slice-bf16   the default
+#   k/slice-KS   --kda-state-dtype=bf16 (#13: the KDA state's bytes halved)
+#   k/slice-G3   K3C_CONV_DECODE_GROUPS=3 (the decode convolutions' channel
+#                groups loaded three at a time; bit-identical)
+#   k/slice-KSG3 both
+# and in v/ (#15: one-token MLA decode rounds on the transposed warpgroup
+# core, K3C_MLA_DECODE_WG_FROM=1, two 48-head blocks a split, against the
+# default's 16-head mma.sync core, 6 groups x 22 splits):
+#   W133    33 splits
+#   W122    22 splits
+#   W1S33   33 splits, both warpgroups scoring (K3C_MLA_DECODE_SPLIT_S=1;
+#           session 54's H100: 36.6 against the default's 39.2 us at 8k)
+#   W1S22   22 splits, both scoring
+#   W1S44   44 splits, both scoring
+# and dense k3-tiny (bf16) by default and with --kda-state-dtype=bf16, for
+# the checks against the reference executor.
+# Carry .dev61; run: bash .dev61/s61-h200.sh (~8 min; PART=1|2).
+export BUNDLE_DIR=${BUNDLE_DIR:-.dev61}
+source "$(dirname "$0")/bundle-common.sh"
+bundle_start k3-run k3-bench k3-mkcheckpoint
+python3 bench/slice-config.py $D slice
+[ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
+slice() { $B/k3-compile /tmp/slice --max-tokens 8192 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
+slice -o $D/slice-bf16
+mkdir -p $D/v $D/k
+slice -o $D/k/slice-KS --kda-state-dtype=bf16
+K3C_CONV_DECODE_GROUPS=3 slice -o $D/k/slice-G3
+K3C_CONV_DECODE_GROUPS=3 slice -o $D/k/slice-KSG3 --kda-state-dtype=bf16
+W=K3C_MLA_DECODE_WG_FROM=1 S=K3C_MLA_DECODE_SPLIT_S=1 P=K3C_MLA_DECODE_SPLITS
+bundle_variants "W133=$W;$P=33 W122=$W;$P=22 W1S33=$W;$S;$P=33 W1S22=$W;$S;$P=22 W1S44=$W;$S;$P=44" slice $D/v/slice
+cp test/Runtime/Inputs/k3-tiny-dense.json $D/
+$B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
+tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet "$@"; }
+tiny -o $D/tiny-dense-bf16
+tiny -o $D/tiny-dense-KS --kda-state-dtype=bf16
+rm -rf $D/*/ptx $D/[vk]/*/ptx $D/*/model.fused.mlir $D/[vk]/*/model.fused.mlir
+cp bench/s61-h200.sh bench/mla_check.py $D/
+du -sh $D

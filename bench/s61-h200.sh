@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Session 54's device call (bundle: bash bench/make-s61-bundle.sh; carry
+# .dev61; run: bash .dev61/s61-h200.sh, PART=1 then PART=2, ~4 min each).
+# PART=1, #13 with the KDA state in bf16 (--kda-state-dtype=bf16, KS) and
+#   the decode convolutions' channel groups (G3, KSG3): the decode step at
+#   128 sequences against 1 (graph replay), every build, with the KDA
+#   launches and the linears; the copy ceiling (torch); dense k3-tiny's
+#   checks against the reference executor (default and KS; 128 one-token
+#   prompts, a 100-token prompt, 20 mixed); the slice's logits of each
+#   build against the default's (8 prompts of 40-1200 tokens, 4 steps: G3
+#   bit-identical to the default, KSG3 to KS); Nsight Compute's duration of
+#   every launch of a step at 128 sequences (KS, then the default); a
+#   second round of the step while the call has time.
+# PART=2, #15's one-token MLA decode rounds on the transposed warpgroup
+#   core (v/): a smoke run of each build with a timeout; its one-token
+#   decode kernel against fp64 attention (mla_check.py, a 5000-token
+#   prompt); its logits against the default's; mla_attn and the step at one
+#   sequence, context 8192 (two rounds), 1024 and 32768 (graph replay).
+# Only log.txt and kbench.csv come back.
+source "$(dirname "$0")/device-common.sh"
+machine
+[ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+if [ "${PART:-1}" = 1 ]; then
+  R='graph|kda_chunk|kda_conv|kda_in|kda_out|lm_head|mlp_in|mlp_down'
+  for a in slice-bf16 k/*; do
+    kbench s61-ratio-$(basename $a)-1 $a /tmp/slice "$R" --prefill none --decode 1,128
+  done
+  copy_ceiling
+  dense_inputs
+  dense_checks ${DENSE_BUILDS:-tiny-dense-bf16 tiny-dense-KS}
+  for i in 1 2 3 4 5 6 7 8; do seq -s, $i $((i + 150 * i + 30)); done > /tmp/b8.txt
+  for a in slice-bf16 k/*; do
+    timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --batch /tmp/b8.txt --max-new-tokens 4 --quiet --dump-logits /tmp/B-$(basename $a).npy > /dev/null
+  done
+  python3 - <<'PY'
+import numpy as n, os
+L = lambda k: n.load('/tmp/B-slice-%s.npy' % k)
+for x, y in [('bf16', 'KS'), ('bf16', 'G3'), ('KS', 'KSG3')]:
+    if not (os.path.exists('/tmp/B-slice-%s.npy' % x) and os.path.exists('/tmp/B-slice-%s.npy' % y)):
+        continue
+    a, b = L(x), L(y)
+    print('8 prompts, %s vs %s: bit-identical %s, max rel %.2e, argmax equal %.3f' % (x, y,
+          bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max(), (a.argmax(-1) == b.argmax(-1)).mean()))
+PY
+  # Every launch of a decode step at 128 sequences under Nsight Compute
+  # (durations, each launch alone): where the 128-token step's time goes.
+  for a in ${NCU_BUILDS:-k/slice-KS slice-bf16}; do
+    [ $SECONDS -gt ${NCU_BEFORE:-400} ] && break
+    echo "== ncu: the launches of a decode step at 128 sequences, $a (${SECONDS}s)"
+    timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum --csv -k regex:k3_ \
+      k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 128 --steps 1 > /tmp/n.csv 2>/dev/null
+    python3 - <<'PY'
+import csv, collections
+rows = [r for r in csv.reader(open('/tmp/n.csv')) if len(r) > 10]
+h = rows[0]; k, u, v = h.index('Kernel Name'), h.index('Metric Unit'), h.index('Metric Value')
+scale = {'nsecond': 1, 'ns': 1, 'usecond': 1e3, 'us': 1e3, 'msecond': 1e6, 'ms': 1e6}
+last = collections.OrderedDict()
+for r in rows[1:]:
+    last.setdefault(r[k], []).append(float(r[v].replace(',', '')) * scale.get(r[u], 1))
+tot = 0
+for name, ds in sorted(last.items(), key=lambda x: -min(x[1])):
+    tot += min(ds)
+    print('%-70s %8.1f us (min of %d)' % (name[:70], min(ds) / 1e3, len(ds)))
+print('sum of the minima %.1f us' % (tot / 1e3))
+PY
+  done
+  [ $SECONDS -lt ${ROUND2_BEFORE:-300} ] && for a in slice-bf16 k/*; do
+    kbench s61-ratio-$(basename $a)-2 $a /tmp/slice "$R" --prefill none --decode 1,128
+  done
+else
+  P5=$(seq -s, 1 5000)
+  for a in slice-bf16 v/*; do
+    n=$(basename $a)
+    if ! timeout 90 k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $P5 --max-new-tokens 4 --quiet --dump-logits /tmp/L-$n.npy > /tmp/smoke.txt 2>&1; then
+      echo "$a: smoke run FAILED or hung:"; tail -5 /tmp/smoke.txt; rm -rf $a; continue
+    fi
+    echo "== $a: one-token decode kernel vs fp64"
+    K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $P5 --max-new-tokens 2 --quiet > /dev/null
+    python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
+  done
+  python3 - <<'PY'
+import numpy as n, glob
+a = n.load('/tmp/L-slice-bf16.npy')
+for f in sorted(glob.glob('/tmp/L-*.npy')):
+    b = n.load(f)
+    d = abs(a.astype(n.float64) - b).max() / abs(a).max()
+    print('5000-token prompt, default vs %s: max rel %.2e' % (f[7:-4], d))
+PY
+  for c in 8192 1024 32768 8192; do
+    [ $SECONDS -gt 400 ] && break
+    for a in slice-bf16 v/*; do
+      [ -d $a ] && kbench s61-$(basename $a)-$c-$SECONDS $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context $c
+    done
+  done
+fi
+find $OUT -type f ! -name log.txt ! -name kbench.csv -delete
+echo "== done (${SECONDS}s)"
