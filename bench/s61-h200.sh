@@ -8,7 +8,8 @@
 #   checks against the reference executor (default and KS; 128 one-token
 #   prompts, a 100-token prompt, 20 mixed); the slice's logits of each
 #   build against the default's (8 prompts of 40-1200 tokens, 4 steps: G3
-#   bit-identical to the default, KSG3 to KS); Nsight Compute's duration of
+#   bit-identical to the default, KSG3 to KS); KS's slice against the
+#   reference executor at 16 sequences; Nsight Compute's duration of
 #   every launch of a step at 128 sequences (KS, then the default); a
 #   second round of the step while the call has time.
 # PART=2, #15's one-token MLA decode rounds on the transposed warpgroup
@@ -42,6 +43,12 @@ for x, y in [('bf16', 'KS'), ('bf16', 'G3'), ('KS', 'KSG3')]:
     print('8 prompts, %s vs %s: bit-identical %s, max rel %.2e, argmax equal %.3f' % (x, y,
           bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max(), (a.argmax(-1) == b.argmax(-1)).mean()))
 PY
+  # The slice with the bf16 state against the reference executor, 16
+  # sequences (the staged decode kernel's bf16 form; k3-tiny's 32-column
+  # heads take the register form only).
+  for i in $(seq 1 16); do echo "$i,$((i + 20)),$((i + 40)),$((i + 60))"; done > /tmp/b16.txt
+  echo "== k/slice-KS vs the reference: 16 prompts of 4 tokens, 3 new (${SECONDS}s)"
+  timeout 200 k3-run k/slice-KS --checkpoint /tmp/slice --device cuda --batch /tmp/b16.txt --max-new-tokens 3 --check --quiet | grep -E "check: (PASS|FAIL)|error"
   # Every launch of a decode step at 128 sequences under Nsight Compute
   # (durations, each launch alone): where the 128-token step's time goes.
   for a in ${NCU_BUILDS:-k/slice-KS slice-bf16}; do
