@@ -254,6 +254,10 @@ void HostModel::load() {
           } else {
             plan.stateBytesPerSeq += b->bytes / plan.maxSeqs;
           }
+          const std::string kda = "kda_state";
+          if (v.name.size() >= kda.size() &&
+              v.name.compare(v.name.size() - kda.size(), kda.size(), kda) == 0)
+            plan.kdaStateDtype = v.dtype;
         }
         v.buf = b;
       }

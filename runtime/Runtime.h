@@ -69,6 +69,9 @@ struct EpStats {
 struct MemoryPlan {
   int64_t weightBytes = 0, activationBytes = 0, stateBytes = 0, scratchBytes = 0;
   int64_t stateBytesPerSeq = 0;
+  /// The KDA recurrent state's dtype ("f32", or "bf16" from k3-compile
+  /// --kda-state-dtype=bf16); empty without KDA layers.
+  std::string kdaStateDtype;
   int64_t maxTokens = 0, maxSeqs = 0, maxContext = 0;
   /// A paged MLA cache (cachePage > 0): tokens a page, the pool's pages
   /// (page 0 the zero page no sequence gets), the bytes of one page over all

@@ -855,10 +855,11 @@ int main(int argc, char **argv) {
     const auto &plan = model->memoryPlan();
     std::printf("device: %s\n", model->deviceName().c_str());
     std::printf("memory plan: weights %.2f MB, activations %.2f MB, states %.2f MB (%.3f MB per "
-                "sequence; KDA state, conv window, %s), scratch %.2f MB; "
+                "sequence; KDA state%s, conv window, %s), scratch %.2f MB; "
                 "capacity %lld tokens/step, %lld sequences\n",
                 plan.weightBytes / 1e6, plan.activationBytes / 1e6, plan.stateBytes / 1e6,
                 plan.stateBytesPerSeq / 1e6,
+                plan.kdaStateDtype.empty() ? "" : (" " + plan.kdaStateDtype).c_str(),
                 (plan.cachePage ? "the paged MLA cache's pool below"
                                 : "MLA cache of " + std::to_string(plan.maxContext) + " tokens")
                     .c_str(),
