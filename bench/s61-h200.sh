@@ -58,8 +58,12 @@ PY
       k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 128 --steps 1 > /tmp/n.csv 2>/dev/null
     python3 - <<'PY'
 import csv, collections
-rows = [r for r in csv.reader(open('/tmp/n.csv')) if len(r) > 10]
-h = rows[0]; k, u, v = h.index('Kernel Name'), h.index('Metric Unit'), h.index('Metric Value')
+rows = list(csv.reader(open('/tmp/n.csv')))
+at = [i for i, r in enumerate(rows) if 'Kernel Name' in r and 'Metric Value' in r]
+if not at:
+    print('no Nsight Compute rows (%d lines)' % len(rows)); raise SystemExit
+h = rows[at[0]]; rows = [r for r in rows[at[0]:] if len(r) == len(h)]
+k, u, v = h.index('Kernel Name'), h.index('Metric Unit'), h.index('Metric Value')
 scale = {'nsecond': 1, 'ns': 1, 'usecond': 1e3, 'us': 1e3, 'msecond': 1e6, 'ms': 1e6}
 last = collections.OrderedDict()
 for r in rows[1:]:
