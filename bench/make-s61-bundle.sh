@@ -8,6 +8,9 @@
 #   k/slice-G3   K3C_CONV_DECODE_GROUPS=3 (the decode convolutions' channel
 #                groups loaded three at a time; bit-identical)
 #   k/slice-KSG3 both
+#   k/slice-GR2  K3C_GEMV_ROWS=2 (#13's one-token GEMVs at 2 weight rows a
+#                block: mla_q_up's 4608 blocks of 192 threads are 3.49 waves
+#                at 4 rows, 6.98 at 2; 8 and 16 were slower in session 21)
 # and in v/ (#15: one-token MLA decode rounds on the transposed warpgroup
 # core, K3C_MLA_DECODE_WG_FROM=1, two 48-head blocks a split, against the
 # default's 16-head mma.sync core, 6 groups x 22 splits):
@@ -31,6 +34,7 @@ mkdir -p $D/v $D/k
 slice -o $D/k/slice-KS --kda-state-dtype=bf16
 K3C_CONV_DECODE_GROUPS=3 slice -o $D/k/slice-G3
 K3C_CONV_DECODE_GROUPS=3 slice -o $D/k/slice-KSG3 --kda-state-dtype=bf16
+K3C_GEMV_ROWS=2 slice -o $D/k/slice-GR2
 W=K3C_MLA_DECODE_WG_FROM=1 S=K3C_MLA_DECODE_SPLIT_S=1 P=K3C_MLA_DECODE_SPLITS
 bundle_variants "W133=$W;$P=33 W122=$W;$P=22 W1S33=$W;$S;$P=33 W1S22=$W;$S;$P=22 W1S44=$W;$S;$P=44" slice $D/v/slice
 cp test/Runtime/Inputs/k3-tiny-dense.json $D/
