@@ -206,6 +206,10 @@ int main(int argc, char **argv) {
                      plain[plain.size() / 2] * 1e3);
     }
 
+    // Each measured batch's step (graph replay where there is one, else the
+    // wall step), for the step ratios against the smallest batch.
+    std::vector<std::pair<int64_t, double>> steps_;
+    bool allGraph = true;
     for (int64_t B : decode) {
       const std::string what = "decode batch " + std::to_string(B);
       if (B > plan.maxSeqs || context + 3 * steps + 2 > plan.maxContext) {
@@ -264,6 +268,8 @@ int main(int argc, char **argv) {
       std::printf("; greedy on the device %.3f ms/step, %.1f tokens/s)\n", greedyS * 1e3,
                   B / greedyS);
       table("decode", B, ks);
+      steps_.push_back({B, graphS > 0 ? graphS : stepS});
+      allGraph = allGraph && graphS > 0;
       if (csv)
         std::fprintf(csv, "decode,%lld,TOTAL,step,1,%.6f,0,0\n", static_cast<long long>(B),
                      stepS * 1e3);
@@ -273,6 +279,16 @@ int main(int argc, char **argv) {
       if (csv)
         std::fprintf(csv, "decode,%lld,TOTAL,greedy,1,%.6f,0,0\n", static_cast<long long>(B),
                      greedyS * 1e3);
+    }
+    // The decode step of each larger batch against the smallest one's (the
+    // cost of batching: 1.0 would be a free batch).
+    if (steps_.size() > 1) {
+      auto least = *std::min_element(steps_.begin(), steps_.end());
+      for (auto [B, t] : steps_)
+        if (B != least.first)
+          std::printf("decode step at batch %lld against batch %lld: %.3fx (%s)\n",
+                      static_cast<long long>(B), static_cast<long long>(least.first),
+                      t / least.second, allGraph ? "graph replay" : "wall time");
     }
     if (csv)
       std::fclose(csv);
