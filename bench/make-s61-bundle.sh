@@ -8,6 +8,10 @@
 #   k/slice-G3   K3C_CONV_DECODE_GROUPS=3 (the decode convolutions' channel
 #                groups loaded three at a time; bit-identical)
 #   k/slice-KSG3 both
+#   k/slice-S224 K3C_SPLITK_TILE=128,224,4,0 (the split-K tile of the
+#                7168-wide outputs, mlp_down and kda_out at 128 tokens: 32
+#                column tiles x 4 ways = 128 blocks where 256 columns give
+#                112 of the 132 SMs one; the same K slices: bit-identical)
 #   k/slice-GR2  K3C_GEMV_ROWS=2 (#13's one-token GEMVs at 2 weight rows a
 #                block: mla_q_up's 4608 blocks of 192 threads are 3.49 waves
 #                at 4 rows, 6.98 at 2; 8 and 16 were slower in session 21)
@@ -35,6 +39,7 @@ slice -o $D/k/slice-KS --kda-state-dtype=bf16
 K3C_CONV_DECODE_GROUPS=3 slice -o $D/k/slice-G3
 K3C_CONV_DECODE_GROUPS=3 slice -o $D/k/slice-KSG3 --kda-state-dtype=bf16
 K3C_GEMV_ROWS=2 slice -o $D/k/slice-GR2
+K3C_SPLITK_TILE=128,224,4,0 slice -o $D/k/slice-S224
 W=K3C_MLA_DECODE_WG_FROM=1 S=K3C_MLA_DECODE_SPLIT_S=1 P=K3C_MLA_DECODE_SPLITS
 bundle_variants "W133=$W;$P=33 W122=$W;$P=22 W1S33=$W;$S;$P=33 W1S22=$W;$S;$P=22 W1S44=$W;$S;$P=44" slice $D/v/slice
 cp test/Runtime/Inputs/k3-tiny-dense.json $D/

@@ -8,8 +8,9 @@
 #   checks against the reference executor (default and KS; 128 one-token
 #   prompts, a 100-token prompt, 20 mixed); the slice's logits of each
 #   build against the default's (8 prompts of 40-1200 tokens, 4 steps: G3
-#   bit-identical to the default, KSG3 to KS, GR2 to the default: the
-#   GEMVs at 2 rows a block); KS's slice against the
+#   bit-identical to the default, KSG3 to KS, GR2 and S224 to the default:
+#   the GEMVs at 2 rows a block, the split-K tile 224 columns wide); KS's
+#   slice against the
 #   reference executor at 16 sequences; Nsight Compute's duration of
 #   every launch of a step at 128 sequences (KS, then the default); a
 #   second round of the step while the call has time.
@@ -37,7 +38,7 @@ if [ "${PART:-1}" = 1 ]; then
   python3 - <<'PY'
 import numpy as n, os
 L = lambda k: n.load('/tmp/B-slice-%s.npy' % k)
-for x, y in [('bf16', 'KS'), ('bf16', 'G3'), ('KS', 'KSG3'), ('bf16', 'GR2')]:
+for x, y in [('bf16', 'KS'), ('bf16', 'G3'), ('KS', 'KSG3'), ('bf16', 'GR2'), ('bf16', 'S224')]:
     if not (os.path.exists('/tmp/B-slice-%s.npy' % x) and os.path.exists('/tmp/B-slice-%s.npy' % y)):
         continue
     a, b = L(x), L(y)
