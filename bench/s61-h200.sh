@@ -1,19 +1,17 @@
 #!/usr/bin/env bash
 # Session 54's device call (bundle: bash bench/make-s61-bundle.sh; carry
-# .dev61; run: bash .dev61/s61-h200.sh, PART=1 then PART=2, ~4 min each).
-# PART=1, #13 with the KDA state in bf16 (--kda-state-dtype=bf16, KS) and
-#   the decode convolutions' channel groups (G3, KSG3): the decode step at
-#   128 sequences against 1 (graph replay), every build, with the KDA
-#   launches and the linears; the copy ceiling (torch); dense k3-tiny's
-#   checks against the reference executor (default and KS; 128 one-token
-#   prompts, a 100-token prompt, 20 mixed); the slice's logits of each
-#   build against the default's (8 prompts of 40-1200 tokens, 4 steps: G3
-#   bit-identical to the default, KSG3 to KS, GR2 and S224 to the default:
-#   the GEMVs at 2 rows a block, the split-K tile 224 columns wide); KS's
-#   slice against the
-#   reference executor at 16 sequences; Nsight Compute's duration of
-#   every launch of a step at 128 sequences (KS, then the default); a
-#   second round of the step while the call has time.
+# .dev61; run: PART=1 bash .dev61/s61-h200.sh, then PART=2).
+# PART=1 (~8 min), #13 with the KDA state in bf16 (--kda-state-dtype=bf16,
+#   KS), the decode convolutions' channel groups (G3, KSG3), the one-token
+#   GEMVs at 2 rows a block (GR2) and the split-K tile 224 columns wide
+#   (S224): the decode step at 128 sequences against 1 (graph replay, with
+#   the linears and the KDA launches), every build; the copy ceiling
+#   (torch); Nsight Compute's duration of every launch of KS's step at 128
+#   sequences; dense k3-tiny's checks against the reference executor with
+#   the bf16 state (128 one-token prompts, a 100-token prompt, 20 mixed);
+#   the slice's logits of each build against the default's (8 prompts of
+#   40-1200 tokens, 4 steps: G3, GR2 and S224 bit-identical to the default,
+#   KSG3 to KS); KS's slice against the reference at 16 sequences.
 # PART=2, #15's one-token MLA decode rounds on the transposed warpgroup
 #   core (v/): a smoke run of each build with a timeout; its one-token
 #   decode kernel against fp64 attention (mla_check.py, a 5000-token
@@ -29,32 +27,10 @@ if [ "${PART:-1}" = 1 ]; then
     kbench s61-ratio-$(basename $a)-1 $a /tmp/slice "$R" --prefill none --decode 1,128
   done
   copy_ceiling
-  dense_inputs
-  dense_checks ${DENSE_BUILDS:-tiny-dense-bf16 tiny-dense-KS}
-  for i in 1 2 3 4 5 6 7 8; do seq -s, $i $((i + 150 * i + 30)); done > /tmp/b8.txt
-  for a in slice-bf16 k/*; do
-    timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --batch /tmp/b8.txt --max-new-tokens 4 --quiet --dump-logits /tmp/B-$(basename $a).npy > /dev/null
-  done
-  python3 - <<'PY'
-import numpy as n, os
-L = lambda k: n.load('/tmp/B-slice-%s.npy' % k)
-for x, y in [('bf16', 'KS'), ('bf16', 'G3'), ('KS', 'KSG3'), ('bf16', 'GR2'), ('bf16', 'S224')]:
-    if not (os.path.exists('/tmp/B-slice-%s.npy' % x) and os.path.exists('/tmp/B-slice-%s.npy' % y)):
-        continue
-    a, b = L(x), L(y)
-    print('8 prompts, %s vs %s: bit-identical %s, max rel %.2e, argmax equal %.3f' % (x, y,
-          bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max(), (a.argmax(-1) == b.argmax(-1)).mean()))
-PY
-  # The slice with the bf16 state against the reference executor, 16
-  # sequences (the staged decode kernel's bf16 form; k3-tiny's 32-column
-  # heads take the register form only).
-  for i in $(seq 1 16); do echo "$i,$((i + 20))"; done > /tmp/b16.txt
-  echo "== k/slice-KS vs the reference: 16 prompts of 2 tokens, 2 new (${SECONDS}s)"
-  timeout 200 k3-run k/slice-KS --checkpoint /tmp/slice --device cuda --batch /tmp/b16.txt --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
   # Every launch of a decode step at 128 sequences under Nsight Compute
   # (durations, each launch alone): where the 128-token step's time goes.
-  for a in ${NCU_BUILDS:-k/slice-KS slice-bf16}; do
-    [ $SECONDS -gt ${NCU_BEFORE:-400} ] && break
+  for a in ${NCU_BUILDS:-k/slice-KS}; do
+    [ $SECONDS -gt ${NCU_BEFORE:-330} ] && break
     echo "== ncu: the launches of a decode step at 128 sequences, $a (${SECONDS}s)"
     timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum --csv -k regex:k3_ \
       k3-bench $a --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 128 --steps 1 > /tmp/n.csv 2>/dev/null
@@ -77,9 +53,28 @@ for name, ds in sorted(last.items(), key=lambda x: -min(x[1])):
 print('sum of the minima %.1f us' % (tot / 1e3))
 PY
   done
-  [ $SECONDS -lt ${ROUND2_BEFORE:-300} ] && for a in slice-bf16 k/*; do
-    kbench s61-ratio-$(basename $a)-2 $a /tmp/slice "$R" --prefill none --decode 1,128
+  dense_inputs
+  dense_checks ${DENSE_BUILDS:-tiny-dense-KS}
+  for i in 1 2 3 4 5 6 7 8; do seq -s, $i $((i + 150 * i + 30)); done > /tmp/b8.txt
+  for a in slice-bf16 k/*; do
+    timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --batch /tmp/b8.txt --max-new-tokens 4 --quiet --dump-logits /tmp/B-$(basename $a).npy > /dev/null
   done
+  python3 - <<'PY'
+import numpy as n, os
+L = lambda k: n.load('/tmp/B-slice-%s.npy' % k)
+for x, y in [('bf16', 'KS'), ('bf16', 'G3'), ('KS', 'KSG3'), ('bf16', 'GR2'), ('bf16', 'S224')]:
+    if not (os.path.exists('/tmp/B-slice-%s.npy' % x) and os.path.exists('/tmp/B-slice-%s.npy' % y)):
+        continue
+    a, b = L(x), L(y)
+    print('8 prompts, %s vs %s: bit-identical %s, max rel %.2e, argmax equal %.3f' % (x, y,
+          bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max(), (a.argmax(-1) == b.argmax(-1)).mean()))
+PY
+  # The slice with the bf16 state against the reference executor, 16
+  # sequences (the staged decode kernel's bf16 form; k3-tiny's 32-column
+  # heads take the register form only).
+  for i in $(seq 1 16); do echo "$i,$((i + 20))"; done > /tmp/b16.txt
+  echo "== k/slice-KS vs the reference: 16 prompts of 2 tokens, 2 new (${SECONDS}s)"
+  timeout 200 k3-run k/slice-KS --checkpoint /tmp/slice --device cuda --batch /tmp/b16.txt --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
 else
   P5=$(seq -s, 1 5000)
   for a in slice-bf16 v/*; do
