@@ -11,7 +11,8 @@
 #   the bf16 state (128 one-token prompts, a 100-token prompt, 20 mixed);
 #   the slice's logits of each build against the default's (8 prompts of
 #   40-1200 tokens, 4 steps: G3, GR2 and S224 bit-identical to the default,
-#   KSG3 to KS); KS's slice against the reference at 16 sequences.
+#   KSG3 to KS); KS's slice against the reference at 16 sequences; a
+#   second round of the timings while the call has time.
 # PART=2, #15's one-token MLA decode rounds on the transposed warpgroup
 #   core (v/): a smoke run of each build with a timeout; its one-token
 #   decode kernel against fp64 attention (mla_check.py, a 5000-token
@@ -75,6 +76,12 @@ PY
   for i in $(seq 1 16); do echo "$i,$((i + 20))"; done > /tmp/b16.txt
   echo "== k/slice-KS vs the reference: 16 prompts of 2 tokens, 2 new (${SECONDS}s)"
   timeout 200 k3-run k/slice-KS --checkpoint /tmp/slice --device cuda --batch /tmp/b16.txt --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
+  # A second round of the timings while the call has time.
+  if [ $SECONDS -lt ${ROUND2_BEFORE:-330} ]; then
+    for a in slice-bf16 k/*; do
+      kbench s61-ratio-$(basename $a)-2 $a /tmp/slice "$R" --prefill none --decode 1,128
+    done
+  fi
 else
   P5=$(seq -s, 1 5000)
   for a in slice-bf16 v/*; do
