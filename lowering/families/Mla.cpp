@@ -2218,8 +2218,15 @@ struct DecodeWg {
   /// session 53: the tensor pipe 32 % active at 8 sequences, context 8192).
   /// Each P^T buffer is rewritten once both warpgroups' products of two
   /// tiles before are done (a named barrier each way). The same products
-  /// and sums in the same order: the same values.
+  /// and sums in the same order: the same values. Measured slower at 8-64
+  /// sequences (H100, session 54: 73.7 against 65.1 us at 8, context 8192).
+  /// K3C_MLA_DECODE_SPLIT_S=2: one-token rounds only (with
+  /// K3C_MLA_DECODE_WG_FROM=1; its own kernel, the others unsplit), where
+  /// the core is latency-bound on a few tiles a block.
   bool splitS = false;
+  /// K3C_MLA_DECODE_SPLIT_S=2 (splitS then off): one-token rounds take the
+  /// split-scoring kernel.
+  bool splitSOne = false;
   /// The transposed core's partials staged in shared memory (the ring,
   /// free after the last tile: the block's heads x (R + 2) fp32, one
   /// contiguous range of the partials' row) and written by one bulk copy
@@ -2326,8 +2333,14 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
                                /*gen_crash_diag=*/false);
     d.wg0Tiles = t0;
     d.stmatrixP = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_STMATRIX", true);
-    d.splitS = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_SPLIT_S") && d.transposed &&
-               d.cluster == 1 && d.HG % 16 == 0 && d.wg0Tiles == 0;
+    const int64_t ss = intFromEnv("K3C_MLA_DECODE_SPLIT_S", 0);
+    if (ss < 0 || ss > 2)
+      llvm::report_fatal_error("k3c: K3C_MLA_DECODE_SPLIT_S must be 0, 1 or 2 (one-token rounds "
+                               "only), got " + llvm::Twine(ss),
+                               /*gen_crash_diag=*/false);
+    const bool splittable = d.transposed && d.cluster == 1 && d.HG % 16 == 0 && d.wg0Tiles == 0;
+    d.splitS = ss == 1 && splittable;
+    d.splitSOne = ss == 2 && splittable;
     // (16-byte multiples: a block's heads x (R + 2) fp32, every head offset
     // h0 (R + 2) and every (token, split) row H (R + 2))
     d.bulkPartials = KernelBuilder::switchFromEnv("K3C_MLA_PARTIAL_BULK", true) && d.transposed && d.cluster == 1 && d.H % 2 == 0 &&
@@ -2424,7 +2437,8 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
   Value cacheMap = tmaTensorMap(kb, cache.mem, {1, bn, WgmmaTile::bk});
   const int64_t nc = d.cluster; // blocks a cluster: the head groups of one (token, split)
   const std::string name = "absorbed_split_wgt_h" + std::to_string(HG) + "_n" +
-                           std::to_string(bn) + (nc > 1 ? "_c" + std::to_string(nc) : "");
+                           std::to_string(bn) + (nc > 1 ? "_c" + std::to_string(nc) : "") +
+                           (d.splitS ? "_ss" : "");
   // (clustered: the groups vary fastest, so a cluster's blocks share one
   // token and split)
   SmallVector<Value> grid = nc > 1 ? SmallVector<Value>{Tc, P, kb.idx(d.groups())}
@@ -3440,7 +3454,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     dw.transposed = false; // the seesaw, whose groups no cluster joins
     dw.cluster = 1;
     dw.earlyTiles = false;
-    dw.splitS = false;
+    dw.splitS = dw.splitSOne = false;
   }
   // The q_abs launches trigger the core right after their wait where its
   // first tiles go out before its own (K3C_MLA_DECODE_EARLY_TILES).
@@ -3878,7 +3892,16 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
       else
         decodeMmaCore(kb, dm, qaBf, cache, cacheLens, lens, part, t0, Tc, P);
     };
-    if (wgAll)
+    if (wgAll && dw.splitSOne) {
+      // (K3C_MLA_DECODE_SPLIT_S=2: the split-scoring kernel for one-token
+      // rounds, the default one for the others)
+      DecodeWg one = dw;
+      one.splitS = true;
+      kb.ifThenElse(
+          kb.ieq(Tc, kb.idx(1)),
+          [&] { decodeWgmmaCore(kb, one, qaBf, cache, cacheLens, lens, part, t0, Tc, P); },
+          [&] { decodeWgmmaCore(kb, dw, qaBf, cache, cacheLens, lens, part, t0, Tc, P); });
+    } else if (wgAll)
       decodeWgmmaCore(kb, dw, qaBf, cache, cacheLens, lens, part, t0, Tc, P);
     else if (useWg)
       kb.ifThenElse(

@@ -86,9 +86,14 @@
 // barrier (1 or 6), each P^T buffer rewritten after the other warpgroup's
 // products (it arrives on 7 / 8 or 2 / 3, the writer syncs there), a
 // partial tile zeroed by both (barrier 9), then every head's factors at
-// barrier 4 and the latent half's O^T. Other values are refused.
+// barrier 4 and the latent half's O^T; the kernel's name ends in _ss.
+// K3C_MLA_DECODE_SPLIT_S=2 with one-token rounds on this core
+// (K3C_MLA_DECODE_WG_FROM=1): a host-side branch sends one-token rounds to
+// the split-scoring kernel and the others to the default one (the SPLIT2
+// lines). Other values are refused.
 // RUN: env K3C_MLA_DECODE_SPLIT_S=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT
-// RUN: env K3C_MLA_DECODE_SPLIT_S=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SPLITBAD
+// RUN: env K3C_MLA_DECODE_SPLIT_S=2 K3C_MLA_DECODE_WG_FROM=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT2
+// RUN: env K3C_MLA_DECODE_SPLIT_S=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SPLITBAD
 // Without a staged combine (K3C_MLA_COMBINE_STAGE_W=0) no round triggers it
 // early (the ENS0 lines); K3C_MLA_DECODE_EARLY_NEXT=1 then forces it in every round
 // (the ENF lines: up to the 64 tokens a round holds).
@@ -259,7 +264,7 @@
 // ENONE-NEXT: [[ANY:%.*]] = arith.ori [[IS1]], [[IN]]
 // ENONE-NEXT: scf.if [[ANY]]
 // ENONE-NEXT: nvvm.griddepcontrol launch_dependents
-// SPLIT: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// SPLIT: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64_ss)
 // SPLIT: "barrier.arrive 7, 256;"
 // SPLIT: "barrier.arrive 2, 256;"
 // SPLIT: "barrier.sync 9, 256;"
@@ -275,7 +280,15 @@
 // SPLIT-COUNT-8: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 16, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <col>]
 // SPLIT: "barrier.sync 5, 256;"
 // SPLIT: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
-// SPLITBAD: K3C_MLA_DECODE_SPLIT_S must be 0 or 1, got '2'
+// SPLIT2: arith.cmpi eq, %{{.*}}, %c1{{.*}} : index
+// SPLIT2-NEXT: scf.if
+// SPLIT2: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64_ss)
+// SPLIT2: "barrier.sync 6, 128;"
+// SPLIT2: } else {
+// SPLIT2: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// SPLIT2-NOT: "barrier.sync 6, 128;"
+// SPLIT2: gpu.terminator
+// SPLITBAD: LLVM ERROR: k3c: K3C_MLA_DECODE_SPLIT_S must be 0, 1 or 2 (one-token rounds only), got 3
 
 // BAD: K3C_MLA_DECODE_WG0_TILES must be 0 (half) or 1..3 (of the 4 latent tiles), got 4
 
