@@ -2397,6 +2397,15 @@ static Value scaleAccCols(KernelBuilder &kb, Value o, int64_t count, ArrayRef<Va
   return o;
 }
 
+/// The transposed core's loop state, [O^T accumulators (nO) | m (nCols) |
+/// l (nCols)], split into its three parts.
+static void splitOML(ValueRange v, int64_t nO, int64_t nCols, SmallVector<Value> &o,
+                     SmallVector<Value> &m, SmallVector<Value> &l) {
+  o.assign(v.begin(), v.begin() + nO);
+  m.assign(v.begin() + nO, v.begin() + nO + nCols);
+  l.assign(v.begin() + nO + nCols, v.end());
+}
+
 /// The split decode's transposed core on warpgroup MMA (DecodeWg::transposed,
 /// sm_90a, bf16, caches TMA can box): a block per (token, group of HG
 /// heads, split) of two warpgroups. The heads are the N dimension of every
@@ -2856,9 +2865,8 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
             init.append(colsS, zero);
             SmallVector<Value> fin = kb.loop(kb.idx(0), nT, init, [&](Value j, ValueRange in) {
               Value slot = kb.rem(j, 2), pb = slot;
-              SmallVector<Value> o(in.begin(), in.begin() + mT0);
-              SmallVector<Value> m(in.begin() + mT0, in.begin() + mT0 + colsS);
-              SmallVector<Value> l(in.begin() + mT0 + colsS, in.end());
+              SmallVector<Value> o, m, l;
+              splitOML(in, mT0, colsS, o, m, l);
               NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
               kb.ifThen(kb.ult(kb.idx(0), j), [&] {
                 Value jp = kb.sub(j, kb.idx(1)), next = kb.add(j, kb.idx(1));
@@ -2901,9 +2909,8 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
               return out;
             });
             NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
-            SmallVector<Value> o(fin.begin(), fin.begin() + mT0);
-            SmallVector<Value> m(fin.begin() + mT0, fin.begin() + mT0 + colsS);
-            SmallVector<Value> l(fin.begin() + mT0 + colsS, fin.end());
+            SmallVector<Value> o, m, l;
+            splitOML(fin, mT0, colsS, o, m, l);
             sumL(l, hS, [&] { barWg(1, 6, 128, false); });
             if (d.bulkPartials)
               stagePartials(o, m, l, mT0, hS);
@@ -2920,9 +2927,8 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                 init.append(cols, zero);
                 SmallVector<Value> fin = kb.loop(kb.idx(0), nT, init, [&](Value j, ValueRange in) {
                   Value slot = kb.rem(j, 2), pb = slot;
-                  SmallVector<Value> o(in.begin(), in.begin() + mT0);
-                  SmallVector<Value> m(in.begin() + mT0, in.begin() + mT0 + cols);
-                  SmallVector<Value> l(in.begin() + mT0 + cols, in.end());
+                  SmallVector<Value> o, m, l;
+                  splitOML(in, mT0, cols, o, m, l);
                   // Tile j - 1's products done: release its slot (a warp each).
                   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
                   kb.ifThen(kb.ult(kb.idx(0), j), [&] { release(kb.sub(j, kb.idx(1))); });
@@ -2954,9 +2960,8 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                   return out;
                 });
                 NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
-                SmallVector<Value> o(fin.begin(), fin.begin() + mT0);
-                SmallVector<Value> m(fin.begin() + mT0, fin.begin() + mT0 + cols);
-                SmallVector<Value> l(fin.begin() + mT0 + cols, fin.end());
+                SmallVector<Value> o, m, l;
+                splitOML(fin, mT0, cols, o, m, l);
                 sumL(l, Value(), [&] { namedBarrier(kb, 1, 128); });
                 if (d.bulkPartials)
                   stagePartials(o, m, l, mT0);
