@@ -419,9 +419,9 @@ int main(int argc, char **argv) {
     } else if (llvm::StringRef(inputPath).ends_with(".mlir")) {
       // A module's types are already set: the options that choose them
       // would be ignored.
-      for (const char *o : {"activation-dtype", "kda-state-dtype"})
-        if (cl::getRegisteredOptions().lookup(o)->getNumOccurrences())
-          throw ::k3c::Error(std::string("--") + o + " applies where k3-compile builds the "
+      for (const cl::opt<std::string> *o : {&activationDtype, &kdaStateDtype})
+        if (o->getNumOccurrences())
+          throw ::k3c::Error("--" + o->ArgStr.str() + " applies where k3-compile builds the "
                              "model (a config or a checkpoint); " + inputPath.getValue() +
                              " is a module whose types are already set");
       llvm::SourceMgr sm;
