@@ -520,6 +520,27 @@ std::string WgmmaTile::check(const TargetInfo &info) const {
 
 WgmmaTile splitKTile() { return wgmmaTileFromEnv("K3C_SPLITK_TILE", WgmmaTile{128, 256, 4, 0}); }
 
+WgmmaTile splitKTile(const TargetInfo &info, int64_t O) {
+  WgmmaTile t = splitKTile();
+  if (std::getenv("K3C_SPLITK_TILE") || !intFromEnv("K3C_SPLITK_FILL", 0))
+    return t;
+  // The narrowest-loss width: of the widths (multiples of 32 from 256 down
+  // to 128) that divide O, the one whose column tiles times the ways give
+  // the most SMs a block without a second wave (the widest among equals).
+  // 7168 outputs (mlp_down, kda_out, mla_out) on 132 SMs, 4 ways: 224
+  // columns, 128 blocks, where 256 gives 112.
+  const int64_t ways = splitKWays();
+  int64_t best = 0;
+  for (int64_t bn = 256; bn >= 128; bn -= 32) {
+    const int64_t blocks = O / bn * ways;
+    if (O % bn == 0 && blocks <= info.smCount && blocks > best) {
+      best = blocks;
+      t.bn = bn;
+    }
+  }
+  return t;
+}
+
 int64_t splitKWays() {
   const int64_t w = intFromEnv("K3C_SPLITK_WAYS", 4);
   if (w < 2 || w > 8)
@@ -611,7 +632,7 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     p.wgmma = wgmmaTileFromEnv("K3C_WGMMA_TILE", prefillTile);
     // The split tile too (mlp_down 307 -> 300 us, mla_out 74.3 -> 73.0 at
     // 128 tokens, same call; bit-identical).
-    p.wgmmaSplit = splitKTile();
+    p.wgmmaSplit = splitKTile(info, O);
     for (const WgmmaTile *t : {&p.wgmmaMedium, &p.wgmma, &p.wgmmaSplit})
       if (std::string why = t->check(info); !why.empty())
         llvm::report_fatal_error(llvm::Twine("k3c: bad wgmma tile ") + t->name() + ": " + why,

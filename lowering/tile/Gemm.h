@@ -170,6 +170,11 @@ WgmmaTile wgmmaTileFromEnv(const char *var, WgmmaTile dflt);
 /// The batched-decode split-K launches' tile (LinearPlan::wgmmaSplit):
 /// K3C_SPLITK_TILE, default 128 x 256 with no wgmma group in flight.
 WgmmaTile splitKTile();
+/// The split tile of a split-K launch with O outputs: splitKTile(), or
+/// where K3C_SPLITK_FILL=1 (and K3C_SPLITK_TILE unset) its width narrowed
+/// to the multiple of 32 in 128..256 dividing O whose column tiles, times
+/// splitKWays(), fill the most SMs in one wave.
+WgmmaTile splitKTile(const TargetInfo &info, int64_t O);
 
 /// How y[T, O] = x[T, K] W[O, K]^T runs: the FMA tile below `mmaFrom`
 /// tokens, tensor-core tiles from there (`small` up to `smallUpTo` tokens and

@@ -367,6 +367,17 @@ func.func @kda_out_normed(%x: tensor<?x256xbf16>, %g: tensor<?x256xbf16>, %w: te
 // SPLITWIDE-COUNT-4: vector.load %arg3{{.*}} : memref<512x7168xf32>, vector<2xf32>
 // SPLITWIDE: } else {
 // SPLITWIDE: module(@k3_split_wide_linear_wgmma_128x64x64_s4_tma_st)
+// K3C_SPLITK_FILL=1: the split tile's width from the outputs, the multiple
+// of 32 in 128..256 dividing O whose tiles x 4 ways fill the most SMs in one
+// wave (7168: 224 columns, 32 x 4 = 128 blocks of 132; 512: 8 tiles of 256
+// at most, still the narrow tile).
+// RUN: env K3C_SPLITK_FILL=1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FILL
+// FILL-LABEL: func.func @k3_split_test(
+// FILL: module(@k3_split_test_linear_wgmma_128x64x64_s4_tma_splitk2)
+// FILL-LABEL: func.func @k3_split_wide(
+// FILL: module(@k3_split_wide_linear_wgmma_128x224x64_s4_tma_splitk4)
+// FILL: } else {
+// FILL: module(@k3_split_wide_linear_wgmma_128x64x64_s4_tma_st)
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT
 // RUN: env K3C_SPLITK=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOSPLIT
 // K3C_SPLITK_MIN_K moves the depth bound (8192: this K = 4096 is too shallow).
