@@ -3453,6 +3453,20 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                         rowVecs > 0 && rowVecs * rvw <= 64 && gr.dv % rowsPerBlock == 0 &&
                         R % 4 == 0;
   dm.earlyNext = dmSmall.earlyNext = rowsForm && intFromEnv("K3C_MLA_COMBINE_EARLY", 1);
+  // K3C_MLA_COMBINE_ROWS_CLUSTER=1 (opt-in, sm_90a): the dv / rowsPerBlock
+  // blocks of a head (4 at dv = 128) form one cluster and merge the splits
+  // once: block k merges latent columns [k R / CB, (k + 1) R / CB) with
+  // kMlaThreads / (R / 2 CB) lanes a column pair (each a share of the
+  // splits, merged by shuffles) into its shared o_lat, then reads the
+  // others' slices through distributed shared memory. Without it every
+  // block of a head merges all R columns over every split (the partials
+  // read CB times from L2, in P / 8 dependent rounds).
+  const int64_t CB = gr.dv / rowsPerBlock, clPairs = CB >= 2 ? R / (2 * CB) : 0;
+  const int64_t rowsClQ = clPairs > 0 ? kMlaThreads / clPairs : 0;
+  const bool rowsCluster = rowsForm && kb.info().wgmma &&
+                           intFromEnv("K3C_MLA_COMBINE_ROWS_CLUSTER", 0) && CB >= 2 && CB <= 8 &&
+                           R % (2 * CB) == 0 && clPairs > 0 && kMlaThreads % clPairs == 0 &&
+                           rowsClQ >= 1 && rowsClQ <= 32 && (rowsClQ & (rowsClQ - 1)) == 0;
   const bool mma = dm.on && qaBf;
   DecodeWg dw = decodeWgPlan(attn, kb.target);
   if (dw.transposed && !cacheBoxes(cache, dw.bn)) {
@@ -4105,6 +4119,78 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
         kb.gridWait(tb);
         Value olat = kb.shared(tb, {1, R}, gr.f32);
         Value base = kb.mul(head, R + 2);
+        if (rowsCluster) {
+          // Lane q of the Q = rowsClQ lanes of a column pair merges splits
+          // q, q + Q, ... in rounds of kRowRounds; the Q lanes (adjacent)
+          // then merge their (M, L, o0, o1) by shuffles.
+          // (RR: K3C_MLA_COMBINE_ROWS_CLUSTER_ROUNDS splits a lane loads
+          // together, 4 by default: 8 spill at 80 registers.)
+          const int64_t Q = rowsClQ, slice = R / CB,
+                        RR = intFromEnv("K3C_MLA_COMBINE_ROWS_CLUSTER_ROUNDS", 4);
+          if (RR < 1 || RR > 8)
+            llvm::report_fatal_error("k3c: K3C_MLA_COMBINE_ROWS_CLUSTER_ROUNDS must be 1..8, got " +
+                                         llvm::Twine(RR),
+                                     /*gen_crash_diag=*/false);
+          Value q = kb.rem(tb.tid, kb.idx(Q));
+          Value c = kb.add(kb.mul(bid[1], kb.idx(slice)),
+                           kb.mul(kb.div(tb.tid, kb.idx(Q)), kb.idx(2)));
+          Value col = kb.add(base, c);
+          SmallVector<Value> init{gr.negInf, gr.zero, gr.zero, gr.zero};
+          SmallVector<Value> st = kb.loopStep(
+              q, P, kb.idx(RR * Q), init, [&](Value sp0, ValueRange a) {
+                SmallVector<SmallVector<Value>> ml, o;
+                SmallVector<Value> live;
+                for (int64_t u = 0; u < RR; ++u) {
+                  Value sp = kb.add(sp0, kb.idx(u * Q));
+                  Value in = kb.ult(sp, P);
+                  Value at = kb.select(in, sp, kb.idx(0));
+                  ml.push_back(kb.loadVec(part, {at, kb.add(base, kb.idx(R))}, 2));
+                  o.push_back(kb.loadVec(part, {at, col}, 2));
+                  live.push_back(kb.andi(in, kb.fgt(ml.back()[1], gr.zero)));
+                }
+                Value M = a[0];
+                for (int64_t u = 0; u < RR; ++u)
+                  M = kb.select(live[u], kb.fmax(M, ml[u][0]), M);
+                Value r = kb.select(kb.fgt(a[0], gr.negInf), kb.exp(kb.fsub(a[0], M)), gr.zero);
+                Value L = kb.fmul(a[1], r), o0 = kb.fmul(a[2], r), o1 = kb.fmul(a[3], r);
+                for (int64_t u = 0; u < RR; ++u) {
+                  Value f = kb.select(live[u], kb.exp(kb.fsub(ml[u][0], M)), gr.zero);
+                  L = kb.fadd(L, kb.select(live[u], kb.fmul(ml[u][1], f), gr.zero));
+                  o0 = kb.fadd(o0, kb.select(live[u], kb.fmul(o[u][0], f), gr.zero));
+                  o1 = kb.fadd(o1, kb.select(live[u], kb.fmul(o[u][1], f), gr.zero));
+                }
+                return SmallVector<Value>{M, L, o0, o1};
+              });
+          for (int64_t off = 1; off < Q; off *= 2) {
+            SmallVector<Value> ot;
+            for (Value v : st)
+              ot.push_back(kb.shuffle(v, kb.idx(off), gpu::ShuffleMode::XOR));
+            Value M = kb.fmax(st[0], ot[0]);
+            Value fa = kb.select(kb.fgt(st[0], gr.negInf), kb.exp(kb.fsub(st[0], M)), gr.zero);
+            Value fb = kb.select(kb.fgt(ot[0], gr.negInf), kb.exp(kb.fsub(ot[0], M)), gr.zero);
+            for (int64_t k = 1; k < 4; ++k)
+              st[k] = kb.fadd(kb.fmul(st[k], fa), kb.fmul(ot[k], fb));
+            st[0] = M;
+          }
+          kb.ifThen(kb.ieq(q, kb.idx(0)), [&] {
+            kb.store(kb.fdiv(st[2], st[1]), olat, {kb.idx(0), c});
+            kb.store(kb.fdiv(st[3], st[1]), olat, {kb.idx(0), kb.add(c, kb.idx(1))});
+          });
+          clusterSync(kb); // every block's slice of o_lat in its shared memory
+          Value olatAt = memref::ExtractAlignedPointerAsIndexOp::create(kb.b, kb.loc, olat);
+          kb.strided(tb, kb.idx(0), kb.idx(R - slice), [&](Value i) {
+            // the others' slices: block (k + 1 + i / slice) mod CB's
+            Value owner = kb.rem(kb.add(bid[1], kb.add(kb.idx(1), kb.div(i, kb.idx(slice)))),
+                                 kb.idx(CB));
+            Value r = kb.add(kb.mul(owner, kb.idx(slice)), kb.rem(i, kb.idx(slice)));
+            Value at = kb.pointerAt(kb.add(olatAt, kb.mul(r, kb.idx(4))), 3);
+            Value remote = NVVM::MapaOp::create(
+                kb.b, kb.loc, LLVM::LLVMPointerType::get(kb.b.getContext(), 7), at,
+                arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), owner));
+            kb.store(LLVM::LoadOp::create(kb.b, kb.loc, gr.f32, remote).getResult(), olat,
+                     {kb.idx(0), r});
+          });
+        } else
         kb.strided(tb, kb.idx(0), kb.idx(R / 2), [&](Value pr) {
           Value c = kb.mul(pr, kb.idx(2)), col = kb.add(base, c);
           // carried: M, L, o0, o1
@@ -4156,7 +4242,10 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
           kb.storeF32(gatedOutput(kb, o, gr.gate, row, colOut, gr.outType), gr.out,
                       {row, colOut});
         });
-      }, 0, "absorbed_combine_rows" + std::to_string(rowsPerBlock));
+        if (rowsCluster)
+          clusterSync(kb); // no block exits while the others read its slice
+      }, 0, "absorbed_combine_rows" + std::to_string(rowsPerBlock) + (rowsCluster ? "_c" : ""),
+                rowsCluster ? CB : 1);
     };
     // The multi-token form: thread tt < TT forms token tt's weights into
     // shared memory; then a thread per (token, latent column) merges; then

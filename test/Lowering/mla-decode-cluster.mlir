@@ -38,6 +38,16 @@
 // RUN: env K3C_MLA_COMBINE_CLUSTER=4 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=COMB4
 // RUN: env K3C_MLA_COMBINE_CLUSTER=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=COMBBAD
 //
+// K3C_MLA_COMBINE_ROWS_CLUSTER=1 (opt-in): the one-token (row-sliced)
+// combine's 2 blocks of a head (32 of its 64 output rows each) as one
+// cluster: block k merges latent columns [64 k, 64 k + 64) of the splits,
+// 8 lanes a column pair (each a share of the splits, 4 a round; merged by
+// xor shuffles 1, 2, 4), a cluster barrier, the other block's slice read
+// through distributed shared memory, and a cluster barrier ends the block.
+// Its rounds (K3C_MLA_COMBINE_ROWS_CLUSTER_ROUNDS) must be 1..8.
+// RUN: env K3C_MLA_COMBINE_ROWS_CLUSTER=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROWC
+// RUN: env K3C_MLA_COMBINE_ROWS_CLUSTER=1 K3C_MLA_COMBINE_ROWS_CLUSTER_ROUNDS=9 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ROWCBAD
+//
 // K3C_MLA_COMBINE_STAGE_W=N (16 by default): rounds of 8..N tokens take the
 // tensor-core combine whose blocks copy their head's W_UV rows ([64, 128]
 // here, rows 160 elements apart) into dynamic shared memory by cp.async
@@ -108,6 +118,22 @@
 // COMB4: module(@k3_mla_attn_0000cafe_absorbed_combine_mma_t16)
 
 // COMBBAD: K3C_MLA_COMBINE_CLUSTER must be 0, 1, 2 or 4, got 3
+
+// ROWC-LABEL: func.func @k3_mla_attn_0000cafe(
+// ROWC: gpu.launch clusters({{.*}}) in ({{.*}} = %c2{{[_0-9]*}}, {{.*}} = %c1{{[_0-9]*}}, {{.*}} = %c1{{[_0-9]*}}) blocks
+// ROWC-SAME: module(@k3_mla_attn_0000cafe_absorbed_combine_rows32_c)
+// ROWC: nvvm.griddepcontrol wait
+// ROWC: gpu.shuffle xor {{.*}}, %c1_i32
+// ROWC: gpu.shuffle xor {{.*}}, %c2_i32
+// ROWC: gpu.shuffle xor {{.*}}, %c4_i32
+// ROWC: nvvm.cluster.arrive {aligned}
+// ROWC-NEXT: nvvm.cluster.wait {aligned}
+// ROWC: nvvm.mapa {{.*}} : !llvm.ptr<3> -> !llvm.ptr<7>
+// ROWC: llvm.load {{.*}} : !llvm.ptr<7> -> f32
+// ROWC: nvvm.cluster.arrive {aligned}
+// ROWC-NEXT: nvvm.cluster.wait {aligned}
+// ROWC-NEXT: gpu.terminator
+// ROWCBAD: K3C_MLA_COMBINE_ROWS_CLUSTER_ROUNDS must be 1..8, got 9
 
 // SW: arith.cmpi ule, {{.*}}, %c16 : index
 // SW: dynamic_shared_memory_size {{.*}} module(@k3_mla_attn_0000cafe_absorbed_combine_mma_t16_sw)
