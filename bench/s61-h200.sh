@@ -18,11 +18,65 @@
 #   decode kernel against fp64 attention (mla_check.py, a 5000-token
 #   prompt); its logits against the default's; mla_attn and the step at one
 #   sequence, context 8192 (two rounds), 1024 and 32768 (graph replay).
+# PART=3: both parts' essentials in one call (below).
 # Only log.txt and kbench.csv come back.
 source "$(dirname "$0")/device-common.sh"
 machine
 [ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
-if [ "${PART:-1}" = 1 ]; then
+if [ "${PART:-1}" = 3 ]; then
+  # PART=3 (~7 min): both parts' essentials in one call, for a session
+  # whose device time allows one: #13's step at 128 against 1 for the
+  # default, KS, KSG3 and S224; the copy ceiling; dense k3-tiny with the bf16
+  # state and the slice's KS at 16 sequences against the reference; the
+  # logits of S224 / KS against the default; then #15's clustered one-token
+  # combine (RC, RC6, W1S33RC) and W1S33: the kernel against fp64, the
+  # logits against the default's, mla_attn at one sequence, context 8192.
+  R='graph|kda_chunk|kda_conv|lm_head|mlp_in|mlp_down|kda_out|mla_attn'
+  for a in slice-bf16 k/slice-KS k/slice-KSG3 k/slice-S224; do
+    kbench s61-ratio-$(basename $a) $a /tmp/slice "$R" --prefill none --decode 1,128
+  done
+  copy_ceiling
+  dense_inputs
+  dense_checks tiny-dense-KS
+  for i in 1 2 3 4 5 6 7 8; do seq -s, $i $((i + 150 * i + 30)); done > /tmp/b8.txt
+  for a in slice-bf16 k/slice-KS k/slice-S224; do
+    timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --batch /tmp/b8.txt --max-new-tokens 4 --quiet --dump-logits /tmp/B-$(basename $a).npy > /dev/null
+  done
+  python3 - <<'PY'
+import numpy as n
+L = lambda k: n.load('/tmp/B-slice-%s.npy' % k)
+for x, y in [('bf16', 'KS'), ('bf16', 'S224')]:
+    a, b = L(x), L(y)
+    print('8 prompts, %s vs %s: bit-identical %s, max rel %.2e, argmax equal %.3f' % (x, y,
+          bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max(), (a.argmax(-1) == b.argmax(-1)).mean()))
+PY
+  for i in $(seq 1 16); do echo "$i,$((i + 20))"; done > /tmp/b16.txt
+  echo "== k/slice-KS vs the reference: 16 prompts of 2 tokens, 2 new (${SECONDS}s)"
+  timeout 200 k3-run k/slice-KS --checkpoint /tmp/slice --device cuda --batch /tmp/b16.txt --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
+  P5=$(seq -s, 1 5000)
+  for a in slice-bf16 v/slice-RC v/slice-RC6 v/slice-W1S33 v/slice-W1S33RC; do
+    n=$(basename $a)
+    if ! timeout 90 k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $P5 --max-new-tokens 4 --quiet --dump-logits /tmp/L-$n.npy > /tmp/smoke.txt 2>&1; then
+      echo "$a: smoke run FAILED or hung:"; tail -5 /tmp/smoke.txt; rm -rf $a; continue
+    fi
+    echo "== $a: one-token decode kernel vs fp64 (${SECONDS}s)"
+    K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $P5 --max-new-tokens 2 --quiet > /dev/null
+    python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
+  done
+  python3 - <<'PY'
+import numpy as n, glob
+a = n.load('/tmp/L-slice-bf16.npy')
+for f in sorted(glob.glob('/tmp/L-*.npy')):
+    b = n.load(f)
+    print('5000-token prompt, default vs %s: max rel %.2e' % (f[7:-4], abs(a.astype(n.float64) - b).max() / abs(a).max()))
+PY
+  for r in 1 2; do
+    for a in slice-bf16 v/slice-RC v/slice-RC6 v/slice-W1S33 v/slice-W1S33RC; do
+      [ $SECONDS -gt ${MLA_BEFORE:-540} ] && break 2
+      [ -d $a ] && kbench s61-$(basename $a)-8192-$r $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context 8192
+    done
+  done
+elif [ "${PART:-1}" = 1 ]; then
   R='graph|kda_chunk|kda_conv|kda_in|kda_out|lm_head|mlp_in|mlp_down|mla_in|mla_q_up|mla_out'
   for a in slice-bf16 k/*; do
     kbench s61-ratio-$(basename $a)-1 $a /tmp/slice "$R" --prefill none --decode 1,128
