@@ -18,12 +18,33 @@
 #   decode kernel against fp64 attention (mla_check.py, a 5000-token
 #   prompt); its logits against the default's; mla_attn and the step at one
 #   sequence, context 8192 (two rounds), 1024 and 32768 (graph replay).
-# PART=3: both parts' essentials in one call (below).
+# PART=3: both parts' essentials in one call (below); PART=4 the least of
+# them for a short call.
 # Only log.txt and kbench.csv come back.
 source "$(dirname "$0")/device-common.sh"
 machine
 [ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
-if [ "${PART:-1}" = 3 ]; then
+if [ "${PART:-1}" = 4 ]; then
+  # PART=4 (~4 min): the least a short call answers: the step at 128
+  # against 1 with the bf16 KDA state, its checks against the reference
+  # (dense k3-tiny, the slice at 16 sequences), and the clustered one-token
+  # combine (RC) against fp64 and in time.
+  for a in slice-bf16 k/slice-KS; do
+    kbench s61-ratio-$(basename $a) $a /tmp/slice 'graph|kda_chunk' --prefill none --decode 1,128
+  done
+  dense_inputs
+  DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense-KS
+  for i in $(seq 1 16); do echo "$i,$((i + 20))"; done > /tmp/b16.txt
+  echo "== k/slice-KS vs the reference: 16 prompts of 2 tokens, 2 new (${SECONDS}s)"
+  timeout 100 k3-run k/slice-KS --checkpoint /tmp/slice --device cuda --batch /tmp/b16.txt --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
+  P5=$(seq -s, 1 5000)
+  echo "== v/slice-RC: one-token decode kernel vs fp64 (${SECONDS}s)"
+  K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 60 k3-run v/slice-RC --checkpoint /tmp/slice --device cuda --prompt-ids $P5 --max-new-tokens 2 --quiet > /dev/null
+  python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
+  for a in slice-bf16 v/slice-RC slice-bf16 v/slice-RC; do
+    kbench s61-$(basename $a)-8192 $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context 8192
+  done
+elif [ "${PART:-1}" = 3 ]; then
   # PART=3 (~7 min): both parts' essentials in one call, for a session
   # whose device time allows one: #13's step at 128 against 1 for the
   # default, KS, KSG3 and S224; the copy ceiling; dense k3-tiny with the bf16
