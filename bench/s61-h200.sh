@@ -19,10 +19,25 @@
 #   prompt); its logits against the default's; mla_attn and the step at one
 #   sequence, context 8192 (two rounds), 1024 and 32768 (graph replay).
 # PART=3: both parts' essentials in one call (below); PART=4 the least of
-# them for a short call.
+# them for a short call; PART=5 less still.
 # Only log.txt and kbench.csv come back.
 source "$(dirname "$0")/device-common.sh"
 machine
+if [ "${PART:-1}" = 5 ]; then
+  # PART=5 (~3 min): dense k3-tiny with the bf16 KDA state against the
+  # reference first (no slice needed), then the slice's step at 128 against
+  # 1, default and KS.
+  dense_inputs
+  DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense-KS
+  k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+  echo "== the slice's checkpoint made (${SECONDS}s)"
+  for a in k/slice-KS slice-bf16; do
+    kbench s61-ratio-$(basename $a) $a /tmp/slice 'graph|kda_chunk' --prefill none --decode 1,128
+  done
+  find $OUT -type f ! -name log.txt ! -name kbench.csv -delete
+  echo "== done (${SECONDS}s)"
+  exit 0
+fi
 [ -d /tmp/slice ] || k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 if [ "${PART:-1}" = 4 ]; then
   # PART=4 (~4 min): the least a short call answers: the step at 128
