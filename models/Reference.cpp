@@ -252,6 +252,9 @@ Reference::Vec Reference::kda(int64_t li, const Vec &x, int64_t T, SequenceState
         o[t * P + h * dh + j] =
             R(ov[j] * inv * onorm.data[j] * sigmoid(gate[t * P + h * dh + j]));
     }
+  if (kdaStateBf16 && precision == Precision::BF16)
+    for (double &v : S)
+      v = R(v);
   return linear(o, T, L("o_proj.weight"));
 }
 

@@ -72,6 +72,12 @@ public:
   /// The rounding mode of later forward calls (one set of weights serves
   /// both: k3-run --check runs a bf16 build against both references).
   void setPrecision(Precision p) { precision = p; }
+  /// The KDA state in bf16 (an artifact built with --kda-state-dtype=bf16):
+  /// the BF16 reference rounds each layer's state to bf16 at the end of
+  /// every forward call, where the kernels store it (they update it in
+  /// fp32: after a decode token, at the end of a prefill launch); F32 and
+  /// F64 keep it unrounded.
+  void setKdaStateBf16(bool on) { kdaStateBf16 = on; }
   SequenceState newSequence() const;
 
   /// Runs `ids` (one sequence) after whatever `state` holds; returns logits
@@ -108,6 +114,7 @@ private:
   Precision precision;
   RoutingHint routingHint;
   double tieTol = 5e-2;
+  bool kdaStateBf16 = false;
   mutable int64_t moeCall = 0, forced = 0, refused = 0;
   mutable double widestTie = 0;
 };

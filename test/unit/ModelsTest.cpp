@@ -808,6 +808,44 @@ TEST_F(TinyCheckpoint, PrecisionsNestAroundTheExactReference) {
       ASSERT_EQ(static_cast<double>(static_cast<float>(x)), x);
 }
 
+// The KDA state in bf16 (setKdaStateBf16, for artifacts built with
+// --kda-state-dtype=bf16): the BF16 reference's state is bf16 after every
+// forward call (prefill, then a decode token) and differs from the fp32
+// state it held before; F32 ignores the switch (bit-identical logits).
+TEST_F(TinyCheckpoint, Bf16KdaStateRoundsTheBf16ReferencesState) {
+  const std::vector<int64_t> ids{5, 6, 7, 8, 9, 10, 11, 12, 13};
+  auto isBf16 = [](double x) { return k3c::roundBf16(static_cast<float>(x)) == x; };
+  k3c::Reference plain = k3c::loadReference(dir, k3c::Precision::BF16);
+  k3c::Reference ref = k3c::loadReference(dir, k3c::Precision::BF16);
+  ref.setKdaStateBf16(true);
+  k3c::SequenceState a = plain.newSequence(), b = ref.newSequence();
+  plain.forward(ids, a);
+  std::vector<float> lb = ref.forward(ids, b);
+  ASSERT_FALSE(b.kda.empty());
+  int64_t notBf16 = 0, changed = 0;
+  for (size_t l = 0; l < b.kda.size(); ++l)
+    for (size_t i = 0; i < b.kda[l].size(); ++i) {
+      ASSERT_TRUE(isBf16(b.kda[l][i])) << "layer " << l << " element " << i;
+      notBf16 += !isBf16(a.kda[l][i]);
+      changed += a.kda[l][i] != b.kda[l][i];
+    }
+  EXPECT_GT(notBf16, 0) << "the plain BF16 reference's state is already bf16";
+  EXPECT_GT(changed, 0);
+  std::vector<float> la = plain.forward({3}, a), lb2 = ref.forward({3}, b);
+  for (const auto &S : b.kda)
+    for (double x : S)
+      ASSERT_TRUE(isBf16(x));
+  double d = 0;
+  for (size_t v = 0; v < la.size(); ++v)
+    d = std::max(d, std::fabs(static_cast<double>(la[v]) - lb2[v]));
+  EXPECT_GT(d, 0) << "the rounded state changed no logit of the next token";
+  k3c::Reference f32 = k3c::loadReference(dir, k3c::Precision::F32), f32b = f32;
+  f32b.setKdaStateBf16(true);
+  k3c::SequenceState c = f32.newSequence(), e = f32b.newSequence();
+  EXPECT_EQ(f32.forward(ids, c), f32b.forward(ids, e));
+  (void)lb;
+}
+
 // Routing hints (k3-run --check of bf16 builds): a compiled choice is taken
 // only when it is a near tie. With tolerance 0 a hint naming experts 0..K-1
 // for every token is refused wherever the reference's own choice differs,

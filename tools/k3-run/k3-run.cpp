@@ -1050,6 +1050,10 @@ int main(int argc, char **argv) {
       const bool showLayers = args.has("check-layers");
       k3c::Reference ref = k3c::loadReference(
           model->checkpointPath(), f32 ? k3c::Precision::F64 : k3c::Precision::BF16, false);
+      // The bf16 reference holds the KDA state as the artifact does (the
+      // model's rounding contract: --kda-state-dtype=bf16 rounds it where
+      // stored); the f32 reference keeps it in f32.
+      ref.setKdaStateBf16(model->memoryPlan().kdaStateDtype == "bf16");
       bool ok = true;
       const double tol = args.getDouble("check-floor", f32 ? 1e-5 : 1e-2),
                    factor = args.getDouble("check-factor", 2.0),
@@ -1211,6 +1215,9 @@ int main(int argc, char **argv) {
           std::printf("check: routing of the f32 reference: %lld followed, %lld not\n",
                       static_cast<long long>(hiForced), static_cast<long long>(hiRefused));
       }
+      if (!f32 && model->memoryPlan().kdaStateDtype == "bf16")
+        std::printf("check: the bf16 reference holds the KDA state in bf16, as the artifact "
+                    "does (rounded where the kernels store it)\n");
       if (f32)
         std::printf("check: %s (f32 activations; tolerance: max rel %.0e of the logits' "
                     "scale, against the fp64 reference)\n",
