@@ -4119,6 +4119,38 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
         kb.gridWait(tb);
         Value olat = kb.shared(tb, {1, R}, gr.f32);
         Value base = kb.mul(head, R + 2);
+        // The online merge of latent column pair `col` over splits first,
+        // first + stride, ... (< P), `rounds` splits' (M, L) and partial
+        // pair loaded together: the carried (M, L, o0, o1).
+        auto mergeSplits = [&](Value col, Value first, int64_t stride, int64_t rounds) {
+          SmallVector<Value> init{gr.negInf, gr.zero, gr.zero, gr.zero};
+          return kb.loopStep(
+              first, P, kb.idx(rounds * stride), init, [&](Value sp0, ValueRange a) {
+                SmallVector<SmallVector<Value>> ml, o;
+                SmallVector<Value> live;
+                for (int64_t u = 0; u < rounds; ++u) {
+                  Value sp = kb.add(sp0, kb.idx(u * stride));
+                  Value in = kb.ult(sp, P);
+                  Value at = kb.select(in, sp, kb.idx(0)); // the token's slots 0..P-1
+                  ml.push_back(kb.loadVec(part, {at, kb.add(base, kb.idx(R))}, 2));
+                  o.push_back(kb.loadVec(part, {at, col}, 2));
+                  live.push_back(kb.andi(in, kb.fgt(ml.back()[1], gr.zero)));
+                }
+                Value M = a[0];
+                for (int64_t u = 0; u < rounds; ++u)
+                  M = kb.select(live[u], kb.fmax(M, ml[u][0]), M);
+                // rescale what earlier rounds summed (nothing yet: 0)
+                Value r = kb.select(kb.fgt(a[0], gr.negInf), kb.exp(kb.fsub(a[0], M)), gr.zero);
+                Value L = kb.fmul(a[1], r), o0 = kb.fmul(a[2], r), o1 = kb.fmul(a[3], r);
+                for (int64_t u = 0; u < rounds; ++u) {
+                  Value f = kb.select(live[u], kb.exp(kb.fsub(ml[u][0], M)), gr.zero);
+                  L = kb.fadd(L, kb.select(live[u], kb.fmul(ml[u][1], f), gr.zero));
+                  o0 = kb.fadd(o0, kb.select(live[u], kb.fmul(o[u][0], f), gr.zero));
+                  o1 = kb.fadd(o1, kb.select(live[u], kb.fmul(o[u][1], f), gr.zero));
+                }
+                return SmallVector<Value>{M, L, o0, o1};
+              });
+        };
         if (rowsCluster) {
           // Lane q of the Q = rowsClQ lanes of a column pair merges splits
           // q, q + Q, ... in rounds of kRowRounds; the Q lanes (adjacent)
@@ -4134,33 +4166,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
           Value q = kb.rem(tb.tid, kb.idx(Q));
           Value c = kb.add(kb.mul(bid[1], kb.idx(slice)),
                            kb.mul(kb.div(tb.tid, kb.idx(Q)), kb.idx(2)));
-          Value col = kb.add(base, c);
-          SmallVector<Value> init{gr.negInf, gr.zero, gr.zero, gr.zero};
-          SmallVector<Value> st = kb.loopStep(
-              q, P, kb.idx(RR * Q), init, [&](Value sp0, ValueRange a) {
-                SmallVector<SmallVector<Value>> ml, o;
-                SmallVector<Value> live;
-                for (int64_t u = 0; u < RR; ++u) {
-                  Value sp = kb.add(sp0, kb.idx(u * Q));
-                  Value in = kb.ult(sp, P);
-                  Value at = kb.select(in, sp, kb.idx(0));
-                  ml.push_back(kb.loadVec(part, {at, kb.add(base, kb.idx(R))}, 2));
-                  o.push_back(kb.loadVec(part, {at, col}, 2));
-                  live.push_back(kb.andi(in, kb.fgt(ml.back()[1], gr.zero)));
-                }
-                Value M = a[0];
-                for (int64_t u = 0; u < RR; ++u)
-                  M = kb.select(live[u], kb.fmax(M, ml[u][0]), M);
-                Value r = kb.select(kb.fgt(a[0], gr.negInf), kb.exp(kb.fsub(a[0], M)), gr.zero);
-                Value L = kb.fmul(a[1], r), o0 = kb.fmul(a[2], r), o1 = kb.fmul(a[3], r);
-                for (int64_t u = 0; u < RR; ++u) {
-                  Value f = kb.select(live[u], kb.exp(kb.fsub(ml[u][0], M)), gr.zero);
-                  L = kb.fadd(L, kb.select(live[u], kb.fmul(ml[u][1], f), gr.zero));
-                  o0 = kb.fadd(o0, kb.select(live[u], kb.fmul(o[u][0], f), gr.zero));
-                  o1 = kb.fadd(o1, kb.select(live[u], kb.fmul(o[u][1], f), gr.zero));
-                }
-                return SmallVector<Value>{M, L, o0, o1};
-              });
+          SmallVector<Value> st = mergeSplits(kb.add(base, c), q, Q, RR);
           for (int64_t off = 1; off < Q; off *= 2) {
             SmallVector<Value> ot;
             for (Value v : st)
@@ -4192,35 +4198,8 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
           });
         } else
         kb.strided(tb, kb.idx(0), kb.idx(R / 2), [&](Value pr) {
-          Value c = kb.mul(pr, kb.idx(2)), col = kb.add(base, c);
-          // carried: M, L, o0, o1
-          SmallVector<Value> init{gr.negInf, gr.zero, gr.zero, gr.zero};
-          SmallVector<Value> st = kb.loopStep(
-              kb.idx(0), P, kb.idx(kRowRounds), init, [&](Value sp0, ValueRange a) {
-                SmallVector<SmallVector<Value>> ml, o;
-                SmallVector<Value> live;
-                for (int64_t u = 0; u < kRowRounds; ++u) {
-                  Value sp = kb.add(sp0, kb.idx(u));
-                  Value in = kb.ult(sp, P);
-                  Value at = kb.select(in, sp, kb.idx(0)); // the token's slots 0..P-1
-                  ml.push_back(kb.loadVec(part, {at, kb.add(base, kb.idx(R))}, 2));
-                  o.push_back(kb.loadVec(part, {at, col}, 2));
-                  live.push_back(kb.andi(in, kb.fgt(ml.back()[1], gr.zero)));
-                }
-                Value M = a[0];
-                for (int64_t u = 0; u < kRowRounds; ++u)
-                  M = kb.select(live[u], kb.fmax(M, ml[u][0]), M);
-                // rescale what earlier rounds summed (nothing yet: 0)
-                Value r = kb.select(kb.fgt(a[0], gr.negInf), kb.exp(kb.fsub(a[0], M)), gr.zero);
-                Value L = kb.fmul(a[1], r), o0 = kb.fmul(a[2], r), o1 = kb.fmul(a[3], r);
-                for (int64_t u = 0; u < kRowRounds; ++u) {
-                  Value f = kb.select(live[u], kb.exp(kb.fsub(ml[u][0], M)), gr.zero);
-                  L = kb.fadd(L, kb.select(live[u], kb.fmul(ml[u][1], f), gr.zero));
-                  o0 = kb.fadd(o0, kb.select(live[u], kb.fmul(o[u][0], f), gr.zero));
-                  o1 = kb.fadd(o1, kb.select(live[u], kb.fmul(o[u][1], f), gr.zero));
-                }
-                return SmallVector<Value>{M, L, o0, o1};
-              });
+          Value c = kb.mul(pr, kb.idx(2));
+          SmallVector<Value> st = mergeSplits(kb.add(base, c), kb.idx(0), 1, kRowRounds);
           kb.store(kb.fdiv(st[2], st[1]), olat, {kb.idx(0), c});
           kb.store(kb.fdiv(st[3], st[1]), olat, {kb.idx(0), kb.add(c, kb.idx(1))});
         });
