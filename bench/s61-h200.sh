@@ -23,6 +23,60 @@
 # Only log.txt and kbench.csv come back.
 source "$(dirname "$0")/device-common.sh"
 machine
+# logits8 BUILD...: each build's logits of 8 prompts of 40-1200 tokens over
+# 4 steps (/tmp/B-<name>.npy), then each pair below that both builds have:
+# bit-identity, max relative difference, argmax agreement.
+logits8() {
+  for i in 1 2 3 4 5 6 7 8; do seq -s, $i $((i + 150 * i + 30)); done > /tmp/b8.txt
+  for a in "$@"; do
+    timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --batch /tmp/b8.txt --max-new-tokens 4 --quiet --dump-logits /tmp/B-$(basename $a).npy > /dev/null
+  done
+  python3 - <<'PY'
+import numpy as n, os
+L = lambda k: n.load('/tmp/B-slice-%s.npy' % k)
+for x, y in [('bf16', 'KS'), ('bf16', 'G3'), ('KS', 'KSG3'), ('bf16', 'GR2'), ('bf16', 'S224')]:
+    if not (os.path.exists('/tmp/B-slice-%s.npy' % x) and os.path.exists('/tmp/B-slice-%s.npy' % y)):
+        continue
+    a, b = L(x), L(y)
+    print('8 prompts, %s vs %s: bit-identical %s, max rel %.2e, argmax equal %.3f' % (x, y,
+          bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max(), (a.argmax(-1) == b.argmax(-1)).mean()))
+PY
+}
+# ks_check SECONDS: the slice with the bf16 KDA state against the reference
+# executor, 16 sequences (the staged decode kernel's bf16 form; k3-tiny's
+# 32-column heads take the register form only).
+ks_check() {
+  for i in $(seq 1 16); do echo "$i,$((i + 20))"; done > /tmp/b16.txt
+  echo "== k/slice-KS vs the reference: 16 prompts of 2 tokens, 2 new (${SECONDS}s)"
+  timeout $1 k3-run k/slice-KS --checkpoint /tmp/slice --device cuda --batch /tmp/b16.txt --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
+}
+P5=$(seq -s, 1 5000)
+# mla_kernel_check BUILD SECONDS: its one-token MLA decode kernel on a
+# 5000-token prompt against fp64 attention (mla_check.py).
+mla_kernel_check() {
+  echo "== $1: one-token decode kernel vs fp64 (${SECONDS}s)"
+  K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout $2 k3-run $1 --checkpoint /tmp/slice --device cuda --prompt-ids $P5 --max-new-tokens 2 --quiet > /dev/null
+  python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
+}
+# mla_checks BUILD...: a smoke run of each (a build that fails or hangs is
+# removed), its kernel against fp64, then its logits of the 5000-token
+# prompt against the first build's.
+mla_checks() {
+  for a in "$@"; do
+    n=$(basename $a)
+    if ! timeout 90 k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $P5 --max-new-tokens 4 --quiet --dump-logits /tmp/L-$n.npy > /tmp/smoke.txt 2>&1; then
+      echo "$a: smoke run FAILED or hung:"; tail -5 /tmp/smoke.txt; rm -rf $a; continue
+    fi
+    mla_kernel_check $a 120
+  done
+  python3 - <<'PY'
+import numpy as n, glob
+a = n.load('/tmp/L-slice-bf16.npy')
+for f in sorted(glob.glob('/tmp/L-*.npy')):
+    b = n.load(f)
+    print('5000-token prompt, default vs %s: max rel %.2e' % (f[7:-4], abs(a.astype(n.float64) - b).max() / abs(a).max()))
+PY
+}
 if [ "${PART:-1}" = 5 ]; then
   # PART=5 (~3 min): dense k3-tiny with the bf16 KDA state against the
   # reference first (no slice needed), then the slice's step at 128 against
@@ -49,13 +103,8 @@ if [ "${PART:-1}" = 4 ]; then
   done
   dense_inputs
   DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense-KS
-  for i in $(seq 1 16); do echo "$i,$((i + 20))"; done > /tmp/b16.txt
-  echo "== k/slice-KS vs the reference: 16 prompts of 2 tokens, 2 new (${SECONDS}s)"
-  timeout 100 k3-run k/slice-KS --checkpoint /tmp/slice --device cuda --batch /tmp/b16.txt --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
-  P5=$(seq -s, 1 5000)
-  echo "== v/slice-RC: one-token decode kernel vs fp64 (${SECONDS}s)"
-  K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 60 k3-run v/slice-RC --checkpoint /tmp/slice --device cuda --prompt-ids $P5 --max-new-tokens 2 --quiet > /dev/null
-  python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
+  ks_check 100
+  mla_kernel_check v/slice-RC 60
   for a in slice-bf16 v/slice-RC slice-bf16 v/slice-RC; do
     kbench s61-$(basename $a)-8192 $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context 8192
   done
@@ -74,38 +123,9 @@ elif [ "${PART:-1}" = 3 ]; then
   copy_ceiling
   dense_inputs
   dense_checks tiny-dense-KS
-  for i in 1 2 3 4 5 6 7 8; do seq -s, $i $((i + 150 * i + 30)); done > /tmp/b8.txt
-  for a in slice-bf16 k/slice-KS k/slice-S224; do
-    timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --batch /tmp/b8.txt --max-new-tokens 4 --quiet --dump-logits /tmp/B-$(basename $a).npy > /dev/null
-  done
-  python3 - <<'PY'
-import numpy as n
-L = lambda k: n.load('/tmp/B-slice-%s.npy' % k)
-for x, y in [('bf16', 'KS'), ('bf16', 'S224')]:
-    a, b = L(x), L(y)
-    print('8 prompts, %s vs %s: bit-identical %s, max rel %.2e, argmax equal %.3f' % (x, y,
-          bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max(), (a.argmax(-1) == b.argmax(-1)).mean()))
-PY
-  for i in $(seq 1 16); do echo "$i,$((i + 20))"; done > /tmp/b16.txt
-  echo "== k/slice-KS vs the reference: 16 prompts of 2 tokens, 2 new (${SECONDS}s)"
-  timeout 200 k3-run k/slice-KS --checkpoint /tmp/slice --device cuda --batch /tmp/b16.txt --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
-  P5=$(seq -s, 1 5000)
-  for a in slice-bf16 v/slice-RC v/slice-RC6 v/slice-W1S33 v/slice-W1S33RC; do
-    n=$(basename $a)
-    if ! timeout 90 k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $P5 --max-new-tokens 4 --quiet --dump-logits /tmp/L-$n.npy > /tmp/smoke.txt 2>&1; then
-      echo "$a: smoke run FAILED or hung:"; tail -5 /tmp/smoke.txt; rm -rf $a; continue
-    fi
-    echo "== $a: one-token decode kernel vs fp64 (${SECONDS}s)"
-    K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $P5 --max-new-tokens 2 --quiet > /dev/null
-    python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
-  done
-  python3 - <<'PY'
-import numpy as n, glob
-a = n.load('/tmp/L-slice-bf16.npy')
-for f in sorted(glob.glob('/tmp/L-*.npy')):
-    b = n.load(f)
-    print('5000-token prompt, default vs %s: max rel %.2e' % (f[7:-4], abs(a.astype(n.float64) - b).max() / abs(a).max()))
-PY
+  logits8 slice-bf16 k/slice-KS k/slice-S224
+  ks_check 200
+  mla_checks slice-bf16 v/slice-RC v/slice-RC6 v/slice-W1S33 v/slice-W1S33RC
   for r in 1 2; do
     for a in slice-bf16 v/slice-RC v/slice-RC6 v/slice-W1S33 v/slice-W1S33RC; do
       [ $SECONDS -gt ${MLA_BEFORE:-540} ] && break 2
@@ -146,26 +166,8 @@ PY
   done
   dense_inputs
   dense_checks ${DENSE_BUILDS:-tiny-dense-KS}
-  for i in 1 2 3 4 5 6 7 8; do seq -s, $i $((i + 150 * i + 30)); done > /tmp/b8.txt
-  for a in slice-bf16 k/*; do
-    timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --batch /tmp/b8.txt --max-new-tokens 4 --quiet --dump-logits /tmp/B-$(basename $a).npy > /dev/null
-  done
-  python3 - <<'PY'
-import numpy as n, os
-L = lambda k: n.load('/tmp/B-slice-%s.npy' % k)
-for x, y in [('bf16', 'KS'), ('bf16', 'G3'), ('KS', 'KSG3'), ('bf16', 'GR2'), ('bf16', 'S224')]:
-    if not (os.path.exists('/tmp/B-slice-%s.npy' % x) and os.path.exists('/tmp/B-slice-%s.npy' % y)):
-        continue
-    a, b = L(x), L(y)
-    print('8 prompts, %s vs %s: bit-identical %s, max rel %.2e, argmax equal %.3f' % (x, y,
-          bool((a.view(n.uint32) == b.view(n.uint32)).all()), abs(a.astype(n.float64) - b).max() / abs(a).max(), (a.argmax(-1) == b.argmax(-1)).mean()))
-PY
-  # The slice with the bf16 state against the reference executor, 16
-  # sequences (the staged decode kernel's bf16 form; k3-tiny's 32-column
-  # heads take the register form only).
-  for i in $(seq 1 16); do echo "$i,$((i + 20))"; done > /tmp/b16.txt
-  echo "== k/slice-KS vs the reference: 16 prompts of 2 tokens, 2 new (${SECONDS}s)"
-  timeout 200 k3-run k/slice-KS --checkpoint /tmp/slice --device cuda --batch /tmp/b16.txt --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
+  logits8 slice-bf16 k/*
+  ks_check 200
   # A second round of the timings while the call has time.
   if [ $SECONDS -lt ${ROUND2_BEFORE:-330} ]; then
     for a in slice-bf16 k/*; do
@@ -173,24 +175,7 @@ PY
     done
   fi
 else
-  P5=$(seq -s, 1 5000)
-  for a in slice-bf16 v/*; do
-    n=$(basename $a)
-    if ! timeout 90 k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $P5 --max-new-tokens 4 --quiet --dump-logits /tmp/L-$n.npy > /tmp/smoke.txt 2>&1; then
-      echo "$a: smoke run FAILED or hung:"; tail -5 /tmp/smoke.txt; rm -rf $a; continue
-    fi
-    echo "== $a: one-token decode kernel vs fp64"
-    K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 120 k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids $P5 --max-new-tokens 2 --quiet > /dev/null
-    python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
-  done
-  python3 - <<'PY'
-import numpy as n, glob
-a = n.load('/tmp/L-slice-bf16.npy')
-for f in sorted(glob.glob('/tmp/L-*.npy')):
-    b = n.load(f)
-    d = abs(a.astype(n.float64) - b).max() / abs(a).max()
-    print('5000-token prompt, default vs %s: max rel %.2e' % (f[7:-4], d))
-PY
+  mla_checks slice-bf16 v/*
   for c in 8192 1024 32768 8192; do
     [ $SECONDS -gt 400 ] && break
     for a in slice-bf16 v/*; do
