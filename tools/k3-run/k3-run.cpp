@@ -1053,7 +1053,8 @@ int main(int argc, char **argv) {
       // The bf16 reference holds the KDA state as the artifact does (the
       // model's rounding contract: --kda-state-dtype=bf16 rounds it where
       // stored); the f32 reference keeps it in f32.
-      ref.setKdaStateBf16(model->memoryPlan().kdaStateDtype == "bf16");
+      const bool bf16State = model->memoryPlan().kdaStateDtype == "bf16";
+      ref.setKdaStateBf16(bf16State);
       bool ok = true;
       const double tol = args.getDouble("check-floor", f32 ? 1e-5 : 1e-2),
                    factor = args.getDouble("check-factor", 2.0),
@@ -1215,7 +1216,7 @@ int main(int argc, char **argv) {
           std::printf("check: routing of the f32 reference: %lld followed, %lld not\n",
                       static_cast<long long>(hiForced), static_cast<long long>(hiRefused));
       }
-      if (!f32 && model->memoryPlan().kdaStateDtype == "bf16")
+      if (!f32 && bf16State)
         std::printf("check: the bf16 reference holds the KDA state in bf16, as the artifact "
                     "does (rounded where the kernels store it)\n");
       if (f32)
