@@ -32,6 +32,10 @@
 #           o_lat through distributed shared memory)
 #   RC6     RC with 6 splits a lane a round (one round at 22 splits)
 #   W1S33RC W1S33 with RC
+#   W1C66   (session 56) 66 splits on the clustered transposed core
+#           (K3C_MLA_DECODE_CLUSTER=1: a split's two 48-head blocks one
+#           cluster, the cache tiles multicast to both)
+#   W1SC66  W1C66 with both warpgroups scoring
 # and dense k3-tiny (bf16) by default and with --kda-state-dtype=bf16, for
 # the checks against the reference executor.
 # Carry .dev61; run: bash .dev61/s61-h200.sh (~8 min; PART=1|2).
@@ -50,7 +54,7 @@ K3C_GEMV_ROWS=2 slice -o $D/k/slice-GR2
 K3C_SPLITK_TILE=128,224,4,0 slice -o $D/k/slice-S224
 W=K3C_MLA_DECODE_WG_FROM=1 S=K3C_MLA_DECODE_SPLIT_S=1 P=K3C_MLA_DECODE_SPLITS
 RC=K3C_MLA_COMBINE_ROWS_CLUSTER=1
-bundle_variants "W133=$W;$P=33 W122=$W;$P=22 W1S33=$W;$S;$P=33 W1S22=$W;$S;$P=22 W1S44=$W;$S;$P=44 W1SO33=$W;K3C_MLA_DECODE_SPLIT_S=2;$P=33 RC=$RC RC6=$RC;K3C_MLA_COMBINE_ROWS_CLUSTER_ROUNDS=6 W1S33RC=$W;$S;$P=33;$RC" slice $D/v/slice
+bundle_variants "W133=$W;$P=33 W122=$W;$P=22 W1S33=$W;$S;$P=33 W1S22=$W;$S;$P=22 W1S44=$W;$S;$P=44 W1SO33=$W;K3C_MLA_DECODE_SPLIT_S=2;$P=33 RC=$RC RC6=$RC;K3C_MLA_COMBINE_ROWS_CLUSTER_ROUNDS=6 W1S33RC=$W;$S;$P=33;$RC W1C66=$W;K3C_MLA_DECODE_CLUSTER=1;$P=66 W1SC66=$W;$S;K3C_MLA_DECODE_CLUSTER=1;$P=66" slice $D/v/slice
 cp test/Runtime/Inputs/k3-tiny-dense.json $D/
 $B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
 tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet "$@"; }

@@ -115,7 +115,11 @@ elif [ "${PART:-1}" = 3 ]; then
   # state and the slice's KS at 16 sequences against the reference; the
   # logits of S224 / KS against the default; then #15's clustered one-token
   # combine (RC, RC6, W1S33RC) and W1S33: the kernel against fp64, the
-  # logits against the default's, mla_attn at one sequence, context 8192.
+  # logits against the default's, mla_attn at one sequence, context 8192;
+  # and (session 56) the one-token rounds on the clustered transposed core,
+  # 66 splits (W1C66; W1SC66 with both warpgroups scoring): the two 48-head
+  # blocks of a split one cluster, each cache tile read from L2 once for all
+  # 96 heads, 132 blocks.
   R='graph|kda_chunk|kda_conv|lm_head|mlp_in|mlp_down|kda_out|mla_attn'
   for a in slice-bf16 k/slice-KS k/slice-KSG3 k/slice-S224; do
     kbench s61-ratio-$(basename $a) $a /tmp/slice "$R" --prefill none --decode 1,128
@@ -125,9 +129,9 @@ elif [ "${PART:-1}" = 3 ]; then
   dense_checks tiny-dense-KS
   logits8 slice-bf16 k/slice-KS k/slice-S224
   ks_check 200
-  mla_checks slice-bf16 v/slice-RC v/slice-RC6 v/slice-W1S33 v/slice-W1S33RC
+  mla_checks slice-bf16 v/slice-RC v/slice-RC6 v/slice-W1S33 v/slice-W1S33RC v/slice-W1C66 v/slice-W1SC66
   for r in 1 2; do
-    for a in slice-bf16 v/slice-RC v/slice-RC6 v/slice-W1S33 v/slice-W1S33RC; do
+    for a in slice-bf16 v/slice-RC v/slice-RC6 v/slice-W1S33 v/slice-W1S33RC v/slice-W1C66 v/slice-W1SC66; do
       [ $SECONDS -gt ${MLA_BEFORE:-540} ] && break 2
       [ -d $a ] && kbench s61-$(basename $a)-8192-$r $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context 8192
     done
