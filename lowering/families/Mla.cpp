@@ -2220,9 +2220,10 @@ struct DecodeWg {
   /// tiles before are done (a named barrier each way). The same products
   /// and sums in the same order: the same values. Measured slower at 8-64
   /// sequences (H100, session 54: 73.7 against 65.1 us at 8, context 8192).
-  /// K3C_MLA_DECODE_SPLIT_S=2: one-token rounds only (with
-  /// K3C_MLA_DECODE_WG_FROM=1; its own kernel, the others unsplit), where
-  /// the core is latency-bound on a few tiles a block.
+  /// K3C_MLA_DECODE_SPLIT_S=2 (the default since session 56): one-token
+  /// rounds only (where the core takes them, K3C_MLA_DECODE_WG_FROM=1; its
+  /// own kernel, the others unsplit), where the core is latency-bound on a
+  /// few tiles a block; =0 none.
   bool splitS = false;
   /// K3C_MLA_DECODE_SPLIT_S=2 (splitS then off): one-token rounds take the
   /// split-scoring kernel.
@@ -2333,7 +2334,7 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
                                /*gen_crash_diag=*/false);
     d.wg0Tiles = t0;
     d.stmatrixP = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_STMATRIX", true);
-    const int64_t ss = intFromEnv("K3C_MLA_DECODE_SPLIT_S", 0);
+    const int64_t ss = intFromEnv("K3C_MLA_DECODE_SPLIT_S", 2);
     if (ss < 0 || ss > 2)
       llvm::report_fatal_error("k3c: K3C_MLA_DECODE_SPLIT_S must be 0, 1 or 2 (one-token rounds "
                                "only), got " + llvm::Twine(ss),
@@ -3479,13 +3480,16 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
   // first tiles go out before its own (K3C_MLA_DECODE_EARLY_TILES).
   const bool earlyCore = (dm.on && dm.earlyTiles) || (dw.transposed && dw.earlyTiles);
   // The warpgroup-MMA core (sm_90a) takes rounds of at least wgFrom tokens
-  // (K3C_MLA_DECODE_WG_FROM, default 2), the mma.sync core the one-token
-  // ones: H200, slice, context 8192, mla_attn in the step graph (same call):
-  // batch 8 153.8 -> 110.0 us, batch 4 101.7 -> 88.6, batch 2 82.8 -> 72.1
-  // (73.9 on mma.sync); batch 1 51 us on mma.sync against 66 on the
-  // warpgroup core, whose 64-head blocks need 66 splits to fill the SMs and
-  // write twice the partials (docs/perf.md, session 19).
-  const int64_t wgFrom = intFromEnv("K3C_MLA_DECODE_WG_FROM", 2);
+  // (K3C_MLA_DECODE_WG_FROM), the mma.sync core the shorter ones. Default:
+  // 1 where the core is the transposed one (every round; since session 56),
+  // else 2. The seesaw's 64-head blocks lost at one token (H200, session 19:
+  // 66 us against 51 on mma.sync at context 8192; batch 8 110.0 against
+  // 153.8); the transposed core with both warpgroups scoring in one-token
+  // rounds (splitSOne) and a block per two SMs (the split cap below) wins
+  // (H100, session 56, mla_attn in the step graph at one sequence: 36.3 /
+  // 36.4 against 39.3 / 39.7 us at context 8192, 64.0 against 84.5 at
+  // 32768; batch 8 unchanged).
+  const int64_t wgFrom = intFromEnv("K3C_MLA_DECODE_WG_FROM", dw.transposed ? 1 : 2);
   if (wgFrom < 1)
     llvm::report_fatal_error("k3c: K3C_MLA_DECODE_WG_FROM must be >= 1, got " +
                                  llvm::Twine(wgFrom),
@@ -3495,10 +3499,15 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
   const int64_t groups = wgAll ? dw.groups() : mma ? dm.groups() : gr.H / G;
   // K3C_MLA_DECODE_SPLITS: splits of a token's positions at most with the
   // tensor-core cores (1..kSplitMaxAny; default kSplitMax, and where the
-  // warpgroup-MMA core, whose blocks take 64 heads, takes every round,
-  // kSplitMaxAny: the one-wave count).
-  const int64_t splitsMma =
-      intFromEnv("K3C_MLA_DECODE_SPLITS", wgAll ? kSplitMaxAny : kSplitMax);
+  // warpgroup-MMA core takes every round, half the one-wave count of a
+  // one-token round: a block per two SMs, 33 splits of two 48-head blocks
+  // on 132 SMs. H100, session 54, one sequence at context 8192: 36.6 us at
+  // 33 splits against 41.6 at 66, the one-wave count; rounds of 2+ tokens
+  // have at most that many anyway).
+  const int64_t splitsMma = intFromEnv(
+      "K3C_MLA_DECODE_SPLITS",
+      wgAll ? std::max<int64_t>(1, std::min<int64_t>(kSplitMaxAny, dm.blocks / (2 * dw.groups())))
+            : kSplitMax);
   if (mma && (splitsMma < 1 || splitsMma > kSplitMaxAny))
     llvm::report_fatal_error(llvm::Twine("k3c: K3C_MLA_DECODE_SPLITS must be 1..") +
                                  llvm::Twine(kSplitMaxAny) + ", got " + llvm::Twine(splitsMma),

@@ -7,9 +7,11 @@
 // latent columns. Shared memory: q_abs 16 x 200 + 2 x 64 x 200 cache rows +
 // P 16 x 72, x 2 bytes, and 8 x 16 fp32 maxima: 60416 bytes (60160 with 4
 // warps). The 32-head core keeps 4 warps a head tile (K3C_MLA_DECODE_WARPS).
-// RUN: env K3C_MLA_DECODE_WARPS_SMALL=8 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=W4
-// RUN: env K3C_MLA_DECODE_WARPS_SMALL=3 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=W3
+// (K3C_MLA_DECODE_WG_FROM=2: one-token rounds on the mma.sync cores; by
+// default the transposed warpgroup core takes every round.)
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_WARPS_SMALL=8 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=W4
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_WARPS_SMALL=3 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=W3
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000abce(
 // CHECK: threads(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}) in (%{{[a-z0-9]+}} = %c256{{[_0-9]*}}, %{{[a-z0-9]+}} = %c1{{[_0-9]*}}, %{{[a-z0-9]+}} = %c1{{[_0-9]*}}) dynamic_shared_memory_size %c60416_i32 module(@k3_mla_attn_0000abce_absorbed_split_mma_h16_n64)

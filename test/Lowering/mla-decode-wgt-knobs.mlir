@@ -7,23 +7,23 @@
 // empty split's 16 a thread, one form for both); here with
 // K3C_MLA_DECODE_STMATRIX=0, P^T by one 2-byte store an element, and
 // K3C_MLA_PARTIAL_BULK=0, the partials by element stores.
-// RUN: env K3C_MLA_DECODE_STMATRIX=0 K3C_MLA_PARTIAL_BULK=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HALF
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_STMATRIX=0 K3C_MLA_PARTIAL_BULK=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HALF
 //
 // K3C_MLA_DECODE_WG0_TILES=1: warpgroup 0 one tile, warpgroup 1 three (its
 // rescale and P V issue moved off the scoring warpgroup), each storing its
 // own tiles' partials (8 and 24; the empty split's per warpgroup, 8 and
 // 24; K3C_MLA_PARTIAL_BULK=0: the element stores, counted); values outside
 // 0..3 are refused.
-// RUN: env K3C_MLA_DECODE_WG0_TILES=1 K3C_MLA_PARTIAL_BULK=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ONE
-// RUN: env K3C_MLA_DECODE_WG0_TILES=4 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_WG0_TILES=1 K3C_MLA_PARTIAL_BULK=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ONE
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_WG0_TILES=4 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BAD
 //
 // By default (K3C_MLA_DECODE_STMATRIX=1) the scoring warpgroup writes P^T
 // (16 heads x 64 positions, bf16) by one transposed stmatrix.x4 a warp (four
 // 8x8 matrices: 8 heads x 8 positions each) from cvt.rn.bf16x2 pairs
 // instead of 8 two-byte stores a thread (=0, HALF above: no stmatrix);
 // other values are refused.
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=STM
-// RUN: env K3C_MLA_DECODE_STMATRIX=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=STMBAD
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=STM
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_STMATRIX=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=STMBAD
 //
 // By default (K3C_MLA_FUSE_APPEND_STAGED=1) a decode launch of one round too
 // long for the wide q_abs (7 < T <= 64 tokens) appends its tokens in extra
@@ -32,15 +32,15 @@
 // a token), so the append's own launch runs only outside both fused ranges
 // (7 < T and not 8 <= T <= 64); with =0 that launch takes every T > 7 (no
 // _append staged kernel). Other values are refused.
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA
-// RUN: env K3C_MLA_FUSE_APPEND_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA0
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_FUSE_APPEND_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA0
 //
 // K3C_MLA_QABS_EARLY_W=1 (the default since session 52): the staged q_abs tiles copy their W_UK
 // slice (16 nope rows x 64 columns) before the kernel's own grid wait, the
 // rows of q after it, one cp.async group; the append blocks wait first;
 // other values are refused.
-// RUN: env K3C_MLA_QABS_EARLY_W=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QEW
-// RUN: env K3C_MLA_QABS_EARLY_W=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=QEWBAD
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_QABS_EARLY_W=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=QEW
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_QABS_EARLY_W=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=QEWBAD
 //
 // The partials by one bulk copy (the default since session 51;
 // K3C_MLA_PARTIAL_BULK=0 the 4-byte stores): both warpgroups, past their
@@ -49,10 +49,10 @@
 // writes the block's rows by one bulk copy after the async-proxy fence and a
 // block barrier, waiting until the copy has read them; other values are
 // refused.
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PB
-// RUN: env K3C_MLA_PARTIAL_BULK=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PB0
-// RUN: env K3C_MLA_PARTIAL_BULK=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PBBAD
-// RUN: env K3C_MLA_FUSE_APPEND_STAGED=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FABAD
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PB
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_PARTIAL_BULK=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PB0
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_PARTIAL_BULK=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PBBAD
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_FUSE_APPEND_STAGED=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=FABAD
 //
 // By default (K3C_MLA_DECODE_EARLY_TILES=1, since session 52) the transposed
 // core initializes its ring's mbarriers, issues tiles 0 and 1 (5 boxes each)
@@ -63,9 +63,9 @@
 // q_abs launches ahead (wide and staged) trigger them early. With =0 (ET0,
 // the combine's W_UV staging off too) neither: the core's wait is the one
 // every kernel gets at its start. Other values are refused.
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ET
-// RUN: env K3C_MLA_DECODE_EARLY_TILES=0 K3C_MLA_COMBINE_STAGE_W=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ET0
-// RUN: env K3C_MLA_DECODE_EARLY_TILES=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ETBAD
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ET
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_EARLY_TILES=0 K3C_MLA_COMBINE_STAGE_W=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ET0
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_EARLY_TILES=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ETBAD
 //
 // Where the combine stages W_UV before its own wait (K3C_MLA_COMBINE_STAGE_W,
 // 16 by default) the core triggers it right after its wait in launches of 8
@@ -73,8 +73,8 @@
 // many tokens (the rounds that take the staged combine), so those copies run
 // beside the core; K3C_MLA_DECODE_EARLY_NEXT=0 keeps the trigger at the
 // core's exit; other values are refused.
-// RUN: env K3C_MLA_COMBINE_STAGE_W=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN
-// RUN: env K3C_MLA_DECODE_EARLY_NEXT=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN0
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_COMBINE_STAGE_W=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_EARLY_NEXT=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EN0
 // With the transposed core for one-token rounds too
 // (K3C_MLA_DECODE_WG_FROM=1), their row-sliced combine (W_UV loaded before
 // its wait) is triggered early as well: one token, or 8..16 (the ENONE
@@ -88,18 +88,20 @@
 // partial tile zeroed by both (barrier 9), then every head's factors at
 // barrier 4 and the latent half's O^T; the kernel's name ends in _ss.
 // K3C_MLA_DECODE_SPLIT_S=2 with one-token rounds on this core
-// (K3C_MLA_DECODE_WG_FROM=1): a host-side branch sends one-token rounds to
-// the split-scoring kernel and the others to the default one (the SPLIT2
-// lines). Other values are refused.
-// RUN: env K3C_MLA_DECODE_SPLIT_S=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT
-// RUN: env K3C_MLA_DECODE_SPLIT_S=2 K3C_MLA_DECODE_WG_FROM=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT2
+// (K3C_MLA_DECODE_WG_FROM=1; both the defaults since session 56): a
+// host-side branch sends one-token rounds to the split-scoring kernel and
+// the others to the unsplit one (the SPLIT2 lines). Other values are
+// refused. (The lines above pin K3C_MLA_DECODE_WG_FROM=2: one-token rounds
+// on the mma.sync core, as before session 56.)
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_SPLIT_S=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SPLIT2
 // RUN: env K3C_MLA_DECODE_SPLIT_S=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SPLITBAD
 // Without a staged combine (K3C_MLA_COMBINE_STAGE_W=0) no round triggers it
 // early (the ENS0 lines); K3C_MLA_DECODE_EARLY_NEXT=1 then forces it in every round
 // (the ENF lines: up to the 64 tokens a round holds).
-// RUN: env K3C_MLA_COMBINE_STAGE_W=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ENS0
-// RUN: env K3C_MLA_COMBINE_STAGE_W=0 K3C_MLA_DECODE_EARLY_NEXT=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ENF
-// RUN: env K3C_MLA_DECODE_EARLY_NEXT=x not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ENBAD
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_COMBINE_STAGE_W=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ENS0
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_COMBINE_STAGE_W=0 K3C_MLA_DECODE_EARLY_NEXT=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ENF
+// RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_EARLY_NEXT=x not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ENBAD
 
 // HALF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // HALF-COUNT-20: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 16, k = 16>, D[<f32>, <{{zero|one}}>], A[<bf16>, <one>, <row>]
