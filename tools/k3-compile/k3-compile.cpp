@@ -139,10 +139,11 @@ static cl::opt<std::string> activationDtype(
     cl::init("bf16"));
 static cl::opt<std::string> kdaStateDtype(
     "kda-state-dtype",
-    cl::desc("KDA recurrent state dtype: f32 (default; the reference's) or bf16 (FlashKDA's: "
-             "half the bytes a decode step reads and writes, and half the state memory a "
-             "sequence; updated in f32, rounded where stored; needs bf16 activations)"),
-    cl::init("f32"));
+    cl::desc("KDA recurrent state dtype: auto (default: bf16 in bf16 builds, f32 in f32 "
+             "builds), f32 (the reference's) or bf16 (FlashKDA's: half the bytes a decode "
+             "step reads and writes, and half the state memory a sequence; updated in f32, "
+             "rounded where stored; needs bf16 activations)"),
+    cl::init("auto"));
 static cl::opt<std::string> dumpKernelsTo(
     "dump-kernels-to",
     cl::desc("Write every distinct kernel's stages to DIR: <kernel>.loops.mlir (and, for "
@@ -455,12 +456,16 @@ int main(int argc, char **argv) {
         throw ::k3c::Error("--ptxas-advisories must be warn, error or ignore, got '" +
                            ptxasAdvice + "'");
       opts.f32Activations = activationDtype == "f32";
-      if (kdaStateDtype != "f32" && kdaStateDtype != "bf16")
-        throw ::k3c::Error("--kda-state-dtype must be f32 or bf16, got '" + kdaStateDtype + "'");
+      if (kdaStateDtype != "auto" && kdaStateDtype != "f32" && kdaStateDtype != "bf16")
+        throw ::k3c::Error("--kda-state-dtype must be auto, f32 or bf16, got '" + kdaStateDtype +
+                           "'");
       if (kdaStateDtype == "bf16" && opts.f32Activations)
         throw ::k3c::Error("--kda-state-dtype=bf16 needs bf16 activations: the f32 build "
                            "keeps the reference's f32 state for its 1e-5 checks");
-      opts.bf16KdaState = kdaStateDtype == "bf16";
+      // auto: the state in the activations' dtype (the f32 build keeps the
+      // reference's f32 state; the bf16 build holds it in bf16, FlashKDA's).
+      opts.bf16KdaState =
+          kdaStateDtype == "bf16" || (kdaStateDtype == "auto" && !opts.f32Activations);
       // Artifacts and paged caches need a static context: the config's, at
       // most 4096, unless --max-context gives one.
       opts.maxContext = maxContext > 0 ? maxContext
