@@ -61,5 +61,5 @@ tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512
 tiny -o $D/tiny-dense-bf16
 tiny -o $D/tiny-dense-KS --kda-state-dtype=bf16
 rm -rf $D/*/ptx $D/[vk]/*/ptx $D/*/model.fused.mlir $D/[vk]/*/model.fused.mlir
-cp bench/s61-h200.sh bench/mla_check.py $D/
+cp bench/s61-h200.sh bench/mla_check.py bench/kda_check.py bench/bench_common.py $D/
 du -sh $D
