@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Session 56's next device call (bundle: bash bench/make-s62-bundle.sh; carry
+# .dev62; run: bash .dev62/s62-h200.sh, ~6 min): session 56's defaults (the
+# KDA state in bf16, one-token MLA rounds on the transposed core) on the
+# machine the criteria name, against the build with the earlier defaults:
+# #13's decode step at 128 sequences against 1 (graph replay), both builds,
+# two rounds; the copy ceiling; dense k3-tiny against the reference
+# executor (128 one-token prompts, a 100-token prompt, a mixed batch of 20);
+# the slice's delta rule in its 128-sequence decode launch and its one-token
+# MLA kernel (a 5000-token prompt) against fp64; #15's decode table
+# (mla_attn in the step graph) at 1 / 8 / 64 sequences and context 1024 /
+# 8192 / 32768, the one-sequence rows for both builds.
+# Only log.txt and kbench.csv come back.
+source "$(dirname "$0")/device-common.sh"
+machine
+k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+R='graph|kda_chunk|mla_attn|mlp_down'
+for r in 1 2; do
+  for a in slice-bf16 slice-old; do
+    kbench s62-ratio-$a-$r $a /tmp/slice "$R" --prefill none --decode 1,128
+  done
+done
+copy_ceiling
+dense_inputs
+dense_checks tiny-dense-bf16
+for i in $(seq 1 128); do echo "$i,$((i + 20))"; done > /tmp/b128.txt
+echo "== slice-bf16: the delta rule's decode launch at 128 sequences vs fp64 (${SECONDS}s)"
+rm -rf /tmp/kd; K3C_DUMP_KERNEL=kda_chunk@128-128:/tmp/kd timeout 90 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --batch /tmp/b128.txt --max-new-tokens 2 --quiet > /dev/null
+timeout 120 python3 kda_check.py /tmp/kd; rm -rf /tmp/kd
+echo "== slice-bf16: one-token MLA decode kernel vs fp64 (${SECONDS}s)"
+K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 60 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 5000) --max-new-tokens 2 --quiet > /dev/null
+python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
+for c in 8192 1024 32768; do
+  for a in slice-bf16 slice-old; do
+    kbench s62-$a-1-$c $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context $c
+  done
+done
+for c in 8192 1024 32768; do
+  [ $SECONDS -gt 500 ] && break
+  kbench s62-slice-bf16-8,64-$c slice-bf16 /tmp/slice 'mla_attn' --prefill none --decode 8,64 --context $c
+done
+find $OUT -type f ! -name log.txt ! -name kbench.csv -delete
+echo "== done (${SECONDS}s)"
