@@ -11,9 +11,22 @@
 # (mla_attn in the step graph) at 1 / 8 / 64 sequences and context 1024 /
 # 8192 / 32768, the one-sequence rows for both builds.
 # Only log.txt and kbench.csv come back.
+# QUICK=1 (~2.5 min, for the end of a session's device time): one round of
+# the ratio, the one-sequence MLA rows at 8k and dense k3-tiny's checks.
 source "$(dirname "$0")/device-common.sh"
 machine
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+if [ "${QUICK:-0}" = 1 ]; then
+  for a in slice-bf16 slice-old; do
+    kbench s62q-ratio-$a $a /tmp/slice 'graph|kda_chunk|mla_attn' --prefill none --decode 1,128
+    kbench s62q-$a-1-8192 $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context 8192
+  done
+  dense_inputs
+  DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense-bf16
+  find $OUT -type f ! -name log.txt ! -name kbench.csv -delete
+  echo "== done (${SECONDS}s)"
+  exit 0
+fi
 R='graph|kda_chunk|mla_attn|mlp_down'
 for r in 1 2; do
   for a in slice-bf16 slice-old; do
