@@ -48,6 +48,19 @@ for c in 8192 1024 32768; do
     kbench s62-$a-1-$c $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context $c
   done
 done
+# Nsight Compute: the duration of each mla_attn launch of a one-sequence
+# step at 8k (each alone, clocks unlocked): q_abs, the core, the combine.
+echo "== ncu: mla_attn's launches, one sequence at 8k (${SECONDS}s)"
+timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv -k regex:mla_attn \
+  k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 1 --context 8192 --steps 1 2>/dev/null |
+  python3 -c "
+import csv, sys
+rows = [r for r in csv.reader(sys.stdin) if len(r) > 5]
+if not rows: print('no Nsight Compute rows'); sys.exit()
+h = rows[0]; k, u, v = h.index('Kernel Name'), h.index('Metric Unit'), h.index('Metric Value')
+sc = {'nsecond': 1e-3, 'ns': 1e-3, 'usecond': 1, 'us': 1, 'msecond': 1e3, 'ms': 1e3}
+for r in rows[1:][-6:]: print('%-70s %8.2f us' % (r[k][:70], float(r[v].replace(',', '')) * sc.get(r[u], 1)))
+"
 for c in 8192 1024 32768; do
   [ $SECONDS -gt 500 ] && break
   kbench s62-slice-bf16-8,64-$c slice-bf16 /tmp/slice 'mla_attn' --prefill none --decode 8,64 --context $c
