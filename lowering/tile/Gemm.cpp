@@ -314,12 +314,103 @@ static void gemvGrid(KernelBuilder &kb, int64_t groups, int64_t K, int64_t threa
   }, 0, name + "_normed");
 }
 
+/// K3C_GEMV_WARP=1 (opt-in, GPU; session 56, not yet timed): short rows
+/// (K at most K3C_GEMV_WARP_MAXK, 2048 by default, 1..4096, and at least a
+/// warp's 16-byte chunks) take a warp per K3C_GEMV_WARP_ROWS weight rows (2 by
+/// default, 1..8) instead of a block per kGemvRows: the lanes stride over K
+/// with every row's loads of a step in flight, the row's sum by shuffles,
+/// no shared-memory reduction and no barrier, 8 warps a block. The block
+/// form spends a barrier and a shared round trip on 4 rows of 3 KB at
+/// mla_q_up's K = 1536 (4608 blocks of 192 threads: 66 % of copy on the
+/// H200, session 53). The sums in another order: not bit-identical.
+static int64_t gemvWarpRows(KernelBuilder &kb, int64_t K, int64_t vw, const XPrologue &prologue) {
+  const int64_t on = intFromEnv("K3C_GEMV_WARP", 0);
+  if (on < 0 || on > 1)
+    llvm::report_fatal_error("k3c: K3C_GEMV_WARP must be 0 or 1, got " + llvm::Twine(on),
+                             /*gen_crash_diag=*/false);
+  const int64_t maxK = intFromEnv("K3C_GEMV_WARP_MAXK", 2048),
+                rows = intFromEnv("K3C_GEMV_WARP_ROWS", 2);
+  if (rows < 1 || rows > 8)
+    llvm::report_fatal_error("k3c: K3C_GEMV_WARP_ROWS must be 1..8, got " + llvm::Twine(rows),
+                             /*gen_crash_diag=*/false);
+  if (maxK < 1 || maxK > 4096)
+    llvm::report_fatal_error("k3c: K3C_GEMV_WARP_MAXK must be 1..4096, got " +
+                                 llvm::Twine(maxK),
+                             /*gen_crash_diag=*/false);
+  if (!on || !kb.gpu() || prologue || K > maxK || K < 32 * vw)
+    return 0;
+  return rows;
+}
+
 void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t tok,
                 Value residual, const GluPair &glu, const XPrologue &prologue) {
   assert((!prologue || tok == 1) && "a prologue builds one token's row");
   const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
   const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
   const int64_t vw = std::min(kb.vecWidth(x, K), kb.vecWidth(w, K));
+  if (const int64_t Rw = gemvWarpRows(kb, K, vw, prologue)) {
+    // A warp per Rw output rows (with a GluPair: Rw gate and the same Rw up
+    // rows), 8 warps a block.
+    const int64_t warps = 8, perBlock = warps * Rw;
+    kb.blocks({kb.idx((O + perBlock - 1) / perBlock)}, warps * 32,
+              [&](ValueRange bid, ThreadBlock &tb) {
+      Value r0 = kb.add(kb.mul(bid[0], kb.idx(perBlock)), kb.mul(tb.warp, kb.idx(Rw)));
+      SmallVector<Value> rows, toks;
+      for (int64_t r = 0; r < Rw; ++r) // past O: row O-1, not stored
+        rows.push_back(kb.minu(kb.add(r0, kb.idx(r)), kb.idx(O - 1)));
+      for (int64_t t = 0; t < tok; ++t) // past T: row T-1, not stored
+        toks.push_back(kb.minu(kb.idx(t), kb.sub(T, kb.idx(1))));
+      const int64_t nw = glu ? 2 * Rw : Rw; // weight rows a warp streams
+      auto weightOf = [&](int64_t r) { return glu && r >= Rw ? glu.up : w; };
+      // Every step's loads issued before the products (K / (32 vw) steps,
+      // at most 8 at the default K): the lanes' whole rows in flight at
+      // once. A step past K (K not a multiple of 32 vw) loads column 0 and
+      // adds nothing.
+      const int64_t steps = (K + 32 * vw - 1) / (32 * vw);
+      Value k0 = kb.mul(tb.lane, kb.idx(vw));
+      SmallVector<Value> ks, in;
+      SmallVector<SmallVector<SmallVector<Value>>> wv(steps), xv(steps);
+      for (int64_t st = 0; st < steps; ++st) {
+        Value k = kb.add(k0, kb.idx(st * 32 * vw));
+        in.push_back(kb.ult(k, kb.idx(K)));
+        ks.push_back(kb.select(in.back(), k, kb.idx(0)));
+        for (int64_t r = 0; r < nw; ++r)
+          wv[st].push_back(kb.loadVec(weightOf(r), {rows[r % Rw], ks[st]}, vw));
+      }
+      for (int64_t st = 0; st < steps; ++st)
+        for (int64_t t = 0; t < tok; ++t)
+          xv[st].push_back(kb.loadVec(x, {toks[t], ks[st]}, vw));
+      SmallVector<Value> acc(nw * tok, kb.f32(0.0));
+      for (int64_t st = 0; st < steps; ++st)
+        for (int64_t r = 0; r < nw; ++r)
+          for (int64_t t = 0; t < tok; ++t) {
+            Value part = kb.f32(0.0);
+            for (int64_t j = 0; j < vw; ++j)
+              part = kb.fadd(part, kb.fmul(wv[st][r][j], xv[st][t][j]));
+            acc[r * tok + t] =
+                kb.fadd(acc[r * tok + t], kb.select(in[st], part, kb.f32(0.0)));
+          }
+      for (Value &a : acc)
+        a = kb.warpSum(tb, a);
+      kb.ifThen(kb.ieq(tb.lane, kb.idx(0)), [&] {
+        for (int64_t r = 0; r < Rw; ++r)
+          for (int64_t t = 0; t < tok; ++t) {
+            Value o = kb.add(r0, kb.idx(r));
+            kb.ifThen(kb.andi(kb.ult(o, kb.idx(O)), kb.ult(kb.idx(t), T)), [&] {
+              Value v = acc[r * tok + t];
+              if (glu) {
+                Value g = kb.round(v, glu.roundTo);
+                Value u = kb.round(acc[(Rw + r) * tok + t], glu.roundTo);
+                kb.storeF32(glu.act(g, u), y, {kb.idx(t), o});
+                return;
+              }
+              kb.storeF32(addResidual(kb, y, residual, {kb.idx(t), o}, v), y, {kb.idx(t), o});
+            });
+          }
+      });
+    }, 0, std::string(glu ? "linear_glu_gemvw" : "linear_gemvw") + std::to_string(tok));
+    return;
+  }
   // With a GluPair a block's R rows are R/2 gate rows and the same R/2 up
   // rows: it stores R/2 hidden columns.
   const int64_t R = gemvRows(kb), outRows = glu ? R / 2 : R,
