@@ -9,7 +9,8 @@
 # the slice's delta rule in its 128-sequence decode launch and its one-token
 # MLA kernel (a 5000-token prompt) against fp64; #15's decode table
 # (mla_attn in the step graph) at 1 / 8 / 64 sequences and context 1024 /
-# 8192 / 32768, the one-sequence rows for both builds.
+# 8192 / 32768, the one-sequence rows for both builds; the one-token GEMVs
+# a warp per rows (slice-GW: mla_q_up at one sequence, its --check).
 # Only log.txt and kbench.csv come back.
 # QUICK=1 (~2.5 min, for the end of a session's device time): one round of
 # the ratio, the one-sequence MLA rows at 8k and dense k3-tiny's checks.
@@ -18,21 +19,27 @@ machine
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 if [ "${QUICK:-0}" = 1 ]; then
   for a in slice-bf16 slice-old; do
-    kbench s62q-ratio-$a $a /tmp/slice 'graph|kda_chunk|mla_attn' --prefill none --decode 1,128
+    kbench s62q-ratio-$a $a /tmp/slice 'graph|kda_chunk|mla_attn|mla_q_up' --prefill none --decode 1,128
     kbench s62q-$a-1-8192 $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context 8192
   done
+  kbench s62q-GW slice-GW /tmp/slice 'graph|mla_q_up' --prefill none --decode 1
+  echo "== slice-GW vs the reference: one 2-token prompt, 2 new (${SECONDS}s)"
+  timeout 100 k3-run slice-GW --checkpoint /tmp/slice --device cuda --prompt-ids 5,6 --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
   dense_inputs
   DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense-bf16
   find $OUT -type f ! -name log.txt ! -name kbench.csv -delete
   echo "== done (${SECONDS}s)"
   exit 0
 fi
-R='graph|kda_chunk|mla_attn|mlp_down'
+R='graph|kda_chunk|mla_attn|mlp_down|mla_q_up'
 for r in 1 2; do
   for a in slice-bf16 slice-old; do
     kbench s62-ratio-$a-$r $a /tmp/slice "$R" --prefill none --decode 1,128
   done
+  kbench s62-GW-$r slice-GW /tmp/slice 'graph|mla_q_up' --prefill none --decode 1
 done
+echo "== slice-GW vs the reference: one 2-token prompt, 2 new (${SECONDS}s)"
+timeout 100 k3-run slice-GW --checkpoint /tmp/slice --device cuda --prompt-ids 5,6 --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
 copy_ceiling
 dense_inputs
 dense_checks tiny-dense-bf16
