@@ -7,6 +7,8 @@
 #               one-token MLA rounds on the transposed warpgroup core)
 #   slice-old   the defaults before session 56 (--kda-state-dtype=f32,
 #               K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_SPLIT_S=0)
+#   slice-TR    K3C_MLA_COMBINE_TRIM=1 (the one-token combine merges only
+#               the splits that hold positions: short contexts)
 #   slice-GW    K3C_GEMV_WARP=1 (the one-token GEMVs of rows of at most
 #               2048 a warp per 2 rows: mla_q_up, K = 1536)
 # and dense k3-tiny (bf16, the defaults) for the checks against the
@@ -21,6 +23,7 @@ slice() { $B/k3-compile /tmp/slice --max-tokens 8192 --max-seqs 128 --max-contex
 slice -o $D/slice-bf16
 K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_SPLIT_S=0 slice -o $D/slice-old --kda-state-dtype=f32
 K3C_GEMV_WARP=1 slice -o $D/slice-GW
+K3C_MLA_COMBINE_TRIM=1 slice -o $D/slice-TR
 cp test/Runtime/Inputs/k3-tiny-dense.json $D/
 $B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
 $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet -o $D/tiny-dense-bf16

@@ -10,7 +10,8 @@
 # MLA kernel (a 5000-token prompt) against fp64; #15's decode table
 # (mla_attn in the step graph) at 1 / 8 / 64 sequences and context 1024 /
 # 8192 / 32768, the one-sequence rows for both builds; the one-token GEMVs
-# a warp per rows (slice-GW: mla_q_up at one sequence, its --check).
+# a warp per rows (slice-GW: mla_q_up at one sequence, its --check); the
+# trimmed one-token combine (slice-TR) at 64..32768 positions and vs fp64.
 # Only log.txt and kbench.csv come back.
 # QUICK=1 (~2.5 min, for the end of a session's device time): one round of
 # the ratio, the one-sequence MLA rows at 8k and dense k3-tiny's checks.
@@ -23,6 +24,9 @@ if [ "${QUICK:-0}" = 1 ]; then
     kbench s62q-$a-1-8192 $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context 8192
   done
   kbench s62q-GW slice-GW /tmp/slice 'graph|mla_q_up' --prefill none --decode 1
+  for c in 64 8192; do
+    kbench s62q-TR-$c slice-TR /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context $c
+  done
   echo "== slice-GW vs the reference: one 2-token prompt, 2 new (${SECONDS}s)"
   timeout 100 k3-run slice-GW --checkpoint /tmp/slice --device cuda --prompt-ids 5,6 --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
   dense_inputs
@@ -50,11 +54,14 @@ timeout 120 python3 kda_check.py /tmp/kd; rm -rf /tmp/kd
 echo "== slice-bf16: one-token MLA decode kernel vs fp64 (${SECONDS}s)"
 K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 60 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 5000) --max-new-tokens 2 --quiet > /dev/null
 python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
-for c in 8192 1024 32768; do
-  for a in slice-bf16 slice-old; do
+for c in 8192 64 1024 4096 32768; do
+  for a in slice-bf16 slice-old slice-TR; do
     kbench s62-$a-1-$c $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context $c
   done
 done
+echo "== slice-TR: one-token MLA decode kernel vs fp64, 200 positions (${SECONDS}s)"
+K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 60 k3-run slice-TR --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 200) --max-new-tokens 2 --quiet > /dev/null
+python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
 # Nsight Compute: the duration of each mla_attn launch of a one-sequence
 # step at 8k (each alone, clocks unlocked): q_abs, the core, the combine.
 echo "== ncu: mla_attn's launches, one sequence at 8k (${SECONDS}s)"

@@ -3678,6 +3678,16 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     }
     P = kb.minu(P, kb.minu(kb.idx(maxSplits), kb.div(kb.idx(kSplitSlots), Tc)));
     P = kb.select(kb.ult(P, kb.idx(1)), kb.idx(1), P);
+    // The round's core's tile (positions; host-side), for the one-token
+    // combine's trim (K3C_MLA_COMBINE_TRIM): its splits are whole tiles.
+    Value coreBn;
+    if (mma) {
+      coreBn = kb.idx(wgAll ? dw.bn : dm.bn);
+      if (!wgAll && twoSizes)
+        coreBn = kb.select(small, kb.idx(dmSmall.bn), coreBn);
+      if (useWg)
+        coreBn = kb.select(useWg, kb.idx(dw.bn), coreBn);
+    }
 
     // q_abs of the round's tokens: a block per (head, 8 tokens), a thread
     // per vwK latent columns.
@@ -4128,18 +4138,33 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
         kb.gridWait(tb);
         Value olat = kb.shared(tb, {1, R}, gr.f32);
         Value base = kb.mul(head, R + 2);
+        // K3C_MLA_COMBINE_TRIM=1 (opt-in, session 56, not yet on a GPU):
+        // merge only the splits that hold positions, ceil(S / per) of the P
+        // (S the sequence's visible positions, per its split's whole tiles,
+        // splitRange's formula): at short contexts most splits are empty (64
+        // positions: 1 of 33), yet their (M, L) rounds were loaded. Dead
+        // splits only added zeros: the same values.
+        Value Pm = P;
+        if (coreBn && KernelBuilder::switchFromEnv("K3C_MLA_COMBINE_TRIM", false)) {
+          ChunkSlot cs = findChunk(kb, tb, lens, row, 1);
+          Value S = kb.add(kb.add(kb.toIndex(kb.load(cacheLens, {cs.n})), cs.t0), kb.idx(1));
+          Value q = kb.div(kb.add(S, kb.sub(P, kb.idx(1))), P);
+          Value per = kb.mul(kb.div(kb.add(q, kb.sub(coreBn, kb.idx(1))), coreBn), coreBn);
+          Value live = kb.div(kb.add(S, kb.sub(per, kb.idx(1))), per);
+          Pm = kb.minu(P, kb.select(kb.ult(live, kb.idx(1)), kb.idx(1), live));
+        }
         // The online merge of latent column pair `col` over splits first,
-        // first + stride, ... (< P), `rounds` splits' (M, L) and partial
+        // first + stride, ... (< Pm), `rounds` splits' (M, L) and partial
         // pair loaded together: the carried (M, L, o0, o1).
         auto mergeSplits = [&](Value col, Value first, int64_t stride, int64_t rounds) {
           SmallVector<Value> init{gr.negInf, gr.zero, gr.zero, gr.zero};
           return kb.loopStep(
-              first, P, kb.idx(rounds * stride), init, [&](Value sp0, ValueRange a) {
+              first, Pm, kb.idx(rounds * stride), init, [&](Value sp0, ValueRange a) {
                 SmallVector<SmallVector<Value>> ml, o;
                 SmallVector<Value> live;
                 for (int64_t u = 0; u < rounds; ++u) {
                   Value sp = kb.add(sp0, kb.idx(u * stride));
-                  Value in = kb.ult(sp, P);
+                  Value in = kb.ult(sp, Pm);
                   Value at = kb.select(in, sp, kb.idx(0)); // the token's slots 0..P-1
                   ml.push_back(kb.loadVec(part, {at, kb.add(base, kb.idx(R))}, 2));
                   o.push_back(kb.loadVec(part, {at, col}, 2));
