@@ -27,6 +27,8 @@ if [ "${QUICK:-0}" = 1 ]; then
   for c in 64 8192; do
     kbench s62q-TR-$c slice-TR /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context $c
   done
+  K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 60 k3-run slice-TR --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 200) --max-new-tokens 2 --quiet > /dev/null
+  python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
   echo "== slice-GW vs the reference: one 2-token prompt, 2 new (${SECONDS}s)"
   timeout 100 k3-run slice-GW --checkpoint /tmp/slice --device cuda --prompt-ids 5,6 --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
   dense_inputs
