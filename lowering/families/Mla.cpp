@@ -1748,6 +1748,13 @@ struct SplitRange {
   Value lo, hi, nT;
   Value past; ///< the sequence's positions cached before this round
 };
+/// A split's positions: ceil(S / P) rounded up to whole tiles of bn (every
+/// split but the last holds this many; splits from ceil(S / per) on none).
+/// splitRange's and the one-token combine's trim (K3C_MLA_COMBINE_TRIM).
+static Value splitSpan(KernelBuilder &kb, Value S, Value P, Value bn) {
+  Value q = kb.div(kb.add(S, kb.sub(P, kb.idx(1))), P);
+  return kb.mul(kb.div(kb.add(q, kb.sub(bn, kb.idx(1))), bn), bn);
+}
 static SplitRange splitRange(KernelBuilder &kb, ThreadBlock &tb, Value lens, Value cacheLens,
                              Value row, Value split, Value P, int64_t bn) {
   SplitRange r;
@@ -1755,7 +1762,7 @@ static SplitRange splitRange(KernelBuilder &kb, ThreadBlock &tb, Value lens, Val
   Value past = kb.toIndex(kb.load(cacheLens, {r.cs.n}));
   r.past = past;
   Value S = kb.add(kb.add(past, r.cs.t0), kb.idx(1)); // visible positions
-  Value per = kb.mul(kb.ceilDiv(kb.div(kb.add(S, kb.sub(P, kb.idx(1))), P), bn), bn);
+  Value per = splitSpan(kb, S, P, kb.idx(bn));
   r.lo = kb.minu(kb.mul(split, per), S);
   r.hi = kb.minu(kb.add(r.lo, per), S);
   r.nT = kb.ceilDiv(kb.sub(r.hi, r.lo), bn);
@@ -3469,6 +3476,9 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                            R % (2 * CB) == 0 && clPairs > 0 && kMlaThreads % clPairs == 0 &&
                            rowsClQ >= 1 && rowsClQ <= 32 && (rowsClQ & (rowsClQ - 1)) == 0;
   const bool mma = dm.on && qaBf;
+  // K3C_MLA_COMBINE_TRIM=1 (opt-in): the one-token combine merges only the
+  // splits that hold positions (oneTokenRows).
+  const bool trimCombine = KernelBuilder::switchFromEnv("K3C_MLA_COMBINE_TRIM", false);
   DecodeWg dw = decodeWgPlan(attn, kb.target);
   if (dw.transposed && !cacheBoxes(cache, dw.bn)) {
     dw.transposed = false; // the seesaw, whose groups no cluster joins
@@ -3681,7 +3691,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     // The round's core's tile (positions; host-side), for the one-token
     // combine's trim (K3C_MLA_COMBINE_TRIM): its splits are whole tiles.
     Value coreBn;
-    if (mma) {
+    if (mma && trimCombine) {
       coreBn = kb.idx(wgAll ? dw.bn : dm.bn);
       if (!wgAll && twoSizes)
         coreBn = kb.select(small, kb.idx(dmSmall.bn), coreBn);
@@ -4145,11 +4155,10 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
         // positions: 1 of 33), yet their (M, L) rounds were loaded. Dead
         // splits only added zeros: the same values.
         Value Pm = P;
-        if (coreBn && KernelBuilder::switchFromEnv("K3C_MLA_COMBINE_TRIM", false)) {
+        if (coreBn) {
           ChunkSlot cs = findChunk(kb, tb, lens, row, 1);
           Value S = kb.add(kb.add(kb.toIndex(kb.load(cacheLens, {cs.n})), cs.t0), kb.idx(1));
-          Value q = kb.div(kb.add(S, kb.sub(P, kb.idx(1))), P);
-          Value per = kb.mul(kb.div(kb.add(q, kb.sub(coreBn, kb.idx(1))), coreBn), coreBn);
+          Value per = splitSpan(kb, S, P, coreBn);
           Value live = kb.div(kb.add(S, kb.sub(per, kb.idx(1))), per);
           Pm = kb.minu(P, kb.select(kb.ult(live, kb.idx(1)), kb.idx(1), live));
         }
