@@ -24,6 +24,19 @@ bundle_fla() {
   fi
   [ -d $D/peers/fla/fla ] || echo "note: no fla in $D/peers/fla (PEER_FLA=DIR): the KDA peer rows will be skipped"
 }
+# bundle_slice_checkpoint: the full-width k3-small slice's config
+# ($D/slice.json, for the device to regenerate the same weights) and its
+# checkpoint in /tmp/slice (seed 3, made once per machine).
+bundle_slice_checkpoint() {
+  python3 bench/slice-config.py $D slice
+  [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
+}
+# bundle_tiny_dense: dense k3-tiny's config ($D/k3-tiny-dense.json) and its
+# checkpoint in /tmp/k3c-ckpt-tiny-dense (seed 11: the device's dense_inputs).
+bundle_tiny_dense() {
+  cp test/Runtime/Inputs/k3-tiny-dense.json $D/
+  $B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
+}
 # bundle_variants LIST FN PREFIX: for each NAME=VAR=VALUE[;VAR=VALUE...] in
 # LIST (space-separated), runs FN -o PREFIX-NAME with those settings in its
 # environment (FN: a shell function of the bundle script whose last

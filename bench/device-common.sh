@@ -30,6 +30,23 @@ kbench() {
   { echo "# $name"; cat /tmp/kbench-$name.csv; } >> $OUT/kbench.csv
   echo "-- $name"; grep -E "$rows" /tmp/kbench-$name.csv
 }
+# mla_kernel_check BUILD SECONDS [POSITIONS]: BUILD's one-token MLA decode
+# kernel against fp64 attention (mla_check.py), its first one-token launch
+# after a prompt of POSITIONS tokens (5000 by default) on the slice.
+mla_kernel_check() {
+  echo "== $1: one-token decode kernel vs fp64, ${3:-5000} positions (${SECONDS}s)"
+  rm -rf /tmp/d1
+  K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout $2 k3-run $1 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 ${3:-5000}) --max-new-tokens 2 --quiet > /dev/null
+  python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
+}
+# kda_decode_check BUILD N: BUILD's delta rule in its N-sequence decode
+# launch (N prompts of 2 tokens) against an fp64 recurrence (kda_check.py).
+kda_decode_check() {
+  echo "== $1: the delta rule's decode launch at $2 sequences vs fp64 (${SECONDS}s)"
+  for i in $(seq 1 $2); do echo "$i,$((i + 20))"; done > /tmp/bk$2.txt
+  rm -rf /tmp/kd; K3C_DUMP_KERNEL=kda_chunk@$2-$2:/tmp/kd timeout 90 k3-run $1 --checkpoint /tmp/slice --device cuda --batch /tmp/bk$2.txt --max-new-tokens 2 --quiet > /dev/null
+  timeout 120 python3 kda_check.py /tmp/kd; rm -rf /tmp/kd
+}
 # dense_inputs: the split-K / TMA bundles' dense k3-tiny checkpoint
 # (ckpt-dense) and batches: 128 one-token prompts (b128.txt), a 100-token
 # prompt (p100.txt) and it among 19 one-token prompts (mix20.txt: 119 tokens,

@@ -42,8 +42,7 @@
 export BUNDLE_DIR=${BUNDLE_DIR:-.dev61}
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
-python3 bench/slice-config.py $D slice
-[ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
+bundle_slice_checkpoint
 slice() { $B/k3-compile /tmp/slice --max-tokens 8192 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16
 mkdir -p $D/v $D/k
@@ -55,8 +54,7 @@ K3C_SPLITK_TILE=128,224,4,0 slice -o $D/k/slice-S224
 W=K3C_MLA_DECODE_WG_FROM=1 S=K3C_MLA_DECODE_SPLIT_S=1 P=K3C_MLA_DECODE_SPLITS
 RC=K3C_MLA_COMBINE_ROWS_CLUSTER=1
 bundle_variants "W133=$W;$P=33 W122=$W;$P=22 W1S33=$W;$S;$P=33 W1S22=$W;$S;$P=22 W1S44=$W;$S;$P=44 W1SO33=$W;K3C_MLA_DECODE_SPLIT_S=2;$P=33 RC=$RC RC6=$RC;K3C_MLA_COMBINE_ROWS_CLUSTER_ROUNDS=6 W1S33RC=$W;$S;$P=33;$RC W1C66=$W;K3C_MLA_DECODE_CLUSTER=1;$P=66 W1SC66=$W;$S;K3C_MLA_DECODE_CLUSTER=1;$P=66" slice $D/v/slice
-cp test/Runtime/Inputs/k3-tiny-dense.json $D/
-$B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
+bundle_tiny_dense
 tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet "$@"; }
 tiny -o $D/tiny-dense-bf16
 tiny -o $D/tiny-dense-KS --kda-state-dtype=bf16

@@ -13,19 +13,17 @@
 #               2048 a warp per 2 rows: mla_q_up, K = 1536)
 # and dense k3-tiny (bf16, the defaults) for the checks against the
 # reference executor.
-# Carry .dev62; run: bash .dev62/s62-h200.sh (~6 min).
+# Carry .dev62; run: bash .dev62/s62-h200.sh (~7 min; QUICK=1 ~1.5 min).
 export BUNDLE_DIR=${BUNDLE_DIR:-.dev62}
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
-python3 bench/slice-config.py $D slice
-[ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
+bundle_slice_checkpoint
 slice() { $B/k3-compile /tmp/slice --max-tokens 8192 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16
 K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_SPLIT_S=0 slice -o $D/slice-old --kda-state-dtype=f32
 K3C_GEMV_WARP=1 slice -o $D/slice-GW
 K3C_MLA_COMBINE_TRIM=1 slice -o $D/slice-TR
-cp test/Runtime/Inputs/k3-tiny-dense.json $D/
-$B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
+bundle_tiny_dense
 $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet -o $D/tiny-dense-bf16
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/s62-h200.sh bench/mla_check.py bench/kda_check.py bench/bench_common.py $D/

@@ -51,13 +51,6 @@ ks_check() {
   timeout $1 k3-run k/slice-KS --checkpoint /tmp/slice --device cuda --batch /tmp/b16.txt --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
 }
 P5=$(seq -s, 1 5000)
-# mla_kernel_check BUILD SECONDS: its one-token MLA decode kernel on a
-# 5000-token prompt against fp64 attention (mla_check.py).
-mla_kernel_check() {
-  echo "== $1: one-token decode kernel vs fp64 (${SECONDS}s)"
-  K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout $2 k3-run $1 --checkpoint /tmp/slice --device cuda --prompt-ids $P5 --max-new-tokens 2 --quiet > /dev/null
-  python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
-}
 # mla_checks BUILD...: a smoke run of each (a build that fails or hangs is
 # removed), its kernel against fp64, then its logits of the 5000-token
 # prompt against the first build's.

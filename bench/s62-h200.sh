@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 56's next device call (bundle: bash bench/make-s62-bundle.sh; carry
-# .dev62; run: bash .dev62/s62-h200.sh, ~6 min): session 56's defaults (the
+# .dev62; run: bash .dev62/s62-h200.sh, ~7 min): session 56's defaults (the
 # KDA state in bf16, one-token MLA rounds on the transposed core) on the
 # machine the criteria name, against the build with the earlier defaults:
 # #13's decode step at 128 sequences against 1 (graph replay), both builds,
@@ -27,8 +27,7 @@ if [ "${QUICK:-0}" = 1 ]; then
   for c in 64 8192; do
     kbench s62q-TR-$c slice-TR /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context $c
   done
-  K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 60 k3-run slice-TR --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 200) --max-new-tokens 2 --quiet > /dev/null
-  python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
+  mla_kernel_check slice-TR 60 200
   echo "== slice-GW vs the reference: one 2-token prompt, 2 new (${SECONDS}s)"
   timeout 100 k3-run slice-GW --checkpoint /tmp/slice --device cuda --prompt-ids 5,6 --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
   dense_inputs
@@ -49,21 +48,14 @@ timeout 100 k3-run slice-GW --checkpoint /tmp/slice --device cuda --prompt-ids 5
 copy_ceiling
 dense_inputs
 dense_checks tiny-dense-bf16
-for i in $(seq 1 128); do echo "$i,$((i + 20))"; done > /tmp/b128.txt
-echo "== slice-bf16: the delta rule's decode launch at 128 sequences vs fp64 (${SECONDS}s)"
-rm -rf /tmp/kd; K3C_DUMP_KERNEL=kda_chunk@128-128:/tmp/kd timeout 90 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --batch /tmp/b128.txt --max-new-tokens 2 --quiet > /dev/null
-timeout 120 python3 kda_check.py /tmp/kd; rm -rf /tmp/kd
-echo "== slice-bf16: one-token MLA decode kernel vs fp64 (${SECONDS}s)"
-K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 60 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 5000) --max-new-tokens 2 --quiet > /dev/null
-python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
+kda_decode_check slice-bf16 128
+mla_kernel_check slice-bf16 60
 for c in 8192 64 1024 4096 32768; do
   for a in slice-bf16 slice-old slice-TR; do
     kbench s62-$a-1-$c $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context $c
   done
 done
-echo "== slice-TR: one-token MLA decode kernel vs fp64, 200 positions (${SECONDS}s)"
-K3C_DUMP_KERNEL=mla_attn@1-1:/tmp/d1 timeout 60 k3-run slice-TR --checkpoint /tmp/slice --device cuda --prompt-ids $(seq -s, 1 200) --max-new-tokens 2 --quiet > /dev/null
-python3 mla_check.py /tmp/d1 --head-stride 6; rm -rf /tmp/d1
+mla_kernel_check slice-TR 60 200
 # Nsight Compute: the duration of each mla_attn launch of a one-sequence
 # step at 8k (each alone, clocks unlocked): q_abs, the core, the combine.
 echo "== ncu: mla_attn's launches, one sequence at 8k (${SECONDS}s)"
