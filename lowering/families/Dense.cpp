@@ -608,8 +608,17 @@ void unlessOneTokenPrologue(KernelBuilder &kb, const LowerState &st, Operation *
 
 DenseMap<Value, SmallVector<Operation *>> oneTokenChains(Block &body) {
   DenseMap<Value, SmallVector<Operation *>> out;
-  if (!intFromEnv("K3C_GEMV_PROLOGUE", 0))
+  const int64_t mode = gemvPrologueMode();
+  if (!mode)
     return out;
+  // Per-block prologues (mode 2) read their chain's input rows in every
+  // GEMV block: only small rows, one norm (no AttnRes, whose sources are
+  // several model-width rows).
+  const int64_t perBlockBytes = intFromEnv("K3C_GEMV_PROLOGUE_BYTES", 4096);
+  if (perBlockBytes < 0)
+    llvm::report_fatal_error("k3c: K3C_GEMV_PROLOGUE_BYTES must be >= 0, got " +
+                                 llvm::Twine(perBlockBytes),
+                             /*gen_crash_diag=*/false);
   auto inBody = [&](Operation *o) { return o && o->getBlock() == &body; };
   // Every use is a linear of this body reading the value as its input (each
   // takes the GEMV at one token, and the GEMV takes the prologue).
@@ -633,6 +642,16 @@ DenseMap<Value, SmallVector<Operation *>> oneTokenChains(Block &body) {
       continue;
     SmallVector<Operation *> chain{&op};
     int64_t bytes = rowBytes(&op);
+    if (mode == 2) {
+      // The norm's inputs (x, and a gated norm's gate) are what every block reads.
+      int64_t in = 0;
+      for (Value v : op.getOperands())
+        if (auto t = dyn_cast<RankedTensorType>(v.getType()); t && t.getRank() == 2)
+          in += t.getDimSize(1) * (t.getElementTypeBitWidth() / 8);
+      if (in <= perBlockBytes)
+        out[op.getResult(0)] = chain;
+      continue;
+    }
     if (auto norm = dyn_cast<RMSNormOp>(op)) {
       auto mix = norm.getInput().getDefiningOp<AttnResOp>();
       if (mix && inBody(mix) && mix.getResult().hasOneUse() && bytes + rowBytes(mix) <= 32768) {

@@ -185,10 +185,19 @@ static int64_t gemvRows(KernelBuilder &kb) {
 /// 128 all but 16). Bit-identical: the idle warps only added zeros to the
 /// block's sum. K3C_GEMV_FIT_THREADS=0: always kGemvThreads.
 static int64_t gemvThreads(KernelBuilder &kb, int64_t K, int64_t vw, const XPrologue &prologue) {
-  if (!kb.gpu() || prologue || !intFromEnv("K3C_GEMV_FIT_THREADS", 1))
+  if (!kb.gpu() || (prologue && gemvPrologueMode() != 2) ||
+      !intFromEnv("K3C_GEMV_FIT_THREADS", 1))
     return kGemvThreads;
   const int64_t chunks = (K + vw - 1) / vw;
   return std::min<int64_t>(kGemvThreads, (chunks + 31) / 32 * 32);
+}
+
+int64_t gemvPrologueMode() {
+  const int64_t m = intFromEnv("K3C_GEMV_PROLOGUE", 0);
+  if (m < 0 || m > 2)
+    llvm::report_fatal_error("k3c: K3C_GEMV_PROLOGUE must be 0, 1 or 2, got " + llvm::Twine(m),
+                             /*gen_crash_diag=*/false);
+  return m;
 }
 
 bool gemvEarly(KernelBuilder &kb) {
@@ -214,13 +223,15 @@ bool mlaQabsEarly(KernelBuilder &kb) {
 /// wait (volatile loads of `pinned(r, k)`, the same values): they stream
 /// while the kernels ahead finish (the norm feeding the GEMV lets it start
 /// early, earlyForGemv in Families.h); the sums are the same, in the same
-/// order.
+/// order. `afterWait`, where given, runs after the grid wait (at the start
+/// without `early`) before any xLoad: a per-block prologue building x.
 static SmallVector<Value> gemvLoop(KernelBuilder &kb, ThreadBlock &tb, bool early, int64_t K,
                                    int64_t vw, int64_t threads, int64_t R, int64_t tok,
                                    bool xFirst,
                                    const std::function<SmallVector<Value>(int64_t, Value)> &wLoad,
                                    const std::function<Value(int64_t, Value)> &pinned,
-                                   const std::function<SmallVector<Value>(int64_t, Value)> &xLoad) {
+                                   const std::function<SmallVector<Value>(int64_t, Value)> &xLoad,
+                                   const std::function<void()> &afterWait = {}) {
   // One K step: the weights of row r from wAt(r); x loaded before the
   // weights (xFirst: then each row's weights just before its products) or
   // after them, as the GEMVs always did.
@@ -255,18 +266,43 @@ static SmallVector<Value> gemvLoop(KernelBuilder &kb, ThreadBlock &tb, bool earl
   };
   SmallVector<Value> zeros(R * tok, kb.f32(0.0));
   Value k0 = kb.mul(tb.tid, vw);
-  if (!early)
+  if (!early) {
+    if (afterWait)
+      afterWait();
     return loop(k0, zeros);
+  }
   Value first = kb.ult(k0, kb.idx(K));
   Value kc = kb.select(first, k0, kb.idx(0));
   SmallVector<Value> raw;
   for (int64_t r = 0; r < R; ++r)
     raw.push_back(pinned(r, kc));
   kb.gridWait(tb);
+  if (afterWait)
+    afterWait();
   SmallVector<Value> acc = step([&](int64_t r) { return kb.unpackVec(raw[r]); }, kc, zeros);
   for (Value &a : acc)
     a = kb.select(first, a, kb.f32(0.0));
   return loop(kb.add(k0, kb.idx(threads * vw)), acc);
+}
+
+/// How a GEMV group gets its x: given (`xs` set: the kernel's buffer or a
+/// persistent block's prologue row), or, with K3C_GEMV_PROLOGUE=2 (xs
+/// null), built by the group's own block after its grid wait (`afterWait`
+/// sets xs, by reference, and waits for the whole row); the first weights
+/// are then loaded before the wait wherever the target has grid
+/// dependency control, else as gemvEarly says.
+struct PerBlockX {
+  bool early;
+  std::function<void()> afterWait;
+};
+static PerBlockX perBlockX(KernelBuilder &kb, ThreadBlock &tb, const XPrologue &prologue,
+                           Value &xs) {
+  if (xs)
+    return {gemvEarly(kb) && !prologue, {}};
+  return {kb.gpu() && kb.info().gridDependencyControl(), [&kb, &tb, &prologue, &xs] {
+            xs = prologue(tb);
+            kb.barrier(tb);
+          }};
 }
 
 /// The GEMV grid: `groups` blocks of rows, one a block, or with a prologue
@@ -292,12 +328,14 @@ static void gemvGrid(KernelBuilder &kb, int64_t groups, int64_t K, int64_t threa
                 [&] { kb.prefetchL2(mr.first, {mr.second, kb.idx(0)}, bytes); });
     }
   };
-  if (!prologue) {
+  if (!prologue || gemvPrologueMode() == 2) {
+    // (K3C_GEMV_PROLOGUE=2: a block per group as without a prologue; the
+    // group builds x itself, its xs given null.)
     kb.blocks({kb.idx(groups)}, threads, [&](ValueRange bid, ThreadBlock &tb) {
       if (kb.family == "mla_q_up" && mlaQabsEarly(kb))
         kb.earlyDependents(tb); // the MLA decode's q_abs comes next
-      group(bid[0], x, tb);
-    }, 0, name);
+      group(bid[0], prologue ? Value() : x, tb);
+    }, 0, prologue ? name + "_normedb" : name);
     return;
   }
   // At least one block an SM (a smaller setting would launch no block).
@@ -428,11 +466,12 @@ void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t t
     SmallVector<Value> rows = rowsOf(g), toks;
     for (int64_t t = 0; t < tok; ++t)
       toks.push_back(kb.minu(kb.idx(t), kb.sub(T, kb.idx(1)))); // past T: row T-1, not stored
+    PerBlockX pb = perBlockX(kb, tb, prologue, xs);
     SmallVector<Value> acc = gemvLoop(
-        kb, tb, gemvEarly(kb) && !prologue, K, vw, threads, R, tok, /*xFirst=*/false,
+        kb, tb, pb.early, K, vw, threads, R, tok, /*xFirst=*/false,
         [&](int64_t r, Value k) { return kb.loadVec(weightOf(r), {rows[r], k}, vw); },
         [&](int64_t r, Value k) { return kb.loadVecPinnedRaw(weightOf(r), {rows[r], k}, vw); },
-        [&](int64_t t, Value k) { return kb.loadVec(xs, {toks[t], k}, vw); });
+        [&](int64_t t, Value k) { return kb.loadVec(xs, {toks[t], k}, vw); }, pb.afterWait);
     // Warp sums, then the warps' partials through shared memory.
     Value red = kb.shared(tb, {tb.warps, R * tok}, kb.b.getF32Type());
     for (int64_t i = 0; i < R * tok; ++i) {
@@ -516,11 +555,12 @@ void gemvMulti(KernelBuilder &kb, Value x, ArrayRef<Value> ws, ArrayRef<Value> y
   };
   auto group = [&](Value g, Value xs, ThreadBlock &tb) {
     Pick p = pick(g);
+    PerBlockX pb = perBlockX(kb, tb, prologue, xs);
     SmallVector<Value> acc = gemvLoop(
-        kb, tb, gemvEarly(kb) && !prologue, K, vw, threads, R, 1, /*xFirst=*/true,
+        kb, tb, pb.early, K, vw, threads, R, 1, /*xFirst=*/true,
         [&](int64_t r, Value k) { return kb.loadVec(p.w, {p.rows[r], k}, vw); },
         [&](int64_t r, Value k) { return kb.loadVecPinnedRaw(p.w, {p.rows[r], k}, vw); },
-        [&](int64_t, Value k) { return kb.loadVec(xs, {kb.idx(0), k}, vw); });
+        [&](int64_t, Value k) { return kb.loadVec(xs, {kb.idx(0), k}, vw); }, pb.afterWait);
     Value red = kb.shared(tb, {tb.warps, R}, kb.b.getF32Type());
     for (int64_t i = 0; i < R; ++i) {
       Value v = kb.warpSum(tb, acc[i]);

@@ -97,6 +97,15 @@ struct GluPair {
 /// their first rows' weights (sm_90), build the row once and stride over
 /// the row groups (kernel name suffix `_normed`).
 using XPrologue = std::function<mlir::Value(ThreadBlock &)>;
+/// K3C_GEMV_PROLOGUE: 0 (the default) keeps a one-token norm in its own
+/// launch; 1 computes it in persistent GEMV blocks (above); 2 in every GEMV
+/// block (a block per row group, as without a prologue: no persistence, no
+/// L2 prefetch), for chains whose input rows are at most
+/// K3C_GEMV_PROLOGUE_BYTES (4096 by default: mla_q_up's q_a norm, 3 KB) —
+/// on a GPU with grid dependency control the block's first weights are
+/// loaded before its grid wait, so they stream while the norm is built
+/// (kernel name suffix `_normedb`). Other values are a fatal error naming it.
+int64_t gemvPrologueMode();
 void gemvLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
                 int64_t tok, mlir::Value residual = {}, const GluPair &glu = {},
                 const XPrologue &prologue = {});

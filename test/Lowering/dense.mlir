@@ -278,6 +278,33 @@ func.func @kda_in_set(%x: tensor<?x128xbf16>, %wq: tensor<12288x128xbf16>, %wk: 
 // launches run at every T and the plain GEMV follows.
 // RUN: env K3C_GEMV_PROLOGUE=1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NORMED
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=UNNORMED
+// K3C_GEMV_PROLOGUE=2: a GEMV block per row group as without a prologue
+// (112 here, 32 threads for K = 128), each loading its first weights
+// (volatile) before its grid wait, then building the normed row in shared
+// memory itself; only norms (no AttnRes in the chain: mla_in's AttnRes keeps
+// its launch) whose input rows are at most K3C_GEMV_PROLOGUE_BYTES (4096 by
+// default; 256 leaves kda_out's two 512-byte rows to the norm's launch).
+// RUN: env K3C_GEMV_PROLOGUE=2 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PERBLOCK
+// RUN: env K3C_GEMV_PROLOGUE=2 K3C_GEMV_PROLOGUE_BYTES=256 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PERBLOCK256
+// RUN: env K3C_GEMV_PROLOGUE=3 not k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PROBAD
+// PERBLOCK-LABEL: func.func @k3_mla_in_normed(
+// PERBLOCK: gpu.launch {{.*}}workgroup(%{{.*}} : memref<32xf32, #gpu.address_space<workgroup>>)
+// PERBLOCK: arith.cmpi ne, %{{.*}}, %c1{{.*}} : index
+// PERBLOCK-NEXT: scf.if
+// PERBLOCK: gpu.launch
+// PERBLOCK: gpu.launch blocks({{.*}}) in ({{.*}} = %c112,{{.*}}threads({{.*}}) in ({{.*}} = %c32,{{.*}}module(@k3_mla_in_normed_linear_gemv1_x2_normedb) {{.*}}workgroup(%{{.*}} : memref<1x128xbf16, #gpu.address_space<workgroup>>
+// PERBLOCK: llvm.load volatile
+// PERBLOCK: nvvm.griddepcontrol  wait
+// PERBLOCK: vector.store {{.*}} : memref<1x128xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// PERBLOCK: gpu.barrier
+// PERBLOCK: vector.load {{.*}} : memref<1x128xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// PERBLOCK: gpu.terminator
+// PERBLOCK-LABEL: func.func @k3_kda_out_normed(
+// PERBLOCK: module(@k3_kda_out_normed_linear_gemv1_normedb) {{.*}}workgroup(%{{.*}} : memref<1x256xbf16, #gpu.address_space<workgroup>>
+// PERBLOCK256: module(@k3_mla_in_normed_linear_gemv1_x2_normedb)
+// PERBLOCK256: module(@k3_kda_out_normed_per_head)
+// PERBLOCK256-NOT: _normedb
+// PROBAD: K3C_GEMV_PROLOGUE must be 0, 1 or 2, got 3
 // NORMED-LABEL: func.func @k3_mla_in_normed(
 // NORMED: arith.cmpi ne, %{{.*}}, %c1{{.*}} : index
 // NORMED-NEXT: scf.if

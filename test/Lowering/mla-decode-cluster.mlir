@@ -48,19 +48,21 @@
 // RUN: env K3C_MLA_COMBINE_ROWS_CLUSTER=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROWC
 // RUN: env K3C_MLA_COMBINE_ROWS_CLUSTER=1 K3C_MLA_COMBINE_ROWS_CLUSTER_ROUNDS=9 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ROWCBAD
 //
-// K3C_MLA_COMBINE_TRIM=1 (opt-in): after its grid wait the one-token
-// combine finds its sequence (a warp scan of seq_lens, 32 at a time), reads
-// its cached length and merges only the splits that hold positions (its
-// merge loop bounded by that count); by default the loop runs over all P
-// splits straight after the wait. Values other than 0 and 1 are refused.
+// K3C_MLA_COMBINE_TRIM=1 (opt-in): before its grid wait (after its W_UV
+// loads) the one-token combine finds its sequence (a warp scan of seq_lens,
+// 32 at a time) and reads its cached length (step inputs no kernel writes);
+// after the wait it merges only the splits that hold positions (its merge
+// loop bounded by that count); by default the loop runs over all P splits
+// straight after the wait. Values other than 0 and 1 are refused.
 // RUN: env K3C_MLA_COMBINE_TRIM=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TRIM
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOTRIM
 // RUN: env K3C_MLA_COMBINE_TRIM=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TRIMBAD
 // TRIM: module(@k3_mla_attn_0000cafe_absorbed_combine_rows32)
-// TRIM: nvvm.griddepcontrol  wait
+// TRIM: llvm.load volatile
 // TRIM: scf.for {{.*}} step %c32{{[_0-9]*}} iter_args
 // TRIM: memref.load {{.*}} : memref<?xi32>
 // TRIM: arith.minui
+// TRIM: nvvm.griddepcontrol  wait
 // TRIM: scf.for {{.*}} step %c8{{[_0-9]*}} iter_args
 // NOTRIM: module(@k3_mla_attn_0000cafe_absorbed_combine_rows32)
 // NOTRIM: nvvm.griddepcontrol  wait
