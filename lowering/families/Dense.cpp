@@ -731,6 +731,34 @@ static RMSNormOp attnResNorm(AttnResOp mix, KernelBuilder &kb, const LowerState 
   return norm;
 }
 
+/// The RMSNorm that takes the last token rows of `mix` in one launch with
+/// it on the GPU (the model's head: AttnRes, last_tokens, RMSNorm), or
+/// null: the mix's only user is a last_tokens whose only user is the norm,
+/// all in one body, none a one-token prologue's, the mixed row fits a
+/// block's shared memory (32 KB). That launch has a block per sequence:
+/// it finds the sequence's last row (a warp's prefix over the round's
+/// lengths), mixes that row alone into shared memory in the result's type
+/// and normalizes it into the norm's row: the same values as the three
+/// launches, without the two others, the gather, and the mix of every
+/// other row (8191 of 8192 in a one-prompt prefill). K3C_FUSE_ATTNRES_NORM=0
+/// keeps three launches.
+static RMSNormOp attnResLastNorm(AttnResOp mix, KernelBuilder &kb, const LowerState &st) {
+  if (!kb.gpu() || !mix.getResult().hasOneUse() || st.oneTokenOps.contains(mix) ||
+      !intFromEnv("K3C_FUSE_ATTNRES_NORM", 1))
+    return {};
+  auto last = dyn_cast<LastTokensOp>(*mix.getResult().getUsers().begin());
+  if (!last || last->getBlock() != mix->getBlock() || last.getInput() != mix.getResult() ||
+      !last.getResult().hasOneUse())
+    return {};
+  auto norm = dyn_cast<RMSNormOp>(*last.getResult().getUsers().begin());
+  if (!norm || norm->getBlock() != mix->getBlock() || st.oneTokenOps.contains(norm))
+    return {};
+  auto t = cast<RankedTensorType>(mix.getType());
+  if (t.getDimSize(1) * t.getElementTypeBitWidth() / 8 > 32768)
+    return {};
+  return norm;
+}
+
 std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto lin = dyn_cast<LinearOp>(op)) {
     if (auto it = st.gemvGroup.find(op); it != st.gemvGroup.end()) {
@@ -797,6 +825,27 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
       }, 0, "attn_res_rmsnorm");
       return success();
     }
+    if (auto last = norm.getInput().getDefiningOp<LastTokensOp>()) {
+      auto mix = last.getInput().getDefiningOp<AttnResOp>();
+      if (mix && attnResLastNorm(mix, kb, st)) {
+        SmallVector<Value> src;
+        for (Value v : mix.getSources())
+          src.push_back(st.get(v));
+        Value lens = st.get(last.getSeqLens());
+        auto t = cast<RankedTensorType>(mix.getType());
+        kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
+          earlyForGemv(kb, tb, op, y);
+          Value at = kb.sub(kb.add(kb.seqOffset(tb, lens, bid[0]), kb.seqLen(lens, bid[0])),
+                            kb.idx(1));
+          Value row = kb.shared(tb, {1, t.getDimSize(1)}, t.getElementType());
+          attnResRow(kb, tb, src, at, st.get(mix.getNormWeight()), st.get(mix.getProjWeight()),
+                     row, kb.idx(0), mix.getEps().convertToDouble());
+          kb.barrier(tb);
+          rmsNormRow(kb, tb, row, kb.idx(0), w, y, bid[0], norm.getEps().convertToDouble());
+        }, 0, "attn_res_last_rmsnorm");
+        return success();
+      }
+    }
     unlessOneTokenPrologue(kb, st, op, kb.dim(x, 0), [&] {
       kb.blocks({kb.dim(x, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
         earlyForGemv(kb, tb, op, x);
@@ -834,16 +883,22 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
     return success();
   }
   if (auto last = dyn_cast<LastTokensOp>(op)) {
+    if (auto mix = last.getInput().getDefiningOp<AttnResOp>(); mix && attnResLastNorm(mix, kb, st))
+      return success(); // in its norm's launch
+    // A block per sequence: its last row's index once (a warp's prefix over
+    // the lengths on the GPU), then the row copied strided.
     Value x = st.get(last.getInput()), lens = st.get(last.getSeqLens()),
           y = st.get(last.getResult());
-    kb.parallel({kb.dim(y, 0), kb.dim(y, 1)}, [&](ValueRange iv) {
-      Value row = kb.sub(kb.add(kb.seqOffset(lens, iv[0]), kb.seqLen(lens, iv[0])), kb.idx(1));
-      kb.store(kb.load(x, {row, iv[1]}), y, iv);
-    });
+    kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
+      Value row =
+          kb.sub(kb.add(kb.seqOffset(tb, lens, bid[0]), kb.seqLen(lens, bid[0])), kb.idx(1));
+      kb.strided(tb, kb.idx(0), kb.dim(y, 1),
+                 [&](Value c) { kb.store(kb.load(x, {row, c}), y, {bid[0], c}); });
+    }, 0, "last_tokens");
     return success();
   }
   if (auto mix = dyn_cast<AttnResOp>(op)) {
-    if (attnResNorm(mix, kb, st))
+    if (attnResNorm(mix, kb, st) || attnResLastNorm(mix, kb, st))
       return success(); // in its norm's launch
     // One block per row (attnResRow); at one token maybe a GEMV prologue.
     SmallVector<Value> src;

@@ -487,3 +487,47 @@ func.func @set_split(%a0: tensor<?x7168xbf16>, %a1: tensor<1536x7168xbf16>, %a2:
     }
   return %r#0, %r#1, %r#2 : tensor<?x1536xbf16>, tensor<?x576xbf16>, tensor<?x12288xbf16>
 }
+
+// -----
+
+// The model's head (AttnRes, last_tokens, RMSNorm, then lm_head): on the GPU
+// one launch with a block per sequence finds its last row (a warp's prefix
+// over the round's lengths: shuffles), mixes that row alone into a shared
+// row and normalizes it from there; no launch of its own for the mix or the
+// gather. K3C_FUSE_ATTNRES_NORM=0 keeps three launches: the mix of every
+// row, the gather (a block per sequence, `last_tokens`) and the norm. The
+// host lowers the gather the same way, one thread a block.
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEAD
+// RUN: env K3C_FUSE_ATTNRES_NORM=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEAD3
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HEADHOST
+// HEAD-LABEL: func.func @k3_head(
+// HEAD-NOT: module(@k3_head_last_tokens)
+// HEAD: gpu.launch blocks({{.*}}) in ({{.*}} = %dim{{[_0-9]*}},{{.*}}module(@k3_head_attn_res_last_rmsnorm) {{.*}}workgroup(%{{.*}} : memref<1x256xbf16, #gpu.address_space<workgroup>>
+// HEAD: gpu.shuffle
+// HEAD: memref.load {{.*}} : memref<?xi32>
+// HEAD: vector.store {{.*}} : memref<1x256xbf16, #gpu.address_space<workgroup>>
+// HEAD: gpu.barrier
+// HEAD: gpu.terminator
+// HEAD-NOT: module(@k3_head_last_tokens)
+// HEAD: module(@k3_head_linear_gemv1)
+// HEAD3-LABEL: func.func @k3_head(
+// HEAD3: gpu.launch
+// HEAD3: module(@k3_head_last_tokens)
+// HEAD3: gpu.shuffle
+// HEAD3: gpu.terminator
+// HEAD3: gpu.launch
+// HEAD3-NOT: attn_res_last_rmsnorm
+// HEADHOST-LABEL: func.func @k3_head(
+// HEADHOST: memref.load {{.*}} : memref<?xi32>
+// HEADHOST-NOT: gpu.
+func.func @head(%h: tensor<?x256xbf16>, %r: tensor<?x256xbf16>, %wn: tensor<256xbf16>, %wp: tensor<1x256xbf16>, %lens: tensor<?xi32>, %w: tensor<256xbf16>, %wo: tensor<512x256xbf16>) -> tensor<?x512xf32> {
+  %o = k3.kernel "k3_head" family "lm_head" (%h, %r, %wn, %wp, %lens, %w, %wo) : (tensor<?x256xbf16>, tensor<?x256xbf16>, tensor<256xbf16>, tensor<1x256xbf16>, tensor<?xi32>, tensor<256xbf16>, tensor<512x256xbf16>) -> tensor<?x512xf32> {
+  ^bb0(%a: tensor<?x256xbf16>, %b: tensor<?x256xbf16>, %n: tensor<256xbf16>, %p: tensor<1x256xbf16>, %l: tensor<?xi32>, %nw: tensor<256xbf16>, %q: tensor<512x256xbf16>):
+    %0 = k3.attn_res(%a, %b) weights(%n, %p) {eps = 1.0e-05 : f64} : (tensor<?x256xbf16>, tensor<?x256xbf16>), tensor<256xbf16>, tensor<1x256xbf16> -> tensor<?x256xbf16>
+    %1 = k3.last_tokens %0, %l : (tensor<?x256xbf16>, tensor<?xi32>) -> tensor<?x256xbf16>
+    %2 = k3.rmsnorm %1, %nw {eps = 1.0e-05 : f64} : (tensor<?x256xbf16>, tensor<256xbf16>) -> tensor<?x256xbf16>
+    %3 = k3.linear %2, %q : (tensor<?x256xbf16>, tensor<512x256xbf16>) -> tensor<?x512xf32>
+    k3.yield %3 : tensor<?x512xf32>
+  }
+  return %o : tensor<?x512xf32>
+}
