@@ -1,31 +1,30 @@
 #!/usr/bin/env bash
-# Session 57's last device call (bundles: bash bench/make-s63-bundle.sh and
-# bash bench/make-s64-bundle.sh; carry .dev63 and .dev64; run: bash
-# .dev64/s64-h200.sh, ~2.5 min): the model head in one launch (AttnRes,
-# last_tokens and RMSNorm: .dev64/slice-bf16) against the three launches
-# (.dev63/slice-bf16): lm_head and the step at 1 and 128 sequences (graph
+# Prepared in session 57, whose device time ran out before it (bundle: bash
+# bench/make-s64-bundle.sh; carry .dev64; run: bash .dev64/s64-h200.sh, ~2.5
+# min): the model head in one launch (K3C_FUSE_HEAD=1: AttnRes, last_tokens
+# and RMSNorm, slice-FH) against the defaults' three launches (slice-bf16):
+# lm_head and the step at 1 and 128 sequences (graph
 # replay) and at a prefill of 8192 tokens; the greedy tokens of both on
 # prompts of 1 to 40 tokens; the slice's --check; dense k3-tiny bf16 on 128
 # one-token prompts and a mixed batch of 20, f32 on the mixed batch.
 source "$(dirname "$0")/device-common.sh"
 machine
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
-ln -sfn $PWD/../.dev63/slice-bf16 slice-3l
-for a in slice-3l slice-bf16; do
+for a in slice-bf16 slice-FH; do
   kbench s64-$a $a /tmp/slice 'graph|lm_head' --prefill none --decode 1,128
 done
 echo "== greedy tokens, 8 prompts of 1..40 tokens x 4 steps: one launch vs three (${SECONDS}s)"
 for i in $(seq 1 8); do seq -s, $((i * 11)) $((i * 11 + i * i / 2)); done > /tmp/b8.txt
-for a in slice-3l slice-bf16; do
+for a in slice-bf16 slice-FH; do
   timeout 100 k3-run $a --checkpoint /tmp/slice --device cuda --batch /tmp/b8.txt --max-new-tokens 4 --quiet | grep '^sequence' > /tmp/g-$a.txt
 done
-if [ -s /tmp/g-slice-bf16.txt ] && cmp -s /tmp/g-slice-3l.txt /tmp/g-slice-bf16.txt; then echo "the same tokens ($(wc -l < /tmp/g-slice-bf16.txt) sequences)"; else echo "tokens DIFFER"; diff /tmp/g-slice-3l.txt /tmp/g-slice-bf16.txt | head -4; fi
-echo "== slice-bf16 vs the reference: one 2-token prompt, 2 new (${SECONDS}s)"
-timeout 100 k3-run slice-bf16 --checkpoint /tmp/slice --device cuda --prompt-ids 5,6 --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
+if [ -s /tmp/g-slice-FH.txt ] && cmp -s /tmp/g-slice-bf16.txt /tmp/g-slice-FH.txt; then echo "the same tokens ($(wc -l < /tmp/g-slice-FH.txt) sequences)"; else echo "tokens DIFFER"; diff /tmp/g-slice-bf16.txt /tmp/g-slice-FH.txt | head -4; fi
+echo "== slice-FH vs the reference: one 2-token prompt, 2 new (${SECONDS}s)"
+timeout 100 k3-run slice-FH --checkpoint /tmp/slice --device cuda --prompt-ids 5,6 --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
 dense_inputs
-DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense-bf16
-DENSE_BATCHES="mix20.txt" dense_checks tiny-dense-f32
-for a in slice-3l slice-bf16; do
+DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense-FH
+DENSE_BATCHES="mix20.txt" dense_checks tiny-dense-FH-f32
+for a in slice-bf16 slice-FH; do
   [ $SECONDS -gt 230 ] && break
   kbench s64-$a-prefill $a /tmp/slice 'graph|lm_head' --prefill 8192 --decode none
 done

@@ -740,10 +740,18 @@ static RMSNormOp attnResNorm(AttnResOp mix, KernelBuilder &kb, const LowerState 
 /// lengths), mixes that row alone into shared memory in the result's type
 /// and normalizes it into the norm's row: the same values as the three
 /// launches, without the two others, the gather, and the mix of every
-/// other row (8191 of 8192 in a one-prompt prefill). K3C_FUSE_ATTNRES_NORM=0
-/// keeps three launches.
+/// other row (8191 of 8192 in a one-prompt prefill). Opt-in until it has
+/// run on a GPU (built in session 57, whose device time ran out first):
+/// K3C_FUSE_HEAD=1 (0 or 1; with K3C_FUSE_ATTNRES_NORM=0 off as well).
+static bool fuseHead(KernelBuilder &kb) {
+  const int64_t m = intFromEnv("K3C_FUSE_HEAD", 0);
+  if (m < 0 || m > 1)
+    llvm::report_fatal_error("k3c: K3C_FUSE_HEAD must be 0 or 1, got " + llvm::Twine(m),
+                             /*gen_crash_diag=*/false);
+  return m && kb.gpu();
+}
 static RMSNormOp attnResLastNorm(AttnResOp mix, KernelBuilder &kb, const LowerState &st) {
-  if (!kb.gpu() || !mix.getResult().hasOneUse() || st.oneTokenOps.contains(mix) ||
+  if (!fuseHead(kb) || !mix.getResult().hasOneUse() || st.oneTokenOps.contains(mix) ||
       !intFromEnv("K3C_FUSE_ATTNRES_NORM", 1))
     return {};
   auto last = dyn_cast<LastTokensOp>(*mix.getResult().getUsers().begin());
@@ -885,10 +893,19 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
   if (auto last = dyn_cast<LastTokensOp>(op)) {
     if (auto mix = last.getInput().getDefiningOp<AttnResOp>(); mix && attnResLastNorm(mix, kb, st))
       return success(); // in its norm's launch
-    // A block per sequence: its last row's index once (a warp's prefix over
-    // the lengths on the GPU), then the row copied strided.
     Value x = st.get(last.getInput()), lens = st.get(last.getSeqLens()),
           y = st.get(last.getResult());
+    if (kb.gpu() && !fuseHead(kb)) {
+      // (The GPU's form until K3C_FUSE_HEAD's is measured: a thread an
+      // element, each summing the lengths before its sequence.)
+      kb.parallel({kb.dim(y, 0), kb.dim(y, 1)}, [&](ValueRange iv) {
+        Value row = kb.sub(kb.add(kb.seqOffset(lens, iv[0]), kb.seqLen(lens, iv[0])), kb.idx(1));
+        kb.store(kb.load(x, {row, iv[1]}), y, iv);
+      });
+      return success();
+    }
+    // A block per sequence: its last row's index once (a warp's prefix over
+    // the lengths on the GPU), then the row copied strided.
     kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
       Value row =
           kb.sub(kb.add(kb.seqOffset(tb, lens, bid[0]), kb.seqLen(lens, bid[0])), kb.idx(1));

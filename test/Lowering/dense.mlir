@@ -490,16 +490,20 @@ func.func @set_split(%a0: tensor<?x7168xbf16>, %a1: tensor<1536x7168xbf16>, %a2:
 
 // -----
 
-// The model's head (AttnRes, last_tokens, RMSNorm, then lm_head): on the GPU
-// one launch with a block per sequence finds its last row (a warp's prefix
-// over the round's lengths: shuffles), mixes that row alone into a shared
-// row and normalizes it from there; no launch of its own for the mix or the
-// gather. K3C_FUSE_ATTNRES_NORM=0 keeps three launches: the mix of every
-// row, the gather (a block per sequence, `last_tokens`) and the norm. The
-// host lowers the gather the same way, one thread a block.
-// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEAD
-// RUN: env K3C_FUSE_ATTNRES_NORM=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEAD3
+// The model's head (AttnRes, last_tokens, RMSNorm, then lm_head): with
+// K3C_FUSE_HEAD=1 (opt-in until run on a GPU) one launch on the GPU, a block
+// per sequence, finds its last row (a warp's prefix over the round's
+// lengths: shuffles), mixes that row alone into a shared row and normalizes
+// it from there; no launch of its own for the mix or the gather. With it
+// and K3C_FUSE_ATTNRES_NORM=0: three launches, the mix of every row, the
+// gather (a block per sequence, `last_tokens`) and the norm. By default the
+// GPU gathers a thread an element (HEAD0). The host gathers a block per
+// sequence, one thread a block. K3C_FUSE_HEAD takes 0 or 1.
+// RUN: env K3C_FUSE_HEAD=1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEAD
+// RUN: env K3C_FUSE_HEAD=1 K3C_FUSE_ATTNRES_NORM=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEAD3
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEAD0
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HEADHOST
+// RUN: env K3C_FUSE_HEAD=2 not k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=HEADBAD
 // HEAD-LABEL: func.func @k3_head(
 // HEAD-NOT: module(@k3_head_last_tokens)
 // HEAD: gpu.launch blocks({{.*}}) in ({{.*}} = %dim{{[_0-9]*}},{{.*}}module(@k3_head_attn_res_last_rmsnorm) {{.*}}workgroup(%{{.*}} : memref<1x256xbf16, #gpu.address_space<workgroup>>
@@ -517,6 +521,11 @@ func.func @set_split(%a0: tensor<?x7168xbf16>, %a1: tensor<1536x7168xbf16>, %a2:
 // HEAD3: gpu.terminator
 // HEAD3: gpu.launch
 // HEAD3-NOT: attn_res_last_rmsnorm
+// HEAD0-LABEL: func.func @k3_head(
+// HEAD0-NOT: attn_res_last_rmsnorm
+// HEAD0-NOT: module(@k3_head_last_tokens)
+// HEAD0: module(@k3_head_linear_gemv1)
+// HEADBAD: K3C_FUSE_HEAD must be 0 or 1, got 2
 // HEADHOST-LABEL: func.func @k3_head(
 // HEADHOST: memref.load {{.*}} : memref<?xi32>
 // HEADHOST-NOT: gpu.
