@@ -507,8 +507,8 @@ func.func @set_split(%a0: tensor<?x7168xbf16>, %a1: tensor<1536x7168xbf16>, %a2:
 // HEAD-LABEL: func.func @k3_head(
 // HEAD-NOT: module(@k3_head_last_tokens)
 // HEAD: gpu.launch blocks({{.*}}) in ({{.*}} = %dim{{[_0-9]*}},{{.*}}module(@k3_head_attn_res_last_rmsnorm) {{.*}}workgroup(%{{.*}} : memref<1x256xbf16, #gpu.address_space<workgroup>>
-// HEAD: gpu.shuffle
 // HEAD: memref.load {{.*}} : memref<?xi32>
+// HEAD: gpu.shuffle
 // HEAD: vector.store {{.*}} : memref<1x256xbf16, #gpu.address_space<workgroup>>
 // HEAD: gpu.barrier
 // HEAD: gpu.terminator
