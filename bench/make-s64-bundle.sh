@@ -7,7 +7,7 @@
 #               in one launch, a block per sequence mixing only its last row
 # and dense k3-tiny with K3C_FUSE_HEAD=1, bf16 and f32, for the checks
 # against the reference executor.
-# Carry .dev64; run: bash .dev64/s64-h200.sh (~2.5 min).
+# Carry .dev64; run: bash .dev64/s64-h200.sh (~3 min).
 export BUNDLE_DIR=${BUNDLE_DIR:-.dev64}
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
