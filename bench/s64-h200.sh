@@ -2,8 +2,8 @@
 # Prepared in session 57, whose device time ran out before it (bundle: bash
 # bench/make-s64-bundle.sh; carry .dev64; run: bash .dev64/s64-h200.sh, ~3
 # min): the model head in one launch (K3C_FUSE_HEAD=1: AttnRes, last_tokens
-# and RMSNorm, slice-FH) against the defaults' three launches (slice-bf16):
-# lm_head and the step at 1 and 128 sequences (graph
+# and RMSNorm, slice-FH, which also has K3C_EMBED_ROWS=1: the embedding a
+# block a token) against the defaults (slice-bf16): lm_head, embed and the step at 1 and 128 sequences (graph
 # replay) and at a prefill of 8192 tokens; the greedy tokens of both on
 # prompts of 1 to 40 tokens; the slice's --check; dense k3-tiny bf16 on 128
 # one-token prompts and a mixed batch of 20, f32 on the mixed batch; the copy
@@ -16,7 +16,7 @@ copy_ceiling
 # against one, graph replay)
 for r in 1 2; do
   for a in slice-bf16 slice-FH; do
-    kbench s64-$a-$r $a /tmp/slice 'graph|lm_head' --prefill none --decode 1,128
+    kbench s64-$a-$r $a /tmp/slice 'graph|lm_head|embed' --prefill none --decode 1,128
   done
 done
 echo "== greedy tokens, 8 prompts of 1..40 tokens x 4 steps: one launch vs three (${SECONDS}s)"

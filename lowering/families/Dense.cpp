@@ -884,6 +884,26 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
   if (auto emb = dyn_cast<EmbeddingOp>(op)) {
     // The runtime checks ids against the vocabulary before launching.
     Value ids = st.get(emb.getIds()), table = st.get(emb.getTable()), y = st.get(emb.getResult());
+    const int64_t rowsMode = intFromEnv("K3C_EMBED_ROWS", 0);
+    if (rowsMode < 0 || rowsMode > 1)
+      llvm::report_fatal_error("k3c: K3C_EMBED_ROWS must be 0 or 1, got " + llvm::Twine(rowsMode),
+                               /*gen_crash_diag=*/false);
+    if (kb.gpu() && rowsMode) {
+      // K3C_EMBED_ROWS=1 (opt-in until run on a GPU; session 57): a block a
+      // token, its id read once, the row copied in 16-byte vectors (the
+      // default is a thread an element, each reading the id and 2 bytes:
+      // 5.3 us at one token and 8.5 at 128 on an H100 for a few KB). The same
+      // values (the table's elements, converted to y's type).
+      const int64_t D = cast<MemRefType>(y.getType()).getDimSize(1);
+      const int64_t vw = std::min(kb.vecWidth(table, D), kb.vecWidth(y, D));
+      kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
+        Value row = kb.toIndex(kb.load(ids, {bid[0]}));
+        kb.loopStep(kb.mul(tb.tid, vw), kb.idx(D), kb.idx(tb.threads * vw), [&](Value c) {
+          kb.storeVec(kb.loadVec(table, {row, c}, vw), y, {bid[0], c});
+        });
+      }, 0, "embed_rows");
+      return success();
+    }
     kb.parallel({kb.dim(y, 0), kb.dim(y, 1)}, [&](ValueRange iv) {
       Value row = kb.toIndex(kb.load(ids, {iv[0]}));
       kb.storeF32(kb.loadF32(table, {row, iv[1]}), y, iv);

@@ -540,3 +540,36 @@ func.func @head(%h: tensor<?x256xbf16>, %r: tensor<?x256xbf16>, %wn: tensor<256x
   }
   return %o : tensor<?x512xf32>
 }
+
+// -----
+
+// The embedding gather: by default a thread an element (a parallel loop,
+// outlined later as a `kernel` launch); K3C_EMBED_ROWS=1 (opt-in until run on a GPU) a block a
+// token on the GPU, its id read once, the row copied in 16-byte vectors
+// (`embed_rows`); the host keeps its loop. K3C_EMBED_ROWS takes 0 or 1.
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EMB
+// RUN: env K3C_EMBED_ROWS=1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EMBROWS
+// RUN: env K3C_EMBED_ROWS=1 k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=EMBHOST
+// RUN: env K3C_EMBED_ROWS=2 not k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=EMBBAD
+// EMB-LABEL: func.func @k3_embed(
+// EMB-NOT: embed_rows
+// EMB: scf.parallel
+// EMBROWS-LABEL: func.func @k3_embed(
+// EMBROWS: gpu.launch blocks({{.*}}) in ({{.*}} = %dim{{[_0-9]*}},{{.*}}module(@k3_embed_embed_rows)
+// EMBROWS: memref.load {{.*}} : memref<?xi32>
+// EMBROWS: scf.for
+// EMBROWS: vector.load {{.*}} : memref<512x256xbf16>, vector<8xbf16>
+// EMBROWS: vector.store {{.*}} : memref<?x256xbf16>, vector<8xbf16>
+// EMBROWS-NOT: scf.parallel
+// EMBHOST-LABEL: func.func @k3_embed(
+// EMBHOST-NOT: embed_rows
+// EMBHOST-NOT: gpu.launch
+// EMBBAD: K3C_EMBED_ROWS must be 0 or 1, got 2
+func.func @embed(%ids: tensor<?xi32>, %t: tensor<512x256xbf16>) -> tensor<?x256xbf16> {
+  %o = k3.kernel "k3_embed" family "embed" (%ids, %t) : (tensor<?xi32>, tensor<512x256xbf16>) -> tensor<?x256xbf16> {
+  ^bb0(%i: tensor<?xi32>, %w: tensor<512x256xbf16>):
+    %0 = k3.embedding %i, %w : (tensor<?xi32>, tensor<512x256xbf16>) -> tensor<?x256xbf16>
+    k3.yield %0 : tensor<?x256xbf16>
+  }
+  return %o : tensor<?x256xbf16>
+}
