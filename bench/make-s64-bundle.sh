@@ -7,9 +7,13 @@
 #               in one launch, a block per sequence mixing only its last row;
 #               and K3C_EMBED_ROWS=1: the embedding a block a token, 16-byte
 #               copies (both built in session 57, neither yet on a GPU)
+#   slice-TR    K3C_MLA_COMBINE_TRIM=1, its merge loop bounded by P with
+#               rounds past the live splits skipped by a branch (8 / 16 bytes
+#               of spills against 32 / 32 for the Pm-bounded loop measured in
+#               s63)
 # and dense k3-tiny with both, bf16 and f32, for the checks against the
 # reference executor.
-# Carry .dev64; run: bash .dev64/s64-h200.sh (~3 min).
+# Carry .dev64; run: bash .dev64/s64-h200.sh (~5 min).
 export BUNDLE_DIR=${BUNDLE_DIR:-.dev64}
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
@@ -17,10 +21,11 @@ bundle_slice_checkpoint
 slice() { $B/k3-compile /tmp/slice --max-tokens 8192 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16
 K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 slice -o $D/slice-FH
+K3C_MLA_COMBINE_TRIM=1 slice -o $D/slice-TR
 bundle_tiny_dense
 tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet "$@"; }
 K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny -o $D/tiny-dense-FH
 K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny -o $D/tiny-dense-FH-f32 --activation-dtype=f32
 rm -rf $D/*/ptx $D/*/model.fused.mlir
-cp bench/s64-h200.sh $D/
+cp bench/s64-h200.sh bench/mla_check.py bench/bench_common.py $D/
 du -sh $D

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Prepared in session 57, whose device time ran out before it (bundle: bash
-# bench/make-s64-bundle.sh; carry .dev64; run: bash .dev64/s64-h200.sh, ~3
+# bench/make-s64-bundle.sh; carry .dev64; run: bash .dev64/s64-h200.sh, ~5
 # min): the model head in one launch (K3C_FUSE_HEAD=1: AttnRes, last_tokens
 # and RMSNorm, slice-FH, which also has K3C_EMBED_ROWS=1: the embedding a
 # block a token) against the defaults (slice-bf16): lm_head, embed and the step at 1 and 128 sequences (graph
 # replay) and at a prefill of 8192 tokens; the greedy tokens of both on
 # prompts of 1 to 40 tokens; the slice's --check; dense k3-tiny bf16 on 128
 # one-token prompts and a mixed batch of 20, f32 on the mixed batch; the copy
-# ceiling. On an H200 the defaults' decode rows are #13's ratio (two rounds).
+# ceiling; the trimmed one-token MLA combine (slice-TR) at 64..32768
+# positions and against fp64. On an H200 the defaults' decode rows are #13's
+# ratio (two rounds).
 source "$(dirname "$0")/device-common.sh"
 machine
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
@@ -34,5 +36,13 @@ for a in slice-bf16 slice-FH; do
   [ $SECONDS -gt 230 ] && break
   kbench s64-$a-prefill $a /tmp/slice 'graph|lm_head' --prefill 8192 --decode none
 done
+# The trimmed one-token MLA combine (slice-TR) against the defaults at one
+# sequence, 64..32768 positions, and against fp64 at 200 positions.
+for c in 64 1024 8192 32768; do
+  for a in slice-bf16 slice-TR; do
+    kbench s64-$a-1-$c $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context $c
+  done
+done
+mla_kernel_check slice-TR 60 200
 find $OUT -type f ! -name log.txt ! -name kbench.csv -delete
 echo "== done (${SECONDS}s)"

@@ -51,9 +51,10 @@
 // K3C_MLA_COMBINE_TRIM=1 (opt-in): before its grid wait (after its W_UV
 // loads) the one-token combine finds its sequence (a warp scan of seq_lens,
 // 32 at a time) and reads its cached length (step inputs no kernel writes);
-// after the wait it merges only the splits that hold positions (its merge
-// loop bounded by that count); by default the loop runs over all P splits
-// straight after the wait. Values other than 0 and 1 are refused.
+// after the wait it merges only the splits that hold positions (the merge
+// loop keeps its bound P, each round of 8 splits past that count skipped
+// by a branch); by default the loop runs over all P splits straight after
+// the wait. Values other than 0 and 1 are refused.
 // RUN: env K3C_MLA_COMBINE_TRIM=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TRIM
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOTRIM
 // RUN: env K3C_MLA_COMBINE_TRIM=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TRIMBAD
@@ -64,6 +65,8 @@
 // TRIM: arith.minui
 // TRIM: nvvm.griddepcontrol  wait
 // TRIM: scf.for {{.*}} step %c8{{[_0-9]*}} iter_args
+// TRIM-NEXT: arith.cmpi ult
+// TRIM-NEXT: scf.if %{{.*}} -> (f32, f32, f32, f32)
 // NOTRIM: module(@k3_mla_attn_0000cafe_absorbed_combine_rows32)
 // NOTRIM: nvvm.griddepcontrol  wait
 // NOTRIM-NOT: step %c32{{[_0-9]*}} iter_args
