@@ -711,6 +711,17 @@ DenseMap<Operation *, Operation *> fuseResidualAdds(Block &body) {
   return out;
 }
 
+/// Whether `mix` may be computed inside the launch of the op that takes its
+/// rows (GPU): its only user, neither a one-token prologue's, the mixed row
+/// fitting a block's shared memory (32 KB), K3C_FUSE_ATTNRES_NORM not 0.
+static bool mixInUserLaunch(AttnResOp mix, KernelBuilder &kb, const LowerState &st) {
+  if (!kb.gpu() || !mix.getResult().hasOneUse() || st.oneTokenOps.contains(mix) ||
+      !intFromEnv("K3C_FUSE_ATTNRES_NORM", 1))
+    return false;
+  auto t = cast<RankedTensorType>(mix.getType());
+  return t.getDimSize(1) * t.getElementTypeBitWidth() / 8 <= 32768;
+}
+
 /// The RMSNorm that takes `mix`'s rows in the same launch on the GPU, or
 /// null: the norm is its result's only user, in the same body, neither is
 /// a one-token prologue's, and the mixed row fits a block's shared memory
@@ -719,40 +730,30 @@ DenseMap<Operation *, Operation *> fuseResidualAdds(Block &body) {
 /// the two launches, without the second launch or the mixed rows' global
 /// round trip. K3C_FUSE_ATTNRES_NORM=0 keeps two launches.
 static RMSNormOp attnResNorm(AttnResOp mix, KernelBuilder &kb, const LowerState &st) {
-  if (!kb.gpu() || !mix.getResult().hasOneUse() || st.oneTokenOps.contains(mix) ||
-      !intFromEnv("K3C_FUSE_ATTNRES_NORM", 1))
+  if (!mixInUserLaunch(mix, kb, st))
     return {};
   auto norm = dyn_cast<RMSNormOp>(*mix.getResult().getUsers().begin());
   if (!norm || norm->getBlock() != mix->getBlock() || st.oneTokenOps.contains(norm))
-    return {};
-  auto t = cast<RankedTensorType>(mix.getType());
-  if (t.getDimSize(1) * t.getElementTypeBitWidth() / 8 > 32768)
     return {};
   return norm;
 }
 
 /// The RMSNorm that takes the last token rows of `mix` in one launch with
 /// it on the GPU (the model's head: AttnRes, last_tokens, RMSNorm), or
-/// null: the mix's only user is a last_tokens whose only user is the norm,
-/// all in one body, none a one-token prologue's, the mixed row fits a
-/// block's shared memory (32 KB). That launch has a block per sequence:
+/// null: as attnResNorm, with a last_tokens between them that is the mix's
+/// only user and the norm's input. That launch has a block per sequence:
 /// it finds the sequence's last row (a warp's prefix over the round's
 /// lengths), mixes that row alone into shared memory in the result's type
 /// and normalizes it into the norm's row: the same values as the three
 /// launches, without the two others, the gather, and the mix of every
 /// other row (8191 of 8192 in a one-prompt prefill). Opt-in until it has
 /// run on a GPU (built in session 57, whose device time ran out first):
-/// K3C_FUSE_HEAD=1 (0 or 1; with K3C_FUSE_ATTNRES_NORM=0 off as well).
+/// K3C_FUSE_HEAD=1 (a 0/1 switch; with K3C_FUSE_ATTNRES_NORM=0 off as well).
 static bool fuseHead(KernelBuilder &kb) {
-  const int64_t m = intFromEnv("K3C_FUSE_HEAD", 0);
-  if (m < 0 || m > 1)
-    llvm::report_fatal_error("k3c: K3C_FUSE_HEAD must be 0 or 1, got " + llvm::Twine(m),
-                             /*gen_crash_diag=*/false);
-  return m && kb.gpu();
+  return KernelBuilder::switchFromEnv("K3C_FUSE_HEAD") && kb.gpu();
 }
 static RMSNormOp attnResLastNorm(AttnResOp mix, KernelBuilder &kb, const LowerState &st) {
-  if (!fuseHead(kb) || !mix.getResult().hasOneUse() || st.oneTokenOps.contains(mix) ||
-      !intFromEnv("K3C_FUSE_ATTNRES_NORM", 1))
+  if (!fuseHead(kb) || !mixInUserLaunch(mix, kb, st))
     return {};
   auto last = dyn_cast<LastTokensOp>(*mix.getResult().getUsers().begin());
   if (!last || last->getBlock() != mix->getBlock() || last.getInput() != mix.getResult() ||
@@ -761,10 +762,35 @@ static RMSNormOp attnResLastNorm(AttnResOp mix, KernelBuilder &kb, const LowerSt
   auto norm = dyn_cast<RMSNormOp>(*last.getResult().getUsers().begin());
   if (!norm || norm->getBlock() != mix->getBlock() || st.oneTokenOps.contains(norm))
     return {};
-  auto t = cast<RankedTensorType>(mix.getType());
-  if (t.getDimSize(1) * t.getElementTypeBitWidth() / 8 > 32768)
-    return {};
   return norm;
+}
+
+/// The launch of attnResNorm / attnResLastNorm: block b mixes source row
+/// `srcRow(b, tb)` into a shared row, then normalizes it into norm's row b.
+static void attnResNormLaunch(KernelBuilder &kb, const LowerState &st, RMSNormOp norm,
+                              AttnResOp mix,
+                              const std::function<Value(Value, ThreadBlock &)> &srcRow,
+                              StringRef name) {
+  SmallVector<Value> src;
+  for (Value v : mix.getSources())
+    src.push_back(st.get(v));
+  Value w = st.get(norm.getWeight()), y = st.get(norm.getResult());
+  auto t = cast<RankedTensorType>(mix.getType());
+  kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
+    earlyForGemv(kb, tb, norm, y);
+    Value at = srcRow(bid[0], tb);
+    Value row = kb.shared(tb, {1, t.getDimSize(1)}, t.getElementType());
+    attnResRow(kb, tb, src, at, st.get(mix.getNormWeight()), st.get(mix.getProjWeight()), row,
+               kb.idx(0), mix.getEps().convertToDouble());
+    kb.barrier(tb);
+    rmsNormRow(kb, tb, row, kb.idx(0), w, y, bid[0], norm.getEps().convertToDouble());
+  }, 0, name.str());
+}
+
+/// The row of sequence n's last token in a round of `lens` tokens a
+/// sequence (the warps of the block sum the lengths before it).
+static Value lastRowOf(KernelBuilder &kb, ThreadBlock &tb, Value lens, Value n) {
+  return kb.sub(kb.add(kb.seqOffset(tb, lens, n), kb.seqLen(lens, n)), kb.idx(1));
 }
 
 std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
@@ -819,38 +845,17 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
     // At one token a GEMV prologue may compute it instead (oneTokenChains).
     Value x = st.get(norm.getInput()), w = st.get(norm.getWeight()), y = st.get(norm.getResult());
     if (auto mix = norm.getInput().getDefiningOp<AttnResOp>(); mix && attnResNorm(mix, kb, st)) {
-      SmallVector<Value> src;
-      for (Value v : mix.getSources())
-        src.push_back(st.get(v));
-      auto t = cast<RankedTensorType>(mix.getType());
-      kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
-        earlyForGemv(kb, tb, op, y);
-        Value row = kb.shared(tb, {1, t.getDimSize(1)}, t.getElementType());
-        attnResRow(kb, tb, src, bid[0], st.get(mix.getNormWeight()), st.get(mix.getProjWeight()),
-                   row, kb.idx(0), mix.getEps().convertToDouble());
-        kb.barrier(tb);
-        rmsNormRow(kb, tb, row, kb.idx(0), w, y, bid[0], norm.getEps().convertToDouble());
-      }, 0, "attn_res_rmsnorm");
+      attnResNormLaunch(kb, st, norm, mix, [](Value b, ThreadBlock &) { return b; },
+                        "attn_res_rmsnorm");
       return success();
     }
     if (auto last = norm.getInput().getDefiningOp<LastTokensOp>()) {
       auto mix = last.getInput().getDefiningOp<AttnResOp>();
       if (mix && attnResLastNorm(mix, kb, st)) {
-        SmallVector<Value> src;
-        for (Value v : mix.getSources())
-          src.push_back(st.get(v));
         Value lens = st.get(last.getSeqLens());
-        auto t = cast<RankedTensorType>(mix.getType());
-        kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
-          earlyForGemv(kb, tb, op, y);
-          Value at = kb.sub(kb.add(kb.seqOffset(tb, lens, bid[0]), kb.seqLen(lens, bid[0])),
-                            kb.idx(1));
-          Value row = kb.shared(tb, {1, t.getDimSize(1)}, t.getElementType());
-          attnResRow(kb, tb, src, at, st.get(mix.getNormWeight()), st.get(mix.getProjWeight()),
-                     row, kb.idx(0), mix.getEps().convertToDouble());
-          kb.barrier(tb);
-          rmsNormRow(kb, tb, row, kb.idx(0), w, y, bid[0], norm.getEps().convertToDouble());
-        }, 0, "attn_res_last_rmsnorm");
+        attnResNormLaunch(kb, st, norm, mix,
+                          [&](Value b, ThreadBlock &tb) { return lastRowOf(kb, tb, lens, b); },
+                          "attn_res_last_rmsnorm");
         return success();
       }
     }
@@ -884,11 +889,7 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
   if (auto emb = dyn_cast<EmbeddingOp>(op)) {
     // The runtime checks ids against the vocabulary before launching.
     Value ids = st.get(emb.getIds()), table = st.get(emb.getTable()), y = st.get(emb.getResult());
-    const int64_t rowsMode = intFromEnv("K3C_EMBED_ROWS", 0);
-    if (rowsMode < 0 || rowsMode > 1)
-      llvm::report_fatal_error("k3c: K3C_EMBED_ROWS must be 0 or 1, got " + llvm::Twine(rowsMode),
-                               /*gen_crash_diag=*/false);
-    if (kb.gpu() && rowsMode) {
+    if (KernelBuilder::switchFromEnv("K3C_EMBED_ROWS") && kb.gpu()) {
       // K3C_EMBED_ROWS=1 (opt-in until run on a GPU; session 57): a block a
       // token, its id read once, the row copied in 16-byte vectors (the
       // default is a thread an element, each reading the id and 2 bytes:
@@ -927,8 +928,7 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
     // A block per sequence: its last row's index once (a warp's prefix over
     // the lengths on the GPU), then the row copied strided.
     kb.blocks({kb.dim(y, 0)}, kRowThreads, [&](ValueRange bid, ThreadBlock &tb) {
-      Value row =
-          kb.sub(kb.add(kb.seqOffset(tb, lens, bid[0]), kb.seqLen(lens, bid[0])), kb.idx(1));
+      Value row = lastRowOf(kb, tb, lens, bid[0]);
       kb.strided(tb, kb.idx(0), kb.dim(y, 1),
                  [&](Value c) { kb.store(kb.load(x, {row, c}), y, {bid[0], c}); });
     }, 0, "last_tokens");

@@ -525,7 +525,7 @@ func.func @set_split(%a0: tensor<?x7168xbf16>, %a1: tensor<1536x7168xbf16>, %a2:
 // HEAD0-NOT: attn_res_last_rmsnorm
 // HEAD0-NOT: module(@k3_head_last_tokens)
 // HEAD0: module(@k3_head_linear_gemv1)
-// HEADBAD: K3C_FUSE_HEAD must be 0 or 1, got 2
+// HEADBAD: K3C_FUSE_HEAD must be 0 or 1, got '2'
 // HEADHOST-LABEL: func.func @k3_head(
 // HEADHOST: memref.load {{.*}} : memref<?xi32>
 // HEADHOST-NOT: gpu.
@@ -564,7 +564,7 @@ func.func @head(%h: tensor<?x256xbf16>, %r: tensor<?x256xbf16>, %wn: tensor<256x
 // EMBHOST-LABEL: func.func @k3_embed(
 // EMBHOST-NOT: embed_rows
 // EMBHOST-NOT: gpu.launch
-// EMBBAD: K3C_EMBED_ROWS must be 0 or 1, got 2
+// EMBBAD: K3C_EMBED_ROWS must be 0 or 1, got '2'
 func.func @embed(%ids: tensor<?xi32>, %t: tensor<512x256xbf16>) -> tensor<?x256xbf16> {
   %o = k3.kernel "k3_embed" family "embed" (%ids, %t) : (tensor<?xi32>, tensor<512x256xbf16>) -> tensor<?x256xbf16> {
   ^bb0(%i: tensor<?xi32>, %w: tensor<512x256xbf16>):
