@@ -31,12 +31,19 @@ bundle_slice_checkpoint() {
   python3 bench/slice-config.py $D slice
   [ -d /tmp/slice ] || $B/k3-mkcheckpoint --config $D/slice.json -o /tmp/slice --seed 3 --quiet
 }
+# slice ARGS...: the slice (/tmp/slice) compiled for sm_90a at 8192 tokens a
+# step, 128 sequences, 33024 positions (the decode benches' shape); ARGS go
+# to k3-compile (-o DIR, flags; K3C_* settings from the caller's environment).
+slice() { $B/k3-compile /tmp/slice --max-tokens 8192 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 # bundle_tiny_dense: dense k3-tiny's config ($D/k3-tiny-dense.json) and its
 # checkpoint in /tmp/k3c-ckpt-tiny-dense (seed 11: the device's dense_inputs).
 bundle_tiny_dense() {
   cp test/Runtime/Inputs/k3-tiny-dense.json $D/
   $B/k3-mkcheckpoint --config $D/k3-tiny-dense.json -o /tmp/k3c-ckpt-tiny-dense --seed 11 --quiet
 }
+# tiny_dense ARGS...: that checkpoint compiled for sm_90a (512 tokens a step,
+# 128 sequences, 1024 positions); ARGS go to k3-compile.
+tiny_dense() { $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet "$@"; }
 # bundle_variants LIST FN PREFIX: for each NAME=VAR=VALUE[;VAR=VALUE...] in
 # LIST (space-separated), runs FN -o PREFIX-NAME with those settings in its
 # environment (FN: a shell function of the bundle script whose last

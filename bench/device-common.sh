@@ -47,6 +47,37 @@ kda_decode_check() {
   rm -rf /tmp/kd; K3C_DUMP_KERNEL=kda_chunk@$2-$2:/tmp/kd timeout 90 k3-run $1 --checkpoint /tmp/slice --device cuda --batch /tmp/bk$2.txt --max-new-tokens 2 --quiet > /dev/null
   timeout 120 python3 kda_check.py /tmp/kd; rm -rf /tmp/kd
 }
+# slice_check BUILD...: each build against the reference executor on the
+# slice (/tmp/slice): one 2-token prompt, 2 new tokens (--check).
+slice_check() {
+  local a
+  for a in "$@"; do
+    echo "== $a vs the reference: one 2-token prompt, 2 new (${SECONDS}s)"
+    timeout 100 k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids 5,6 --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
+  done
+}
+# same_tokens BATCH BASE OTHER...: the greedy tokens of each OTHER build on
+# the slice (BATCH: a prompt a line, 4 new tokens) against BASE's.
+same_tokens() {
+  local b=$1 base=$2 a; shift 2
+  echo "== greedy tokens, $(wc -l < $b) prompts x 4 steps: $* against $base (${SECONDS}s)"
+  for a in $base "$@"; do
+    timeout 100 k3-run $a --checkpoint /tmp/slice --device cuda --batch $b --max-new-tokens 4 --quiet | grep '^sequence' > /tmp/g-$a.txt
+  done
+  for a in "$@"; do
+    if [ -s /tmp/g-$a.txt ] && cmp -s /tmp/g-$base.txt /tmp/g-$a.txt; then echo "$a: $base's tokens ($(wc -l < /tmp/g-$a.txt) sequences)"; else echo "$a: tokens DIFFER"; diff /tmp/g-$base.txt /tmp/g-$a.txt | head -4; fi
+  done
+}
+# mla_context_rows PREFIX BUILD...: mla_attn and the step at one sequence
+# after 64, 1024, 8192 and 32768 positions, the builds alternating.
+mla_context_rows() {
+  local p=$1 c a; shift
+  for c in 64 1024 8192 32768; do
+    for a in "$@"; do
+      kbench $p-$a-1-$c $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context $c
+    done
+  done
+}
 # dense_inputs: the split-K / TMA bundles' dense k3-tiny checkpoint
 # (ckpt-dense) and batches: 128 one-token prompts (b128.txt), a 100-token
 # prompt (p100.txt) and it among 19 one-token prompts (mix20.txt: 119 tokens,

@@ -43,7 +43,6 @@ export BUNDLE_DIR=${BUNDLE_DIR:-.dev61}
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 bundle_slice_checkpoint
-slice() { $B/k3-compile /tmp/slice --max-tokens 8192 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16
 mkdir -p $D/v $D/k
 slice -o $D/k/slice-KS --kda-state-dtype=bf16
@@ -55,9 +54,8 @@ W=K3C_MLA_DECODE_WG_FROM=1 S=K3C_MLA_DECODE_SPLIT_S=1 P=K3C_MLA_DECODE_SPLITS
 RC=K3C_MLA_COMBINE_ROWS_CLUSTER=1
 bundle_variants "W133=$W;$P=33 W122=$W;$P=22 W1S33=$W;$S;$P=33 W1S22=$W;$S;$P=22 W1S44=$W;$S;$P=44 W1SO33=$W;K3C_MLA_DECODE_SPLIT_S=2;$P=33 RC=$RC RC6=$RC;K3C_MLA_COMBINE_ROWS_CLUSTER_ROUNDS=6 W1S33RC=$W;$S;$P=33;$RC W1C66=$W;K3C_MLA_DECODE_CLUSTER=1;$P=66 W1SC66=$W;$S;K3C_MLA_DECODE_CLUSTER=1;$P=66" slice $D/v/slice
 bundle_tiny_dense
-tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet "$@"; }
-tiny -o $D/tiny-dense-bf16
-tiny -o $D/tiny-dense-KS --kda-state-dtype=bf16
+tiny_dense -o $D/tiny-dense-bf16
+tiny_dense -o $D/tiny-dense-KS --kda-state-dtype=bf16
 rm -rf $D/*/ptx $D/[vk]/*/ptx $D/*/model.fused.mlir $D/[vk]/*/model.fused.mlir
 cp bench/s61-h200.sh bench/mla_check.py bench/kda_check.py bench/bench_common.py $D/
 du -sh $D

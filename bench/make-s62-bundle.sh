@@ -18,13 +18,12 @@ export BUNDLE_DIR=${BUNDLE_DIR:-.dev62}
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 bundle_slice_checkpoint
-slice() { $B/k3-compile /tmp/slice --max-tokens 8192 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16
 K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_SPLIT_S=0 slice -o $D/slice-old --kda-state-dtype=f32
 K3C_GEMV_WARP=1 slice -o $D/slice-GW
 K3C_MLA_COMBINE_TRIM=1 slice -o $D/slice-TR
 bundle_tiny_dense
-$B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet -o $D/tiny-dense-bf16
+tiny_dense -o $D/tiny-dense-bf16
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/s62-h200.sh bench/mla_check.py bench/kda_check.py bench/bench_common.py $D/
 du -sh $D

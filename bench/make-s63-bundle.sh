@@ -19,15 +19,13 @@ export BUNDLE_DIR=${BUNDLE_DIR:-.dev63}
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 bundle_slice_checkpoint
-slice() { $B/k3-compile /tmp/slice --max-tokens 8192 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16
 K3C_GEMV_PROLOGUE=2 slice -o $D/slice-PB
 K3C_GEMV_PROLOGUE=2 K3C_GEMV_PROLOGUE_BYTES=65536 slice -o $D/slice-PBA
 K3C_MLA_COMBINE_TRIM=1 slice -o $D/slice-TR
 bundle_tiny_dense
-tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet "$@"; }
-tiny -o $D/tiny-dense-bf16
-K3C_GEMV_PROLOGUE=2 K3C_GEMV_PROLOGUE_BYTES=65536 tiny -o $D/tiny-dense-PBA
+tiny_dense -o $D/tiny-dense-bf16
+K3C_GEMV_PROLOGUE=2 K3C_GEMV_PROLOGUE_BYTES=65536 tiny_dense -o $D/tiny-dense-PBA
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/s63-h200.sh bench/mla_check.py bench/bench_common.py $D/
 du -sh $D

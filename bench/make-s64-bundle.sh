@@ -18,14 +18,12 @@ export BUNDLE_DIR=${BUNDLE_DIR:-.dev64}
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
 bundle_slice_checkpoint
-slice() { $B/k3-compile /tmp/slice --max-tokens 8192 --max-seqs 128 --max-context 33024 --target=sm_90a --quiet "$@"; }
 slice -o $D/slice-bf16
 K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 slice -o $D/slice-FH
 K3C_MLA_COMBINE_TRIM=1 slice -o $D/slice-TR
 bundle_tiny_dense
-tiny() { $B/k3-compile /tmp/k3c-ckpt-tiny-dense --target=sm_90a --max-tokens 512 --max-seqs 128 --max-context 1024 --quiet "$@"; }
-K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny -o $D/tiny-dense-FH
-K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny -o $D/tiny-dense-FH-f32 --activation-dtype=f32
+K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny_dense -o $D/tiny-dense-FH
+K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny_dense -o $D/tiny-dense-FH-f32 --activation-dtype=f32
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/s64-h200.sh bench/mla_check.py bench/bench_common.py $D/
 du -sh $D

@@ -19,23 +19,10 @@ for r in 1 2; do
     kbench s63-$a-$r $a /tmp/slice "$R" --prefill none --decode 1
   done
 done
-for c in 64 1024 8192 32768; do
-  for a in slice-bf16 slice-TR; do
-    kbench s63-$a-1-$c $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context $c
-  done
-done
-for a in slice-PB slice-PBA; do
-  echo "== $a vs the reference: one 2-token prompt, 2 new (${SECONDS}s)"
-  timeout 100 k3-run $a --checkpoint /tmp/slice --device cuda --prompt-ids 5,6 --max-new-tokens 2 --check --quiet | grep -E "check: (PASS|FAIL)|error"
-done
-echo "== greedy tokens, 8 prompts x 4 steps: slice-PB / slice-PBA against slice-bf16 (${SECONDS}s)"
+mla_context_rows s63 slice-bf16 slice-TR
+slice_check slice-PB slice-PBA
 for i in $(seq 1 8); do echo "$i,$((i + 7)),$((i * 3))"; done > /tmp/b8.txt
-for a in slice-bf16 slice-PB slice-PBA; do
-  timeout 100 k3-run $a --checkpoint /tmp/slice --device cuda --batch /tmp/b8.txt --max-new-tokens 4 --quiet | grep '^sequence' > /tmp/g-$a.txt
-done
-for a in slice-PB slice-PBA; do
-  if [ -s /tmp/g-$a.txt ] && cmp -s /tmp/g-slice-bf16.txt /tmp/g-$a.txt; then echo "$a: the default's tokens"; else echo "$a: tokens DIFFER"; diff /tmp/g-slice-bf16.txt /tmp/g-$a.txt | head -4; fi
-done
+same_tokens /tmp/b8.txt slice-bf16 slice-PB slice-PBA
 dense_inputs
 dense_checks tiny-dense-PBA
 mla_kernel_check slice-TR 60 200
