@@ -1709,7 +1709,22 @@ static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, con
   }, 0, name);
 }
 
-constexpr int64_t kSplitChunk = 64;   ///< split decode: tokens a round of launches
+/// Split decode: tokens a round of launches (q_abs, core, combine), 64 by
+/// default; K3C_MLA_ROUND_TOKENS=128 or 256 takes batched decode of up to
+/// that many sequences in one round (one q_abs, core and combine launch
+/// instead of two or four, W_UK and W_UV read once, the append in the
+/// staged q_abs launch), with the round's q_abs scratch that much larger.
+static int64_t splitChunkTokens() {
+  static const int64_t v = [] {
+    int64_t n = intFromEnv("K3C_MLA_ROUND_TOKENS", 64);
+    if (n != 64 && n != 128 && n != 256)
+      llvm::report_fatal_error("k3c: K3C_MLA_ROUND_TOKENS must be 64, 128 or 256, got " +
+                                   llvm::Twine(n),
+                               /*gen_crash_diag=*/false);
+    return n;
+  }();
+  return v;
+}
 /// K3C_MLA_COMBINE_STAGE_W's default: rounds of 8..16 tokens take the
 /// combine that stages W_UV before its grid wait (session 52, H100: with the
 /// early tiles and the early W_UK q_abs, mla_attn at 8 sequences, context
@@ -1720,23 +1735,24 @@ constexpr int64_t kSplitMax = 32;     ///< split decode: splits of a token's pos
 constexpr int64_t kSplitMaxFma = 16;  ///< the same, FMA core
 constexpr int64_t kSplitMaxAny = 128; ///< the most K3C_MLA_DECODE_SPLITS allows
 /// split decode: tokens a combine block projects from rounds of that many
-/// tokens on (K3C_MLA_COMBINE_TOKENS; above kSplitChunk: never).
+/// tokens on (K3C_MLA_COMBINE_TOKENS; above a round's tokens: never).
 constexpr int64_t kCombineTokens = 8;
 constexpr int64_t kSplitBlocks = 264; ///< split decode: blocks aimed for (2 an SM)
 constexpr int64_t kSplitMin = 32;     ///< split decode: positions a split at least (a warp tile)
 
-/// Scratch of the split decode: q_abs of a round's tokens [kSplitChunk, H cd]
+/// Scratch of the split decode: q_abs of a round's tokens [round, H cd]
 /// and the (token, split) partials [kSplitSlots, H (R + 2)] (o_lat, M, L);
-/// with the tensor-core core, q_abs in bf16 [kSplitChunk H, cd] too.
+/// with the tensor-core core, q_abs in bf16 [round H, cd] too (round:
+/// splitChunkTokens()).
 static SmallVector<ScratchNeed> splitScratch(MlaAttentionOp attn) {
   int64_t H = attn.getNumHeads(), R = cast<ShapedType>(attn.getKvBProj().getType()).getDimSize(1);
   auto kvType = cast<ShapedType>(attn.getKv().getType());
   int64_t cd = kvType.getDimSize(1);
   Type f32 = Float32Type::get(attn.getContext());
-  SmallVector<ScratchNeed> needs{ScratchNeed{{kSplitChunk, H * cd}, f32},
+  SmallVector<ScratchNeed> needs{ScratchNeed{{splitChunkTokens(), H * cd}, f32},
                                  ScratchNeed{{kSplitSlots, H * (R + 2)}, f32}};
   if (decodeMmaPlan(attn, Target::Gpu).on)
-    needs.push_back(ScratchNeed{{kSplitChunk * H, cd}, kvType.getElementType()});
+    needs.push_back(ScratchNeed{{splitChunkTokens() * H, cd}, kvType.getElementType()});
   return needs;
 }
 
@@ -1842,7 +1858,7 @@ static void storeSplitRow(KernelBuilder &kb, Value part, Value slot, Value head,
 /// The split decode's core on tensor cores (DecodeMma): a block per (token
 /// `local` of the round from t0, head group, split of P), writing the
 /// partials (o_lat unnormalized, M, L) as the FMA core does. q_abs (softmax
-/// scale folded in) comes from qaBf [kSplitChunk H, cd] in bf16.
+/// scale folded in) comes from qaBf [round H, cd] in bf16.
 static void decodeMmaCore(KernelBuilder &kb, const DecodeMma &d, Value qaBf, const CacheRef &cache,
                           Value cacheLens, Value lens, Value part, Value t0, Value Tc, Value P) {
   OpBuilder &b = kb.b;
@@ -2358,7 +2374,7 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
     d.earlyNext = KernelBuilder::switchFromEnv("K3C_MLA_DECODE_EARLY_NEXT", true);
     d.earlyNextForced = d.earlyNext && std::getenv("K3C_MLA_DECODE_EARLY_NEXT");
     d.earlyNext = d.earlyNext && d.transposed && info.gridDependencyControl();
-    d.earlyNextMax = kSplitChunk; // (absorbedSplit narrows it to the staged rounds)
+    d.earlyNextMax = splitChunkTokens(); // (absorbedSplit narrows it to the staged rounds)
   }
   return d;
 }
@@ -3438,7 +3454,7 @@ struct AppendHook {
 };
 
 /// The absorbed form with split positions (decode and small launches, GPU):
-/// rounds of kSplitChunk tokens, each three launches: q_abs of the round's
+/// rounds of splitChunkTokens() tokens (64), each three launches: q_abs of the round's
 /// tokens (a block per (head, 8 tokens): W_UK read once for them); the
 /// attention core, a block per (token, group of G heads, split of the
 /// token's positions), the number of splits P chosen on the host so that
@@ -3568,9 +3584,9 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
   // MMAs: the same values. Rows R + 32 elements apart: a quarter warp's 8
   // 16-byte reads (two rows of 64 bytes) on distinct banks.
   const int64_t swMax = intFromEnv("K3C_MLA_COMBINE_STAGE_W", kCombineStageW);
-  if (swMax < 0 || swMax > kSplitChunk)
+  if (swMax < 0 || swMax > splitChunkTokens())
     llvm::report_fatal_error("k3c: K3C_MLA_COMBINE_STAGE_W must be 0.." +
-                                 llvm::Twine(kSplitChunk) + " (tokens), got " +
+                                 llvm::Twine(splitChunkTokens()) + " (tokens), got " +
                                  llvm::Twine(swMax),
                              /*gen_crash_diag=*/false);
   const int64_t wsPitch = R + 32, wsBytes = gr.dv * wsPitch * 2;
@@ -3583,7 +3599,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
   // staged combine: every round.)
   if (dw.earlyNext) {
     dw.earlyNextOne = wgAll && dm.earlyNext; // (the row-sliced combine of one-token rounds)
-    if (stageW && from <= std::min(swMax, kSplitChunk)) {
+    if (stageW && from <= std::min(swMax, splitChunkTokens())) {
       dw.earlyNextMin = from;
       dw.earlyNextMax = swMax;
     } else if (dw.earlyNextOne && !dw.earlyNextForced) {
@@ -3628,7 +3644,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                           R % kQabsTileCols == 0 && gr.nope % 16 == 0 && gr.qk % 8 == 0 &&
                           2 * (kQabsTileTokens * qPitch + gr.nope * wPitch) <= kSharedBudget;
   // A launch of one round too long for the wide q_abs (wideMax < T <=
-  // kSplitChunk: batched decode of 8..64 sequences) appends its tokens in
+  // the round's tokens: batched decode of 8..64 sequences) appends its tokens in
   // extra blocks of the staged tensor-core q_abs launch, as the wide form
   // does for fewer: one launch fewer a step (the append's own took 4.3 us
   // at batch 8 on an H100, session 47; mla_attn at 8 sequences, context
@@ -3641,12 +3657,12 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
   constexpr int64_t kStagedWarps = kQabsTileTokens / 16;
   const int64_t stagedFrom = wide ? wideMax + 1 : kCombineTokens;
   // The append's own launch, where no q_abs launch takes it: outside T <=
-  // wideMax (fuseAppend) and stagedFrom <= T <= kSplitChunk (fuseStaged).
+  // wideMax (fuseAppend) and stagedFrom <= T <= a round (fuseStaged).
   Value appendBlocks, appendBlocksStaged;
   if (append) {
     Value inWide = fuseAppend ? kb.ule(T, kb.idx(wideMax)) : Value();
     Value inStaged =
-        fuseStaged ? kb.andi(kb.ule(kb.idx(stagedFrom), T), kb.ule(T, kb.idx(kSplitChunk)))
+        fuseStaged ? kb.andi(kb.ule(kb.idx(stagedFrom), T), kb.ule(T, kb.idx(splitChunkTokens())))
                    : Value();
     Value own = inWide ? kb.ult(kb.idx(wideMax), T) : Value();
     if (inStaged) {
@@ -3663,8 +3679,8 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
     if (inStaged)
       appendBlocksStaged = kb.select(inStaged, kb.ceilDiv(T, kStagedWarps), kb.idx(0));
   }
-  kb.loopStep(kb.idx(0), T, kb.idx(kSplitChunk), [&](Value t0) {
-    Value Tc = kb.minu(kb.idx(kSplitChunk), kb.sub(T, t0));
+  kb.loopStep(kb.idx(0), T, kb.idx(splitChunkTokens()), [&](Value t0) {
+    Value Tc = kb.minu(kb.idx(splitChunkTokens()), kb.sub(T, t0));
     Value P;
     Value small; // the tensor-core core with dmSmall's blocks (host-side)
     // the warpgroup-MMA core for this round (host-side)
@@ -4462,7 +4478,7 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
       else
         perToken();
     };
-    if (from > kSplitChunk)
+    if (from > splitChunkTokens())
       fewTokens();
     else
       kb.ifThenElse(kb.ult(Tc, kb.idx(from)), fewTokens, multi);

@@ -84,6 +84,15 @@
 // RUN: env K3C_MLA_COMBINE_STAGE_W=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SW0
 // RUN: env K3C_MLA_COMBINE_STAGE_W=65 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SWBAD
 //
+// K3C_MLA_ROUND_TOKENS=128 (64 by default): the split decode's host loop
+// takes rounds of 128 tokens (one q_abs, core and combine launch for up to
+// 128 sequences), its q_abs scratch 128 rows ([128, H cd] f32 and
+// [128 H, cd] bf16), the append in the staged q_abs launch up to 128
+// tokens; values other than 64, 128 and 256 are refused.
+// RUN: env K3C_MLA_ROUND_TOKENS=128 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROUND
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROUND64
+// RUN: env K3C_MLA_ROUND_TOKENS=96 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ROUNDBAD
+//
 // The seesaw core (K3C_MLA_DECODE_WGMMA=2) computes 64-head groups: two
 // groups of 64 rows for the 96 heads.
 // RUN: env K3C_MLA_DECODE_WGMMA=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SS
@@ -172,6 +181,13 @@
 // SW: module(@k3_mla_attn_0000cafe_absorbed_combine_mma_t16)
 // SW0-NOT: absorbed_combine_mma_t16_sw
 // SWBAD: K3C_MLA_COMBINE_STAGE_W must be 0..64 (tokens), got 65
+// ROUND: func.func @k3_mla_attn_0000cafe({{.*}} memref<128x18432xf32>, {{.*}} memref<12288x192xbf16>)
+// ROUND: arith.cmpi ule, %dim{{[_0-9]*}}, %c128{{[_0-9]*}} : index
+// ROUND: scf.for %{{.*}} = %c0{{[_0-9]*}} to %dim{{[_0-9]*}} step %c128{{[_0-9]*}} {
+// ROUND64: func.func @k3_mla_attn_0000cafe({{.*}} memref<64x18432xf32>, {{.*}} memref<6144x192xbf16>)
+// ROUND64: arith.cmpi ule, %dim{{[_0-9]*}}, %c64{{[_0-9]*}} : index
+// ROUND64: scf.for %{{.*}} = %c0{{[_0-9]*}} to %dim{{[_0-9]*}} step %c64{{[_0-9]*}} {
+// ROUNDBAD: K3C_MLA_ROUND_TOKENS must be 64, 128 or 256, got 96
 
 func.func @mla_attn(%a0: tensor<?x7680xbf16>, %a1: tensor<?x192xbf16>, %a2: tensor<128xbf16>, %a3: tensor<?x?x192xbf16>, %a4: tensor<?xi32>, %a5: tensor<?xi32>, %a6: tensor<7680x128xbf16>, %a7: tensor<?x6144xbf16>) -> (tensor<?x6144xbf16>, tensor<?x?x192xbf16>) {
     %r:2 = k3.kernel "k3_mla_attn_0000cafe" family "mla_attn" (%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7) {bytes_per_token = 696 : i64, flops_per_token = 8192 : i64, weight_bytes = 786688 : i64} : (tensor<?x7680xbf16>, tensor<?x192xbf16>, tensor<128xbf16>, tensor<?x?x192xbf16>, tensor<?xi32>, tensor<?xi32>, tensor<7680x128xbf16>, tensor<?x6144xbf16>) -> (tensor<?x6144xbf16>, tensor<?x?x192xbf16>) {

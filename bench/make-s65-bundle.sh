@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The bundle for bench/s65-h200.sh (session 57; R128 added in session 58), in .dev65: k3-run, k3-bench,
+# k3-mkcheckpoint; the full-width k3-small slice (slice.json, seed 3 on the
+# device) for sm_90a at 8192 tokens a step, 128 sequences, 33024 positions:
+#   slice-bf16  the defaults
+#   slice-FH    K3C_FUSE_HEAD=1: the head's AttnRes, last_tokens and RMSNorm
+#               in one launch, a block per sequence mixing only its last row;
+#               and K3C_EMBED_ROWS=1: the embedding a block a token, 16-byte
+#               copies (both built in session 57; R128 added in session 58, neither yet on a GPU)
+#   slice-TR    K3C_MLA_COMBINE_TRIM=1, its merge loop bounded by P with
+#               rounds past the live splits skipped by a branch (8 / 16 bytes
+#               of spills against 32 / 32 for the Pm-bounded loop measured in
+#               s63)
+#   slice-R128  K3C_MLA_ROUND_TOKENS=128 (session 58): batched decode of up
+#               to 128 sequences in one MLA round (q_abs, core, combine)
+#               instead of two, the append inside the staged q_abs launch
+# and dense k3-tiny with both, bf16 and f32, for the checks against the
+# reference executor.
+# Carry .dev65; run: bash .dev65/s65-h200.sh (~5 min).
+export BUNDLE_DIR=${BUNDLE_DIR:-.dev65}
+source "$(dirname "$0")/bundle-common.sh"
+bundle_start k3-run k3-bench k3-mkcheckpoint
+bundle_slice_checkpoint
+slice -o $D/slice-bf16
+K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 slice -o $D/slice-FH
+K3C_MLA_COMBINE_TRIM=1 slice -o $D/slice-TR
+K3C_MLA_ROUND_TOKENS=128 slice -o $D/slice-R128
+bundle_tiny_dense
+K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny_dense -o $D/tiny-dense-FH
+K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny_dense -o $D/tiny-dense-FH-f32 --activation-dtype=f32
+K3C_MLA_ROUND_TOKENS=128 tiny_dense -o $D/tiny-dense-R128
+rm -rf $D/*/ptx $D/*/model.fused.mlir
+cp bench/s65-h200.sh bench/mla_check.py bench/bench_common.py $D/
+du -sh $D
