@@ -1352,6 +1352,14 @@ int64_t wgmmaTmaMode() {
   return m;
 }
 
+int64_t wgmmaClusterSize() {
+  const int64_t c = intFromEnv("K3C_WGMMA_CLUSTER", 1);
+  if (c != 1 && c != 2 && c != 4)
+    llvm::report_fatal_error("k3c: K3C_WGMMA_CLUSTER must be 1, 2 or 4, got " + llvm::Twine(c),
+                             /*gen_crash_diag=*/false);
+  return c;
+}
+
 /// Whether TMA can copy boxes of `m` (a bf16 memref): an identity layout
 /// (the tensor map's strides are the row sizes), the innermost dimension
 /// static with rows a multiple of 16 bytes.
@@ -1454,13 +1462,29 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   // wgmma group completed); the consumers wait only on the `full` barriers:
   // no block barrier a stage, all `stages` slots in flight.
   const bool specialized = tma && tmaMode == 2;
+  // K3C_WGMMA_CLUSTER=C (2 or 4; TMA without warp specialization): the C
+  // blocks of a thread block cluster take C adjacent column tiles of one row
+  // tile and share its x tile: block r copies x rows [r bm / C, (r + 1) bm /
+  // C) of each stage by TMA multicast into every block's slot (each block's
+  // full barrier expects the whole stage, the others' rows completing on it
+  // too), so x leaves L2 once a cluster instead of once a block (at batched
+  // decode, one 128-row tile of x against 256 W rows, a third of the bytes
+  // a block reads). The block barrier before a slot is refilled becomes a
+  // cluster barrier (arrive after the step's wgmma wait, wait before the
+  // next step's copies: every block of the cluster done with the slot that
+  // the copies overwrite). Launches whose column tiles C does not divide
+  // keep single blocks. The same products in the same order.
+  const int64_t clusterC = wgmmaClusterSize();
+  const bool clustered = tma && !specialized && clusterC > 1 && nTiles % clusterC == 0 &&
+                         bm % (8 * clusterC) == 0;
+  const int64_t C = clustered ? clusterC : 1;
   const int64_t blockThreads = threads + (specialized ? 32 : 0);
   const int64_t consumerWarps = threads / 32;
   const int64_t wBoxRows = glu ? bn / 2 : bn;
   Value xMap, upMap;
   SmallVector<Value> wMaps;
   if (tma) {
-    xMap = tensorMapOf(kb, x, bm);
+    xMap = tensorMapOf(kb, x, bm / C);
     for (Value m : proj.ws)
       wMaps.push_back(tensorMapOf(kb, m, wBoxRows));
     if (glu)
@@ -1513,7 +1537,13 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     Value part = kb.div(bid[0], tiles);
     Value k0 = ways == 1 ? kb.idx(0) : kb.mul(part, kb.idx(kPer));
     Value k1 = ways == 1 ? kb.idx(kTiles) : kb.minu(kb.idx(kTiles), kb.add(k0, kb.idx(kPer)));
-    auto [m0, n0g] = rasterTile(kb, kb.rem(bid[0], tiles), mTiles, nTiles, bm, bn);
+    // Clustered: tile t's cluster t / C takes a C bn wide column tile in
+    // raster order, block rank t % C its rank-th bn columns.
+    Value tIdx = kb.rem(bid[0], tiles);
+    Value rank = C > 1 ? kb.rem(tIdx, kb.idx(C)) : Value();
+    auto [m0, n0c] = C > 1 ? rasterTile(kb, kb.div(tIdx, kb.idx(C)), mTiles, nTiles / C, bm, C * bn)
+                           : rasterTile(kb, tIdx, mTiles, nTiles, bm, bn);
+    Value n0g = C > 1 ? kb.add(n0c, kb.mul(rank, kb.idx(bn))) : n0c;
     ProjectionTiles::Pick pk = proj.pick(kb, n0g, bn, wMaps);
     Value w = pk.w, y = pk.y, n0 = pk.n0, limit = pk.width, wsCol = pk.off;
 
@@ -1540,6 +1570,12 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       return kb.pointerAt(
           sm.address(kb, kb.add(kb.idx(ringBytes + 8 * stages), kb.mul(slot, 8))), 3);
     };
+    Value clusterMask =
+        C > 1 ? arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI16Type(), (1 << C) - 1))
+                    .getResult()
+              : Value();
+    auto clusterArrive = [&] { NVVM::ClusterArriveOp::create(b, loc, b.getUnitAttr()); };
+    auto clusterWait = [&] { NVVM::ClusterWaitOp::create(b, loc, b.getUnitAttr()); };
     auto issueTma = [&](Value issuer, Value kt, Value slot) {
       kb.ifThen(kb.andi(issuer, kb.ult(kt, k1)), [&] {
         Value bar = barrierAt(slot);
@@ -1548,7 +1584,14 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
                                                NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
         Value col = kb.mul(kt, bk);
         Value bSlot = kb.add(bBase, kb.mul(slot, bn * rowBytes));
-        tmaCopy(kb, kb.add(aBase, kb.mul(slot, bm * rowBytes)), xMap, col, m0, bar);
+        if (C > 1) {
+          // This block's bm / C rows of x, to every block of the cluster.
+          Value xr = kb.mul(rank, kb.idx(bm / C));
+          tmaCopyTile(kb, kb.add(kb.add(aBase, kb.mul(slot, bm * rowBytes)), kb.mul(xr, kb.idx(rowBytes))),
+                      xMap, {col, kb.add(m0, xr)}, bar, clusterMask);
+        } else {
+          tmaCopy(kb, kb.add(aBase, kb.mul(slot, bm * rowBytes)), xMap, col, m0, bar);
+        }
         if (glu) {
           Value h0 = kb.div(n0, 2);
           tmaCopy(kb, bSlot, pk.map, col, h0, bar);
@@ -1586,6 +1629,11 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
         NVVM::FenceMbarrierInitOp::create(b, loc);
       });
       kb.barrier(tb);
+      if (C > 1) {
+        // Every block's mbarriers initialized before any multicast reaches them.
+        clusterArrive();
+        clusterWait();
+      }
     }
 
     // Stage: tile row r's 16-byte chunk c goes to chunk c ^ (r % 8) of its
@@ -1609,6 +1657,10 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     if (!specialized)
       for (int64_t s = 0; s < ahead; ++s)
         issue(kb.add(k0, kb.idx(s)), kb.idx(s));
+    // (clustered: the arrive the first step's cluster wait takes; slots
+    // past the prologue's are unread)
+    if (C > 1)
+      clusterArrive();
 
     // The specialized producer: lane 0 of the last warp, stage by stage,
     // each slot's reuse u >= 1 after the consumers released use u - 1.
@@ -1650,7 +1702,10 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
                                    NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
       }
       if (!specialized) {
-        kb.barrier(tb);
+        if (C > 1)
+          clusterWait();
+        else
+          kb.barrier(tb);
         Value next = kb.add(kt, ahead);
         issue(kb.add(k0, next), kb.rem(next, stages));
       }
@@ -1660,6 +1715,8 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       static_assert(WgmmaTile::bk == 64, "wgmmaK64 multiplies 64-column stages");
       Value d = wgmmaK64(kb, accType, in[0], aAddr, bAddr, bn);
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(tile.inflight));
+      if (C > 1)
+        clusterArrive(); // done with stage kt - inflight
       if (specialized) {
         // This warp is done with stage kt - inflight: release its slot.
         Value done = kb.sub(kt, kb.idx(tile.inflight));
@@ -1669,6 +1726,10 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
       }
       return SmallVector<Value>{d};
     })[0];
+    // (clustered: the last step's arrive; past it every block has issued
+    // its last copies, and this block's landed before its last step)
+    if (C > 1)
+      clusterWait();
     if (tile.inflight)
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
     if (!tma)
@@ -1786,7 +1847,9 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   }, tile.sharedBytes() + extraBytes + barrierBytes + tableBytes,
             (glu ? "linear_glu_" : ep.map ? "linear_" + ep.name + "_" : "linear_") + tile.name() +
                 (tma ? (specialized ? "_tmaws" : "_tma") : "") + (colTable ? "_ct" : "") +
-                (split ? "_splitk" + std::to_string(ways) : "") + (staged ? "_st" : ""));
+                (split ? "_splitk" + std::to_string(ways) : "") + (staged ? "_st" : "") +
+                (C > 1 ? "_c" + std::to_string(C) : ""),
+            C);
   if (!split)
     return;
   // The sum of the slices, in slice order, then the epilogue: a thread per

@@ -153,6 +153,12 @@ struct WgmmaTile {
 /// Operands without an identity layout keep cp.async. Any other value is a
 /// fatal error naming it.
 int64_t wgmmaTmaMode();
+/// K3C_WGMMA_CLUSTER: 1 (the default) one block a tile; 2 or 4: the TMA
+/// warpgroup tiles (K3C_WGMMA_TMA=1) of a launch whose column tiles it
+/// divides run as thread block clusters of that many adjacent column tiles
+/// sharing the x tile by TMA multicast (kernel name suffix `_c2`, `_c4`).
+/// Other values are a fatal error naming it.
+int64_t wgmmaClusterSize();
 
 /// Host side of a launch: the TMA tensor map of bf16 memref `m` (identity
 /// layout, rank <= 5, rows 16-byte multiples) for boxes of `box` elements

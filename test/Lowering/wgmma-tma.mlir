@@ -17,6 +17,17 @@
 // RUN: env K3C_WGMMA_TMA=1 k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 // RUN: not env K3C_WGMMA_TMA=3 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: K3C_WGMMA_TMA must be 0, 1 or 2, got 3
+// K3C_WGMMA_CLUSTER=2 (opt-in, session 58): the TMA tiles of a launch
+// whose column tiles 2 divides (here the 128 x 64 tile: 2 column tiles) run
+// as clusters of 2; each block copies its 64 of the x tile's 128 rows (a
+// 64-row box) by multicast to both (mask 3), its own W tile as before, after
+// a cluster barrier over the mbarriers' initialization; a stage's cluster
+// wait replaces the block barrier before the refill, its arrive follows the
+// step's wgmma wait, and a last wait follows the loop. The 128 x 256 tile (5
+// column tiles) keeps single blocks.
+// RUN: env K3C_WGMMA_CLUSTER=2 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CL2
+// RUN: not env K3C_WGMMA_CLUSTER=3 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CLBAD
+// CLBAD: K3C_WGMMA_CLUSTER must be 1, 2 or 4, got 3
 // The PTX (NVPTX, no CUDA needed) of k3-tiny's warp-specialized tiles.
 // RUN: env K3C_WGMMA_TMA=2 k3-compile %k3c_src/models/configs/k3-tiny.json --emit=ptx --quiet -o %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
@@ -76,6 +87,28 @@
 // WS: nvvm.mbarrier.try_wait.parity
 // WS: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c24576_i32
 // WS-COUNT-2: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// CL2-LABEL: func.func @k3_mlp_down_tma(
+// CL2: nvgpu.tma.create.descriptor %{{.*}} box[%{{.*}}, %{{.*}}] : memref<*xbf16> -> <tensor = memref<64x64xbf16
+// CL2: gpu.launch clusters({{.*}}) in ({{.*}} = %c2{{[_0-9]*}}, {{.*}}) blocks{{.*}} module(@k3_mlp_down_tma_linear_wgmma_128x64x64_s4_tma_st_c2)
+// CL2: nvvm.fence.mbarrier.init
+// CL2: gpu.barrier
+// CL2-NEXT: nvvm.cluster.arrive {aligned}
+// CL2-NEXT: nvvm.cluster.wait {aligned}
+// CL2: nvvm.mbarrier.arrive.expect_tx %[[BAR:.*]], %c24576_i32
+// CL2: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %{{.*}}, %[[BAR]], box[%{{.*}}, %{{.*}}] multicast_mask = %c3_i16
+// CL2-NEXT: arith.index_cast
+// CL2: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %{{.*}}, %[[BAR]], box[%{{.*}}, %{{.*}}] : !llvm.ptr<7>, !llvm.ptr
+// CL2: nvvm.cluster.arrive {aligned}
+// CL2: scf.for
+// CL2: nvvm.mbarrier.try_wait.parity
+// CL2-NEXT: nvvm.cluster.wait {aligned}
+// CL2: multicast_mask = %c3_i16
+// CL2: nvvm.wgmma.mma_async
+// CL2: nvvm.wgmma.wait.group.sync.aligned 0
+// CL2-NEXT: nvvm.cluster.arrive {aligned}
+// CL2: }
+// CL2-NEXT: nvvm.cluster.wait {aligned}
+// CL2: module(@k3_mlp_down_tma_linear_wgmma_128x256x64_s4_f1_tma_st)
 // CPASYNC-LABEL: func.func @k3_mlp_down_tma(
 // CPASYNC-NOT: nvgpu.tma.create.descriptor
 // CPASYNC: module(@k3_mlp_down_tma_linear_wgmma_128x64x64_s4_st)
