@@ -16,12 +16,27 @@
 # and a prefill of 8192, their tokens on 128 prompts. QUICK=1 (~4 min): one decode
 # round, the token comparisons, the slice's and dense k3-tiny's bf16 checks
 # (128 one-token prompts), the prefill of the defaults and C2 if time is left.
+# QUICK=2 (~2 min): C2, C4 and FH against the defaults at 1 and 128 sequences,
+# their tokens, FH's --check.
 QUICK=${QUICK:-0}
 export KBENCH_TIMEOUT=${KBENCH_TIMEOUT:-100}
 source "$(dirname "$0")/device-common.sh"
 machine
 k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
 copy_ceiling
+if [ $QUICK = 2 ]; then
+  # (the least: the step at 1 and 128 sequences of the defaults, C2, C4 and
+  # FH; C2's and C4's tokens on 128 prompts, FH's on 8; FH's --check)
+  for a in slice-bf16 slice-C2 slice-C4 slice-FH; do
+    kbench s65-$a-1 $a /tmp/slice 'graph|lm_head|mlp_in' --prefill none --decode 1,128
+  done
+  seq 1 128 > /tmp/b128s.txt
+  same_tokens /tmp/b128s.txt slice-bf16 slice-C2 slice-C4
+  for i in $(seq 1 8); do seq -s, $((i * 11)) $((i * 11 + i * i / 2)); done > /tmp/b8.txt
+  same_tokens /tmp/b8.txt slice-bf16 slice-FH
+  slice_check slice-FH
+  echo "== done, QUICK=2 (${SECONDS}s)"; exit 0
+fi
 for r in $([ $QUICK = 1 ] && echo 1 || echo 1 2); do
   for a in slice-bf16 slice-FH slice-R128 slice-C2 slice-C4; do
     kbench s65-$a-$r $a /tmp/slice 'graph|lm_head|embed|mla_attn|mlp_in' --prefill none --decode 1,128
