@@ -14,9 +14,11 @@
 #   slice-R128  K3C_MLA_ROUND_TOKENS=128 (session 58): batched decode of up
 #               to 128 sequences in one MLA round (q_abs, core, combine)
 #               instead of two, the append inside the staged q_abs launch
-#   slice-C2/C4 K3C_WGMMA_CLUSTER=2 / 4 (session 58): the TMA warpgroup
-#               tiles as clusters of 2 / 4 adjacent column tiles sharing the
-#               x tile by multicast
+#   slice-C2/C4 K3C_WGMMA_CLUSTER=2 / 4 (session 58): the batched-decode
+#               TMA warpgroup tiles as clusters of 2 / 4 adjacent column
+#               tiles sharing the x tile by multicast
+#   slice-C2P   C2 and the prefill tile as clusters of 2 too
+#               (K3C_WGMMA_CLUSTER_PREFILL=2)
 # and dense k3-tiny with both, bf16 and f32, for the checks against the
 # reference executor.
 # Carry .dev65; run: bash .dev65/s65-h200.sh (~5 min).
@@ -30,11 +32,12 @@ K3C_MLA_COMBINE_TRIM=1 slice -o $D/slice-TR
 K3C_MLA_ROUND_TOKENS=128 slice -o $D/slice-R128
 K3C_WGMMA_CLUSTER=2 slice -o $D/slice-C2
 K3C_WGMMA_CLUSTER=4 slice -o $D/slice-C4
+K3C_WGMMA_CLUSTER=2 K3C_WGMMA_CLUSTER_PREFILL=2 slice -o $D/slice-C2P
 bundle_tiny_dense
 K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny_dense -o $D/tiny-dense-FH
 K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny_dense -o $D/tiny-dense-FH-f32 --activation-dtype=f32
 K3C_MLA_ROUND_TOKENS=128 tiny_dense -o $D/tiny-dense-R128
-K3C_WGMMA_CLUSTER=2 tiny_dense -o $D/tiny-dense-C2
+K3C_WGMMA_CLUSTER=2 K3C_WGMMA_CLUSTER_PREFILL=2 tiny_dense -o $D/tiny-dense-C2
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/s65-h200.sh bench/mla_check.py bench/bench_common.py $D/
 du -sh $D

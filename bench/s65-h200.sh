@@ -12,8 +12,9 @@
 # k3-tiny bf16 on 128 one-token prompts and a mixed batch of 20, f32 on the
 # mixed batch; the copy ceiling; the trimmed one-token MLA combine (slice-TR)
 # at 64..32768 positions and against fp64; the TMA warpgroup tiles as
-# clusters of 2 / 4 (slice-C2, slice-C4: K3C_WGMMA_CLUSTER) at decode 1 / 128
-# and a prefill of 8192, their tokens on 128 prompts. QUICK=1 (~4 min): one decode
+# clusters of 2 / 4 (slice-C2, slice-C4: K3C_WGMMA_CLUSTER) at decode 1 / 128,
+# the prefill tile too (slice-C2P) at a prefill of 8192, their tokens on 128
+# prompts. QUICK=1 (~4 min): one decode
 # round, the token comparisons, the slice's and dense k3-tiny's bf16 checks
 # (128 one-token prompts), the prefill of the defaults and C2 if time is left.
 # QUICK=2 (~2 min): C2, C4 and FH against the defaults at 1 and 128 sequences,
@@ -46,19 +47,19 @@ done
 for i in $(seq 1 8); do seq -s, $((i * 11)) $((i * 11 + i * i / 2)); done > /tmp/b8.txt
 same_tokens /tmp/b8.txt slice-bf16 slice-FH
 seq 1 128 > /tmp/b128s.txt
-same_tokens /tmp/b128s.txt slice-bf16 slice-R128 slice-C2 slice-C4
+same_tokens /tmp/b128s.txt slice-bf16 slice-R128 slice-C2 slice-C4 slice-C2P
 slice_check slice-FH
 dense_inputs
 DENSE_BATCHES="b128.txt $([ $QUICK = 1 ] || echo mix20.txt)" dense_checks tiny-dense-FH tiny-dense-R128 tiny-dense-C2
 if [ $QUICK = 1 ]; then
-  for a in slice-bf16 slice-C2; do
+  for a in slice-bf16 slice-C2P; do
     [ $SECONDS -gt 260 ] && break
     kbench s65-$a-prefill $a /tmp/slice 'graph|lm_head|mlp_in|ttft' --prefill 8192 --decode none
   done
   echo "== done, QUICK (${SECONDS}s)"; exit 0
 fi
 DENSE_BATCHES="mix20.txt" dense_checks tiny-dense-FH-f32
-for a in slice-bf16 slice-C2 slice-C4 slice-FH; do
+for a in slice-bf16 slice-C2P slice-FH; do
   [ $SECONDS -gt 300 ] && break
   kbench s65-$a-prefill $a /tmp/slice 'graph|lm_head|mlp_in|ttft' --prefill 8192 --decode none
 done

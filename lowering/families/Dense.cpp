@@ -216,7 +216,8 @@ static void tensorCoreTiles(KernelBuilder &kb, const LinearPlan &plan, Value T,
   };
   // A medium tile equal to the large one (the wide batched-decode tile) is
   // one branch: one kernel, not two identical ones under two names.
-  const bool sameTile = plan.useWgmma ? plan.wgmmaMedium.name() == plan.wgmma.name()
+  const bool sameTile = plan.useWgmma ? plan.wgmmaMedium.name() == plan.wgmma.name() &&
+                                            plan.wgmmaMedium.cluster == plan.wgmma.cluster
                                       : plan.medium.name() == plan.large.name();
   if (sameTile && !large) {
     kb.ifThenElse(kb.ule(T, kb.idx(plan.smallUpTo)), [&] { mma(plan.small); },

@@ -764,6 +764,11 @@ LinearPlan linearPlan(const TargetInfo &info, Type xElt, Type wElt, int64_t K, i
     // The split tile too (mlp_down 307 -> 300 us, mla_out 74.3 -> 73.0 at
     // 128 tokens, same call; bit-identical).
     p.wgmmaSplit = splitKTile(info, O);
+    // Clusters sharing the x tile (opt-in, session 58, not yet measured):
+    // the batched-decode tiles by K3C_WGMMA_CLUSTER, the prefill tile by
+    // K3C_WGMMA_CLUSTER_PREFILL.
+    p.wgmmaMedium.cluster = p.wgmmaSplit.cluster = wgmmaClusterSize("K3C_WGMMA_CLUSTER");
+    p.wgmma.cluster = wgmmaClusterSize("K3C_WGMMA_CLUSTER_PREFILL");
     for (const WgmmaTile *t : {&p.wgmmaMedium, &p.wgmma, &p.wgmmaSplit})
       if (std::string why = t->check(info); !why.empty())
         llvm::report_fatal_error(llvm::Twine("k3c: bad wgmma tile ") + t->name() + ": " + why,
@@ -1352,10 +1357,11 @@ int64_t wgmmaTmaMode() {
   return m;
 }
 
-int64_t wgmmaClusterSize() {
-  const int64_t c = intFromEnv("K3C_WGMMA_CLUSTER", 1);
+int64_t wgmmaClusterSize(const char *var) {
+  const int64_t c = intFromEnv(var, 1);
   if (c != 1 && c != 2 && c != 4)
-    llvm::report_fatal_error("k3c: K3C_WGMMA_CLUSTER must be 1, 2 or 4, got " + llvm::Twine(c),
+    llvm::report_fatal_error(llvm::Twine("k3c: ") + var + " must be 1, 2 or 4, got " +
+                                 llvm::Twine(c),
                              /*gen_crash_diag=*/false);
   return c;
 }
@@ -1474,7 +1480,7 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   // next step's copies: every block of the cluster done with the slot that
   // the copies overwrite). Launches whose column tiles C does not divide
   // keep single blocks. The same products in the same order.
-  const int64_t clusterC = wgmmaClusterSize();
+  const int64_t clusterC = tile.cluster;
   const bool clustered = tma && !specialized && clusterC > 1 && nTiles % clusterC == 0 &&
                          bm % (8 * clusterC) == 0;
   const int64_t C = clustered ? clusterC : 1;

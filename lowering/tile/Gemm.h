@@ -133,6 +133,9 @@ struct MmaTile {
 /// prefetches stages - 1 - inflight stages ahead.
 struct WgmmaTile {
   int64_t bm = 128, bn = 256, stages = 4, inflight = 1;
+  /// Blocks a thread block cluster sharing the x tile by TMA multicast (1,
+  /// 2 or 4; wgmmaLinear applies it where the launch's column tiles allow).
+  int64_t cluster = 1;
   static constexpr int64_t bk = 64;
   int64_t threads() const { return 128 * (bm / 64); }
   /// Stage bytes plus 1 KB to align the ring to the 1024-byte swizzle atom.
@@ -153,12 +156,14 @@ struct WgmmaTile {
 /// Operands without an identity layout keep cp.async. Any other value is a
 /// fatal error naming it.
 int64_t wgmmaTmaMode();
-/// K3C_WGMMA_CLUSTER: 1 (the default) one block a tile; 2 or 4: the TMA
+/// WgmmaTile::cluster from environment variable `var` (K3C_WGMMA_CLUSTER:
+/// the batched-decode tiles, up to 256 tokens; K3C_WGMMA_CLUSTER_PREFILL:
+/// the prefill tile): 1 (the default) one block a tile; 2 or 4: the TMA
 /// warpgroup tiles (K3C_WGMMA_TMA=1) of a launch whose column tiles it
 /// divides run as thread block clusters of that many adjacent column tiles
 /// sharing the x tile by TMA multicast (kernel name suffix `_c2`, `_c4`).
-/// Other values are a fatal error naming it.
-int64_t wgmmaClusterSize();
+/// Other values are a fatal error naming the variable.
+int64_t wgmmaClusterSize(const char *var);
 
 /// Host side of a launch: the TMA tensor map of bf16 memref `m` (identity
 /// layout, rank <= 5, rows 16-byte multiples) for boxes of `box` elements

@@ -23,11 +23,16 @@
 // 64-row box) by multicast to both (mask 3), its own W tile as before, after
 // a cluster barrier over the mbarriers' initialization; a stage's cluster
 // wait replaces the block barrier before the refill, its arrive follows the
-// step's wgmma wait, and a last wait follows the loop. The 128 x 256 tile (5
-// column tiles) keeps single blocks.
+// step's wgmma wait, and a last wait follows the loop. K3C_WGMMA_CLUSTER
+// sets the batched-decode tiles (the split-K tile too), the prefill tile
+// keeps single blocks; K3C_WGMMA_CLUSTER_PREFILL=2 the prefill tile alone
+// (where its column tiles allow: 28 for the 7168-wide split case).
 // RUN: env K3C_WGMMA_CLUSTER=2 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CL2
+// RUN: env K3C_WGMMA_CLUSTER_PREFILL=2 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CLP
 // RUN: not env K3C_WGMMA_CLUSTER=3 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CLBAD
+// RUN: not env K3C_WGMMA_CLUSTER_PREFILL=8 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CLPBAD
 // CLBAD: K3C_WGMMA_CLUSTER must be 1, 2 or 4, got 3
+// CLPBAD: K3C_WGMMA_CLUSTER_PREFILL must be 1, 2 or 4, got 8
 // The PTX (NVPTX, no CUDA needed) of k3-tiny's warp-specialized tiles.
 // RUN: env K3C_WGMMA_TMA=2 k3-compile %k3c_src/models/configs/k3-tiny.json --emit=ptx --quiet -o %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
@@ -184,6 +189,15 @@ func.func @mla_in_multi(%x: tensor<?x128xbf16>, %wq: tensor<384x128xbf16>, %wkv:
 // Split-K (batched decode of a deep, narrow output): the wide split tile's
 // K range per block, by TMA with a producer warp (K3C_WGMMA_TMA=2), its
 // partial tile into the workspace as before; the prefill tile too.
+// CL2-LABEL: func.func @k3_split_tma(
+// CL2: module(@k3_split_tma_linear_wgmma_128x256x64_s4_tma_splitk4_c2)
+// CL2: module(@k3_split_tma_linear_wgmma_128x64x64_s4_tma_st_c2)
+// CL2: module(@k3_split_tma_linear_wgmma_128x256x64_s4_f1_tma_st)
+// CLP-LABEL: func.func @k3_split_tma(
+// CLP: module(@k3_split_tma_linear_wgmma_128x256x64_s4_tma_splitk4)
+// CLP: module(@k3_split_tma_linear_wgmma_128x64x64_s4_tma_st)
+// CLP: gpu.launch clusters({{.*}}) in ({{.*}} = %c2{{[_0-9]*}}, {{.*}} module(@k3_split_tma_linear_wgmma_128x256x64_s4_f1_tma_st_c2)
+// CLP: multicast_mask = %c3_i16
 // WS-LABEL: func.func @k3_split_tma(
 // WS: arith.cmpi ule, %{{.*}}, %c128
 // WS-NEXT: scf.if
