@@ -815,7 +815,8 @@ static void launchKernel(void *function, const intptr_t cluster[3], intptr_t gx,
                  " bytes of shared memory each cannot be scheduled on this GPU "
                  "(cuOccupancyMaxActiveClusters: 0); compile without clusters "
                  "(K3C_MLA_DECODE_CLUSTER=0, K3C_MLA_COMBINE_CLUSTER=1, "
-                 "K3C_MLA_COMBINE_ROWS_CLUSTER=0)");
+                 "K3C_MLA_COMBINE_ROWS_CLUSTER=0, K3C_WGMMA_CLUSTER=1, "
+                 "K3C_WGMMA_CLUSTER_PREFILL=1)");
       return;
     }
   }
