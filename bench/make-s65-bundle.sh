@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The bundle for bench/s65-h200.sh (session 57; R128 added in session 58), in .dev65: k3-run, k3-bench,
-# k3-mkcheckpoint; the full-width k3-small slice (slice.json, seed 3 on the
+# The bundle for bench/s65-h200.sh (session 58; it carries session 57's s64
+# rows), in .dev65: k3-run, k3-bench, k3-mkcheckpoint; the full-width
+# k3-small slice (slice.json, seed 3 on the
 # device) for sm_90a at 8192 tokens a step, 128 sequences, 33024 positions:
 #   slice-bf16  the defaults
 #   slice-FH    K3C_FUSE_HEAD=1: the head's AttnRes, last_tokens and RMSNorm
 #               in one launch, a block per sequence mixing only its last row;
 #               and K3C_EMBED_ROWS=1: the embedding a block a token, 16-byte
-#               copies (both built in session 57; R128 added in session 58, neither yet on a GPU)
+#               copies (both built in session 57, neither yet on a GPU)
 #   slice-TR    K3C_MLA_COMBINE_TRIM=1, its merge loop bounded by P with
 #               rounds past the live splits skipped by a branch (8 / 16 bytes
 #               of spills against 32 / 32 for the Pm-bounded loop measured in
@@ -19,9 +20,9 @@
 #               tiles sharing the x tile by multicast
 #   slice-C2P   C2 and the prefill tile as clusters of 2 too
 #               (K3C_WGMMA_CLUSTER_PREFILL=2)
-# and dense k3-tiny with both, bf16 and f32, for the checks against the
-# reference executor.
-# Carry .dev65; run: bash .dev65/s65-h200.sh (~5 min).
+# and dense k3-tiny with FH (bf16 and f32), R128 and C2P, for the checks
+# against the reference executor.
+# Carry .dev65; run: bash .dev65/s65-h200.sh (~7 min; QUICK=1 or 2 shorter).
 export BUNDLE_DIR=${BUNDLE_DIR:-.dev65}
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint
