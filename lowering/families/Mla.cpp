@@ -1715,15 +1715,12 @@ static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, con
 /// instead of two or four, W_UK and W_UV read once, the append in the
 /// staged q_abs launch), with the round's q_abs scratch that much larger.
 static int64_t splitChunkTokens() {
-  static const int64_t v = [] {
-    int64_t n = intFromEnv("K3C_MLA_ROUND_TOKENS", 64);
-    if (n != 64 && n != 128 && n != 256)
-      llvm::report_fatal_error("k3c: K3C_MLA_ROUND_TOKENS must be 64, 128 or 256, got " +
-                                   llvm::Twine(n),
-                               /*gen_crash_diag=*/false);
-    return n;
-  }();
-  return v;
+  const int64_t n = intFromEnv("K3C_MLA_ROUND_TOKENS", 64);
+  if (n != 64 && n != 128 && n != 256)
+    llvm::report_fatal_error("k3c: K3C_MLA_ROUND_TOKENS must be 64, 128 or 256, got " +
+                                 llvm::Twine(n),
+                             /*gen_crash_diag=*/false);
+  return n;
 }
 /// K3C_MLA_COMBINE_STAGE_W's default: rounds of 8..16 tokens take the
 /// combine that stages W_UV before its grid wait (session 52, H100: with the
@@ -2385,14 +2382,6 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
 static bool cacheBoxes(const CacheRef &cache, int64_t bn) {
   return tmaOperand(cache.mem) && cast<MemRefType>(cache.mem.getType()).getRank() == 3 &&
          (!cache.table || cache.page % bn == 0);
-}
-
-/// A barrier of every thread of the block's cluster (barrier.cluster.arrive
-/// with release, wait with acquire: shared-memory writes before it are seen
-/// by the cluster's blocks after it).
-static void clusterSync(KernelBuilder &kb) {
-  NVVM::ClusterArriveOp::create(kb.b, kb.loc, kb.b.getUnitAttr());
-  NVVM::ClusterWaitOp::create(kb.b, kb.loc, kb.b.getUnitAttr());
 }
 
 /// `barrier.sync id, threads` (or `barrier.arrive`): a named barrier of
@@ -3454,8 +3443,9 @@ struct AppendHook {
 };
 
 /// The absorbed form with split positions (decode and small launches, GPU):
-/// rounds of splitChunkTokens() tokens (64), each three launches: q_abs of the round's
-/// tokens (a block per (head, 8 tokens): W_UK read once for them); the
+/// rounds of splitChunkTokens() tokens (64 by default), each three
+/// launches: q_abs of the round's tokens (a block per (head, 8 tokens):
+/// W_UK read once for them); the
 /// attention core, a block per (token, group of G heads, split of the
 /// token's positions), the number of splits P chosen on the host so that
 /// about kSplitBlocks blocks run (a split takes at least kSplitMin

@@ -1416,6 +1416,11 @@ void tmaCopyTile(KernelBuilder &kb, Value dst, Value map, ArrayRef<Value> coords
       NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false, NVVM::CTAGroupKindAttr(), Value());
 }
 
+void clusterSync(KernelBuilder &kb) {
+  NVVM::ClusterArriveOp::create(kb.b, kb.loc, kb.b.getUnitAttr());
+  NVVM::ClusterWaitOp::create(kb.b, kb.loc, kb.b.getUnitAttr());
+}
+
 /// The warpgroup tiles' 2-D operands: boxes of `boxRows` rows x 64 columns.
 static Value tensorMapOf(KernelBuilder &kb, Value m, int64_t boxRows) {
   return tmaTensorMap(kb, m, {boxRows, WgmmaTile::bk});
@@ -1468,7 +1473,8 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
   // wgmma group completed); the consumers wait only on the `full` barriers:
   // no block barrier a stage, all `stages` slots in flight.
   const bool specialized = tma && tmaMode == 2;
-  // K3C_WGMMA_CLUSTER=C (2 or 4; TMA without warp specialization): the C
+  // tile.cluster = C (2 or 4; K3C_WGMMA_CLUSTER, K3C_WGMMA_CLUSTER_PREFILL;
+  // TMA without warp specialization): the C
   // blocks of a thread block cluster take C adjacent column tiles of one row
   // tile and share its x tile: block r copies x rows [r bm / C, (r + 1) bm /
   // C) of each stage by TMA multicast into every block's slot (each block's
@@ -1582,6 +1588,10 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
               : Value();
     auto clusterArrive = [&] { NVVM::ClusterArriveOp::create(b, loc, b.getUnitAttr()); };
     auto clusterWait = [&] { NVVM::ClusterWaitOp::create(b, loc, b.getUnitAttr()); };
+    // (The cluster barrier's arrives and waits alternate in every thread:
+    // one pair after the mbarriers' initialization, then an arrive after
+    // the prologue's copies that the first step's wait takes, a wait and an
+    // arrive a step, and the last step's arrive taken after the loop.)
     auto issueTma = [&](Value issuer, Value kt, Value slot) {
       kb.ifThen(kb.andi(issuer, kb.ult(kt, k1)), [&] {
         Value bar = barrierAt(slot);
@@ -1590,14 +1600,11 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
                                                NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
         Value col = kb.mul(kt, bk);
         Value bSlot = kb.add(bBase, kb.mul(slot, bn * rowBytes));
-        if (C > 1) {
-          // This block's bm / C rows of x, to every block of the cluster.
-          Value xr = kb.mul(rank, kb.idx(bm / C));
-          tmaCopyTile(kb, kb.add(kb.add(aBase, kb.mul(slot, bm * rowBytes)), kb.mul(xr, kb.idx(rowBytes))),
-                      xMap, {col, kb.add(m0, xr)}, bar, clusterMask);
-        } else {
-          tmaCopy(kb, kb.add(aBase, kb.mul(slot, bm * rowBytes)), xMap, col, m0, bar);
-        }
+        Value aSlot = kb.add(aBase, kb.mul(slot, bm * rowBytes));
+        // Clustered: this block's bm / C rows of x, to every block of the cluster.
+        Value xr = C > 1 ? kb.mul(rank, kb.idx(bm / C)) : kb.idx(0);
+        tmaCopyTile(kb, kb.add(aSlot, kb.mul(xr, kb.idx(rowBytes))), xMap, {col, kb.add(m0, xr)},
+                    bar, clusterMask);
         if (glu) {
           Value h0 = kb.div(n0, 2);
           tmaCopy(kb, bSlot, pk.map, col, h0, bar);
@@ -1635,11 +1642,8 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
         NVVM::FenceMbarrierInitOp::create(b, loc);
       });
       kb.barrier(tb);
-      if (C > 1) {
-        // Every block's mbarriers initialized before any multicast reaches them.
-        clusterArrive();
-        clusterWait();
-      }
+      if (C > 1)
+        clusterSync(kb); // every block's mbarriers, before any multicast reaches them
     }
 
     // Stage: tile row r's 16-byte chunk c goes to chunk c ^ (r % 8) of its
@@ -1663,8 +1667,6 @@ void wgmmaLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, const Wg
     if (!specialized)
       for (int64_t s = 0; s < ahead; ++s)
         issue(kb.add(k0, kb.idx(s)), kb.idx(s));
-    // (clustered: the arrive the first step's cluster wait takes; slots
-    // past the prologue's are unread)
     if (C > 1)
       clusterArrive();
 

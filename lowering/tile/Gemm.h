@@ -183,6 +183,10 @@ mlir::Value tmaTensorMap(KernelBuilder &kb, mlir::Value m, llvm::ArrayRef<int64_
 void tmaCopyTile(KernelBuilder &kb, mlir::Value dst, mlir::Value map,
                  llvm::ArrayRef<mlir::Value> coords, mlir::Value bar,
                  mlir::Value multicast = {});
+/// A barrier of every thread of the block's cluster (barrier.cluster.arrive
+/// with release, wait with acquire: shared-memory writes before it are seen
+/// by the cluster's blocks after it).
+void clusterSync(KernelBuilder &kb);
 
 /// `dflt` with the fields of environment variable `var` when set
 /// ("bm,bn,stages[,inflight]"; a malformed value is refused by name).
