@@ -10,6 +10,8 @@
 #               sharing the x tile (K3C_WGMMA_CLUSTER); slice-C2P the prefill
 #               tile too (K3C_WGMMA_CLUSTER_PREFILL=2)
 #   slice-TR    the trimmed one-token MLA combine (K3C_MLA_COMBINE_TRIM=1)
+#   slice-CT0   the decode convolutions' taps a load a tap (the default
+#               before session 59; the default loads a channel's 4 taps in one)
 # Rows: the copy ceiling; the step at 1 and 128 sequences (graph replay, two
 # rounds; on an H200 the defaults' rows are #13's ratio); greedy tokens on
 # prompts of 1 to 33 tokens (FH) and on 128 one-token prompts (R128, C2, C4,
@@ -31,13 +33,13 @@ copy_ceiling
 for i in $(seq 1 8); do seq -s, $((i * 11)) $((i * 11 + i * i / 2)); done > /tmp/b8.txt
 seq 1 128 > /tmp/b128s.txt
 case $QUICK in
-  2) rounds=1 builds="slice-bf16 slice-C2 slice-C4 slice-FH" same128="slice-C2 slice-C4" ;;
-  1) rounds=1 builds="slice-bf16 slice-FH slice-R128 slice-C2 slice-C4" same128="slice-R128 slice-C2 slice-C4 slice-C2P" ;;
-  *) rounds="1 2" builds="slice-bf16 slice-FH slice-R128 slice-C2 slice-C4" same128="slice-R128 slice-C2 slice-C4 slice-C2P" ;;
+  2) rounds=1 builds="slice-bf16 slice-C2 slice-C4 slice-FH slice-CT0" same128="slice-C2 slice-C4 slice-CT0" ;;
+  1) rounds=1 builds="slice-bf16 slice-FH slice-R128 slice-C2 slice-C4 slice-CT0" same128="slice-R128 slice-C2 slice-C4 slice-C2P slice-CT0" ;;
+  *) rounds="1 2" builds="slice-bf16 slice-FH slice-R128 slice-C2 slice-C4 slice-CT0" same128="slice-R128 slice-C2 slice-C4 slice-C2P slice-CT0" ;;
 esac
 for r in $rounds; do
   for a in $builds; do
-    kbench s65-$a-$r $a /tmp/slice 'graph|lm_head|embed|mla_attn|mlp_in' --prefill none --decode 1,128
+    kbench s65-$a-$r $a /tmp/slice 'graph|lm_head|embed|mla_attn|mlp_in|kda_conv' --prefill none --decode 1,128
   done
 done
 same_tokens /tmp/b128s.txt slice-bf16 $same128

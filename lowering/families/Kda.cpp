@@ -2214,6 +2214,20 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
       return out;
     };
     Value off = kb.idx(conv.getStateOffset()), Wm1 = kb.idx(W - 1);
+    // A channel's W taps (contiguous: w is [channels, 1, W]) in vector loads
+    // on the GPU: the decode kernel reads them once a channel group and
+    // token, and as W scalar loads with lanes a channel group (64 bytes)
+    // apart each was a warp instruction over 16 cache lines (the L1's
+    // wavefronts, not DRAM, bounded the slice's three decode convolutions at
+    // 20 us against ~8 us of bytes at 128 sequences). The same values:
+    // bit-identical. K3C_CONV_TAP_VEC=0 keeps the scalar loads.
+    const int64_t tapVec = intFromEnv("K3C_CONV_TAP_VEC", 1) ? kb.vecWidth(w, W) : 1;
+    auto taps = [&](Value ch) {
+      SmallVector<Value> t;
+      for (int64_t j = 0; j < W; j += tapVec)
+        t.append(kb.loadVec(w, {ch, kb.idx(0), kb.idx(j)}, tapVec));
+      return t;
+    };
     const int64_t TB = kConvTokens,
                   U = kb.gpu() ? std::max<int64_t>(1, intFromEnv("K3C_CONV_UNROLL", kConvUnroll)) : 1;
     Value slots = kb.add(kb.ceilDiv(kb.dim(x, 0), TB), kb.dim(lens, 0));
@@ -2313,8 +2327,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
             }
             SmallVector<SmallVector<Value>> wt(cw);
             for (int64_t e = 0; e < cw; ++e)
-              for (int64_t j = 0; j < W; ++j)
-                wt[e].push_back(kb.loadF32(w, {kb.add(c, kb.idx(e)), kb.idx(0), kb.idx(j)}));
+              wt[e] = taps(kb.add(c, kb.idx(e)));
             Value tEnd = kb.minu(cs.len, kb.add(cs.t0, TB));
             Value last = kb.add(cs.start, kb.sub(tEnd, kb.idx(1)));
             if (stage) { // the tile's rows have landed (this thread's and the others')
@@ -2413,13 +2426,11 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
             for (int64_t g = 0; g < G; ++g) {
               SmallVector<Value> out;
               for (int64_t e = 0; e < cw; ++e) {
-                SmallVector<Value> taps;
-                for (int64_t j = 0; j < W; ++j)
-                  taps.push_back(kb.loadF32(w, {kb.add(cg[g], kb.idx(e)), kb.idx(0), kb.idx(j)}));
+                SmallVector<Value> tp = taps(kb.add(cg[g], kb.idx(e)));
                 SmallVector<Value> window;
                 for (int64_t j = 0; j < W - 1; ++j)
                   window.push_back(sv[g][j][e]);
-                out.push_back(convOut(taps, window, xv[g][e]));
+                out.push_back(convOut(tp, window, xv[g][e]));
               }
               emit(tb, out, cs.start, cg[g], ok[g]);
               auto storeWindow = [&, g] {

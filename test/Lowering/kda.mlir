@@ -288,6 +288,14 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // slid through (no loads of the state after y's store).
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONV
 // RUN: env K3C_CONV_DECODE=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ONECONV
+// A channel's 4 taps (f32, contiguous) in one 16-byte load on the GPU;
+// K3C_CONV_TAP_VEC=0 keeps a load a tap.
+// RUN: env K3C_CONV_TAP_VEC=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TAPS1
+// TAPS1-LABEL: func.func @k3_kda_conv_gate_test(
+// TAPS1-NOT: memref<128x1x4xf32>, vector<4xf32>
+// TAPS1: memref.load %{{.*}} : memref<128x1x4xf32>
+// TAPS1-NOT: memref<128x1x4xf32>, vector<4xf32>
+// TAPS1: return
 // The bf16 build's convolution outputs on sm_90a: the taps' products fused
 // into their adds (contract) and the sigmoid's division approximate (afn);
 // K3C_CONV_FAST=0, the f32 build and the host keep the exact form.
@@ -303,6 +311,7 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // CONV: arith.divui %c264, %{{.*}} : index
 // CONV: module(@k3_kda_conv_gate_test_short_conv_decode)
 // CONV-NOT: step %c4
+// CONV-COUNT-4: vector.load %{{.*}} : memref<128x1x4xf32>, vector<4xf32>
 // CONV: vector.store %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
 // CONV-NOT: vector.load %{{.*}} : memref<?x3x384xbf16>
 // CONV-COUNT-3: vector.store %{{.*}} : memref<?x3x384xbf16>, vector<4xbf16>
