@@ -22,6 +22,9 @@
 #               (K3C_WGMMA_CLUSTER_PREFILL=2)
 #   slice-CT0   the convolutions' taps a load a tap (K3C_CONV_TAP_VEC=0),
 #               the default before session 59's 16-byte tap loads
+#   slice-CG3   K3C_CONV_DECODE_GROUPS=3: a decode thread's one-token channel
+#               groups three at a time (measured no faster while the scalar
+#               tap loads bound the kernel)
 # and dense k3-tiny with FH (bf16 and f32), R128 and C2P, for the checks
 # against the reference executor.
 # Carry .dev65; run: bash .dev65/s65-h200.sh (~7 min; QUICK=1 or 2 shorter).
@@ -37,6 +40,7 @@ K3C_WGMMA_CLUSTER=2 slice -o $D/slice-C2
 K3C_WGMMA_CLUSTER=4 slice -o $D/slice-C4
 K3C_WGMMA_CLUSTER=2 K3C_WGMMA_CLUSTER_PREFILL=2 slice -o $D/slice-C2P
 K3C_CONV_TAP_VEC=0 slice -o $D/slice-CT0
+K3C_CONV_DECODE_GROUPS=3 slice -o $D/slice-CG3
 bundle_tiny_dense
 K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny_dense -o $D/tiny-dense-FH
 K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny_dense -o $D/tiny-dense-FH-f32 --activation-dtype=f32

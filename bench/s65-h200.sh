@@ -12,6 +12,8 @@
 #   slice-TR    the trimmed one-token MLA combine (K3C_MLA_COMBINE_TRIM=1)
 #   slice-CT0   the decode convolutions' taps a load a tap (the default
 #               before session 59; the default loads a channel's 4 taps in one)
+#   slice-CG3   three one-token channel groups a round in the decode
+#               convolutions (K3C_CONV_DECODE_GROUPS=3), with the vector taps
 # Rows: the copy ceiling; the step at 1 and 128 sequences (graph replay, two
 # rounds; on an H200 the defaults' rows are #13's ratio); greedy tokens on
 # prompts of 1 to 33 tokens (FH) and on 128 one-token prompts (R128, C2, C4,
@@ -34,8 +36,8 @@ for i in $(seq 1 8); do seq -s, $((i * 11)) $((i * 11 + i * i / 2)); done > /tmp
 seq 1 128 > /tmp/b128s.txt
 case $QUICK in
   2) rounds=1 builds="slice-bf16 slice-C2 slice-C4 slice-FH slice-CT0" same128="slice-C2 slice-C4 slice-CT0" ;;
-  1) rounds=1 builds="slice-bf16 slice-FH slice-R128 slice-C2 slice-C4 slice-CT0" same128="slice-R128 slice-C2 slice-C4 slice-C2P slice-CT0" ;;
-  *) rounds="1 2" builds="slice-bf16 slice-FH slice-R128 slice-C2 slice-C4 slice-CT0" same128="slice-R128 slice-C2 slice-C4 slice-C2P slice-CT0" ;;
+  1) rounds=1 builds="slice-bf16 slice-FH slice-R128 slice-C2 slice-C4 slice-CT0 slice-CG3" same128="slice-R128 slice-C2 slice-C4 slice-C2P slice-CT0 slice-CG3" ;;
+  *) rounds="1 2" builds="slice-bf16 slice-FH slice-R128 slice-C2 slice-C4 slice-CT0 slice-CG3" same128="slice-R128 slice-C2 slice-C4 slice-C2P slice-CT0 slice-CG3" ;;
 esac
 for r in $rounds; do
   for a in $builds; do
