@@ -47,5 +47,5 @@ K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny_dense -o $D/tiny-dense-FH-f32 --activation
 K3C_MLA_ROUND_TOKENS=128 tiny_dense -o $D/tiny-dense-R128
 K3C_WGMMA_CLUSTER=2 K3C_WGMMA_CLUSTER_PREFILL=2 tiny_dense -o $D/tiny-dense-C2
 rm -rf $D/*/ptx $D/*/model.fused.mlir
-cp bench/s65-h200.sh bench/mla_check.py bench/bench_common.py $D/
+cp bench/s65-h200.sh bench/mla_check.py bench/bench_common.py bench/kbench_table.py $D/
 du -sh $D

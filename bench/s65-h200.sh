@@ -23,8 +23,10 @@
 # slice-TR at 64..32768 positions and against fp64 at 200.
 # QUICK=1 (~4 min): one decode round, the token comparisons, --check, dense
 # k3-tiny on the 128 prompts, the prefill of the defaults and C2P if time is
-# left. QUICK=2 (~2 min): the defaults, C2, C4 and FH at 1 and 128 sequences,
-# their tokens, FH's --check.
+# left. QUICK=2 (~2 min): the defaults, C2, C4, FH and CT0 at 1 and 128
+# sequences, their tokens, FH's --check. Each mode ends with
+# bench/kbench_table.py's summary of its kbench rows (run it here on a
+# kbench.csv that came back from a call cut short).
 QUICK=${QUICK:-0}
 export KBENCH_TIMEOUT=${KBENCH_TIMEOUT:-100}
 source "$(dirname "$0")/device-common.sh"
@@ -47,7 +49,7 @@ done
 same_tokens /tmp/b128s.txt slice-bf16 $same128
 same_tokens /tmp/b8.txt slice-bf16 slice-FH
 slice_check slice-FH
-if [ $QUICK = 2 ]; then echo "== done, QUICK=2 (${SECONDS}s)"; exit 0; fi
+if [ $QUICK = 2 ]; then python3 kbench_table.py $OUT/kbench.csv; echo "== done, QUICK=2 (${SECONDS}s)"; exit 0; fi
 dense_inputs
 DENSE_BATCHES="b128.txt $([ $QUICK = 1 ] || echo mix20.txt)" dense_checks tiny-dense-FH tiny-dense-R128 tiny-dense-C2
 [ $QUICK = 1 ] || DENSE_BATCHES="mix20.txt" dense_checks tiny-dense-FH-f32
@@ -55,8 +57,9 @@ for a in slice-bf16 slice-C2P $([ $QUICK = 1 ] || echo slice-FH); do
   [ $SECONDS -gt $([ $QUICK = 1 ] && echo 260 || echo 300) ] && break
   kbench s65-$a-prefill $a /tmp/slice 'graph|lm_head|mlp_in|ttft' --prefill 8192 --decode none
 done
-if [ $QUICK = 1 ]; then echo "== done, QUICK (${SECONDS}s)"; exit 0; fi
+if [ $QUICK = 1 ]; then python3 kbench_table.py $OUT/kbench.csv; echo "== done, QUICK (${SECONDS}s)"; exit 0; fi
 mla_context_rows s65 slice-bf16 slice-TR
 mla_kernel_check slice-TR 60 200
 find $OUT -type f ! -name log.txt ! -name kbench.csv -delete
+python3 kbench_table.py $OUT/kbench.csv
 echo "== done (${SECONDS}s)"
