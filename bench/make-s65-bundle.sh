@@ -25,6 +25,8 @@
 #   slice-CG3   K3C_CONV_DECODE_GROUPS=3: a decode thread's one-token channel
 #               groups three at a time (measured no faster while the scalar
 #               tap loads bound the kernel)
+#   slice-ALL   C2, R128, FH (with EMBED_ROWS) and CG3 together: the step
+#               a switch of every candidate default at once would give
 # and dense k3-tiny with FH (bf16 and f32), R128 and C2P, for the checks
 # against the reference executor.
 # Carry .dev65; run: bash .dev65/s65-h200.sh (~7 min; QUICK=1 or 2 shorter).
@@ -41,6 +43,8 @@ K3C_WGMMA_CLUSTER=4 slice -o $D/slice-C4
 K3C_WGMMA_CLUSTER=2 K3C_WGMMA_CLUSTER_PREFILL=2 slice -o $D/slice-C2P
 K3C_CONV_TAP_VEC=0 slice -o $D/slice-CT0
 K3C_CONV_DECODE_GROUPS=3 slice -o $D/slice-CG3
+K3C_WGMMA_CLUSTER=2 K3C_MLA_ROUND_TOKENS=128 K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 K3C_CONV_DECODE_GROUPS=3 \
+  slice -o $D/slice-ALL
 bundle_tiny_dense
 K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny_dense -o $D/tiny-dense-FH
 K3C_FUSE_HEAD=1 K3C_EMBED_ROWS=1 tiny_dense -o $D/tiny-dense-FH-f32 --activation-dtype=f32

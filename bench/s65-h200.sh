@@ -14,6 +14,8 @@
 #               before session 59; the default loads a channel's 4 taps in one)
 #   slice-CG3   three one-token channel groups a round in the decode
 #               convolutions (K3C_CONV_DECODE_GROUPS=3), with the vector taps
+#   slice-ALL   C2, R128, FH and CG3 together (every candidate default at
+#               once): its step, tokens and --check
 # Rows: the copy ceiling; the step at 1 and 128 sequences (graph replay, two
 # rounds; on an H200 the defaults' rows are #13's ratio); greedy tokens on
 # prompts of 1 to 33 tokens (FH) and on 128 one-token prompts (R128, C2, C4,
@@ -37,9 +39,9 @@ copy_ceiling
 for i in $(seq 1 8); do seq -s, $((i * 11)) $((i * 11 + i * i / 2)); done > /tmp/b8.txt
 seq 1 128 > /tmp/b128s.txt
 case $QUICK in
-  2) rounds=1 builds="slice-bf16 slice-C2 slice-C4 slice-FH slice-CT0" same128="slice-C2 slice-C4 slice-CT0" ;;
-  1) rounds=1 builds="slice-bf16 slice-FH slice-R128 slice-C2 slice-C4 slice-CT0 slice-CG3" same128="slice-R128 slice-C2 slice-C4 slice-C2P slice-CT0 slice-CG3" ;;
-  *) rounds="1 2" builds="slice-bf16 slice-FH slice-R128 slice-C2 slice-C4 slice-CT0 slice-CG3" same128="slice-R128 slice-C2 slice-C4 slice-C2P slice-CT0 slice-CG3" ;;
+  2) rounds=1 builds="slice-bf16 slice-C2 slice-C4 slice-FH slice-CT0 slice-ALL" same128="slice-C2 slice-C4 slice-CT0 slice-ALL" ;;
+  1) rounds=1 builds="slice-bf16 slice-FH slice-R128 slice-C2 slice-C4 slice-CT0 slice-CG3 slice-ALL" same128="slice-R128 slice-C2 slice-C4 slice-C2P slice-CT0 slice-CG3 slice-ALL" ;;
+  *) rounds="1 2" builds="slice-bf16 slice-FH slice-R128 slice-C2 slice-C4 slice-CT0 slice-CG3 slice-ALL" same128="slice-R128 slice-C2 slice-C4 slice-C2P slice-CT0 slice-CG3 slice-ALL" ;;
 esac
 for r in $rounds; do
   for a in $builds; do
@@ -47,8 +49,8 @@ for r in $rounds; do
   done
 done
 same_tokens /tmp/b128s.txt slice-bf16 $same128
-same_tokens /tmp/b8.txt slice-bf16 slice-FH
-slice_check slice-FH
+same_tokens /tmp/b8.txt slice-bf16 slice-FH slice-ALL
+slice_check slice-FH slice-ALL
 if [ $QUICK = 2 ]; then python3 kbench_table.py $OUT/kbench.csv; echo "== done, QUICK=2 (${SECONDS}s)"; exit 0; fi
 dense_inputs
 DENSE_BATCHES="b128.txt $([ $QUICK = 1 ] || echo mix20.txt)" dense_checks tiny-dense-FH tiny-dense-R128 tiny-dense-C2
