@@ -2221,7 +2221,8 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // wavefronts, not DRAM, bounded the slice's three decode convolutions at
     // 20 us against ~8 us of bytes at 128 sequences). The same values:
     // bit-identical. K3C_CONV_TAP_VEC=0 keeps the scalar loads.
-    const int64_t tapVec = intFromEnv("K3C_CONV_TAP_VEC", 1) ? kb.vecWidth(w, W) : 1;
+    const int64_t tapVec =
+        KernelBuilder::switchFromEnv("K3C_CONV_TAP_VEC", true) ? kb.vecWidth(w, W) : 1;
     auto taps = [&](Value ch) {
       SmallVector<Value> t;
       for (int64_t j = 0; j < W; j += tapVec)

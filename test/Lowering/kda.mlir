@@ -296,6 +296,8 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // TAPS1: memref.load %{{.*}} : memref<128x1x4xf32>
 // TAPS1-NOT: memref<128x1x4xf32>, vector<4xf32>
 // TAPS1: return
+// RUN: not env K3C_CONV_TAP_VEC=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADTAPS
+// BADTAPS: K3C_CONV_TAP_VEC must be 0 or 1, got '2'
 // The bf16 build's convolution outputs on sm_90a: the taps' products fused
 // into their adds (contract) and the sigmoid's division approximate (afn);
 // K3C_CONV_FAST=0, the f32 build and the host keep the exact form.
