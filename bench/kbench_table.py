@@ -46,9 +46,9 @@ def parse(path):
     return runs
 
 
-def split_name(name, base):
+def split_name(name):
     """(prefix, build, round) of PREFIX-BUILD-ROUND, the build containing
-    dashes; None where the name does not end in -ROUND."""
+    dashes; None where the name has no -ROUND."""
     head, _, rnd = name.rpartition("-")
     if not head:
         return None
@@ -58,8 +58,8 @@ def split_name(name, base):
 
 def step_ms(rows, size):
     """The step at `size`: the graph replay's where measured, else wall."""
-    got = {k: ms for ph, s, kern, fam, ms in rows if ph == "decode" and s == size and kern == "TOTAL"
-           for k in [fam]}
+    got = {fam: ms for ph, s, kern, fam, ms in rows
+           if ph == "decode" and s == size and kern == "TOTAL"}
     return got.get("graph") or got.get("step")
 
 
@@ -91,7 +91,7 @@ def main():
             prefill.append((name, rows))
     base_step = {}
     for name, rows, sizes in decode:
-        parts = split_name(name, a.base)
+        parts = split_name(name)
         if parts and parts[1] == a.base:
             base_step[(parts[0], parts[2])] = (sizes[-1], step_ms(rows, sizes[-1]))
     if decode:
@@ -103,7 +103,7 @@ def main():
             s_lo, s_hi = step_ms(rows, lo), step_ms(rows, hi)
             ratio = f"{s_hi / s_lo:.3f}" if s_lo and s_hi and hi != lo else "-"
             vs = "-"
-            parts = split_name(name, a.base)
+            parts = split_name(name)
             if parts and (parts[0], parts[2]) in base_step:
                 bsize, bms = base_step[(parts[0], parts[2])]
                 if bsize == hi and bms and s_hi:

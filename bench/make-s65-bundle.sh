@@ -29,7 +29,7 @@
 #               a switch of every candidate default at once would give
 # and dense k3-tiny with FH (bf16 and f32), R128 and C2P, for the checks
 # against the reference executor.
-# Carry .dev65; run: bash .dev65/s65-h200.sh (~7 min; QUICK=1 or 2 shorter).
+# Carry .dev65; run: bash .dev65/s65-h200.sh (~8 min; QUICK=1 or 2 shorter).
 export BUNDLE_DIR=${BUNDLE_DIR:-.dev65}
 source "$(dirname "$0")/bundle-common.sh"
 bundle_start k3-run k3-bench k3-mkcheckpoint

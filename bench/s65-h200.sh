@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 58 (bundle: bash bench/make-s65-bundle.sh; carry .dev65; run: bash
-# .dev65/s65-h200.sh, ~7 min). Against the defaults (slice-bf16):
+# Sessions 58-59 (bundle: bash bench/make-s65-bundle.sh; carry .dev65; run: bash
+# .dev65/s65-h200.sh, ~8 min). Against the defaults (slice-bf16):
 #   slice-FH    the model head in one launch (K3C_FUSE_HEAD=1: AttnRes,
 #               last_tokens and RMSNorm) and the embedding a block a token
 #               (K3C_EMBED_ROWS=1)
@@ -25,7 +25,7 @@
 # slice-TR at 64..32768 positions and against fp64 at 200.
 # QUICK=1 (~4 min): one decode round, the token comparisons, --check, dense
 # k3-tiny on the 128 prompts, the prefill of the defaults and C2P if time is
-# left. QUICK=2 (~2 min): the defaults, C2, C4, FH and CT0 at 1 and 128
+# left. QUICK=2 (~2.5 min): the defaults, C2, C4, FH, CT0 and ALL at 1 and 128
 # sequences, their tokens, FH's --check. Each mode ends with
 # bench/kbench_table.py's summary of its kbench rows (run it here on a
 # kbench.csv that came back from a call cut short).
