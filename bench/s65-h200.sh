@@ -26,7 +26,7 @@
 # QUICK=1 (~4 min): one decode round, the token comparisons, --check, dense
 # k3-tiny on the 128 prompts, the prefill of the defaults and C2P if time is
 # left. QUICK=2 (~2.5 min): the defaults, C2, C4, FH, CT0 and ALL at 1 and 128
-# sequences, their tokens, FH's --check. Each mode ends with
+# sequences, their tokens, FH's and ALL's --check. Each mode ends with
 # bench/kbench_table.py's summary of its kbench rows (run it here on a
 # kbench.csv that came back from a call cut short).
 QUICK=${QUICK:-0}
