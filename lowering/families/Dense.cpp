@@ -747,11 +747,13 @@ static RMSNormOp attnResNorm(AttnResOp mix, KernelBuilder &kb, const LowerState 
 /// lengths), mixes that row alone into shared memory in the result's type
 /// and normalizes it into the norm's row: the same values as the three
 /// launches, without the two others, the gather, and the mix of every
-/// other row (8191 of 8192 in a one-prompt prefill). Opt-in until it has
-/// run on a GPU (built in session 57, whose device time ran out first):
-/// K3C_FUSE_HEAD=1 (a 0/1 switch; with K3C_FUSE_ATTNRES_NORM=0 off as well).
+/// other row (8191 of 8192 in a one-prompt prefill). The default since
+/// session 60 (built in session 57; H100: lm_head's launch at 128 sequences
+/// 829 -> 811 us, the slice's greedy tokens and --check unchanged):
+/// K3C_FUSE_HEAD=0 keeps the three launches (a 0/1 switch; with
+/// K3C_FUSE_ATTNRES_NORM=0 off as well).
 static bool fuseHead(KernelBuilder &kb) {
-  return KernelBuilder::switchFromEnv("K3C_FUSE_HEAD") && kb.gpu();
+  return KernelBuilder::switchFromEnv("K3C_FUSE_HEAD", true) && kb.gpu();
 }
 static RMSNormOp attnResLastNorm(AttnResOp mix, KernelBuilder &kb, const LowerState &st) {
   if (!fuseHead(kb) || !mixInUserLaunch(mix, kb, st))
@@ -890,8 +892,9 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
   if (auto emb = dyn_cast<EmbeddingOp>(op)) {
     // The runtime checks ids against the vocabulary before launching.
     Value ids = st.get(emb.getIds()), table = st.get(emb.getTable()), y = st.get(emb.getResult());
-    if (KernelBuilder::switchFromEnv("K3C_EMBED_ROWS") && kb.gpu()) {
-      // K3C_EMBED_ROWS=1 (opt-in until run on a GPU; session 57): a block a
+    if (KernelBuilder::switchFromEnv("K3C_EMBED_ROWS", true) && kb.gpu()) {
+      // The default since session 60 (built in session 57; K3C_EMBED_ROWS=0
+      // keeps a thread an element; H100: 11.8 -> 7.3 us at 128 tokens): a block a
       // token, its id read once, the row copied in 16-byte vectors (the
       // default is a thread an element, each reading the id and 2 bytes:
       // 5.3 us at one token and 8.5 at 128 on an H100 for a few KB). The same
@@ -918,8 +921,8 @@ std::optional<LogicalResult> lowerDenseFamily(Operation *op, KernelBuilder &kb, 
     Value x = st.get(last.getInput()), lens = st.get(last.getSeqLens()),
           y = st.get(last.getResult());
     if (kb.gpu() && !fuseHead(kb)) {
-      // (The GPU's form until K3C_FUSE_HEAD's is measured: a thread an
-      // element, each summing the lengths before its sequence.)
+      // (The GPU's form with K3C_FUSE_HEAD=0: a thread an element, each
+      // summing the lengths before its sequence.)
       kb.parallel({kb.dim(y, 0), kb.dim(y, 1)}, [&](ValueRange iv) {
         Value row = kb.sub(kb.add(kb.seqOffset(lens, iv[0]), kb.seqLen(lens, iv[0])), kb.idx(1));
         kb.store(kb.load(x, {row, iv[1]}), y, iv);

@@ -2205,9 +2205,15 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
       const bool contract = kb.contract, fastDiv = kb.fastDiv;
       kb.contract = kb.contract || fastOut;
       kb.fastDiv = kb.fastDiv || fastOut;
+      // With the fast form the fused products are explicit (v = fma(t_j,
+      // w_j, v) onto t_{W-1} x): left to NVPTX's contraction, which of an
+      // add's two products fused into it followed the DAG's shape, and the
+      // tap loads' form (K3C_CONV_TAP_VEC) alone changed the roundings (the
+      // slice's greedy tokens differed in one of 128 sequences, session 60).
       Value v = kb.fmul(taps[W - 1], x);
       for (int64_t j = 0; j < W - 1; ++j)
-        v = kb.fadd(v, kb.fmul(taps[j], window[j]));
+        v = fastOut ? LLVM::FMAOp::create(kb.b, kb.loc, taps[j], window[j], v).getResult()
+                    : kb.fadd(v, kb.fmul(taps[j], window[j]));
       Value out = kb.silu(v);
       kb.contract = contract;
       kb.fastDiv = fastDiv;

@@ -1709,13 +1709,15 @@ static void absorbedGrouped(KernelBuilder &kb, MlaAttentionOp attn, Value q, con
   }, 0, name);
 }
 
-/// Split decode: tokens a round of launches (q_abs, core, combine), 64 by
-/// default; K3C_MLA_ROUND_TOKENS=128 or 256 takes batched decode of up to
-/// that many sequences in one round (one q_abs, core and combine launch
-/// instead of two or four, W_UK and W_UV read once, the append in the
-/// staged q_abs launch), with the round's q_abs scratch that much larger.
+/// Split decode: tokens a round of launches (q_abs, core, combine), 128 by
+/// default since session 60 (64 before; H100, the slice at 128 sequences:
+/// mla_attn 124 -> 107 us, the step within noise, tokens unchanged): batched
+/// decode of up to 128 sequences in one round (one q_abs, core and combine
+/// launch instead of two, W_UK and W_UV read once, the append in the staged
+/// q_abs launch), with the round's q_abs scratch that much larger;
+/// K3C_MLA_ROUND_TOKENS=64 or 256 the other sizes.
 static int64_t splitChunkTokens() {
-  const int64_t n = intFromEnv("K3C_MLA_ROUND_TOKENS", 64);
+  const int64_t n = intFromEnv("K3C_MLA_ROUND_TOKENS", 128);
   if (n != 64 && n != 128 && n != 256)
     llvm::report_fatal_error("k3c: K3C_MLA_ROUND_TOKENS must be 64, 128 or 256, got " +
                                  llvm::Twine(n),

@@ -490,18 +490,18 @@ func.func @set_split(%a0: tensor<?x7168xbf16>, %a1: tensor<1536x7168xbf16>, %a2:
 
 // -----
 
-// The model's head (AttnRes, last_tokens, RMSNorm, then lm_head): with
-// K3C_FUSE_HEAD=1 (opt-in until run on a GPU) one launch on the GPU, a block
+// The model's head (AttnRes, last_tokens, RMSNorm, then lm_head): by
+// default (since session 60) one launch on the GPU, a block
 // per sequence, finds its last row (a warp's prefix over the round's
 // lengths: shuffles), mixes that row alone into a shared row and normalizes
 // it from there; no launch of its own for the mix or the gather. With it
 // and K3C_FUSE_ATTNRES_NORM=0: three launches, the mix of every row, the
-// gather (a block per sequence, `last_tokens`) and the norm. By default the
-// GPU gathers a thread an element (HEAD0). The host gathers a block per
+// gather (a block per sequence, `last_tokens`) and the norm. With
+// K3C_FUSE_HEAD=0 the GPU gathers a thread an element (HEAD0). The host gathers a block per
 // sequence, one thread a block. K3C_FUSE_HEAD takes 0 or 1.
-// RUN: env K3C_FUSE_HEAD=1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEAD
-// RUN: env K3C_FUSE_HEAD=1 K3C_FUSE_ATTNRES_NORM=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEAD3
-// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEAD0
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEAD
+// RUN: env K3C_FUSE_ATTNRES_NORM=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEAD3
+// RUN: env K3C_FUSE_HEAD=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=HEAD0
 // RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HEADHOST
 // RUN: env K3C_FUSE_HEAD=2 not k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=HEADBAD
 // HEAD-LABEL: func.func @k3_head(
@@ -543,13 +543,14 @@ func.func @head(%h: tensor<?x256xbf16>, %r: tensor<?x256xbf16>, %wn: tensor<256x
 
 // -----
 
-// The embedding gather: by default a thread an element (a parallel loop,
-// outlined later as a `kernel` launch); K3C_EMBED_ROWS=1 (opt-in until run on a GPU) a block a
-// token on the GPU, its id read once, the row copied in 16-byte vectors
-// (`embed_rows`); the host keeps its loop. K3C_EMBED_ROWS takes 0 or 1.
-// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EMB
-// RUN: env K3C_EMBED_ROWS=1 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EMBROWS
-// RUN: env K3C_EMBED_ROWS=1 k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=EMBHOST
+// The embedding gather: by default (since session 60) a block a token on
+// the GPU, its id read once, the row copied in 16-byte vectors
+// (`embed_rows`); K3C_EMBED_ROWS=0 a thread an element (a parallel loop,
+// outlined later as a `kernel` launch); the host keeps its loop.
+// K3C_EMBED_ROWS takes 0 or 1.
+// RUN: env K3C_EMBED_ROWS=0 k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EMB
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=EMBROWS
+// RUN: k3-opt %s --split-input-file --k3-lower-kernels=target=host | FileCheck %s --check-prefix=EMBHOST
 // RUN: env K3C_EMBED_ROWS=2 not k3-opt %s --split-input-file --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=EMBBAD
 // EMB-LABEL: func.func @k3_embed(
 // EMB-NOT: embed_rows

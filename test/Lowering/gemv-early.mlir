@@ -12,7 +12,7 @@
 // The PTX of k3-tiny: every kernel waits before its global accesses but the
 // GEMVs' pinned weight loads; the norms trigger after their wait.
 // RUN: env K3C_GEMV_EARLY=1 K3C_MLA_DECODE_EARLY_TILES=0 K3C_MLA_QABS_EARLY_W=0 K3C_MLA_COMBINE_STAGE_W=0 k3-compile %k3c_src/models/configs/k3-tiny.json --emit=ptx --quiet -o %t.ptx
-// RUN: %python %S/Inputs/grid_chain.py %t.ptx --wait-only --own-wait gemv1 --trigger attn_res_rmsnorm --trigger _kernel --trigger per_head | FileCheck %s --check-prefix=CHAIN
+// RUN: %python %S/Inputs/grid_chain.py %t.ptx --wait-only --own-wait gemv1 --trigger attn_res_rmsnorm --trigger attn_res_last_rmsnorm --trigger _kernel --trigger per_head | FileCheck %s --check-prefix=CHAIN
 // CHAIN-NOT: kernel
 // CHAIN: kernels {{[1-9][0-9]+}}, without the chain first 0
 // RUN: %python %S/Inputs/grid_chain.py %t.ptx --wait-only | FileCheck %s --check-prefix=REPORTED

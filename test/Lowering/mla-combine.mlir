@@ -71,14 +71,14 @@
 // QABS: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<64x24xbf16
 // QABS: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true} : memref<16x72xbf16
 // QABS: nvvm.mma.sync
-// QABS: vector.store {{.*}} : memref<256x80xbf16>, vector<2xbf16>
+// QABS: vector.store {{.*}} : memref<512x80xbf16>, vector<2xbf16>
 // QABS-NOT: absorbed_qabs_mma_t16
 // QT16: function(@k3_mla_attn_0000c0de_absorbed_qabs_mma_t16)
 // QT16: vector.load {{.*}} : memref<?x128xbf16>, vector<2xbf16>
 // QT16: memref.load {{.*}} : memref<320x64xbf16>
 // QT16: vector.from_elements {{.*}} : vector<2xbf16>
 // QT16: nvvm.mma.sync
-// QT16: memref.store {{.*}} : memref<256x80xbf16>
+// QT16: memref.store {{.*}} : memref<512x80xbf16>
 // QT16-NOT: absorbed_qabs_mma_t64
 // Rounds of up to 8 tokens (decode of a few sequences) take q_abs in the
 // wide form (one-token rounds their own kernel): a block per (head, 64

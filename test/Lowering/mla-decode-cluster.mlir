@@ -82,15 +82,16 @@
 // 0..64 are refused.
 // RUN: env K3C_MLA_COMBINE_STAGE_W=16 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SW
 // RUN: env K3C_MLA_COMBINE_STAGE_W=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=SW0
-// RUN: env K3C_MLA_COMBINE_STAGE_W=65 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SWBAD
+// RUN: env K3C_MLA_COMBINE_STAGE_W=129 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SWBAD
 //
-// K3C_MLA_ROUND_TOKENS=128 (64 by default): the split decode's host loop
-// takes rounds of 128 tokens (one q_abs, core and combine launch for up to
-// 128 sequences), its q_abs scratch 128 rows ([128, H cd] f32 and
-// [128 H, cd] bf16), the append in the staged q_abs launch up to 128
-// tokens; values other than 64, 128 and 256 are refused.
-// RUN: env K3C_MLA_ROUND_TOKENS=128 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROUND
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROUND64
+// K3C_MLA_ROUND_TOKENS (128 by default since session 60, 64 before): the
+// split decode's host loop takes rounds of 128 tokens (one q_abs, core and
+// combine launch for up to 128 sequences), its q_abs scratch 128 rows
+// ([128, H cd] f32 and [128 H, cd] bf16), the append in the staged q_abs
+// launch up to 128 tokens; =64 rounds of 64; values other than 64, 128 and
+// 256 are refused.
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROUND
+// RUN: env K3C_MLA_ROUND_TOKENS=64 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROUND64
 // RUN: env K3C_MLA_ROUND_TOKENS=96 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ROUNDBAD
 //
 // The seesaw core (K3C_MLA_DECODE_WGMMA=2) computes 64-head groups: two
@@ -180,7 +181,7 @@
 // SW: nvvm.mma.sync
 // SW: module(@k3_mla_attn_0000cafe_absorbed_combine_mma_t16)
 // SW0-NOT: absorbed_combine_mma_t16_sw
-// SWBAD: K3C_MLA_COMBINE_STAGE_W must be 0..64 (tokens), got 65
+// SWBAD: K3C_MLA_COMBINE_STAGE_W must be 0..128 (tokens), got 129
 // ROUND: func.func @k3_mla_attn_0000cafe({{.*}} memref<128x18432xf32>, {{.*}} memref<12288x192xbf16>)
 // ROUND: arith.cmpi ule, %dim{{[_0-9]*}}, %c128{{[_0-9]*}} : index
 // ROUND: scf.for %{{.*}} = %c0{{[_0-9]*}} to %dim{{[_0-9]*}} step %c128{{[_0-9]*}} {

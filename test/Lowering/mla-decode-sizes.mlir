@@ -20,7 +20,7 @@
 // UNROLL3: K3C_MLA_DECODE_S_UNROLL must be 2 or 4, got 3
 
 // CHECK-LABEL: func.func @k3_mla_attn_0000abcd(
-// CHECK-SAME: memref<2048x80xbf16>)
+// CHECK-SAME: memref<4096x80xbf16>)
 // CHECK: function(@k3_mla_attn_0000abcd_absorbed_qabs)
 // CHECK: scf.if
 // CHECK: threads(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}) in (%{{[a-z0-9]+}} = %c128{{[_0-9]*}}, %{{[a-z0-9]+}} = %c1{{[_0-9]*}}, %{{[a-z0-9]+}} = %c1{{[_0-9]*}}) dynamic_shared_memory_size %c27904_i32 module(@k3_mla_attn_0000abcd_absorbed_split_mma_h16_n64)

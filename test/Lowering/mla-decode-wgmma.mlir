@@ -179,7 +179,7 @@
 // TMA-COUNT-2: nvvm.mbarrier.init
 // TMA-NEXT: nvvm.fence.mbarrier.init
 // TMA: gpu.barrier
-// TMA-COUNT-6: nvgpu.device_async_copy {{.*}} : memref<512x192xbf16> to memref<3x64x64xbf16
+// TMA-COUNT-6: nvgpu.device_async_copy {{.*}} : memref<1024x192xbf16> to memref<3x64x64xbf16
 // TMA-NOT: nvgpu.device_async_copy
 // TMA: nvvm.cp.async.commit.group
 // TMA: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c24576_i32

@@ -30,7 +30,7 @@
 // blocks of the staged tensor-core q_abs launch (absorbed_qabs_mma_t64_append:
 // blocks past the 16 heads, from the first column and token block, a warp
 // a token), so the append's own launch runs only outside both fused ranges
-// (7 < T and not 8 <= T <= 64); with =0 that launch takes every T > 7 (no
+// (7 < T and not 8 <= T <= 128, the round); with =0 that launch takes every T > 7 (no
 // _append staged kernel). Other values are refused.
 // RUN: env K3C_MLA_DECODE_WG_FROM=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA
 // RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_FUSE_APPEND_STAGED=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=FA0
@@ -98,7 +98,7 @@
 // RUN: env K3C_MLA_DECODE_SPLIT_S=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=SPLITBAD
 // Without a staged combine (K3C_MLA_COMBINE_STAGE_W=0) no round triggers it
 // early (the ENS0 lines); K3C_MLA_DECODE_EARLY_NEXT=1 then forces it in every round
-// (the ENF lines: up to the 64 tokens a round holds).
+// (the ENF lines: up to the 128 tokens a round holds).
 // RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_COMBINE_STAGE_W=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ENS0
 // RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_COMBINE_STAGE_W=0 K3C_MLA_DECODE_EARLY_NEXT=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ENF
 // RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_EARLY_NEXT=x not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ENBAD
@@ -149,7 +149,7 @@
 // STMBAD: K3C_MLA_DECODE_STMATRIX must be 0 or 1, got '2'
 
 // FA: arith.cmpi ule, %{{.*}}, %c7 : index
-// FA: %[[HI:.*]] = arith.cmpi ule, %{{.*}}, %c64{{.*}} : index
+// FA: %[[HI:.*]] = arith.cmpi ule, %{{.*}}, %c128{{.*}} : index
 // FA: %[[LO:.*]] = arith.cmpi ule, %c8, %{{.*}} : index
 // FA: %[[S:.*]] = arith.andi %[[LO]], %[[HI]] : i1
 // FA: %[[W:.*]] = arith.cmpi ult, %c7{{.*}}, %{{.*}} : index
@@ -248,7 +248,7 @@
 // ENS0: module(@k3_mla_attn_0000f00d_absorbed_split_mma_h16_n64)
 // ENF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // ENF: nvvm.griddepcontrol wait
-// ENF-NEXT: [[MAX:%.*]] = arith.constant 64
+// ENF-NEXT: [[MAX:%.*]] = arith.constant 128
 // ENF-NEXT: [[LE:%.*]] = arith.cmpi ule, {{%.*}}, [[MAX]]
 // ENF-NEXT: scf.if [[LE]]
 // ENF-NEXT: nvvm.griddepcontrol launch_dependents

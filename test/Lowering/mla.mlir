@@ -31,10 +31,10 @@
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=HOST
 
 // Scratch: the up-projection's c_n [T, 32] and k_nope | v [T, 4 x 32]; the
-// split decode's q_abs [64, 4 x 40] and partials [256, 4 x (32 + 2)], and
-// q_abs in bf16 for the tensor-core core [64 x 4, 40].
+// split decode's q_abs [128, 4 x 40] and partials [256, 4 x (32 + 2)], and
+// q_abs in bf16 for the tensor-core core [128 x 4, 40].
 // GPU-LABEL: func.func @k3_mla_attn_{{[0-9a-f]+}}(
-// GPU-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>, %{{.*}}: memref<64x160xf32>, %{{.*}}: memref<256x136xf32>, %{{.*}}: memref<256x40xbf16>)
+// GPU-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>, %{{.*}}: memref<128x160xf32>, %{{.*}}: memref<256x136xf32>, %{{.*}}: memref<512x40xbf16>)
 // GPU-SAME: k3.family = "mla_attn"
 // GPU: gpu.launch
 // GPU: scf.if
@@ -83,12 +83,12 @@
 // GPU: } else {
 // GPU: scf.for
 // GPU: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_qabs)
-// GPU: memref.store {{.*}} : memref<256x40xbf16>
+// GPU: memref.store {{.*}} : memref<512x40xbf16>
 // The core: (q_abs 16 x 56 + cache 2 x 64 x 56 + P 16 x 72) x 2 bytes (rows
 // padded by 16 bytes), maxima and sums 2 x 16 x 4 bytes; 64 threads.
 // GPU: gpu.launch
 // GPU-SAME: threads(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}) in (%{{[a-z0-9]+}} = %c64{{[_0-9]*}}, %{{[a-z0-9]+}} = %c1{{[_0-9]*}}, %{{[a-z0-9]+}} = %c1{{[_0-9]*}}) dynamic_shared_memory_size %c18560_i32 module(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_split_mma_h16_n64)
-// GPU: nvgpu.device_async_copy {{.*}} : memref<256x40xbf16> to memref<16x56xbf16, #gpu.address_space<workgroup>>
+// GPU: nvgpu.device_async_copy {{.*}} : memref<512x40xbf16> to memref<16x56xbf16, #gpu.address_space<workgroup>>
 // GPU: nvgpu.device_async_copy {{.*}} : memref<?x?x40xbf16> to memref<2x64x56xbf16, #gpu.address_space<workgroup>>
 // GPU: nvvm.cp.async.wait.group 0
 // GPU: nvgpu.ldmatrix {{.*}}transpose = false
@@ -115,10 +115,10 @@
 // GPU: return
 
 // FMA-LABEL: func.func @k3_mla_attn_{{[0-9a-f]+}}(
-// FMA-SAME: %{{.*}}: memref<64x160xf32>, %{{.*}}: memref<256x136xf32>)
+// FMA-SAME: %{{.*}}: memref<128x160xf32>, %{{.*}}: memref<256x136xf32>)
 // FMA-NOT: absorbed_split_mma
 // FMA: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_qabs)
-// FMA: memref.store {{.*}} : memref<64x160xf32>
+// FMA: memref.store {{.*}} : memref<128x160xf32>
 // FMA: function(@k3_mla_attn_{{[0-9a-f]+}}_absorbed_split_g4) workgroup(%{{.*}} : memref<4x40xf32, #gpu.address_space<workgroup>>
 // FMA: vector.load %{{.*}} {alignment = 16 : i64} : memref<?x?x40xbf16>, vector<8xbf16>
 // FMA: gpu.shuffle  xor
@@ -131,7 +131,7 @@
 
 // (The host gets the scratch arguments too: one calling convention.)
 // HOST-LABEL: func.func @k3_mla_attn_{{[0-9a-f]+}}(
-// HOST-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>, %{{.*}}: memref<64x160xf32>, %{{.*}}: memref<256x136xf32>, %{{.*}}: memref<256x40xbf16>)
+// HOST-SAME: %{{.*}}: memref<?x64xbf16>, %{{.*}}: memref<?x32xbf16>, %{{.*}}: memref<?x128xbf16>, %{{.*}}: memref<128x160xf32>, %{{.*}}: memref<256x136xf32>, %{{.*}}: memref<512x40xbf16>)
 // HOST-NOT: gpu.
 // HOST-NOT: vector.load
 // HOST-NOT: mma
