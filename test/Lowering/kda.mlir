@@ -294,17 +294,21 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // TAPS1-LABEL: func.func @k3_kda_conv_gate_test(
 // TAPS1-NOT: memref<128x1x4xf32>, vector<4xf32>
 // TAPS1: memref.load %{{.*}} : memref<128x1x4xf32>
+// TAPS1: llvm.intr.fma
 // TAPS1-NOT: memref<128x1x4xf32>, vector<4xf32>
 // TAPS1: return
 // RUN: not env K3C_CONV_TAP_VEC=2 k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=BADTAPS
 // BADTAPS: K3C_CONV_TAP_VEC must be 0 or 1, got '2'
 // The bf16 build's convolution outputs on sm_90a: the taps' products fused
-// into their adds (contract) and the sigmoid's division approximate (afn);
+// into their adds by explicit fma (onto t_3 x; left to contraction, the
+// fused product followed the DAG's shape, which the tap loads' form
+// changed), the rest contract, and the sigmoid's division approximate (afn);
 // K3C_CONV_FAST=0, the f32 build and the host keep the exact form.
 // RUN: env K3C_CONV_FAST=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CONVEXACT
 // RUN: k3-opt %s --k3-lower-kernels=target=host | FileCheck %s --check-prefix=CONVEXACT
 // CONVEXACT-LABEL: func.func @k3_kda_conv_gate_test(
 // CONVEXACT-NOT: fastmath
+// CONVEXACT-NOT: llvm.intr.fma
 // CONVEXACT: return
 // ONECONV-NOT: short_conv_decode
 // CONV-LABEL: func.func @k3_kda_conv_gate_test(
@@ -324,6 +328,7 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // CONV: scf.for {{.*}} step %c4
 // CONV-COUNT-4: vector.load %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
 // CONV: arith.mulf {{.*}} fastmath<contract>
+// CONV-COUNT-3: llvm.intr.fma
 // CONV: arith.addf {{.*}} fastmath<contract>
 // CONV: arith.divf {{.*}} fastmath<afn>
 // CONV: vector.store %{{.*}} : memref<?x128xbf16>, vector<4xbf16>
