@@ -507,8 +507,17 @@ void HostModel::launchAll(Entry &e, int64_t T) {
     bufOf[v.id] = v.buf;
   PendingExchange pending;
   try {
-    for (Launch &l : e.launches)
-      launchStep(e, l, T, bufOf, pending);
+    for (Launch &l : e.launches) {
+      if (skipped.empty() || !skipped.count(l.kernel->family)) {
+        launchStep(e, l, T, bufOf, pending);
+        continue;
+      }
+      // Left out (skipFamilies): its in-place outputs still name their
+      // input's buffer for the launches after it.
+      for (size_t p = 0; p < l.outputs.size(); ++p)
+        if (l.kernel->resultAliases[p] >= 0)
+          bufOf[l.outputs[p]] = bufOf[l.inputs[l.kernel->resultAliases[p]]];
+    }
     pending.join();
   } catch (...) {
     if (pending.thread.joinable()) { // its peers must not wait for this rank

@@ -325,6 +325,26 @@ public:
   std::vector<RoutingRecord> takeRouting() override { return std::move(routing); }
   const EpStats &epStats() const override { return ep; }
   double lastGraphSeconds() const override { return graphTimed ? graphTimer.seconds() : 0; }
+  void skipFamilies(const std::set<std::string> &families) override {
+    for (const std::string &f : families)
+      if (f == "moe_router")
+        throw Error("the kernel family moe_router cannot be left out: its expert ids index "
+                    "the expert kernels' loads");
+    if (families == skipped)
+      return;
+    skipped = families;
+    // Every captured graph holds the old launches.
+    for (auto &[n, g] : decodeGraphs)
+      cuda::destroyGraph(g);
+    decodeGraphs.clear();
+    for (auto &[n, g] : profiledGraphs) {
+      cuda::destroyGraph(g.exec);
+      for (void *ev : g.events)
+        cuda::destroyEvent(ev);
+    }
+    profiledGraphs.clear();
+    lastDecodeN = -1;
+  }
   std::vector<KernelProfile> profile() const override {
     std::vector<KernelProfile> out;
     for (auto &[name, p] : prof)
@@ -662,6 +682,7 @@ private:
   bool routingOn = false;
   std::vector<RoutingRecord> routing;
   std::map<int64_t, void *> decodeGraphs; // batch size -> executable graph
+  std::set<std::string> skipped;          // kernel families left out (skipFamilies)
   /// The last decode step's batch size (a graph is captured on the second
   /// step in a row at a size).
   int64_t lastDecodeN = -1;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -179,6 +180,16 @@ public:
   /// The records since the last call (moved out).
   virtual std::vector<RoutingRecord> takeRouting() = 0;
   virtual std::vector<KernelProfile> profile() const = 0;
+  /// Ablation (k3-bench --ablate): from the next step on, the launches of
+  /// these kernel families are left out (decode graphs are captured anew),
+  /// so a step's time without a family, against the whole step's, is what
+  /// the family costs the step where its launches overlap their neighbours
+  /// (programmatic dependent launch), which per-kernel events cannot show.
+  /// The left-out kernels' outputs keep stale values: tokens and states are
+  /// meaningless while any family is left out and until the next reset.
+  /// The MoE router's outputs index other kernels' loads: it cannot be left
+  /// out (an Error naming it). An empty set restores every launch.
+  virtual void skipFamilies(const std::set<std::string> &families) = 0;
   /// Device time of the last step when it replayed a CUDA graph (events
   /// around the replay: the kernels with their launch gaps, without the
   /// inputs' upload and the logits' copy to the host); 0 otherwise.

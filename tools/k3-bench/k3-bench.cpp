@@ -6,7 +6,9 @@
 // the wall step of greedy decoding with the argmax where the logits are),
 // and per kernel the time, TFLOP/s and GB/s of each phase (device events
 // around each kernel's launches; in decode on the GPU, event nodes between
-// the kernels of a replayed step graph). Warm-up
+// the kernels of a replayed step graph). With --ablate, each decode batch's
+// step again without each kernel family in turn: what the family costs the
+// step where its launches overlap their neighbours. Warm-up
 // runs come first; prompts are seeded pseudo-random token ids. Prints tables
 // and, with --csv, one row per (phase, size, kernel) for bench/ scripts.
 //
@@ -17,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -38,7 +41,15 @@ options:
   --checkpoint DIR    weights from DIR instead of the path recorded at compile time
   --max-seqs N        use N of the artifact's sequence slots (states, logits and the paged
                       cache's pool sized for N: an artifact built for a larger GPU)
+  --ablate            after each decode batch, the step again without each kernel family in
+                      turn (its launches left out, the graph captured anew): the whole step
+                      minus that step is what the family costs it, launch overlap included,
+                      beside its event-timed share; GB/s of its counted bytes by both (the MoE
+                      router stays in: its ids index the experts' loads). Leaves the model's
+                      states meaningless until the next batch's reset
   --csv FILE          also write phase,size,kernel,family,launches,ms,tflops,gbs rows
+                      (--ablate: phase "ablate", ms the family's cost to the step, gbs its
+                      bytes over that; a TOTAL row per batch, the whole step)
   --quiet             no progress lines
   --help              this text
 )";
@@ -93,7 +104,7 @@ int main(int argc, char **argv) {
     k3c::Args args(argc, argv,
                    {"prefill", "decode", "context", "steps", "reps", "device", "checkpoint", "csv",
                     "max-seqs"},
-                   {"quiet", "help"});
+                   {"quiet", "help", "ablate"});
     if (args.has("help")) {
       std::fputs(kHelp, stdout);
       return 0;
@@ -102,6 +113,9 @@ int main(int argc, char **argv) {
       throw k3c::Error("need exactly one artifact directory (see --help)");
     std::vector<int64_t> prefill = list(args, "prefill", "512,2048,8192");
     std::vector<int64_t> decode = list(args, "decode", "1,8,32,128");
+    const bool ablate = args.has("ablate");
+    if (ablate && args.get("decode", "") == "none")
+      throw k3c::Error("--ablate times decode steps: it needs --decode sizes");
     int64_t context = args.getInt("context", 64), steps = args.getInt("steps", 32),
             reps = args.getInt("reps", 3);
     if (context < 1 || steps < 1 || reps < 1)
@@ -144,6 +158,116 @@ int main(int argc, char **argv) {
                        static_cast<long long>(size), k.name.c_str(), k.family.c_str(),
                        static_cast<long long>(k.launches), k.seconds * 1e3, tf, gbs);
       }
+    };
+
+    // --ablate: the decode step of the current batch with each family left
+    // out in turn (Model::skipFamilies), timed as the step is (graph replay
+    // on the GPU, else wall), against the whole step timed before and after
+    // the families (their mean; both printed, so drift shows).
+    auto ablation = [&](int64_t B, const std::vector<k3c::rt::KernelProfile> &ks,
+                        const std::vector<std::vector<int64_t>> &p,
+                        const std::vector<int64_t> &tok) {
+      // The logits of a fresh step (prefill, one decode step): after the
+      // families, every launch restored, a fresh step must give them again.
+      auto freshStep = [&] {
+        model->reset(B);
+        model->prefill(p);
+        return model->decode(tok); // (a copy)
+      };
+      const std::vector<float> reference = freshStep();
+      auto stepTime = [&](bool &graphed) {
+        model->decode(tok); // eager: the first step after a change of launches
+        model->decode(tok); // the graph captured
+        double g = 0;
+        auto ta = Clock::now();
+        for (int64_t s = 0; s < steps; ++s) {
+          model->decode(tok);
+          g += model->lastGraphSeconds();
+        }
+        double w = std::chrono::duration<double>(Clock::now() - ta).count();
+        graphed = g > 0;
+        return (graphed ? g : w) / static_cast<double>(steps);
+      };
+      struct Fam {
+        std::string name;
+        int64_t launches = 0;
+        double event = 0, bytes = 0;
+      };
+      std::vector<Fam> fams;
+      for (auto &k : ks) {
+        auto it = std::find_if(fams.begin(), fams.end(),
+                               [&](const Fam &f) { return f.name == k.family; });
+        if (it == fams.end())
+          it = fams.insert(fams.end(), Fam{k.family});
+        it->launches += k.launches;
+        it->event += k.seconds;
+        it->bytes += k.bytes;
+      }
+      std::sort(fams.begin(), fams.end(),
+                [](const Fam &a, const Fam &b) { return a.event > b.event; });
+      bool graphed = false;
+      const double before = stepTime(graphed);
+      std::vector<double> without(fams.size(), -1);
+      for (size_t i = 0; i < fams.size(); ++i) {
+        if (fams[i].name == "moe_router" || fams[i].name.empty())
+          continue;
+        if (!args.has("quiet"))
+          std::fprintf(stderr, "k3-bench: batch %lld, the step without %s (%zu of %zu)\n",
+                       static_cast<long long>(B), fams[i].name.c_str(), i + 1, fams.size());
+        model->skipFamilies({fams[i].name});
+        bool g = false;
+        without[i] = stepTime(g);
+        model->skipFamilies({});
+      }
+      const double after = stepTime(graphed), full = (before + after) / 2;
+      const std::vector<float> again = freshStep();
+      double diff = 0, scale = 0;
+      for (size_t i = 0; i < reference.size(); ++i) {
+        scale = std::max(scale, static_cast<double>(std::fabs(reference[i])));
+        // (NaN positions must match: a NaN against a number is a difference)
+        if (std::isnan(reference[i]) != std::isnan(again[i]))
+          diff = INFINITY;
+        else if (!std::isnan(reference[i]))
+          diff = std::max(diff, static_cast<double>(std::fabs(reference[i] - again[i])));
+      }
+      if (again.size() != reference.size() || !(diff <= 1e-2 * scale))
+        throw k3c::Error("--ablate: after every family was restored, a fresh step's logits "
+                         "differ from those before the ablation (max |diff| " +
+                         std::to_string(diff) + ", logits' scale " + std::to_string(scale) +
+                         "): the launches were not restored");
+      std::printf("decode batch %lld, ablation (%s): the whole step %.3f / %.3f ms before / "
+                  "after the families; each family's cost to the step is the mean minus the "
+                  "step without it\n",
+                  static_cast<long long>(B), graphed ? "graph replay" : "wall time",
+                  before * 1e3, after * 1e3);
+      std::printf("  restored: a fresh step's logits after the families against before them, "
+                  "max |diff| %g (scale %g)\n", diff, scale);
+      std::printf("  %-16s %8s %10s %10s %9s %9s %9s\n", "family", "launches", "events us",
+                  "cost us", "cost/ev", "GB/s ev", "GB/s cost");
+      for (size_t i = 0; i < fams.size(); ++i) {
+        const Fam &f = fams[i];
+        if (without[i] < 0) {
+          std::printf("  %-16s %8lld %10.1f %10s   (not left out: %s)\n", f.name.c_str(),
+                      static_cast<long long>(f.launches), f.event * 1e6, "-",
+                      f.name.empty() ? "no family" : "its ids index the experts' loads");
+          continue;
+        }
+        const double cost = full - without[i];
+        std::printf("  %-16s %8lld %10.1f %10.1f %9.2f %9.0f", f.name.c_str(),
+                    static_cast<long long>(f.launches), f.event * 1e6, cost * 1e6,
+                    f.event > 0 ? cost / f.event : 0, f.event > 0 ? f.bytes / f.event / 1e9 : 0);
+        if (cost > 0)
+          std::printf(" %9.0f\n", f.bytes / cost / 1e9);
+        else
+          std::printf(" %9s\n", "-");
+        if (csv)
+          std::fprintf(csv, "ablate,%lld,%s,%s,%lld,%.6f,0,%.1f\n", static_cast<long long>(B),
+                       f.name.c_str(), f.name.c_str(), static_cast<long long>(f.launches),
+                       cost * 1e3, cost > 0 ? f.bytes / cost / 1e9 : 0.0);
+      }
+      if (csv)
+        std::fprintf(csv, "ablate,%lld,TOTAL,%s,1,%.6f,0,0\n", static_cast<long long>(B),
+                     graphed ? "graph" : "wall", full * 1e3);
     };
 
     // The prefill steps `p` needs (the runtime cuts prompts longer than a
@@ -283,6 +407,8 @@ int main(int argc, char **argv) {
       if (csv)
         std::fprintf(csv, "decode,%lld,TOTAL,greedy,1,%.6f,0,0\n", static_cast<long long>(B),
                      greedyS * 1e3);
+      if (ablate)
+        ablation(B, ks, p, tok);
     }
     // The decode step of each larger batch against the smallest one's (the
     // cost of batching: 1.0 would be a free batch).
