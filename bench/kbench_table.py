@@ -5,7 +5,10 @@ a decision needs: for each run with decode rows, the step at the smallest and
 the largest batch (graph replay where there is one, else wall time), their
 ratio (#13's bound: 1.5 at 128 against 1), the largest batch's step against
 the base build's in the same round, and that batch's time by kernel family
-(ms, launches of a family summed) for the families named.
+(ms, launches of a family summed) for the families named. Runs with
+`k3-bench --ablate` rows add a table per batch: each family's event-timed
+time, its cost to the step (the step without it) and GB/s of its counted
+bytes by both.
 
 Run names are PREFIX-BUILD-ROUND (s65-slice-C2-1); the base build's run of
 the same PREFIX and ROUND is the comparison. Prefill runs (a `ttft` row)
@@ -22,7 +25,7 @@ FAMILIES = "lm_head,mlp_in,mlp_down,kda_in,kda_chunk,kda_conv_gate,kda_out,mla_i
 
 
 def parse(path):
-    """{run name: [(phase, size, kernel, family, ms)]} in file order."""
+    """{run name: [(phase, size, kernel, family, ms, gbs)]} in file order."""
     runs = collections.OrderedDict()
     name = None
     with open(path) as f:
@@ -40,7 +43,8 @@ def parse(path):
             if len(cols) < 6:
                 continue
             try:
-                runs[name].append((cols[0], int(cols[1]), cols[2], cols[3], float(cols[5])))
+                gbs = float(cols[7]) if len(cols) > 7 else 0.0
+                runs[name].append((cols[0], int(cols[1]), cols[2], cols[3], float(cols[5]), gbs))
             except ValueError:
                 continue
     return runs
@@ -58,17 +62,42 @@ def split_name(name):
 
 def step_ms(rows, size):
     """The step at `size`: the graph replay's where measured, else wall."""
-    got = {fam: ms for ph, s, kern, fam, ms in rows
+    got = {fam: ms for ph, s, kern, fam, ms, *_ in rows
            if ph == "decode" and s == size and kern == "TOTAL"}
     return got.get("graph") or got.get("step")
 
 
 def families(rows, phase, size):
     out = collections.defaultdict(float)
-    for ph, s, kern, fam, ms in rows:
+    for ph, s, kern, fam, ms, *_ in rows:
         if ph == phase and s == size and kern != "TOTAL":
             out[fam] += ms
     return out
+
+
+def ablation(name, rows):
+    """The --ablate rows of a run, a table per batch size."""
+    sizes = sorted({s for ph, s, *_ in rows if ph == "ablate"})
+    for size in sizes:
+        ev = families(rows, "decode", size)
+        ev_bytes = collections.defaultdict(float)  # GB/s x ms = MB
+        for ph, s, kern, fam, ms, gbs in rows:
+            if ph == "decode" and s == size and kern != "TOTAL":
+                ev_bytes[fam] += gbs * ms * 1e-3  # GB
+        total = [ms for ph, s, kern, fam, ms, _ in rows
+                 if ph == "ablate" and s == size and kern == "TOTAL"]
+        print(f"{name}: ablation at {size} sequences, the step "
+              f"{total[0]:.4f} ms" if total else f"{name}: ablation at {size} sequences")
+        print("| family | event ms | cost ms | cost / event | GB/s (event) | GB/s (cost) |")
+        print("|---|---|---|---|---|---|")
+        for ph, s, kern, fam, ms, gbs in rows:
+            if ph != "ablate" or s != size or kern == "TOTAL":
+                continue
+            e = ev.get(fam, 0.0)
+            ge = ev_bytes[fam] / (e * 1e-3) if e > 0 else 0.0
+            print(f"| {fam} | {e:.4f} | {ms:.4f} | {ms / e if e > 0 else 0:.2f} | "
+                  f"{ge:.0f} | {gbs:.0f} |" if ms > 0 else
+                  f"| {fam} | {e:.4f} | {ms:.4f} | - | {ge:.0f} | - |")
 
 
 def main():
@@ -84,10 +113,10 @@ def main():
         return 1
     decode, prefill = [], []
     for name, rows in runs.items():
-        sizes = sorted({s for ph, s, kern, fam, ms in rows if ph == "decode" and kern == "TOTAL"})
+        sizes = sorted({s for ph, s, kern, fam, ms, *_ in rows if ph == "decode" and kern == "TOTAL"})
         if sizes:
             decode.append((name, rows, sizes))
-        if any(ph == "prefill" and fam == "ttft" for ph, s, kern, fam, ms in rows):
+        if any(ph == "prefill" and fam == "ttft" for ph, s, kern, fam, ms, *_ in rows):
             prefill.append((name, rows))
     base_step = {}
     for name, rows, sizes in decode:
@@ -113,8 +142,11 @@ def main():
                      f"{s_hi:.4f}" if s_hi else "-", ratio, vs]
             cells += [f"{fam[f]:.4f}" if f in fam else "-" for f in fams]
             print("| " + " | ".join(cells) + " |")
+    for name, rows in runs.items():
+        if any(r[0] == "ablate" for r in rows):
+            ablation(name, rows)
     for name, rows in prefill:
-        for ph, s, kern, fam, ms in rows:
+        for ph, s, kern, fam, ms, *_ in rows:
             if ph == "prefill" and fam == "ttft":
                 f = families(rows, "prefill", s)
                 top = ", ".join(f"{k} {v:.3f}" for k, v in sorted(f.items(), key=lambda kv: -kv[1])[:6])
