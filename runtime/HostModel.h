@@ -330,10 +330,15 @@ public:
       if (f == "moe_router")
         throw Error("the kernel family moe_router cannot be left out: its expert ids index "
                     "the expert kernels' loads");
+    if (!families.empty() && opts.ep)
+      throw Error("kernel families cannot be left out under expert parallelism: the other "
+                  "ranks would wait for this rank's exchanges");
     if (families == skipped)
       return;
     skipped = families;
-    // Every captured graph holds the old launches.
+    // Every captured graph holds the old launches (none still running).
+    if (gpu)
+      cuda::synchronize("the step before kernel families are left out or restored");
     for (auto &[n, g] : decodeGraphs)
       cuda::destroyGraph(g);
     decodeGraphs.clear();

@@ -188,7 +188,9 @@ public:
   /// The left-out kernels' outputs keep stale values: tokens and states are
   /// meaningless while any family is left out and until the next reset.
   /// The MoE router's outputs index other kernels' loads: it cannot be left
-  /// out (an Error naming it). An empty set restores every launch.
+  /// out (an Error naming it), and under expert parallelism no family can
+  /// (the other ranks wait for this rank's exchanges). An empty set restores
+  /// every launch.
   virtual void skipFamilies(const std::set<std::string> &families) = 0;
   /// Device time of the last step when it replayed a CUDA graph (events
   /// around the replay: the kernels with their launch gaps, without the
