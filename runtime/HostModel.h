@@ -296,13 +296,7 @@ public:
   ~HostModel() override {
     if (logitsPinned)
       cuda::unpinHost(logitsHost.data());
-    for (auto &[n, g] : decodeGraphs)
-      cuda::destroyGraph(g);
-    for (auto &[n, g] : profiledGraphs) {
-      cuda::destroyGraph(g.exec);
-      for (void *ev : g.events)
-        cuda::destroyEvent(ev);
-    }
+    dropGraphs();
     if (lib)
       dlclose(lib);
   }
@@ -339,15 +333,7 @@ public:
     // Every captured graph holds the old launches (none still running).
     if (gpu)
       cuda::synchronize("the step before kernel families are left out or restored");
-    for (auto &[n, g] : decodeGraphs)
-      cuda::destroyGraph(g);
-    decodeGraphs.clear();
-    for (auto &[n, g] : profiledGraphs) {
-      cuda::destroyGraph(g.exec);
-      for (void *ev : g.events)
-        cuda::destroyEvent(ev);
-    }
-    profiledGraphs.clear();
+    dropGraphs();
     lastDecodeN = -1;
   }
   std::vector<KernelProfile> profile() const override {
@@ -705,6 +691,18 @@ private:
     std::vector<Marked> launches;
   };
   std::map<int64_t, ProfiledGraph> profiledGraphs;
+  /// Destroys every captured decode graph (plain and profiled) and their events.
+  void dropGraphs() {
+    for (auto &[n, g] : decodeGraphs)
+      cuda::destroyGraph(g);
+    decodeGraphs.clear();
+    for (auto &[n, g] : profiledGraphs) {
+      cuda::destroyGraph(g.exec);
+      for (void *ev : g.events)
+        cuda::destroyEvent(ev);
+    }
+    profiledGraphs.clear();
+  }
   ProfiledGraph *marks = nullptr; ///< set while capturing a profiled graph
   bool graphsOk = true;
   /// Events around the last graph replay (its device time, read on demand).
