@@ -140,6 +140,18 @@ ncu_kernel() {
   python3 ncu_mix.py /tmp/$tag-source.csv "$re"
   tar czf $OUT/$tag-prof.tgz -C /tmp $tag-details.txt $tag-source.csv $tag-run.txt
 }
+# slice_setup: the start of the slice scripts (s65, s66): the machine's line,
+# the slice checkpoint in /tmp/slice (slice.json, seed 3), the copy ceiling,
+# and their prompt files: /tmp/b8.txt (8 prompts of 1 to 33 tokens: the
+# prefill round's last rows at varied offsets) and /tmp/b128s.txt (128
+# one-token prompts).
+slice_setup() {
+  machine
+  k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
+  copy_ceiling
+  for i in $(seq 1 8); do seq -s, $((i * 11)) $((i * 11 + i * i / 2)); done > /tmp/b8.txt
+  seq 1 128 > /tmp/b128s.txt
+}
 # copy_ceiling: the device's copy bandwidth as torch measures it (1 GiB
 # device to device, 20 copies after 3 warm-ups, read + write counted): the
 # limit the bandwidth-bound kernels are reported against, in the same call.

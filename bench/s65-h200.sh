@@ -32,12 +32,7 @@
 QUICK=${QUICK:-0}
 export KBENCH_TIMEOUT=${KBENCH_TIMEOUT:-100}
 source "$(dirname "$0")/device-common.sh"
-machine
-k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
-copy_ceiling
-# (prompts of 1 to 33 tokens: the prefill round's last rows at varied offsets)
-for i in $(seq 1 8); do seq -s, $((i * 11)) $((i * 11 + i * i / 2)); done > /tmp/b8.txt
-seq 1 128 > /tmp/b128s.txt
+slice_setup
 case $QUICK in
   2) rounds=1 builds="slice-bf16 slice-C2 slice-C4 slice-FH slice-CT0 slice-ALL" same128="slice-C2 slice-C4 slice-CT0 slice-ALL" ;;
   1) rounds=1 builds="slice-bf16 slice-FH slice-R128 slice-C2 slice-C4 slice-CT0 slice-CG3 slice-ALL" same128="slice-R128 slice-C2 slice-C4 slice-C2P slice-CT0 slice-CG3 slice-ALL" ;;

@@ -15,11 +15,7 @@
 QUICK=${QUICK:-0}
 export KBENCH_TIMEOUT=${KBENCH_TIMEOUT:-100}
 source "$(dirname "$0")/device-common.sh"
-machine
-k3-mkcheckpoint --config slice.json -o /tmp/slice --seed 3 --quiet
-copy_ceiling
-for i in $(seq 1 8); do seq -s, $((i * 11)) $((i * 11 + i * i / 2)); done > /tmp/b8.txt
-seq 1 128 > /tmp/b128s.txt
+slice_setup
 rounds="1 2"; [ $QUICK = 1 ] && rounds=1
 for r in $rounds; do
   for a in slice-bf16 slice-old; do
