@@ -324,6 +324,23 @@ public:
       if (f == "moe_router")
         throw Error("the kernel family moe_router cannot be left out: its expert ids index "
                     "the expert kernels' loads");
+    for (const std::string &f : families) {
+      bool known = false;
+      for (auto &[name, e] : entries)
+        for (const Launch &l : e.launches)
+          known = known || l.kernel->family == f;
+      if (!known) {
+        std::set<std::string> all;
+        for (auto &[name, e] : entries)
+          for (const Launch &l : e.launches)
+            all.insert(l.kernel->family);
+        std::string list;
+        for (const std::string &a : all)
+          list += (list.empty() ? "" : ", ") + a;
+        throw Error("no launch of this model has the kernel family '" + f +
+                    "' (its families: " + list + ")");
+      }
+    }
     if (!families.empty() && opts.ep)
       throw Error("kernel families cannot be left out under expert parallelism: the other "
                   "ranks would wait for this rank's exchanges");

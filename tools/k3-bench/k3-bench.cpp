@@ -48,6 +48,9 @@ options:
                       beside its event-timed share; GB/s of its counted bytes by both (the MoE
                       router stays in: its ids index the experts' loads). Leaves the model's
                       states meaningless until the next batch's reset
+  --ablate-families F,G  with --ablate (implied), only these families, in this order; a
+                      name no launch of the model has, or one that cannot be left out
+                      (moe_router), is an error
   --csv FILE          also write phase,size,kernel,family,launches,ms,tflops,gbs rows
                       (--ablate: phase "ablate", ms the family's cost to the step, gbs its
                       bytes over that; a TOTAL row per batch, the whole step)
@@ -104,7 +107,7 @@ int main(int argc, char **argv) {
   try {
     k3c::Args args(argc, argv,
                    {"prefill", "decode", "context", "steps", "reps", "device", "checkpoint", "csv",
-                    "max-seqs"},
+                    "max-seqs", "ablate-families"},
                    {"quiet", "help", "ablate"});
     if (args.has("help")) {
       std::fputs(kHelp, stdout);
@@ -114,7 +117,20 @@ int main(int argc, char **argv) {
       throw k3c::Error("need exactly one artifact directory (see --help)");
     std::vector<int64_t> prefill = list(args, "prefill", "512,2048,8192");
     std::vector<int64_t> decode = list(args, "decode", "1,8,32,128");
-    const bool ablate = args.has("ablate");
+    std::vector<std::string> onlyFamilies; // --ablate-families, in the user's order
+    if (args.has("ablate-families")) {
+      const std::string v = args.get("ablate-families");
+      for (size_t a = 0;;) {
+        const size_t b = std::min(v.find(',', a), v.size());
+        if (b == a)
+          throw k3c::Error("--ablate-families: an empty family name in '" + v + "'");
+        onlyFamilies.push_back(v.substr(a, b - a));
+        if (b == v.size())
+          break;
+        a = b + 1;
+      }
+    }
+    const bool ablate = args.has("ablate") || !onlyFamilies.empty();
     if (ablate && args.get("decode", "") == "none")
       throw k3c::Error("--ablate times decode steps: it needs --decode sizes");
     int64_t context = args.getInt("context", 64), steps = args.getInt("steps", 32),
@@ -213,6 +229,18 @@ int main(int argc, char **argv) {
       }
       std::sort(fams.begin(), fams.end(),
                 [](const Fam &a, const Fam &b) { return a.event > b.event; });
+      if (!onlyFamilies.empty()) { // the user's families, in the user's order
+        std::vector<Fam> chosen;
+        for (const std::string &n : onlyFamilies) {
+          auto it = std::find_if(fams.begin(), fams.end(),
+                                 [&](const Fam &f) { return f.name == n; });
+          // A family without launches in this batch's profile still goes to
+          // the runtime, which knows every launch of the model (an Error
+          // names a family it has not).
+          chosen.push_back(it == fams.end() ? Fam{n} : *it);
+        }
+        fams = std::move(chosen);
+      }
       bool graphed = false;
       const double before = stepTime(graphed);
       std::vector<double> without(fams.size(), -1);
@@ -228,6 +256,8 @@ int main(int argc, char **argv) {
         try {
           model->skipFamilies({fams[i].name});
         } catch (const k3c::Error &e) { // the runtime refuses it (the MoE router)
+          if (!onlyFamilies.empty()) // asked for by name: the user's mistake
+            throw k3c::Error(std::string("--ablate-families: ") + e.what());
           kept[i] = e.what();
           continue;
         }
