@@ -189,8 +189,9 @@ public:
   /// meaningless while any family is left out and until the next reset.
   /// The MoE router's outputs index other kernels' loads: it cannot be left
   /// out (an Error naming it), and under expert parallelism no family can
-  /// (the other ranks wait for this rank's exchanges). An empty set restores
-  /// every launch.
+  /// (the other ranks wait for this rank's exchanges); nor can a family no
+  /// launch of the model has (an Error listing its families). An empty set
+  /// restores every launch.
   virtual void skipFamilies(const std::set<std::string> &families) = 0;
   /// Device time of the last step when it replayed a CUDA graph (events
   /// around the replay: the kernels with their launch gaps, without the
