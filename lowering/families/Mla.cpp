@@ -2285,6 +2285,16 @@ struct DecodeWg {
   /// row-sliced one, whose W_UV loads go out before its wait (as the
   /// mma.sync core triggers it).
   bool earlyNextOne = false;
+  /// K3C_MLA_PREFETCH_WUV (opt-in, session 61, not yet timed): the blocks of
+  /// a launch's first token ask the L2 for W_UV (the combine's weights, 12.6
+  /// MB on the slice), a share of the heads each (cp.async.bulk.prefetch, 16
+  /// KB a thread's request): 1 at the block's start (beside q_abs), 2 after
+  /// its grid wait. Why: the one-token combine loads its W_UV rows before
+  /// its own wait, but only its blocks that fit beside the core's (the free
+  /// SMs' registers: about half of its 384 blocks on 132 SMs) do that while
+  /// the core runs; the others start as core blocks exit and read W_UV from
+  /// DRAM then. The same values (a hint, nothing is read into registers).
+  int64_t prefetchWuv = 0;
   int64_t H = 0, R = 0, cd = 0, QB = 0, bn = 64, HG = 64;
   int64_t groups() const {
     const int64_t g = transposed ? HG : 64;
@@ -2374,6 +2384,14 @@ static DecodeWg decodeWgPlan(MlaAttentionOp attn, Target target) {
     d.earlyNextForced = d.earlyNext && std::getenv("K3C_MLA_DECODE_EARLY_NEXT");
     d.earlyNext = d.earlyNext && d.transposed && info.gridDependencyControl();
     d.earlyNextMax = splitChunkTokens(); // (absorbedSplit narrows it to the staged rounds)
+    d.prefetchWuv = intFromEnv("K3C_MLA_PREFETCH_WUV", 0);
+    if (d.prefetchWuv < 0 || d.prefetchWuv > 2)
+      llvm::report_fatal_error("k3c: K3C_MLA_PREFETCH_WUV must be 0 (off), 1 (at the core block's "
+                               "start) or 2 (after its grid wait), got " +
+                                   llvm::Twine(d.prefetchWuv),
+                               /*gen_crash_diag=*/false);
+    if (d.cluster > 1)
+      d.prefetchWuv = 0;
   }
   return d;
 }
@@ -2444,9 +2462,35 @@ static void splitOML(ValueRange v, int64_t nO, int64_t nCols, SmallVector<Value>
 /// j + 2 is written once warpgroup 1's products of tile j are done: named
 /// barrier 2 + j % 2). Writes the partials (o_lat unnormalized, M, L) as
 /// the other cores do.
+/// Block `id` of `n` asks the L2 for W_UV of heads id, id + n, ... (each
+/// head's dv rows of kvb after its nope rows, in requests of up to 16 KB, a
+/// thread each): DecodeWg::prefetchWuv. Nothing where a row is not a
+/// multiple of 16 bytes or a head takes more requests than the block has
+/// threads.
+static void prefetchWuvShare(KernelBuilder &kb, ThreadBlock &tb, Value kvb, int64_t H,
+                             int64_t nope, int64_t dv, Value id, Value n) {
+  auto ty = cast<MemRefType>(kvb.getType());
+  const int64_t rowBytes = ty.getDimSize(1) * ty.getElementTypeBitWidth() / 8;
+  if (rowBytes % 16 || rowBytes > 16384)
+    return;
+  int64_t rows = 16384 / rowBytes;
+  while (dv % rows)
+    --rows;
+  const int64_t requests = dv / rows;
+  if (requests > tb.threads)
+    return;
+  kb.ifThen(kb.ult(tb.tid, kb.idx(requests)), [&] {
+    kb.loopStep(id, kb.idx(H), n, [&](Value h) {
+      Value row = kb.add(kb.add(kb.mul(h, kb.idx(nope + dv)), kb.idx(nope)),
+                         kb.mul(tb.tid, kb.idx(rows)));
+      kb.prefetchL2(kvb, {row, kb.idx(0)}, rows * rowBytes);
+    });
+  });
+}
+
 static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
                              const CacheRef &cache, Value cacheLens, Value lens, Value part,
-                             Value t0, Value Tc, Value P) {
+                             Value t0, Value Tc, Value P, Value kvb, int64_t nope, int64_t dv) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   MLIRContext *ctx = b.getContext();
@@ -2481,10 +2525,23 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
       kb.launchDependentsIf(tb, in);
     };
     const bool early = d.earlyTiles && nc == 1;
+    // d.prefetchWuv: the first token's blocks (g, split) ask the L2 for
+    // their share of W_UV, 1 here (before any wait), 2 after the wait.
+    auto prefetchWuv = [&](int64_t when) {
+      if (d.prefetchWuv != when || !kvb)
+        return;
+      kb.ifThen(kb.ieq(bid[0], kb.idx(0)), [&] {
+        prefetchWuvShare(kb, tb, kvb, H, nope, dv, kb.add(kb.mul(bid[1], P), bid[2]),
+                         kb.mul(kb.idx(d.groups()), P));
+      });
+    };
+    prefetchWuv(1);
     if (!early && d.earlyNext) {
       kb.gridWait(tb); // (the one every kernel gets at its start, placed here)
       triggerNext();
     }
+    if (!early)
+      prefetchWuv(2);
     Value local = bid[0], g = nc > 1 ? bid[2] : bid[1], split = nc > 1 ? bid[1] : bid[2];
     Value row = kb.add(t0, local);
     SplitRange sr = splitRange(kb, tb, lens, cacheLens, row, split, P, bn);
@@ -2644,6 +2701,7 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
       });
       kb.gridWait(tb);
       triggerNext();
+      prefetchWuv(2);
     }
     kb.ifThenElse(
         kb.ult(kb.idx(0), nT),
@@ -3057,9 +3115,10 @@ static void decodeWgmmaCoreT(KernelBuilder &kb, const DecodeWg &d, Value qaBf,
 }
 
 static void decodeWgmmaCore(KernelBuilder &kb, const DecodeWg &d, Value qaBf, const CacheRef &cache,
-                            Value cacheLens, Value lens, Value part, Value t0, Value Tc, Value P) {
+                            Value cacheLens, Value lens, Value part, Value t0, Value Tc, Value P,
+                            Value kvb = Value(), int64_t nope = 0, int64_t dv = 0) {
   if (d.transposed) {
-    decodeWgmmaCoreT(kb, d, qaBf, cache, cacheLens, lens, part, t0, Tc, P);
+    decodeWgmmaCoreT(kb, d, qaBf, cache, cacheLens, lens, part, t0, Tc, P, kvb, nope, dv);
     return;
   }
   OpBuilder &b = kb.b;
@@ -3955,13 +4014,13 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
       one.splitS = true;
       kb.ifThenElse(
           kb.ieq(Tc, kb.idx(1)),
-          [&] { decodeWgmmaCore(kb, one, qaBf, cache, cacheLens, lens, part, t0, Tc, P); },
-          [&] { decodeWgmmaCore(kb, dw, qaBf, cache, cacheLens, lens, part, t0, Tc, P); });
+          [&] { decodeWgmmaCore(kb, one, qaBf, cache, cacheLens, lens, part, t0, Tc, P, kvb, gr.nope, gr.dv); },
+          [&] { decodeWgmmaCore(kb, dw, qaBf, cache, cacheLens, lens, part, t0, Tc, P, kvb, gr.nope, gr.dv); });
     } else if (wgAll)
-      decodeWgmmaCore(kb, dw, qaBf, cache, cacheLens, lens, part, t0, Tc, P);
+      decodeWgmmaCore(kb, dw, qaBf, cache, cacheLens, lens, part, t0, Tc, P, kvb, gr.nope, gr.dv);
     else if (useWg)
       kb.ifThenElse(
-          useWg, [&] { decodeWgmmaCore(kb, dw, qaBf, cache, cacheLens, lens, part, t0, Tc, P); },
+          useWg, [&] { decodeWgmmaCore(kb, dw, qaBf, cache, cacheLens, lens, part, t0, Tc, P, kvb, gr.nope, gr.dv); },
           mmaCore);
     else if (mma)
       mmaCore();

@@ -102,6 +102,14 @@
 // RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_COMBINE_STAGE_W=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ENS0
 // RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_COMBINE_STAGE_W=0 K3C_MLA_DECODE_EARLY_NEXT=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ENF
 // RUN: env K3C_MLA_DECODE_WG_FROM=2 K3C_MLA_DECODE_EARLY_NEXT=x not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=ENBAD
+// K3C_MLA_PREFETCH_WUV (opt-in, session 61): the first token's core blocks
+// ask the L2 for their share of W_UV (each head's 64 rows of 512 bytes: two
+// 16 KB requests a head), =1 at the block's start, before its grid wait
+// (PW1), =2 after it (PW2); by default none (PW0); other values are refused.
+// RUN: env K3C_MLA_PREFETCH_WUV=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PW1
+// RUN: env K3C_MLA_PREFETCH_WUV=2 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PW2
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=PW0
+// RUN: env K3C_MLA_PREFETCH_WUV=3 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=PWBAD
 
 // HALF: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
 // HALF-COUNT-20: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 16, k = 16>, D[<f32>, <{{zero|one}}>], A[<bf16>, <one>, <row>]
@@ -302,3 +310,22 @@ func.func @mla_attn(%a0: tensor<?x1280xbf16>, %a1: tensor<?x320xbf16>, %a2: tens
     }
     return %r#0, %r#1 : tensor<?x1024xbf16>, tensor<?x?x320xbf16>
 }
+
+// PW1: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64_ss)
+// PW1: nvvm.cp.async.bulk.prefetch %{{.*}}, %c16384_i32
+// PW1: nvvm.griddepcontrol wait
+// PW1: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+// PW1: nvvm.cp.async.bulk.prefetch %{{.*}}, %c16384_i32
+// PW1: nvvm.griddepcontrol wait
+// PW1: module(@k3_mla_attn_0000f00d_absorbed_combine_rows32)
+
+// PW2: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64_ss)
+// PW2-NOT: nvvm.cp.async.bulk.prefetch
+// PW2: nvvm.griddepcontrol wait
+// PW2: nvvm.griddepcontrol launch_dependents
+// PW2: nvvm.cp.async.bulk.prefetch %{{.*}}, %c16384_i32
+// PW2: module(@k3_mla_attn_0000f00d_absorbed_split_wgt_h16_n64)
+
+// PW0-NOT: nvvm.cp.async.bulk.prefetch
+
+// PWBAD: k3c: K3C_MLA_PREFETCH_WUV must be 0 (off), 1 (at the core block's start) or 2 (after its grid wait), got 3

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Session 61 (bundle: bash bench/make-s67-bundle.sh; carry .dev67; run: bash
+# .dev67/s67-h200.sh, ~5 min). s66's rows (session 60's defaults against
+# session 59's: the step at 1 and 128 sequences, on an H200 #13's ratio;
+# k3-bench --ablate at 1 and 128; the scalar taps' tokens; --check; dense
+# k3-tiny's checks) and the W_UV L2 prefetch of the MLA decode core
+# (K3C_MLA_PREFETCH_WUV=1 at the core block's start: slice-PW1; =2 after its
+# grid wait: slice-PW2): mla_attn at 1 and 8 sequences after 64 and 8192
+# positions, two rounds, the builds alternating; PW2's greedy tokens against
+# the defaults' (a hint changes no value). QUICK=1 (~2.5 min): one round,
+# the ablation, the PW rows at 8k, the tokens, --check.
+QUICK=${QUICK:-0}
+export KBENCH_TIMEOUT=${KBENCH_TIMEOUT:-100}
+source "$(dirname "$0")/device-common.sh"
+slice_setup
+rounds="1 2"; [ $QUICK = 1 ] && rounds=1
+for a in slice-bf16 slice-old; do
+  kbench s67-$a-1 $a /tmp/slice 'graph|lm_head|embed|mla_attn|mlp_in|kda_conv' --prefill none --decode 1,128
+done
+kbench s67-slice-bf16-ablate slice-bf16 /tmp/slice '^ablate' --prefill none --decode 1,128 --ablate
+for r in $rounds; do
+  for a in slice-bf16 slice-PW1 slice-PW2; do
+    kbench s67-$a-8k-$r $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1,8 --context 8192
+  done
+done
+same_tokens /tmp/b128s.txt slice-bf16 slice-CT0 slice-old slice-PW2
+slice_check slice-bf16 slice-PW2
+if [ $QUICK = 1 ]; then python3 kbench_table.py $OUT/kbench.csv; echo "== done, QUICK (${SECONDS}s)"; exit 0; fi
+for a in slice-bf16 slice-old; do
+  kbench s67-$a-2 $a /tmp/slice 'graph|lm_head|embed|mla_attn|mlp_in|kda_conv' --prefill none --decode 1,128
+done
+for a in slice-bf16 slice-PW1 slice-PW2; do
+  kbench s67-$a-64-1 $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context 64
+done
+same_tokens /tmp/b8.txt slice-bf16 slice-old
+dense_inputs
+DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense
+DENSE_BATCHES="mix20.txt" dense_checks tiny-dense-f32
+find $OUT -type f ! -name log.txt ! -name kbench.csv -delete
+python3 kbench_table.py $OUT/kbench.csv
+echo "== done (${SECONDS}s)"
