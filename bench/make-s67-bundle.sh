@@ -12,6 +12,8 @@
 #   slice-PW1   K3C_MLA_PREFETCH_WUV=1: the MLA core's blocks ask the L2 for
 #               W_UV at their start
 #   slice-PW2   K3C_MLA_PREFETCH_WUV=2: the same after their grid wait
+#   slice-S44P  PW2 with 44 splits of a token's positions (33 by default at
+#   slice-S66P  one sequence on 132 SMs), and with 66
 # and dense k3-tiny with the defaults (bf16, f32) for the checks against the
 # reference executor.
 # Carry .dev67; run: bash .dev67/s67-h200.sh (~5 min; QUICK=1 ~2.5 min).
@@ -24,6 +26,8 @@ K3C_FUSE_HEAD=0 K3C_EMBED_ROWS=0 K3C_MLA_ROUND_TOKENS=64 slice -o $D/slice-old
 K3C_CONV_TAP_VEC=0 slice -o $D/slice-CT0
 K3C_MLA_PREFETCH_WUV=1 slice -o $D/slice-PW1
 K3C_MLA_PREFETCH_WUV=2 slice -o $D/slice-PW2
+K3C_MLA_PREFETCH_WUV=2 K3C_MLA_DECODE_SPLITS=44 slice -o $D/slice-S44P
+K3C_MLA_PREFETCH_WUV=2 K3C_MLA_DECODE_SPLITS=66 slice -o $D/slice-S66P
 bundle_tiny_dense
 tiny_dense -o $D/tiny-dense
 tiny_dense -o $D/tiny-dense-f32 --activation-dtype=f32

@@ -5,9 +5,12 @@
 # k3-bench --ablate at 1 and 128; the scalar taps' tokens; --check; dense
 # k3-tiny's checks) and the W_UV L2 prefetch of the MLA decode core
 # (K3C_MLA_PREFETCH_WUV=1 at the core block's start: slice-PW1; =2 after its
-# grid wait: slice-PW2): mla_attn at 1 and 8 sequences after 64 and 8192
-# positions, two rounds, the builds alternating; PW2's greedy tokens against
-# the defaults' (a hint changes no value). QUICK=1 (~2.5 min): one round,
+# grid wait: slice-PW2), also with 44 and 66 splits at one sequence
+# (K3C_MLA_DECODE_SPLITS, default 33: slice-S44P, slice-S66P, with PW2: more
+# core blocks leave fewer SMs to the combine's early W_UV loads, which the
+# prefetch no longer needs): mla_attn at one sequence after 8192 positions,
+# two rounds, the builds alternating, at 8 sequences and after 64 positions
+# once; PW2's greedy tokens against the defaults' (a hint changes no value). QUICK=1 (~2.5 min): one round,
 # the ablation, the PW rows at 8k, the tokens, --check.
 QUICK=${QUICK:-0}
 export KBENCH_TIMEOUT=${KBENCH_TIMEOUT:-100}
@@ -19,12 +22,15 @@ for a in slice-bf16 slice-old; do
 done
 kbench s67-slice-bf16-ablate slice-bf16 /tmp/slice '^ablate' --prefill none --decode 1,128 --ablate
 for r in $rounds; do
-  for a in slice-bf16 slice-PW1 slice-PW2; do
-    kbench s67-$a-8k-$r $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1,8 --context 8192
+  for a in slice-bf16 slice-PW1 slice-PW2 slice-S44P slice-S66P; do
+    kbench s67-$a-8k-$r $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context 8192
   done
 done
-same_tokens /tmp/b128s.txt slice-bf16 slice-CT0 slice-old slice-PW2
-slice_check slice-bf16 slice-PW2
+for a in slice-bf16 slice-PW2; do
+  kbench s67-$a-8k8 $a /tmp/slice 'graph|mla_attn' --prefill none --decode 8 --context 8192
+done
+same_tokens /tmp/b128s.txt slice-bf16 slice-CT0 slice-old slice-PW2 slice-S66P
+slice_check slice-bf16 slice-PW2 slice-S66P
 if [ $QUICK = 1 ]; then python3 kbench_table.py $OUT/kbench.csv; echo "== done, QUICK (${SECONDS}s)"; exit 0; fi
 for a in slice-bf16 slice-old; do
   kbench s67-$a-2 $a /tmp/slice 'graph|lm_head|embed|mla_attn|mlp_in|kda_conv' --prefill none --decode 1,128
