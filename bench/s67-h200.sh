@@ -11,7 +11,9 @@
 # prefetch no longer needs): mla_attn at one sequence after 8192 positions,
 # two rounds, the builds alternating, at 8 sequences and after 64 positions
 # once; PW2's greedy tokens against the defaults' (a hint changes no value). QUICK=1 (~2.5 min): one round,
-# the ablation, the PW rows at 8k, the tokens, --check.
+# the ablation, the PW rows at 8k, the tokens, --check. PW=0 leaves out the
+# prefetch rows (measured in session 61: slower); on an H200, `QUICK=1 PW=0`
+# (~2 min) is #13's ratio and the batch-1 linears by both measures.
 QUICK=${QUICK:-0}
 export KBENCH_TIMEOUT=${KBENCH_TIMEOUT:-100}
 source "$(dirname "$0")/device-common.sh"
@@ -21,12 +23,14 @@ for a in slice-bf16 slice-old; do
   kbench s67-$a-1 $a /tmp/slice 'graph|lm_head|embed|mla_attn|mlp_in|kda_conv' --prefill none --decode 1,128
 done
 kbench s67-slice-bf16-ablate slice-bf16 /tmp/slice '^ablate' --prefill none --decode 1,128 --ablate
+# (PW=0: without the prefetch rows, measured on an H100 in session 61: slower)
+[ "${PW:-1}" = 0 ] && rounds=""
 for r in $rounds; do
   for a in slice-bf16 slice-PW1 slice-PW2 slice-S44P slice-S66P; do
     kbench s67-$a-8k-$r $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context 8192
   done
 done
-for a in slice-bf16 slice-PW2; do
+for a in $([ "${PW:-1}" = 0 ] || echo slice-bf16 slice-PW2); do
   kbench s67-$a-8k8 $a /tmp/slice 'graph|mla_attn' --prefill none --decode 8 --context 8192
 done
 same_tokens /tmp/b128s.txt slice-bf16 slice-CT0 slice-old slice-PW2 slice-S66P
