@@ -12,11 +12,16 @@
 # two rounds, the builds alternating, at 8 sequences and after 64 positions
 # once; PW2's greedy tokens against the defaults' (a hint changes no value). QUICK=1 (~2.5 min): one round,
 # the ablation, the PW rows at 8k, the tokens, --check. PW=0 leaves out the
-# prefetch rows (measured in session 61: slower); on an H200, `QUICK=1 PW=0`
-# (~2 min) is #13's ratio and the batch-1 linears by both measures.
+# prefetch rows (measured in session 61: slower); `REQUIRE=H200 QUICK=1 PW=0`
+# (~2 min on an H200, seconds elsewhere) is #13's ratio and the batch-1
+# linears by both measures.
 QUICK=${QUICK:-0}
 export KBENCH_TIMEOUT=${KBENCH_TIMEOUT:-100}
 source "$(dirname "$0")/device-common.sh"
+# REQUIRE=H200: stop at once on another card (its rows would repeat an H100's).
+if [ -n "${REQUIRE:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q "$REQUIRE"; then
+  echo "== not an $REQUIRE: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); stopped"; exit 0
+fi
 slice_setup
 rounds="1 2"; [ $QUICK = 1 ] && rounds=1
 for a in slice-bf16 slice-old; do
