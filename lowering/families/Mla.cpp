@@ -3546,6 +3546,17 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
   // K3C_MLA_COMBINE_TRIM=1 (opt-in): the one-token combine merges only the
   // splits that hold positions (oneTokenRows).
   const bool trimCombine = KernelBuilder::switchFromEnv("K3C_MLA_COMBINE_TRIM", false);
+  // K3C_MLA_COMBINE_WEIGHTS=1 (opt-in, session 61): the one-token combine's
+  // split weights formed once a block by warp 0, the partial pairs summed
+  // with them in rounds of K3C_MLA_COMBINE_WEIGHTS_ROUNDS (wU) splits
+  // (oneTokenRows; unclustered, untrimmed, R / 2 at most a thread each).
+  const bool weightsForm = KernelBuilder::switchFromEnv("K3C_MLA_COMBINE_WEIGHTS", false) &&
+                           rowsForm && !rowsCluster && !trimCombine && R / 2 <= kMlaThreads;
+  const int64_t wU = intFromEnv("K3C_MLA_COMBINE_WEIGHTS_ROUNDS", 12);
+  if (wU < 1 || wU > 32)
+    llvm::report_fatal_error("k3c: K3C_MLA_COMBINE_WEIGHTS_ROUNDS must be 1..32, got " +
+                                 llvm::Twine(wU),
+                             /*gen_crash_diag=*/false);
   DecodeWg dw = decodeWgPlan(attn, kb.target);
   if (dw.transposed && !cacheBoxes(cache, dw.bn)) {
     dw.transposed = false; // the seesaw, whose groups no cluster joins
@@ -4325,6 +4336,71 @@ static void absorbedSplit(KernelBuilder &kb, MlaAttentionOp attn, Value q, const
                 arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), owner));
             kb.store(LLVM::LoadOp::create(kb.b, kb.loc, gr.f32, remote).getResult(), olat,
                      {kb.idx(0), r});
+          });
+        } else if (weightsForm) {
+          // K3C_MLA_COMBINE_WEIGHTS=1: warp 0 forms the split weights
+          // f_s / sum_s L_s f_s (f_s = e^(M_s - M), dead splits 0) into
+          // shared memory, all of a lane's (M, L) loads at once, while every
+          // thread's first wU partial pairs are already in flight; then each
+          // thread sums its pair's partials times the weights, wU splits'
+          // loads a round: ceil(P / wU) dependent L2 rounds where the online
+          // merge took ceil(P / 8) and its (M, L) loads.
+          Value wS = kb.shared(tb, {kSplitMaxAny}, gr.f32);
+          Value c = kb.mul(kb.minu(tb.tid, kb.idx(R / 2 - 1)), kb.idx(2));
+          auto loadRound = [&](Value sp0) {
+            SmallVector<SmallVector<Value>> o;
+            for (int64_t u = 0; u < wU; ++u) {
+              Value sp = kb.add(sp0, kb.idx(u));
+              Value at = kb.select(kb.ult(sp, P), sp, kb.idx(0));
+              o.push_back(kb.loadVec(part, {at, kb.add(base, c)}, 2));
+            }
+            return o;
+          };
+          auto accRound = [&](Value sp0, ArrayRef<SmallVector<Value>> o, Value a0, Value a1) {
+            for (int64_t u = 0; u < wU; ++u) {
+              Value sp = kb.add(sp0, kb.idx(u));
+              Value in = kb.ult(sp, P);
+              Value wv = kb.load(wS, {kb.select(in, sp, kb.idx(0))});
+              Value use = kb.andi(in, kb.fgt(wv, gr.zero));
+              a0 = kb.fadd(a0, kb.select(use, kb.fmul(o[u][0], wv), gr.zero));
+              a1 = kb.fadd(a1, kb.select(use, kb.fmul(o[u][1], wv), gr.zero));
+            }
+            return SmallVector<Value>{a0, a1};
+          };
+          SmallVector<SmallVector<Value>> first = loadRound(kb.idx(0));
+          kb.ifThen(kb.ult(tb.tid, kb.idx(32)), [&] {
+            constexpr int64_t K = kSplitMaxAny / 32;
+            SmallVector<Value> sp, in, live;
+            SmallVector<SmallVector<Value>> ml;
+            for (int64_t k = 0; k < K; ++k) {
+              sp.push_back(kb.add(tb.lane, kb.idx(32 * k)));
+              in.push_back(kb.ult(sp[k], P));
+              ml.push_back(kb.loadVec(
+                  part, {kb.select(in[k], sp[k], kb.idx(0)), kb.add(base, kb.idx(R))}, 2));
+              live.push_back(kb.andi(in[k], kb.fgt(ml[k][1], gr.zero)));
+            }
+            Value M = gr.negInf;
+            for (int64_t k = 0; k < K; ++k)
+              M = kb.select(live[k], kb.fmax(M, ml[k][0]), M);
+            M = kb.warpMax(tb, M);
+            SmallVector<Value> f;
+            Value L = gr.zero;
+            for (int64_t k = 0; k < K; ++k) {
+              f.push_back(kb.select(live[k], kb.exp(kb.fsub(ml[k][0], M)), gr.zero));
+              L = kb.fadd(L, kb.select(live[k], kb.fmul(ml[k][1], f[k]), gr.zero));
+            }
+            L = kb.warpSum(tb, L);
+            for (int64_t k = 0; k < K; ++k)
+              kb.ifThen(in[k], [&] { kb.store(kb.fdiv(f[k], L), wS, {sp[k]}); });
+          });
+          kb.barrier(tb); // the weights
+          SmallVector<Value> acc = accRound(kb.idx(0), first, gr.zero, gr.zero);
+          acc = kb.loopStep(kb.idx(wU), P, kb.idx(wU), acc, [&](Value sp0, ValueRange a) {
+            return accRound(sp0, loadRound(sp0), a[0], a[1]);
+          });
+          kb.ifThen(kb.ult(tb.tid, kb.idx(R / 2)), [&] {
+            kb.store(acc[0], olat, {kb.idx(0), c});
+            kb.store(acc[1], olat, {kb.idx(0), kb.add(c, kb.idx(1))});
           });
         } else
         kb.strided(tb, kb.idx(0), kb.idx(R / 2), [&](Value pr) {

@@ -58,6 +58,15 @@
 // RUN: env K3C_MLA_COMBINE_TRIM=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TRIM
 // RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOTRIM
 // RUN: env K3C_MLA_COMBINE_TRIM=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TRIMBAD
+// K3C_MLA_COMBINE_WEIGHTS=1 (opt-in, session 61): after the wait warp 0
+// loads every split's (M, L) at once (4 a lane: up to 128 splits), takes
+// their maximum and sum by shuffles and stores each split's weight
+// e^(M_s - M) / L into shared memory, while each thread's first 12 partial
+// pairs are in flight; after a barrier the pairs are summed with the
+// weights, 12 splits' loads a round (K3C_MLA_COMBINE_WEIGHTS_ROUNDS, 1..32;
+// other values refused).
+// RUN: env K3C_MLA_COMBINE_WEIGHTS=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CW
+// RUN: env K3C_MLA_COMBINE_WEIGHTS=1 K3C_MLA_COMBINE_WEIGHTS_ROUNDS=33 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CWBAD
 // TRIM: module(@k3_mla_attn_0000cafe_absorbed_combine_rows32)
 // TRIM: llvm.load volatile
 // TRIM: scf.for {{.*}} step %c32{{[_0-9]*}} iter_args
@@ -72,6 +81,16 @@
 // NOTRIM-NOT: step %c32{{[_0-9]*}} iter_args
 // NOTRIM: scf.for {{.*}} step %c8{{[_0-9]*}} iter_args
 // TRIMBAD: K3C_MLA_COMBINE_TRIM must be 0 or 1, got '2'
+// CW: module(@k3_mla_attn_0000cafe_absorbed_combine_rows32)
+// CW: nvvm.griddepcontrol  wait
+// CW-COUNT-5: gpu.shuffle  xor
+// CW-COUNT-4: math.exp
+// CW-COUNT-5: gpu.shuffle  xor
+// CW: memref.store {{.*}} : memref<128xf32, #gpu.address_space<workgroup>>
+// CW: gpu.barrier
+// CW: scf.for {{.*}} step %c12{{[_0-9]*}} iter_args({{.*}}) -> (f32, f32)
+// CW: gpu.barrier
+// CWBAD: k3c: K3C_MLA_COMBINE_WEIGHTS_ROUNDS must be 1..32, got 33
 //
 // K3C_MLA_COMBINE_STAGE_W=N (16 by default): rounds of 8..N tokens take the
 // tensor-core combine whose blocks copy their head's W_UV rows ([64, 128]
