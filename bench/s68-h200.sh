@@ -2,7 +2,7 @@
 # Session 61 (bundle: bash bench/make-s68-bundle.sh; carry .dev68; run: bash
 # .dev68/s68-h200.sh). The one-token MLA combine with its split weights
 # formed once a block (K3C_MLA_COMBINE_WEIGHTS=1, slice-CW) against the
-# defaults: mla_attn in the step graph at one sequence after 64, 8192 and
+# defaults (and with 44 splits, slice-CW44): mla_attn in the step graph at one sequence after 64, 8192 and
 # 32768 positions (two rounds at 8192, the builds alternating); its
 # one-token decode kernel against fp64 attention after 5000 positions
 # (mla_check.py), the slice's --check and its greedy tokens on 128 one-token
@@ -14,7 +14,7 @@ export KBENCH_TIMEOUT=${KBENCH_TIMEOUT:-100}
 source "$(dirname "$0")/device-common.sh"
 slice_setup
 for r in 1 2; do
-  for a in slice-bf16 slice-CW; do
+  for a in slice-bf16 slice-CW slice-CW44; do
     kbench s68-$a-8k-$r $a /tmp/slice 'graph|mla_attn' --prefill none --decode 1 --context 8192
   done
 done
