@@ -91,11 +91,13 @@
 // combine takes a block per (head, 32 output rows), 8 lanes a W_UV row: the
 // row's 16-byte loads (volatile: they stay) before the block's own wait for
 // the grids ahead (the mma.sync core ahead marks its launch
-// k3.early_dependents), then every split's (M, L) and partial pair as
+// k3.early_dependents), then (with K3C_MLA_COMBINE_WEIGHTS=0, the online
+// merge; the default since session 61 forms the split weights first:
+// mla-decode-cluster.mlir, CW) every split's (M, L) and partial pair as
 // 8-byte loads in rounds of 8 (online rescale), o_lat through workgroup
 // [1, 64], the lanes' products summed by shuffles; rounds of 2-7 tokens keep
 // the block a (token, head).
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WIDE
+// RUN: env K3C_MLA_COMBINE_WEIGHTS=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=WIDE
 // RUN: env K3C_MLA_QABS_PAD=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOPAD
 // NOPAD: function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t1_append) workgroup(%{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>>)
 // NOPAD: function(@k3_mla_attn_0000c0de_absorbed_qabs_wide_t8_append) workgroup(%{{.*}} : memref<8192xf32, #gpu.address_space<workgroup>>)

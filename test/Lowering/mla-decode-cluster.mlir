@@ -53,20 +53,22 @@
 // 32 at a time) and reads its cached length (step inputs no kernel writes);
 // after the wait it merges only the splits that hold positions (the merge
 // loop keeps its bound P, each round of 8 splits past that count skipped
-// by a branch); by default the loop runs over all P splits straight after
-// the wait. Values other than 0 and 1 are refused.
+// by a branch); without it the loop runs over all P splits straight after
+// the wait (the NOTRIM lines: the online merge, K3C_MLA_COMBINE_WEIGHTS=0). Values
+// other than 0 and 1 are refused.
 // RUN: env K3C_MLA_COMBINE_TRIM=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=TRIM
-// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOTRIM
+// RUN: env K3C_MLA_COMBINE_WEIGHTS=0 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=NOTRIM
 // RUN: env K3C_MLA_COMBINE_TRIM=2 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=TRIMBAD
-// K3C_MLA_COMBINE_WEIGHTS=1 (opt-in, session 61): after the wait warp 0
+// K3C_MLA_COMBINE_WEIGHTS (the default since session 61; =0 the online
+// merge, the NOTRIM lines above): after the wait warp 0
 // loads every split's (M, L) at once (4 a lane: up to 128 splits), takes
 // their maximum and sum by shuffles and stores each split's weight
 // e^(M_s - M) / L into shared memory, while each thread's first 12 partial
 // pairs are in flight; after a barrier the pairs are summed with the
 // weights, 12 splits' loads a round (K3C_MLA_COMBINE_WEIGHTS_ROUNDS, 1..32;
 // other values refused).
-// RUN: env K3C_MLA_COMBINE_WEIGHTS=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CW
-// RUN: env K3C_MLA_COMBINE_WEIGHTS=1 K3C_MLA_COMBINE_WEIGHTS_ROUNDS=33 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CWBAD
+// RUN: k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=CW
+// RUN: env K3C_MLA_COMBINE_WEIGHTS_ROUNDS=33 not k3-opt %s --k3-lower-kernels=target=sm_90a 2>&1 | FileCheck %s --check-prefix=CWBAD
 // TRIM: module(@k3_mla_attn_0000cafe_absorbed_combine_rows32)
 // TRIM: llvm.load volatile
 // TRIM: scf.for {{.*}} step %c32{{[_0-9]*}} iter_args
