@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Session 61 (bundle: bash bench/make-s69-bundle.sh; carry .dev69; run: bash
-# .dev69/s69-h200.sh, ~1 min): dense k3-tiny with session 61's defaults (the
-# one-token MLA combine's split weights first) against the reference
-# executor on the GPU: bf16 on 128 one-token prompts, a 100-token prompt and
-# a mixed batch of 20; f32 (1e-5) on the three, and f32 with the online
-# merge (K3C_MLA_COMBINE_WEIGHTS=0) on the mixed batch.
+# .dev69/s69-h200.sh, ~1 min): session 61's defaults (the one-token MLA
+# combine's split weights first) against the reference executor on the GPU.
+# k3-tiny dv64 (its one-token decode takes the row-sliced combine): one
+# prompt of 300 tokens then 6 one-token steps, and one of 40 then 6, in
+# bf16 and in f32 (1e-5), f32 with the online merge beside it; dense
+# k3-tiny bf16 and f32 on its three batches.
 source "$(dirname "$0")/device-common.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
+k3-mkcheckpoint --config k3-tiny-dv64.json -o /tmp/ck-dv64 --seed 5 --quiet
+for m in dv64-bf16 dv64-f32 dv64-f32-om; do
+  echo "-- $m"
+  for n in 300 40; do
+    timeout 100 k3-run $m --checkpoint /tmp/ck-dv64 --device cuda --prompt-ids $(seq -s, 3 $((n + 2))) --max-new-tokens 6 --check --quiet | grep -E "check:|error"
+  done
+done
 dense_inputs
 dense_checks tiny-dense tiny-dense-f32
-DENSE_BATCHES="mix20.txt" dense_checks tiny-dense-f32-om
 echo "== done (${SECONDS}s)"
