@@ -60,6 +60,17 @@ def split_name(name):
     return prefix, build, rnd
 
 
+def base_key(parts, base):
+    """(prefix, round, shape) of a run, and whether its build is `base`: a
+    build's name past the base's number of dash-separated parts is its shape
+    (s68-slice-CW-8k-1: shape 8k), compared with the base build of the same
+    shape (s68-slice-bf16-8k-1)."""
+    prefix, build, rnd = parts
+    n = len(base.split("-"))
+    comps = build.split("-")
+    return (prefix, rnd, "-".join(comps[n:])), "-".join(comps[:n]) == base
+
+
 def step_ms(rows, size):
     """The step at `size`: the graph replay's where measured, else wall."""
     got = {fam: ms for ph, s, kern, fam, ms, *_ in rows
@@ -121,8 +132,10 @@ def main():
     base_step = {}
     for name, rows, sizes in decode:
         parts = split_name(name)
-        if parts and parts[1] == a.base:
-            base_step[(parts[0], parts[2])] = (sizes[-1], step_ms(rows, sizes[-1]))
+        if parts:
+            key, is_base = base_key(parts, a.base)
+            if is_base:
+                base_step[key] = (sizes[-1], step_ms(rows, sizes[-1]))
     if decode:
         hdr = ["run", "small", "step ms", "large", "step ms", "ratio", "vs base"] + fams
         print("| " + " | ".join(hdr) + " |")
@@ -133,8 +146,9 @@ def main():
             ratio = f"{s_hi / s_lo:.3f}" if s_lo and s_hi and hi != lo else "-"
             vs = "-"
             parts = split_name(name)
-            if parts and (parts[0], parts[2]) in base_step:
-                bsize, bms = base_step[(parts[0], parts[2])]
+            key = base_key(parts, a.base)[0] if parts else None
+            if key in base_step:
+                bsize, bms = base_step[key]
                 if bsize == hi and bms and s_hi:
                     vs = f"{(s_hi / bms - 1) * 100:+.2f} %"
             fam = families(rows, "decode", hi)
