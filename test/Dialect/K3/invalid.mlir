@@ -982,3 +982,28 @@ func.func @mxfp4_type_rank(%w: !k3.mxfp4<64>) {
 func.func @mxfp4_type_zero_dim(%w: !k3.mxfp4<0x64>) {
   return
 }
+
+// -----
+
+// The cost estimates are i64 properties: one of another type is refused
+// where it is parsed (it used to be dropped, leaving the property unset, and
+// the printer and the lowering crashed on it; found by ir_mutate).
+func.func @kernel_float_cost(%x: tensor<?x8xbf16>) {
+  // expected-error @below {{k3.kernel's 'bytes_per_token' must be a 64-bit integer, got -0.000000e+00 : f64}}
+  k3.kernel "k" family "f" (%x) {bytes_per_token = -0.0 : f64} : (tensor<?x8xbf16>) -> () {
+  ^bb0(%a: tensor<?x8xbf16>):
+    k3.yield
+  }
+  return
+}
+
+// -----
+
+func.func @kernel_i32_cost(%x: tensor<?x8xbf16>) {
+  // expected-error @below {{k3.kernel's 'weight_bytes' must be a 64-bit integer, got 3 : i32}}
+  k3.kernel "k" family "f" (%x) {weight_bytes = 3 : i32} : (tensor<?x8xbf16>) -> () {
+  ^bb0(%a: tensor<?x8xbf16>):
+    k3.yield
+  }
+  return
+}
