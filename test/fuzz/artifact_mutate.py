@@ -30,6 +30,8 @@ EDGE = [0, 1, 2, 3, -1, 7, 16, 17, 63, 64, 65, 127, 128, 129, 255, 4096, 65536, 
 
 
 def main():
+    if len(sys.argv) < 6 or not all(a.lstrip("-").isdigit() for a in sys.argv[4:6]):
+        sys.exit(__doc__[__doc__.index("usage:"):].splitlines()[0])
     tool, art, ckpt, n, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
     rng = random.Random(seed)
     base = json.load(open(os.path.join(art, "manifest.json")))

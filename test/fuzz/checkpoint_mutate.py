@@ -36,6 +36,8 @@ def read(path):
 
 
 def main():
+    if len(sys.argv) < 6 or not all(a.lstrip("-").isdigit() for a in sys.argv[4:6]):
+        sys.exit(__doc__[__doc__.index("usage:"):].splitlines()[0])
     tool, art, src, n, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
     rng = random.Random(seed)
     shards = sorted(f for f in os.listdir(src) if f.endswith(".safetensors"))

@@ -27,6 +27,8 @@ EDGE = [0, 1, 2, 3, 7, 8, 16, 17, 31, 33, 64, 96, 100, 128, 255, 257, 4096, -1, 
 
 
 def main():
+    if len(sys.argv) < 5 or not all(a.lstrip("-").isdigit() for a in sys.argv[2:4]):
+        sys.exit(__doc__[__doc__.index("usage:"):].splitlines()[0])
     tool, n, seed, configs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
     rng = random.Random(seed)
     base = [json.load(open(c)) for c in configs]

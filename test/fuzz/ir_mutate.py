@@ -84,6 +84,8 @@ def mutate(rng, text):
 
 
 def main():
+    if len(sys.argv) < 5 or not all(a.lstrip("-").isdigit() for a in sys.argv[2:4]):
+        sys.exit(__doc__[__doc__.index("usage:"):].splitlines()[0])
     k3opt, n, seed, files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
     rng = random.Random(seed)
     pool = chunks(files)
