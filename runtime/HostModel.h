@@ -324,16 +324,12 @@ public:
       if (f == "moe_router")
         throw Error("the kernel family moe_router cannot be left out: its expert ids index "
                     "the expert kernels' loads");
+    std::set<std::string> all; // the model's families
+    for (auto &[name, e] : entries)
+      for (const Launch &l : e.launches)
+        all.insert(l.kernel->family);
     for (const std::string &f : families) {
-      bool known = false;
-      for (auto &[name, e] : entries)
-        for (const Launch &l : e.launches)
-          known = known || l.kernel->family == f;
-      if (!known) {
-        std::set<std::string> all;
-        for (auto &[name, e] : entries)
-          for (const Launch &l : e.launches)
-            all.insert(l.kernel->family);
+      if (!all.count(f)) {
         std::string list;
         for (const std::string &a : all)
           list += (list.empty() ? "" : ", ") + a;
