@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Session 62 (bundle: bash bench/make-s70-bundle.sh; carry .dev70; run: bash
+# .dev70/s70-h200.sh, ~4 min on an H200; QUICK=1 ~2 min).
+# 1. The one-token MLA combine's split weights in f32 (dv64-f32-cw) against
+#    the reference executor at 1e-5, beside the defaults (dv64-bf16,
+#    dv64-f32): a 300-token prompt and a 40-token one, 6 one-token steps.
+# 2. #13: the step at 1 and 128 sequences (graph replay), today's defaults
+#    against session 59's, two rounds (QUICK: one); k3-bench --ablate at one
+#    sequence (the batch-1 linears by their cost to the step).
+# 3. #15: mla_attn at 1, 8 and 64 sequences after 8192 positions, at 1 and
+#    8 after 32768 (not QUICK).
+# 4. Checks: the slice's greedy tokens (128 prompts) against session 59's
+#    defaults, --check on the slice, dense k3-tiny bf16 and f32.
+QUICK=${QUICK:-0}
+export KBENCH_TIMEOUT=${KBENCH_TIMEOUT:-150}
+source "$(dirname "$0")/device-common.sh"
+machine
+k3-mkcheckpoint --config k3-tiny-dv64.json -o /tmp/ck-dv64 --seed 5 --quiet
+for m in dv64-bf16 dv64-f32 dv64-f32-cw; do
+  echo "== $m vs the reference: prompts of 300 and 40 tokens, 6 new"
+  for n in 300 40; do
+    timeout 100 k3-run $m --checkpoint /tmp/ck-dv64 --device cuda --prompt-ids $(seq -s, 3 $((n + 2))) --max-new-tokens 6 --check --quiet | grep -E "check:|error"
+  done
+done
+slice_setup
+rounds="1 2"; [ $QUICK = 1 ] && rounds=1
+for r in $rounds; do
+  for a in slice-bf16 slice-old; do
+    kbench s70-$a-$r $a /tmp/slice 'graph|lm_head|embed|mla_attn|mlp_in|kda_chunk' --prefill none --decode 1,128
+  done
+done
+kbench s70-slice-bf16-ablate slice-bf16 /tmp/slice '^ablate' --prefill none --decode 1 --ablate
+kbench s70-slice-bf16-8k slice-bf16 /tmp/slice 'graph|mla_attn' --prefill none --decode 1,8,64 --context 8192
+[ $QUICK = 1 ] || kbench s70-slice-bf16-32k slice-bf16 /tmp/slice 'graph|mla_attn' --prefill none --decode 1,8 --context 32768
+same_tokens /tmp/b128s.txt slice-bf16 slice-old
+slice_check slice-bf16
+dense_inputs
+DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense
+DENSE_BATCHES="mix20.txt" dense_checks tiny-dense-f32
+python3 kbench_table.py $OUT/kbench.csv
+echo "== done (${SECONDS}s)"
