@@ -7,8 +7,10 @@
 # 2. #13: the step at 1 and 128 sequences (graph replay), today's defaults
 #    against session 59's, two rounds (QUICK: one); k3-bench --ablate at one
 #    sequence (the batch-1 linears by their cost to the step).
+#    Every launch of the 128-sequence step timed alone (K3C_PROFILE_LAUNCHES).
 # 3. #15: mla_attn at 1, 8 and 64 sequences after 8192 positions, at 1 and
 #    8 after 32768 (not QUICK).
+# On another card than an H200 only 1. and dense k3-tiny's checks (ANY_CARD=1: all).
 # 4. Checks: the slice's greedy tokens (128 prompts) against session 59's
 #    defaults, --check on the slice, dense k3-tiny bf16 and f32.
 QUICK=${QUICK:-0}
@@ -22,6 +24,14 @@ for m in dv64-bf16 dv64-f32 dv64-f32-cw; do
     timeout 100 k3-run $m --checkpoint /tmp/ck-dv64 --device cuda --prompt-ids $(seq -s, 3 $((n + 2))) --max-new-tokens 6 --check --quiet | grep -E "check:|error"
   done
 done
+dense_inputs
+DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense
+DENSE_BATCHES="mix20.txt" dense_checks tiny-dense-f32
+# (another card: the checks above only, unless ANY_CARD=1; an H100's rows of
+# this script were measured in session 61)
+if [ -z "${ANY_CARD:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  echo "== not an H200: the checks only (${SECONDS}s)"; exit 0
+fi
 slice_setup
 rounds="1 2"; [ $QUICK = 1 ] && rounds=1
 for r in $rounds; do
@@ -29,13 +39,13 @@ for r in $rounds; do
     kbench s70-$a-$r $a /tmp/slice 'graph|lm_head|embed|mla_attn|mlp_in|kda_chunk' --prefill none --decode 1,128
   done
 done
+echo "== every launch of the 128-sequence step timed alone (K3C_PROFILE_LAUNCHES, median of 10)"
+K3C_PROFILE_LAUNCHES=1 K3C_PROFILE_REPEAT=10 timeout 150 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 128 --steps 2 > /dev/null 2> /tmp/launches128.txt
+grep -vE "^\s*$" /tmp/launches128.txt | head -60
 kbench s70-slice-bf16-ablate slice-bf16 /tmp/slice '^ablate' --prefill none --decode 1 --ablate
 kbench s70-slice-bf16-8k slice-bf16 /tmp/slice 'graph|mla_attn' --prefill none --decode 1,8,64 --context 8192
 [ $QUICK = 1 ] || kbench s70-slice-bf16-32k slice-bf16 /tmp/slice 'graph|mla_attn' --prefill none --decode 1,8 --context 32768
 same_tokens /tmp/b128s.txt slice-bf16 slice-old
 slice_check slice-bf16
-dense_inputs
-DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense
-DENSE_BATCHES="mix20.txt" dense_checks tiny-dense-f32
 python3 kbench_table.py $OUT/kbench.csv
 echo "== done (${SECONDS}s)"
