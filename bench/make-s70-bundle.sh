@@ -27,5 +27,5 @@ bundle_tiny_dense
 tiny_dense -o $D/tiny-dense
 tiny_dense -o $D/tiny-dense-f32 --activation-dtype=f32
 rm -rf $D/*/ptx $D/*/model.fused.mlir
-cp bench/s70-h200.sh bench/mla_check.py bench/bench_common.py bench/kbench_table.py $D/
+cp bench/s70-h200.sh bench/ncu_mix.py bench/mla_check.py bench/bench_common.py bench/kbench_table.py $D/
 du -sh $D

@@ -42,6 +42,8 @@ done
 echo "== every launch of the 128-sequence step timed alone (K3C_PROFILE_LAUNCHES, median of 10)"
 K3C_PROFILE_LAUNCHES=1 K3C_PROFILE_REPEAT=10 timeout 150 k3-bench slice-bf16 --checkpoint /tmp/slice --device cuda --quiet --prefill none --decode 128 --steps 2 > /dev/null 2> /tmp/launches128.txt
 grep -vE "^\s*$" /tmp/launches128.txt | head -60
+echo "== Nsight Compute on the 128-token staged q_abs launch (the first step of 128 one-token prompts)"
+ncu_kernel qabs128 absorbed_qabs_mma_t64 120 slice-bf16 --checkpoint /tmp/slice --device cuda --batch /tmp/b128s.txt --max-new-tokens 2 --quiet
 kbench s70-slice-bf16-ablate slice-bf16 /tmp/slice '^ablate' --prefill none --decode 1 --ablate
 kbench s70-slice-bf16-8k slice-bf16 /tmp/slice 'graph|mla_attn' --prefill none --decode 1,8,64 --context 8192
 [ $QUICK = 1 ] || kbench s70-slice-bf16-32k slice-bf16 /tmp/slice 'graph|mla_attn' --prefill none --decode 1,8 --context 32768
