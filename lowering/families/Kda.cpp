@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include <deque>
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -2095,6 +2096,52 @@ static void lowerKdaGate(KdaGateOp gate, KernelBuilder &kb, LowerState &st) {
   }, 0, "kda_gate");
 }
 
+/// The decode group of a short convolution (GPU, K3C_CONV_DECODE_GROUP=1,
+/// opt-in until measured): `conv` and the short convolutions right after it
+/// in its kernel body that thread its state (each one's conv_state the
+/// previous one's new state: K/Q/V's windows in one [N, W - 1, 3C] tensor)
+/// over the same seq_lens, with the same types and thread width and
+/// disjoint state columns, at most 4. Their decode launches become one
+/// (`short_conv_decode_g<n>`): launch overhead and a grid's ramp once a
+/// KDA layer instead of three times (full K3: ~70 KDA layers a decode step).
+/// The later members are marked fusedAway; `conv`'s lowering emits their
+/// prefill and window launches too, after its own, in their order.
+static SmallVector<ShortConvOp> decodeConvGroup(ShortConvOp conv, KernelBuilder &kb,
+                                                LowerState &st,
+                                                function_ref<int64_t(ShortConvOp)> cwOf) {
+  SmallVector<ShortConvOp> g{conv};
+  if (!kb.gpu() || !intFromEnv("K3C_CONV_DECODE_GROUP", 0))
+    return g;
+  auto channels = [](ShortConvOp c) {
+    return cast<ShapedType>(c.getInput().getType()).getDimSize(1);
+  };
+  auto disjoint = [&](ShortConvOp c) {
+    const int64_t a0 = c.getStateOffset(), a1 = a0 + channels(c);
+    return llvm::all_of(g, [&](ShortConvOp o) {
+      const int64_t b0 = o.getStateOffset(), b1 = b0 + channels(o);
+      return a1 <= b0 || b1 <= a0;
+    });
+  };
+  for (Operation *n = conv->getNextNode(); n && g.size() < 4; n = n->getNextNode()) {
+    auto c = dyn_cast<ShortConvOp>(n);
+    // (the driver maps a result to its tied operand's buffer as it reaches
+    // the op: a member's new state, which the next member reads, here)
+    if (c && c.getConvState() == g.back().getNewConvState())
+      st.buffer[c.getNewConvState()] = st.get(c.getConvState());
+    if (!c || c.getConvState() != g.back().getNewConvState() ||
+        c.getSeqLens() != conv.getSeqLens() ||
+        c.getInput().getType() != conv.getInput().getType() ||
+        c.getWeight().getType() != conv.getWeight().getType() ||
+        c.getResult().getType() != conv.getResult().getType() || cwOf(c) != cwOf(conv) ||
+        !disjoint(c))
+      break;
+    g.push_back(c);
+  }
+  for (size_t i = 1; i < g.size(); ++i)
+    st.fusedAway.insert(g[i]);
+  return g;
+}
+
 std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, LowerState &st) {
   if (auto conv = dyn_cast<ShortConvOp>(op)) {
     // Launch 1: a block per (kConvTokens-token tile of a sequence, channel
@@ -2104,19 +2151,38 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // sequence's first token). Tokens go kConvUnroll at a time: their loads
     // are issued together, then the window slides over them (a tile is a
     // few dependent load latencies, not kConvTokens).
-    Value x = st.get(conv.getInput()), w = st.get(conv.getWeight()),
-          state = st.get(conv.getConvState()), lens = st.get(conv.getSeqLens()),
-          y = st.get(conv.getResult());
-    int64_t W = cast<MemRefType>(w.getType()).getDimSize(2);
-    int64_t channels = cast<MemRefType>(x.getType()).getDimSize(1);
-    const int64_t stateWidth = cast<MemRefType>(state.getType()).getDimSize(2);
+    // (A later member of a decode group: lowered with the group's first.)
+    if (st.fusedAway.contains(op))
+      return success();
     // At most kConvChannels channels a thread: wider vectors with 8 tokens in
     // flight cost registers (8 x 8 channels: 166 a thread, one block an SM).
-    int64_t cw = std::min({kb.vecWidth(x, channels), kb.vecWidth(y, channels),
-                           kb.vecWidth(state, stateWidth),
-                           intFromEnv("K3C_CONV_CHANNELS", kConvChannels)});
-    while (cw > 1 && (conv.getStateOffset() % cw || channels % cw))
-      cw /= 2;
+    auto cwOf = [&](ShortConvOp c) {
+      Value x = st.get(c.getInput()), y = st.get(c.getResult()), s = st.get(c.getConvState());
+      const int64_t ch = cast<MemRefType>(x.getType()).getDimSize(1);
+      int64_t v = std::min({kb.vecWidth(x, ch), kb.vecWidth(y, ch),
+                            kb.vecWidth(s, cast<MemRefType>(s.getType()).getDimSize(2)),
+                            intFromEnv("K3C_CONV_CHANNELS", kConvChannels)});
+      while (v > 1 && (c.getStateOffset() % v || ch % v))
+        v /= 2;
+      return v;
+    };
+    SmallVector<ShortConvOp> group = decodeConvGroup(conv, kb, st, cwOf);
+    Value lens = st.get(conv.getSeqLens());
+    const int64_t W = cast<MemRefType>(st.get(conv.getWeight()).getType()).getDimSize(2);
+    const int64_t channels = cast<MemRefType>(st.get(conv.getInput()).getType()).getDimSize(1);
+    const int64_t cw = cwOf(conv);
+    Value Wm1 = kb.idx(W - 1);
+    // One convolution's operands and the code of its store, outputs and taps
+    // (every member of a group has its own; the shapes above are shared).
+    struct ConvCtx {
+      Value x, w, state, y, off;
+      std::function<void(ThreadBlock &, ArrayRef<Value>, Value, Value, Value)> emit;
+      std::function<Value(ArrayRef<Value>, ArrayRef<Value>, Value)> convOut;
+      std::function<SmallVector<Value>(Value)> taps;
+    };
+    auto makeCtx = [&](ShortConvOp conv) {
+    Value x = st.get(conv.getInput()), w = st.get(conv.getWeight()),
+          state = st.get(conv.getConvState()), y = st.get(conv.getResult());
     // K3C_CONV_L2NORM=1 (GPU): when the convolution's only user is an L2 norm
     // of heads of 32 * cw channels (a warp's lanes hold a token's head, as in
     // the norm's own kernel), the norm is done in the convolution's store:
@@ -2129,7 +2195,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // store: same kernel, a warp's lanes x cw channels are one head of
     // every block's channel span, and `vecOf` allow cw-wide vectors.
     const bool storeFusion = kb.gpu() && intFromEnv("K3C_CONV_L2NORM", 1);
-    auto inStore = [&](Operation *user, int64_t d, ArrayRef<Value> vecOf) {
+    auto inStore = [&, conv](Operation *user, int64_t d, ArrayRef<Value> vecOf) {
       return user->getBlock() == conv->getBlock() && d == 32 * cw &&
              channels % (kConvThreads * cw) == 0 && (kConvThreads * cw) % d == 0 &&
              cw == perHeadVw(kb, d, vecOf);
@@ -2160,7 +2226,8 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // One token's cw outputs at (row, c): stored into y, or normalized into
     // the norm's result (every lane of the warp calls it: the sum is a
     // shuffle); `ok`, when given, guards the store.
-    auto emit = [&](ThreadBlock &tb, ArrayRef<Value> out, Value row, Value c, Value ok) {
+    auto emit = [&kb, y, norm, ny, invOp, invBuf](ThreadBlock &tb, ArrayRef<Value> out, Value row,
+                                                   Value c, Value ok) mutable {
       SmallVector<Value> res(out);
       Value dst = y;
       if (norm) {
@@ -2201,7 +2268,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // of the exact form's). The f32 build and the host keep the exact form.
     const bool fastOut = kb.gpu() && intFromEnv("K3C_CONV_FAST", 1) &&
                          cast<MemRefType>(y.getType()).getElementType().isBF16();
-    auto convOut = [&](ArrayRef<Value> taps, ArrayRef<Value> window, Value x) {
+    auto convOut = [&kb, fastOut, W](ArrayRef<Value> taps, ArrayRef<Value> window, Value x) {
       const bool contract = kb.contract, fastDiv = kb.fastDiv;
       kb.contract = kb.contract || fastOut;
       kb.fastDiv = kb.fastDiv || fastOut;
@@ -2219,7 +2286,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
       kb.fastDiv = fastDiv;
       return out;
     };
-    Value off = kb.idx(conv.getStateOffset()), Wm1 = kb.idx(W - 1);
+    Value off = kb.idx(conv.getStateOffset());
     // A channel's W taps (contiguous: w is [channels, 1, W]) in vector loads
     // on the GPU: the decode kernel reads them once a channel group and
     // token, and as W scalar loads with lanes a channel group (64 bytes)
@@ -2229,12 +2296,16 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // bit-identical. K3C_CONV_TAP_VEC=0 keeps the scalar loads.
     const int64_t tapVec =
         KernelBuilder::switchFromEnv("K3C_CONV_TAP_VEC", true) ? kb.vecWidth(w, W) : 1;
-    auto taps = [&](Value ch) {
+    auto taps = [&kb, w, W, tapVec](Value ch) {
       SmallVector<Value> t;
       for (int64_t j = 0; j < W; j += tapVec)
         t.append(kb.loadVec(w, {ch, kb.idx(0), kb.idx(j)}, tapVec));
       return t;
     };
+    return ConvCtx{x, w, state, y, off, emit, convOut, taps};
+    };
+    const ConvCtx first = makeCtx(conv);
+    Value x = first.x; // (the shapes and the token count the members share)
     const int64_t TB = kConvTokens,
                   U = kb.gpu() ? std::max<int64_t>(1, intFromEnv("K3C_CONV_UNROLL", kConvUnroll)) : 1;
     Value slots = kb.add(kb.ceilDiv(kb.dim(x, 0), TB), kb.dim(lens, 0));
@@ -2253,7 +2324,11 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // (slot, 1024 channels) at 128 sequences was 1584 blocks of 104
     // registers, six waves of a few dependent load latencies each: 43 us a
     // convolution on the H200 for 13 MB of window. Same sums, same results.
-    auto conv1 = [&](int64_t U, const std::string &name, bool spread) {
+    // `ms`: the convolutions of the launch, one, or a decode group whose
+    // members' blocks follow each other along the grid's second dimension
+    // (each member's channel blocks, then the next's).
+    auto conv1 = [&](int64_t U, const std::string &name, bool spread,
+                     ArrayRef<const ConvCtx *> ms) {
       Value spanV = kb.idx(span), cBlocksV = kb.idx(cBlocks);
       const int64_t perSm = intFromEnv("K3C_CONV_DECODE_BLOCKS_PER_SM", 2);
       if (spread && perSm > 0) {
@@ -2285,10 +2360,18 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
       const bool staged = !spread && kb.gpu() && U > 1 && intFromEnv("K3C_CONV_STAGE", 1) &&
                           xElt.isBF16() && channels % span == 0 && (span * xBytes) % 16 == 0;
       const int64_t stageBytes = staged ? TB * span * xBytes : 0;
-      kb.blocks({slots, cBlocksV}, kConvThreads, [&](ValueRange bid, ThreadBlock &tb) {
+      const int64_t nm = static_cast<int64_t>(ms.size());
+      Value gridY = nm > 1 ? kb.mul(cBlocksV, kb.idx(nm)) : cBlocksV;
+      kb.blocks({slots, gridY}, kConvThreads, [&](ValueRange bid, ThreadBlock &tb) {
+       // One member's blocks: its channel block cb of the slot bid[0].
+       auto run = [&](const ConvCtx &m, Value cb) {
+        Value x = m.x, state = m.state, off = m.off;
+        const auto &emit = m.emit;
+        const auto &convOut = m.convOut;
+        const auto &taps = m.taps;
         ChunkSlot cs = findChunk(kb, tb, lens, bid[0], TB);
         kb.ifThen(cs.valid, [&] {
-          Value c0 = kb.mul(bid[1], spanV);
+          Value c0 = kb.mul(cb, spanV);
           Value cEnd = kb.minu(kb.idx(channels), kb.add(c0, spanV));
           Value stage;
           if (staged) {
@@ -2467,14 +2550,43 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
                 general(c);
             });
         });
+       };
+       if (nm == 1) {
+         run(*ms[0], bid[1]);
+         return;
+       }
+       Value k = kb.div(bid[1], cBlocksV), cb = kb.rem(bid[1], cBlocksV);
+       std::function<void(int64_t)> pick = [&](int64_t i) {
+         if (i + 1 == nm)
+           return run(*ms[i], cb);
+         kb.ifThenElse(kb.ieq(k, kb.idx(i)), [&] { run(*ms[i], cb); }, [&] { pick(i + 1); });
+       };
+       pick(0);
       }, stageBytes, staged ? name + "_staged" : name);
+    };
+    // A decode group's members (decodeConvGroup) share the decode launch;
+    // every other launch is a member's own, in the members' order.
+    std::deque<ConvCtx> ctxs{first};
+    for (size_t i = 1; i < group.size(); ++i)
+      ctxs.push_back(makeCtx(group[i]));
+    SmallVector<const ConvCtx *> all;
+    for (const ConvCtx &m : ctxs)
+      all.push_back(&m);
+    auto prefill = [&] {
+      for (const ConvCtx *m : all)
+        conv1(U, "short_conv", false, {m});
     };
     if (kb.gpu() && U > 1 && intFromEnv("K3C_CONV_DECODE", 1))
       kb.ifThenElse(kb.ule(kb.dim(x, 0), kb.dim(lens, 0)),
-                    [&] { conv1(1, "short_conv_decode", /*spread=*/true); },
-                    [&] { conv1(U, "short_conv", false); });
+                    [&] {
+                      conv1(1,
+                            all.size() > 1 ? "short_conv_decode_g" + std::to_string(all.size())
+                                           : std::string("short_conv_decode"),
+                            /*spread=*/true, all);
+                    },
+                    prefill);
     else
-      conv1(U, "short_conv", false);
+      prefill();
     // Launch 2, after every read of the old window: the new window per
     // (sequence, channel). Row r = position len - (W-1) + r, i.e. index
     // len + r of [old window ++ inputs]; ascending r reads rows
@@ -2490,7 +2602,8 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // prompts), so the step graph holds no launch of blocks that would all
     // return at once (three a KDA layer: 207 a decode step of full K3).
     const int64_t winBlocks = kb.gpu() ? (channels + kConvThreads - 1) / kConvThreads : 1;
-    auto windowLaunch = [&] {
+    auto windowLaunch = [&](const ConvCtx &m) {
+      Value x = m.x, state = m.state, off = m.off;
       kb.blocks({kb.dim(lens, 0), kb.idx(winBlocks)}, kConvThreads, [&](ValueRange bid,
                                                                        ThreadBlock &tb) {
         Value n = bid[0];
@@ -2513,11 +2626,13 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
         });
       }, 0, "short_conv_window");
     };
-    if (kb.gpu())
-      kb.ifThen(kb.ult(kb.add(kb.idx(TB), kb.dim(lens, 0)), kb.add(kb.dim(x, 0), kb.idx(1))),
-                windowLaunch);
-    else
-      windowLaunch();
+    for (const ConvCtx *m : all) {
+      if (kb.gpu())
+        kb.ifThen(kb.ult(kb.add(kb.idx(TB), kb.dim(lens, 0)), kb.add(kb.dim(x, 0), kb.idx(1))),
+                  [&] { windowLaunch(*m); });
+      else
+        windowLaunch(*m);
+    }
     return success();
   }
   if (auto gate = dyn_cast<KdaGateOp>(op)) {
