@@ -2096,21 +2096,21 @@ static void lowerKdaGate(KdaGateOp gate, KernelBuilder &kb, LowerState &st) {
   }, 0, "kda_gate");
 }
 
-/// The decode group of a short convolution (GPU, K3C_CONV_DECODE_GROUP=1,
+/// The decode merge of a short convolution (GPU, K3C_CONV_DECODE_MERGE=1,
 /// opt-in until measured): `conv` and the short convolutions right after it
 /// in its kernel body that thread its state (each one's conv_state the
 /// previous one's new state: K/Q/V's windows in one [N, W - 1, 3C] tensor)
 /// over the same seq_lens, with the same types and thread width and
 /// disjoint state columns, at most 4. Their decode launches become one
-/// (`short_conv_decode_g<n>`): launch overhead and a grid's ramp once a
+/// (`short_conv_decode_m<n>`): launch overhead and a grid's ramp once a
 /// KDA layer instead of three times (full K3: ~70 KDA layers a decode step).
 /// The later members are marked fusedAway; `conv`'s lowering emits their
 /// prefill and window launches too, after its own, in their order.
-static SmallVector<ShortConvOp> decodeConvGroup(ShortConvOp conv, KernelBuilder &kb,
+static SmallVector<ShortConvOp> decodeConvMerge(ShortConvOp conv, KernelBuilder &kb,
                                                 LowerState &st,
                                                 function_ref<int64_t(ShortConvOp)> cwOf) {
   SmallVector<ShortConvOp> g{conv};
-  if (!kb.gpu() || !intFromEnv("K3C_CONV_DECODE_GROUP", 0))
+  if (!kb.gpu() || !intFromEnv("K3C_CONV_DECODE_MERGE", 0))
     return g;
   auto channels = [](ShortConvOp c) {
     return cast<ShapedType>(c.getInput().getType()).getDimSize(1);
@@ -2151,7 +2151,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // sequence's first token). Tokens go kConvUnroll at a time: their loads
     // are issued together, then the window slides over them (a tile is a
     // few dependent load latencies, not kConvTokens).
-    // (A later member of a decode group: lowered with the group's first.)
+    // (A later member of a decode merge: lowered with its first.)
     if (st.fusedAway.contains(op))
       return success();
     // At most kConvChannels channels a thread: wider vectors with 8 tokens in
@@ -2166,14 +2166,14 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
         v /= 2;
       return v;
     };
-    SmallVector<ShortConvOp> group = decodeConvGroup(conv, kb, st, cwOf);
+    SmallVector<ShortConvOp> merged = decodeConvMerge(conv, kb, st, cwOf);
     Value lens = st.get(conv.getSeqLens());
     const int64_t W = cast<MemRefType>(st.get(conv.getWeight()).getType()).getDimSize(2);
     const int64_t channels = cast<MemRefType>(st.get(conv.getInput()).getType()).getDimSize(1);
     const int64_t cw = cwOf(conv);
     Value Wm1 = kb.idx(W - 1);
     // One convolution's operands and the code of its store, outputs and taps
-    // (every member of a group has its own; the shapes above are shared).
+    // (every member of a merge has its own; the shapes above are shared).
     struct ConvCtx {
       Value x, w, state, y, off;
       std::function<void(ThreadBlock &, ArrayRef<Value>, Value, Value, Value)> emit;
@@ -2324,7 +2324,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
     // (slot, 1024 channels) at 128 sequences was 1584 blocks of 104
     // registers, six waves of a few dependent load latencies each: 43 us a
     // convolution on the H200 for 13 MB of window. Same sums, same results.
-    // `ms`: the convolutions of the launch, one, or a decode group whose
+    // `ms`: the convolutions of the launch, one, or a decode merge whose
     // members' blocks follow each other along the grid's second dimension
     // (each member's channel blocks, then the next's).
     auto conv1 = [&](int64_t U, const std::string &name, bool spread,
@@ -2564,11 +2564,11 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
        pick(0);
       }, stageBytes, staged ? name + "_staged" : name);
     };
-    // A decode group's members (decodeConvGroup) share the decode launch;
+    // A decode merge's members (decodeConvMerge) share the decode launch;
     // every other launch is a member's own, in the members' order.
     std::deque<ConvCtx> ctxs{first};
-    for (size_t i = 1; i < group.size(); ++i)
-      ctxs.push_back(makeCtx(group[i]));
+    for (size_t i = 1; i < merged.size(); ++i)
+      ctxs.push_back(makeCtx(merged[i]));
     SmallVector<const ConvCtx *> all;
     for (const ConvCtx &m : ctxs)
       all.push_back(&m);
@@ -2580,7 +2580,7 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
       kb.ifThenElse(kb.ule(kb.dim(x, 0), kb.dim(lens, 0)),
                     [&] {
                       conv1(1,
-                            all.size() > 1 ? "short_conv_decode_g" + std::to_string(all.size())
+                            all.size() > 1 ? "short_conv_decode_m" + std::to_string(all.size())
                                            : std::string("short_conv_decode"),
                             /*spread=*/true, all);
                     },
