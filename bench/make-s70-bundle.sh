@@ -9,7 +9,10 @@
 #               61's: the one-token combine's weights first)
 #   slice-old   session 59's defaults (K3C_FUSE_HEAD=0 K3C_EMBED_ROWS=0
 #               K3C_MLA_ROUND_TOKENS=64 K3C_MLA_COMBINE_WEIGHTS=0)
-# and dense k3-tiny (bf16, f32) for the checks against the reference.
+#   slice-CM    a KDA layer's three decode convolutions in one launch
+#               (K3C_CONV_DECODE_MERGE=1, session 62)
+# and dense k3-tiny (bf16, f32, bf16 with CM) for the checks against the
+# reference.
 # Carry .dev70; run: bash .dev70/s70-h200.sh (~4 min on an H200).
 export BUNDLE_DIR=${BUNDLE_DIR:-.dev70}
 source "$(dirname "$0")/bundle-common.sh"
@@ -23,9 +26,11 @@ K3C_MLA_COMBINE_WEIGHTS=1 tiny64 -o $D/dv64-f32-cw --activation-dtype=f32
 bundle_slice_checkpoint
 slice -o $D/slice-bf16
 K3C_FUSE_HEAD=0 K3C_EMBED_ROWS=0 K3C_MLA_ROUND_TOKENS=64 K3C_MLA_COMBINE_WEIGHTS=0 slice -o $D/slice-old
+K3C_CONV_DECODE_MERGE=1 slice -o $D/slice-CM
 bundle_tiny_dense
 tiny_dense -o $D/tiny-dense
 tiny_dense -o $D/tiny-dense-f32 --activation-dtype=f32
+K3C_CONV_DECODE_MERGE=1 tiny_dense -o $D/tiny-dense-CM
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/s70-h200.sh bench/ncu_mix.py bench/mla_check.py bench/bench_common.py bench/kbench_table.py $D/
 du -sh $D
