@@ -320,7 +320,26 @@ void lowerLinear(KernelBuilder &kb, Value x, Value w, Value y, Value residual,
         kb.ieq(T, kb.idx(1)), [&] { gemvLinear(kb, x, w, y, T, 1, residual, {}, prologue); },
         [&] { lowerLinearFma(kb, x, w, y, residual); });
   };
+  // K3C_GEMV_MAP=1 (opt-in until measured; session 62): the map (the KDA
+  // gate of f_b's logits) in the one-token GEMV's store instead of its own
+  // launch after the GEMV (the tensor-core tiles do it already; the same
+  // rounding and the same gate code, so the same values); the FMA tile's
+  // token counts keep the launch.
+  const bool gemvMap = map && !residual && kb.gpu() && !oneTokenElsewhere &&
+                       intFromEnv("K3C_GEMV_MAP", 0);
   auto fewTokens = [&] {
+    if (gemvMap) {
+      auto gemv = [&] { gemvLinear(kb, x, w, map->y, T, 1, {}, {}, prologue, &map->ep); };
+      auto fma = [&] {
+        lowerLinearFma(kb, x, w, y, residual);
+        map->unfused();
+      };
+      if (plan.mmaFrom == 2)
+        gemv();
+      else
+        kb.ifThenElse(kb.ieq(T, kb.idx(1)), gemv, fma);
+      return;
+    }
     fewTokensLinear();
     if (map)
       map->unfused();

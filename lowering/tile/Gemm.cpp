@@ -381,8 +381,22 @@ static int64_t gemvWarpRows(KernelBuilder &kb, int64_t K, int64_t vw, const XPro
 }
 
 void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t tok,
-                Value residual, const GluPair &glu, const XPrologue &prologue) {
+                Value residual, const GluPair &glu, const XPrologue &prologue,
+                const StoreEpilogue *map) {
   assert((!prologue || tok == 1) && "a prologue builds one token's row");
+  assert((!map || (!residual && !glu)) && "a store map replaces the plain store");
+  // Output (t, o) with its sum v: mapped (map), else plain (with the residual).
+  auto storeOut = [&](Value v, Value t, Value o) {
+    if (map) {
+      SmallVector<Value> pre;
+      if (map->colLoad)
+        pre = map->colLoad(o);
+      kb.storeF32(map->map(kb.round(v, map->roundTo), o, pre), y, {t, o});
+      return;
+    }
+    kb.storeF32(addResidual(kb, y, residual, {t, o}, v), y, {t, o});
+  };
+  const std::string mapName = map ? "linear_" + map->name + "_gemv" : "linear_gemv";
   const int64_t K = cast<MemRefType>(x.getType()).getDimSize(1);
   const int64_t O = cast<MemRefType>(w.getType()).getDimSize(0);
   const int64_t vw = std::min(kb.vecWidth(x, K), kb.vecWidth(w, K));
@@ -442,11 +456,11 @@ void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t t
                 kb.storeF32(glu.act(g, u), y, {kb.idx(t), o});
                 return;
               }
-              kb.storeF32(addResidual(kb, y, residual, {kb.idx(t), o}, v), y, {kb.idx(t), o});
+              storeOut(v, kb.idx(t), o);
             });
           }
       });
-    }, 0, std::string(glu ? "linear_glu_gemvw" : "linear_gemvw") + std::to_string(tok));
+    }, 0, (glu ? std::string("linear_glu_gemv") : mapName) + "w" + std::to_string(tok));
     return;
   }
   // With a GluPair a block's R rows are R/2 gate rows and the same R/2 up
@@ -495,12 +509,12 @@ void gemvLinear(KernelBuilder &kb, Value x, Value w, Value y, Value T, int64_t t
           kb.storeF32(glu.act(g, u), y, {t, o});
           return;
         }
-        kb.storeF32(addResidual(kb, y, residual, {t, o}, total(i)), y, {t, o});
+        storeOut(total(i), t, o);
       });
     });
   };
   gemvGrid(kb, (O + outRows - 1) / outRows, K, launch, prologue, x,
-           std::string(glu ? "linear_glu_gemv" : "linear_gemv") + std::to_string(tok),
+           (glu ? std::string("linear_glu_gemv") : mapName) + std::to_string(tok),
            [&](Value g) {
              SmallVector<std::pair<Value, Value>> out;
              SmallVector<Value> rows = rowsOf(g);

@@ -106,9 +106,14 @@ using XPrologue = std::function<mlir::Value(ThreadBlock &)>;
 /// loaded before its grid wait, so they stream while the norm is built
 /// (kernel name suffix `_normedb`). Other values are a fatal error naming it.
 int64_t gemvPrologueMode();
+/// With `map` (no residual, no GluPair) each output is rounded to
+/// map->roundTo and stored as map->map(value, column, map->colLoad(column))
+/// into y (f32): an elementwise op of the linear's result done in the
+/// GEMV's store, as the tensor-core tiles' StoreEpilogue does.
+struct StoreEpilogue;
 void gemvLinear(KernelBuilder &kb, mlir::Value x, mlir::Value w, mlir::Value y, mlir::Value T,
                 int64_t tok, mlir::Value residual = {}, const GluPair &glu = {},
-                const XPrologue &prologue = {});
+                const XPrologue &prologue = {}, const StoreEpilogue *map = nullptr);
 
 /// A tensor-core CTA tile: bm x bn outputs a block, bk columns of K a
 /// pipeline stage, warpsM x warpsN warps (each a (bm/warpsM) x (bn/warpsN)

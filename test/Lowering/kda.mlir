@@ -387,6 +387,23 @@ func.func @kda_chunk_f32(%a0: tensor<?x128xf32>, %a1: tensor<?x128xf32>, %a2: te
 // NOGATE: module(@k3_kda_conv_gate_test_linear_wgmma_128x256x64_s4_f1_tma_st)
 // NOGATE: module(@k3_kda_conv_gate_test_kda_gate)
 // NOGATE: return
+// K3C_GEMV_MAP=1 (opt-in until measured): the one-token GEMV does the gate in
+// its store too (the sum rounded to bf16 as the linear's store would, plus
+// dt_bias, the gate; f32 into the gate's result): no kda_gate launch at all.
+// RUN: env K3C_GEMV_MAP=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=GEMVGATE
+// GEMVGATE-LABEL: func.func @k3_kda_conv_gate_test(
+// GEMVGATE-NOT: kda_gate)
+// GEMVGATE: module(@k3_kda_conv_gate_test_linear_gate_gemv1)
+// GEMVGATE: math.exp
+// GEMVGATE: arith.truncf %{{.*}} : f32 to bf16
+// GEMVGATE-NEXT: arith.extf %{{.*}} : bf16 to f32
+// GEMVGATE-NEXT: arith.addf
+// GEMVGATE: math.exp
+// GEMVGATE: memref.store %{{.*}} : memref<?x128xf32>
+// GEMVGATE: } else {
+// GEMVGATE: module(@k3_kda_conv_gate_test_linear_gate_mma_32x64x64_s6)
+// GEMVGATE-NOT: kda_gate)
+// GEMVGATE: return
 // RUN: env K3C_WGMMA_STAGED_MAP=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=STAGEDMAP
 // STAGEDMAP: module(@k3_kda_conv_gate_test_linear_gate_wgmma_128x256x64_s4_f1_tma_ct_st)
 // STAGEDMAP: vector.store %{{.*}} : memref<128x260xf32, #gpu.address_space<workgroup>>, vector<2xf32>
