@@ -11,8 +11,10 @@
 #               K3C_MLA_ROUND_TOKENS=64 K3C_MLA_COMBINE_WEIGHTS=0)
 #   slice-CM    a KDA layer's three decode convolutions in one launch
 #               (K3C_CONV_DECODE_MERGE=1, session 62)
-# and dense k3-tiny (bf16, f32, bf16 with CM) for the checks against the
-# reference.
+#   slice-GG    the KDA gate in the one-token GEMV's store (K3C_GEMV_MAP=1,
+#               session 62)
+# and dense k3-tiny (bf16, f32, bf16 with CM and GG) for the checks against
+# the reference.
 # Carry .dev70; run: bash .dev70/s70-h200.sh (~4 min on an H200).
 export BUNDLE_DIR=${BUNDLE_DIR:-.dev70}
 source "$(dirname "$0")/bundle-common.sh"
@@ -27,10 +29,11 @@ bundle_slice_checkpoint
 slice -o $D/slice-bf16
 K3C_FUSE_HEAD=0 K3C_EMBED_ROWS=0 K3C_MLA_ROUND_TOKENS=64 K3C_MLA_COMBINE_WEIGHTS=0 slice -o $D/slice-old
 K3C_CONV_DECODE_MERGE=1 slice -o $D/slice-CM
+K3C_GEMV_MAP=1 slice -o $D/slice-GG
 bundle_tiny_dense
 tiny_dense -o $D/tiny-dense
 tiny_dense -o $D/tiny-dense-f32 --activation-dtype=f32
-K3C_CONV_DECODE_MERGE=1 tiny_dense -o $D/tiny-dense-CM
+K3C_CONV_DECODE_MERGE=1 K3C_GEMV_MAP=1 tiny_dense -o $D/tiny-dense-CMGG
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/s70-h200.sh bench/ncu_mix.py bench/mla_check.py bench/bench_common.py bench/kbench_table.py $D/
 du -sh $D

@@ -12,9 +12,10 @@
 #    8 after 32768 (not QUICK).
 # 4. Checks: the slice's greedy tokens (128 prompts) against session 59's
 #    defaults, --check on the slice, dense k3-tiny bf16 and f32.
-# 5. The merged decode convolutions (K3C_CONV_DECODE_MERGE=1, slice-CM): the
-#    step and kda_conv_gate at 1, 8, 128 sequences against the defaults, two
-#    rounds; the greedy tokens equal; dense k3-tiny bf16 with it.
+# 5. The merged decode convolutions (K3C_CONV_DECODE_MERGE=1, slice-CM) and the
+#    KDA gate in the one-token GEMV (K3C_GEMV_MAP=1, slice-GG): the step and
+#    kda_conv_gate at 1, 8, 128 sequences against the defaults, two rounds;
+#    the greedy tokens equal; dense k3-tiny bf16 with both.
 # On another card than an H200 only 1., 5. and dense k3-tiny's checks
 # (ANY_CARD=1: all).
 QUICK=${QUICK:-0}
@@ -29,19 +30,19 @@ for m in dv64-bf16 dv64-f32 dv64-f32-cw; do
   done
 done
 dense_inputs
-DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense tiny-dense-CM
+DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense tiny-dense-CMGG
 DENSE_BATCHES="mix20.txt" dense_checks tiny-dense-f32
 slice_setup
-# The merged decode convolutions (any card: an A/B in one call): the step and
+# The merged decode convolutions and the GEMV's gate (any card: an A/B in one call): the step and
 # kda_conv_gate at 1 and 128 sequences, the builds alternating, two rounds;
 # their greedy tokens against the defaults' (the same code a member: equal).
 for r in 1 2; do
-  for a in slice-bf16 slice-CM; do
+  for a in slice-bf16 slice-CM slice-GG; do
     kbench s70-$a-cm$r $a /tmp/slice 'graph|kda_conv_gate' --prefill none --decode 1,8,128
   done
 done
-same_tokens /tmp/b128s.txt slice-bf16 slice-CM
-same_tokens /tmp/b8.txt slice-bf16 slice-CM
+same_tokens /tmp/b128s.txt slice-bf16 slice-CM slice-GG
+same_tokens /tmp/b8.txt slice-bf16 slice-CM slice-GG
 # (another card: the rows above only, unless ANY_CARD=1; an H100's rows of
 # the rest were measured in session 61)
 if [ -z "${ANY_CARD:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
