@@ -2181,128 +2181,128 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
       std::function<SmallVector<Value>(Value)> taps;
     };
     auto makeCtx = [&](ShortConvOp conv) {
-    Value x = st.get(conv.getInput()), w = st.get(conv.getWeight()),
-          state = st.get(conv.getConvState()), y = st.get(conv.getResult());
-    // K3C_CONV_L2NORM=1 (GPU): when the convolution's only user is an L2 norm
-    // of heads of 32 * cw channels (a warp's lanes hold a token's head, as in
-    // the norm's own kernel), the norm is done in the convolution's store:
-    // the silu outputs rounded to y's type as the store and the norm's load
-    // would, the squares summed in the same order (a lane's channels, then
-    // the warp's butterfly), the normalized f32 rows stored; the norm's
-    // launch and the bf16 round trip of its input go away (bit-identical;
-    // the default, K3C_CONV_L2NORM=0 keeps the norm's launch).
-    // Whether a per-head op of `user` (head_dim d) can run in this kernel's
-    // store: same kernel, a warp's lanes x cw channels are one head of
-    // every block's channel span, and `vecOf` allow cw-wide vectors.
-    const bool storeFusion = kb.gpu() && intFromEnv("K3C_CONV_L2NORM", 1);
-    auto inStore = [&, conv](Operation *user, int64_t d, ArrayRef<Value> vecOf) {
-      return user->getBlock() == conv->getBlock() && d == 32 * cw &&
-             channels % (kConvThreads * cw) == 0 && (kConvThreads * cw) % d == 0 &&
-             cw == perHeadVw(kb, d, vecOf);
-    };
-    L2NormOp norm;
-    if (storeFusion && conv.getResult().hasOneUse())
-      if (auto l2 = dyn_cast<L2NormOp>(*conv.getResult().getUsers().begin()))
-        if (inStore(l2, l2.getHeadDim(), {st.get(l2.getInput()), st.get(l2.getResult())}))
-          norm = l2;
-    if (norm)
-      st.fusedAway.insert(norm);
-    Value ny = norm ? st.get(norm.getResult()) : Value();
-    // The same for a split norm's reduction (k3-split-l2norms: a
-    // k3.l2norm_inv of the convolution's rows in this kernel, the scaling in
-    // the delta rule's): y is stored as it is, and one lane of the warp
-    // holding a token's head stores the head's inverse norm from the same
-    // sum of squares (so the rule's x * inv * scale are the fused norm's
-    // bits). K3C_CONV_L2NORM=0 gives the reduction its own launch.
-    L2NormInvOp invOp;
-    if (!norm && storeFusion)
-      for (Operation *u : conv.getResult().getUsers())
-        if (auto r = dyn_cast<L2NormInvOp>(u))
-          if (inStore(r, r.getHeadDim(), {y}))
-            invOp = r;
-    if (invOp)
-      st.fusedAway.insert(invOp);
-    Value invBuf = invOp ? st.get(invOp.getResult()) : Value();
-    // One token's cw outputs at (row, c): stored into y, or normalized into
-    // the norm's result (every lane of the warp calls it: the sum is a
-    // shuffle); `ok`, when given, guards the store.
-    auto emit = [&kb, y, norm, ny, invOp, invBuf](ThreadBlock &tb, ArrayRef<Value> out, Value row,
-                                                   Value c, Value ok) mutable {
-      SmallVector<Value> res(out);
-      Value dst = y;
-      if (norm) {
-        Type yElt = cast<MemRefType>(y.getType()).getElementType();
-        Value ss = kb.f32(0.0);
-        for (Value &v : res) {
-          v = kb.round(v, yElt); // as y's store and the norm's load would
-          ss = kb.fadd(ss, kb.fmul(v, v));
+      Value x = st.get(conv.getInput()), w = st.get(conv.getWeight()),
+            state = st.get(conv.getConvState()), y = st.get(conv.getResult());
+      // K3C_CONV_L2NORM=1 (GPU): when the convolution's only user is an L2 norm
+      // of heads of 32 * cw channels (a warp's lanes hold a token's head, as in
+      // the norm's own kernel), the norm is done in the convolution's store:
+      // the silu outputs rounded to y's type as the store and the norm's load
+      // would, the squares summed in the same order (a lane's channels, then
+      // the warp's butterfly), the normalized f32 rows stored; the norm's
+      // launch and the bf16 round trip of its input go away (bit-identical;
+      // the default, K3C_CONV_L2NORM=0 keeps the norm's launch).
+      // Whether a per-head op of `user` (head_dim d) can run in this kernel's
+      // store: same kernel, a warp's lanes x cw channels are one head of
+      // every block's channel span, and `vecOf` allow cw-wide vectors.
+      const bool storeFusion = kb.gpu() && intFromEnv("K3C_CONV_L2NORM", 1);
+      auto inStore = [&, conv](Operation *user, int64_t d, ArrayRef<Value> vecOf) {
+        return user->getBlock() == conv->getBlock() && d == 32 * cw &&
+               channels % (kConvThreads * cw) == 0 && (kConvThreads * cw) % d == 0 &&
+               cw == perHeadVw(kb, d, vecOf);
+      };
+      L2NormOp norm;
+      if (storeFusion && conv.getResult().hasOneUse())
+        if (auto l2 = dyn_cast<L2NormOp>(*conv.getResult().getUsers().begin()))
+          if (inStore(l2, l2.getHeadDim(), {st.get(l2.getInput()), st.get(l2.getResult())}))
+            norm = l2;
+      if (norm)
+        st.fusedAway.insert(norm);
+      Value ny = norm ? st.get(norm.getResult()) : Value();
+      // The same for a split norm's reduction (k3-split-l2norms: a
+      // k3.l2norm_inv of the convolution's rows in this kernel, the scaling in
+      // the delta rule's): y is stored as it is, and one lane of the warp
+      // holding a token's head stores the head's inverse norm from the same
+      // sum of squares (so the rule's x * inv * scale are the fused norm's
+      // bits). K3C_CONV_L2NORM=0 gives the reduction its own launch.
+      L2NormInvOp invOp;
+      if (!norm && storeFusion)
+        for (Operation *u : conv.getResult().getUsers())
+          if (auto r = dyn_cast<L2NormInvOp>(u))
+            if (inStore(r, r.getHeadDim(), {y}))
+              invOp = r;
+      if (invOp)
+        st.fusedAway.insert(invOp);
+      Value invBuf = invOp ? st.get(invOp.getResult()) : Value();
+      // One token's cw outputs at (row, c): stored into y, or normalized into
+      // the norm's result (every lane of the warp calls it: the sum is a
+      // shuffle); `ok`, when given, guards the store.
+      auto emit = [&kb, y, norm, ny, invOp, invBuf](ThreadBlock &tb, ArrayRef<Value> out, Value row,
+                                                     Value c, Value ok) mutable {
+        SmallVector<Value> res(out);
+        Value dst = y;
+        if (norm) {
+          Type yElt = cast<MemRefType>(y.getType()).getElementType();
+          Value ss = kb.f32(0.0);
+          for (Value &v : res) {
+            v = kb.round(v, yElt); // as y's store and the norm's load would
+            ss = kb.fadd(ss, kb.fmul(v, v));
+          }
+          res = l2Scaled(kb, l2NormConstants(kb, norm), kb.warpSum(tb, ss), res);
+          dst = ny;
+        } else if (invOp) {
+          Type yElt = cast<MemRefType>(y.getType()).getElementType();
+          Value ss = kb.f32(0.0);
+          for (Value v : res) {
+            Value r = kb.round(v, yElt); // as y's store and the scaling's load
+            ss = kb.fadd(ss, kb.fmul(r, r));
+          }
+          Value inv = l2Inv(kb, kb.f32(invOp.getEps().convertToDouble()), kb.warpSum(tb, ss));
+          Value lane0 = kb.ieq(tb.lane, kb.idx(0));
+          kb.ifThen(ok ? kb.andi(ok, lane0) : lane0, [&] {
+            kb.storeF32(inv, invBuf, {row, kb.div(c, kb.idx(invOp.getHeadDim()))});
+          });
         }
-        res = l2Scaled(kb, l2NormConstants(kb, norm), kb.warpSum(tb, ss), res);
-        dst = ny;
-      } else if (invOp) {
-        Type yElt = cast<MemRefType>(y.getType()).getElementType();
-        Value ss = kb.f32(0.0);
-        for (Value v : res) {
-          Value r = kb.round(v, yElt); // as y's store and the scaling's load
-          ss = kb.fadd(ss, kb.fmul(r, r));
-        }
-        Value inv = l2Inv(kb, kb.f32(invOp.getEps().convertToDouble()), kb.warpSum(tb, ss));
-        Value lane0 = kb.ieq(tb.lane, kb.idx(0));
-        kb.ifThen(ok ? kb.andi(ok, lane0) : lane0, [&] {
-          kb.storeF32(inv, invBuf, {row, kb.div(c, kb.idx(invOp.getHeadDim()))});
-        });
-      }
-      if (ok)
-        kb.ifThen(ok, [&] { kb.storeVec(res, dst, {row, c}); });
-      else
-        kb.storeVec(res, dst, {row, c});
-    };
-    // One output: silu(tap W-1 * x + sum_j tap j * window j), in that order.
-    // The bf16 build on the GPU (K3C_CONV_FAST, default 1) lets the products
-    // fuse into their adds (fma.rn: one rounding where mul.rn + add.rn have
-    // two) and the sigmoid's division be approximate (rcp.approx, within 2
-    // ulp, where rcp.rn is a dozen instructions with a slow-path branch):
-    // ~40 -> ~30 instructions an output on the slice's three convolutions,
-    // the family 1.43 -> 1.27 ms at 8192 tokens with the unroll at 4 and
-    // native bf16 conversions (docs/perf.md, session 17; logits within 3e-3
-    // of the exact form's). The f32 build and the host keep the exact form.
-    const bool fastOut = kb.gpu() && intFromEnv("K3C_CONV_FAST", 1) &&
-                         cast<MemRefType>(y.getType()).getElementType().isBF16();
-    auto convOut = [&kb, fastOut, W](ArrayRef<Value> taps, ArrayRef<Value> window, Value x) {
-      const bool contract = kb.contract, fastDiv = kb.fastDiv;
-      kb.contract = kb.contract || fastOut;
-      kb.fastDiv = kb.fastDiv || fastOut;
-      // With the fast form the fused products are explicit (v = fma(t_j,
-      // w_j, v) onto t_{W-1} x): left to NVPTX's contraction, which of an
-      // add's two products fused into it followed the DAG's shape, and the
-      // tap loads' form (K3C_CONV_TAP_VEC) alone changed the roundings (the
-      // slice's greedy tokens differed in one of 128 sequences, session 60).
-      Value v = kb.fmul(taps[W - 1], x);
-      for (int64_t j = 0; j < W - 1; ++j)
-        v = fastOut ? LLVM::FMAOp::create(kb.b, kb.loc, taps[j], window[j], v).getResult()
-                    : kb.fadd(v, kb.fmul(taps[j], window[j]));
-      Value out = kb.silu(v);
-      kb.contract = contract;
-      kb.fastDiv = fastDiv;
-      return out;
-    };
-    Value off = kb.idx(conv.getStateOffset());
-    // A channel's W taps (contiguous: w is [channels, 1, W]) in vector loads
-    // on the GPU: the decode kernel reads them once a channel group and
-    // token, and as W scalar loads with lanes a channel group (64 bytes)
-    // apart each was a warp instruction over 16 cache lines (the L1's
-    // wavefronts, not DRAM, bounded the slice's three decode convolutions at
-    // 20 us against ~8 us of bytes at 128 sequences). The same values:
-    // bit-identical. K3C_CONV_TAP_VEC=0 keeps the scalar loads.
-    const int64_t tapVec =
-        KernelBuilder::switchFromEnv("K3C_CONV_TAP_VEC", true) ? kb.vecWidth(w, W) : 1;
-    auto taps = [&kb, w, W, tapVec](Value ch) {
-      SmallVector<Value> t;
-      for (int64_t j = 0; j < W; j += tapVec)
-        t.append(kb.loadVec(w, {ch, kb.idx(0), kb.idx(j)}, tapVec));
-      return t;
-    };
-    return ConvCtx{x, w, state, y, off, emit, convOut, taps};
+        if (ok)
+          kb.ifThen(ok, [&] { kb.storeVec(res, dst, {row, c}); });
+        else
+          kb.storeVec(res, dst, {row, c});
+      };
+      // One output: silu(tap W-1 * x + sum_j tap j * window j), in that order.
+      // The bf16 build on the GPU (K3C_CONV_FAST, default 1) lets the products
+      // fuse into their adds (fma.rn: one rounding where mul.rn + add.rn have
+      // two) and the sigmoid's division be approximate (rcp.approx, within 2
+      // ulp, where rcp.rn is a dozen instructions with a slow-path branch):
+      // ~40 -> ~30 instructions an output on the slice's three convolutions,
+      // the family 1.43 -> 1.27 ms at 8192 tokens with the unroll at 4 and
+      // native bf16 conversions (docs/perf.md, session 17; logits within 3e-3
+      // of the exact form's). The f32 build and the host keep the exact form.
+      const bool fastOut = kb.gpu() && intFromEnv("K3C_CONV_FAST", 1) &&
+                           cast<MemRefType>(y.getType()).getElementType().isBF16();
+      auto convOut = [&kb, fastOut, W](ArrayRef<Value> taps, ArrayRef<Value> window, Value x) {
+        const bool contract = kb.contract, fastDiv = kb.fastDiv;
+        kb.contract = kb.contract || fastOut;
+        kb.fastDiv = kb.fastDiv || fastOut;
+        // With the fast form the fused products are explicit (v = fma(t_j,
+        // w_j, v) onto t_{W-1} x): left to NVPTX's contraction, which of an
+        // add's two products fused into it followed the DAG's shape, and the
+        // tap loads' form (K3C_CONV_TAP_VEC) alone changed the roundings (the
+        // slice's greedy tokens differed in one of 128 sequences, session 60).
+        Value v = kb.fmul(taps[W - 1], x);
+        for (int64_t j = 0; j < W - 1; ++j)
+          v = fastOut ? LLVM::FMAOp::create(kb.b, kb.loc, taps[j], window[j], v).getResult()
+                      : kb.fadd(v, kb.fmul(taps[j], window[j]));
+        Value out = kb.silu(v);
+        kb.contract = contract;
+        kb.fastDiv = fastDiv;
+        return out;
+      };
+      Value off = kb.idx(conv.getStateOffset());
+      // A channel's W taps (contiguous: w is [channels, 1, W]) in vector loads
+      // on the GPU: the decode kernel reads them once a channel group and
+      // token, and as W scalar loads with lanes a channel group (64 bytes)
+      // apart each was a warp instruction over 16 cache lines (the L1's
+      // wavefronts, not DRAM, bounded the slice's three decode convolutions at
+      // 20 us against ~8 us of bytes at 128 sequences). The same values:
+      // bit-identical. K3C_CONV_TAP_VEC=0 keeps the scalar loads.
+      const int64_t tapVec =
+          KernelBuilder::switchFromEnv("K3C_CONV_TAP_VEC", true) ? kb.vecWidth(w, W) : 1;
+      auto taps = [&kb, w, W, tapVec](Value ch) {
+        SmallVector<Value> t;
+        for (int64_t j = 0; j < W; j += tapVec)
+          t.append(kb.loadVec(w, {ch, kb.idx(0), kb.idx(j)}, tapVec));
+        return t;
+      };
+      return ConvCtx{x, w, state, y, off, emit, convOut, taps};
     };
     const ConvCtx first = makeCtx(conv);
     Value x = first.x; // (the shapes and the token count the members share)
@@ -2363,205 +2363,207 @@ std::optional<LogicalResult> lowerKdaFamily(Operation *op, KernelBuilder &kb, Lo
       const int64_t nm = static_cast<int64_t>(ms.size());
       Value gridY = nm > 1 ? kb.mul(cBlocksV, kb.idx(nm)) : cBlocksV;
       kb.blocks({slots, gridY}, kConvThreads, [&](ValueRange bid, ThreadBlock &tb) {
-       // One member's blocks: its channel block cb of the slot bid[0].
-       auto run = [&](const ConvCtx &m, Value cb) {
-        Value x = m.x, state = m.state, off = m.off;
-        const auto &emit = m.emit;
-        const auto &convOut = m.convOut;
-        const auto &taps = m.taps;
-        ChunkSlot cs = findChunk(kb, tb, lens, bid[0], TB);
-        kb.ifThen(cs.valid, [&] {
-          Value c0 = kb.mul(cb, spanV);
-          Value cEnd = kb.minu(kb.idx(channels), kb.add(c0, spanV));
-          Value stage;
-          if (staged) {
-            stage = kb.dynamicShared(tb, 0, {TB, span}, xElt);
-            auto tokenType = nvgpu::DeviceAsyncTokenType::get(kb.b.getContext());
-            const int64_t epc = 16 / xBytes, perRow = span / epc, total = TB * perRow;
-            Value rowsIn = kb.minu(kb.idx(TB), kb.sub(cs.len, cs.t0));
-            SmallVector<Value> toks;
-            for (int64_t i = 0; i * kConvThreads < total; ++i) {
-              Value lin = kb.add(tb.tid, kb.idx(i * kConvThreads));
-              Value r = kb.div(lin, kb.idx(perRow)), ch = kb.mul(kb.rem(lin, kb.idx(perRow)), epc);
-              Value ok = kb.ult(r, rowsIn);
-              Value src = kb.select(ok, kb.add(kb.add(cs.start, cs.t0), r), cs.start);
-              toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
-                  kb.b, kb.loc, tokenType, stage, ValueRange{r, ch}, x,
-                  ValueRange{src, kb.add(c0, ch)}, kb.b.getIndexAttr(epc),
-                  kb.select(ok, kb.idx(epc), kb.idx(0)), kb.b.getUnitAttr()));
-            }
-            nvgpu::DeviceAsyncCreateGroupOp::create(kb.b, kb.loc, tokenType, toks);
-          }
-          // The window's inputs: x[row, c] (row = start + position), from
-          // the staged tile where there is one.
-          auto xLoad = [&](Value row, Value c) {
-            if (!stage)
-              return kb.loadVec(x, {row, c}, cw);
-            return kb.loadVec(stage, {kb.sub(row, kb.add(cs.start, cs.t0)), kb.sub(c, c0)}, cw);
-          };
-          auto general = [&](Value c) {
-            Value sc = kb.add(off, c);
-            // Window slot i holds position t0 - (W-1) + i of the sequence:
-            // from the state before the sequence's first token, else from x
-            // (both addresses clamped in range, the value selected).
-            SmallVector<Value> win; // [(W-1) * cw], slot-major
-            for (int64_t i = 0; i < W - 1; ++i) {
-              Value ps = kb.add(cs.t0, kb.idx(i)); // shifted by W-1
-              Value fromState = kb.ult(ps, Wm1);
-              Value sRow = kb.select(fromState, ps, kb.idx(0));
-              Value xRow = kb.select(fromState, cs.start, kb.add(cs.start, kb.sub(ps, Wm1)));
-              SmallVector<Value> sv = kb.loadVec(state, {cs.n, sRow, sc}, cw);
-              SmallVector<Value> xv = kb.loadVec(x, {xRow, c}, cw);
-              for (int64_t e = 0; e < cw; ++e)
-                win.push_back(kb.select(fromState, sv[e], xv[e]));
-            }
-            SmallVector<SmallVector<Value>> wt(cw);
-            for (int64_t e = 0; e < cw; ++e)
-              wt[e] = taps(kb.add(c, kb.idx(e)));
-            Value tEnd = kb.minu(cs.len, kb.add(cs.t0, TB));
-            Value last = kb.add(cs.start, kb.sub(tEnd, kb.idx(1)));
-            if (stage) { // the tile's rows have landed (this thread's and the others')
-              NVVM::CpAsyncWaitGroupOp::create(kb.b, kb.loc, kb.b.getI32IntegerAttr(0));
-              kb.barrier(tb);
-            }
-            SmallVector<Value> fin = kb.loopStep(cs.t0, tEnd, kb.idx(U), win, [&](Value t, ValueRange a) {
-              SmallVector<SmallVector<Value>> in;
-              SmallVector<Value> rows, ok;
-              for (int64_t u = 0; u < U; ++u) {
-                Value tu = kb.add(t, kb.idx(u));
-                ok.push_back(kb.ult(tu, tEnd));
-                rows.push_back(kb.minu(kb.add(cs.start, tu), last));
-                in.push_back(xLoad(rows.back(), c));
+        // One member's blocks: its channel block cb of the slot bid[0].
+        auto run = [&](const ConvCtx &m, Value cb) {
+          Value x = m.x, state = m.state, off = m.off;
+          const auto &emit = m.emit;
+          const auto &convOut = m.convOut;
+          const auto &taps = m.taps;
+          ChunkSlot cs = findChunk(kb, tb, lens, bid[0], TB);
+          kb.ifThen(cs.valid, [&] {
+            Value c0 = kb.mul(cb, spanV);
+            Value cEnd = kb.minu(kb.idx(channels), kb.add(c0, spanV));
+            Value stage;
+            if (staged) {
+              stage = kb.dynamicShared(tb, 0, {TB, span}, xElt);
+              auto tokenType = nvgpu::DeviceAsyncTokenType::get(kb.b.getContext());
+              const int64_t epc = 16 / xBytes, perRow = span / epc, total = TB * perRow;
+              Value rowsIn = kb.minu(kb.idx(TB), kb.sub(cs.len, cs.t0));
+              SmallVector<Value> toks;
+              for (int64_t i = 0; i * kConvThreads < total; ++i) {
+                Value lin = kb.add(tb.tid, kb.idx(i * kConvThreads));
+                Value r = kb.div(lin, kb.idx(perRow)),
+                      ch = kb.mul(kb.rem(lin, kb.idx(perRow)), epc);
+                Value ok = kb.ult(r, rowsIn);
+                Value src = kb.select(ok, kb.add(kb.add(cs.start, cs.t0), r), cs.start);
+                toks.push_back(nvgpu::DeviceAsyncCopyOp::create(
+                    kb.b, kb.loc, tokenType, stage, ValueRange{r, ch}, x,
+                    ValueRange{src, kb.add(c0, ch)}, kb.b.getIndexAttr(epc),
+                    kb.select(ok, kb.idx(epc), kb.idx(0)), kb.b.getUnitAttr()));
               }
-              SmallVector<Value> cur(a.begin(), a.end());
-              for (int64_t u = 0; u < U; ++u) {
-                SmallVector<Value> out;
-                for (int64_t e = 0; e < cw; ++e) {
-                  SmallVector<Value> window;
-                  for (int64_t j = 0; j < W - 1; ++j)
-                    window.push_back(cur[j * cw + e]);
-                  out.push_back(convOut(wt[e], window, in[u][e]));
-                }
-                emit(tb, out, rows[u], c, ok[u]);
-                SmallVector<Value> next(cur.begin() + cw, cur.end());
-                next.append(in[u].begin(), in[u].end());
-                cur = next;
-              }
-              return cur;
-            });
-            // A sequence of one tile (every decode step's): this thread read
-            // all of its channels' old window above, so it writes their new
-            // window itself (rows as in launch 2, which skips the sequence).
-            // One token at a time (U = 1) the window slid over the whole
-            // sequence (t0 = 0, len <= TB) ends holding its last W - 1
-            // inputs, old window first: the new window, stored from registers
-            // with no second round of loads.
-            if (U == 1 && spread) {
-              kb.ifThen(kb.ule(cs.len, kb.idx(TB)), [&] {
-                for (int64_t r = 0; r < W - 1; ++r)
-                  kb.storeVec(ArrayRef<Value>(fin).slice(r * cw, cw), state,
-                              {cs.n, kb.idx(r), sc});
-              });
-              return;
+              nvgpu::DeviceAsyncCreateGroupOp::create(kb.b, kb.loc, tokenType, toks);
             }
-            kb.ifThen(kb.ule(cs.len, kb.idx(TB)), [&] {
-              for (int64_t r = 0; r < W - 1; ++r) {
-                Value ci = kb.add(cs.len, kb.idx(r));
-                Value fromOld = kb.ult(ci, Wm1);
-                Value sRow = kb.select(fromOld, ci, kb.idx(0));
-                Value xRow = kb.select(fromOld, cs.start, kb.add(cs.start, kb.sub(ci, Wm1)));
+            // The window's inputs: x[row, c] (row = start + position), from
+            // the staged tile where there is one.
+            auto xLoad = [&](Value row, Value c) {
+              if (!stage)
+                return kb.loadVec(x, {row, c}, cw);
+              return kb.loadVec(stage, {kb.sub(row, kb.add(cs.start, cs.t0)), kb.sub(c, c0)}, cw);
+            };
+            auto general = [&](Value c) {
+              Value sc = kb.add(off, c);
+              // Window slot i holds position t0 - (W-1) + i of the sequence:
+              // from the state before the sequence's first token, else from x
+              // (both addresses clamped in range, the value selected).
+              SmallVector<Value> win; // [(W-1) * cw], slot-major
+              for (int64_t i = 0; i < W - 1; ++i) {
+                Value ps = kb.add(cs.t0, kb.idx(i)); // shifted by W-1
+                Value fromState = kb.ult(ps, Wm1);
+                Value sRow = kb.select(fromState, ps, kb.idx(0));
+                Value xRow = kb.select(fromState, cs.start, kb.add(cs.start, kb.sub(ps, Wm1)));
                 SmallVector<Value> sv = kb.loadVec(state, {cs.n, sRow, sc}, cw);
                 SmallVector<Value> xv = kb.loadVec(x, {xRow, c}, cw);
-                SmallVector<Value> v;
                 for (int64_t e = 0; e < cw; ++e)
-                  v.push_back(kb.select(fromOld, sv[e], xv[e]));
-                kb.storeVec(v, state, {cs.n, kb.idx(r), sc});
+                  win.push_back(kb.select(fromState, sv[e], xv[e]));
               }
-            });
-          };
-          // The decode kernel's common case, a one-token sequence, in one
-          // round of loads: its old window (state rows 0..W-2), its input and
-          // the taps together, then y and the new window (old rows 1..W-2,
-          // the input). The same products and sums, in the same order, as the
-          // general path's one step (bit-identical).
-          // K3C_CONV_DECODE_GROUPS=G (1..4; opt-in, 1 by default until
-          // measured): a thread's channel groups c, c + stride, ... go G at
-          // a time, every group's loads (old window, input) issued before
-          // any group's stores: the state's stores could alias the next
-          // group's loads for the compiler, so one group a round leaves a
-          // thread's rounds serialized on the load latency (at 128
-          // sequences each thread of the slice's convolutions sweeps 6
-          // groups). Groups past the span load a valid group's bytes and
-          // store nothing (uniform over a block: the span is whole thread
-          // sweeps). The same sums: bit-identical.
-          const int64_t G = spread && U == 1 ? intFromEnv("K3C_CONV_DECODE_GROUPS", 1) : 1;
-          if (G < 1 || G > 4)
-            llvm::report_fatal_error("k3c: K3C_CONV_DECODE_GROUPS must be 1..4, got " +
-                                         llvm::Twine(G),
-                                     /*gen_crash_diag=*/false);
-          Value stride = kb.idx(tb.threads * cw);
-          auto oneTokenGroups = [&](Value c) {
-            SmallVector<Value> cg, ok;
-            SmallVector<SmallVector<SmallVector<Value>>> sv(G);
-            SmallVector<SmallVector<Value>> xv(G);
-            for (int64_t g = 0; g < G; ++g) {
-              Value cu = g ? kb.add(c, kb.mul(stride, kb.idx(g))) : c;
-              ok.push_back(g ? kb.ult(cu, cEnd) : Value());
-              cg.push_back(g ? kb.select(ok.back(), cu, c) : c);
-              Value sc = kb.add(off, cg.back());
-              for (int64_t i = 0; i < W - 1; ++i)
-                sv[g].push_back(kb.loadVec(state, {cs.n, kb.idx(i), sc}, cw));
-              xv[g] = kb.loadVec(x, {cs.start, cg.back()}, cw);
-            }
-            for (int64_t g = 0; g < G; ++g) {
-              SmallVector<Value> out;
-              for (int64_t e = 0; e < cw; ++e) {
-                SmallVector<Value> tp = taps(kb.add(cg[g], kb.idx(e)));
-                SmallVector<Value> window;
-                for (int64_t j = 0; j < W - 1; ++j)
-                  window.push_back(sv[g][j][e]);
-                out.push_back(convOut(tp, window, xv[g][e]));
+              SmallVector<SmallVector<Value>> wt(cw);
+              for (int64_t e = 0; e < cw; ++e)
+                wt[e] = taps(kb.add(c, kb.idx(e)));
+              Value tEnd = kb.minu(cs.len, kb.add(cs.t0, TB));
+              Value last = kb.add(cs.start, kb.sub(tEnd, kb.idx(1)));
+              if (stage) { // the tile's rows have landed (this thread's and the others')
+                NVVM::CpAsyncWaitGroupOp::create(kb.b, kb.loc, kb.b.getI32IntegerAttr(0));
+                kb.barrier(tb);
               }
-              emit(tb, out, cs.start, cg[g], ok[g]);
-              auto storeWindow = [&, g] {
-                Value sc = kb.add(off, cg[g]);
-                for (int64_t r = 0; r < W - 1; ++r)
-                  kb.storeVec(r + 1 < W - 1 ? sv[g][r + 1] : xv[g], state, {cs.n, kb.idx(r), sc});
-              };
-              if (ok[g])
-                kb.ifThen(ok[g], storeWindow);
-              else
-                storeWindow();
-            }
-          };
-          const bool decodeOne = spread && U == 1 && intFromEnv("K3C_CONV_DECODE_ONE", 1);
-          Value cFirst = kb.add(c0, kb.mul(tb.tid, cw));
-          if (decodeOne && G > 1)
-            kb.ifThenElse(
-                kb.ieq(cs.len, kb.idx(1)),
-                [&] { kb.loopStep(cFirst, cEnd, kb.mul(stride, kb.idx(G)), oneTokenGroups); },
-                [&] { kb.loopStep(cFirst, cEnd, stride, general); });
-          else
-            kb.loopStep(cFirst, cEnd, stride, [&](Value c) {
-              if (decodeOne)
-                kb.ifThenElse(kb.ieq(cs.len, kb.idx(1)), [&] { oneTokenGroups(c); },
-                              [&] { general(c); });
-              else
-                general(c);
-            });
-        });
-       };
-       if (nm == 1) {
-         run(*ms[0], bid[1]);
-         return;
-       }
-       Value k = kb.div(bid[1], cBlocksV), cb = kb.rem(bid[1], cBlocksV);
-       std::function<void(int64_t)> pick = [&](int64_t i) {
-         if (i + 1 == nm)
-           return run(*ms[i], cb);
-         kb.ifThenElse(kb.ieq(k, kb.idx(i)), [&] { run(*ms[i], cb); }, [&] { pick(i + 1); });
-       };
-       pick(0);
+              SmallVector<Value> fin = kb.loopStep(cs.t0, tEnd, kb.idx(U), win,
+                                                   [&](Value t, ValueRange a) {
+                SmallVector<SmallVector<Value>> in;
+                SmallVector<Value> rows, ok;
+                for (int64_t u = 0; u < U; ++u) {
+                  Value tu = kb.add(t, kb.idx(u));
+                  ok.push_back(kb.ult(tu, tEnd));
+                  rows.push_back(kb.minu(kb.add(cs.start, tu), last));
+                  in.push_back(xLoad(rows.back(), c));
+                }
+                SmallVector<Value> cur(a.begin(), a.end());
+                for (int64_t u = 0; u < U; ++u) {
+                  SmallVector<Value> out;
+                  for (int64_t e = 0; e < cw; ++e) {
+                    SmallVector<Value> window;
+                    for (int64_t j = 0; j < W - 1; ++j)
+                      window.push_back(cur[j * cw + e]);
+                    out.push_back(convOut(wt[e], window, in[u][e]));
+                  }
+                  emit(tb, out, rows[u], c, ok[u]);
+                  SmallVector<Value> next(cur.begin() + cw, cur.end());
+                  next.append(in[u].begin(), in[u].end());
+                  cur = next;
+                }
+                return cur;
+              });
+              // A sequence of one tile (every decode step's): this thread read
+              // all of its channels' old window above, so it writes their new
+              // window itself (rows as in launch 2, which skips the sequence).
+              // One token at a time (U = 1) the window slid over the whole
+              // sequence (t0 = 0, len <= TB) ends holding its last W - 1
+              // inputs, old window first: the new window, stored from registers
+              // with no second round of loads.
+              if (U == 1 && spread) {
+                kb.ifThen(kb.ule(cs.len, kb.idx(TB)), [&] {
+                  for (int64_t r = 0; r < W - 1; ++r)
+                    kb.storeVec(ArrayRef<Value>(fin).slice(r * cw, cw), state,
+                                {cs.n, kb.idx(r), sc});
+                });
+                return;
+              }
+              kb.ifThen(kb.ule(cs.len, kb.idx(TB)), [&] {
+                for (int64_t r = 0; r < W - 1; ++r) {
+                  Value ci = kb.add(cs.len, kb.idx(r));
+                  Value fromOld = kb.ult(ci, Wm1);
+                  Value sRow = kb.select(fromOld, ci, kb.idx(0));
+                  Value xRow = kb.select(fromOld, cs.start, kb.add(cs.start, kb.sub(ci, Wm1)));
+                  SmallVector<Value> sv = kb.loadVec(state, {cs.n, sRow, sc}, cw);
+                  SmallVector<Value> xv = kb.loadVec(x, {xRow, c}, cw);
+                  SmallVector<Value> v;
+                  for (int64_t e = 0; e < cw; ++e)
+                    v.push_back(kb.select(fromOld, sv[e], xv[e]));
+                  kb.storeVec(v, state, {cs.n, kb.idx(r), sc});
+                }
+              });
+            };
+            // The decode kernel's common case, a one-token sequence, in one
+            // round of loads: its old window (state rows 0..W-2), its input and
+            // the taps together, then y and the new window (old rows 1..W-2,
+            // the input). The same products and sums, in the same order, as the
+            // general path's one step (bit-identical).
+            // K3C_CONV_DECODE_GROUPS=G (1..4; opt-in, 1 by default until
+            // measured): a thread's channel groups c, c + stride, ... go G at
+            // a time, every group's loads (old window, input) issued before
+            // any group's stores: the state's stores could alias the next
+            // group's loads for the compiler, so one group a round leaves a
+            // thread's rounds serialized on the load latency (at 128
+            // sequences each thread of the slice's convolutions sweeps 6
+            // groups). Groups past the span load a valid group's bytes and
+            // store nothing (uniform over a block: the span is whole thread
+            // sweeps). The same sums: bit-identical.
+            const int64_t G = spread && U == 1 ? intFromEnv("K3C_CONV_DECODE_GROUPS", 1) : 1;
+            if (G < 1 || G > 4)
+              llvm::report_fatal_error("k3c: K3C_CONV_DECODE_GROUPS must be 1..4, got " +
+                                           llvm::Twine(G),
+                                       /*gen_crash_diag=*/false);
+            Value stride = kb.idx(tb.threads * cw);
+            auto oneTokenGroups = [&](Value c) {
+              SmallVector<Value> cg, ok;
+              SmallVector<SmallVector<SmallVector<Value>>> sv(G);
+              SmallVector<SmallVector<Value>> xv(G);
+              for (int64_t g = 0; g < G; ++g) {
+                Value cu = g ? kb.add(c, kb.mul(stride, kb.idx(g))) : c;
+                ok.push_back(g ? kb.ult(cu, cEnd) : Value());
+                cg.push_back(g ? kb.select(ok.back(), cu, c) : c);
+                Value sc = kb.add(off, cg.back());
+                for (int64_t i = 0; i < W - 1; ++i)
+                  sv[g].push_back(kb.loadVec(state, {cs.n, kb.idx(i), sc}, cw));
+                xv[g] = kb.loadVec(x, {cs.start, cg.back()}, cw);
+              }
+              for (int64_t g = 0; g < G; ++g) {
+                SmallVector<Value> out;
+                for (int64_t e = 0; e < cw; ++e) {
+                  SmallVector<Value> tp = taps(kb.add(cg[g], kb.idx(e)));
+                  SmallVector<Value> window;
+                  for (int64_t j = 0; j < W - 1; ++j)
+                    window.push_back(sv[g][j][e]);
+                  out.push_back(convOut(tp, window, xv[g][e]));
+                }
+                emit(tb, out, cs.start, cg[g], ok[g]);
+                auto storeWindow = [&, g] {
+                  Value sc = kb.add(off, cg[g]);
+                  for (int64_t r = 0; r < W - 1; ++r)
+                    kb.storeVec(r + 1 < W - 1 ? sv[g][r + 1] : xv[g], state, {cs.n, kb.idx(r), sc});
+                };
+                if (ok[g])
+                  kb.ifThen(ok[g], storeWindow);
+                else
+                  storeWindow();
+              }
+            };
+            const bool decodeOne = spread && U == 1 && intFromEnv("K3C_CONV_DECODE_ONE", 1);
+            Value cFirst = kb.add(c0, kb.mul(tb.tid, cw));
+            if (decodeOne && G > 1)
+              kb.ifThenElse(
+                  kb.ieq(cs.len, kb.idx(1)),
+                  [&] { kb.loopStep(cFirst, cEnd, kb.mul(stride, kb.idx(G)), oneTokenGroups); },
+                  [&] { kb.loopStep(cFirst, cEnd, stride, general); });
+            else
+              kb.loopStep(cFirst, cEnd, stride, [&](Value c) {
+                if (decodeOne)
+                  kb.ifThenElse(kb.ieq(cs.len, kb.idx(1)), [&] { oneTokenGroups(c); },
+                                [&] { general(c); });
+                else
+                  general(c);
+              });
+          });
+        };
+        if (nm == 1) {
+          run(*ms[0], bid[1]);
+          return;
+        }
+        Value k = kb.div(bid[1], cBlocksV), cb = kb.rem(bid[1], cBlocksV);
+        std::function<void(int64_t)> pick = [&](int64_t i) {
+          if (i + 1 == nm)
+            return run(*ms[i], cb);
+          kb.ifThenElse(kb.ieq(k, kb.idx(i)), [&] { run(*ms[i], cb); }, [&] { pick(i + 1); });
+        };
+        pick(0);
       }, stageBytes, staged ? name + "_staged" : name);
     };
     // A decode merge's members (decodeConvMerge) share the decode launch;
