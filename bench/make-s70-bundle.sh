@@ -13,8 +13,8 @@
 #               (K3C_CONV_DECODE_MERGE=1, session 62)
 #   slice-GG    the KDA gate in the one-token GEMV's store (K3C_GEMV_MAP=1,
 #               session 62)
-# and dense k3-tiny (bf16, f32, bf16 with CM and GG) for the checks against
-# the reference.
+# and dense k3-tiny (bf16, f32, and both with CM and GG) for the checks
+# against the reference.
 # Carry .dev70; run: bash .dev70/s70-h200.sh (~4 min on an H200).
 export BUNDLE_DIR=${BUNDLE_DIR:-.dev70}
 source "$(dirname "$0")/bundle-common.sh"
@@ -34,6 +34,7 @@ bundle_tiny_dense
 tiny_dense -o $D/tiny-dense
 tiny_dense -o $D/tiny-dense-f32 --activation-dtype=f32
 K3C_CONV_DECODE_MERGE=1 K3C_GEMV_MAP=1 tiny_dense -o $D/tiny-dense-CMGG
+K3C_CONV_DECODE_MERGE=1 K3C_GEMV_MAP=1 tiny_dense -o $D/tiny-dense-f32-CMGG --activation-dtype=f32
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/s70-h200.sh bench/ncu_mix.py bench/mla_check.py bench/bench_common.py bench/kbench_table.py $D/
 du -sh $D
