@@ -46,6 +46,9 @@ for r in 1 2; do
 done
 same_tokens /tmp/b128s.txt slice-bf16 slice-CM slice-GG
 same_tokens /tmp/b8.txt slice-bf16 slice-CM slice-GG
+seq -s, 7 30 > /tmp/b1.txt # (one sequence: one-token decode steps, the GEMV's gate)
+same_tokens /tmp/b1.txt slice-bf16 slice-CM slice-GG
+slice_check slice-CM slice-GG
 # (another card: the rows above only, unless ANY_CARD=1; an H100's rows of
 # the rest were measured in session 61)
 if [ -z "${ANY_CARD:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
