@@ -13,6 +13,8 @@
 #               (K3C_CONV_DECODE_MERGE=1, session 62)
 #   slice-GG    the KDA gate in the one-token GEMV's store (K3C_GEMV_MAP=1,
 #               session 62)
+#   slice-QR    the staged q_abs's rope columns spread over its column
+#               blocks (K3C_MLA_QABS_ROPE_SPREAD=1, session 62)
 # and dense k3-tiny (bf16, f32, and both with CM and GG) for the checks
 # against the reference.
 # Carry .dev70; run: bash .dev70/s70-h200.sh (~4 min on an H200).
@@ -30,6 +32,7 @@ slice -o $D/slice-bf16
 K3C_FUSE_HEAD=0 K3C_EMBED_ROWS=0 K3C_MLA_ROUND_TOKENS=64 K3C_MLA_COMBINE_WEIGHTS=0 slice -o $D/slice-old
 K3C_CONV_DECODE_MERGE=1 slice -o $D/slice-CM
 K3C_GEMV_MAP=1 slice -o $D/slice-GG
+K3C_MLA_QABS_ROPE_SPREAD=1 slice -o $D/slice-QR
 bundle_tiny_dense
 tiny_dense -o $D/tiny-dense
 tiny_dense -o $D/tiny-dense-f32 --activation-dtype=f32

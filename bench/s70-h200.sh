@@ -15,7 +15,9 @@
 # 5. The merged decode convolutions (K3C_CONV_DECODE_MERGE=1, slice-CM) and the
 #    KDA gate in the one-token GEMV (K3C_GEMV_MAP=1, slice-GG): the step and
 #    kda_conv_gate at 1, 8, 128 sequences against the defaults, two rounds;
-#    the greedy tokens equal; dense k3-tiny bf16 with both.
+#    the greedy tokens equal; dense k3-tiny bf16 with both. The staged q_abs's
+#    rope columns spread (K3C_MLA_QABS_ROPE_SPREAD=1, slice-QR): mla_attn at
+#    8, 64, 128 sequences against the defaults, two rounds; tokens equal.
 # On another card than an H200 only 1., 5. and dense k3-tiny's checks
 # (ANY_CARD=1: all).
 QUICK=${QUICK:-0}
@@ -44,11 +46,18 @@ for r in 1 2; do
     kbench s70-$a-cm$r $a /tmp/slice 'graph|kda_conv_gate' --prefill none --decode 1,8,128
   done
 done
-same_tokens /tmp/b128s.txt slice-bf16 slice-CM slice-GG
-same_tokens /tmp/b8.txt slice-bf16 slice-CM slice-GG
+# The staged q_abs's rope columns spread (slice-QR): mla_attn at 8, 64 and
+# 128 sequences (rounds of 8..128 tokens take the staged q_abs), two rounds.
+for r in 1 2; do
+  for a in slice-bf16 slice-QR; do
+    kbench s70-$a-qr$r $a /tmp/slice 'graph|mla_attn' --prefill none --decode 8,64,128
+  done
+done
+same_tokens /tmp/b128s.txt slice-bf16 slice-CM slice-GG slice-QR
+same_tokens /tmp/b8.txt slice-bf16 slice-CM slice-GG slice-QR
 seq -s, 7 30 > /tmp/b1.txt # (one sequence: one-token decode steps, the GEMV's gate)
 same_tokens /tmp/b1.txt slice-bf16 slice-CM slice-GG
-slice_check slice-CM slice-GG
+slice_check slice-CM slice-GG slice-QR
 # (another card: the rows above only, unless ANY_CARD=1; an H100's rows of
 # the rest were measured in session 61)
 if [ -z "${ANY_CARD:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then

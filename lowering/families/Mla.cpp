@@ -1594,7 +1594,8 @@ static void qabsMma(Grouped &gr, ThreadBlock &tb, Value row0, Value valid, Value
 /// dependent rounds). store(m, column, value) gets scale q_abs for two
 /// adjacent columns at once (value pairs); the rope columns (scale q_pe)
 /// follow in the blocks of the first column slice, a thread per (token,
-/// column).
+/// column), or with K3C_MLA_QABS_ROPE_SPREAD=1 in 8-column chunks over
+/// every column slice's blocks (below).
 constexpr int64_t kQabsTileTokens = 64, kQabsTileCols = 64;
 static void qabsMmaStaged(Grouped &gr, ThreadBlock &tb, Value row0, Value valid, Value head,
                           Value c0, Value qs, Value ws,
@@ -1654,6 +1655,36 @@ static void qabsMmaStaged(Grouped &gr, ThreadBlock &tb, Value row0, Value valid,
         store(m, col, {kb.fmul(acc[4 * t + 2 * h], gr.scale), kb.fmul(acc[4 * t + 2 * h + 1], gr.scale)});
       });
     }
+  // K3C_MLA_QABS_ROPE_SPREAD=1 (opt-in until measured; session 62): the
+  // rope columns in 8-column chunks spread over the head's R / NC column
+  // blocks (block b the chunks b, b + R / NC, ...), a thread per (token,
+  // chunk), one 16-byte load and store each. Otherwise the first column
+  // block alone takes every (token, rope column) a thread each: at 64
+  // tokens 32 load-then-store rounds a thread in a loop, each waiting on
+  // its load, while the other blocks are done (the staged q_abs took 27 us
+  // a 64-token round on an H100, session 57, against 10.6 at 8 tokens).
+  // The same loads, products and roundings: the same values.
+  const int64_t nb = gr.R / NC, chunks = gr.rope / 8;
+  const bool spread = intFromEnv("K3C_MLA_QABS_ROPE_SPREAD", 0) && gr.rope % 8 == 0 &&
+                      gr.nope % 8 == 0 && gr.qk % 8 == 0 && gr.R % NC == 0 &&
+                      kb.vecWidth(gr.q, gr.qk) >= 8;
+  if (spread) {
+    Value b = kb.div(c0, kb.idx(NC));
+    for (int64_t j = 0; j * nb < chunks; ++j) {
+      Value ch = kb.add(b, kb.idx(j * nb));
+      kb.ifThen(kb.ult(ch, kb.idx(chunks)), [&] {
+        Value c = kb.mul(ch, kb.idx(8));
+        kb.strided(tb, kb.idx(0), valid, [&](Value m) {
+          SmallVector<Value> v =
+              kb.loadVec(gr.q, {kb.add(row0, m), kb.add(kb.add(qBase, kb.idx(gr.nope)), c)}, 8);
+          for (Value &e : v)
+            e = kb.fmul(e, gr.scale);
+          store(m, kb.add(kb.idx(gr.R), c), v);
+        });
+      });
+    }
+    return;
+  }
   kb.ifThen(kb.ieq(c0, kb.idx(0)), [&] {
     kb.strided(tb, kb.idx(0), kb.mul(valid, kb.idx(gr.rope)), [&](Value i) {
       Value m = kb.div(i, gr.rope), c = kb.rem(i, gr.rope);

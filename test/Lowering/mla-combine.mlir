@@ -73,6 +73,22 @@
 // QABS: nvvm.mma.sync
 // QABS: vector.store {{.*}} : memref<512x80xbf16>, vector<2xbf16>
 // QABS-NOT: absorbed_qabs_mma_t16
+// The staged tiles' rope columns: by default the first column block's
+// threads take every (token, rope column), a scalar load and store each;
+// K3C_MLA_QABS_ROPE_SPREAD=1 spreads 8-column chunks over the column blocks
+// (here one block, R = 64: both chunks of the 16 rope columns), a thread
+// per (token, chunk), one 16-byte load and store.
+// QABS-NOT: vector<8xbf16>
+// QABS: } else {
+// RUN: env K3C_MLA_FUSE_APPEND_STAGED=0 K3C_MLA_QABS_EARLY_W=0 K3C_MLA_QABS_ROPE_SPREAD=1 k3-opt %s --k3-lower-kernels=target=sm_90a | FileCheck %s --check-prefix=ROPE
+// ROPE: module(@k3_mla_attn_0000c0de_absorbed_qabs_mma_t64)
+// ROPE: nvvm.mma.sync
+// ROPE: arith.divui %{{.*}}, %c64{{[_0-9]*}} : index
+// ROPE: scf.for
+// ROPE: vector.load {{.*}} : memref<?x128xbf16>, vector<8xbf16>
+// ROPE: arith.truncf %{{.*}} : vector<8xf32> to vector<8xbf16>
+// ROPE-NEXT: vector.store {{.*}} : memref<512x80xbf16>, vector<8xbf16>
+// ROPE: gpu.terminator
 // QT16: function(@k3_mla_attn_0000c0de_absorbed_qabs_mma_t16)
 // QT16: vector.load {{.*}} : memref<?x128xbf16>, vector<2xbf16>
 // QT16: memref.load {{.*}} : memref<320x64xbf16>
