@@ -15,7 +15,7 @@
 #               session 62)
 #   slice-QR    the staged q_abs's rope columns spread over its column
 #               blocks (K3C_MLA_QABS_ROPE_SPREAD=1, session 62)
-# and dense k3-tiny (bf16, f32, and both with CM and GG) for the checks
+# and dense k3-tiny (bf16, f32, and both with CM, GG and QR: S62) for the checks
 # against the reference.
 # Carry .dev70; run: bash .dev70/s70-h200.sh (~4 min on an H200).
 export BUNDLE_DIR=${BUNDLE_DIR:-.dev70}
@@ -36,8 +36,8 @@ K3C_MLA_QABS_ROPE_SPREAD=1 slice -o $D/slice-QR
 bundle_tiny_dense
 tiny_dense -o $D/tiny-dense
 tiny_dense -o $D/tiny-dense-f32 --activation-dtype=f32
-K3C_CONV_DECODE_MERGE=1 K3C_GEMV_MAP=1 tiny_dense -o $D/tiny-dense-CMGG
-K3C_CONV_DECODE_MERGE=1 K3C_GEMV_MAP=1 tiny_dense -o $D/tiny-dense-f32-CMGG --activation-dtype=f32
+K3C_CONV_DECODE_MERGE=1 K3C_GEMV_MAP=1 K3C_MLA_QABS_ROPE_SPREAD=1 tiny_dense -o $D/tiny-dense-S62
+K3C_CONV_DECODE_MERGE=1 K3C_GEMV_MAP=1 tiny_dense -o $D/tiny-dense-f32-S62 --activation-dtype=f32
 rm -rf $D/*/ptx $D/*/model.fused.mlir
 cp bench/s70-h200.sh bench/ncu_mix.py bench/mla_check.py bench/bench_common.py bench/kbench_table.py $D/
 du -sh $D

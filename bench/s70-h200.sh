@@ -34,9 +34,9 @@ done
 dense_inputs
 DENSE_BATCHES="b128.txt mix20.txt" dense_checks tiny-dense
 # (p100.txt: one sequence, so its decode steps take the one-token GEMV's gate)
-dense_checks tiny-dense-CMGG
+dense_checks tiny-dense-S62
 DENSE_BATCHES="mix20.txt" dense_checks tiny-dense-f32
-DENSE_BATCHES="p100.txt mix20.txt" dense_checks tiny-dense-f32-CMGG
+DENSE_BATCHES="p100.txt mix20.txt" dense_checks tiny-dense-f32-S62
 slice_setup
 # The merged decode convolutions and the GEMV's gate (any card: an A/B in one call): the step and
 # kda_conv_gate at 1 and 128 sequences, the builds alternating, two rounds;
