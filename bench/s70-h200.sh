@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Session 62 (bundle: bash bench/make-s70-bundle.sh; carry .dev70; run: bash
-# .dev70/s70-h200.sh, ~4 min on an H200; QUICK=1 ~2 min).
+# Session 62 (bundle: bash bench/make-s70-bundle.sh; carry .dev70; two calls:
+# `PART=1 bash .dev70/s70-h200.sh` (any card, ~6 min: 1., 4.'s dense checks, 5.)
+# and `PART=2 bash .dev70/s70-h200.sh` (an H200, ~5 min: 2., 3., 4.; QUICK=1
+# one round; on another card it stops at once unless ANY_CARD=1)).
 # 1. The one-token MLA combine's split weights in f32 (dv64-f32-cw) against
 #    the reference executor at 1e-5, beside the defaults (dv64-bf16,
 #    dv64-f32): a 300-token prompt and a 40-token one, 6 one-token steps.
@@ -18,11 +20,11 @@
 #    the greedy tokens equal; dense k3-tiny bf16 with both. The staged q_abs's
 #    rope columns spread (K3C_MLA_QABS_ROPE_SPREAD=1, slice-QR): mla_attn at
 #    8, 64, 128 sequences against the defaults, two rounds; tokens equal.
-# On another card than an H200 only 1., 5. and dense k3-tiny's checks
-# (ANY_CARD=1: all).
 QUICK=${QUICK:-0}
 export KBENCH_TIMEOUT=${KBENCH_TIMEOUT:-150}
+PART=${PART:-1}
 source "$(dirname "$0")/device-common.sh"
+if [ "$PART" = 1 ]; then
 machine
 k3-mkcheckpoint --config k3-tiny-dv64.json -o /tmp/ck-dv64 --seed 5 --quiet
 for m in dv64-bf16 dv64-f32 dv64-f32-cw; do
@@ -58,12 +60,17 @@ same_tokens /tmp/b8.txt slice-bf16 slice-CM slice-GG slice-QR
 seq -s, 7 30 > /tmp/b1.txt # (one sequence: one-token decode steps, the GEMV's gate)
 same_tokens /tmp/b1.txt slice-bf16 slice-CM slice-GG
 slice_check slice-CM slice-GG slice-QR
-# (another card: the rows above only, unless ANY_CARD=1; an H100's rows of
-# the rest were measured in session 61)
-if [ -z "${ANY_CARD:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-  python3 kbench_table.py $OUT/kbench.csv
-  echo "== not an H200: the checks and the merge's rows only (${SECONDS}s)"; exit 0
+python3 kbench_table.py $OUT/kbench.csv
+echo "== done, PART=1 (${SECONDS}s)"
+exit 0
 fi
+# PART=2: the H200's rows.
+# (another card: nothing, unless ANY_CARD=1; an H100's rows of this part were
+# measured in session 61)
+if [ -z "${ANY_CARD:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  echo "== not an H200: PART=2 is the H200's rows; stopped (${SECONDS}s)"; exit 0
+fi
+slice_setup
 rounds="1 2"; [ $QUICK = 1 ] && rounds=1
 for r in $rounds; do
   for a in slice-bf16 slice-old; do
@@ -75,6 +82,7 @@ K3C_PROFILE_LAUNCHES=1 K3C_PROFILE_REPEAT=10 timeout 150 k3-bench slice-bf16 --c
 grep -vE "^\s*$" /tmp/launches128.txt | head -60
 echo "== Nsight Compute on the 128-token staged q_abs launch (the first step of 128 one-token prompts)"
 ncu_kernel qabs128 absorbed_qabs_mma_t64 120 slice-bf16 --checkpoint /tmp/slice --device cuda --batch /tmp/b128s.txt --max-new-tokens 2 --quiet
+ncu_kernel qabs128qr absorbed_qabs_mma_t64 120 slice-QR --checkpoint /tmp/slice --device cuda --batch /tmp/b128s.txt --max-new-tokens 2 --quiet
 kbench s70-slice-bf16-ablate slice-bf16 /tmp/slice '^ablate' --prefill none --decode 1 --ablate
 kbench s70-slice-bf16-8k slice-bf16 /tmp/slice 'graph|mla_attn' --prefill none --decode 1,8,64 --context 8192
 [ $QUICK = 1 ] || kbench s70-slice-bf16-32k slice-bf16 /tmp/slice 'graph|mla_attn' --prefill none --decode 1,8 --context 32768
